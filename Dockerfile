@@ -1,0 +1,24 @@
+# Multi-stage build: Debian 12 with the -dev packages builds; a slim Debian 12
+# with only the runtime libraries runs, as a non-root user.
+FROM debian:12 AS build
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      build-essential cmake ninja-build pkg-config libboost1.81-dev libhiredis-dev \
+      nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libssl-dev python3 \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    && ninja -C build sluice sluice-echo \
+    && strip build/sluice build/sluice-echo
+
+FROM debian:12-slim
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libhiredis0.14 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --no-create-home sluice
+COPY --from=build /src/build/sluice /src/build/sluice-echo /usr/local/bin/
+COPY conf/ /etc/sluice/
+USER sluice
+EXPOSE 8080 9901
+ENTRYPOINT ["/usr/local/bin/sluice"]
+CMD ["--config", "/etc/sluice/sluice.yaml"]

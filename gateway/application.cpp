@@ -1,0 +1,401 @@
+#include "gateway/application.hpp"
+
+#include <csignal>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gateway/session.hpp"
+#include "gateway/worker.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+constexpr auto kAdminTimeout = std::chrono::seconds(30);
+
+tcp::endpoint endpoint_of(const HostPort& hp) {
+  return {asio::ip::make_address(hp.host), hp.port};
+}
+
+}  // namespace
+
+class Application::Impl {
+ public:
+  Impl(std::string path, std::shared_ptr<const Config> config, ApplicationHooks hooks)
+      : path_(std::move(path)), config_(std::move(config)), hooks_(std::move(hooks)) {}
+
+  bool start();
+  int run();
+  void request_stop() {
+    asio::post(main_io_, [this] { begin_shutdown(); });
+  }
+
+  tcp::acceptor& acceptor() { return acceptor_; }
+  tcp::acceptor& admin_acceptor() { return admin_acceptor_; }
+
+  void handle_admin(const http::request<http::string_body>& req,
+                    std::function<void(http::response<http::string_body>)> reply);
+
+ private:
+  bool bind(tcp::acceptor& acceptor, const HostPort& where, const char* what);
+  void do_accept();
+  void do_admin_accept();
+  void wait_signal();
+  void reload();
+  void begin_shutdown();
+  void wait_drained(std::chrono::steady_clock::time_point deadline);
+  void finish_shutdown();
+  void scrape(std::function<void(std::string)> done);
+
+  std::string path_;
+  std::shared_ptr<const Config> config_;
+  ApplicationHooks hooks_;
+  asio::io_context main_io_{1};
+  tcp::acceptor acceptor_{main_io_};
+  tcp::acceptor admin_acceptor_{main_io_};
+  asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
+  asio::steady_timer drain_timer_{main_io_};
+  asio::steady_timer accept_retry_timer_{main_io_};
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::size_t next_worker_ = 0;
+  MetricsShard main_metrics_;  // main-thread metrics (reloads)
+  bool stopping_ = false;
+  bool ready_ = false;
+};
+
+// ---- Admin listener -------------------------------------------------------
+
+namespace {
+
+class AdminSession : public std::enable_shared_from_this<AdminSession> {
+ public:
+  AdminSession(Application::Impl& app, tcp::socket socket)
+      : app_(app), stream_(std::move(socket)) {}
+
+  void start() { do_read(); }
+
+ private:
+  void do_read() {
+    req_ = {};
+    parser_.emplace();
+    parser_->header_limit(8192);
+    parser_->body_limit(8192);
+    stream_.expires_after(kAdminTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) return self->close();
+                       self->req_ = self->parser_->release();
+                       self->app_.handle_admin(
+                           self->req_, [self](http::response<http::string_body> res) {
+                             self->write(std::move(res));
+                           });
+                     });
+  }
+
+  void write(http::response<http::string_body> res) {
+    res_ = std::move(res);
+    res_.keep_alive(req_.keep_alive());
+    res_.prepare_payload();
+    stream_.expires_after(kAdminTimeout);
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec || !self->res_.keep_alive()) return self->close();
+      self->do_read();
+    });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  Application::Impl& app_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> req_;
+  http::response<http::string_body> res_;
+};
+
+http::response<http::string_body> text_response(http::status status, std::string content_type,
+                                                std::string body) {
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "sluice");
+  res.set(http::field::content_type, content_type);
+  res.set(http::field::cache_control, "no-store");
+  res.body() = std::move(body);
+  return res;
+}
+
+}  // namespace
+
+void Application::Impl::handle_admin(
+    const http::request<http::string_body>& req,
+    std::function<void(http::response<http::string_body>)> reply) {
+  const auto target = std::string_view{req.target()}.substr(0, req.target().find('?'));
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    auto res = text_response(http::status::method_not_allowed, "application/json",
+                             "{\"error\":\"method not allowed\"}\n");
+    res.set(http::field::allow, "GET, HEAD");
+    return reply(std::move(res));
+  }
+  if (target == "/healthz") {
+    return reply(text_response(http::status::ok, "application/json", "{\"status\":\"ok\"}\n"));
+  }
+  if (target == "/readyz") {
+    const std::string deps = hooks_.readiness ? hooks_.readiness() : "{}";
+    const bool ready = ready_ && !stopping_;
+    const std::string body = std::string{"{\"status\":\""} + (ready ? "ready" : "not ready") +
+                             "\",\"dependencies\":" + deps + "}\n";
+    return reply(text_response(ready ? http::status::ok : http::status::service_unavailable,
+                               "application/json", body));
+  }
+  if (target == "/metrics") {
+    return scrape([reply = std::move(reply)](std::string text) {
+      reply(text_response(http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
+                          std::move(text)));
+    });
+  }
+  reply(text_response(http::status::not_found, "application/json",
+                      "{\"error\":\"not found\"}\n"));
+}
+
+// Every worker copies its shard on its own thread; the copies are merged on
+// the main thread once all have arrived.
+void Application::Impl::scrape(std::function<void(std::string)> done) {
+  struct Gather {
+    std::vector<MetricsShard> shards;
+    std::size_t pending = 0;
+    std::function<void(std::string)> done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->shards.resize(workers_.size());
+  gather->pending = workers_.size();
+  gather->done = std::move(done);
+  auto finish = [this, gather] {
+    MetricsSnapshot snapshot;
+    main_metrics_.merge_into(snapshot);
+    for (const auto& shard : gather->shards) shard.merge_into(snapshot);
+    gather->done(snapshot.render());
+  };
+  if (workers_.empty()) return finish();
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    Worker& worker = *workers_[i];
+    asio::post(worker.io(), [this, &worker, gather, i, finish] {
+      if (hooks_.before_scrape) hooks_.before_scrape(worker);
+      MetricsShard copy = worker.metrics();
+      asio::post(main_io_, [gather, i, copy = std::move(copy), finish]() mutable {
+        gather->shards[i] = std::move(copy);
+        if (--gather->pending == 0) finish();
+      });
+    });
+  }
+}
+
+// ---- Lifecycle --------------------------------------------------------------
+
+bool Application::Impl::bind(tcp::acceptor& acceptor, const HostPort& where, const char* what) {
+  beast::error_code ec;
+  tcp::endpoint endpoint;
+  try {
+    endpoint = endpoint_of(where);
+  } catch (const std::exception& e) {
+    spdlog::error("{} {}: bad address: {}", what, where.to_string(), e.what());
+    return false;
+  }
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    spdlog::error("cannot listen on {} ({}): {}", where.to_string(), what, ec.message());
+    return false;
+  }
+  return true;
+}
+
+bool Application::Impl::start() {
+  if (!bind(acceptor_, config_->server.listen, "server.listen")) return false;
+  if (!bind(admin_acceptor_, config_->admin.listen, "admin.listen")) return false;
+
+  unsigned threads = config_->server.threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < threads; ++i) {
+    workers_.push_back(std::make_unique<Worker>(i, config_));
+  }
+  for (auto& w : workers_) {
+    Worker& worker = *w;
+    if (hooks_.make_chain) {
+      asio::post(worker.io(), [this, &worker] { worker.chain() = hooks_.make_chain(worker); });
+    }
+    worker.start();
+  }
+  do_accept();
+  do_admin_accept();
+  wait_signal();
+  ready_ = true;
+  spdlog::info("sluice listening on {} (data plane, {} worker threads), admin on {}",
+               acceptor_.local_endpoint().address().to_string() + ":" +
+                   std::to_string(acceptor_.local_endpoint().port()),
+               threads,
+               admin_acceptor_.local_endpoint().address().to_string() + ":" +
+                   std::to_string(admin_acceptor_.local_endpoint().port()));
+  return true;
+}
+
+void Application::Impl::do_accept() {
+  Worker& worker = *workers_[next_worker_];
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  acceptor_.async_accept(worker.io(), [this, &worker](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: log and back off instead of spinning.
+      spdlog::warn("accept failed: {}", ec.message());
+      accept_retry_timer_.expires_after(std::chrono::milliseconds(50));
+      accept_retry_timer_.async_wait([this](beast::error_code e) {
+        if (!e) do_accept();
+      });
+      return;
+    }
+    asio::post(worker.io(), [&worker, socket = std::move(socket)]() mutable {
+      start_client_session(worker, std::move(socket));
+    });
+    do_accept();
+  });
+}
+
+void Application::Impl::do_admin_accept() {
+  admin_acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !admin_acceptor_.is_open()) return;
+    if (!ec) std::make_shared<AdminSession>(*this, std::move(socket))->start();
+    do_admin_accept();
+  });
+}
+
+void Application::Impl::wait_signal() {
+  signals_.async_wait([this](beast::error_code ec, int signo) {
+    if (ec) return;
+    if (signo == SIGHUP) {
+      reload();
+      return wait_signal();
+    }
+    spdlog::info("received signal {}, draining", signo);
+    begin_shutdown();
+  });
+}
+
+void Application::Impl::reload() {
+  auto result = load_config_file(path_);
+  if (!result.config) {
+    spdlog::error("reload of {} failed; keeping the running configuration", path_);
+    for (const auto& e : result.errors) spdlog::error("{}", e);
+    main_metrics_.add("sluice_config_reloads_total", label("result", "error"));
+    return;
+  }
+  const auto& next = *result.config;
+  if (next.server.listen.to_string() != config_->server.listen.to_string() ||
+      next.admin.listen.to_string() != config_->admin.listen.to_string()) {
+    spdlog::warn("reload: listen addresses changed; the new addresses take effect on restart");
+  }
+  if (next.server.threads != config_->server.threads) {
+    spdlog::warn("reload: server.threads changed; takes effect on restart");
+  }
+  config_ = result.config;
+  spdlog::set_level(spdlog::level::from_str(config_->log.level));
+  for (auto& w : workers_) {
+    Worker& worker = *w;
+    asio::post(worker.io(), [this, &worker, config = config_] {
+      worker.set_config(config);
+      if (hooks_.on_config) hooks_.on_config(worker, config);
+    });
+  }
+  main_metrics_.add("sluice_config_reloads_total", label("result", "ok"));
+  spdlog::info("configuration reloaded from {}", path_);
+}
+
+void Application::Impl::begin_shutdown() {
+  if (stopping_) return;
+  stopping_ = true;
+  beast::error_code ec;
+  acceptor_.close(ec);
+  accept_retry_timer_.cancel();
+  for (auto& w : workers_) {
+    Worker& worker = *w;
+    asio::post(worker.io(), [&worker] { worker.begin_drain(); });
+  }
+  wait_drained(std::chrono::steady_clock::now() + config_->server.drain_timeout);
+}
+
+void Application::Impl::wait_drained(std::chrono::steady_clock::time_point deadline) {
+  std::size_t active = 0;
+  for (auto& w : workers_) active += w->session_count();
+  if (active == 0 || std::chrono::steady_clock::now() >= deadline) {
+    if (active) spdlog::warn("drain timeout: closing {} connections", active);
+    return finish_shutdown();
+  }
+  drain_timer_.expires_after(std::chrono::milliseconds(20));
+  drain_timer_.async_wait([this, deadline](beast::error_code ec) {
+    if (!ec) wait_drained(deadline);
+  });
+}
+
+void Application::Impl::finish_shutdown() {
+  for (auto& w : workers_) {
+    Worker& worker = *w;
+    asio::post(worker.io(), [this, &worker] {
+      worker.close_all();
+      if (hooks_.on_stop) hooks_.on_stop(worker);
+      worker.chain().clear();
+      worker.release();
+    });
+  }
+  // Workers end when their last handler has run; one that still has work
+  // after a short grace period is stopped.
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (auto& w : workers_) {
+    while (!w->finished() && std::chrono::steady_clock::now() < grace) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!w->finished()) w->halt();
+    w->join();
+  }
+  beast::error_code ec;
+  admin_acceptor_.close(ec);
+  signals_.cancel();
+  main_io_.stop();
+}
+
+int Application::Impl::run() {
+  main_io_.run();
+  spdlog::info("sluice stopped");
+  return 0;
+}
+
+Application::Application(std::string config_path, std::shared_ptr<const Config> config,
+                         ApplicationHooks hooks)
+    : impl_(std::make_unique<Impl>(std::move(config_path), std::move(config), std::move(hooks))) {}
+
+Application::~Application() = default;
+
+bool Application::start() { return impl_->start(); }
+int Application::run() { return impl_->run(); }
+void Application::request_stop() { impl_->request_stop(); }
+std::uint16_t Application::listen_port() const { return impl_->acceptor().local_endpoint().port(); }
+std::uint16_t Application::admin_port() const {
+  return impl_->admin_acceptor().local_endpoint().port();
+}
+
+}  // namespace sluice

@@ -1,0 +1,156 @@
+// Sluice configuration: plain immutable structs, parsed and validated in full
+// from YAML (spec section 2). Loading is the only place exceptions are used;
+// callers get either a Config or every error as "file:line: key.path: message".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gateway/client_ip.hpp"
+#include "upstream/upstream_config.hpp"
+
+namespace sluice {
+
+using Millis = std::chrono::milliseconds;
+
+struct ServerConfig {
+  HostPort listen{"0.0.0.0", 8080};
+  unsigned threads = 0;  // 0 = one per core (resolved by the application, not here)
+  std::size_t max_header_bytes = 16384;
+  std::uint64_t max_body_bytes = 10485760;
+  Millis header_timeout{10000};
+  Millis idle_timeout{60000};
+  Millis drain_timeout{10000};
+  // Default 127.0.0.1/32 (IPv4-mapped, so /128 in IPv6 terms); [] trusts no one.
+  std::vector<Cidr> trusted_proxies{
+      Cidr{IpAddress{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1}}, 128}};
+};
+
+struct AdminConfig {
+  HostPort listen{"127.0.0.1", 9901};
+};
+
+struct LogConfig {
+  std::string level = "info";  // trace | debug | info | warn | error
+  bool access_log = true;
+};
+
+struct CircuitBreakerConfig {
+  unsigned failures = 5;
+  Millis open{1000};
+};
+
+struct RedisConfig {
+  std::string url = "redis://127.0.0.1:6379/0";
+  // Parsed from url: redis://[user:password@]host:port[/db], rediss:// = TLS.
+  bool tls = false;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string user;      // empty = default user
+  std::string password;  // empty = no AUTH
+  int db = 0;
+  Millis timeout{50};
+  Millis connect_timeout{1000};  // extension: redis.connect_timeout_ms
+  std::string key_prefix = "sluice:";
+  CircuitBreakerConfig circuit_breaker;
+  // Extensions for rediss:// (verify the server against ca_file; optional client cert).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;  // SNI and name checked in the certificate; default = host
+};
+
+struct Consumer {
+  std::string key;
+  std::string plan;
+};
+
+struct ApiKeysConfig {
+  std::string header = "X-API-Key";  // "Authorization" means "Bearer <key>"
+  std::vector<Consumer> consumers;
+  std::unordered_map<std::string, std::string> plan_by_key;  // built from consumers
+  std::string default_plan = "free";
+};
+
+// One source of a rate-limit key value.
+struct KeySource {
+  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery };
+  Kind kind = Kind::kIp;
+  std::string name;  // header or query parameter name for kHeader / kQuery
+};
+
+struct BucketParams {
+  double capacity = 0;
+  double refill_per_second = 0;
+};
+
+struct LimitConfig {
+  std::string name;
+  std::vector<KeySource> key;  // one entry, or several for a composite key
+  BucketParams bucket;
+  std::map<std::string, BucketParams> plans;  // plan name -> override
+  // The parameters for a plan (the override if any, else the default).
+  const BucketParams& for_plan(std::string_view plan) const;
+};
+
+struct RouteMatch {
+  enum class PathKind { kPrefix, kExact, kRegex };
+  PathKind path_kind = PathKind::kPrefix;
+  std::string path = "/";
+  std::shared_ptr<const std::regex> regex;  // set when path_kind == kRegex
+  std::vector<std::string> methods;         // empty = any method
+  std::string host;  // empty = any host (compared without port, case-insensitive)
+};
+
+enum class FailureMode { kOpen, kClosed };
+
+struct RouteConfig {
+  std::string name;
+  RouteMatch match;
+  std::string upstream;
+  std::size_t upstream_index = 0;  // index into Config::upstreams
+  bool strip_prefix = false;
+  std::vector<std::string> limits;
+  std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order
+  double cost = 1;
+  FailureMode on_redis_failure = FailureMode::kOpen;
+};
+
+struct Config {
+  std::string source;  // file name used in messages
+  ServerConfig server;
+  AdminConfig admin;
+  LogConfig log;
+  RedisConfig redis;
+  std::vector<UpstreamConfig> upstreams;
+  ApiKeysConfig api_keys;
+  std::vector<LimitConfig> limits;
+  std::vector<RouteConfig> routes;
+
+  const UpstreamConfig* find_upstream(std::string_view name) const;
+  const LimitConfig* find_limit(std::string_view name) const;
+};
+
+struct ConfigResult {
+  std::shared_ptr<const Config> config;  // null when errors is non-empty
+  std::vector<std::string> errors;       // "file:line: key.path: message", in file order
+};
+
+// Parses and validates YAML text; `source` names the file in messages.
+ConfigResult parse_config(std::string_view yaml_text, std::string_view source);
+// Reads and parses a file; a file that cannot be read is one error.
+ConfigResult load_config_file(const std::string& path);
+
+// Parses redis://[user:password@]host:port[/db] and rediss://; returns an
+// error message or fills the url-derived fields of `out`.
+std::optional<std::string> parse_redis_url(std::string_view url, RedisConfig& out);
+
+}  // namespace sluice

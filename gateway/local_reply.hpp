@@ -1,0 +1,18 @@
+// Local replies (spec section 4, "other local replies"): pure builders of the
+// status and small JSON body Sluice answers with itself.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "gateway/middleware.hpp"
+
+namespace sluice {
+
+// {"status":404,"error":"Not Found","message":"...","request_id":"..."}
+LocalReply make_local_reply(unsigned status, std::string_view message, std::string_view request_id);
+
+// The standard reason phrase for the statuses Sluice produces.
+std::string_view reason_for(unsigned status);
+
+}  // namespace sluice

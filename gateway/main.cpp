@@ -1,0 +1,89 @@
+// sluice: the executable. It parses the command line, loads the configuration
+// and wires the gateway to the middleware it knows nothing of.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "gateway/application.hpp"
+#include "gateway/config.hpp"
+#include "middleware/setup.hpp"
+
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "dev"
+#endif
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: sluice --config FILE [--check] [--log-level trace|debug|info|warn|error]\n"
+    "       sluice --version\n";
+
+bool valid_level(const std::string& level) {
+  return level == "trace" || level == "debug" || level == "info" || level == "warn" ||
+         level == "error";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<std::string> config_path;
+  std::optional<std::string> log_level;
+  bool check = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--version") {
+      std::printf("sluice %s\n", SLUICE_VERSION);
+      return 0;
+    } else if (arg == "--check") {
+      check = true;
+    } else if (arg == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (arg.rfind("--config=", 0) == 0) {
+      config_path = arg.substr(9);
+    } else if (arg == "--log-level" && i + 1 < argc) {
+      log_level = argv[++i];
+    } else if (arg.rfind("--log-level=", 0) == 0) {
+      log_level = arg.substr(12);
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "sluice: unknown argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (!config_path) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (log_level && !valid_level(*log_level)) {
+    std::fprintf(stderr, "sluice: bad --log-level '%s'\n", log_level->c_str());
+    return 2;
+  }
+
+  auto result = sluice::load_config_file(*config_path);
+  if (!result.config) {
+    for (const auto& e : result.errors) std::fprintf(stderr, "%s\n", e.c_str());
+    std::fprintf(stderr, "configuration invalid: %zu error(s)\n", result.errors.size());
+    return 1;
+  }
+  if (check) {
+    std::printf("configuration OK\n");
+    return 0;
+  }
+
+  // Logs go to stderr; stdout is kept for the access log.
+  auto logger = spdlog::stderr_color_mt("sluice");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(log_level.value_or(result.config->log.level)));
+
+  sluice::Application app(*config_path, result.config, sluice::make_middleware_hooks(result.config));
+  if (!app.start()) return 1;
+  return app.run();
+}

@@ -1,0 +1,192 @@
+#include "gateway/metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+constexpr char kSep = '\x1f';
+
+std::string make_key(std::string_view family, std::string_view labels) {
+  std::string key;
+  key.reserve(family.size() + 1 + labels.size());
+  key.append(family).push_back(kSep);
+  key.append(labels);
+  return key;
+}
+
+std::pair<std::string_view, std::string_view> split_key(const std::string& key) {
+  auto pos = key.find(kSep);
+  std::string_view k{key};
+  return {k.substr(0, pos), k.substr(pos + 1)};
+}
+
+struct FamilyInfo {
+  std::string_view name;
+  std::string_view type;
+  std::string_view help;
+};
+
+constexpr FamilyInfo kFamilies[] = {
+    {"sluice_http_requests_total", "counter", "Requests answered, by route and status code."},
+    {"sluice_http_request_duration_seconds", "histogram", "Time from request head to response end."},
+    {"sluice_ratelimit_decisions_total", "counter", "Rate-limit decisions per route and limit."},
+    {"sluice_ratelimit_fail_open_total", "counter",
+     "Requests forwarded unlimited because Redis could not decide."},
+    {"sluice_ratelimit_fail_closed_total", "counter",
+     "Requests refused with 503 because Redis could not decide."},
+    {"sluice_ratelimit_missing_key_total", "counter",
+     "Requests whose key source was missing and fell back to the client IP."},
+    {"sluice_ratelimit_check_duration_seconds", "histogram", "Time to get a limiter decision."},
+    {"sluice_redis_errors_total", "counter", "Redis errors by kind."},
+    {"sluice_redis_commands_total", "counter", "Commands sent to Redis."},
+    {"sluice_redis_writes_total", "counter", "Network writes to Redis (pipelining batches)."},
+    {"sluice_redis_up", "gauge", "1 when every worker's Redis connection is ready."},
+    {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},
+    {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
+    {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
+    {"sluice_connections_active", "gauge", "Open client connections."},
+    {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
+};
+
+std::string format_value(double v) {
+  if (v == static_cast<double>(static_cast<std::int64_t>(v))) {
+    return fmt::format("{}", static_cast<std::int64_t>(v));
+  }
+  return fmt::format("{}", v);
+}
+
+std::string with_label(std::string_view labels, std::string_view extra) {
+  if (labels.empty()) return std::string{extra};
+  return fmt::format("{},{}", labels, extra);
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+  auto it = std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds);
+  ++counts[static_cast<std::size_t>(it - kLatencyBuckets.begin())];
+  sum += seconds;
+  ++count;
+}
+
+void Histogram::merge(const Histogram& other) {
+  for (std::size_t i = 0; i < counts.size(); ++i) counts[i] += other.counts[i];
+  sum += other.sum;
+  count += other.count;
+}
+
+void MetricsShard::add(std::string_view family, std::string_view labels, double value) {
+  values_[make_key(family, labels)] += value;
+}
+
+void MetricsShard::set(std::string_view family, std::string_view labels, double value) {
+  values_[make_key(family, labels)] = value;
+}
+
+void MetricsShard::observe(std::string_view family, std::string_view labels, double seconds) {
+  histograms_[make_key(family, labels)].observe(seconds);
+}
+
+void MetricsShard::merge_into(MetricsSnapshot& into) const {
+  for (const auto& [key, value] : values_) {
+    auto [family, labels] = split_key(key);
+    into.add(family, labels, value);
+  }
+  for (const auto& [key, h] : histograms_) {
+    auto [family, labels] = split_key(key);
+    into.add_histogram(family, labels, h);
+  }
+}
+
+void MetricsSnapshot::add(std::string_view family, std::string_view labels, double value) {
+  values_[std::string{family}][std::string{labels}] += value;
+}
+
+void MetricsSnapshot::add_histogram(std::string_view family, std::string_view labels,
+                                    const Histogram& h) {
+  histograms_[std::string{family}][std::string{labels}].merge(h);
+}
+
+double MetricsSnapshot::value(std::string_view family, std::string_view labels) const {
+  auto f = values_.find(std::string{family});
+  if (f == values_.end()) return 0;
+  auto v = f->second.find(std::string{labels});
+  return v == f->second.end() ? 0 : v->second;
+}
+
+std::string MetricsSnapshot::render() const {
+  std::string out;
+  std::vector<std::string> seen;
+  auto render_family = [&](std::string_view name, std::string_view type, std::string_view help) {
+    seen.emplace_back(name);
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    if (type == "histogram") {
+      auto f = histograms_.find(std::string{name});
+      if (f == histograms_.end()) return;
+      for (const auto& [labels, h] : f->second) {
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < kLatencyBuckets.size(); ++i) {
+          cumulative += h.counts[i];
+          out += fmt::format("{}_bucket{{{}}} {}\n", name,
+                             with_label(labels, fmt::format("le=\"{}\"", kLatencyBuckets[i])),
+                             cumulative);
+        }
+        cumulative += h.counts.back();
+        out += fmt::format("{}_bucket{{{}}} {}\n", name, with_label(labels, "le=\"+Inf\""),
+                           cumulative);
+        const auto braces = labels.empty() ? std::string{} : fmt::format("{{{}}}", labels);
+        out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces, h.sum, name, braces,
+                           h.count);
+      }
+      return;
+    }
+    auto f = values_.find(std::string{name});
+    if (f == values_.end()) {
+      if (type == "gauge") out += fmt::format("{} 0\n", name);
+      return;
+    }
+    for (const auto& [labels, value] : f->second) {
+      if (labels.empty()) {
+        out += fmt::format("{} {}\n", name, format_value(value));
+      } else {
+        out += fmt::format("{}{{{}}} {}\n", name, labels, format_value(value));
+      }
+    }
+  };
+  for (const auto& family : kFamilies) render_family(family.name, family.type, family.help);
+  // Families not in the table (added later by components) are still shown.
+  for (const auto& [name, samples] : values_) {
+    if (std::find(seen.begin(), seen.end(), name) == seen.end()) {
+      render_family(name, "untyped", "Sluice metric.");
+    }
+  }
+  return out;
+}
+
+std::string label(std::string_view name, std::string_view value) {
+  std::string out{name};
+  out += "=\"";
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string labels(std::string_view n1, std::string_view v1, std::string_view n2,
+                   std::string_view v2) {
+  return label(n1, v1) + "," + label(n2, v2);
+}
+
+}  // namespace sluice

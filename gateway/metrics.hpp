@@ -1,0 +1,65 @@
+// Metrics (spec section 6, style.md habit 13): named counters, gauges and
+// histograms kept per worker in a MetricsShard that only its worker touches,
+// merged into a snapshot at scrape time and rendered as Prometheus text 0.0.4.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace sluice {
+
+// Bucket bounds in seconds, 50 µs to 10 s.
+inline constexpr std::array<double, 17> kLatencyBuckets = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
+
+struct Histogram {
+  std::array<std::uint64_t, kLatencyBuckets.size() + 1> counts{};  // last = +Inf
+  double sum = 0;
+  std::uint64_t count = 0;
+  void observe(double seconds);
+  void merge(const Histogram& other);
+};
+
+// `labels` below is a rendered label set without braces, e.g.
+// route="orders",code="200" (see label()). Empty means no labels.
+class MetricsShard {
+ public:
+  void add(std::string_view family, std::string_view labels, double value = 1);
+  void set(std::string_view family, std::string_view labels, double value);  // gauge, summed over shards
+  void observe(std::string_view family, std::string_view labels, double seconds);
+
+  // Merges this shard into `into` (used when scraping).
+  void merge_into(class MetricsSnapshot& into) const;
+
+ private:
+  friend class MetricsSnapshot;
+  std::unordered_map<std::string, double> values_;        // "family\x1flabels"
+  std::unordered_map<std::string, Histogram> histograms_;  // "family\x1flabels"
+};
+
+class MetricsSnapshot {
+ public:
+  void add(std::string_view family, std::string_view labels, double value);
+  void add_histogram(std::string_view family, std::string_view labels, const Histogram& h);
+  // Prometheus text format 0.0.4; families of spec section 6 always appear
+  // with their HELP and TYPE lines, even before the first sample.
+  std::string render() const;
+  double value(std::string_view family, std::string_view labels) const;  // for tests
+
+ private:
+  std::map<std::string, std::map<std::string, double>> values_;
+  std::map<std::string, std::map<std::string, Histogram>> histograms_;
+};
+
+// One label pair with the value escaped: name="value".
+std::string label(std::string_view name, std::string_view value);
+// Two label pairs joined by a comma.
+std::string labels(std::string_view n1, std::string_view v1, std::string_view n2,
+                   std::string_view v2);
+
+}  // namespace sluice

@@ -1,0 +1,56 @@
+// The middleware chain (style.md habit 7): each middleware either continues or
+// responds, exactly once, and never from inside the call that started it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gateway/client_ip.hpp"
+#include "gateway/config.hpp"
+
+namespace sluice {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// A reply made by Sluice itself rather than by an upstream.
+struct LocalReply {
+  unsigned status = 500;
+  std::string content_type = "application/json";
+  std::string body;
+  HeaderList headers;  // extra headers (Allow, Retry-After, ...)
+};
+
+// What the middleware sees of a request. Header values are looked up by name
+// (case-insensitive); the views stay valid until the request completes.
+struct RequestContext {
+  std::shared_ptr<const Config> config;
+  const RouteConfig* route = nullptr;
+  std::string_view method;
+  std::string_view target;
+  std::function<std::optional<std::string_view>(std::string_view)> header;
+  IpAddress client_ip;
+  std::string request_id;
+  std::chrono::steady_clock::time_point started;
+  HeaderList response_headers;  // added to whatever response goes back (upstream or local)
+};
+
+// The outcome of one middleware: continue (nullopt) or answer with a reply.
+using MiddlewareDone = std::function<void(std::optional<LocalReply>)>;
+
+class Middleware {
+ public:
+  virtual ~Middleware() = default;
+  // Called on the session's (worker's) executor. `done` must be called exactly
+  // once, on that executor, and never from inside on_request (post it).
+  virtual void on_request(RequestContext& ctx, MiddlewareDone done) = 0;
+};
+
+using MiddlewareChain = std::vector<std::shared_ptr<Middleware>>;
+
+}  // namespace sluice

@@ -1,0 +1,684 @@
+#include "gateway/session.hpp"
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gateway/local_reply.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
+#include "gateway/worker.hpp"
+#include "upstream/proxy_headers.hpp"
+#include "upstream/upstream_pool.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kRelayBufferSize = 64 * 1024;
+constexpr auto kLingerTimeout = std::chrono::seconds(2);
+constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
+
+bool is_idempotent(http::verb v) {
+  return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
+         v == http::verb::put || v == http::verb::delete_;
+}
+
+IpAddress to_ip(const asio::ip::address& a) {
+  IpAddress ip;
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    ip.bytes[10] = 0xff;
+    ip.bytes[11] = 0xff;
+    std::copy(b.begin(), b.end(), ip.bytes.begin() + 12);
+  } else {
+    auto b = a.to_v6().to_bytes();
+    std::copy(b.begin(), b.end(), ip.bytes.begin());
+  }
+  return ip;
+}
+
+class ProxySession final : public ClientSession,
+                           public std::enable_shared_from_this<ProxySession> {
+ public:
+  ProxySession(Worker& worker, tcp::socket socket)
+      : worker_(worker), stream_(std::move(socket)), head_timer_(stream_.get_executor()) {
+    beast::error_code ec;
+    auto endpoint = stream_.socket().remote_endpoint(ec);
+    peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
+    peer_text_ = peer_.to_string();
+    stream_.socket().set_option(tcp::no_delay(true), ec);
+    worker_.add_session(this);
+  }
+
+  ~ProxySession() override { worker_.remove_session(this); }
+
+  void start() { do_read_head(); }
+
+  void on_drain() override {
+    draining_ = true;
+    if (idle_) force_close();
+  }
+
+  void force_close() override {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+    head_timer_.cancel();
+    if (upstream_) upstream_->stream.socket().close(ec);
+  }
+
+ private:
+  // ---- Reading a request head ------------------------------------------
+
+  void do_read_head() {
+    config_ = worker_.config();
+    if (draining_) return graceful_close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
+    parser_->body_limit(config_->server.max_body_bytes);
+    if (buffer_.size() == 0 && requests_ > 0) {
+      // Keep-alive: wait for the first byte of the next request under the idle timeout.
+      idle_ = true;
+      stream_.expires_after(config_->server.idle_timeout);
+      stream_.async_read_some(buffer_.prepare(4096),
+                              beast::bind_front_handler(&ProxySession::on_first_bytes,
+                                                        shared_from_this()));
+      return;
+    }
+    start_head_read();
+  }
+
+  void on_first_bytes(beast::error_code ec, std::size_t n) {
+    idle_ = false;
+    if (ec) return close();  // idle timeout or the client went away: close quietly
+    buffer_.commit(n);
+    start_head_read();
+  }
+
+  void start_head_read() {
+    idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
+    stream_.expires_never();
+    head_timed_out_ = false;
+    head_timer_.expires_after(config_->server.header_timeout);
+    head_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;  // cancelled: the head arrived in time
+      self->head_timed_out_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&ProxySession::on_head, shared_from_this()));
+  }
+
+  void on_head(beast::error_code ec, std::size_t) {
+    idle_ = false;
+    head_timer_.cancel();
+    started_ = Clock::now();
+    request_id_.clear();
+    route_ = nullptr;
+    response_headers_.clear();
+    if (head_timed_out_) {
+      return send_local(make_local_reply(408, "request head not received in time", new_id()),
+                        true);
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
+    if (ec == http::error::header_limit) {
+      return send_local(make_local_reply(431, "request head too large", new_id()), true);
+    }
+    if (ec == http::error::body_limit) {
+      return send_local(make_local_reply(413, "request body too large", new_id()), true);
+    }
+    if (ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+        ec == asio::error::broken_pipe) {
+      return close();
+    }
+    if (ec) {
+      return send_local(make_local_reply(400, "malformed request: " + ec.message(), new_id()),
+                        true);
+    }
+    ++requests_;
+    auto& req = parser_->get();
+    // Both framings at once is request smuggling material: refuse it.
+    if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
+      return send_local(
+          make_local_reply(400, "both Content-Length and Transfer-Encoding", new_id()), true);
+    }
+    if (req.version() == 11 && req.count(http::field::host) == 0) {
+      return send_local(make_local_reply(400, "missing Host header", new_id()), true);
+    }
+    auto incoming_id = req["X-Request-Id"];
+    request_id_ = is_acceptable_request_id(incoming_id) ? std::string{incoming_id}
+                                                        : generate_request_id();
+    client_keep_alive_ = req.keep_alive() && !draining_;
+
+    // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
+    std::vector<std::string_view> xff;
+    for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
+      xff.emplace_back(it->value());
+    }
+    client_ip_ = resolve_client_ip(peer_, xff, config_->server.trusted_proxies);
+
+    auto decision = select_route(*config_, req.method_string(), req.target(), req[http::field::host]);
+    if (decision.kind == RouteDecision::Kind::kNotFound) {
+      return send_local(make_local_reply(404, "no route matches", request_id_), !body_done());
+    }
+    if (decision.kind == RouteDecision::Kind::kMethodNotAllowed) {
+      auto reply = make_local_reply(405, "method not allowed", request_id_);
+      reply.headers.emplace_back("Allow", decision.allow);
+      return send_local(std::move(reply), !body_done());
+    }
+    route_ = decision.route;
+    run_middleware();
+  }
+
+  bool body_done() const { return parser_->is_done(); }
+
+  // ---- Middleware ---------------------------------------------------------
+
+  void run_middleware() {
+    auto& req = parser_->get();
+    ctx_ = std::make_unique<RequestContext>();
+    ctx_->config = config_;
+    ctx_->route = route_;
+    ctx_->method = req.method_string();
+    ctx_->target = req.target();
+    ctx_->header = [this](std::string_view name) -> std::optional<std::string_view> {
+      auto& r = parser_->get();
+      auto it = r.find(name);
+      if (it == r.end()) return std::nullopt;
+      return std::string_view{it->value()};
+    };
+    ctx_->client_ip = client_ip_;
+    ctx_->request_id = request_id_;
+    ctx_->started = started_;
+    next_middleware(0);
+  }
+
+  void next_middleware(std::size_t index) {
+    auto& chain = worker_.chain();
+    if (index >= chain.size()) {
+      response_headers_ = std::move(ctx_->response_headers);
+      return start_upstream();
+    }
+    chain[index]->on_request(
+        *ctx_, [self = shared_from_this(), index](std::optional<LocalReply> reply) {
+          if (reply) {
+            self->response_headers_ = std::move(self->ctx_->response_headers);
+            return self->send_local(std::move(*reply), !self->body_done());
+          }
+          self->next_middleware(index + 1);
+        });
+  }
+
+  // ---- Upstream: choose, connect -----------------------------------------
+
+  void start_upstream() {
+    upstream_cfg_ = &config_->upstreams[route_->upstream_index];
+    tried_.clear();
+    try_next_server();
+  }
+
+  void try_next_server() {
+    auto server = worker_.pools().pick(*upstream_cfg_, tried_);
+    if (!server) {
+      if (tried_.empty()) {
+        return send_local(
+            make_local_reply(503, "no upstream server available (all in cool-down)", request_id_),
+            !body_done());
+      }
+      return upstream_failed(last_connect_timed_out_ ? 504 : 502, "upstream connect failed");
+    }
+    server_index_ = *server;
+    tried_.push_back(*server);
+    upstream_ = worker_.pools().take_idle(*upstream_cfg_, *server);
+    if (upstream_) return send_request_head();
+
+    upstream_ = std::make_unique<UpstreamConnection>(stream_.get_executor());
+    const auto& hp = upstream_cfg_->servers[*server];
+    upstream_->server = hp.to_string();
+    beast::error_code ec;
+    auto address = asio::ip::make_address(hp.host, ec);
+    if (!ec) {
+      return connect_to({tcp::endpoint{address, hp.port}});
+    }
+    // A host name: resolve it (rare: connections are pooled).
+    resolver_ = std::make_unique<tcp::resolver>(stream_.get_executor());
+    resolver_->async_resolve(
+        hp.host, std::to_string(hp.port),
+        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+          if (ec) return self->on_connect(ec);
+          std::vector<tcp::endpoint> endpoints;
+          for (const auto& r : results) endpoints.push_back(r.endpoint());
+          self->connect_to(std::move(endpoints));
+        });
+  }
+
+  void connect_to(std::vector<tcp::endpoint> endpoints) {
+    upstream_->stream.expires_after(upstream_cfg_->connect_timeout);
+    upstream_->stream.async_connect(
+        endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+          self->on_connect(ec);
+        });
+  }
+
+  void on_connect(beast::error_code ec) {
+    if (ec) {
+      const bool timed_out = ec == beast::error::timeout;
+      last_connect_timed_out_ = timed_out;
+      spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
+                   upstream_ ? upstream_->server : "?", ec.message());
+      count_upstream(timed_out ? "timeout" : "connect_error");
+      worker_.pools().mark_failed(*upstream_cfg_, server_index_);
+      upstream_.reset();
+      // Nothing was sent: an idempotent request may go to the next server, once.
+      if (is_idempotent(parser_->get().method()) && tried_.size() < 2) return try_next_server();
+      return upstream_failed(timed_out ? 504 : 502, "upstream connect failed");
+    }
+    worker_.pools().mark_ok(*upstream_cfg_, server_index_);
+    worker_.metrics().add("sluice_upstream_connections_total", label("upstream", upstream_cfg_->name));
+    beast::error_code ignored;
+    upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
+    send_request_head();
+  }
+
+  // ---- Upstream: the request ---------------------------------------------
+
+  void send_request_head() {
+    auto& req = parser_->get();
+    ++upstream_->uses;
+    // Rewrite the head once (a retry after a failed connect reuses it).
+    if (!request_rewritten_) {
+      request_rewritten_ = true;
+      const bool chunked = parser_->chunked();
+      const bool expect_continue =
+          beast::iequals(req[http::field::expect], "100-continue") && req.version() == 11;
+      host_ = std::string{req[http::field::host]};
+      strip_hop_by_hop(req.base());
+      if (expect_continue) {
+        req.erase(http::field::expect);
+        need_continue_ = !parser_->is_done();
+      }
+      add_forwarded_headers(req.base(), ForwardedInfo{peer_text_, "http", host_, request_id_});
+      req.target(upstream_target(*route_, req.target()));
+      req.version(11);
+      if (chunked) req.chunked(true);
+      req.keep_alive(true);
+    }
+    req_sr_.emplace(req);
+    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    http::async_write_header(
+        upstream_->stream, *req_sr_,
+        beast::bind_front_handler(&ProxySession::on_request_head_sent, shared_from_this()));
+  }
+
+  void on_request_head_sent(beast::error_code ec, std::size_t) {
+    if (ec) return upstream_io_failed(ec);
+    if (parser_->is_done()) return read_response_head();
+    if (need_continue_) {
+      // The client waits for 100 Continue before sending its body: answer it ourselves.
+      need_continue_ = false;
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      stream_.expires_after(config_->server.idle_timeout);
+      asio::async_write(stream_, asio::buffer(kContinue),
+                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                          if (ec) return self->abort_exchange();
+                          self->read_client_body();
+                        });
+      return;
+    }
+    read_client_body();
+  }
+
+  void read_client_body() {
+    auto& body = parser_->get().body();
+    body.data = relay_buffer();
+    body.size = kRelayBufferSize;
+    stream_.expires_after(config_->server.idle_timeout);
+    http::async_read_some(
+        stream_, buffer_, *parser_,
+        beast::bind_front_handler(&ProxySession::on_client_body, shared_from_this()));
+  }
+
+  void on_client_body(beast::error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec == http::error::body_limit) {
+      // Already partly sent: the upstream connection is spoiled, the client gets 413.
+      drop_upstream();
+      return send_local(make_local_reply(413, "request body too large", request_id_), true);
+    }
+    if (ec) {
+      if (ec != asio::error::eof && ec != asio::error::connection_reset &&
+          ec != beast::error::timeout && ec != http::error::partial_message) {
+        return send_local(make_local_reply(400, "bad request body: " + ec.message(), request_id_),
+                          true);
+      }
+      return abort_exchange();
+    }
+    auto& body = parser_->get().body();
+    const std::size_t n = kRelayBufferSize - body.size;
+    if (n == 0 && !parser_->is_done()) return read_client_body();  // only framing was read
+    body.data = relay_buffer();
+    body.size = n;
+    body.more = !parser_->is_done();
+    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    http::async_write(
+        upstream_->stream, *req_sr_,
+        beast::bind_front_handler(&ProxySession::on_upstream_body_written, shared_from_this()));
+  }
+
+  void on_upstream_body_written(beast::error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return upstream_io_failed(ec);
+    if (parser_->is_done()) return read_response_head();
+    read_client_body();
+  }
+
+  // ---- Upstream: the response --------------------------------------------
+
+  void read_response_head() {
+    res_parser_.emplace();
+    res_parser_->body_limit(boost::none);
+    res_parser_->header_limit(64 * 1024);
+    if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
+    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    http::async_read_header(
+        upstream_->stream, upstream_->buffer, *res_parser_,
+        beast::bind_front_handler(&ProxySession::on_response_head, shared_from_this()));
+  }
+
+  void on_response_head(beast::error_code ec, std::size_t) {
+    if (ec) return upstream_io_failed(ec);
+    auto& res = res_parser_->get();
+    // Interim responses (100, 102, 103) are dropped; 101 cannot happen since
+    // Upgrade is never forwarded.
+    if (res.result_int() / 100 == 1) return read_response_head();
+
+    upstream_status_ = res.result_int();
+    count_upstream("ok");
+    const bool upstream_keep_alive = res_parser_->keep_alive();
+    upstream_reusable_ = upstream_keep_alive;
+    const bool has_body = !res_parser_->is_done();
+    const bool chunked = res_parser_->chunked();
+    const auto content_length = res_parser_->content_length();
+
+    strip_hop_by_hop(res.base());
+    for (auto& [name, value] : response_headers_) res.set(name, value);
+    res.set("X-Request-Id", request_id_);
+    res.version(11);
+    const bool client_http11 = parser_->get().version() == 11;
+    if (has_body && !content_length) {
+      if (chunked || client_http11) {
+        if (client_http11) {
+          res.chunked(true);
+        } else {
+          client_keep_alive_ = false;  // HTTP/1.0: the body ends when we close
+        }
+      } else {
+        client_keep_alive_ = false;
+        if (client_http11) res.chunked(true);
+      }
+    }
+    if (draining_) client_keep_alive_ = false;
+    res.keep_alive(client_keep_alive_);
+    if (!client_http11 && client_keep_alive_) res.set(http::field::connection, "keep-alive");
+    response_started_ = true;
+    res_sr_.emplace(res);
+    stream_.expires_after(config_->server.idle_timeout);
+    http::async_write_header(
+        stream_, *res_sr_,
+        beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
+  }
+
+  void on_response_head_sent(beast::error_code ec, std::size_t) {
+    if (ec) return abort_exchange();
+    if (res_parser_->is_done()) return finish_exchange();
+    read_upstream_body();
+  }
+
+  void read_upstream_body() {
+    auto& body = res_parser_->get().body();
+    body.data = relay_buffer();
+    body.size = kRelayBufferSize;
+    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    http::async_read_some(
+        upstream_->stream, upstream_->buffer, *res_parser_,
+        beast::bind_front_handler(&ProxySession::on_upstream_body, shared_from_this()));
+  }
+
+  void on_upstream_body(beast::error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      // The head is already out: all we can do is cut the client connection.
+      spdlog::warn("upstream {} server {}: response body failed: {}", upstream_cfg_->name,
+                   upstream_->server, ec.message());
+      return abort_exchange();
+    }
+    auto& body = res_parser_->get().body();
+    const std::size_t n = kRelayBufferSize - body.size;
+    if (n == 0 && !res_parser_->is_done()) return read_upstream_body();
+    body.data = relay_buffer();
+    body.size = n;
+    body.more = !res_parser_->is_done();
+    stream_.expires_after(config_->server.idle_timeout);
+    http::async_write(
+        stream_, *res_sr_,
+        beast::bind_front_handler(&ProxySession::on_client_body_written, shared_from_this()));
+  }
+
+  void on_client_body_written(beast::error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) return abort_exchange();
+    if (res_parser_->is_done()) return finish_exchange();
+    read_upstream_body();
+  }
+
+  void finish_exchange() {
+    // A connection goes back to the pool only after a complete, keep-alive exchange.
+    if (upstream_reusable_ && res_parser_->is_done() && parser_->is_done() &&
+        upstream_->buffer.size() == 0) {
+      worker_.pools().give_back(*upstream_cfg_, std::move(upstream_));
+    }
+    upstream_.reset();
+    record(upstream_status_);
+    reset_exchange();
+    if (!client_keep_alive_) return graceful_close();
+    do_read_head();
+  }
+
+  // ---- Failures ------------------------------------------------------------
+
+  void upstream_io_failed(beast::error_code ec) {
+    const bool timed_out = ec == beast::error::timeout;
+    spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
+                 upstream_ ? upstream_->server : "?", ec.message());
+    count_upstream(timed_out ? "timeout" : "reset");
+    drop_upstream();
+    upstream_failed(timed_out ? 504 : 502,
+                    timed_out ? "upstream response timed out" : "upstream connection failed");
+  }
+
+  void upstream_failed(unsigned status, std::string_view message) {
+    // The request body may be half read: close after the reply unless it is done.
+    send_local(make_local_reply(status, message, request_id_), !parser_->is_done());
+  }
+
+  void drop_upstream() {
+    if (!upstream_) return;
+    beast::error_code ignored;
+    upstream_->stream.socket().close(ignored);
+    upstream_.reset();
+  }
+
+  void abort_exchange() {
+    drop_upstream();
+    if (upstream_status_) record(upstream_status_);
+    close();
+  }
+
+  void count_upstream(std::string_view outcome) {
+    worker_.metrics().add("sluice_upstream_requests_total",
+                          labels("upstream", upstream_cfg_->name, "outcome", outcome));
+  }
+
+  // ---- Local replies and closing -----------------------------------------
+
+  void send_local(LocalReply reply, bool close_after) {
+    if (request_id_.empty()) request_id_ = generate_request_id();
+    local_res_.emplace(static_cast<http::status>(reply.status), 11);
+    auto& res = *local_res_;
+    res.set(http::field::server, "sluice");
+    res.set(http::field::content_type, reply.content_type);
+    res.set("X-Request-Id", request_id_);
+    for (auto& [name, value] : response_headers_) res.set(name, value);
+    for (auto& [name, value] : reply.headers) res.set(name, value);
+    if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
+    res.prepare_payload();
+    if (parser_ && parser_->get().method() == http::verb::head) {
+      res.content_length(reply.body.size());
+    }
+    const bool keep = !close_after && client_keep_alive_ && !draining_ && requests_ > 0;
+    res.keep_alive(keep);
+    local_status_ = reply.status;
+    stream_.expires_after(config_->server.idle_timeout);
+    http::async_write(stream_, res,
+                      [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
+                        self->record(self->local_status_);
+                        self->local_res_.reset();
+                        self->reset_exchange();
+                        if (ec) return self->close();
+                        if (!keep) return self->graceful_close();
+                        self->do_read_head();
+                      });
+  }
+
+  // Half-close and drain what the client still sends, so that it reads our
+  // reply rather than a reset (like nginx's lingering close).
+  void graceful_close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close();
+    linger_bytes_ = 0;
+    stream_.expires_after(kLingerTimeout);
+    linger();
+  }
+
+  void linger() {
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                              self->linger_bytes_ += n;
+                              if (ec || self->linger_bytes_ > kLingerMaxBytes) return self->close();
+                              self->linger();
+                            });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
+    head_timer_.cancel();
+  }
+
+  void record(unsigned status) {
+    if (recorded_) return;
+    recorded_ = true;
+    const std::string_view route = route_ ? std::string_view{route_->name} : std::string_view{};
+    auto& m = worker_.metrics();
+    m.add("sluice_http_requests_total", labels("route", route, "code", std::to_string(status)));
+    const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+    m.observe("sluice_http_request_duration_seconds", label("route", route), seconds);
+  }
+
+  void reset_exchange() {
+    res_sr_.reset();
+    req_sr_.reset();
+    res_parser_.reset();
+    ctx_.reset();
+    upstream_status_ = 0;
+    upstream_reusable_ = false;
+    request_rewritten_ = false;
+    need_continue_ = false;
+    response_started_ = false;
+    recorded_ = false;
+    last_connect_timed_out_ = false;
+  }
+
+  std::string new_id() {
+    request_id_ = generate_request_id();
+    return request_id_;
+  }
+
+  char* relay_buffer() {
+    if (!relay_buffer_) relay_buffer_ = std::make_unique<char[]>(kRelayBufferSize);
+    return relay_buffer_.get();
+  }
+
+  Worker& worker_;
+  beast::tcp_stream stream_;
+  asio::steady_timer head_timer_;
+  beast::flat_buffer buffer_;
+  IpAddress peer_;
+  std::string peer_text_;
+  std::shared_ptr<const Config> config_;
+
+  std::optional<http::request_parser<http::buffer_body>> parser_;
+  std::optional<http::request_serializer<http::buffer_body>> req_sr_;
+  std::optional<http::response_parser<http::buffer_body>> res_parser_;
+  std::optional<http::response_serializer<http::buffer_body>> res_sr_;
+  std::optional<http::response<http::string_body>> local_res_;
+  std::unique_ptr<char[]> relay_buffer_;
+  std::unique_ptr<RequestContext> ctx_;
+  std::unique_ptr<tcp::resolver> resolver_;
+
+  const RouteConfig* route_ = nullptr;
+  const UpstreamConfig* upstream_cfg_ = nullptr;
+  std::unique_ptr<UpstreamConnection> upstream_;
+  std::vector<std::size_t> tried_;
+  std::size_t server_index_ = 0;
+  HeaderList response_headers_;
+  std::string request_id_;
+  std::string host_;
+  IpAddress client_ip_;
+  Clock::time_point started_{Clock::now()};
+
+  std::uint64_t requests_ = 0;
+  std::size_t linger_bytes_ = 0;
+  unsigned upstream_status_ = 0;
+  unsigned local_status_ = 0;
+  bool head_timed_out_ = false;
+  bool idle_ = false;
+  bool draining_ = false;
+  bool client_keep_alive_ = false;
+  bool upstream_reusable_ = false;
+  bool request_rewritten_ = false;
+  bool need_continue_ = false;
+  bool response_started_ = false;
+  bool recorded_ = false;
+  bool last_connect_timed_out_ = false;
+};
+
+}  // namespace
+
+void start_client_session(Worker& worker, boost::asio::ip::tcp::socket socket) {
+  auto session = std::make_shared<ProxySession>(worker, std::move(socket));
+  if (worker.draining()) session->on_drain();
+  session->start();
+}
+
+}  // namespace sluice

@@ -1,0 +1,46 @@
+// The limiter seen by the rate-limit middleware: descriptors in, a decision or
+// an error out. It knows nothing of Redis (style.md habit 8).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace sluice {
+
+// One bucket to check for a request.
+struct LimitDescriptor {
+  std::string limit;      // limit name from the config (used in headers and metrics)
+  std::string redis_key;  // key_prefix + limit + ":" + hash(key value); never raw request data
+  double capacity = 0;
+  double refill_per_second = 0;
+};
+
+// The state of one bucket after the decision.
+struct LimitState {
+  bool sufficient = false;     // had at least `cost` tokens before this request
+  double remaining = 0;        // tokens left after the decision (fractions kept)
+  double seconds_to_cost = 0;  // until `cost` tokens are available (0 if they already are)
+  double seconds_to_full = 0;  // until the bucket is full again
+};
+
+struct RateDecision {
+  bool allowed = false;            // every bucket sufficient: all debited; else none debited
+  std::vector<LimitState> limits;  // same order as the descriptors
+};
+
+using RateDecisionHandler = std::function<void(std::error_code, RateDecision)>;
+
+class RateLimiter {
+ public:
+  virtual ~RateLimiter() = default;
+  // Decides all descriptors atomically. The handler is called exactly once,
+  // never from inside decide(), on the executor the limiter belongs to (the
+  // worker's). An error means the limiter could not decide (Redis down,
+  // timeout, breaker open); the caller applies the route's failure mode.
+  virtual void decide(std::vector<LimitDescriptor> descriptors, double cost,
+                      RateDecisionHandler handler) = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,93 @@
+#include "upstream/upstream_pool.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+namespace sluice {
+namespace {
+
+// True when a pooled socket is still open and has nothing unexpected to read.
+bool still_usable(boost::beast::tcp_stream& stream) {
+  auto& socket = stream.socket();
+  if (!socket.is_open()) return false;
+  char byte;
+  ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return false;  // the server closed it
+  if (n > 0) return false;   // stray bytes: the stream is out of step
+  return errno == EAGAIN || errno == EWOULDBLOCK;
+}
+
+}  // namespace
+
+UpstreamPools::ServerState& UpstreamPools::server_state(const UpstreamConfig& upstream,
+                                                        std::size_t server) {
+  return upstreams_[upstream.name].servers[upstream.servers[server].to_string()];
+}
+
+std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
+                                               const std::vector<std::size_t>& tried) {
+  const std::size_t n = upstream.servers.size();
+  if (n == 0) return std::nullopt;
+  auto& state = upstreams_[upstream.name];
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t candidate = (state.next + i) % n;
+    if (std::find(tried.begin(), tried.end(), candidate) != tried.end()) continue;
+    auto& server = state.servers[upstream.servers[candidate].to_string()];
+    if (server.cooldown_until > now) continue;
+    state.next = candidate + 1;
+    return candidate;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfig& upstream,
+                                                             std::size_t server) {
+  auto& state = server_state(upstream, server);
+  // Most recently used first: it is the least likely to have been closed.
+  while (!state.idle.empty()) {
+    auto conn = std::move(state.idle.back());
+    state.idle.pop_back();
+    if (still_usable(conn->stream)) {
+      ++counters_.reuses;
+      return conn;
+    }
+    boost::beast::error_code ignored;
+    conn->stream.socket().close(ignored);
+  }
+  return nullptr;
+}
+
+void UpstreamPools::give_back(const UpstreamConfig& upstream,
+                              std::unique_ptr<UpstreamConnection> conn) {
+  auto it = std::find_if(upstream.servers.begin(), upstream.servers.end(),
+                         [&](const HostPort& s) { return s.to_string() == conn->server; });
+  if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
+  auto& state = server_state(upstream, static_cast<std::size_t>(it - upstream.servers.begin()));
+  conn->stream.expires_never();
+  state.idle.push_back(std::move(conn));
+  while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
+}
+
+void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {
+  auto& state = server_state(upstream, server);
+  state.cooldown_until = Clock::now() + upstream.fail_cooldown;
+  state.idle.clear();
+}
+
+void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) {
+  server_state(upstream, server).cooldown_until = {};
+}
+
+std::size_t UpstreamPools::idle_count() const {
+  std::size_t n = 0;
+  for (const auto& [name, up] : upstreams_) {
+    for (const auto& [key, server] : up.servers) n += server.idle.size();
+  }
+  return n;
+}
+
+void UpstreamPools::clear() { upstreams_.clear(); }
+
+}  // namespace sluice

@@ -1,0 +1,83 @@
+// Per-worker upstream connection pools (style.md habit 11): one instance per
+// worker, used only on that worker's executor, so it takes no lock.
+// Round robin across an upstream's servers, passive health (a server that
+// refuses or times out on connect is skipped for a cool-down), and a pool of
+// idle keep-alive connections per server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "upstream/upstream_config.hpp"
+
+namespace sluice {
+
+// One connection to one upstream server.
+struct UpstreamConnection {
+  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {}
+  boost::beast::tcp_stream stream;
+  boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
+  std::string server;                // "host:port"
+  std::uint64_t uses = 0;  // requests sent on it
+};
+
+struct UpstreamCounters {
+  std::uint64_t connects = 0;
+  std::uint64_t reuses = 0;
+};
+
+class UpstreamPools {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit UpstreamPools(boost::asio::any_io_executor executor) : executor_(std::move(executor)) {}
+
+  // The next server to try for `upstream` in round-robin order, skipping the
+  // servers in `tried` and the ones in cool-down. None when no server is left.
+  std::optional<std::size_t> pick(const UpstreamConfig& upstream,
+                                  const std::vector<std::size_t>& tried);
+
+  // An idle pooled connection to the server, checked to be still open, or null.
+  std::unique_ptr<UpstreamConnection> take_idle(const UpstreamConfig& upstream, std::size_t server);
+
+  // Returns a connection that finished a full exchange and may be reused.
+  void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
+
+  // Passive health: connect failures put the server in cool-down.
+  void mark_failed(const UpstreamConfig& upstream, std::size_t server);
+  void mark_ok(const UpstreamConfig& upstream, std::size_t server);
+
+  const boost::asio::any_io_executor& executor() const { return executor_; }
+  UpstreamCounters& counters() { return counters_; }
+  std::size_t idle_count() const;
+
+  // Closes every idle connection (shutdown).
+  void clear();
+
+ private:
+  struct ServerState {
+    std::deque<std::unique_ptr<UpstreamConnection>> idle;
+    Clock::time_point cooldown_until{};
+  };
+  struct UpstreamState {
+    std::size_t next = 0;
+    std::unordered_map<std::string, ServerState> servers;  // by "host:port"
+  };
+  ServerState& server_state(const UpstreamConfig& upstream, std::size_t server);
+
+  boost::asio::any_io_executor executor_;
+  std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
+  UpstreamCounters counters_;
+};
+
+}  // namespace sluice
