@@ -103,7 +103,17 @@ void MetricsShard::merge_into(MetricsSnapshot& into) const {
 }
 
 void MetricsSnapshot::add(std::string_view family, std::string_view labels, double value) {
-  values_[std::string{family}][std::string{labels}] += value;
+  auto& samples = values_[std::string{family}];
+  auto [it, inserted] = samples.try_emplace(std::string{labels}, value);
+  if (inserted) return;
+  // Health gauges merge as "all workers up" / "any breaker open"; the rest add up.
+  if (family == "sluice_redis_up") {
+    it->second = std::min(it->second, value);
+  } else if (family == "sluice_redis_circuit_open") {
+    it->second = std::max(it->second, value);
+  } else {
+    it->second += value;
+  }
 }
 
 void MetricsSnapshot::add_histogram(std::string_view family, std::string_view labels,

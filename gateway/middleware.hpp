@@ -40,6 +40,19 @@ struct RequestContext {
   HeaderList response_headers;  // added to whatever response goes back (upstream or local)
 };
 
+// What is known of a finished exchange (for the access log and the like).
+struct ExchangeSummary {
+  std::string_view route;  // empty when no route matched
+  std::string_view method;
+  std::string_view target;  // as received
+  unsigned status = 0;
+  std::string_view client_ip;
+  std::string_view request_id;
+  std::string_view upstream_server;  // "host:port", empty for local replies
+  double duration_seconds = 0;
+  bool local = false;  // answered by Sluice itself
+};
+
 // The outcome of one middleware: continue (nullopt) or answer with a reply.
 using MiddlewareDone = std::function<void(std::optional<LocalReply>)>;
 
@@ -49,6 +62,9 @@ class Middleware {
   // Called on the session's (worker's) executor. `done` must be called exactly
   // once, on that executor, and never from inside on_request (post it).
   virtual void on_request(RequestContext& ctx, MiddlewareDone done) = 0;
+  // Called on the worker's executor once the response has been sent (or the
+  // exchange abandoned), for every request, routed or not.
+  virtual void on_complete(const Config&, const ExchangeSummary&) {}
 };
 
 using MiddlewareChain = std::vector<std::shared_ptr<Middleware>>;

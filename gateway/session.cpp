@@ -156,6 +156,7 @@ class ProxySession final : public ClientSession,
     }
     ++requests_;
     auto& req = parser_->get();
+    original_target_ = std::string{req.target()};
     // Both framings at once is request smuggling material: refuse it.
     if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
       return send_local(
@@ -412,6 +413,7 @@ class ProxySession final : public ClientSession,
     if (res.result_int() / 100 == 1) return read_response_head();
 
     upstream_status_ = res.result_int();
+    upstream_server_ = upstream_->server;
     count_upstream("ok");
     const bool upstream_keep_alive = res_parser_->keep_alive();
     upstream_reusable_ = upstream_keep_alive;
@@ -603,6 +605,22 @@ class ProxySession final : public ClientSession,
     m.add("sluice_http_requests_total", labels("route", route, "code", std::to_string(status)));
     const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     m.observe("sluice_http_request_duration_seconds", label("route", route), seconds);
+    if (worker_.chain().empty()) return;
+    ExchangeSummary summary;
+    summary.route = route;
+    const bool have_head = parser_ && parser_->is_header_done();
+    if (have_head) {
+      summary.method = parser_->get().method_string();
+      summary.target = original_target_;
+    }
+    summary.status = status;
+    const std::string client = client_ip_.to_string();
+    summary.client_ip = have_head ? std::string_view{client} : std::string_view{peer_text_};
+    summary.request_id = request_id_;
+    summary.upstream_server = (upstream_status_ && upstream_server_.size()) ? upstream_server_ : "";
+    summary.duration_seconds = seconds;
+    summary.local = local_status_ == status && !upstream_status_;
+    for (auto& mw : worker_.chain()) mw->on_complete(*config_, summary);
   }
 
   void reset_exchange() {
@@ -611,6 +629,9 @@ class ProxySession final : public ClientSession,
     res_parser_.reset();
     ctx_.reset();
     upstream_status_ = 0;
+    local_status_ = 0;
+    upstream_server_.clear();
+    original_target_.clear();
     upstream_reusable_ = false;
     request_rewritten_ = false;
     need_continue_ = false;
@@ -654,6 +675,8 @@ class ProxySession final : public ClientSession,
   HeaderList response_headers_;
   std::string request_id_;
   std::string host_;
+  std::string original_target_;
+  std::string upstream_server_;
   IpAddress client_ip_;
   Clock::time_point started_{Clock::now()};
 

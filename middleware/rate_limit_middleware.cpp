@@ -1,0 +1,132 @@
+#include "middleware/rate_limit_middleware.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/metrics.hpp"
+#include "middleware/rate_limit_headers.hpp"
+#include "middleware/rate_limit_keys.hpp"
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string_view kind_name(KeySource::Kind kind) {
+  switch (kind) {
+    case KeySource::Kind::kApiKey: return "api_key";
+    case KeySource::Kind::kIp: return "ip";
+    case KeySource::Kind::kPath: return "path";
+    case KeySource::Kind::kRoute: return "route";
+    case KeySource::Kind::kGlobal: return "global";
+    case KeySource::Kind::kHeader: return "header";
+    case KeySource::Kind::kQuery: return "query";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
+  const RouteConfig& route = *ctx.route;
+  if (route.limit_indexes.empty()) {
+    // Completions are never invoked inside the call that started them.
+    return boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
+  }
+  const auto target = ctx.target;
+  const auto q = target.find('?');
+  RequestView view;
+  view.method = ctx.method;
+  view.path = target.substr(0, q);
+  view.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  view.header = ctx.header;
+  view.client_ip = ctx.client_ip;
+  view.route = route.name;
+  auto keys = build_route_descriptors(*ctx.config, route, view);
+  for (std::size_t i = 0; i < keys.values.size(); ++i) {
+    if (keys.values[i].fell_back) {
+      metrics_.add("sluice_ratelimit_missing_key_total",
+                   labels("route", route.name, "source", kind_name(keys.values[i].missing_kind)));
+    }
+  }
+
+  const auto started = Clock::now();
+  auto descriptors = keys.descriptors;
+  limiter_->decide(
+      std::move(keys.descriptors), route.cost,
+      [this, &ctx, started, descriptors = std::move(descriptors), done = std::move(done)](
+          std::error_code ec, RateDecision decision) {
+        const RouteConfig& route = *ctx.route;
+        metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
+                         std::chrono::duration<double>(Clock::now() - started).count());
+        if (ec) {
+          if (route.on_redis_failure == FailureMode::kOpen) {
+            metrics_.add("sluice_ratelimit_fail_open_total", label("route", route.name));
+            return done(std::nullopt);
+          }
+          metrics_.add("sluice_ratelimit_fail_closed_total", label("route", route.name));
+          LocalReply reply;
+          reply.status = 503;
+          reply.content_type = std::string{kProblemJsonContentType};
+          reply.body = rate_limit_unavailable_body();
+          reply.headers.emplace_back("Cache-Control", "no-store");
+          return done(std::move(reply));
+        }
+        for (std::size_t i = 0; i < descriptors.size(); ++i) {
+          const bool limited = !decision.allowed && !decision.limits[i].sufficient;
+          metrics_.add("sluice_ratelimit_decisions_total",
+                       "route=\"" + route.name + "\"," + label("limit", descriptors[i].limit) +
+                           (limited ? ",decision=\"limited\"" : ",decision=\"allowed\""));
+        }
+        for (auto& header : rate_limit_headers(descriptors, route.cost, decision)) {
+          ctx.response_headers.push_back(std::move(header));
+        }
+        if (decision.allowed) return done(std::nullopt);
+        LocalReply reply;
+        reply.status = 429;
+        reply.content_type = std::string{kProblemJsonContentType};
+        reply.body = too_many_requests_body(descriptors, decision);
+        done(std::move(reply));
+      });
+}
+
+void AccessLogMiddleware::on_request(RequestContext&, MiddlewareDone done) {
+  // Nothing to decide before the request; the log line is written on completion.
+  boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
+}
+
+void AccessLogMiddleware::on_complete(const Config& config, const ExchangeSummary& s) {
+  if (!config.log.access_log) return;
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char ts[40];
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  nlohmann::json line = {
+      {"ts", ts},
+      {"request_id", s.request_id},
+      {"client_ip", s.client_ip},
+      {"method", s.method},
+      {"path", s.target.substr(0, s.target.find('?'))},
+      {"route", s.route},
+      {"status", s.status},
+      {"duration_ms", s.duration_seconds * 1000.0},
+      {"upstream", s.upstream_server},
+      {"local", s.local},
+  };
+  auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace sluice

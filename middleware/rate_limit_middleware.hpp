@@ -1,0 +1,46 @@
+// The rate-limit middleware: builds the request's bucket descriptors from the
+// route's limits, asks the RateLimiter, and either continues with the
+// rate-limit headers queued for the response, answers 429, or applies the
+// route's failure mode when the limiter cannot decide. Runs on the worker's
+// executor; the limiter's completion arrives there too.
+#pragma once
+
+#include <memory>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "gateway/middleware.hpp"
+#include "middleware/rate_limiter.hpp"
+
+namespace sluice {
+
+class MetricsShard;
+
+class RateLimitMiddleware final : public Middleware {
+ public:
+  RateLimitMiddleware(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> limiter,
+                      MetricsShard& metrics)
+      : executor_(std::move(executor)), limiter_(std::move(limiter)), metrics_(metrics) {}
+
+  void on_request(RequestContext& ctx, MiddlewareDone done) override;
+
+ private:
+  boost::asio::any_io_executor executor_;
+  std::shared_ptr<RateLimiter> limiter_;
+  MetricsShard& metrics_;
+};
+
+// One JSON line per finished request to stdout, when log.access_log is on.
+// Never logs API keys or other header values.
+class AccessLogMiddleware final : public Middleware {
+ public:
+  explicit AccessLogMiddleware(boost::asio::any_io_executor executor)
+      : executor_(std::move(executor)) {}
+  void on_request(RequestContext& ctx, MiddlewareDone done) override;
+  void on_complete(const Config& config, const ExchangeSummary& summary) override;
+
+ private:
+  boost::asio::any_io_executor executor_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,198 @@
+#include "middleware/redis_rate_limiter.hpp"
+
+#include <atomic>
+#include <chrono>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gateway/metrics.hpp"
+#include "middleware/circuit_breaker.hpp"
+#include "middleware/ratelimit_script.hpp"
+#include "upstream/redis_client.hpp"
+
+namespace sluice {
+namespace {
+
+class LimiterCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "sluice.limiter"; }
+  std::string message(int ev) const override {
+    switch (static_cast<LimiterError>(ev)) {
+      case LimiterError::kCircuitOpen: return "redis circuit breaker open";
+      case LimiterError::kBadReply: return "unexpected rate-limit script reply";
+    }
+    return "limiter error";
+  }
+};
+
+RedisOptions options_from(const RedisConfig& c) {
+  RedisOptions o;
+  o.host = c.host;
+  o.port = c.port;
+  o.user = c.user;
+  o.password = c.password;
+  o.db = c.db;
+  o.tls = c.tls;
+  o.ca_file = c.tls_ca_file;
+  o.cert_file = c.tls_cert_file;
+  o.key_file = c.tls_key_file;
+  o.server_name = c.tls_server_name;
+  o.connect_timeout = c.connect_timeout;
+  o.command_timeout = c.timeout;
+  return o;
+}
+
+bool same_connection(const RedisOptions& a, const RedisOptions& b) {
+  return a.host == b.host && a.port == b.port && a.user == b.user && a.password == b.password &&
+         a.db == b.db && a.tls == b.tls && a.ca_file == b.ca_file && a.cert_file == b.cert_file &&
+         a.key_file == b.key_file && a.server_name == b.server_name &&
+         a.connect_timeout == b.connect_timeout && a.command_timeout == b.command_timeout;
+}
+
+}  // namespace
+
+std::error_code make_error_code(LimiterError e) noexcept {
+  static const LimiterCategory category;
+  return {static_cast<int>(e), category};
+}
+
+class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(boost::asio::any_io_executor executor, const RedisConfig& config, MetricsShard& metrics)
+      : executor_(std::move(executor)),
+        metrics_(metrics),
+        script_(std::string{kRateLimitScript}),
+        breaker_(config.circuit_breaker.failures, config.circuit_breaker.open) {
+    open_client(options_from(config));
+  }
+
+  // Connect now rather than on the first decision (which would then fail open).
+  void connect_now() { client_->connect(); }
+
+  void open_client(RedisOptions options) {
+    if (client_) {
+      const auto stats = client_->stats();
+      carried_.commands_sent += stats.commands_sent;
+      carried_.writes += stats.writes;
+      client_->close();
+      // Kept (closed) until the limiter goes: other threads may still read its state.
+      retired_.push_back(std::move(client_));
+    }
+    client_ = std::make_unique<RedisClient>(executor_, std::move(options));
+    client_->load_script(script_);
+    if (connect_eagerly_) client_->connect();
+    current_ = client_.get();
+  }
+
+  void decide(std::vector<LimitDescriptor> descriptors, double cost, RateDecisionHandler handler) {
+    const auto now = CircuitBreaker::Clock::now();
+    if (!breaker_.allow(now)) {
+      // Open breaker: no network time at all.
+      circuit_open_ = true;
+      boost::asio::post(executor_, [handler = std::move(handler)] {
+        handler(make_error_code(LimiterError::kCircuitOpen), RateDecision{});
+      });
+      return;
+    }
+    auto call = rate_limit_script_call(descriptors, cost);
+    const std::size_t count = descriptors.size();
+    client_->evalsha(
+        script_, std::move(call.keys), std::move(call.args),
+        [self = shared_from_this(), count, handler = std::move(handler)](std::error_code ec,
+                                                                         RedisReply reply) {
+          self->on_reply(ec, std::move(reply), count, handler);
+        });
+  }
+
+  void on_reply(std::error_code ec, RedisReply reply, std::size_t count,
+                const RateDecisionHandler& handler) {
+    const auto now = CircuitBreaker::Clock::now();
+    std::optional<RateDecision> decision;
+    if (!ec) {
+      std::vector<ScriptReplyValue> values;
+      if (reply.type == RedisReply::Type::kArray) {
+        values.reserve(reply.elements.size());
+        for (const auto& e : reply.elements) {
+          ScriptReplyValue v;
+          v.is_string = e.type == RedisReply::Type::kString;
+          v.integer = e.integer;
+          v.text = e.str;
+          values.push_back(v);
+        }
+      }
+      decision = parse_rate_limit_reply(values, count);
+      if (!decision) ec = make_error_code(LimiterError::kBadReply);
+    }
+    if (ec) {
+      const auto kind = ec == make_error_code(LimiterError::kBadReply) ? std::string_view{"protocol"}
+                                                                        : redis_error_kind(ec);
+      metrics_.add("sluice_redis_errors_total", label("kind", kind));
+      breaker_.on_failure(now);
+      circuit_open_ = breaker_.is_open(now);
+      if (circuit_open_) spdlog::debug("redis circuit breaker open after: {}", ec.message());
+      return handler(ec, RateDecision{});
+    }
+    breaker_.on_success(now);
+    circuit_open_ = false;
+    handler({}, std::move(*decision));
+  }
+
+  void reconfigure(const RedisConfig& config) {
+    breaker_ = CircuitBreaker(config.circuit_breaker.failures, config.circuit_breaker.open);
+    circuit_open_ = false;
+    auto options = options_from(config);
+    if (!same_connection(options, client_->options())) {
+      spdlog::info("redis settings changed: reconnecting to {}:{}", options.host, options.port);
+      open_client(std::move(options));
+    }
+  }
+
+  void export_metrics() {
+    const auto stats = client_->stats();
+    // Counters of replaced clients are carried so the totals never go down.
+    metrics_.set("sluice_redis_commands_total", "",
+                 static_cast<double>(carried_.commands_sent + stats.commands_sent));
+    metrics_.set("sluice_redis_writes_total", "",
+                 static_cast<double>(carried_.writes + stats.writes));
+    metrics_.set("sluice_redis_up", "", client_->is_ready() ? 1 : 0);
+    metrics_.set("sluice_redis_circuit_open", "",
+                 breaker_.is_open(CircuitBreaker::Clock::now()) ? 1 : 0);
+  }
+
+  void close() { client_->close(); }
+
+  boost::asio::any_io_executor executor_;
+  MetricsShard& metrics_;
+  RedisScript script_;
+  CircuitBreaker breaker_;
+  std::unique_ptr<RedisClient> client_;
+  std::vector<std::unique_ptr<RedisClient>> retired_;
+  std::atomic<RedisClient*> current_{nullptr};  // for readers on other threads
+  RedisStats carried_;
+  bool connect_eagerly_ = false;
+  std::atomic<bool> circuit_open_{false};
+};
+
+RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor,
+                                   const RedisConfig& config, MetricsShard& metrics)
+    : impl_(std::make_shared<Impl>(std::move(executor), config, metrics)) {}
+
+RedisRateLimiter::~RedisRateLimiter() { impl_->close(); }
+
+void RedisRateLimiter::decide(std::vector<LimitDescriptor> descriptors, double cost,
+                              RateDecisionHandler handler) {
+  impl_->decide(std::move(descriptors), cost, std::move(handler));
+}
+
+void RedisRateLimiter::reconfigure(const RedisConfig& config) { impl_->reconfigure(config); }
+void RedisRateLimiter::export_metrics() { impl_->export_metrics(); }
+bool RedisRateLimiter::redis_ready() const { return impl_->current_.load()->is_ready(); }
+bool RedisRateLimiter::circuit_open() const { return impl_->circuit_open_; }
+void RedisRateLimiter::close() { impl_->close(); }
+void RedisRateLimiter::connect() {
+  impl_->connect_eagerly_ = true;
+  impl_->connect_now();
+}
+
+}  // namespace sluice
