@@ -314,7 +314,9 @@ void Application::Impl::reload() {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
   config_ = result.config;
-  spdlog::set_level(spdlog::level::from_str(config_->log.level));
+  if (!hooks_.log_level_from_command_line) {
+    spdlog::set_level(spdlog::level::from_str(config_->log.level));
+  }
   for (auto& w : workers_) {
     Worker& worker = *w;
     asio::post(worker.io(), [this, &worker, config = config_] {

@@ -27,6 +27,8 @@ struct ApplicationHooks {
   std::function<void(Worker&, const std::shared_ptr<const Config>&)> on_config;
   // Called on each worker's thread at shutdown, before its io_context stops.
   std::function<void(Worker&)> on_stop;
+  // Set when --log-level was given: reloads then keep the level.
+  bool log_level_from_command_line = false;
 };
 
 class Application {

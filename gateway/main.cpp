@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
   spdlog::set_level(spdlog::level::from_str(log_level.value_or(result.config->log.level)));
 
-  sluice::Application app(*config_path, result.config, sluice::make_middleware_hooks(result.config));
+  auto hooks = sluice::make_middleware_hooks(result.config);
+  hooks.log_level_from_command_line = log_level.has_value();
+  sluice::Application app(*config_path, result.config, std::move(hooks));
   if (!app.start()) return 1;
   return app.run();
 }

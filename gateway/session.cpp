@@ -165,10 +165,14 @@ class ProxySession final : public ClientSession,
     if (req.version() == 11 && req.count(http::field::host) == 0) {
       return send_local(make_local_reply(400, "missing Host header", new_id()), true);
     }
+    client_keep_alive_ = req.keep_alive() && !draining_;
+    // Hop-by-hop headers (and the names Connection lists) go before anything
+    // reads the head, so a client cannot hide X-Request-Id and the like.
+    request_chunked_ = parser_->chunked();
+    strip_hop_by_hop(req.base());
     auto incoming_id = req["X-Request-Id"];
     request_id_ = is_acceptable_request_id(incoming_id) ? std::string{incoming_id}
                                                         : generate_request_id();
-    client_keep_alive_ = req.keep_alive() && !draining_;
 
     // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
     std::vector<std::string_view> xff;
@@ -308,11 +312,10 @@ class ProxySession final : public ClientSession,
     // Rewrite the head once (a retry after a failed connect reuses it).
     if (!request_rewritten_) {
       request_rewritten_ = true;
-      const bool chunked = parser_->chunked();
+      const bool chunked = request_chunked_;
       const bool expect_continue =
           beast::iequals(req[http::field::expect], "100-continue") && req.version() == 11;
       host_ = std::string{req[http::field::host]};
-      strip_hop_by_hop(req.base());
       if (expect_continue) {
         req.erase(http::field::expect);
         need_continue_ = !parser_->is_done();
@@ -376,7 +379,9 @@ class ProxySession final : public ClientSession,
     auto& body = parser_->get().body();
     const std::size_t n = kRelayBufferSize - body.size;
     if (n == 0 && !parser_->is_done()) return read_client_body();  // only framing was read
-    body.data = relay_buffer();
+    // An empty final piece must be null: Beast writes a non-null empty buffer
+    // as a zero-size chunk, which would end the body twice.
+    body.data = n ? relay_buffer() : nullptr;
     body.size = n;
     body.more = !parser_->is_done();
     upstream_->stream.expires_after(upstream_cfg_->response_timeout);
@@ -476,7 +481,7 @@ class ProxySession final : public ClientSession,
     auto& body = res_parser_->get().body();
     const std::size_t n = kRelayBufferSize - body.size;
     if (n == 0 && !res_parser_->is_done()) return read_upstream_body();
-    body.data = relay_buffer();
+    body.data = n ? relay_buffer() : nullptr;
     body.size = n;
     body.more = !res_parser_->is_done();
     stream_.expires_after(config_->server.idle_timeout);
@@ -690,6 +695,7 @@ class ProxySession final : public ClientSession,
   bool client_keep_alive_ = false;
   bool upstream_reusable_ = false;
   bool request_rewritten_ = false;
+  bool request_chunked_ = false;
   bool need_continue_ = false;
   bool response_started_ = false;
   bool recorded_ = false;

@@ -27,11 +27,11 @@ struct LimiterRegistry {
 
 }  // namespace
 
-ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>& config) {
+ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
   auto registry = std::make_shared<LimiterRegistry>();
   ApplicationHooks hooks;
   // Each worker gets its own limiter (its own Redis connection) and chain.
-  hooks.make_chain = [registry, config](Worker& worker) {
+  hooks.make_chain = [registry](Worker& worker) {
     auto executor = worker.io().get_executor();
     auto limiter =
         std::make_shared<RedisRateLimiter>(executor, worker.config()->redis, worker.metrics());

@@ -1,0 +1,49 @@
+// A circuit breaker for the Redis limiter (spec section 2, redis.circuit_breaker).
+// Closed: every call goes through; `failures` consecutive failures open it.
+// Open: calls are refused for `open_for`; then it turns half-open.
+// Half-open: exactly one trial call goes through, others are refused while it
+// is in flight; its success closes the breaker, its failure re-opens it.
+// Time is passed in (style.md habit 9). Not thread-safe: one per worker, used
+// on that worker's executor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace sluice {
+
+class CircuitBreaker {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class State { kClosed, kOpen, kHalfOpen };
+
+  // failures == 0 is taken as 1.
+  CircuitBreaker(unsigned failures, std::chrono::milliseconds open_for);
+
+  // May a call be made now? In half-open state this returns true once (the
+  // trial) and false until the trial's outcome is reported. A trial whose
+  // outcome never comes is replaced after another `open_for`.
+  bool allow(Clock::time_point now);
+
+  // The outcome of a call that allow() let through.
+  void on_success(Clock::time_point now);
+  void on_failure(Clock::time_point now);
+
+  // The state at `now` (open turns half-open once open_for has passed).
+  State state(Clock::time_point now) const;
+  bool is_open(Clock::time_point now) const { return state(now) != State::kClosed; }
+  unsigned consecutive_failures() const { return consecutive_failures_; }
+
+ private:
+  void open(Clock::time_point now);
+
+  unsigned threshold_;
+  std::chrono::milliseconds open_for_;
+  State state_ = State::kClosed;
+  unsigned consecutive_failures_ = 0;
+  Clock::time_point opened_at_{};
+  bool trial_in_flight_ = false;
+  Clock::time_point trial_started_{};
+};
+
+}  // namespace sluice

@@ -1,0 +1,285 @@
+#include "middleware/rate_limit_keys.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+
+namespace sluice {
+
+namespace {
+
+constexpr std::string_view kBearer = "bearer";
+
+char ascii_lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return ascii_lower(x) == ascii_lower(y);
+         });
+}
+
+bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<std::string_view> lookup_header(const RequestView& request, std::string_view name) {
+  if (!request.header) return std::nullopt;
+  return request.header(name);
+}
+
+// The token of "Bearer <token>"; nullopt for another scheme or no token.
+std::optional<std::string_view> bearer_token(std::string_view value) {
+  value = trim(value);
+  if (value.size() <= kBearer.size() || !iequals(value.substr(0, kBearer.size()), kBearer) ||
+      !is_ows(value[kBearer.size()])) {
+    return std::nullopt;
+  }
+  std::string_view token = trim(value.substr(kBearer.size()));
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
+const std::string* consumer_plan(const ApiKeysConfig& config, std::string_view key) {
+  if (!config.plan_by_key.empty()) {
+    auto it = config.plan_by_key.find(std::string(key));
+    return it == config.plan_by_key.end() ? nullptr : &it->second;
+  }
+  for (const Consumer& consumer : config.consumers) {
+    if (consumer.key == key) return &consumer.plan;
+  }
+  return nullptr;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Appends "<length>:<bytes>" so that consecutive fields cannot run together.
+void append_field(std::string& out, std::string_view bytes) {
+  out += std::to_string(bytes.size());
+  out += ':';
+  out += bytes;
+}
+
+char kind_tag(KeySource::Kind kind) {
+  switch (kind) {
+    case KeySource::Kind::kApiKey:
+      return 'k';
+    case KeySource::Kind::kIp:
+      return 'i';
+    case KeySource::Kind::kPath:
+      return 'p';
+    case KeySource::Kind::kRoute:
+      return 'r';
+    case KeySource::Kind::kGlobal:
+      return 'g';
+    case KeySource::Kind::kHeader:
+      return 'h';
+    case KeySource::Kind::kQuery:
+      return 'q';
+  }
+  return '?';
+}
+
+void append_ip(std::string& out, const IpAddress& ip) {
+  out += kind_tag(KeySource::Kind::kIp);
+  append_field(out,
+               std::string_view(reinterpret_cast<const char*>(ip.bytes.data()), ip.bytes.size()));
+}
+
+}  // namespace
+
+ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config) {
+  ApiKey result;
+  result.plan = config.default_plan;
+  std::optional<std::string_view> value = lookup_header(request, config.header);
+  if (!value) return result;
+  std::optional<std::string_view> key =
+      iequals(config.header, "Authorization") ? bearer_token(*value) : trim(*value);
+  if (!key || key->empty() || key->size() > kMaxApiKeyBytes) return result;
+  if (const std::string* plan = consumer_plan(config, *key)) {
+    result.key = key;
+    result.plan = *plan;
+  } else if (config.consumers.empty()) {
+    result.key = key;
+  }
+  return result;
+}
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      const int hi = hex_value(text[i + 1]);
+      const int lo = hex_value(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += text[i];
+  }
+  return out;
+}
+
+std::optional<std::string> query_param(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::string_view raw_name = pair.substr(0, eq);
+    if (percent_decode(raw_name) != name) continue;
+    return eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1));
+  }
+  return std::nullopt;
+}
+
+LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
+                              std::optional<std::string_view> api_key) {
+  LimitKeyValue result;
+  std::string& out = result.hash_input;
+  auto fall_back = [&](const KeySource& source) {
+    if (!result.fell_back) {
+      result.fell_back = true;
+      result.missing_kind = source.kind;
+      result.missing_name = source.name;
+    }
+    append_ip(out, request.client_ip);
+  };
+
+  for (const KeySource& source : limit.key) {
+    switch (source.kind) {
+      case KeySource::Kind::kApiKey:
+        if (!api_key || api_key->empty()) {
+          fall_back(source);
+        } else {
+          out += kind_tag(source.kind);
+          append_field(out, *api_key);
+        }
+        break;
+      case KeySource::Kind::kIp:
+        append_ip(out, request.client_ip);
+        break;
+      case KeySource::Kind::kPath:
+        out += kind_tag(source.kind);
+        append_field(out, request.path);
+        break;
+      case KeySource::Kind::kRoute:
+        out += kind_tag(source.kind);
+        append_field(out, request.route);
+        break;
+      case KeySource::Kind::kGlobal:
+        out += kind_tag(source.kind);
+        append_field(out, {});
+        break;
+      case KeySource::Kind::kHeader: {
+        std::optional<std::string_view> value = lookup_header(request, source.name);
+        if (value) value = trim(*value);
+        if (!value || value->empty()) {
+          fall_back(source);
+        } else {
+          std::string name(source.name);
+          std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+          out += kind_tag(source.kind);
+          append_field(out, name);
+          append_field(out, *value);
+        }
+        break;
+      }
+      case KeySource::Kind::kQuery: {
+        std::optional<std::string> value = query_param(request.query, source.name);
+        if (!value || value->empty()) {
+          fall_back(source);
+        } else {
+          out += kind_tag(source.kind);
+          append_field(out, source.name);
+          append_field(out, *value);
+        }
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+std::string bucket_redis_key(std::string_view key_prefix, std::string_view limit_name,
+                             std::string_view hash_input) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int digest_size = 0;
+  // EVP_Digest only fails on allocation failure; a zero digest then still
+  // yields a well-formed key (and no request data in it).
+  if (EVP_Digest(hash_input.data(), hash_input.size(), digest.data(), &digest_size, EVP_sha256(),
+                 nullptr) != 1) {
+    digest.fill(0);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  constexpr std::size_t kTruncatedBytes = 16;  // 128 bits
+  std::string key;
+  key.reserve(key_prefix.size() + limit_name.size() + 1 + 2 * kTruncatedBytes);
+  key += key_prefix;
+  key += limit_name;
+  key += ':';
+  for (std::size_t i = 0; i < kTruncatedBytes; ++i) {
+    key += kHex[digest[i] >> 4];
+    key += kHex[digest[i] & 0x0f];
+  }
+  return key;
+}
+
+RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
+                                      const RequestView& request, const ApiKeysConfig& api_keys,
+                                      std::string_view key_prefix) {
+  RateLimitKeys result;
+  const ApiKey api_key = extract_api_key(request, api_keys);
+  result.plan = std::string(api_key.plan);
+  result.has_api_key = api_key.key.has_value();
+  result.descriptors.reserve(limits.size());
+  result.values.reserve(limits.size());
+  for (const LimitConfig* limit : limits) {
+    if (limit == nullptr) continue;
+    LimitKeyValue value = limit_key_value(*limit, request, api_key.key);
+    const BucketParams& params = limit->for_plan(result.plan);
+    result.descriptors.push_back(
+        LimitDescriptor{limit->name, bucket_redis_key(key_prefix, limit->name, value.hash_input),
+                        params.capacity, params.refill_per_second});
+    value.hash_input.clear();  // raw request data: not kept beyond hashing
+    result.values.push_back(std::move(value));
+  }
+  return result;
+}
+
+RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
+                                      const RequestView& request) {
+  std::vector<const LimitConfig*> limits;
+  limits.reserve(route.limits.size());
+  if (route.limit_indexes.size() == route.limits.size()) {
+    for (std::size_t index : route.limit_indexes) {
+      if (index < config.limits.size()) limits.push_back(&config.limits[index]);
+    }
+  } else {
+    // Indexes not resolved (a hand-built config): look the names up.
+    for (const std::string& name : route.limits) {
+      auto it = std::find_if(config.limits.begin(), config.limits.end(),
+                             [&](const LimitConfig& limit) { return limit.name == name; });
+      if (it != config.limits.end()) limits.push_back(&*it);
+    }
+  }
+  return build_limit_descriptors(limits, request, config.api_keys, config.redis.key_prefix);
+}
+
+}  // namespace sluice

@@ -1,0 +1,52 @@
+// The Lua script that decides all token buckets of one request atomically in
+// Redis (spec section 3), and its SHA1 for EVALSHA. middleware/token_bucket.hpp
+// holds its pure C++ twin; the two must stay in step (a component test checks).
+//
+// Call: EVALSHA sha N key_1..key_N cost capacity_1 refill_1 .. capacity_N refill_N
+// Reply: a flat array {allowed, then per key: sufficient, remaining,
+// seconds_to_cost, seconds_to_full}: allowed and sufficient are integers 0/1,
+// the other three are strings ("%.17g", so fractions survive; "inf" for a wait
+// that never ends: cost > capacity, or a refill rate of 0).
+// Time is Redis' TIME. A bucket is stored as one 16-byte string, two
+// little-endian IEEE doubles (tokens, timestamp in microseconds), written only
+// when the request is allowed, with its expiry in the same SET (PX
+// bucket_ttl_ms(capacity, refill)). A value of another shape counts as absent.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "middleware/rate_limiter.hpp"
+
+namespace sluice {
+
+extern const std::string_view kRateLimitScript;
+
+// Lower-case hex SHA1 of kRateLimitScript, computed once (thread-safe).
+std::string_view rate_limit_script_sha1();
+
+// KEYS and ARGV of one call. Numbers are written in their shortest exact form,
+// so the script computes with exactly the doubles the gateway holds.
+struct RateLimitScriptCall {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+RateLimitScriptCall rate_limit_script_call(std::span<const LimitDescriptor> limits, double cost);
+
+// One element of the script's reply as the Redis client decoded it: an
+// integer reply, or a string reply (`text`).
+struct ScriptReplyValue {
+  bool is_string = false;
+  long long integer = 0;
+  std::string_view text;
+};
+
+// The decision in a reply for `limit_count` buckets; nullopt when the reply
+// does not have that shape (a protocol error for the caller).
+std::optional<RateDecision> parse_rate_limit_reply(std::span<const ScriptReplyValue> values,
+                                                   std::size_t limit_count);
+
+}  // namespace sluice

@@ -1,0 +1,313 @@
+"""The command line and signals (spec section 1)."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import unittest
+
+from harness import (ProcessTestCase, RawConnection, SLUICE_BIN, closed_port, free_port,
+                     gateway_config, request, run_cli, to_yaml, wait_until)
+
+# A complete, valid configuration using every section (nothing here may be contacted by --check).
+GOOD_CONFIG = """\
+server:
+  listen: "127.0.0.1:{port}"
+  threads: 2
+  max_header_bytes: 16384
+  max_body_bytes: 10485760
+  header_timeout_ms: 10000
+  idle_timeout_ms: 60000
+  drain_timeout_ms: 10000
+  trusted_proxies: ["127.0.0.1/32"]
+admin:
+  listen: "127.0.0.1:{admin_port}"
+log:
+  level: info
+  access_log: true
+redis:
+  url: "redis://127.0.0.1:{redis_port}/0"
+  timeout_ms: 50
+  key_prefix: "sluice:"
+  circuit_breaker:
+    failures: 5
+    open_ms: 1000
+upstreams:
+  orders:
+    servers: ["127.0.0.1:{upstream_port}", "127.0.0.1:{upstream_port2}"]
+    connect_timeout_ms: 1000
+    response_timeout_ms: 30000
+    max_idle_connections: 64
+api_keys:
+  header: "X-API-Key"
+  consumers:
+    - {{ key: "demo-pro-key", plan: pro }}
+  default_plan: free
+limits:
+  per_key:
+    key: api_key
+    capacity: 50
+    refill_per_second: 10
+    plans:
+      pro: {{ capacity: 500, refill_per_second: 100 }}
+  per_ip:
+    key: ip
+    capacity: 20
+    refill_per_second: 0.5
+  composite:
+    key: [api_key, path]
+    capacity: 5
+    refill_per_second: 1
+routes:
+  - name: orders
+    match:
+      path_prefix: "/api/orders"
+      methods: [GET, POST]
+      host: "api.example.com"
+    upstream: orders
+    strip_prefix: false
+    limits: [per_key, per_ip]
+    cost: 1
+    on_redis_failure: open
+  - name: exact
+    match: {{ path_exact: "/exact" }}
+    upstream: orders
+    limits: [composite]
+    on_redis_failure: closed
+  - name: regex
+    match: {{ path_regex: "/items/[0-9]+" }}
+    upstream: orders
+    limits: []
+"""
+
+# Three errors on known lines (1-based).
+BAD_CONFIG = """\
+server:
+  listen: "127.0.0.1:{port}"
+  bogus_key: 1
+admin:
+  listen: "127.0.0.1:{admin_port}"
+upstreams:
+  echo:
+    servers: ["127.0.0.1:9"]
+limits:
+  per_ip:
+    key: ip
+    capacity: 20
+    refill_per_second: 5
+routes:
+  - name: a
+    match: {{ path_prefix: "/a" }}
+    upstream: echo
+    limits: [per_ip]
+  - name: b
+    match: {{ path_prefix: "/b" }}
+    upstream: missing
+    limits: [per_ip, nope]
+"""
+
+
+def good_config_text(**ports):
+    values = {"port": free_port(), "admin_port": free_port(), "redis_port": closed_port(),
+              "upstream_port": closed_port(), "upstream_port2": closed_port()}
+    values.update(ports)
+    return GOOD_CONFIG.format(**values)
+
+
+class CheckTest(ProcessTestCase):
+    def write(self, name, text):
+        path = os.path.join(self.workdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def require_binary(self):
+        if not os.access(SLUICE_BIN, os.X_OK):
+            self.fail(f"binary not found: {SLUICE_BIN}")
+
+    def test_check_good_config(self):
+        self.require_binary()
+        port, admin_port = free_port(), free_port()
+        self.write("gateway.yaml", good_config_text(port=port, admin_port=admin_port))
+        # Hold both listen ports: --check must not need them.
+        holders = []
+        for p in (port, admin_port):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            s.listen()
+            holders.append(s)
+        try:
+            result = run_cli(["--config", "gateway.yaml", "--check"], cwd=self.workdir)
+        finally:
+            for s in holders:
+                s.close()
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("configuration OK", result.stdout + result.stderr)
+
+    @unittest.skipUnless(shutil.which("strace"), "strace not installed")
+    def test_check_opens_no_socket(self):
+        self.require_binary()
+        path = self.write("gateway.yaml", good_config_text())
+        trace = os.path.join(self.workdir, "trace.txt")
+        result = subprocess.run(
+            ["strace", "-f", "-qq", "-e", "trace=socket,bind,listen,connect", "-o", trace,
+             SLUICE_BIN, "--config", path, "--check"],
+            capture_output=True, text=True, timeout=20)
+        if "ptrace" in result.stderr and result.returncode != 0:
+            self.skipTest(f"strace cannot trace here: {result.stderr.strip()}")
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        with open(trace) as f:
+            calls = f.read()
+        network = [line for line in calls.splitlines()
+                   if re.search(r"socket\(AF_INET6?\b|\bbind\(|\blisten\(|connect\(\d+, \{sa_family=AF_INET",
+                                line)]
+        self.assertEqual(network, [], "--check touched the network")
+
+    def test_check_bad_config_lists_every_error(self):
+        self.require_binary()
+        self.write("gateway.yaml", BAD_CONFIG.format(port=free_port(), admin_port=free_port()))
+        result = run_cli(["--config", "gateway.yaml", "--check"], cwd=self.workdir)
+        output = result.stdout + result.stderr
+        self.assertEqual(result.returncode, 1, output)
+        self.assertNotIn("configuration OK", output)
+        file_re = r"(?:\S*/)?gateway\.yaml"
+        for pattern in (rf"{file_re}:3: server\.bogus_key: \S",
+                        rf"{file_re}:21: routes\[1\]\.upstream: \S",
+                        rf'{file_re}:22: routes\[1\]\.limits\[1\]: unknown limit "nope"'):
+            self.assertRegex(output, re.compile(pattern, re.M))
+        # Every error line has the file:line: key.path: message shape.
+        errors = [line for line in output.splitlines() if "gateway.yaml:" in line]
+        self.assertGreaterEqual(len(errors), 3, output)
+
+    def test_check_yaml_syntax_error_names_file_and_line(self):
+        self.require_binary()
+        self.write("broken.yaml", 'server:\n  listen: "127.0.0.1:1"\n  threads: [1, 2\nadmin: {}\n')
+        result = run_cli(["--config", "broken.yaml", "--check"], cwd=self.workdir)
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertRegex(result.stdout + result.stderr, r"(?:\S*/)?broken\.yaml:\d+:")
+
+    def test_check_missing_file(self):
+        self.require_binary()
+        result = run_cli(["--config", "does-not-exist.yaml", "--check"], cwd=self.workdir)
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn("does-not-exist.yaml", result.stdout + result.stderr)
+
+    def test_version(self):
+        self.require_binary()
+        result = run_cli(["--version"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertRegex(result.stdout, r"\d+\.\d+\.\d+")
+
+
+class SignalTest(ProcessTestCase):
+    def setUp(self):
+        super().setUp()
+        self.echo = self.start_echo()
+
+    def config(self, routes=None, upstreams=None, server=None):
+        return gateway_config(
+            upstreams or {"echo": [self.echo.address]},
+            routes or [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "echo"},
+                       {"name": "internal", "match": {"path_prefix": "/__"}, "upstream": "echo"}],
+            server={"drain_timeout_ms": 5000, **(server or {})})
+
+    def start_request(self, port, target):
+        """Sends a request in a thread; returns (thread, result dict)."""
+        result = {}
+
+        def run():
+            try:
+                result["response"] = request(port, "GET", target, timeout=15)
+            except Exception as e:  # reported by the test
+                result["error"] = e
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread, result
+
+    def wait_in_flight(self, expected_requests):
+        wait_until(lambda: self.echo.counts()["requests"] >= expected_requests, 5,
+                   message="the request to reach the upstream")
+
+    def test_sigterm_drains_in_flight_request_and_exits_0(self):
+        gateway = self.start_sluice(self.config())
+        thread, result = self.start_request(gateway.port, "/__slow/500")
+        self.wait_in_flight(1)
+        gateway.signal(signal.SIGTERM)
+        thread.join(15)
+        self.assertNotIn("error", result, f"in-flight request failed: {result.get('error')!r}\n"
+                                          f"{gateway.output_tail()}")
+        status, _, body = result["response"]
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["target"], "/__slow/500")
+        self.assertEqual(gateway.wait(10), 0, gateway.output_tail())
+
+    def test_sigint_exits_0(self):
+        gateway = self.start_sluice(self.config())
+        self.assertEqual(request(gateway.port, "GET", "/api/x")[0], 200)
+        gateway.signal(signal.SIGINT)
+        self.assertEqual(gateway.wait(10), 0, gateway.output_tail())
+
+    def test_sigterm_closes_idle_keepalive_connections(self):
+        gateway = self.start_sluice(self.config())
+        with RawConnection(gateway.port) as conn:
+            conn.send(b"GET /api/idle HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().status, 200)
+            gateway.signal(signal.SIGTERM)
+            self.assertTrue(conn.is_closed(timeout=8), "idle connection not closed on SIGTERM")
+        self.assertEqual(gateway.wait(10), 0, gateway.output_tail())
+
+    def test_log_level_override(self):
+        gateway = self.start_sluice(self.config(), extra_args=["--log-level", "error"])
+        self.assertEqual(request(gateway.port, "GET", "/api/x")[0], 200)
+
+    def test_sighup_with_bad_file_keeps_old_config(self):
+        config = self.config()
+        gateway = self.start_sluice(config)
+        self.assertEqual(request(gateway.port, "GET", "/api/before")[0], 200)
+        bad = dict(config)
+        bad["routes"] = config["routes"] + [
+            {"name": "added", "match": {"path_prefix": "/added"}, "upstream": "nope",
+             "limits": []}]
+        bad_text = to_yaml(bad) + "\n"
+        bad_line = next(i for i, line in enumerate(bad_text.splitlines(), 1)
+                        if 'upstream: "nope"' in line)
+        gateway.reload(bad_text)
+        wait_until(lambda: gateway.metric("sluice_config_reloads_total", result="error") == 1, 5,
+                   message='sluice_config_reloads_total{result="error"} == 1')
+        # The errors are logged in the usual file:line: key.path form.
+        logs = gateway.stderr() + gateway.stdout()
+        self.assertRegex(logs, rf"sluice\.yaml:{bad_line}: routes\[2\]\.upstream")
+        self.assertEqual(request(gateway.port, "GET", "/api/after")[0], 200)
+        self.assertEqual(request(gateway.port, "GET", "/added/x")[0], 404)
+        self.assertTrue(gateway.alive())
+
+    def test_sighup_with_good_file_swaps_routes_without_dropping_requests(self):
+        other = self.start_echo("echo2")
+        gateway = self.start_sluice(self.config())
+        self.assertEqual(request(gateway.port, "GET", "/added/x")[0], 404)
+        thread, result = self.start_request(gateway.port, "/__slow/800")
+        self.wait_in_flight(1)
+        # The new config drops /__ and adds /added on another upstream.
+        gateway.reload(gateway_config(
+            {"echo": [self.echo.address], "other": [other.address]},
+            [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "echo"},
+             {"name": "added", "match": {"path_prefix": "/added"}, "upstream": "other"}],
+            port=gateway.port, admin_port=gateway.admin_port,
+            server={"drain_timeout_ms": 5000}))
+        wait_until(lambda: request(gateway.port, "GET", "/added/x")[0] == 200, 5,
+                   message="the reloaded route to match")
+        self.assertGreaterEqual(other.counts()["requests"], 1)
+        self.assertEqual(request(gateway.port, "GET", "/__slow/1")[0], 404)
+        self.assertEqual(request(gateway.port, "GET", "/api/still")[0], 200)
+        thread.join(15)
+        self.assertNotIn("error", result, f"in-flight request dropped: {result.get('error')!r}")
+        self.assertEqual(result["response"][0], 200)
+        self.assertEqual(gateway.metric("sluice_config_reloads_total", result="ok"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,693 @@
+"""Proxying through the real sluice binary to sluice-echo (spec sections 4 and 5).
+
+Every test starts its own gateway (and upstreams) on ephemeral ports; the
+gateway must still be alive at the end of each test (see harness.ProcessTestCase).
+"""
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import time
+import unittest
+
+from harness import (Client, ProcessTestCase, RawConnection, closed_port, echo_header,
+                     echo_header_names, gateway_config, pattern_sha256, raw_exchange, request,
+                     rss_kib)
+
+MIB = 1024 * 1024
+
+# Headers that must never cross Sluice (spec section 5), lower case.
+HOP_BY_HOP = {"keep-alive", "proxy-connection", "te", "trailer", "upgrade", "proxy-authorization",
+              "proxy-authenticate"}
+
+
+def default_routes():
+    return [
+        {"name": "getonly", "match": {"path_prefix": "/getonly", "methods": ["GET"]},
+         "upstream": "echo"},
+        {"name": "strip", "match": {"path_prefix": "/strip"}, "upstream": "echo",
+         "strip_prefix": True},
+        {"name": "hosted", "match": {"path_prefix": "/hosted", "host": "api.example.test"},
+         "upstream": "echo"},
+        {"name": "api", "match": {"path_prefix": "/api"}, "upstream": "echo"},
+        {"name": "internal", "match": {"path_prefix": "/__"}, "upstream": "echo"},
+    ]
+
+
+class GatewayTestCase(ProcessTestCase):
+    """Starts one sluice-echo and a gateway routing /api, /__, /strip, /getonly, /hosted to it."""
+
+    server_options: dict = {}
+
+    def setUp(self):
+        super().setUp()
+        self.echo = self.start_echo()
+        self.addCleanup(self.assert_upstream_saw_valid_http, self.echo)
+
+    def assert_upstream_saw_valid_http(self, echo):
+        """Whatever the client sent, Sluice must only ever send well-formed HTTP upstream."""
+        bad = echo.counts()["bad_requests"]
+        if bad:
+            raise AssertionError(f"{echo.name} got {bad} malformed request(s) from sluice "
+                                 "(bytes that do not parse as HTTP on an upstream connection)")
+
+    def start_echo(self, name="echo"):
+        echo = super().start_echo(name)
+        if name != "echo":
+            self.addCleanup(self.assert_upstream_saw_valid_http, echo)
+        return echo
+
+    def start_gateway(self, upstreams=None, routes=None, server=None, **sections):
+        config = gateway_config(
+            upstreams or {"echo": [self.echo.address]},
+            routes if routes is not None else default_routes(),
+            server={**self.server_options, **(server or {})}, **sections)
+        self.gateway = self.start_sluice(config)
+        return self.gateway
+
+    def get_json(self, target, **kwargs):
+        status, headers, body = request(self.gateway.port, "GET", target, **kwargs)
+        self.assertEqual(status, 200, body[:500])
+        return json.loads(body), headers
+
+    def assert_local_reply(self, res, status):
+        """A reply Sluice made itself: the status, an X-Request-Id and a small JSON body."""
+        self.assertEqual(res.status, status, res)
+        self.assertTrue(res.header("X-Request-Id"), f"no X-Request-Id on {res}")
+        self.assertIn("json", (res.header("Content-Type") or "").lower(), res)
+        try:
+            json.loads(res.body)
+        except ValueError:
+            self.fail(f"local {status} reply body is not JSON: {res.body[:300]!r}")
+
+
+class ForwardingTest(GatewayTestCase):
+    server_options = {"max_body_bytes": 256 * MIB}  # room for the streaming upload test
+
+    def setUp(self):
+        super().setUp()
+        self.start_gateway()
+
+    def test_method_target_headers_and_body_reach_upstream_unchanged(self):
+        target = "/api/a%20b/c;v=1/d.json?x=1&x=2&y=%2F&empty=&flag"
+        for method, body in (("GET", b""), ("DELETE", b""), ("OPTIONS", b""),
+                             ("POST", b'{"a":1}'), ("PUT", b"\x00\x01binary\xff"),
+                             ("PATCH", b"patch")):
+            with self.subTest(method=method):
+                head = (f"{method} {target} HTTP/1.1\r\n"
+                        "Host: Shop.Example.test:8080\r\n"
+                        "X-Custom: Some  Value; with=params\r\n"
+                        "X-Multi: first\r\n"
+                        "Accept: application/json\r\n"
+                        "X-Multi: second\r\n"
+                        "Cookie: a=1; b=2\r\n"
+                        "Authorization: Bearer t0ken\r\n")
+                if body:
+                    head += f"Content-Type: application/octet-stream\r\nContent-Length: {len(body)}\r\n"
+                res = raw_exchange(self.gateway.port, head.encode() + b"\r\n" + body)
+                self.assertEqual(res.status, 200, res)
+                doc = res.json()
+                self.assertEqual(doc["method"], method)
+                self.assertEqual(doc["target"], target)
+                self.assertEqual(echo_header(doc, "Host"), ["Shop.Example.test:8080"])
+                self.assertEqual(echo_header(doc, "X-Custom"), ["Some  Value; with=params"])
+                self.assertIn(", ".join(echo_header(doc, "X-Multi")), ("first, second", "first,second"))
+                self.assertEqual(echo_header(doc, "Accept"), ["application/json"])
+                self.assertEqual(echo_header(doc, "Cookie"), ["a=1; b=2"])
+                self.assertEqual(echo_header(doc, "Authorization"), ["Bearer t0ken"])
+                self.assertEqual(doc["body_length"], len(body))
+                self.assertEqual(doc["body_sha256"], hashlib.sha256(body).hexdigest())
+
+    def test_one_mib_post_arrives_byte_exact(self):
+        body = os.urandom(MIB)
+        status, _, data = request(self.gateway.port, "POST", "/api/upload", body=body,
+                                  headers={"Content-Type": "application/octet-stream"})
+        self.assertEqual(status, 200, data[:300])
+        doc = json.loads(data)
+        self.assertEqual(doc["body_length"], MIB)
+        self.assertEqual(doc["body_sha256"], hashlib.sha256(body).hexdigest())
+
+    def test_chunked_upload_arrives_byte_exact(self):
+        pieces = [os.urandom(n) for n in (1, 4095, 65536, 100000, 7, 300000, 1)]
+        with Client(self.gateway.port) as client:
+            status, _, data = client.request("PUT", "/api/chunked", body=iter(pieces),
+                                             chunked=True)
+            self.assertEqual(status, 200, data[:300])
+            doc = json.loads(data)
+            self.assertEqual(doc["body_length"], sum(map(len, pieces)))
+            self.assertEqual(doc["body_sha256"], hashlib.sha256(b"".join(pieces)).hexdigest())
+            # The upstream connection goes back to the pool: it must carry no stray bytes
+            # (checked after every test by assert_upstream_saw_valid_http).
+            for i in range(3):
+                self.assertEqual(client.request("GET", f"/api/after-upload/{i}")[0], 200)
+
+    def test_256_mib_download_streams_with_bounded_memory(self):
+        size = 256 * MIB
+        # Warm up buffers and pools so the baseline is a serving process.
+        self.assertEqual(request(self.gateway.port, "GET", "/__download/1048576")[0], 200)
+        baseline = rss_kib(self.gateway.pid)
+        peak = baseline
+        sha = hashlib.sha256()
+        received = 0
+        next_sample = 0
+        paused = False
+        with Client(self.gateway.port, timeout=60) as client:
+            res = client.stream("GET", f"/__download/{size}")
+            self.assertEqual(res.status, 200)
+            while True:
+                piece = res.read(256 * 1024)
+                if not piece:
+                    break
+                sha.update(piece)
+                received += len(piece)
+                if received >= next_sample:
+                    peak = max(peak, rss_kib(self.gateway.pid))
+                    next_sample += 8 * MIB
+                if not paused and received >= 32 * MIB:
+                    # A client that stops reading must not make Sluice buffer the upstream.
+                    paused = True
+                    time.sleep(0.5)
+                    peak = max(peak, rss_kib(self.gateway.pid))
+        peak = max(peak, rss_kib(self.gateway.pid))
+        self.assertEqual(received, size)
+        self.assertEqual(sha.hexdigest(), pattern_sha256(size))
+        growth_mib = (peak - baseline) / 1024
+        self.assertLess(growth_mib, 32, f"sluice RSS grew by {growth_mib:.1f} MiB "
+                                        f"(baseline {baseline} KiB, peak {peak} KiB)")
+
+    def test_96_mib_upload_streams_with_bounded_memory(self):
+        block = os.urandom(MIB)
+        count = 96
+        self.assertEqual(request(self.gateway.port, "POST", "/api/warm", body=block)[0], 200)
+        baseline = rss_kib(self.gateway.pid)
+        peak = baseline
+        sha = hashlib.sha256()
+
+        def body():
+            nonlocal peak
+            for i in range(count):
+                if i % 8 == 0:
+                    peak = max(peak, rss_kib(self.gateway.pid))
+                sha.update(block)
+                yield block
+        status, _, data = request(self.gateway.port, "POST", "/api/big", body=body(),
+                                  chunked=True, timeout=60)
+        peak = max(peak, rss_kib(self.gateway.pid))
+        self.assertEqual(status, 200, data[:300])
+        doc = json.loads(data)
+        self.assertEqual(doc["body_length"], count * MIB)
+        self.assertEqual(doc["body_sha256"], sha.hexdigest())
+        growth_mib = (peak - baseline) / 1024
+        self.assertLess(growth_mib, 32, f"sluice RSS grew by {growth_mib:.1f} MiB "
+                                        f"(baseline {baseline} KiB, peak {peak} KiB)")
+
+    def test_chunked_download_arrives_byte_exact(self):
+        size = 5 * MIB + 3
+        with RawConnection(self.gateway.port, timeout=30) as conn:
+            conn.send(f"GET /__download/{size}?chunked=1 HTTP/1.1\r\nHost: g\r\n\r\n".encode())
+            res = conn.read_response()
+            self.assertEqual(res.status, 200)
+            self.assertEqual(len(res.body), size)
+            self.assertEqual(hashlib.sha256(res.body).hexdigest(), pattern_sha256(size))
+            # Framing was redone correctly: the connection is still usable.
+            conn.send(b"GET /api/after HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().json()["target"], "/api/after")
+
+    def test_close_delimited_upstream_body_is_reframed(self):
+        size = 3 * MIB + 7
+        with RawConnection(self.gateway.port, timeout=30) as conn:
+            conn.send(f"GET /__download/{size}?eof=1 HTTP/1.1\r\nHost: g\r\n\r\n".encode())
+            res = conn.read_response()
+            self.assertEqual(res.status, 200)
+            self.assertEqual(len(res.body), size)
+            self.assertEqual(hashlib.sha256(res.body).hexdigest(), pattern_sha256(size))
+            if res.header("Content-Length") or "chunked" in (res.header("Transfer-Encoding") or ""):
+                # Framed for the client: the connection is still usable.
+                conn.send(b"GET /api/after-eof HTTP/1.1\r\nHost: g\r\n\r\n")
+                self.assertEqual(conn.read_response().json()["target"], "/api/after-eof")
+
+    def test_expect_100_continue(self):
+        body = os.urandom(100000)
+        with RawConnection(self.gateway.port, timeout=10) as conn:
+            conn.send(b"PUT /api/expect HTTP/1.1\r\nHost: g\r\nExpect: 100-continue\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))
+            # Like curl: wait a moment for "100 Continue", then send the body anyway.
+            early = conn.peek(timeout=1.0)
+            if early and not early.startswith(b"HTTP/1.1 100"):
+                self.fail(f"final response before the body was sent: {early[:300]!r}")
+            conn.send(body)
+            res = conn.read_response()  # skips an interim 100
+            self.assertEqual(res.status, 200, res)
+            doc = res.json()
+            self.assertEqual(doc["body_sha256"], hashlib.sha256(body).hexdigest())
+            conn.send(b"GET /api/after-expect HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().json()["target"], "/api/after-expect")
+
+    def test_connection_close_from_client(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/bye HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n")
+            res = conn.read_response()
+            self.assertEqual(res.status, 200)
+            self.assertIn("close", (res.header("Connection") or "").lower())
+            self.assertTrue(conn.is_closed(), "connection kept open after Connection: close")
+
+    def test_upstream_connections_are_reused(self):
+        before = self.echo.counts()
+        with Client(self.gateway.port) as client:
+            for i in range(150):
+                status, _, _ = client.request("GET", f"/api/ka/{i}")
+                self.assertEqual(status, 200)
+        for _ in range(5):
+            with Client(self.gateway.port) as client:
+                for i in range(10):
+                    self.assertEqual(client.request("GET", f"/api/ka2/{i}")[0], 200)
+        after = self.echo.counts()
+        requests = after["requests"] - before["requests"]
+        connections = after["connections"] - before["connections"]
+        self.assertGreaterEqual(requests, 200)
+        self.assertLessEqual(connections, 10, f"{connections} upstream connections for "
+                                              f"{requests} requests")
+
+    def test_pipelined_requests_are_answered_in_order(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/p1 HTTP/1.1\r\nHost: g\r\n\r\n"
+                      b"POST /api/p2 HTTP/1.1\r\nHost: g\r\nContent-Length: 3\r\n\r\nxyz"
+                      b"GET /api/p3 HTTP/1.1\r\nHost: g\r\n\r\n")
+            docs = [conn.read_response().json() for _ in range(3)]
+            self.assertEqual([d["target"] for d in docs], ["/api/p1", "/api/p2", "/api/p3"])
+            self.assertEqual(docs[1]["body_sha256"], hashlib.sha256(b"xyz").hexdigest())
+            conn.send(b"GET /api/p4 HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().json()["target"], "/api/p4")
+
+    def test_pipelined_slow_request_and_local_reply_keep_order(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /__slow/300 HTTP/1.1\r\nHost: g\r\n\r\n"
+                      b"GET /nowhere HTTP/1.1\r\nHost: g\r\n\r\n"
+                      b"GET /api/fast HTTP/1.1\r\nHost: g\r\n\r\n")
+            first, second, third = (conn.read_response() for _ in range(3))
+            self.assertEqual((first.status, first.json()["target"]), (200, "/__slow/300"))
+            self.assertEqual(second.status, 404)
+            self.assertEqual((third.status, third.json()["target"]), (200, "/api/fast"))
+
+    def test_http10_client_gets_response_then_close(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/old HTTP/1.0\r\nHost: g\r\n\r\n")
+            res = conn.read_response()
+            self.assertEqual(res.status, 200)
+            self.assertEqual(res.json()["target"], "/api/old")
+            self.assertNotEqual((res.header("Transfer-Encoding") or "").lower(), "chunked",
+                                "chunked framing sent to an HTTP/1.0 client")
+            self.assertTrue(conn.is_closed(), "connection kept open after an HTTP/1.0 response")
+
+    def test_head_response_has_no_body(self):
+        with RawConnection(self.gateway.port) as conn:
+            for target in ("/api/head", "/__download/1000000"):
+                conn.send(f"HEAD {target} HTTP/1.1\r\nHost: g\r\n\r\n".encode())
+                res = conn.read_response(head_request=True)
+                self.assertEqual(res.status, 200, res)
+            # A stray body would be read as the next response.
+            conn.send(b"GET /api/next HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().json()["target"], "/api/next")
+
+    def test_upstream_status_codes_pass_through(self):
+        with RawConnection(self.gateway.port) as conn:
+            for code in (201, 204, 304, 404, 418, 500, 503):
+                conn.send(f"GET /__status/{code} HTTP/1.1\r\nHost: g\r\n\r\n".encode())
+                res = conn.read_response()
+                self.assertEqual(res.status, code)
+                if code in (204, 304):
+                    self.assertEqual(res.body, b"")
+                else:
+                    self.assertEqual(res.json(), {"status": code})
+
+    def test_request_hop_by_hop_headers_are_removed(self):
+        res = raw_exchange(self.gateway.port, (
+            b"POST /api/hop HTTP/1.1\r\n"
+            b"Host: g\r\n"
+            b"Connection: X-Foo, keep-alive\r\n"
+            b"X-Foo: 1\r\n"
+            b"Keep-Alive: timeout=5\r\n"
+            b"Proxy-Connection: keep-alive\r\n"
+            b"TE: trailers\r\n"
+            b"Trailer: X-T\r\n"
+            b"Upgrade: foo\r\n"
+            b"Proxy-Authorization: Basic Zm9vOmJhcg==\r\n"
+            b"X-Keep: yes\r\n"
+            b"Transfer-Encoding: chunked\r\n"
+            b"\r\n"
+            b"5\r\nhello\r\n0\r\n\r\n"))
+        self.assertEqual(res.status, 200, res)
+        doc = res.json()
+        names = echo_header_names(doc)
+        for name in HOP_BY_HOP | {"x-foo"}:
+            self.assertNotIn(name, names, f"{name} reached the upstream: {doc['headers']}")
+        for value in echo_header(doc, "Connection"):
+            self.assertNotIn("x-foo", value.lower())
+        self.assertEqual(echo_header(doc, "X-Keep"), ["yes"])
+        self.assertEqual(doc["body_length"], 5)
+        self.assertEqual(doc["body_sha256"], hashlib.sha256(b"hello").hexdigest())
+
+    def test_connection_header_cannot_strip_forwarding_headers(self):
+        res = raw_exchange(self.gateway.port, (
+            b"GET /api/strip-attempt HTTP/1.1\r\n"
+            b"Host: g.example\r\n"
+            b"Connection: X-Forwarded-For, X-Request-Id, Via, X-Forwarded-Proto, X-Forwarded-Host\r\n"
+            b"X-Forwarded-For: 198.51.100.9\r\n"
+            b"X-Request-Id: listed-in-connection\r\n"
+            b"\r\n"))
+        self.assertEqual(res.status, 200, res)
+        doc = res.json()
+        xff = ", ".join(echo_header(doc, "X-Forwarded-For"))
+        self.assertTrue(xff, f"X-Forwarded-For missing upstream: {doc['headers']}")
+        self.assertEqual(xff.split(",")[-1].strip(), "127.0.0.1")
+        self.assertNotIn("198.51.100.9", xff, "a header listed in Connection was forwarded")
+        request_ids = echo_header(doc, "X-Request-Id")
+        self.assertEqual(len(request_ids), 1, doc["headers"])
+        self.assertNotEqual(request_ids[0], "listed-in-connection")
+        self.assertEqual(res.header("X-Request-Id"), request_ids[0])
+        self.assertTrue(any("1.1 sluice" in v for v in echo_header(doc, "Via")), doc["headers"])
+        self.assertEqual(echo_header(doc, "X-Forwarded-Proto"), ["http"])
+        self.assertTrue(echo_header(doc, "X-Forwarded-Host"))
+
+    def test_response_hop_by_hop_headers_are_removed(self):
+        res = raw_exchange(self.gateway.port, b"GET /__hop HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assertEqual(res.status, 200, res)
+        names = {n.lower() for n, _ in res.headers}
+        for name in HOP_BY_HOP | {"x-secret"}:
+            self.assertNotIn(name, names, f"{name} reached the client: {res.headers}")
+        for value in res.all("Connection"):
+            self.assertNotIn("x-secret", value.lower())
+        self.assertEqual(res.json()["target"], "/__hop")
+
+    def test_forwarded_headers_are_added(self):
+        status, headers, body = request(
+            self.gateway.port, "GET", "/api/fwd",
+            headers={"Host": "shop.example.test:8080", "X-Forwarded-For": "203.0.113.7"})
+        self.assertEqual(status, 200, body[:300])
+        doc = json.loads(body)
+        # 127.0.0.1 is a trusted proxy by default: its X-Forwarded-For is kept, the peer appended.
+        xff = [e.strip() for e in ",".join(echo_header(doc, "X-Forwarded-For")).split(",")]
+        self.assertEqual(xff, ["203.0.113.7", "127.0.0.1"])
+        self.assertEqual(echo_header(doc, "X-Forwarded-Proto"), ["http"])
+        self.assertIn(echo_header(doc, "X-Forwarded-Host"),
+                      (["shop.example.test:8080"], ["shop.example.test"]))
+        self.assertEqual(echo_header(doc, "Host"), ["shop.example.test:8080"])
+        self.assertTrue(any(v.strip().endswith("1.1 sluice") for v in echo_header(doc, "Via")),
+                        echo_header(doc, "Via"))
+        generated = echo_header(doc, "X-Request-Id")
+        self.assertEqual(len(generated), 1, doc["headers"])
+        self.assertTrue(generated[0])
+        self.assertEqual(headers["X-Request-Id"], generated[0])
+
+        # Without an incoming X-Forwarded-For the peer is the whole list.
+        doc, _ = self.get_json("/api/fwd2")
+        self.assertEqual(echo_header(doc, "X-Forwarded-For"), ["127.0.0.1"])
+        # Every request gets its own id.
+        doc2, _ = self.get_json("/api/fwd3")
+        self.assertNotEqual(echo_header(doc, "X-Request-Id"), echo_header(doc2, "X-Request-Id"))
+
+    def test_incoming_request_id_is_kept_and_echoed(self):
+        doc, headers = self.get_json("/api/rid", headers={"X-Request-Id": "req-12345-abc"})
+        self.assertEqual(echo_header(doc, "X-Request-Id"), ["req-12345-abc"])
+        self.assertEqual(headers["X-Request-Id"], "req-12345-abc")
+
+    def test_strip_prefix(self):
+        for sent, expected in (("/strip/a/b?q=1", "/a/b?q=1"), ("/strip/", "/"), ("/strip", "/"),
+                               ("/strip?x=1", "/?x=1")):
+            with self.subTest(sent=sent):
+                doc, _ = self.get_json(sent)
+                self.assertEqual(doc["target"], expected)
+
+    def test_host_match(self):
+        doc, _ = self.get_json("/hosted/x", headers={"Host": "api.example.test"})
+        self.assertEqual(doc["target"], "/hosted/x")
+        doc, _ = self.get_json("/hosted/y", headers={"Host": "API.Example.Test:8080"})
+        self.assertEqual(doc["target"], "/hosted/y")
+        res = raw_exchange(self.gateway.port, b"GET /hosted/z HTTP/1.1\r\nHost: other.test\r\n\r\n")
+        self.assertEqual(res.status, 404)
+
+
+class LocalReplyTest(GatewayTestCase):
+    server_options = {"max_body_bytes": 65536, "max_header_bytes": 8192, "header_timeout_ms": 300}
+
+    def setUp(self):
+        super().setUp()
+        self.dead_port = closed_port()
+        self.dead_port2 = closed_port()
+        self.start_gateway(
+            upstreams={
+                "echo": [self.echo.address],
+                "dead": [f"127.0.0.1:{self.dead_port}"],
+                "dead2": [f"127.0.0.1:{self.dead_port}", f"127.0.0.1:{self.dead_port2}"],
+                "short": {"servers": [self.echo.address], "response_timeout_ms": 300},
+            },
+            routes=default_routes() + [
+                {"name": "dead", "match": {"path_prefix": "/dead"}, "upstream": "dead"},
+                {"name": "dead2", "match": {"path_prefix": "/both-dead"}, "upstream": "dead2"},
+                {"name": "short", "match": {"path_prefix": "/short"}, "upstream": "short",
+                 "strip_prefix": True},
+            ],
+            server={"threads": 1})
+
+    def exchange(self, data: bytes, timeout=5.0):
+        return raw_exchange(self.gateway.port, data, timeout=timeout)
+
+    def test_404_when_no_route_matches(self):
+        res = self.exchange(b"GET /nowhere HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assert_local_reply(res, 404)
+
+    def test_405_with_allow(self):
+        res = self.exchange(b"POST /getonly/x HTTP/1.1\r\nHost: g\r\nContent-Length: 0\r\n\r\n")
+        self.assert_local_reply(res, 405)
+        allow = [m.strip() for m in (res.header("Allow") or "").split(",")]
+        self.assertIn("GET", allow, res)
+        self.assertNotIn("POST", allow)
+        status, _, _ = request(self.gateway.port, "GET", "/getonly/x")
+        self.assertEqual(status, 200)
+
+    def test_408_when_head_is_incomplete(self):
+        with RawConnection(self.gateway.port, timeout=5) as conn:
+            conn.send(b"GET /api/slowloris HTTP/1.1\r\nHost: g\r\nX-Partial: ")
+            res = conn.read_response()
+            self.assert_local_reply(res, 408)
+            self.assertTrue(conn.is_closed(), "connection not closed after 408")
+
+    def test_413_content_length_over_limit(self):
+        with RawConnection(self.gateway.port, timeout=5) as conn:
+            conn.send(b"POST /api/big HTTP/1.1\r\nHost: g\r\nContent-Length: 65537\r\n\r\n")
+            self.assert_local_reply(conn.read_response(), 413)
+
+    def test_413_chunked_body_over_limit(self):
+        with RawConnection(self.gateway.port, timeout=5) as conn:
+            piece = b"%x\r\n%s\r\n" % (40000, b"a" * 40000)
+            try:
+                conn.send(b"POST /api/big HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          + piece + piece)
+            except OSError:
+                pass  # the gateway may stop reading once the limit is passed
+            self.assert_local_reply(conn.read_response(), 413)
+
+    def test_body_at_limit_is_accepted(self):
+        body = os.urandom(65536)
+        status, _, data = request(self.gateway.port, "POST", "/api/edge", body=body)
+        self.assertEqual(status, 200, data[:300])
+        self.assertEqual(json.loads(data)["body_sha256"], hashlib.sha256(body).hexdigest())
+        status, _, data = request(self.gateway.port, "POST", "/api/edge", body=iter([body]),
+                                  chunked=True)
+        self.assertEqual(status, 200, data[:300])
+        self.assertEqual(json.loads(data)["body_length"], 65536)
+
+    def test_431_when_head_too_large(self):
+        res = self.exchange(b"GET /api/h HTTP/1.1\r\nHost: g\r\nX-Big: " + b"a" * 10000 + b"\r\n\r\n")
+        self.assert_local_reply(res, 431)
+        res = self.exchange(b"GET /api/h HTTP/1.1\r\nHost: g\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n")
+        self.assertEqual(res.status, 200)
+        self.assertEqual(echo_header(res.json(), "X-Big"), ["a" * 4000])
+
+    def assert_400_then_close(self, data: bytes):
+        with RawConnection(self.gateway.port, timeout=5) as conn:
+            conn.send(data)
+            self.assert_local_reply(conn.read_response(), 400)
+            self.assertTrue(conn.is_closed(), "connection not closed after 400")
+
+    def test_400_content_length_with_transfer_encoding(self):
+        self.assert_400_then_close(b"POST /api/x HTTP/1.1\r\nHost: g\r\nContent-Length: 5\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+
+    def test_400_garbage_request_line(self):
+        self.assert_400_then_close(b"NONSENSE\r\n\r\n")
+
+    def test_400_malformed_header(self):
+        self.assert_400_then_close(b"GET /api/x HTTP/1.1\r\nHost: g\r\nNo colon here\r\n\r\n")
+
+    def test_400_bad_chunking(self):
+        self.assert_400_then_close(b"POST /api/x HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked"
+                                   b"\r\n\r\nzz\r\nabc\r\n0\r\n\r\n")
+
+    def test_502_when_upstream_refuses(self):
+        res = self.exchange(b"GET /dead/x HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assert_local_reply(res, 502)
+
+    def test_502_when_upstream_closes_before_head(self):
+        res = self.exchange(b"GET /__close HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assert_local_reply(res, 502)
+        res = self.exchange(b"POST /__close HTTP/1.1\r\nHost: g\r\nContent-Length: 4\r\n\r\nbody")
+        self.assert_local_reply(res, 502)
+        # The upstream itself is fine: the next request works.
+        self.assertEqual(request(self.gateway.port, "GET", "/api/ok")[0], 200)
+
+    def test_504_when_upstream_is_slow(self):
+        res = self.exchange(b"GET /short/__slow/3000 HTTP/1.1\r\nHost: g\r\n\r\n", timeout=10)
+        self.assert_local_reply(res, 504)
+        status, _, body = request(self.gateway.port, "GET", "/short/__slow/10")
+        self.assertEqual(status, 200, body[:300])
+
+    def test_503_when_every_server_is_cooling_down(self):
+        # Both servers refuse: the first request tries them (502) and puts them in cool-down;
+        # the next one finds no server to try (503).
+        first = self.exchange(b"GET /both-dead/1 HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assert_local_reply(first, 502)
+        second = self.exchange(b"GET /both-dead/2 HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assert_local_reply(second, 503)
+
+    def test_gateway_survives_bad_input(self):
+        port = self.gateway.port
+        bad_inputs = [
+            b"NONSENSE\r\n\r\n",
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(512),  # a TLS hello
+            os.urandom(4096),
+            b"GET /api/x HTTP/9.9\r\nHost: g\r\n\r\n",
+            b"GET " + b"/a" * 20000 + b" HTTP/1.1\r\nHost: g\r\n\r\n",
+            b"G\x00T /api HTTP/1.1\r\n\r\n",
+            b"GET /api/x HTTP/1.1\r\nHost: g\r\nContent-Length: -1\r\n\r\n",
+            b"GET /api/x HTTP/1.1\r\nHost: g\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            b"POST /api/x HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: gzip, chunked, identity\r\n\r\n",
+            b"POST /api/x HTTP/1.1\r\nHost: g\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+            b"GET /api/x HTTP/1.1\r\n" + b"X-H: v\r\n" * 5000 + b"\r\n",
+            b"POST /api/x HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"ffffffffffffffffffff\r\n",
+            b"\r\n" * 1000,
+        ]
+        for data in bad_inputs:
+            with RawConnection(port, timeout=5) as conn:
+                try:
+                    conn.send(data)
+                    conn.read_response()  # any answer (or a close) will do
+                except (OSError, ValueError):
+                    pass
+        # Clients that go away at awkward moments.
+        for data in (b"GET /api/x HTTP/1.1\r\nHost: g\r\n",  # mid-head
+                     b"POST /api/x HTTP/1.1\r\nHost: g\r\nContent-Length: 60000\r\n\r\nabc",  # mid-body
+                     b"GET /__slow/200 HTTP/1.1\r\nHost: g\r\n\r\n",  # while upstream works
+                     b"GET /__download/50000000 HTTP/1.1\r\nHost: g\r\n\r\n"):  # mid-download
+            conn = RawConnection(port)
+            conn.send(data)
+            if b"download" in data:
+                conn.sock.recv(65536)
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # reset
+        for _ in range(20):  # connect and leave
+            socket.create_connection(("127.0.0.1", port)).close()
+        # Still serving, on both sides.
+        self.assertEqual(request(port, "GET", "/api/final")[0], 200)
+        status, _, body = request(port, "GET", "/__download/1000000")
+        self.assertEqual((status, hashlib.sha256(body).hexdigest()), (200, pattern_sha256(1000000)))
+        self.assertEqual(request(self.gateway.admin_port, "GET", "/healthz")[0], 200)
+        self.assertTrue(self.gateway.alive())
+
+
+class ClientTimeoutTest(GatewayTestCase):
+    server_options = {"header_timeout_ms": 300, "idle_timeout_ms": 300}
+
+    def setUp(self):
+        super().setUp()
+        self.start_gateway()
+
+    def test_idle_keepalive_connection_is_closed(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/idle HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().status, 200)
+            self.assertTrue(conn.is_closed(timeout=5), "idle connection still open")
+
+    def test_408_for_a_trickled_head(self):
+        # The deadline covers the whole head, not each byte.
+        head = b"GET /api/trickle HTTP/1.1\r\nHost: g\r\nX-Slow: " + b"a" * 40
+        with RawConnection(self.gateway.port, timeout=5) as conn:
+            try:
+                for i in range(0, len(head), 4):
+                    conn.send(head[i:i + 4])
+                    time.sleep(0.05)  # pacing the client, not waiting for a condition
+            except OSError:
+                pass  # closed by the gateway mid-head
+            res = conn.read_response()
+            self.assert_local_reply(res, 408)
+            self.assertTrue(conn.is_closed())
+
+    def test_slow_upstream_is_not_an_idle_client(self):
+        # Waiting for the upstream is not idle time on the client connection.
+        status, _, body = request(self.gateway.port, "GET", "/__slow/800")
+        self.assertEqual(status, 200, body[:300])
+
+
+class UpstreamSelectionTest(GatewayTestCase):
+    server_options = {"threads": 1}  # one worker: one round-robin cursor, one cool-down table
+
+    def test_round_robin_across_two_servers(self):
+        other = self.start_echo("echo2")
+        self.start_gateway(upstreams={"echo": [self.echo.address, other.address]})
+        with Client(self.gateway.port) as client:
+            for i in range(20):
+                self.assertEqual(client.request("GET", f"/api/rr/{i}")[0], 200)
+        counts = [self.echo.counts()["requests"], other.counts()["requests"]]
+        self.assertEqual(sum(counts), 20)
+        self.assertGreaterEqual(min(counts), 8, f"requests per server: {counts}")
+
+    def test_idempotent_request_is_retried_on_next_server(self):
+        self.start_gateway(upstreams={"echo": [f"127.0.0.1:{closed_port()}", self.echo.address]})
+        for method in ("GET", "HEAD", "GET", "DELETE", "PUT", "GET"):
+            status, _, _ = request(self.gateway.port, method, "/api/retry")
+            self.assertEqual(status, 200, method)
+        self.assertEqual(self.echo.counts()["requests"], 6)
+
+    def test_non_idempotent_request_is_not_retried(self):
+        self.start_gateway(upstreams={"echo": [f"127.0.0.1:{closed_port()}", self.echo.address]})
+        statuses = []
+        for i in range(4):
+            status, _, _ = request(self.gateway.port, "POST", f"/api/post/{i}", body=b"data")
+            statuses.append(status)
+        # Exactly the POST that drew the refusing server fails; the others reach the echo.
+        self.assertEqual(sorted(statuses), [200, 200, 200, 502], statuses)
+        self.assertEqual(self.echo.counts()["requests"], 3)
+
+
+class AdminTest(GatewayTestCase):
+    def setUp(self):
+        super().setUp()
+        self.start_gateway()
+
+    def test_healthz_and_readyz(self):
+        for path in ("/healthz", "/readyz"):
+            status, _, body = request(self.gateway.admin_port, "GET", path)
+            self.assertEqual(status, 200, f"{path}: {body[:300]!r}")
+
+    def test_admin_is_not_on_data_plane(self):
+        status, _, _ = request(self.gateway.port, "GET", "/healthz")
+        self.assertEqual(status, 404)
+
+    def test_metrics_count_requests(self):
+        for _ in range(3):
+            self.assertEqual(request(self.gateway.port, "GET", "/api/m")[0], 200)
+        self.assertEqual(request(self.gateway.port, "GET", "/nowhere")[0], 404)
+        status, headers, body = request(self.gateway.admin_port, "GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn("text/plain", headers["Content-Type"])
+        self.assertIn("# TYPE sluice_http_requests_total counter", body.decode())
+        self.assertEqual(self.gateway.metric("sluice_http_requests_total", route="api", code="200"), 3)
+        self.assertGreaterEqual(
+            self.gateway.metric("sluice_upstream_requests_total", upstream="echo", outcome="ok"), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
