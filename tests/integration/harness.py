@@ -621,3 +621,159 @@ def raw_exchange(port: int, data: bytes, timeout: float = IO_TIMEOUT) -> Respons
     with RawConnection(port, timeout) as conn:
         conn.send(data)
         return conn.read_response()
+
+
+# ---------------------------------------------------------------- Redis and rate limiting
+# (appended for the rate-limiting tests; nothing above depends on it)
+
+class RedisReplyError(Exception):
+    """A RESP error reply (returned, not raised, by redis_call/redis_pipeline)."""
+
+    def __eq__(self, other):
+        return isinstance(other, RedisReplyError) and self.args == other.args
+
+    def __hash__(self):
+        return hash(self.args)
+
+
+def resp_encode(*args) -> bytes:
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(b), b)
+    return out
+
+
+class _RespIncomplete(Exception):
+    pass
+
+
+def _resp_parse(buf: bytes, pos: int = 0):
+    """(value, next position) of the RESP2 reply at buf[pos:]; raises _RespIncomplete."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _RespIncomplete()
+    kind, line = buf[pos:pos + 1], buf[pos + 1:end]
+    pos = end + 2
+    if kind == b"+":
+        return line.decode(), pos
+    if kind == b"-":
+        return RedisReplyError(line.decode(errors="replace")), pos
+    if kind == b":":
+        return int(line), pos
+    if kind == b"$":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        if len(buf) < pos + n + 2:
+            raise _RespIncomplete()
+        return buf[pos:pos + n], pos + n + 2
+    if kind == b"*":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            item, pos = _resp_parse(buf, pos)
+            items.append(item)
+        return items, pos
+    raise ValueError(f"not a RESP reply: {buf[pos - len(line) - 3:][:80]!r}")
+
+
+def redis_pipeline(port: int, commands, timeout: float = 2.0, ssl_context=None) -> list:
+    """Sends every command (a list of arguments each) on one connection and returns
+    the parsed replies: str, int, bytes, None, list, or RedisReplyError."""
+    payload = b"".join(resp_encode(*c) for c in commands)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    if ssl_context is not None:
+        sock = ssl_context.wrap_socket(sock, server_hostname="127.0.0.1")
+    with sock:
+        sock.sendall(payload)
+        buf, replies, pos = b"", [], 0
+        while len(replies) < len(commands):
+            try:
+                value, next_pos = _resp_parse(buf, pos)
+            except _RespIncomplete:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError(f"redis closed after {len(replies)} replies")
+                buf += chunk
+                continue
+            replies.append(value)
+            pos = next_pos
+        return replies
+
+
+def redis_call(port: int, *args, timeout: float = 2.0, db: int | None = None,
+               ssl_context=None):
+    """One command (after SELECT db when given); returns the parsed reply."""
+    commands = ([["SELECT", db]] if db is not None else []) + [list(args)]
+    return redis_pipeline(port, commands, timeout, ssl_context)[-1]
+
+
+class TlsRedis(Process):
+    """redis-server serving TLS only (--port 0) on `port`; polled with PING over TLS."""
+
+    def __init__(self, workdir: str, cert: str, key: str, ca: str, port: int | None = None):
+        import ssl
+        self.port = port or free_port()
+        self.ssl_context = ssl.create_default_context(cafile=ca)
+        binary = shutil.which("redis-server") or "redis-server"
+        super().__init__("redis-tls", [
+            binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+            "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+            "--tls-auth-clients", "no", "--save", "", "--appendonly", "no"], workdir, cwd=workdir)
+        self._until_ready(lambda: wait_until(self._pong, START_TIMEOUT, message="redis TLS PING"))
+
+    def _pong(self) -> bool:
+        if not self.alive():
+            raise AssertionError(f"redis-server exited early\n{self.output_tail()}")
+        return redis_call(self.port, "PING", ssl_context=self.ssl_context) == "PONG"
+
+
+def start_tls_redis(case: ProcessTestCase, cert: str, key: str, ca: str) -> TlsRedis:
+    if not shutil.which("redis-server"):
+        case.skipTest("redis-server not installed")
+    return case._own(TlsRedis(case.workdir, cert, key, ca))
+
+
+def readyz(sluice: Sluice) -> tuple[int, dict]:
+    """(status, parsed body) of GET /readyz on the admin listener."""
+    status, _, body = request(sluice.admin_port, "GET", "/readyz", timeout=2.0)
+    return status, json.loads(body)
+
+
+def wait_redis_ready(sluice: Sluice, timeout: float = 10.0) -> dict:
+    """Polls /readyz until every worker's Redis connection is ready and no breaker is
+    open (decisions made before that fail open or closed). Returns the body."""
+    def ready():
+        if not sluice.alive():
+            raise AssertionError(f"sluice exited\n{sluice.output_tail()}")
+        status, doc = readyz(sluice)
+        deps = doc.get("dependencies", {})
+        return doc if (status == 200 and deps.get("redis") == "ready"
+                       and not deps.get("redis_circuit_open")) else None
+    try:
+        return wait_until(ready, timeout, interval=0.01, message="/readyz redis ready")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nlast /readyz: {readyz(sluice)}\n"
+                             f"{sluice.output_tail()}") from None
+
+
+def metric_sum(sluice: Sluice, name: str, **labels) -> float:
+    """Sum of every sample of `name` whose labels include `labels` (0 if none)."""
+    total = 0.0
+    for line in sluice.metrics().splitlines():
+        if line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][\w:]*)(\{(.*)\})?\s+(\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        if all(found.get(k) == str(v) for k, v in labels.items()):
+            total += float(m.group(4))
+    return total
+
+
+RATE_LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+                      "RateLimit-Policy", "RateLimit")
