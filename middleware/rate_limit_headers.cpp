@@ -100,9 +100,8 @@ double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDe
   return seconds;
 }
 
-RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double cost,
-                                       const RateDecision& decision) {
-  (void)cost;  // already folded into seconds_to_cost by the limiter
+RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
+                                       [[maybe_unused]] double cost, const RateDecision& decision) {
   RateLimitHeaderList headers;
   const std::size_t n = std::min(limits.size(), decision.limits.size());
   const std::size_t chosen = most_restrictive_limit(limits.first(n), decision);

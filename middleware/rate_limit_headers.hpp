@@ -32,6 +32,10 @@ std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
 // and on a denial also Retry-After and Cache-Control: no-store. (Content-Type
 // of the 429 is kProblemJsonContentType, left to the reply builder.)
 // Empty when there are no limits. `limits` and decision.limits are parallel.
+// `cost` is already folded into LimitState::seconds_to_cost by the limiter.
+// `t` follows the spec's definition (0 when cost tokens are available now);
+// the spec's example line shows t=1 for a first request, which would be
+// seconds-until-full: the definition is followed where the two differ.
 RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double cost,
                                        const RateDecision& decision);
 

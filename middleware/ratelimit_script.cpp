@@ -21,10 +21,11 @@ local fmt = string.format
 local cost = tonumber(ARGV[1])
 local time = redis.call('TIME')
 local now = time[1] * 1000000 + time[2]
+-- The reply doubles as scratch space (fewer tables): until the second loop,
+-- slots 4i-1 and 4i hold bucket i's refilled tokens and timestamp.
+local reply = {1, 0, 0, 0, 0}
 -- Refill every bucket; a bucket is two little-endian doubles: tokens, timestamp_us.
 local stored = redis.call('MGET', unpack(KEYS))
-local tokens, stamps = {}, {}
-local allowed = 1
 for i = 1, n do
   local capacity = tonumber(ARGV[2 * i])
   local t, ts = capacity, now
@@ -36,21 +37,21 @@ for i = 1, n do
     t = st + elapsed * tonumber(ARGV[2 * i + 1]) / 1000000
     if t > capacity then t = capacity end
   end
-  tokens[i], stamps[i] = t, ts
-  if t < cost then allowed = 0 end
+  reply[4 * i - 1], reply[4 * i] = t, ts
+  if t < cost then reply[1] = 0 end
 end
 -- Debit all or none; nothing is written on a denial.
-local reply = {allowed}
+local allowed = reply[1]
 for i = 1, n do
   local capacity, rate = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  local t = tokens[i]
+  local t = reply[4 * i - 1]
   local sufficient = 0
   if t >= cost then sufficient = 1 end
   if allowed == 1 then
     t = t - cost
     local ttl = 1000000000000
     if rate > 0 then ttl = math.min(math.ceil(capacity / rate * 1000) + 1000, ttl) end
-    redis.call('SET', KEYS[i], struct.pack('<dd', t, stamps[i]), 'PX', ttl)
+    redis.call('SET', KEYS[i], struct.pack('<dd', t, reply[4 * i]), 'PX', ttl)
   end
   local to_cost, to_full = '0', '0'
   if cost > capacity then

@@ -16,8 +16,9 @@
 
 namespace sluice {
 
-// The stored state of one bucket: what the script keeps in Redis as the packed
-// string "tokens:timestamp_us". A bucket that does not exist starts full.
+// The stored state of one bucket: what the script keeps in Redis as two
+// little-endian doubles (tokens, timestamp_us). A bucket that does not exist
+// starts full.
 struct BucketState {
   double tokens = 0;
   std::int64_t timestamp_us = 0;  // time of the last debit (server clock)

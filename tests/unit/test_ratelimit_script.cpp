@@ -1,0 +1,403 @@
+// Component test: the Lua script in a real redis-server against its C++ twin
+// (style.md habits 9 and 14). The script takes its time from Redis; each call
+// is bracketed by TIME before and after, and an allowed call's stored
+// timestamp gives its exact time, so the twin is checked bit for bit.
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <bit>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "middleware/ratelimit_script.hpp"
+#include "middleware/token_bucket.hpp"
+#include "redis_server_fixture.hpp"
+
+namespace {
+
+using sluice::BucketState;
+using sluice::LimitDescriptor;
+using sluice::RateDecision;
+
+static_assert(std::endian::native == std::endian::little, "the stored bucket is little-endian");
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// A blocking hiredis connection (the sync API is fine in tests).
+class Redis {
+ public:
+  explicit Redis(std::uint16_t port) : ctx_(redisConnect("127.0.0.1", port)) {
+    REQUIRE(ctx_ != nullptr);
+    REQUIRE(ctx_->err == 0);
+  }
+  ~Redis() { redisFree(ctx_); }
+  Redis(const Redis&) = delete;
+  Redis& operator=(const Redis&) = delete;
+
+  Reply command(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    REQUIRE(r != nullptr);
+    return Reply(r);
+  }
+  void append(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    REQUIRE(redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) ==
+            REDIS_OK);
+  }
+  Reply get_reply() {
+    void* r = nullptr;
+    REQUIRE(redisGetReply(ctx_, &r) == REDIS_OK);
+    return Reply(static_cast<redisReply*>(r));
+  }
+
+  std::int64_t time_us() {
+    Reply r = command({"TIME"});
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    REQUIRE(r->elements == 2);
+    return std::stoll(r->element[0]->str) * 1'000'000 + std::stoll(r->element[1]->str);
+  }
+
+  std::vector<std::string> script_args(const std::vector<LimitDescriptor>& limits, double cost) {
+    const sluice::RateLimitScriptCall call = sluice::rate_limit_script_call(limits, cost);
+    std::vector<std::string> args = {"EVALSHA", std::string(sluice::rate_limit_script_sha1()),
+                                     std::to_string(call.keys.size())};
+    args.insert(args.end(), call.keys.begin(), call.keys.end());
+    args.insert(args.end(), call.args.begin(), call.args.end());
+    return args;
+  }
+
+  RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost) {
+    Reply r = command(script_args(limits, cost));
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    std::vector<sluice::ScriptReplyValue> values;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      sluice::ScriptReplyValue v;
+      if (e->type == REDIS_REPLY_INTEGER) {
+        v.integer = e->integer;
+      } else if (e->type == REDIS_REPLY_STRING) {
+        v.is_string = true;
+        v.text = std::string_view(e->str, e->len);
+      }
+      values.push_back(v);
+    }
+    std::optional<RateDecision> decision = sluice::parse_rate_limit_reply(values, limits.size());
+    REQUIRE(decision);
+    return *decision;
+  }
+
+  // The stored bucket: two little-endian doubles (tokens, timestamp_us).
+  BucketState stored(const std::string& key) {
+    Reply r = command({"GET", key});
+    if (r->type != REDIS_REPLY_STRING) return {};
+    REQUIRE(r->len == 16);
+    double tokens = 0;
+    double stamp = 0;
+    std::memcpy(&tokens, r->str, 8);
+    std::memcpy(&stamp, r->str + 8, 8);
+    return BucketState{tokens, static_cast<std::int64_t>(stamp), true};
+  }
+
+  void store(const std::string& key, const BucketState& state) {
+    char packed[16];
+    const double stamp = static_cast<double>(state.timestamp_us);
+    std::memcpy(packed, &state.tokens, 8);
+    std::memcpy(packed + 8, &stamp, 8);
+    REQUIRE(command({"SET", key, std::string(packed, 16)})->type == REDIS_REPLY_STATUS);
+  }
+
+  long long pttl(const std::string& key) { return command({"PTTL", key})->integer; }
+
+ private:
+  redisContext* ctx_;
+};
+
+bool have_redis() {
+  return std::filesystem::exists("/usr/bin/redis-server");
+}
+
+void load_script(Redis& redis) {
+  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kRateLimitScript)});
+  REQUIRE(r->type == REDIS_REPLY_STRING);
+  REQUIRE(std::string(r->str, r->len) == sluice::rate_limit_script_sha1());
+}
+
+// A small deterministic generator (the same sequence on every run).
+struct Lcg {
+  std::uint64_t state = 0x2545f4914f6cdd1dULL;
+  std::uint32_t next(std::uint32_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::uint32_t>(state >> 33) % bound;
+  }
+};
+
+// Every field of one twin decision equals the script's, bit for bit.
+void check_equal(const RateDecision& script, const RateDecision& twin) {
+  REQUIRE(script.allowed == twin.allowed);
+  REQUIRE(script.limits.size() == twin.limits.size());
+  for (std::size_t i = 0; i < twin.limits.size(); ++i) {
+    CHECK(script.limits[i].sufficient == twin.limits[i].sufficient);
+    CHECK(script.limits[i].remaining == twin.limits[i].remaining);
+    CHECK(script.limits[i].seconds_to_cost == twin.limits[i].seconds_to_cost);
+    CHECK(script.limits[i].seconds_to_full == twin.limits[i].seconds_to_full);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("script: the Lua script decides exactly like the C++ twin",
+          "[ratelimit][script][redis]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+
+  // Slow and fast refill, fractional capacity; the order of limits varies.
+  const std::vector<LimitDescriptor> pool = {{"a", "eq:a", 5, 0.001},
+                                             {"b", "eq:b", 3, 20},
+                                             {"c", "eq:c", 10, 0.5},
+                                             {"d", "eq:d", 2.5, 200}};
+  const double costs[] = {1, 0.5, 2, 0.25};
+  std::map<std::string, BucketState> twin;
+  Lcg rng;
+  int allowed = 0;
+  int denied = 0;
+
+  for (int step = 0; step < 400; ++step) {
+    CAPTURE(step);
+    if (step % 40 == 0) {  // start over with fresh buckets, so both outcomes keep coming
+      for (const auto& l : pool) redis.command({"DEL", l.redis_key});
+      twin.clear();
+    }
+    std::vector<LimitDescriptor> limits;
+    const std::uint32_t mask = 1 + rng.next(15);
+    const std::uint32_t rotate = rng.next(4);
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      const std::uint32_t k = (i + rotate) % 4;
+      if (mask & (1u << k)) limits.push_back(pool[k]);
+    }
+    const double cost = costs[rng.next(4)];
+    std::vector<BucketState> states;
+    for (const auto& l : limits) states.push_back(twin[l.redis_key]);
+
+    const std::int64_t t0 = redis.time_us();
+    const RateDecision script = redis.decide(limits, cost);
+    const std::int64_t t1 = redis.time_us();
+
+    if (script.allowed) {
+      ++allowed;
+      // The stored timestamp is the script's TIME: decide the twin at that moment.
+      const std::int64_t now = redis.stored(limits[0].redis_key).timestamp_us;
+      REQUIRE(now >= t0);
+      REQUIRE(now <= t1);
+      const RateDecision expected = sluice::decide_token_buckets(states, limits, cost, now);
+      check_equal(script, expected);
+      for (std::size_t i = 0; i < limits.size(); ++i) {
+        twin[limits[i].redis_key] = states[i];
+        const BucketState stored = redis.stored(limits[i].redis_key);
+        CHECK(stored.tokens == states[i].tokens);
+        CHECK(stored.timestamp_us == states[i].timestamp_us);
+        // Every key written expires after about capacity / rate.
+        const long long ttl =
+            sluice::bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
+        const long long pttl = redis.pttl(limits[i].redis_key);
+        CHECK(pttl > 0);
+        CHECK(pttl <= ttl);
+        CHECK(pttl >= ttl - 2000);
+      }
+    } else {
+      ++denied;
+      // Tokens only grow with time: denied at t >= t0 means denied at t0, and
+      // each value lies between the twin's at t0 and at t1.
+      std::vector<BucketState> at_t0 = states;
+      std::vector<BucketState> at_t1 = states;
+      const RateDecision early = sluice::decide_token_buckets(at_t0, limits, cost, t0);
+      const RateDecision late = sluice::decide_token_buckets(at_t1, limits, cost, t1);
+      REQUIRE_FALSE(early.allowed);
+      for (std::size_t i = 0; i < limits.size(); ++i) {
+        const auto& s = script.limits[i];
+        const auto& e = early.limits[i];
+        CHECK((s.sufficient || !e.sufficient));
+        CHECK(s.remaining >= e.remaining);
+        CHECK(s.seconds_to_cost <= e.seconds_to_cost);
+        CHECK(s.seconds_to_full <= e.seconds_to_full);
+        if (!late.allowed) {
+          const auto& l = late.limits[i];
+          CHECK((l.sufficient || !s.sufficient));
+          CHECK(s.remaining <= l.remaining);
+          CHECK(s.seconds_to_cost >= l.seconds_to_cost);
+          CHECK(s.seconds_to_full >= l.seconds_to_full);
+        }
+        // A denial writes nothing.
+        const BucketState stored = redis.stored(limits[i].redis_key);
+        CHECK(stored.exists == states[i].exists);
+        if (stored.exists) {
+          CHECK(stored.tokens == states[i].tokens);
+          CHECK(stored.timestamp_us == states[i].timestamp_us);
+        }
+      }
+    }
+  }
+  INFO("allowed " << allowed << ", denied " << denied);
+  CHECK(allowed >= 50);
+  CHECK(denied >= 50);
+}
+
+TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][redis]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+
+  SECTION("refill from a stored past state") {
+    const std::vector<LimitDescriptor> limits = {{"p", "st:p", 4, 0.5}};
+    std::vector<BucketState> states = {{1.25, redis.time_us() - 3'000'000, true}};
+    redis.store("st:p", states[0]);
+    const RateDecision script = redis.decide(limits, 2);
+    REQUIRE(script.allowed);
+    const std::int64_t now = redis.stored("st:p").timestamp_us;
+    check_equal(script, sluice::decide_token_buckets(states, limits, 2, now));
+    CHECK(script.limits[0].remaining == Approx(0.75).margin(0.01));
+  }
+  SECTION("a timestamp in the future: no refill, the later time is kept") {
+    const std::vector<LimitDescriptor> limits = {{"f", "st:f", 10, 1000}};
+    const std::int64_t future = redis.time_us() + 10'000'000;
+    redis.store("st:f", {2.5, future, true});
+    const RateDecision script = redis.decide(limits, 1);
+    REQUIRE(script.allowed);
+    CHECK(script.limits[0].remaining == 1.5);
+    const BucketState stored = redis.stored("st:f");
+    CHECK(stored.tokens == 1.5);
+    CHECK(stored.timestamp_us == future);
+  }
+  SECTION("a value of another shape counts as a new, full bucket") {
+    REQUIRE(redis.command({"SET", "st:g", "garbage"})->type == REDIS_REPLY_STATUS);
+    const RateDecision script = redis.decide({{"g", "st:g", 3, 1}}, 1);
+    REQUIRE(script.allowed);
+    CHECK(script.limits[0].remaining == 2);
+    CHECK(redis.stored("st:g").tokens == 2);
+  }
+  SECTION("cost above capacity: denied, never available, nothing written") {
+    const RateDecision script = redis.decide({{"h", "st:h", 3, 1}}, 4);
+    CHECK_FALSE(script.allowed);
+    CHECK(script.limits[0].remaining == 3);
+    CHECK(script.limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
+    CHECK(script.limits[0].seconds_to_full == 0);
+    CHECK(redis.command({"EXISTS", "st:h"})->integer == 0);
+  }
+  SECTION("no keys: allowed") {
+    Reply r = redis.command({"EVALSHA", std::string(sluice::rate_limit_script_sha1()), "0", "1"});
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    REQUIRE(r->elements == 1);
+    CHECK(r->element[0]->integer == 1);
+  }
+  SECTION("TTL about capacity / rate on every key written") {
+    const std::vector<LimitDescriptor> limits = {{"x", "st:x", 5, 0.001}, {"y", "st:y", 60, 30}};
+    REQUIRE(redis.decide(limits, 1).allowed);
+    CHECK(redis.pttl("st:x") <= 5'001'000);
+    CHECK(redis.pttl("st:x") > 4'999'000);
+    CHECK(redis.pttl("st:y") <= 3'000);
+    CHECK(redis.pttl("st:y") > 1'000);
+  }
+}
+
+TEST_CASE("script: reply parsing", "[ratelimit][script]") {
+  using sluice::ScriptReplyValue;
+  std::vector<ScriptReplyValue> values = {
+      {false, 0, {}}, {false, 0, {}}, {true, 0, "0.5"}, {true, 0, "inf"}, {true, 0, "1.25"}};
+  auto d = sluice::parse_rate_limit_reply(values, 1);
+  REQUIRE(d);
+  CHECK_FALSE(d->allowed);
+  CHECK(d->limits[0].remaining == 0.5);
+  CHECK(d->limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
+  CHECK(d->limits[0].seconds_to_full == 1.25);
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 2));
+  values[2].text = "0.5x";
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  values[2].text = "0.5";
+  values[0].integer = 2;
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+
+  const std::vector<LimitDescriptor> limits = {{"a", "k:a", 50, 0.1}, {"b", "k:b", 3, 1.0 / 3}};
+  const auto call = sluice::rate_limit_script_call(limits, 1.5);
+  CHECK(call.keys == std::vector<std::string>{"k:a", "k:b"});
+  CHECK(call.args == std::vector<std::string>{"1.5", "50", "0.1", "3", "0.3333333333333333"});
+  CHECK(sluice::rate_limit_script_sha1().size() == 40);
+}
+
+// Not run by default: prints the Redis CPU time per call (INFO commandstats),
+// next to two baselines on the same server: an empty script, and the bare
+// redis.calls of an allowed one-limit decision (TIME, GET, SET ... PX).
+TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
+  if (!have_redis()) return;
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+  auto best_usec_per_call = [&](const std::vector<std::string>& args) {
+    double best = 1e9;
+    for (int round = 0; round < 10; ++round) {
+      REQUIRE(redis.command({"CONFIG", "RESETSTAT"})->type == REDIS_REPLY_STATUS);
+      constexpr int kCalls = 5000;
+      for (int i = 0; i < kCalls; ++i) redis.append(args);
+      for (int i = 0; i < kCalls; ++i) REQUIRE(redis.get_reply()->type != REDIS_REPLY_ERROR);
+      Reply info = redis.command({"INFO", "commandstats"});
+      const std::string text(info->str, info->len);
+      const auto at = text.find("cmdstat_evalsha:");
+      REQUIRE(at != std::string::npos);
+      const auto usec = text.find("usec_per_call=", at);
+      best = std::min(best, std::stod(text.substr(usec + 14)));
+    }
+    return best;
+  };
+  auto baseline = [&](const char* label, const std::string& body) {
+    Reply sha = redis.command({"SCRIPT", "LOAD", body});
+    REQUIRE(sha->type == REDIS_REPLY_STRING);
+    std::cout << label << ": evalsha usec_per_call (best of 10 x 5000) = "
+              << best_usec_per_call({"EVALSHA", sha->str, "1", "perf:base", "1", "2", "3"}) << "\n";
+  };
+  auto measure = [&](const char* label, const std::vector<LimitDescriptor>& limits, double cost) {
+    redis.decide(limits, cost);  // create the keys
+    std::cout << label << ": evalsha usec_per_call (best of 10 x 5000) = "
+              << best_usec_per_call(redis.script_args(limits, cost)) << "\n";
+  };
+  baseline("baseline: return 1", "return 1");
+  baseline("baseline: TIME, GET, SET PX",
+           "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) "
+           "redis.call('SET', KEYS[1], 'x', 'PX', 100000000) return {1, 1, '2', '3', '4'}");
+  measure("1 limit, allowed", {{"a", "perf:a", 1e12, 1e6}}, 1);
+  measure("1 limit, denied", {{"b", "perf:b", 1, 1e-9}}, 1);
+  measure("2 limits, allowed", {{"a", "perf:a", 1e12, 1e6}, {"c", "perf:c", 1e12, 1e6}}, 1);
+  measure("3 limits, allowed",
+          {{"a", "perf:a", 1e12, 1e6}, {"c", "perf:c", 1e12, 1e6}, {"d", "perf:d", 1e12, 1e6}}, 1);
+}
