@@ -9,7 +9,7 @@ SLUICE_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev catch2 libssl-dev
-  redis-server python3 openssl curl procps
+  redis-server python3 openssl curl procps hey gnuplot-nox nodejs
 )
 
 log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2; }
