@@ -259,7 +259,7 @@ bool Application::Impl::start() {
 void Application::Impl::do_accept() {
   Worker& worker = *workers_[next_worker_];
   next_worker_ = (next_worker_ + 1) % workers_.size();
-  acceptor_.async_accept(worker.io(), [this, &worker](beast::error_code ec, tcp::socket socket) {
+  acceptor_.async_accept(worker.io(), [this, &worker](beast::error_code ec, WorkerSocket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) {
       // Out of descriptors and the like: log and back off instead of spinning.

@@ -46,7 +46,7 @@ struct ExchangeSummary {
   std::string_view method;
   std::string_view target;  // as received
   unsigned status = 0;
-  std::string_view client_ip;
+  IpAddress client_ip;
   std::string_view request_id;
   std::string_view upstream_server;  // "host:port", empty for local replies
   double duration_seconds = 0;

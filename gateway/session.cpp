@@ -58,7 +58,7 @@ IpAddress to_ip(const asio::ip::address& a) {
 class ProxySession final : public ClientSession,
                            public std::enable_shared_from_this<ProxySession> {
  public:
-  ProxySession(Worker& worker, tcp::socket socket)
+  ProxySession(Worker& worker, WorkerSocket socket)
       : worker_(worker), stream_(std::move(socket)), head_timer_(stream_.get_executor()) {
     beast::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
@@ -265,7 +265,7 @@ class ProxySession final : public ClientSession,
       return connect_to({tcp::endpoint{address, hp.port}});
     }
     // A host name: resolve it (rare: connections are pooled).
-    resolver_ = std::make_unique<tcp::resolver>(stream_.get_executor());
+    resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{stream_.get_executor()});
     resolver_->async_resolve(
         hp.host, std::to_string(hp.port),
         [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
@@ -327,6 +327,8 @@ class ProxySession final : public ClientSession,
       req.keep_alive(true);
     }
     req_sr_.emplace(req);
+    // Body bytes already read with the head: send head and body in one write.
+    if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
     upstream_->stream.expires_after(upstream_cfg_->response_timeout);
     http::async_write_header(
         upstream_->stream, *req_sr_,
@@ -448,6 +450,8 @@ class ProxySession final : public ClientSession,
     if (!client_http11 && client_keep_alive_) res.set(http::field::connection, "keep-alive");
     response_started_ = true;
     res_sr_.emplace(res);
+    // Body bytes already read with the head: send head and body in one write.
+    if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
     stream_.expires_after(config_->server.idle_timeout);
     http::async_write_header(
         stream_, *res_sr_,
@@ -619,8 +623,7 @@ class ProxySession final : public ClientSession,
       summary.target = original_target_;
     }
     summary.status = status;
-    const std::string client = client_ip_.to_string();
-    summary.client_ip = have_head ? std::string_view{client} : std::string_view{peer_text_};
+    summary.client_ip = have_head ? client_ip_ : peer_;
     summary.request_id = request_id_;
     summary.upstream_server = (upstream_status_ && upstream_server_.size()) ? upstream_server_ : "";
     summary.duration_seconds = seconds;
@@ -656,8 +659,8 @@ class ProxySession final : public ClientSession,
   }
 
   Worker& worker_;
-  beast::tcp_stream stream_;
-  asio::steady_timer head_timer_;
+  WorkerStream stream_;
+  asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor> head_timer_;
   beast::flat_buffer buffer_;
   IpAddress peer_;
   std::string peer_text_;
@@ -704,7 +707,7 @@ class ProxySession final : public ClientSession,
 
 }  // namespace
 
-void start_client_session(Worker& worker, boost::asio::ip::tcp::socket socket) {
+void start_client_session(Worker& worker, WorkerSocket socket) {
   auto session = std::make_shared<ProxySession>(worker, std::move(socket));
   if (worker.draining()) session->on_drain();
   session->start();

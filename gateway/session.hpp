@@ -5,13 +5,15 @@
 
 #include <memory>
 
-#include <boost/asio/ip/tcp.hpp>
+#include "upstream/upstream_pool.hpp"
 
 namespace sluice {
 
 class Worker;
 
+using WorkerSocket = WorkerStream::socket_type;
+
 // Starts serving an accepted connection; `socket` must belong to the worker's io_context.
-void start_client_session(Worker& worker, boost::asio::ip::tcp::socket socket);
+void start_client_session(Worker& worker, WorkerSocket socket);
 
 }  // namespace sluice

@@ -114,7 +114,7 @@ void AccessLogMiddleware::on_complete(const Config& config, const ExchangeSummar
   nlohmann::json line = {
       {"ts", ts},
       {"request_id", s.request_id},
-      {"client_ip", s.client_ip},
+      {"client_ip", s.client_ip.to_string()},
       {"method", s.method},
       {"path", s.target.substr(0, s.target.find('?'))},
       {"route", s.route},

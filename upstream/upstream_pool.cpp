@@ -7,10 +7,15 @@
 namespace sluice {
 namespace {
 
+// A connection idle for less than this is reused without a probe: servers do
+// not close keep-alive connections that fast, and the probe is a syscall.
+constexpr auto kProbeAfterIdle = std::chrono::milliseconds(500);
+
 // True when a pooled socket is still open and has nothing unexpected to read.
-bool still_usable(boost::beast::tcp_stream& stream) {
-  auto& socket = stream.socket();
+bool still_usable(UpstreamConnection& conn, UpstreamPools::Clock::time_point now) {
+  auto& socket = conn.stream.socket();
   if (!socket.is_open()) return false;
+  if (now - conn.idle_since < kProbeAfterIdle) return true;
   char byte;
   ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return false;  // the server closed it
@@ -46,10 +51,11 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
                                                              std::size_t server) {
   auto& state = server_state(upstream, server);
   // Most recently used first: it is the least likely to have been closed.
+  const auto now = Clock::now();
   while (!state.idle.empty()) {
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
-    if (still_usable(conn->stream)) {
+    if (still_usable(*conn, now)) {
       ++counters_.reuses;
       return conn;
     }
@@ -66,6 +72,7 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
   auto& state = server_state(upstream, static_cast<std::size_t>(it - upstream.servers.begin()));
   conn->stream.expires_never();
+  conn->idle_since = Clock::now();
   state.idle.push_back(std::move(conn));
   while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
 }

@@ -14,21 +14,29 @@
 #include <unordered_map>
 #include <vector>
 
-#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
 #include "upstream/upstream_config.hpp"
 
 namespace sluice {
 
+// The worker's executor type. Streams are bound to it directly rather than to
+// the type-erased any_io_executor, which costs a copy per operation.
+using WorkerExecutor = boost::asio::io_context::executor_type;
+using WorkerStream = boost::beast::basic_stream<boost::asio::ip::tcp, WorkerExecutor,
+                                                boost::beast::unlimited_rate_policy>;
+
 // One connection to one upstream server.
 struct UpstreamConnection {
-  explicit UpstreamConnection(const boost::asio::any_io_executor& ex) : stream(ex) {}
-  boost::beast::tcp_stream stream;
+  explicit UpstreamConnection(const WorkerExecutor& ex) : stream(ex) {}
+  WorkerStream stream;
   boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
   std::string server;                // "host:port"
   std::uint64_t uses = 0;  // requests sent on it
+  std::chrono::steady_clock::time_point idle_since{};
 };
 
 struct UpstreamCounters {
@@ -40,7 +48,7 @@ class UpstreamPools {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit UpstreamPools(boost::asio::any_io_executor executor) : executor_(std::move(executor)) {}
+  explicit UpstreamPools(WorkerExecutor executor) : executor_(std::move(executor)) {}
 
   // The next server to try for `upstream` in round-robin order, skipping the
   // servers in `tried` and the ones in cool-down. None when no server is left.
@@ -57,7 +65,7 @@ class UpstreamPools {
   void mark_failed(const UpstreamConfig& upstream, std::size_t server);
   void mark_ok(const UpstreamConfig& upstream, std::size_t server);
 
-  const boost::asio::any_io_executor& executor() const { return executor_; }
+  const WorkerExecutor& executor() const { return executor_; }
   UpstreamCounters& counters() { return counters_; }
   std::size_t idle_count() const;
 
@@ -75,7 +83,7 @@ class UpstreamPools {
   };
   ServerState& server_state(const UpstreamConfig& upstream, std::size_t server);
 
-  boost::asio::any_io_executor executor_;
+  WorkerExecutor executor_;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
   UpstreamCounters counters_;
 };
