@@ -1,6 +1,7 @@
 #include "gateway/config.hpp"
 
 #include <arpa/inet.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <sstream>
 #include <variant>
 
 namespace sluice {
@@ -22,6 +24,17 @@ constexpr std::int64_t kMaxCount = 1000000;  // failures, idle connections
 constexpr std::size_t kMaxConsumerKeyBytes = 256;
 constexpr std::uint16_t kDefaultRedisPort = 6379;
 constexpr std::string_view kPathKeys = "path_prefix, path_exact or path_regex";
+
+// Request paths reach path_regex unchecked (up to max_header_bytes), so the
+// regex must not recurse once per input character as libstdc++'s default
+// (backtracking) executor does: a 16 KB path can overflow a thread's stack.
+// The polynomial mode uses the breadth-first executor (no back-references).
+#if defined(__GLIBCXX__)
+constexpr auto kRegexFlags =
+    std::regex::ECMAScript | std::regex::optimize | std::regex_constants::__polynomial;
+#else
+constexpr auto kRegexFlags = std::regex::ECMAScript | std::regex::optimize;
+#endif
 
 // ---------------------------------------------------------------- text helpers
 
@@ -170,7 +183,8 @@ std::string describe_regex_error(std::regex_constants::error_type code) {
       return "invalid character range";
     case rc::error_badrepeat:
       return "nothing to repeat before *, +, ? or {";
-    case rc::error_complexity:
+    case rc::error_complexity:  // libstdc++ polynomial mode: a back-reference
+      return "back-references are not supported";
     case rc::error_stack:
     case rc::error_space:
       return "too complex";
@@ -931,8 +945,7 @@ class ConfigBuilder {
       if (*path_key_ == "path_regex") {
         match.path_kind = RouteMatch::PathKind::kRegex;
         try {
-          match.regex =
-              std::make_shared<const std::regex>(*s, std::regex::ECMAScript | std::regex::optimize);
+          match.regex = std::make_shared<const std::regex>(*s, kRegexFlags);
         } catch (const std::regex_error& e) {
           p_.error(*path, "invalid regular expression: " + describe_regex_error(e.code()));
         }
@@ -989,6 +1002,38 @@ class ConfigBuilder {
   std::vector<bool> limit_valid_;        // per Config::limits entry
   std::optional<std::string> path_key_;  // path key of the route being read
 };
+
+// Counts documents without building them, stopping at the second one: the
+// line where it starts, or 0 when there is only one. (YAML::LoadAll is not
+// used: yaml-cpp 0.7 loops forever on some inputs, e.g. a leading ",".)
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  int second_line = 0;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents == 2) second_line = mark.line + 1;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+int second_document_line(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  while (counter.documents < 2 && parser.HandleNextDocument(counter)) {
+  }
+  return counter.second_line;
+}
 
 }  // namespace
 
@@ -1096,14 +1141,16 @@ ConfigResult parse_config(std::string_view yaml_text, std::string_view source) {
   auto config = std::make_shared<Config>();
   config->source = std::string(source);
   try {
-    const auto docs = YAML::LoadAll(std::string(yaml_text));
-    if (docs.empty()) {
-      parser.error(1, "", "expected a mapping");
-    } else if (docs.size() > 1) {
-      parser.error(line_of(docs[1]), "", "expected a single YAML document");
+    const std::string text(yaml_text);
+    const YAML::Node root = YAML::Load(text);
+    const int extra_document_line = second_document_line(text);
+    if (!root.IsMap()) {
+      parser.error(line_of(root), "", "expected a mapping");
+    } else if (extra_document_line > 0) {
+      parser.error(extra_document_line, "", "expected a single YAML document");
     } else {
       ConfigBuilder builder(parser, *config);
-      builder.root(Field{docs[0], "", line_of(docs[0])});
+      builder.root(Field{root, "", line_of(root)});
     }
   } catch (const YAML::ParserException& e) {
     // Syntax errors stop the parse; yaml-cpp reports only the first one.

@@ -1,6 +1,8 @@
 #include "gateway/session.hpp"
 
 #include <array>
+#include <cstdio>
+#include <span>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
@@ -309,30 +312,47 @@ class ProxySession final : public ClientSession,
   void send_request_head() {
     auto& req = parser_->get();
     ++upstream_->uses;
-    // Rewrite the head once (a retry after a failed connect reuses it).
+    // The head is serialized once (a retry after a failed connect reuses it).
     if (!request_rewritten_) {
       request_rewritten_ = true;
-      const bool chunked = request_chunked_;
-      const bool expect_continue =
-          beast::iequals(req[http::field::expect], "100-continue") && req.version() == 11;
-      host_ = std::string{req[http::field::host]};
-      if (expect_continue) {
-        req.erase(http::field::expect);
-        need_continue_ = !parser_->is_done();
-      }
-      add_forwarded_headers(req.base(), ForwardedInfo{peer_text_, "http", host_, request_id_});
-      req.target(upstream_target(*route_, req.target()));
-      req.version(11);
-      if (chunked) req.chunked(true);
-      req.keep_alive(true);
+      need_continue_ = !parser_->is_done() && req.version() == 11 &&
+                       beast::iequals(req[http::field::expect], "100-continue");
+      serialize_request_head(
+          req_head_, req.method_string(), upstream_target(*route_, req.target()), req.base(),
+          ForwardedInfo{peer_text_, "http", req[http::field::host], request_id_, upstream_->server},
+          request_chunked_);
     }
-    req_sr_.emplace(req);
+    req_head_pending_ = true;
     // Body bytes already read with the head: send head and body in one write.
     if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
-    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
-    http::async_write_header(
-        upstream_->stream, *req_sr_,
-        beast::bind_front_handler(&ProxySession::on_request_head_sent, shared_from_this()));
+    write_piece(upstream_->stream, req_head_, req_head_pending_, nullptr, 0, false, false,
+                upstream_cfg_->response_timeout,
+                beast::bind_front_handler(&ProxySession::on_request_head_sent, shared_from_this()));
+  }
+
+  // Writes a pending head (once), then `n` body bytes framed as chunked or
+  // raw, then the last chunk if `last`, in one write.
+  // The buffer list lives in the session: the write may outlast this call.
+  template <class Handler>
+  void write_piece(WorkerStream& stream, const std::string& head, bool& head_pending,
+                   const char* data, std::size_t n, bool chunked, bool last,
+                   std::chrono::milliseconds timeout, Handler&& handler) {
+    auto& buffers = out_buffers_;
+    std::size_t count = 0;
+    if (head_pending) {
+      buffers[count++] = asio::buffer(head);
+      head_pending = false;
+    }
+    if (chunked && n > 0) {
+      const int len = std::snprintf(chunk_prefix_, sizeof chunk_prefix_, "%zx\r\n", n);
+      buffers[count++] = asio::buffer(chunk_prefix_, static_cast<std::size_t>(len));
+    }
+    if (n > 0) buffers[count++] = asio::buffer(data, n);
+    if (chunked && n > 0) buffers[count++] = asio::buffer("\r\n", 2);
+    if (chunked && last) buffers[count++] = asio::buffer("0\r\n\r\n", 5);
+    stream.expires_after(timeout);
+    asio::async_write(stream, std::span<const asio::const_buffer>{buffers.data(), count},
+                      std::forward<Handler>(handler));
   }
 
   void on_request_head_sent(beast::error_code ec, std::size_t) {
@@ -380,20 +400,15 @@ class ProxySession final : public ClientSession,
     }
     auto& body = parser_->get().body();
     const std::size_t n = kRelayBufferSize - body.size;
-    if (n == 0 && !parser_->is_done()) return read_client_body();  // only framing was read
-    // An empty final piece must be null: Beast writes a non-null empty buffer
-    // as a zero-size chunk, which would end the body twice.
-    body.data = n ? relay_buffer() : nullptr;
-    body.size = n;
-    body.more = !parser_->is_done();
-    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
-    http::async_write(
-        upstream_->stream, *req_sr_,
+    const bool last = parser_->is_done();
+    if (n == 0 && !last) return read_client_body();  // only framing was read
+    write_piece(
+        upstream_->stream, req_head_, req_head_pending_, relay_buffer(), n, request_chunked_, last,
+        upstream_cfg_->response_timeout,
         beast::bind_front_handler(&ProxySession::on_upstream_body_written, shared_from_this()));
   }
 
   void on_upstream_body_written(beast::error_code ec, std::size_t) {
-    if (ec == http::error::need_buffer) ec = {};
     if (ec) return upstream_io_failed(ec);
     if (parser_->is_done()) return read_response_head();
     read_client_body();
@@ -425,37 +440,34 @@ class ProxySession final : public ClientSession,
     const bool upstream_keep_alive = res_parser_->keep_alive();
     upstream_reusable_ = upstream_keep_alive;
     const bool has_body = !res_parser_->is_done();
-    const bool chunked = res_parser_->chunked();
     const auto content_length = res_parser_->content_length();
 
-    strip_hop_by_hop(res.base());
-    for (auto& [name, value] : response_headers_) res.set(name, value);
-    res.set("X-Request-Id", request_id_);
-    res.version(11);
+    // Framing towards the client: Content-Length passes through; a body of
+    // unknown length is chunked for HTTP/1.1 and ends with the connection for 1.0.
     const bool client_http11 = parser_->get().version() == 11;
+    res_chunked_out_ = false;
     if (has_body && !content_length) {
-      if (chunked || client_http11) {
-        if (client_http11) {
-          res.chunked(true);
-        } else {
-          client_keep_alive_ = false;  // HTTP/1.0: the body ends when we close
-        }
+      if (client_http11) {
+        res_chunked_out_ = true;
       } else {
         client_keep_alive_ = false;
-        if (client_http11) res.chunked(true);
       }
     }
     if (draining_) client_keep_alive_ = false;
-    res.keep_alive(client_keep_alive_);
-    if (!client_http11 && client_keep_alive_) res.set(http::field::connection, "keep-alive");
+    ResponseHeadOptions options;
+    options.request_id = request_id_;
+    options.extra = response_headers_;
+    options.chunked = res_chunked_out_;
+    options.keep_alive = client_keep_alive_;
+    options.announce_keep_alive = !client_http11 && client_keep_alive_;
+    serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
+    res_head_pending_ = true;
     response_started_ = true;
-    res_sr_.emplace(res);
     // Body bytes already read with the head: send head and body in one write.
     if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
-    stream_.expires_after(config_->server.idle_timeout);
-    http::async_write_header(
-        stream_, *res_sr_,
-        beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
+    write_piece(stream_, res_head_, res_head_pending_, nullptr, 0, false, false,
+                config_->server.idle_timeout,
+                beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
   }
 
   void on_response_head_sent(beast::error_code ec, std::size_t) {
@@ -484,18 +496,15 @@ class ProxySession final : public ClientSession,
     }
     auto& body = res_parser_->get().body();
     const std::size_t n = kRelayBufferSize - body.size;
-    if (n == 0 && !res_parser_->is_done()) return read_upstream_body();
-    body.data = n ? relay_buffer() : nullptr;
-    body.size = n;
-    body.more = !res_parser_->is_done();
-    stream_.expires_after(config_->server.idle_timeout);
-    http::async_write(
-        stream_, *res_sr_,
+    const bool last = res_parser_->is_done();
+    if (n == 0 && !last) return read_upstream_body();
+    write_piece(
+        stream_, res_head_, res_head_pending_, relay_buffer(), n, res_chunked_out_, last,
+        config_->server.idle_timeout,
         beast::bind_front_handler(&ProxySession::on_client_body_written, shared_from_this()));
   }
 
   void on_client_body_written(beast::error_code ec, std::size_t) {
-    if (ec == http::error::need_buffer) ec = {};
     if (ec) return abort_exchange();
     if (res_parser_->is_done()) return finish_exchange();
     read_upstream_body();
@@ -632,8 +641,6 @@ class ProxySession final : public ClientSession,
   }
 
   void reset_exchange() {
-    res_sr_.reset();
-    req_sr_.reset();
     res_parser_.reset();
     ctx_.reset();
     upstream_status_ = 0;
@@ -667,9 +674,11 @@ class ProxySession final : public ClientSession,
   std::shared_ptr<const Config> config_;
 
   std::optional<http::request_parser<http::buffer_body>> parser_;
-  std::optional<http::request_serializer<http::buffer_body>> req_sr_;
   std::optional<http::response_parser<http::buffer_body>> res_parser_;
-  std::optional<http::response_serializer<http::buffer_body>> res_sr_;
+  std::string req_head_;  // serialized heads; their capacity is reused
+  std::string res_head_;
+  char chunk_prefix_[24];
+  std::array<asio::const_buffer, 5> out_buffers_;  // one write in flight at a time
   std::optional<http::response<http::string_body>> local_res_;
   std::unique_ptr<char[]> relay_buffer_;
   std::unique_ptr<RequestContext> ctx_;
@@ -682,7 +691,6 @@ class ProxySession final : public ClientSession,
   std::size_t server_index_ = 0;
   HeaderList response_headers_;
   std::string request_id_;
-  std::string host_;
   std::string original_target_;
   std::string upstream_server_;
   IpAddress client_ip_;
@@ -699,6 +707,9 @@ class ProxySession final : public ClientSession,
   bool upstream_reusable_ = false;
   bool request_rewritten_ = false;
   bool request_chunked_ = false;
+  bool req_head_pending_ = false;
+  bool res_head_pending_ = false;
+  bool res_chunked_out_ = false;
   bool need_continue_ = false;
   bool response_started_ = false;
   bool recorded_ = false;

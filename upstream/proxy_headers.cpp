@@ -5,6 +5,9 @@
 #include <random>
 #include <vector>
 
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/status.hpp>
+
 namespace sluice {
 namespace {
 
@@ -15,6 +18,8 @@ constexpr std::array<http::field, 8> kHopByHop = {
     http::field::trailer,            http::field::transfer_encoding, http::field::upgrade,
     http::field::proxy_authorization, http::field::proxy_authenticate,
 };
+
+bool beast_iequals(std::string_view a, std::string_view b) { return boost::beast::iequals(a, b); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -42,33 +47,105 @@ void strip_hop_by_hop(http::fields& fields) {
   for (auto f : kHopByHop) fields.erase(f);
 }
 
-void add_forwarded_headers(http::fields& fields, const ForwardedInfo& info) {
-  std::string xff;
-  for (auto [it, end] = fields.equal_range("X-Forwarded-For"); it != end; ++it) {
-    auto v = trim(it->value());
-    if (v.empty()) continue;
-    if (!xff.empty()) xff += ", ";
-    xff += v;
-  }
-  if (!xff.empty()) xff += ", ";
-  xff += info.client_ip;
-  fields.set("X-Forwarded-For", xff);
-  fields.set("X-Forwarded-Proto", info.proto);
-  if (!info.host.empty()) {
-    fields.set("X-Forwarded-Host", info.host);
-  } else {
-    fields.erase("X-Forwarded-Host");
-  }
-  fields.set("X-Request-Id", info.request_id);
+namespace {
 
-  std::string via;
-  for (auto [it, end] = fields.equal_range(http::field::via); it != end; ++it) {
-    if (!via.empty()) via += ", ";
-    via += it->value();
+bool is_hop_by_hop(const http::fields::value_type& f) {
+  const auto name = f.name();
+  if (name == http::field::connection) return true;
+  for (auto h : kHopByHop) {
+    if (name == h) return true;
   }
-  if (!via.empty()) via += ", ";
-  via += "1.1 sluice";
-  fields.set(http::field::via, via);
+  return false;
+}
+
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+// Appends `value` to a comma-separated list.
+void append_list(std::string& list, std::string_view value) {
+  value = trim(value);
+  if (value.empty()) return;
+  if (!list.empty()) list.append(", ");
+  list.append(value);
+}
+
+}  // namespace
+
+void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
+                            const http::fields& fields, const ForwardedInfo& info, bool chunked) {
+  out.clear();
+  out.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
+  std::string xff;
+  std::string via;
+  bool has_host = false;
+  for (const auto& f : fields) {
+    const auto name = f.name();
+    const std::string_view name_string = f.name_string();
+    has_host = has_host || name == http::field::host;
+    if (name == http::field::via) {
+      append_list(via, f.value());
+    } else if (name == http::field::expect || name == http::field::transfer_encoding) {
+      // Expect is answered by Sluice itself; framing is redone below.
+    } else if (name == http::field::unknown && beast_iequals(name_string, "X-Forwarded-For")) {
+      append_list(xff, f.value());
+    } else if (name == http::field::unknown &&
+               (beast_iequals(name_string, "X-Forwarded-Proto") ||
+                beast_iequals(name_string, "X-Forwarded-Host") ||
+                beast_iequals(name_string, "X-Request-Id"))) {
+      // Replaced below.
+    } else {
+      append_field(out, name_string, f.value());
+    }
+  }
+  if (!has_host && !info.upstream_host.empty()) append_field(out, "Host", info.upstream_host);
+  append_list(xff, info.client_ip);
+  append_field(out, "X-Forwarded-For", xff);
+  append_field(out, "X-Forwarded-Proto", info.proto);
+  if (!info.host.empty()) append_field(out, "X-Forwarded-Host", info.host);
+  append_field(out, "X-Request-Id", info.request_id);
+  append_list(via, "1.1 sluice");
+  append_field(out, "Via", via);
+  if (chunked) out.append("Transfer-Encoding: chunked\r\n");
+  out.append("\r\n");
+}
+
+void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
+                             const http::fields& fields, const ResponseHeadOptions& options) {
+  out.clear();
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(reason.empty() ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
+                            : reason);
+  out.append("\r\n");
+  // The names Connection lists are hop-by-hop too.
+  std::vector<std::string_view> listed;
+  for (auto [it, end] = fields.equal_range(http::field::connection); it != end; ++it) {
+    std::string_view value = it->value();
+    while (!value.empty()) {
+      auto comma = value.find(',');
+      auto token = trim(value.substr(0, comma));
+      if (!token.empty()) listed.push_back(token);
+      if (comma == std::string_view::npos) break;
+      value.remove_prefix(comma + 1);
+    }
+  }
+  for (const auto& f : fields) {
+    if (is_hop_by_hop(f)) continue;
+    const std::string_view name = f.name_string();
+    bool skip = beast_iequals(name, "X-Request-Id");
+    for (auto l : listed) skip = skip || beast_iequals(name, l);
+    for (const auto& e : options.extra) skip = skip || beast_iequals(name, e.first);
+    if (!skip) append_field(out, name, f.value());
+  }
+  for (const auto& [name, value] : options.extra) append_field(out, name, value);
+  append_field(out, "X-Request-Id", options.request_id);
+  if (options.chunked) out.append("Transfer-Encoding: chunked\r\n");
+  if (!options.keep_alive) {
+    out.append("Connection: close\r\n");
+  } else if (options.announce_keep_alive) {
+    out.append("Connection: keep-alive\r\n");
+  }
+  out.append("\r\n");
 }
 
 bool is_acceptable_request_id(std::string_view id) {

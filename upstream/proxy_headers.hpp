@@ -2,8 +2,10 @@
 // header containers: hop-by-hop stripping, forwarded headers, Via, request id.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <boost/beast/http/fields.hpp>
 
@@ -21,12 +23,36 @@ struct ForwardedInfo {
   std::string_view proto;       // "http" or "https"
   std::string_view host;        // the Host header as received (may be empty)
   std::string_view request_id;  // kept or generated id
+  std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
 };
 
-// After strip_hop_by_hop: appends the peer to X-Forwarded-For (joining any
-// incoming values into one header), sets X-Forwarded-Proto, X-Forwarded-Host
-// (when a Host was given), X-Request-Id and appends "1.1 sluice" to Via.
-void add_forwarded_headers(http_fields::fields& fields, const ForwardedInfo& info);
+// Heads are serialized straight into one buffer (one write with the first
+// body bytes, no per-header allocation), with Sluice's headers added on the way.
+
+// The request head for the upstream: "METHOD target HTTP/1.1", the fields
+// (hop-by-hop already stripped) except Expect, then X-Forwarded-For with the
+// peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
+// (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
+// "Transfer-Encoding: chunked" when `chunked`.
+void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
+                            const http_fields::fields& fields, const ForwardedInfo& info,
+                            bool chunked);
+
+struct ResponseHeadOptions {
+  std::string_view request_id;
+  // Headers set by Sluice (rate-limit headers); they replace upstream fields of the same name.
+  std::span<const std::pair<std::string, std::string>> extra;
+  bool chunked = false;            // re-frame the body as chunked
+  bool keep_alive = true;          // false: "Connection: close"
+  bool announce_keep_alive = false;  // HTTP/1.0 client: "Connection: keep-alive"
+};
+
+// The response head for the client: "HTTP/1.1 status reason", the upstream
+// fields minus hop-by-hop ones (and the names Connection lists) and minus
+// X-Request-Id and the names in `extra`, then `extra`, X-Request-Id, framing
+// and Connection.
+void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
+                             const http_fields::fields& fields, const ResponseHeadOptions& options);
 
 // A request id is kept when it is 1..128 visible ASCII characters; else a new one is made.
 bool is_acceptable_request_id(std::string_view id);

@@ -47,36 +47,101 @@ TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[pro
 
 TEST_CASE("a client cannot strip forwarded headers through Connection", "[proxy_headers]") {
   http::fields f;
+  f.set("Host", "example.com");
   f.set("Connection", "X-Forwarded-For, X-Request-Id, Via");
   f.set("X-Forwarded-For", "10.0.0.1");
   strip_hop_by_hop(f);  // removes the client's own X-Forwarded-For
-  add_forwarded_headers(f, ForwardedInfo{"127.0.0.1", "http", "example.com", "abc"});
-  CHECK(f["X-Forwarded-For"] == "127.0.0.1");
-  CHECK(f["X-Request-Id"] == "abc");
-  CHECK(f["Via"] == "1.1 sluice");
+  std::string head;
+  serialize_request_head(head, "GET", "/a?b=1", f,
+                         ForwardedInfo{"127.0.0.1", "http", "example.com", "abc"}, false);
+  CHECK(head ==
+        "GET /a?b=1 HTTP/1.1\r\n"
+        "Host: example.com\r\n"
+        "X-Forwarded-For: 127.0.0.1\r\n"
+        "X-Forwarded-Proto: http\r\n"
+        "X-Forwarded-Host: example.com\r\n"
+        "X-Request-Id: abc\r\n"
+        "Via: 1.1 sluice\r\n"
+        "\r\n");
 }
 
-TEST_CASE("forwarded headers are appended and set", "[proxy_headers]") {
+TEST_CASE("request head: forwarded headers appended, framing redone", "[proxy_headers]") {
   http::fields f;
+  f.set("Host", "api.example.com:8080");
   f.insert("X-Forwarded-For", "203.0.113.7");
+  f.insert("X-Custom", "a");
   f.insert("X-Forwarded-For", "10.0.0.2, 10.0.0.3");
   f.set("Via", "1.0 edge");
   f.set("X-Forwarded-Proto", "https");
-  add_forwarded_headers(f, ForwardedInfo{"127.0.0.1", "http", "api.example.com:8080", "id-1"});
-  CHECK(values(f, "X-Forwarded-For") ==
-        std::vector<std::string>{"203.0.113.7, 10.0.0.2, 10.0.0.3, 127.0.0.1"});
-  CHECK(f["X-Forwarded-Proto"] == "http");
-  CHECK(f["X-Forwarded-Host"] == "api.example.com:8080");
-  CHECK(values(f, "Via") == std::vector<std::string>{"1.0 edge, 1.1 sluice"});
-  CHECK(f["X-Request-Id"] == "id-1");
+  f.set("X-Request-Id", "old");
+  f.set("Expect", "100-continue");
+  f.insert("X-Custom", "b");
+  std::string head;
+  serialize_request_head(head, "POST", "/x", f,
+                         ForwardedInfo{"127.0.0.1", "http", "api.example.com:8080", "id-1"}, true);
+  CHECK(head ==
+        "POST /x HTTP/1.1\r\n"
+        "Host: api.example.com:8080\r\n"
+        "X-Custom: a\r\n"
+        "X-Custom: b\r\n"
+        "X-Forwarded-For: 203.0.113.7, 10.0.0.2, 10.0.0.3, 127.0.0.1\r\n"
+        "X-Forwarded-Proto: http\r\n"
+        "X-Forwarded-Host: api.example.com:8080\r\n"
+        "X-Request-Id: id-1\r\n"
+        "Via: 1.0 edge, 1.1 sluice\r\n"
+        "Transfer-Encoding: chunked\r\n"
+        "\r\n");
 }
 
-TEST_CASE("X-Forwarded-Host is dropped when the request has no Host", "[proxy_headers]") {
+TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_headers]") {
   http::fields f;
   f.set("X-Forwarded-Host", "spoofed");
-  add_forwarded_headers(f, ForwardedInfo{"::1", "http", "", "id"});
-  CHECK(f.count("X-Forwarded-Host") == 0);
-  CHECK(f["X-Forwarded-For"] == "::1");
+  std::string head;
+  serialize_request_head(head, "GET", "/", f,
+                         ForwardedInfo{"::1", "http", "", "id", "10.0.0.9:80"}, false);
+  CHECK(head.find("X-Forwarded-Host") == std::string::npos);
+  CHECK(head.find("Host: 10.0.0.9:80\r\n") != std::string::npos);
+  CHECK(head.find("X-Forwarded-For: ::1\r\n") != std::string::npos);
+}
+
+TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]") {
+  http::fields f;
+  f.set("Content-Type", "text/plain");
+  f.set("Connection", "X-Secret, keep-alive");
+  f.set("X-Secret", "1");
+  f.set("Keep-Alive", "timeout=5");
+  f.set("Transfer-Encoding", "chunked");
+  f.set("Proxy-Authenticate", "Basic");
+  f.set("X-RateLimit-Limit", "from-upstream");
+  f.set("X-Request-Id", "upstream-id");
+  f.set("Content-Length", "12");
+  const std::vector<std::pair<std::string, std::string>> extra = {{"X-RateLimit-Limit", "50"}};
+  ResponseHeadOptions options;
+  options.request_id = "rid";
+  options.extra = extra;
+  options.chunked = false;
+  options.keep_alive = false;
+  std::string head;
+  serialize_response_head(head, 200, "OK", f, options);
+  CHECK(head ==
+        "HTTP/1.1 200 OK\r\n"
+        "Content-Type: text/plain\r\n"
+        "Content-Length: 12\r\n"
+        "X-RateLimit-Limit: 50\r\n"
+        "X-Request-Id: rid\r\n"
+        "Connection: close\r\n"
+        "\r\n");
+  options.chunked = true;
+  options.keep_alive = true;
+  options.announce_keep_alive = true;
+  serialize_response_head(head, 404, "", http::fields{}, options);
+  CHECK(head ==
+        "HTTP/1.1 404 Not Found\r\n"
+        "X-RateLimit-Limit: 50\r\n"
+        "X-Request-Id: rid\r\n"
+        "Transfer-Encoding: chunked\r\n"
+        "Connection: keep-alive\r\n"
+        "\r\n");
 }
 
 TEST_CASE("request ids: kept when sane, generated otherwise", "[proxy_headers]") {
