@@ -517,7 +517,7 @@ TEST_CASE("document shape errors", "[config]") {
         std::vector<std::string>{"test.yaml:1: (root): expected a mapping"});
   CHECK(parse("").errors == std::vector<std::string>{"test.yaml:1: (root): expected a mapping"});
   CHECK(parse("upstreams: {}\nroutes: []\n---\nupstreams: {}\n").errors ==
-        std::vector<std::string>{"test.yaml:4: (root): expected a single YAML document"});
+        std::vector<std::string>{"test.yaml:3: (root): expected a single YAML document"});
   CHECK(parse("upstreams: {}\n").errors ==
         std::vector<std::string>{"test.yaml:1: (root): missing required key \"routes\""});
   CHECK(parse("routes: []\nupstreams:\n").errors ==
@@ -616,6 +616,11 @@ routes:
     const auto c =
         parse_ok(head + "  - { name: a, match: { path_regex: \".*\\\\.png\" }, upstream: app }");
     CHECK(c->routes[0].match.path == ".*\\.png");
+  }
+  SECTION("back-references are rejected: regexes run in linear-stack mode") {
+    CHECK(parse(head + "  - { name: a, match: { path_regex: '/(a)\\1' }, upstream: app }").errors ==
+          std::vector<std::string>{"test.yaml:5: routes[0].match.path_regex: invalid regular "
+                                   "expression: back-references are not supported"});
   }
   SECTION("strip_prefix: false is fine on any path kind") {
     CHECK(parse(head +

@@ -66,6 +66,18 @@ TEST_CASE("path_exact and path_regex match the whole path, never the query", "[r
   CHECK(pick(*c, "GET", "/users/") == "404");
 }
 
+TEST_CASE("a very long path against a regex route does not exhaust the stack", "[router]") {
+  const auto c = make_config(R"(
+  - { name: any, match: { path_regex: "/files/(a|b|/)*" }, upstream: app }
+  - { name: star, match: { path_regex: "/x/.*" }, upstream: app }
+)");
+  std::string long_path = "/files/";
+  for (int i = 0; i < 200000; ++i) long_path += "ab/"[i % 3];
+  CHECK(pick(*c, "GET", long_path) == "any");
+  CHECK(pick(*c, "GET", "/x/" + std::string(1000000, 'y')) == "star");
+  CHECK(pick(*c, "GET", long_path + "c") == "404");
+}
+
 TEST_CASE("first match wins", "[router]") {
   const auto c = make_config(R"(
   - { name: orders, match: { path_prefix: "/api/orders" }, upstream: other }
