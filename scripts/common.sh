@@ -9,8 +9,10 @@ SLUICE_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev catch2 libssl-dev
-  redis-server python3 openssl curl procps hey gnuplot-nox nodejs
+  redis-server python3 openssl curl procps hey gnuplot-nox
 )
+# node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
+command -v node >/dev/null 2>&1 || SLUICE_PACKAGES+=(nodejs)
 
 log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2; }
 

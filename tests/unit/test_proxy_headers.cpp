@@ -8,15 +8,6 @@
 namespace http = boost::beast::http;
 using namespace sluice;
 
-namespace {
-
-std::vector<std::string> values(const http::fields& f, std::string_view name) {
-  std::vector<std::string> out;
-  for (auto [it, end] = f.equal_range(name); it != end; ++it) out.emplace_back(it->value());
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[proxy_headers]") {
   http::fields f;
