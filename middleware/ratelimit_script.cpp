@@ -2,86 +2,107 @@
 
 #include <openssl/sha.h>
 
-#include <charconv>
+#include <bit>
 #include <cmath>
-#include <limits>
+#include <cstring>
 #include <string>
-#include <system_error>
+
+#include "middleware/token_bucket.hpp"
 
 namespace sluice {
 
 // Kept in step with decide_token_buckets() in token_bucket.cpp: the same
 // formulas in the same order, so both give bit-identical results. Fewest
-// redis.calls: TIME, one MGET for all buckets, one SET ... PX per bucket on a
-// debit, nothing written on a denial (refill derives from the stored time).
+// redis.calls, and only TIME, MGET and SET (all a restricted ACL user needs):
+// TIME, one MGET for all buckets, one SET ... PX per bucket on a debit,
+// nothing written on a denial (refill derives from the stored time).
+// Cheap for Redis: numbers arrive and leave as raw doubles (struct.pack and
+// struct.unpack, no decimal parsing or formatting), the TTL arrives as the
+// string SET takes, and one limit (the common case) has its own short path.
 const std::string_view kRateLimitScript = R"lua(-- sluice: token buckets of one request
 local n = #KEYS
 if n == 0 then return {1} end
-local fmt = string.format
-local cost = tonumber(ARGV[1])
-local time = redis.call('TIME')
+local call, pack, unpack_d, nums = redis.call, struct.pack, struct.unpack, ARGV[1]
+local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
--- The reply doubles as scratch space (fewer tables): until the second loop,
--- slots 4i-1 and 4i hold bucket i's refilled tokens and timestamp.
+-- A bucket is stored as two little-endian doubles: tokens, timestamp_us.
+if n == 1 then
+  local cost, capacity, rate = unpack_d('<ddd', nums)
+  local t, ts = capacity, now
+  local v = call('MGET', KEYS[1])[1]
+  if v and #v == 16 then
+    local st, sts = unpack_d('<dd', v)
+    local elapsed = 0
+    if now > sts then elapsed = now - sts else ts = sts end
+    t = st + elapsed * rate / 1000000
+    if t > capacity then t = capacity end
+  end
+  local allowed = 0
+  if t >= cost then
+    allowed, t = 1, t - cost
+    call('SET', KEYS[1], pack('<dd', t, ts), 'PX', ARGV[2])
+  end
+  local to_cost, to_full = 0, 0
+  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+  if t < capacity then to_full = (capacity - t) / rate end
+  return {allowed, allowed, pack('<ddd', t, to_cost, to_full)}
+end
+local cost = unpack_d('<d', nums)
+-- The reply doubles as scratch space: until the second loop, slots 2i and
+-- 2i+1 hold bucket i's refilled tokens and timestamp.
 local reply = {1, 0, 0, 0, 0}
--- Refill every bucket; a bucket is two little-endian doubles: tokens, timestamp_us.
-local stored = redis.call('MGET', unpack(KEYS))
+local stored = call('MGET', unpack(KEYS))
 for i = 1, n do
-  local capacity = tonumber(ARGV[2 * i])
+  local capacity, rate = unpack_d('<dd', nums, 16 * i - 7)
   local t, ts = capacity, now
   local v = stored[i]
   if v and #v == 16 then
-    local st, sts = struct.unpack('<dd', v)
+    local st, sts = unpack_d('<dd', v)
     local elapsed = 0
     if now > sts then elapsed = now - sts else ts = sts end
-    t = st + elapsed * tonumber(ARGV[2 * i + 1]) / 1000000
+    t = st + elapsed * rate / 1000000
     if t > capacity then t = capacity end
   end
-  reply[4 * i - 1], reply[4 * i] = t, ts
+  reply[2 * i], reply[2 * i + 1] = t, ts
   if t < cost then reply[1] = 0 end
 end
 -- Debit all or none; nothing is written on a denial.
 local allowed = reply[1]
 for i = 1, n do
-  local capacity, rate = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  local t = reply[4 * i - 1]
+  local capacity, rate = unpack_d('<dd', nums, 16 * i - 7)
+  local t = reply[2 * i]
   local sufficient = 0
   if t >= cost then sufficient = 1 end
   if allowed == 1 then
     t = t - cost
-    local ttl = 1000000000000
-    if rate > 0 then ttl = math.min(math.ceil(capacity / rate * 1000) + 1000, ttl) end
-    redis.call('SET', KEYS[i], struct.pack('<dd', t, reply[4 * i]), 'PX', ttl)
+    call('SET', KEYS[i], pack('<dd', t, reply[2 * i + 1]), 'PX', ARGV[i + 1])
   end
-  local to_cost, to_full = '0', '0'
-  if cost > capacity then
-    to_cost = 'inf'
-  elseif t < cost then
-    to_cost = fmt('%.17g', (cost - t) / rate)
-  end
-  if t < capacity then to_full = fmt('%.17g', (capacity - t) / rate) end
-  reply[4 * i - 2], reply[4 * i - 1] = sufficient, fmt('%.17g', t)
-  reply[4 * i], reply[4 * i + 1] = to_cost, to_full
+  local to_cost, to_full = 0, 0
+  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+  if t < capacity then to_full = (capacity - t) / rate end
+  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<ddd', t, to_cost, to_full)
 end
 return reply
 )lua";
 
 namespace {
 
-std::string format_number(double value) {
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), value);
-  return std::string(buf, result.ptr);
+static_assert(std::endian::native == std::endian::little,
+              "the script's numbers are little-endian doubles");
+static_assert(sizeof(double) == 8);
+
+// The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full.
+constexpr std::size_t kReplyNumbersSize = 3 * sizeof(double);
+
+void append_double(std::string& out, double value) {
+  char bytes[sizeof(double)];
+  std::memcpy(bytes, &value, sizeof(double));
+  out.append(bytes, sizeof(double));
 }
 
-// "inf" (the script's "never") or a decimal number as written by "%.17g".
-std::optional<double> parse_number(std::string_view text) {
-  if (text == "inf") return std::numeric_limits<double>::infinity();
+double read_double(const char* bytes) {
   double value = 0;
-  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (result.ec != std::errc{} || result.ptr != text.data() + text.size() || std::isnan(value)) {
-    return std::nullopt;
-  }
+  std::memcpy(&value, bytes, sizeof(double));
   return value;
 }
 
@@ -95,35 +116,41 @@ std::optional<bool> parse_flag(const ScriptReplyValue& value) {
 RateLimitScriptCall rate_limit_script_call(std::span<const LimitDescriptor> limits, double cost) {
   RateLimitScriptCall call;
   call.keys.reserve(limits.size());
-  call.args.reserve(1 + 2 * limits.size());
-  call.args.push_back(format_number(cost));
+  call.args.reserve(1 + limits.size());
+  std::string& numbers = call.args.emplace_back();
+  numbers.reserve(sizeof(double) * (1 + 2 * limits.size()));
+  append_double(numbers, cost);
   for (const LimitDescriptor& limit : limits) {
     call.keys.push_back(limit.redis_key);
-    call.args.push_back(format_number(limit.capacity));
-    call.args.push_back(format_number(limit.refill_per_second));
+    append_double(numbers, limit.capacity);
+    append_double(numbers, limit.refill_per_second);
+    call.args.push_back(std::to_string(bucket_ttl_ms(limit.capacity, limit.refill_per_second)));
   }
   return call;
 }
 
 std::optional<RateDecision> parse_rate_limit_reply(std::span<const ScriptReplyValue> values,
                                                    std::size_t limit_count) {
-  if (values.size() != 1 + 4 * limit_count) return std::nullopt;
+  if (values.size() != 1 + 2 * limit_count) return std::nullopt;
   RateDecision decision;
   const std::optional<bool> allowed = parse_flag(values[0]);
   if (!allowed) return std::nullopt;
   decision.allowed = *allowed;
   decision.limits.resize(limit_count);
   for (std::size_t i = 0; i < limit_count; ++i) {
-    const ScriptReplyValue* item = &values[1 + 4 * i];
-    const std::optional<bool> sufficient = parse_flag(item[0]);
-    if (!sufficient || !item[1].is_string || !item[2].is_string || !item[3].is_string) {
+    const std::optional<bool> sufficient = parse_flag(values[1 + 2 * i]);
+    const ScriptReplyValue& numbers = values[2 + 2 * i];
+    if (!sufficient || !numbers.is_string || numbers.text.size() != kReplyNumbersSize) {
       return std::nullopt;
     }
-    const auto remaining = parse_number(item[1].text);
-    const auto to_cost = parse_number(item[2].text);
-    const auto to_full = parse_number(item[3].text);
-    if (!remaining || !to_cost || !to_full) return std::nullopt;
-    decision.limits[i] = LimitState{*sufficient, *remaining, *to_cost, *to_full};
+    const char* bytes = numbers.text.data();
+    const LimitState state{*sufficient, read_double(bytes), read_double(bytes + 8),
+                           read_double(bytes + 16)};
+    if (std::isnan(state.remaining) || std::isnan(state.seconds_to_cost) ||
+        std::isnan(state.seconds_to_full)) {
+      return std::nullopt;
+    }
+    decision.limits[i] = state;
   }
   return decision;
 }

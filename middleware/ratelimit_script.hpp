@@ -2,11 +2,15 @@
 // Redis (spec section 3), and its SHA1 for EVALSHA. middleware/token_bucket.hpp
 // holds its pure C++ twin; the two must stay in step (a component test checks).
 //
-// Call: EVALSHA sha N key_1..key_N cost capacity_1 refill_1 .. capacity_N refill_N
-// Reply: a flat array {allowed, then per key: sufficient, remaining,
-// seconds_to_cost, seconds_to_full}: allowed and sufficient are integers 0/1,
-// the other three are strings ("%.17g", so fractions survive; "inf" for a wait
-// that never ends: cost > capacity, or a refill rate of 0).
+// Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the
+// script, memcpy here): exact, and far cheaper for Redis than decimal text.
+// Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N, where `numbers` is
+// the doubles cost, capacity_1, refill_1, .., capacity_N, refill_N (8 bytes
+// each) and ttl_i the decimal bucket_ttl_ms(capacity_i, refill_i).
+// Reply: a flat array {allowed, then per key: sufficient, numbers}: allowed and
+// sufficient are integers 0/1, numbers a 24-byte string holding the doubles
+// remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
+// ends: cost > capacity, or a refill rate of 0).
 // Time is Redis' TIME. A bucket is stored as one 16-byte string, two
 // little-endian IEEE doubles (tokens, timestamp in microseconds), written only
 // when the request is allowed, with its expiry in the same SET (PX
@@ -28,8 +32,8 @@ extern const std::string_view kRateLimitScript;
 // Lower-case hex SHA1 of kRateLimitScript, computed once (thread-safe).
 std::string_view rate_limit_script_sha1();
 
-// KEYS and ARGV of one call. Numbers are written in their shortest exact form,
-// so the script computes with exactly the doubles the gateway holds.
+// KEYS and ARGV of one call. The numbers are the raw doubles, so the script
+// computes with exactly the doubles the gateway holds.
 struct RateLimitScriptCall {
   std::vector<std::string> keys;
   std::vector<std::string> args;

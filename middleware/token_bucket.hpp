@@ -28,6 +28,7 @@ struct BucketState {
 // Expiry of a bucket written at a debit, in milliseconds: the time to refill an
 // empty bucket completely plus a margin, so idle buckets cost no memory. Capped
 // at kMaxBucketTtlMs (also for a refill rate of 0).
+// The gateway computes it and passes it to the script as SET's PX argument.
 inline constexpr std::int64_t kBucketTtlMarginMs = 1000;
 inline constexpr std::int64_t kMaxBucketTtlMs = 1'000'000'000'000;  // ~31 years
 std::int64_t bucket_ttl_ms(double capacity, double refill_per_second);

@@ -17,6 +17,19 @@ local tcp = ngx.socket.tcp
 local concat = table.concat
 local ceil, floor = math.ceil, math.floor
 local tonumber, tostring = tonumber, tostring
+local ffi = require("ffi")
+
+-- The script takes and returns numbers as raw little-endian doubles.
+local doubles = ffi.new("double[3]")
+local function pack_doubles(a, b, c)
+  doubles[0], doubles[1], doubles[2] = a, b, c
+  return ffi.string(doubles, 24)
+end
+local function unpack_doubles(s)
+  if #s ~= 24 then return 0, 0, 0 end
+  ffi.copy(doubles, s, 24)
+  return doubles[0], doubles[1], doubles[2]
+end
 
 local cfg
 local script
@@ -31,11 +44,16 @@ function _M.configure(opts)
   local f = assert(io.open(opts.script_file, "rb"))
   script = f:read("*a")
   f:close()
-  -- *7: EVALSHA sha numkeys key cost capacity refill
-  evalsha_prefix = "*7\r\n" .. bulk("EVALSHA") .. bulk(opts.script_sha) .. bulk("1")
-  eval_prefix = "*7\r\n" .. bulk("EVAL") .. bulk(script) .. bulk("1")
-  cfg.args = bulk(tostring(opts.cost)) .. bulk(tostring(opts.capacity))
-      .. bulk(tostring(opts.refill_per_second))
+  -- *6: EVALSHA sha numkeys key numbers(cost, capacity, refill as doubles) ttl_ms
+  evalsha_prefix = "*6\r\n" .. bulk("EVALSHA") .. bulk(opts.script_sha) .. bulk("1")
+  eval_prefix = "*6\r\n" .. bulk("EVAL") .. bulk(script) .. bulk("1")
+  -- bucket_ttl_ms() of middleware/token_bucket.cpp
+  local ttl = 1000000000000
+  if opts.refill_per_second > 0 then
+    ttl = math.min(ceil(opts.capacity / opts.refill_per_second * 1000) + 1000, ttl)
+  end
+  cfg.args = bulk(pack_doubles(opts.cost, opts.capacity, opts.refill_per_second))
+      .. bulk(string.format("%.0f", ttl))
 end
 
 -- Reads one RESP reply whose elements are integers or bulk strings.
@@ -103,10 +121,9 @@ function _M.access()
     ngx.log(ngx.INFO, "rate limit: redis failed, failing open: ", err)
     return -- fail open
   end
-  -- {allowed, sufficient, remaining, seconds_to_cost, seconds_to_full}
-  local remaining = floor(tonumber(reply[3]) or 0)
-  local to_cost = tonumber(reply[4]) or 0
-  local to_full = tonumber(reply[5]) or 0
+  -- {allowed, sufficient, doubles(remaining, seconds_to_cost, seconds_to_full)}
+  local remaining, to_cost, to_full = unpack_doubles(reply[3] or "")
+  remaining = floor(remaining)
   local h = ngx.header
   h["X-RateLimit-Limit"] = cfg.capacity
   h["X-RateLimit-Remaining"] = remaining

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -276,13 +278,23 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     WARN("no /usr/bin/redis-server: skipped");
     return;
   }
+  // One limit takes the script's single-bucket path; a second, roomy bucket
+  // after it takes the general path. Both must behave alike.
+  const bool with_extra = GENERATE(false, true);
+  CAPTURE(with_extra);
+  const LimitDescriptor extra = {"z", "st:z", 100, 1};
+  auto with = [&](std::vector<LimitDescriptor> limits) {
+    if (with_extra) limits.push_back(extra);
+    return limits;
+  };
   sluice::test::RedisServerFixture server;
   Redis redis(server.port());
   load_script(redis);
 
   SECTION("refill from a stored past state") {
-    const std::vector<LimitDescriptor> limits = {{"p", "st:p", 4, 0.5}};
-    std::vector<BucketState> states = {{1.25, redis.time_us() - 3'000'000, true}};
+    const std::vector<LimitDescriptor> limits = with({{"p", "st:p", 4, 0.5}});
+    std::vector<BucketState> states(limits.size());
+    states[0] = {1.25, redis.time_us() - 3'000'000, true};
     redis.store("st:p", states[0]);
     const RateDecision script = redis.decide(limits, 2);
     REQUIRE(script.allowed);
@@ -291,7 +303,7 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     CHECK(script.limits[0].remaining == Approx(0.75).margin(0.01));
   }
   SECTION("a timestamp in the future: no refill, the later time is kept") {
-    const std::vector<LimitDescriptor> limits = {{"f", "st:f", 10, 1000}};
+    const std::vector<LimitDescriptor> limits = with({{"f", "st:f", 10, 1000}});
     const std::int64_t future = redis.time_us() + 10'000'000;
     redis.store("st:f", {2.5, future, true});
     const RateDecision script = redis.decide(limits, 1);
@@ -303,24 +315,42 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
   }
   SECTION("a value of another shape counts as a new, full bucket") {
     REQUIRE(redis.command({"SET", "st:g", "garbage"})->type == REDIS_REPLY_STATUS);
-    const RateDecision script = redis.decide({{"g", "st:g", 3, 1}}, 1);
+    const RateDecision script = redis.decide(with({{"g", "st:g", 3, 1}}), 1);
     REQUIRE(script.allowed);
     CHECK(script.limits[0].remaining == 2);
     CHECK(redis.stored("st:g").tokens == 2);
   }
   SECTION("cost above capacity: denied, never available, nothing written") {
-    const RateDecision script = redis.decide({{"h", "st:h", 3, 1}}, 4);
+    const RateDecision script = redis.decide(with({{"h", "st:h", 3, 1}}), 4);
     CHECK_FALSE(script.allowed);
+    CHECK_FALSE(script.limits[0].sufficient);
     CHECK(script.limits[0].remaining == 3);
     CHECK(script.limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
     CHECK(script.limits[0].seconds_to_full == 0);
     CHECK(redis.command({"EXISTS", "st:h"})->integer == 0);
+    if (with_extra) {
+      CHECK(script.limits[1].sufficient);
+      CHECK(script.limits[1].remaining == 100);
+      CHECK(script.limits[1].seconds_to_cost == 0);
+      CHECK(redis.command({"EXISTS", "st:z"})->integer == 0);
+    }
+  }
+  SECTION("a refill rate of 0: a short bucket never refills") {
+    const std::vector<LimitDescriptor> limits = with({{"r", "st:r", 2, 0}});
+    REQUIRE(redis.decide(limits, 1.5).allowed);
+    CHECK(redis.pttl("st:r") > sluice::kMaxBucketTtlMs - 10'000);
+    const RateDecision script = redis.decide(limits, 1.5);
+    CHECK_FALSE(script.allowed);
+    CHECK(script.limits[0].remaining == 0.5);
+    CHECK(script.limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
+    CHECK(script.limits[0].seconds_to_full == std::numeric_limits<double>::infinity());
   }
   SECTION("no keys: allowed") {
     Reply r = redis.command({"EVALSHA", std::string(sluice::rate_limit_script_sha1()), "0", "1"});
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
     REQUIRE(r->elements == 1);
     CHECK(r->element[0]->integer == 1);
+    CHECK(redis.decide({}, 1).allowed);
   }
   SECTION("TTL about capacity / rate on every key written") {
     const std::vector<LimitDescriptor> limits = {{"x", "st:x", 5, 0.001}, {"y", "st:y", 60, 30}};
@@ -332,28 +362,93 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
   }
 }
 
-TEST_CASE("script: reply parsing", "[ratelimit][script]") {
+namespace {
+
+std::string raw_doubles(std::initializer_list<double> values) {
+  std::string out;
+  for (double value : values) {
+    char bytes[sizeof(double)];
+    std::memcpy(bytes, &value, sizeof(double));
+    out.append(bytes, sizeof(double));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
-  std::vector<ScriptReplyValue> values = {
-      {false, 0, {}}, {false, 0, {}}, {true, 0, "0.5"}, {true, 0, "inf"}, {true, 0, "1.25"}};
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::string numbers = raw_doubles({0.5, kInf, 1.25});
+  std::vector<ScriptReplyValue> values = {{false, 0, {}}, {false, 0, {}}, {true, 0, numbers}};
   auto d = sluice::parse_rate_limit_reply(values, 1);
   REQUIRE(d);
   CHECK_FALSE(d->allowed);
+  CHECK_FALSE(d->limits[0].sufficient);
   CHECK(d->limits[0].remaining == 0.5);
-  CHECK(d->limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
+  CHECK(d->limits[0].seconds_to_cost == kInf);
   CHECK(d->limits[0].seconds_to_full == 1.25);
   CHECK_FALSE(sluice::parse_rate_limit_reply(values, 2));
-  values[2].text = "0.5x";
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 0));
+
+  const std::string short_numbers = numbers.substr(0, 16);
+  values[2].text = short_numbers;
   CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
-  values[2].text = "0.5";
+  const std::string nan_numbers = raw_doubles({std::nan(""), 0, 0});
+  values[2].text = nan_numbers;
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  values[2] = {false, 1, {}};  // an integer where the numbers belong
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  values[2] = {true, 0, numbers};
+  values[1] = {true, 0, "1"};  // a string where a flag belongs
+  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  values[1] = {false, 1, {}};
   values[0].integer = 2;
   CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  values[0].integer = 1;
+  d = sluice::parse_rate_limit_reply(values, 1);
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK(d->limits[0].sufficient);
+
+  const std::vector<ScriptReplyValue> no_limits = {{false, 1, {}}};
+  d = sluice::parse_rate_limit_reply(no_limits, 0);
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK(d->limits.empty());
 
   const std::vector<LimitDescriptor> limits = {{"a", "k:a", 50, 0.1}, {"b", "k:b", 3, 1.0 / 3}};
   const auto call = sluice::rate_limit_script_call(limits, 1.5);
   CHECK(call.keys == std::vector<std::string>{"k:a", "k:b"});
-  CHECK(call.args == std::vector<std::string>{"1.5", "50", "0.1", "3", "0.3333333333333333"});
+  REQUIRE(call.args.size() == 3);
+  CHECK(call.args[0] == raw_doubles({1.5, 50, 0.1, 3, 1.0 / 3}));
+  CHECK(call.args[1] == "501000");
+  CHECK(call.args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
+  CHECK(sluice::rate_limit_script_call({}, 2).args == std::vector<std::string>{raw_doubles({2})});
   CHECK(sluice::rate_limit_script_sha1().size() == 40);
+}
+
+TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
+  const std::string_view script = sluice::kRateLimitScript;
+  // redis.call is bound once to the local `call`; nothing else of redis.* is used.
+  std::size_t redis_uses = 0;
+  for (std::size_t at = script.find("redis."); at != std::string_view::npos;
+       at = script.find("redis.", at + 1)) {
+    ++redis_uses;
+    CHECK(script.substr(at, 11) == "redis.call,");
+  }
+  CHECK(redis_uses == 1);
+  int calls = 0;
+  for (std::size_t at = script.find("call('"); at != std::string_view::npos;
+       at = script.find("call('", at + 1)) {
+    const std::size_t name = at + 6;
+    const std::string command(script.substr(name, script.find('\'', name) - name));
+    CAPTURE(command);
+    // What a restricted ACL user is granted (tests/integration/test_redis_failure.py).
+    CHECK((command == "TIME" || command == "MGET" || command == "SET"));
+    ++calls;
+  }
+  CHECK(calls == 5);  // TIME; MGET, SET (one limit); MGET, SET (several)
 }
 
 // Not run by default: prints the Redis CPU time per call (INFO commandstats),
