@@ -18,6 +18,14 @@ std::string make_key(std::string_view family, std::string_view labels) {
   return key;
 }
 
+// FNV-1a, continued across the pieces of a key.
+constexpr std::size_t kFnvOffset = 14695981039346656037ull;
+constexpr std::size_t kFnvPrime = 1099511628211ull;
+std::size_t fnv(std::size_t h, std::string_view bytes) {
+  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
+  return h;
+}
+
 std::pair<std::string_view, std::string_view> split_key(const std::string& key) {
   auto pos = key.find(kSep);
   std::string_view k{key};
@@ -66,6 +74,24 @@ std::string with_label(std::string_view labels, std::string_view extra) {
 
 }  // namespace
 
+namespace detail {
+
+std::size_t MetricKeyHash::operator()(std::string_view joined) const {
+  return fnv(kFnvOffset, joined);
+}
+
+std::size_t MetricKeyHash::operator()(const MetricKey& key) const {
+  const char sep = kSep;
+  return fnv(fnv(fnv(kFnvOffset, key.family), std::string_view{&sep, 1}), key.labels);
+}
+
+bool MetricKeyEqual::operator()(const MetricKey& a, std::string_view b) const {
+  return b.size() == a.family.size() + 1 + a.labels.size() && b.starts_with(a.family) &&
+         b[a.family.size()] == kSep && b.substr(a.family.size() + 1) == a.labels;
+}
+
+}  // namespace detail
+
 void Histogram::observe(double seconds) {
   auto it = std::lower_bound(kLatencyBuckets.begin(), kLatencyBuckets.end(), seconds);
   ++counts[static_cast<std::size_t>(it - kLatencyBuckets.begin())];
@@ -79,16 +105,28 @@ void Histogram::merge(const Histogram& other) {
   count += other.count;
 }
 
+namespace {
+
+// The series for (family, labels), created on first use.
+template <class Map>
+typename Map::mapped_type& series(Map& map, std::string_view family, std::string_view labels) {
+  auto it = map.find(detail::MetricKey{family, labels});
+  if (it == map.end()) it = map.emplace(make_key(family, labels), typename Map::mapped_type{}).first;
+  return it->second;
+}
+
+}  // namespace
+
 void MetricsShard::add(std::string_view family, std::string_view labels, double value) {
-  values_[make_key(family, labels)] += value;
+  series(values_, family, labels) += value;
 }
 
 void MetricsShard::set(std::string_view family, std::string_view labels, double value) {
-  values_[make_key(family, labels)] = value;
+  series(values_, family, labels) = value;
 }
 
 void MetricsShard::observe(std::string_view family, std::string_view labels, double seconds) {
-  histograms_[make_key(family, labels)].observe(seconds);
+  series(histograms_, family, labels).observe(seconds);
 }
 
 void MetricsShard::merge_into(MetricsSnapshot& into) const {
@@ -197,6 +235,26 @@ std::string label(std::string_view name, std::string_view value) {
 std::string labels(std::string_view n1, std::string_view v1, std::string_view n2,
                    std::string_view v2) {
   return label(n1, v1) + "," + label(n2, v2);
+}
+
+std::string_view scratch_labels(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> pairs) {
+  thread_local std::string out;
+  out.clear();
+  for (const auto& [name, value] : pairs) {
+    if (!out.empty()) out += ',';
+    out.append(name).append("=\"");
+    for (char c : value) {
+      if (c == '\\' || c == '"') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    out += '"';
+  }
+  return out;
 }
 
 }  // namespace sluice

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <initializer_list>
+#include <utility>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,8 +27,29 @@ struct Histogram {
   void merge(const Histogram& other);
 };
 
+namespace detail {
+// Keys are "family\x1flabels"; lookups hash the two parts without joining them.
+struct MetricKey {
+  std::string_view family;
+  std::string_view labels;
+};
+struct MetricKeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view joined) const;
+  std::size_t operator()(const std::string& joined) const { return (*this)(std::string_view{joined}); }
+  std::size_t operator()(const MetricKey& key) const;
+};
+struct MetricKeyEqual {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
+  bool operator()(const MetricKey& a, std::string_view b) const;
+  bool operator()(std::string_view a, const MetricKey& b) const { return (*this)(b, a); }
+};
+}  // namespace detail
+
 // `labels` below is a rendered label set without braces, e.g.
 // route="orders",code="200" (see label()). Empty means no labels.
+// Updating an existing series allocates nothing.
 class MetricsShard {
  public:
   void add(std::string_view family, std::string_view labels, double value = 1);
@@ -38,8 +61,10 @@ class MetricsShard {
 
  private:
   friend class MetricsSnapshot;
-  std::unordered_map<std::string, double> values_;        // "family\x1flabels"
-  std::unordered_map<std::string, Histogram> histograms_;  // "family\x1flabels"
+  template <class T>
+  using Map = std::unordered_map<std::string, T, detail::MetricKeyHash, detail::MetricKeyEqual>;
+  Map<double> values_;        // "family\x1flabels"
+  Map<Histogram> histograms_;  // "family\x1flabels"
 };
 
 class MetricsSnapshot {
@@ -61,5 +86,10 @@ std::string label(std::string_view name, std::string_view value);
 // Two label pairs joined by a comma.
 std::string labels(std::string_view n1, std::string_view v1, std::string_view n2,
                    std::string_view v2);
+
+// Label pairs rendered into a per-thread scratch buffer, for the request path:
+// no allocation once warm. The view is valid until the next call on this thread.
+std::string_view scratch_labels(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> pairs);
 
 }  // namespace sluice

@@ -301,7 +301,8 @@ class ProxySession final : public ClientSession,
       return upstream_failed(timed_out ? 504 : 502, "upstream connect failed");
     }
     worker_.pools().mark_ok(*upstream_cfg_, server_index_);
-    worker_.metrics().add("sluice_upstream_connections_total", label("upstream", upstream_cfg_->name));
+    worker_.metrics().add("sluice_upstream_connections_total",
+                          scratch_labels({{"upstream", upstream_cfg_->name}}));
     beast::error_code ignored;
     upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
     send_request_head();
@@ -555,7 +556,7 @@ class ProxySession final : public ClientSession,
 
   void count_upstream(std::string_view outcome) {
     worker_.metrics().add("sluice_upstream_requests_total",
-                          labels("upstream", upstream_cfg_->name, "outcome", outcome));
+                          scratch_labels({{"upstream", upstream_cfg_->name}, {"outcome", outcome}}));
   }
 
   // ---- Local replies and closing -----------------------------------------
@@ -620,9 +621,12 @@ class ProxySession final : public ClientSession,
     recorded_ = true;
     const std::string_view route = route_ ? std::string_view{route_->name} : std::string_view{};
     auto& m = worker_.metrics();
-    m.add("sluice_http_requests_total", labels("route", route, "code", std::to_string(status)));
+    char code[8];
+    const int code_len = std::snprintf(code, sizeof code, "%u", status);
+    m.add("sluice_http_requests_total",
+          scratch_labels({{"route", route}, {"code", std::string_view{code, std::size_t(code_len)}}}));
     const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-    m.observe("sluice_http_request_duration_seconds", label("route", route), seconds);
+    m.observe("sluice_http_request_duration_seconds", scratch_labels({{"route", route}}), seconds);
     if (worker_.chain().empty()) return;
     ExchangeSummary summary;
     summary.route = route;

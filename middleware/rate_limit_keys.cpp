@@ -221,10 +221,22 @@ std::string bucket_redis_key(std::string_view key_prefix, std::string_view limit
                              std::string_view hash_input) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int digest_size = 0;
-  // EVP_Digest only fails on allocation failure; a zero digest then still
-  // yields a well-formed key (and no request data in it).
-  if (EVP_Digest(hash_input.data(), hash_input.size(), digest.data(), &digest_size, EVP_sha256(),
-                 nullptr) != 1) {
+  // The digest and a context are fetched once per thread: EVP_Digest would
+  // look the algorithm up and allocate a context on every call.
+  struct Sha256 {
+    EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Sha256() {
+      EVP_MD_CTX_free(ctx);
+      EVP_MD_free(md);
+    }
+  };
+  thread_local Sha256 sha;
+  // These only fail on allocation failure; a zero digest then still yields a
+  // well-formed key (and no request data in it).
+  if (!sha.md || !sha.ctx || EVP_DigestInit_ex2(sha.ctx, sha.md, nullptr) != 1 ||
+      EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) != 1 ||
+      EVP_DigestFinal_ex(sha.ctx, digest.data(), &digest_size) != 1) {
     digest.fill(0);
   }
   static constexpr char kHex[] = "0123456789abcdef";

@@ -50,25 +50,28 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   for (std::size_t i = 0; i < keys.values.size(); ++i) {
     if (keys.values[i].fell_back) {
       metrics_.add("sluice_ratelimit_missing_key_total",
-                   labels("route", route.name, "source", kind_name(keys.values[i].missing_kind)));
+                   scratch_labels({{"route", route.name},
+                                   {"source", kind_name(keys.values[i].missing_kind)}}));
     }
   }
 
   const auto started = Clock::now();
-  auto descriptors = keys.descriptors;
+  // Shared with the completion, which formats the headers from them.
+  auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
   limiter_->decide(
-      std::move(keys.descriptors), route.cost,
-      [this, &ctx, started, descriptors = std::move(descriptors), done = std::move(done)](
-          std::error_code ec, RateDecision decision) {
+      *descriptors, route.cost,
+      [this, &ctx, started, descriptors, done = std::move(done)](std::error_code ec,
+                                                                 RateDecision decision) {
         const RouteConfig& route = *ctx.route;
         metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
                          std::chrono::duration<double>(Clock::now() - started).count());
         if (ec) {
           if (route.on_redis_failure == FailureMode::kOpen) {
-            metrics_.add("sluice_ratelimit_fail_open_total", label("route", route.name));
+            metrics_.add("sluice_ratelimit_fail_open_total", scratch_labels({{"route", route.name}}));
             return done(std::nullopt);
           }
-          metrics_.add("sluice_ratelimit_fail_closed_total", label("route", route.name));
+          metrics_.add("sluice_ratelimit_fail_closed_total",
+                       scratch_labels({{"route", route.name}}));
           LocalReply reply;
           reply.status = 503;
           reply.content_type = std::string{kProblemJsonContentType};
@@ -76,20 +79,21 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
           reply.headers.emplace_back("Cache-Control", "no-store");
           return done(std::move(reply));
         }
-        for (std::size_t i = 0; i < descriptors.size(); ++i) {
+        for (std::size_t i = 0; i < descriptors->size(); ++i) {
           const bool limited = !decision.allowed && !decision.limits[i].sufficient;
           metrics_.add("sluice_ratelimit_decisions_total",
-                       "route=\"" + route.name + "\"," + label("limit", descriptors[i].limit) +
-                           (limited ? ",decision=\"limited\"" : ",decision=\"allowed\""));
+                       scratch_labels({{"route", route.name},
+                                       {"limit", (*descriptors)[i].limit},
+                                       {"decision", limited ? "limited" : "allowed"}}));
         }
-        for (auto& header : rate_limit_headers(descriptors, route.cost, decision)) {
+        for (auto& header : rate_limit_headers(*descriptors, route.cost, decision)) {
           ctx.response_headers.push_back(std::move(header));
         }
         if (decision.allowed) return done(std::nullopt);
         LocalReply reply;
         reply.status = 429;
         reply.content_type = std::string{kProblemJsonContentType};
-        reply.body = too_many_requests_body(descriptors, decision);
+        reply.body = too_many_requests_body(*descriptors, decision);
         done(std::move(reply));
       });
 }

@@ -39,7 +39,8 @@ class RateLimiter {
   // never from inside decide(), on the executor the limiter belongs to (the
   // worker's). An error means the limiter could not decide (Redis down,
   // timeout, breaker open); the caller applies the route's failure mode.
-  virtual void decide(std::vector<LimitDescriptor> descriptors, double cost,
+  // `descriptors` is only read during the call.
+  virtual void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                       RateDecisionHandler handler) = 0;
 };
 

@@ -85,7 +85,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     current_ = client_.get();
   }
 
-  void decide(std::vector<LimitDescriptor> descriptors, double cost, RateDecisionHandler handler) {
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) {
     const auto now = CircuitBreaker::Clock::now();
     if (!breaker_.allow(now)) {
       // Open breaker: no network time at all.
@@ -127,7 +128,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     if (ec) {
       const auto kind = ec == make_error_code(LimiterError::kBadReply) ? std::string_view{"protocol"}
                                                                         : redis_error_kind(ec);
-      metrics_.add("sluice_redis_errors_total", label("kind", kind));
+      metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
       breaker_.on_failure(now);
       circuit_open_ = breaker_.is_open(now);
       if (circuit_open_) spdlog::debug("redis circuit breaker open after: {}", ec.message());
@@ -180,9 +181,9 @@ RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor,
 
 RedisRateLimiter::~RedisRateLimiter() { impl_->close(); }
 
-void RedisRateLimiter::decide(std::vector<LimitDescriptor> descriptors, double cost,
+void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                               RateDecisionHandler handler) {
-  impl_->decide(std::move(descriptors), cost, std::move(handler));
+  impl_->decide(descriptors, cost, std::move(handler));
 }
 
 void RedisRateLimiter::reconfigure(const RedisConfig& config) { impl_->reconfigure(config); }

@@ -25,7 +25,7 @@ class RedisRateLimiter final : public RateLimiter {
                    MetricsShard& metrics);
   ~RedisRateLimiter() override;
 
-  void decide(std::vector<LimitDescriptor> descriptors, double cost,
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override;
 
   // A reloaded config: a changed Redis address or credentials replace the

@@ -15,9 +15,9 @@ namespace {
 
 class FakeLimiter final : public RateLimiter {
  public:
-  void decide(std::vector<LimitDescriptor> descriptors, double cost,
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override {
-    calls.push_back({std::move(descriptors), cost});
+    calls.push_back({descriptors, cost});
     pending = std::move(handler);
   }
   // Fires the pending completion as the real limiter would: later, on the executor.
