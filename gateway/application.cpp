@@ -109,6 +109,12 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     res_ = std::move(res);
     res_.keep_alive(req_.keep_alive());
     res_.prepare_payload();
+    if (req_.method() == http::verb::head) {
+      // The head of what GET would send, without the body.
+      const auto length = res_.body().size();
+      res_.body().clear();
+      res_.content_length(length);
+    }
     stream_.expires_after(kAdminTimeout);
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec || !self->res_.keep_alive()) return self->close();

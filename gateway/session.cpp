@@ -39,6 +39,37 @@ constexpr std::size_t kRelayBufferSize = 64 * 1024;
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
 
+std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {
+  return v ? std::optional<std::uint64_t>{*v} : std::nullopt;
+}
+
+// True when the path has a "." or ".." segment (raw or percent-encoded):
+// prefix routes and upstreams would disagree on what it names.
+bool has_dot_segment(std::string_view path) {
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    // One segment: count its dots; any other character makes it ordinary.
+    int dots = 0;
+    bool only_dots = true;
+    while (i < path.size() && path[i] != '/') {
+      if (path[i] == '.') {
+        ++dots;
+        ++i;
+      } else if (path[i] == '%' && i + 2 < path.size() && path[i + 1] == '2' &&
+                 (path[i + 2] == 'e' || path[i + 2] == 'E')) {
+        ++dots;
+        i += 3;
+      } else {
+        only_dots = false;
+        ++i;
+      }
+    }
+    if (only_dots && (dots == 1 || dots == 2)) return true;
+    ++i;  // past the '/'
+  }
+  return false;
+}
+
 bool is_idempotent(http::verb v) {
   return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
          v == http::verb::put || v == http::verb::delete_;
@@ -77,7 +108,8 @@ class ProxySession final : public ClientSession,
 
   void on_drain() override {
     draining_ = true;
-    if (idle_) force_close();
+    // Only a connection with no byte of a request yet is closed now.
+    if (idle_ && buffer_.size() == 0) force_close();
   }
 
   void force_close() override {
@@ -121,8 +153,10 @@ class ProxySession final : public ClientSession,
     stream_.expires_never();
     head_timed_out_ = false;
     head_timer_.expires_after(config_->server.header_timeout);
-    head_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (ec) return;  // cancelled: the head arrived in time
+    const auto generation = ++head_generation_;
+    head_timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
+      // Cancelled, or a stale expiry that raced with a head that arrived in time.
+      if (ec || generation != self->head_generation_ || self->parser_->is_header_done()) return;
       self->head_timed_out_ = true;
       beast::error_code ignored;
       self->stream_.socket().cancel(ignored);
@@ -134,6 +168,7 @@ class ProxySession final : public ClientSession,
   void on_head(beast::error_code ec, std::size_t) {
     idle_ = false;
     head_timer_.cancel();
+    ++head_generation_;
     started_ = Clock::now();
     request_id_.clear();
     route_ = nullptr;
@@ -168,6 +203,34 @@ class ProxySession final : public ClientSession,
     if (req.version() == 11 && req.count(http::field::host) == 0) {
       return send_local(make_local_reply(400, "missing Host header", new_id()), true);
     }
+    if (req.count(http::field::host) > 1) {
+      return send_local(make_local_reply(400, "more than one Host header", new_id()), true);
+    }
+    if (req.count(http::field::transfer_encoding) &&
+        !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
+      return send_local(make_local_reply(501, "transfer coding not supported", new_id()), true);
+    }
+    // Absolute-form (RFC 9112 3.2.2): the authority replaces Host and the
+    // target becomes origin-form, so routing and upstream see the same host.
+    if (!req.target().starts_with("/") && req.target() != "*") {
+      std::string_view target = req.target();
+      const auto scheme_end = target.find("://");
+      if (scheme_end == std::string_view::npos) {
+        return send_local(make_local_reply(400, "bad request target", new_id()), true);
+      }
+      const auto rest = target.substr(scheme_end + 3);
+      const auto path_start = rest.find_first_of("/?");
+      const std::string authority{rest.substr(0, path_start)};
+      std::string origin = path_start == std::string_view::npos
+                               ? std::string{"/"}
+                               : std::string{rest.substr(path_start)};
+      if (!origin.starts_with("/")) origin.insert(0, "/");
+      req.set(http::field::host, authority);
+      req.target(origin);
+    }
+    if (has_dot_segment(target_path(req.target()))) {
+      return send_local(make_local_reply(400, "dot segments in path", new_id()), true);
+    }
     client_keep_alive_ = req.keep_alive() && !draining_;
     // Hop-by-hop headers (and the names Connection lists) go before anything
     // reads the head, so a client cannot hide X-Request-Id and the like.
@@ -183,6 +246,12 @@ class ProxySession final : public ClientSession,
       xff.emplace_back(it->value());
     }
     client_ip_ = resolve_client_ip(peer_, xff, config_->server.trusted_proxies);
+    // The scheme a trusted proxy saw is kept; anyone else's is replaced.
+    forwarded_proto_ = "http";
+    if (is_trusted(peer_, config_->server.trusted_proxies)) {
+      auto proto = req["X-Forwarded-Proto"];
+      if (beast::iequals(proto, "https")) forwarded_proto_ = "https";
+    }
 
     auto decision = select_route(*config_, req.method_string(), req.target(), req[http::field::host]);
     if (decision.kind == RouteDecision::Kind::kNotFound) {
@@ -288,6 +357,11 @@ class ProxySession final : public ClientSession,
   }
 
   void on_connect(beast::error_code ec) {
+    if (ec && draining_ && ec == asio::error::operation_aborted) {
+      // Closed by a drain timeout, not by the server: no cool-down, no retry.
+      upstream_.reset();
+      return abort_exchange();
+    }
     if (ec) {
       const bool timed_out = ec == beast::error::timeout;
       last_connect_timed_out_ = timed_out;
@@ -320,8 +394,9 @@ class ProxySession final : public ClientSession,
                        beast::iequals(req[http::field::expect], "100-continue");
       serialize_request_head(
           req_head_, req.method_string(), upstream_target(*route_, req.target()), req.base(),
-          ForwardedInfo{peer_text_, "http", req[http::field::host], request_id_, upstream_->server},
-          request_chunked_);
+          ForwardedInfo{peer_text_, forwarded_proto_, req[http::field::host], request_id_,
+                        upstream_->server},
+          request_chunked_, to_std(parser_->content_length()));
     }
     req_head_pending_ = true;
     // Body bytes already read with the head: send head and body in one write.
@@ -394,6 +469,7 @@ class ProxySession final : public ClientSession,
     if (ec) {
       if (ec != asio::error::eof && ec != asio::error::connection_reset &&
           ec != beast::error::timeout && ec != http::error::partial_message) {
+        drop_upstream();
         return send_local(make_local_reply(400, "bad request body: " + ec.message(), request_id_),
                           true);
       }
@@ -459,6 +535,7 @@ class ProxySession final : public ClientSession,
     options.request_id = request_id_;
     options.extra = response_headers_;
     options.chunked = res_chunked_out_;
+    options.content_length = to_std(content_length);
     options.keep_alive = client_keep_alive_;
     options.announce_keep_alive = !client_http11 && client_keep_alive_;
     serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
@@ -550,7 +627,8 @@ class ProxySession final : public ClientSession,
 
   void abort_exchange() {
     drop_upstream();
-    if (upstream_status_) record(upstream_status_);
+    // 499 (nginx's "client closed request") when no status was sent yet.
+    if (parser_ && parser_->is_header_done()) record(upstream_status_ ? upstream_status_ : 499);
     close();
   }
 
@@ -577,6 +655,9 @@ class ProxySession final : public ClientSession,
     }
     const bool keep = !close_after && client_keep_alive_ && !draining_ && requests_ > 0;
     res.keep_alive(keep);
+    if (keep && parser_ && parser_->get().version() == 10) {
+      res.set(http::field::connection, "keep-alive");
+    }
     local_status_ = reply.status;
     stream_.expires_after(config_->server.idle_timeout);
     http::async_write(stream_, res,
@@ -696,11 +777,13 @@ class ProxySession final : public ClientSession,
   HeaderList response_headers_;
   std::string request_id_;
   std::string original_target_;
+  std::string_view forwarded_proto_ = "http";
   std::string upstream_server_;
   IpAddress client_ip_;
   Clock::time_point started_{Clock::now()};
 
   std::uint64_t requests_ = 0;
+  std::uint64_t head_generation_ = 0;
   std::size_t linger_bytes_ = 0;
   unsigned upstream_status_ = 0;
   unsigned local_status_ = 0;

@@ -60,8 +60,9 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
   limiter_->decide(
       *descriptors, route.cost,
-      [this, &ctx, started, descriptors, done = std::move(done)](std::error_code ec,
-                                                                 RateDecision decision) {
+      [self = shared_from_this(), &ctx, started, descriptors, done = std::move(done)](
+          std::error_code ec, RateDecision decision) {
+        auto& metrics_ = self->metrics_;
         const RouteConfig& route = *ctx.route;
         metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
                          std::chrono::duration<double>(Clock::now() - started).count());

@@ -16,7 +16,8 @@ namespace sluice {
 
 class MetricsShard;
 
-class RateLimitMiddleware final : public Middleware {
+class RateLimitMiddleware final : public Middleware,
+                                  public std::enable_shared_from_this<RateLimitMiddleware> {
  public:
   RateLimitMiddleware(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> limiter,
                       MetricsShard& metrics)

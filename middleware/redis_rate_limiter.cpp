@@ -63,7 +63,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       : executor_(std::move(executor)),
         metrics_(metrics),
         script_(std::string{kRateLimitScript}),
-        breaker_(config.circuit_breaker.failures, config.circuit_breaker.open) {
+        breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
+        breaker_failures_(config.circuit_breaker.failures),
+        breaker_open_(config.circuit_breaker.open) {
     open_client(options_from(config));
   }
 
@@ -140,8 +142,13 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void reconfigure(const RedisConfig& config) {
-    breaker_ = CircuitBreaker(config.circuit_breaker.failures, config.circuit_breaker.open);
-    circuit_open_ = false;
+    if (config.circuit_breaker.failures != breaker_failures_ ||
+        config.circuit_breaker.open != breaker_open_) {
+      breaker_failures_ = config.circuit_breaker.failures;
+      breaker_open_ = config.circuit_breaker.open;
+      breaker_ = CircuitBreaker(breaker_failures_, breaker_open_);
+      circuit_open_ = false;
+    }
     auto options = options_from(config);
     if (!same_connection(options, client_->options())) {
       spdlog::info("redis settings changed: reconnecting to {}:{}", options.host, options.port);
@@ -167,6 +174,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   MetricsShard& metrics_;
   RedisScript script_;
   CircuitBreaker breaker_;
+  unsigned breaker_failures_;
+  std::chrono::milliseconds breaker_open_;
   std::unique_ptr<RedisClient> client_;
   std::vector<std::unique_ptr<RedisClient>> retired_;
   std::atomic<RedisClient*> current_{nullptr};  // for readers on other threads

@@ -62,8 +62,11 @@ ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
       if (has_limits(*next)) limiter->connect();
     }
   };
-  hooks.on_stop = [limiter_of](Worker& worker) {
+  hooks.on_stop = [registry, limiter_of](Worker& worker) {
     if (auto limiter = limiter_of(worker)) limiter->close();
+    // The limiter goes with the worker's chain, on its thread, before its io_context.
+    std::lock_guard lock(registry->mutex);
+    if (worker.index() < registry->by_worker.size()) registry->by_worker[worker.index()] = nullptr;
   };
   hooks.readiness = [registry] {
     std::lock_guard lock(registry->mutex);

@@ -42,7 +42,12 @@ void strip_hop_by_hop(http::fields& fields) {
       value.remove_prefix(comma + 1);
     }
   }
-  for (const auto& name : listed) fields.erase(name);
+  for (const auto& name : listed) {
+    // Framing and Host are never the client's to hide: a body without its
+    // length would be read upstream as a second request (smuggling).
+    if (beast_iequals(name, "Content-Length") || beast_iequals(name, "Host")) continue;
+    fields.erase(name);
+  }
   fields.erase(http::field::connection);
   for (auto f : kHopByHop) fields.erase(f);
 }
@@ -73,7 +78,8 @@ void append_list(std::string& list, std::string_view value) {
 }  // namespace
 
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
-                            const http::fields& fields, const ForwardedInfo& info, bool chunked) {
+                            const http::fields& fields, const ForwardedInfo& info, bool chunked,
+                            std::optional<std::uint64_t> content_length) {
   out.clear();
   out.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
   std::string xff;
@@ -85,7 +91,8 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
     has_host = has_host || name == http::field::host;
     if (name == http::field::via) {
       append_list(via, f.value());
-    } else if (name == http::field::expect || name == http::field::transfer_encoding) {
+    } else if (name == http::field::expect || name == http::field::transfer_encoding ||
+               name == http::field::content_length) {
       // Expect is answered by Sluice itself; framing is redone below.
     } else if (name == http::field::unknown && beast_iequals(name_string, "X-Forwarded-For")) {
       append_list(xff, f.value());
@@ -106,7 +113,11 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   append_field(out, "X-Request-Id", info.request_id);
   append_list(via, "1.1 sluice");
   append_field(out, "Via", via);
-  if (chunked) out.append("Transfer-Encoding: chunked\r\n");
+  if (chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  } else if (content_length) {
+    append_field(out, "Content-Length", std::to_string(*content_length));
+  }
   out.append("\r\n");
 }
 
@@ -130,7 +141,7 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
     }
   }
   for (const auto& f : fields) {
-    if (is_hop_by_hop(f)) continue;
+    if (is_hop_by_hop(f) || f.name() == http::field::content_length) continue;
     const std::string_view name = f.name_string();
     bool skip = beast_iequals(name, "X-Request-Id");
     for (auto l : listed) skip = skip || beast_iequals(name, l);
@@ -139,7 +150,11 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
   }
   for (const auto& [name, value] : options.extra) append_field(out, name, value);
   append_field(out, "X-Request-Id", options.request_id);
-  if (options.chunked) out.append("Transfer-Encoding: chunked\r\n");
+  if (options.chunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  } else if (options.content_length) {
+    append_field(out, "Content-Length", std::to_string(*options.content_length));
+  }
   if (!options.keep_alive) {
     out.append("Connection: close\r\n");
   } else if (options.announce_keep_alive) {

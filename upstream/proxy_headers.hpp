@@ -2,6 +2,8 @@
 // header containers: hop-by-hop stripping, forwarded headers, Via, request id.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,15 +36,18 @@ struct ForwardedInfo {
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
 // "Transfer-Encoding: chunked" when `chunked`.
+// Content-Length is never copied from `fields`: it is written from
+// `content_length` (the parser's), so the framing is the one Sluice read.
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
                             const http_fields::fields& fields, const ForwardedInfo& info,
-                            bool chunked);
+                            bool chunked, std::optional<std::uint64_t> content_length = {});
 
 struct ResponseHeadOptions {
   std::string_view request_id;
   // Headers set by Sluice (rate-limit headers); they replace upstream fields of the same name.
   std::span<const std::pair<std::string, std::string>> extra;
   bool chunked = false;            // re-frame the body as chunked
+  std::optional<std::uint64_t> content_length;  // the parser's; written when not chunked
   bool keep_alive = true;          // false: "Connection: close"
   bool announce_keep_alive = false;  // HTTP/1.0 client: "Connection: keep-alive"
 };

@@ -371,6 +371,40 @@ class ForwardingTest(GatewayTestCase):
         self.assertEqual(echo_header(doc, "X-Forwarded-Proto"), ["http"])
         self.assertTrue(echo_header(doc, "X-Forwarded-Host"))
 
+    def test_connection_cannot_hide_the_request_framing(self):
+        # A body whose Content-Length is "hop-by-hop" would be read upstream as a
+        # second request on a pooled connection: request smuggling.
+        smuggled = b"GET /api/SMUGGLED HTTP/1.1\r\nHost: g\r\n\r\n"
+        res = raw_exchange(self.gateway.port, (
+            b"POST /api/upload HTTP/1.1\r\nHost: g\r\n"
+            b"Connection: Content-Length, Host\r\n"
+            b"Content-Length: " + str(len(smuggled)).encode() + b"\r\n\r\n" + smuggled))
+        self.assertEqual(res.status, 200, res)
+        doc = res.json()
+        self.assertEqual(doc["body_length"], len(smuggled))
+        self.assertEqual(echo_header(doc, "Content-Length"), [str(len(smuggled))])
+        self.assertEqual(echo_header(doc, "Host"), ["g"])
+        for i in range(3):
+            follow = raw_exchange(self.gateway.port, b"GET /api/next HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(follow.json()["target"], "/api/next", "a smuggled response leaked")
+
+    def test_request_line_tricks_are_refused_or_normalized(self):
+        for raw, status in (
+                (b"GET /api/a/../admin HTTP/1.1\r\nHost: g\r\n\r\n", 400),
+                (b"GET /api/%2e%2E/admin HTTP/1.1\r\nHost: g\r\n\r\n", 400),
+                (b"GET /api/a HTTP/1.1\r\nHost: g\r\nHost: h\r\n\r\n", 400),
+                (b"POST /api/a HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                 b"0\r\n\r\n", 501)):
+            res = raw_exchange(self.gateway.port, raw)
+            self.assertEqual(res.status, status, raw)
+            self.assertTrue(res.header("X-Request-Id"))
+        res = raw_exchange(self.gateway.port,
+                           b"GET http://other.example/api/abs?q=1 HTTP/1.1\r\nHost: g\r\n\r\n")
+        self.assertEqual(res.status, 200, res)
+        doc = res.json()
+        self.assertEqual(doc["target"], "/api/abs?q=1")
+        self.assertEqual(echo_header(doc, "Host"), ["other.example"])
+
     def test_response_hop_by_hop_headers_are_removed(self):
         res = raw_exchange(self.gateway.port, b"GET /__hop HTTP/1.1\r\nHost: g\r\n\r\n")
         self.assertEqual(res.status, 200, res)

@@ -84,6 +84,26 @@ TEST_CASE("request head: forwarded headers appended, framing redone", "[proxy_he
         "\r\n");
 }
 
+TEST_CASE("Connection cannot strip Content-Length or Host", "[proxy_headers]") {
+  http::fields f;
+  f.set("Host", "h");
+  f.set("Connection", "Content-Length, Host, X-A");
+  f.set("Content-Length", "5");
+  f.set("X-A", "1");
+  strip_hop_by_hop(f);
+  CHECK(f["Content-Length"] == "5");
+  CHECK(f["Host"] == "h");
+  CHECK(f.count("X-A") == 0);
+  std::string head;
+  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"},
+                         false, 5);
+  CHECK(head.find("Content-Length: 5\r\n") != std::string::npos);
+  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"},
+                         true, 5);
+  CHECK(head.find("Content-Length") == std::string::npos);
+  CHECK(head.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
+}
+
 TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_headers]") {
   http::fields f;
   f.set("X-Forwarded-Host", "spoofed");
@@ -98,7 +118,7 @@ TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_he
 TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]") {
   http::fields f;
   f.set("Content-Type", "text/plain");
-  f.set("Connection", "X-Secret, keep-alive");
+  f.set("Connection", "X-Secret, keep-alive, Content-Length");
   f.set("X-Secret", "1");
   f.set("Keep-Alive", "timeout=5");
   f.set("Transfer-Encoding", "chunked");
@@ -111,18 +131,20 @@ TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]
   options.request_id = "rid";
   options.extra = extra;
   options.chunked = false;
+  options.content_length = 12;  // from the parser: Connection cannot hide it
   options.keep_alive = false;
   std::string head;
   serialize_response_head(head, 200, "OK", f, options);
   CHECK(head ==
         "HTTP/1.1 200 OK\r\n"
         "Content-Type: text/plain\r\n"
-        "Content-Length: 12\r\n"
         "X-RateLimit-Limit: 50\r\n"
         "X-Request-Id: rid\r\n"
+        "Content-Length: 12\r\n"
         "Connection: close\r\n"
         "\r\n");
   options.chunked = true;
+  options.content_length.reset();
   options.keep_alive = true;
   options.announce_keep_alive = true;
   serialize_response_head(head, 404, "", http::fields{}, options);

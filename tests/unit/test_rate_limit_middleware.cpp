@@ -61,7 +61,7 @@ routes:
 struct Harness {
   explicit Harness(std::shared_ptr<const Config> config)
       : limiter(std::make_shared<FakeLimiter>()),
-        middleware(io.get_executor(), limiter, metrics) {
+        middleware(std::make_shared<RateLimitMiddleware>(io.get_executor(), limiter, metrics)) {
     ctx.config = std::move(config);
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
@@ -73,7 +73,7 @@ struct Harness {
     ctx.client_ip = *parse_ip("10.1.2.3");
   }
   void start() {
-    middleware.on_request(ctx, [this](std::optional<LocalReply> r) {
+    middleware->on_request(ctx, [this](std::optional<LocalReply> r) {
       ++done_calls;
       reply = std::move(r);
     });
@@ -98,7 +98,7 @@ struct Harness {
   boost::asio::io_context io;
   MetricsShard metrics;
   std::shared_ptr<FakeLimiter> limiter;
-  RateLimitMiddleware middleware;
+  std::shared_ptr<RateLimitMiddleware> middleware;  // held as in a chain (shared_from_this)
   RequestContext ctx;
   int done_calls = 0;
   std::optional<LocalReply> reply;
