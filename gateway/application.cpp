@@ -5,13 +5,13 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 #include "gateway/session.hpp"
 #include "gateway/worker.hpp"
@@ -94,15 +94,14 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     parser_->header_limit(8192);
     parser_->body_limit(8192);
     stream_.expires_after(kAdminTimeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       if (ec) return self->close();
-                       self->req_ = self->parser_->release();
-                       self->app_.handle_admin(
-                           self->req_, [self](http::response<http::string_body> res) {
-                             self->write(std::move(res));
-                           });
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();
+          self->req_ = self->parser_->release();
+          self->app_.handle_admin(self->req_, [self](http::response<http::string_body> res) {
+            self->write(std::move(res));
+          });
+        });
   }
 
   void write(http::response<http::string_body> res) {
@@ -116,10 +115,11 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
       res_.content_length(length);
     }
     stream_.expires_after(kAdminTimeout);
-    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec || !self->res_.keep_alive()) return self->close();
-      self->do_read();
-    });
+    http::async_write(stream_, res_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec || !self->res_.keep_alive()) return self->close();
+                        self->do_read();
+                      });
   }
 
   void close() {
@@ -148,9 +148,8 @@ http::response<http::string_body> text_response(http::status status, std::string
 
 }  // namespace
 
-void Application::Impl::handle_admin(
-    const http::request<http::string_body>& req,
-    std::function<void(http::response<http::string_body>)> reply) {
+void Application::Impl::handle_admin(const http::request<http::string_body>& req,
+                                     std::function<void(http::response<http::string_body>)> reply) {
   const auto target = std::string_view{req.target()}.substr(0, req.target().find('?'));
   if (req.method() != http::verb::get && req.method() != http::verb::head) {
     auto res = text_response(http::status::method_not_allowed, "application/json",
@@ -175,8 +174,7 @@ void Application::Impl::handle_admin(
                           std::move(text)));
     });
   }
-  reply(text_response(http::status::not_found, "application/json",
-                      "{\"error\":\"not found\"}\n"));
+  reply(text_response(http::status::not_found, "application/json", "{\"error\":\"not found\"}\n"));
 }
 
 // Every worker copies its shard on its own thread; the copies are merged on
@@ -398,10 +396,18 @@ Application::Application(std::string config_path, std::shared_ptr<const Config> 
 
 Application::~Application() = default;
 
-bool Application::start() { return impl_->start(); }
-int Application::run() { return impl_->run(); }
-void Application::request_stop() { impl_->request_stop(); }
-std::uint16_t Application::listen_port() const { return impl_->acceptor().local_endpoint().port(); }
+bool Application::start() {
+  return impl_->start();
+}
+int Application::run() {
+  return impl_->run();
+}
+void Application::request_stop() {
+  impl_->request_stop();
+}
+std::uint16_t Application::listen_port() const {
+  return impl_->acceptor().local_endpoint().port();
+}
 std::uint16_t Application::admin_port() const {
   return impl_->admin_acceptor().local_endpoint().port();
 }

@@ -40,7 +40,8 @@ struct FamilyInfo {
 
 constexpr FamilyInfo kFamilies[] = {
     {"sluice_http_requests_total", "counter", "Requests answered, by route and status code."},
-    {"sluice_http_request_duration_seconds", "histogram", "Time from request head to response end."},
+    {"sluice_http_request_duration_seconds", "histogram",
+     "Time from request head to response end."},
     {"sluice_ratelimit_decisions_total", "counter", "Rate-limit decisions per route and limit."},
     {"sluice_ratelimit_fail_open_total", "counter",
      "Requests forwarded unlimited because Redis could not decide."},
@@ -111,7 +112,8 @@ namespace {
 template <class Map>
 typename Map::mapped_type& series(Map& map, std::string_view family, std::string_view labels) {
   auto it = map.find(detail::MetricKey{family, labels});
-  if (it == map.end()) it = map.emplace(make_key(family, labels), typename Map::mapped_type{}).first;
+  if (it == map.end())
+    it = map.emplace(make_key(family, labels), typename Map::mapped_type{}).first;
   return it->second;
 }
 
@@ -187,8 +189,8 @@ std::string MetricsSnapshot::render() const {
         out += fmt::format("{}_bucket{{{}}} {}\n", name, with_label(labels, "le=\"+Inf\""),
                            cumulative);
         const auto braces = labels.empty() ? std::string{} : fmt::format("{{{}}}", labels);
-        out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces, h.sum, name, braces,
-                           h.count);
+        out +=
+            fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces, h.sum, name, braces, h.count);
       }
       return;
     }

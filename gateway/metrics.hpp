@@ -4,13 +4,13 @@
 #pragma once
 
 #include <array>
-#include <initializer_list>
-#include <utility>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace sluice {
 
@@ -36,7 +36,9 @@ struct MetricKey {
 struct MetricKeyHash {
   using is_transparent = void;
   std::size_t operator()(std::string_view joined) const;
-  std::size_t operator()(const std::string& joined) const { return (*this)(std::string_view{joined}); }
+  std::size_t operator()(const std::string& joined) const {
+    return (*this)(std::string_view{joined});
+  }
   std::size_t operator()(const MetricKey& key) const;
 };
 struct MetricKeyEqual {
@@ -53,7 +55,8 @@ struct MetricKeyEqual {
 class MetricsShard {
  public:
   void add(std::string_view family, std::string_view labels, double value = 1);
-  void set(std::string_view family, std::string_view labels, double value);  // gauge, summed over shards
+  void set(std::string_view family, std::string_view labels,
+           double value);  // gauge, summed over shards
   void observe(std::string_view family, std::string_view labels, double seconds);
 
   // Merges this shard into `into` (used when scraping).
@@ -63,7 +66,7 @@ class MetricsShard {
   friend class MetricsSnapshot;
   template <class T>
   using Map = std::unordered_map<std::string, T, detail::MetricKeyHash, detail::MetricKeyEqual>;
-  Map<double> values_;        // "family\x1flabels"
+  Map<double> values_;         // "family\x1flabels"
   Map<Histogram> histograms_;  // "family\x1flabels"
 };
 

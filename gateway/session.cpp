@@ -1,23 +1,23 @@
 #include "gateway/session.hpp"
 
 #include <array>
-#include <cstdio>
-#include <span>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/connect.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
@@ -89,8 +89,7 @@ IpAddress to_ip(const asio::ip::address& a) {
   return ip;
 }
 
-class ProxySession final : public ClientSession,
-                           public std::enable_shared_from_this<ProxySession> {
+class ProxySession final : public ClientSession, public std::enable_shared_from_this<ProxySession> {
  public:
   ProxySession(Worker& worker, WorkerSocket socket)
       : worker_(worker), stream_(std::move(socket)), head_timer_(stream_.get_executor()) {
@@ -133,9 +132,9 @@ class ProxySession final : public ClientSession,
       // Keep-alive: wait for the first byte of the next request under the idle timeout.
       idle_ = true;
       stream_.expires_after(config_->server.idle_timeout);
-      stream_.async_read_some(buffer_.prepare(4096),
-                              beast::bind_front_handler(&ProxySession::on_first_bytes,
-                                                        shared_from_this()));
+      stream_.async_read_some(
+          buffer_.prepare(4096),
+          beast::bind_front_handler(&ProxySession::on_first_bytes, shared_from_this()));
       return;
     }
     start_head_read();
@@ -174,8 +173,7 @@ class ProxySession final : public ClientSession,
     route_ = nullptr;
     response_headers_.clear();
     if (head_timed_out_) {
-      return send_local(make_local_reply(408, "request head not received in time", new_id()),
-                        true);
+      return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
     }
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
     if (ec == http::error::header_limit) {
@@ -237,8 +235,8 @@ class ProxySession final : public ClientSession,
     request_chunked_ = parser_->chunked();
     strip_hop_by_hop(req.base());
     auto incoming_id = req["X-Request-Id"];
-    request_id_ = is_acceptable_request_id(incoming_id) ? std::string{incoming_id}
-                                                        : generate_request_id();
+    request_id_ =
+        is_acceptable_request_id(incoming_id) ? std::string{incoming_id} : generate_request_id();
 
     // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
     std::vector<std::string_view> xff;
@@ -253,7 +251,8 @@ class ProxySession final : public ClientSession,
       if (beast::iequals(proto, "https")) forwarded_proto_ = "https";
     }
 
-    auto decision = select_route(*config_, req.method_string(), req.target(), req[http::field::host]);
+    auto decision =
+        select_route(*config_, req.method_string(), req.target(), req[http::field::host]);
     if (decision.kind == RouteDecision::Kind::kNotFound) {
       return send_local(make_local_reply(404, "no route matches", request_id_), !body_done());
     }
@@ -295,14 +294,14 @@ class ProxySession final : public ClientSession,
       response_headers_ = std::move(ctx_->response_headers);
       return start_upstream();
     }
-    chain[index]->on_request(
-        *ctx_, [self = shared_from_this(), index](std::optional<LocalReply> reply) {
-          if (reply) {
-            self->response_headers_ = std::move(self->ctx_->response_headers);
-            return self->send_local(std::move(*reply), !self->body_done());
-          }
-          self->next_middleware(index + 1);
-        });
+    chain[index]->on_request(*ctx_,
+                             [self = shared_from_this(), index](std::optional<LocalReply> reply) {
+                               if (reply) {
+                                 self->response_headers_ = std::move(self->ctx_->response_headers);
+                                 return self->send_local(std::move(*reply), !self->body_done());
+                               }
+                               self->next_middleware(index + 1);
+                             });
   }
 
   // ---- Upstream: choose, connect -----------------------------------------
@@ -392,11 +391,11 @@ class ProxySession final : public ClientSession,
       request_rewritten_ = true;
       need_continue_ = !parser_->is_done() && req.version() == 11 &&
                        beast::iequals(req[http::field::expect], "100-continue");
-      serialize_request_head(
-          req_head_, req.method_string(), upstream_target(*route_, req.target()), req.base(),
-          ForwardedInfo{peer_text_, forwarded_proto_, req[http::field::host], request_id_,
-                        upstream_->server},
-          request_chunked_, to_std(parser_->content_length()));
+      serialize_request_head(req_head_, req.method_string(), upstream_target(*route_, req.target()),
+                             req.base(),
+                             ForwardedInfo{peer_text_, forwarded_proto_, req[http::field::host],
+                                           request_id_, upstream_->server},
+                             request_chunked_, to_std(parser_->content_length()));
     }
     req_head_pending_ = true;
     // Body bytes already read with the head: send head and body in one write.
@@ -543,9 +542,10 @@ class ProxySession final : public ClientSession,
     response_started_ = true;
     // Body bytes already read with the head: send head and body in one write.
     if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
-    write_piece(stream_, res_head_, res_head_pending_, nullptr, 0, false, false,
-                config_->server.idle_timeout,
-                beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
+    write_piece(
+        stream_, res_head_, res_head_pending_, nullptr, 0, false, false,
+        config_->server.idle_timeout,
+        beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
   }
 
   void on_response_head_sent(beast::error_code ec, std::size_t) {
@@ -633,8 +633,9 @@ class ProxySession final : public ClientSession,
   }
 
   void count_upstream(std::string_view outcome) {
-    worker_.metrics().add("sluice_upstream_requests_total",
-                          scratch_labels({{"upstream", upstream_cfg_->name}, {"outcome", outcome}}));
+    worker_.metrics().add(
+        "sluice_upstream_requests_total",
+        scratch_labels({{"upstream", upstream_cfg_->name}, {"outcome", outcome}}));
   }
 
   // ---- Local replies and closing -----------------------------------------
@@ -705,7 +706,8 @@ class ProxySession final : public ClientSession,
     char code[8];
     const int code_len = std::snprintf(code, sizeof code, "%u", status);
     m.add("sluice_http_requests_total",
-          scratch_labels({{"route", route}, {"code", std::string_view{code, std::size_t(code_len)}}}));
+          scratch_labels(
+              {{"route", route}, {"code", std::string_view{code, std::size_t(code_len)}}}));
     const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     m.observe("sluice_http_request_duration_seconds", scratch_labels({{"route", route}}), seconds);
     if (worker_.chain().empty()) return;

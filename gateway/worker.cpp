@@ -51,7 +51,9 @@ void Worker::start() {
   });
 }
 
-void Worker::release() { guard_.reset(); }
+void Worker::release() {
+  guard_.reset();
+}
 
 void Worker::halt() {
   guard_.reset();

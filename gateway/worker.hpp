@@ -55,9 +55,9 @@ class Worker {
   // Closes every connection at once (drain timeout).
   void close_all();
 
-  void start();                 // runs the thread
-  void release();               // lets run() return once no work is left (graceful)
-  void halt();                  // stops the io_context now
+  void start();    // runs the thread
+  void release();  // lets run() return once no work is left (graceful)
+  void halt();     // stops the io_context now
   bool finished() const { return finished_.load(); }
   void join();
 

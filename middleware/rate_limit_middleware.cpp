@@ -18,13 +18,20 @@ using Clock = std::chrono::steady_clock;
 
 std::string_view kind_name(KeySource::Kind kind) {
   switch (kind) {
-    case KeySource::Kind::kApiKey: return "api_key";
-    case KeySource::Kind::kIp: return "ip";
-    case KeySource::Kind::kPath: return "path";
-    case KeySource::Kind::kRoute: return "route";
-    case KeySource::Kind::kGlobal: return "global";
-    case KeySource::Kind::kHeader: return "header";
-    case KeySource::Kind::kQuery: return "query";
+    case KeySource::Kind::kApiKey:
+      return "api_key";
+    case KeySource::Kind::kIp:
+      return "ip";
+    case KeySource::Kind::kPath:
+      return "path";
+    case KeySource::Kind::kRoute:
+      return "route";
+    case KeySource::Kind::kGlobal:
+      return "global";
+    case KeySource::Kind::kHeader:
+      return "header";
+    case KeySource::Kind::kQuery:
+      return "query";
   }
   return "unknown";
 }
@@ -68,7 +75,8 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
                          std::chrono::duration<double>(Clock::now() - started).count());
         if (ec) {
           if (route.on_redis_failure == FailureMode::kOpen) {
-            metrics_.add("sluice_ratelimit_fail_open_total", scratch_labels({{"route", route.name}}));
+            metrics_.add("sluice_ratelimit_fail_open_total",
+                         scratch_labels({{"route", route.name}}));
             return done(std::nullopt);
           }
           metrics_.add("sluice_ratelimit_fail_closed_total",

@@ -3,8 +3,8 @@
 #include <atomic>
 #include <chrono>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "gateway/metrics.hpp"
 #include "middleware/circuit_breaker.hpp"
@@ -19,8 +19,10 @@ class LimiterCategory final : public std::error_category {
   const char* name() const noexcept override { return "sluice.limiter"; }
   std::string message(int ev) const override {
     switch (static_cast<LimiterError>(ev)) {
-      case LimiterError::kCircuitOpen: return "redis circuit breaker open";
-      case LimiterError::kBadReply: return "unexpected rate-limit script reply";
+      case LimiterError::kCircuitOpen:
+        return "redis circuit breaker open";
+      case LimiterError::kBadReply:
+        return "unexpected rate-limit script reply";
     }
     return "limiter error";
   }
@@ -100,12 +102,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     }
     auto call = rate_limit_script_call(descriptors, cost);
     const std::size_t count = descriptors.size();
-    client_->evalsha(
-        script_, std::move(call.keys), std::move(call.args),
-        [self = shared_from_this(), count, handler = std::move(handler)](std::error_code ec,
-                                                                         RedisReply reply) {
-          self->on_reply(ec, std::move(reply), count, handler);
-        });
+    client_->evalsha(script_, std::move(call.keys), std::move(call.args),
+                     [self = shared_from_this(), count, handler = std::move(handler)](
+                         std::error_code ec, RedisReply reply) {
+                       self->on_reply(ec, std::move(reply), count, handler);
+                     });
   }
 
   void on_reply(std::error_code ec, RedisReply reply, std::size_t count,
@@ -128,8 +129,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       if (!decision) ec = make_error_code(LimiterError::kBadReply);
     }
     if (ec) {
-      const auto kind = ec == make_error_code(LimiterError::kBadReply) ? std::string_view{"protocol"}
-                                                                        : redis_error_kind(ec);
+      const auto kind = ec == make_error_code(LimiterError::kBadReply)
+                            ? std::string_view{"protocol"}
+                            : redis_error_kind(ec);
       metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
       breaker_.on_failure(now);
       circuit_open_ = breaker_.is_open(now);
@@ -184,22 +186,34 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   std::atomic<bool> circuit_open_{false};
 };
 
-RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor,
-                                   const RedisConfig& config, MetricsShard& metrics)
+RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
+                                   MetricsShard& metrics)
     : impl_(std::make_shared<Impl>(std::move(executor), config, metrics)) {}
 
-RedisRateLimiter::~RedisRateLimiter() { impl_->close(); }
+RedisRateLimiter::~RedisRateLimiter() {
+  impl_->close();
+}
 
 void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                               RateDecisionHandler handler) {
   impl_->decide(descriptors, cost, std::move(handler));
 }
 
-void RedisRateLimiter::reconfigure(const RedisConfig& config) { impl_->reconfigure(config); }
-void RedisRateLimiter::export_metrics() { impl_->export_metrics(); }
-bool RedisRateLimiter::redis_ready() const { return impl_->current_.load()->is_ready(); }
-bool RedisRateLimiter::circuit_open() const { return impl_->circuit_open_; }
-void RedisRateLimiter::close() { impl_->close(); }
+void RedisRateLimiter::reconfigure(const RedisConfig& config) {
+  impl_->reconfigure(config);
+}
+void RedisRateLimiter::export_metrics() {
+  impl_->export_metrics();
+}
+bool RedisRateLimiter::redis_ready() const {
+  return impl_->current_.load()->is_ready();
+}
+bool RedisRateLimiter::circuit_open() const {
+  return impl_->circuit_open_;
+}
+void RedisRateLimiter::close() {
+  impl_->close();
+}
 void RedisRateLimiter::connect() {
   impl_->connect_eagerly_ = true;
   impl_->connect_now();

@@ -14,12 +14,19 @@ namespace {
 namespace http = boost::beast::http;
 
 constexpr std::array<http::field, 8> kHopByHop = {
-    http::field::keep_alive,         http::field::proxy_connection, http::field::te,
-    http::field::trailer,            http::field::transfer_encoding, http::field::upgrade,
-    http::field::proxy_authorization, http::field::proxy_authenticate,
+    http::field::keep_alive,
+    http::field::proxy_connection,
+    http::field::te,
+    http::field::trailer,
+    http::field::transfer_encoding,
+    http::field::upgrade,
+    http::field::proxy_authorization,
+    http::field::proxy_authenticate,
 };
 
-bool beast_iequals(std::string_view a, std::string_view b) { return boost::beast::iequals(a, b); }
+bool beast_iequals(std::string_view a, std::string_view b) {
+  return boost::beast::iequals(a, b);
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -96,10 +103,9 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
       // Expect is answered by Sluice itself; framing is redone below.
     } else if (name == http::field::unknown && beast_iequals(name_string, "X-Forwarded-For")) {
       append_list(xff, f.value());
-    } else if (name == http::field::unknown &&
-               (beast_iequals(name_string, "X-Forwarded-Proto") ||
-                beast_iequals(name_string, "X-Forwarded-Host") ||
-                beast_iequals(name_string, "X-Request-Id"))) {
+    } else if (name == http::field::unknown && (beast_iequals(name_string, "X-Forwarded-Proto") ||
+                                                beast_iequals(name_string, "X-Forwarded-Host") ||
+                                                beast_iequals(name_string, "X-Request-Id"))) {
       // Replaced below.
     } else {
       append_field(out, name_string, f.value());
@@ -125,8 +131,9 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
                              const http::fields& fields, const ResponseHeadOptions& options) {
   out.clear();
   out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
-  out.append(reason.empty() ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
-                            : reason);
+  out.append(reason.empty()
+                 ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
+                 : reason);
   out.append("\r\n");
   // The names Connection lists are hop-by-hop too.
   std::vector<std::string_view> listed;

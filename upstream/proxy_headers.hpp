@@ -21,10 +21,10 @@ namespace http_fields = boost::beast::http;
 void strip_hop_by_hop(http_fields::fields& fields);
 
 struct ForwardedInfo {
-  std::string_view client_ip;   // the TCP peer, as text (appended to X-Forwarded-For)
-  std::string_view proto;       // "http" or "https"
-  std::string_view host;        // the Host header as received (may be empty)
-  std::string_view request_id;  // kept or generated id
+  std::string_view client_ip;           // the TCP peer, as text (appended to X-Forwarded-For)
+  std::string_view proto;               // "http" or "https"
+  std::string_view host;                // the Host header as received (may be empty)
+  std::string_view request_id;          // kept or generated id
   std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
 };
 
@@ -46,10 +46,10 @@ struct ResponseHeadOptions {
   std::string_view request_id;
   // Headers set by Sluice (rate-limit headers); they replace upstream fields of the same name.
   std::span<const std::pair<std::string, std::string>> extra;
-  bool chunked = false;            // re-frame the body as chunked
+  bool chunked = false;                         // re-frame the body as chunked
   std::optional<std::uint64_t> content_length;  // the parser's; written when not chunked
-  bool keep_alive = true;          // false: "Connection: close"
-  bool announce_keep_alive = false;  // HTTP/1.0 client: "Connection: keep-alive"
+  bool keep_alive = true;                       // false: "Connection: close"
+  bool announce_keep_alive = false;             // HTTP/1.0 client: "Connection: keep-alive"
 };
 
 // The response head for the client: "HTTP/1.1 status reason", the upstream

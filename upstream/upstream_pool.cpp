@@ -95,6 +95,8 @@ std::size_t UpstreamPools::idle_count() const {
   return n;
 }
 
-void UpstreamPools::clear() { upstreams_.clear(); }
+void UpstreamPools::clear() {
+  upstreams_.clear();
+}
 
 }  // namespace sluice

@@ -35,7 +35,7 @@ struct UpstreamConnection {
   WorkerStream stream;
   boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
   std::string server;                // "host:port"
-  std::uint64_t uses = 0;  // requests sent on it
+  std::uint64_t uses = 0;            // requests sent on it
   std::chrono::steady_clock::time_point idle_since{};
 };
 

@@ -8,7 +8,6 @@
 namespace http = boost::beast::http;
 using namespace sluice;
 
-
 TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[proxy_headers]") {
   http::fields f;
   f.set("Connection", "keep-alive, X-Secret");
@@ -26,9 +25,9 @@ TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[pro
   f.set("X-Kept", "yes");
   f.set("Content-Length", "10");
   strip_hop_by_hop(f);
-  for (auto name : {"Connection", "X-Secret", "X-Other", "Keep-Alive", "Proxy-Connection", "TE",
-                    "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Authorization",
-                    "Proxy-Authenticate"}) {
+  for (auto name :
+       {"Connection", "X-Secret", "X-Other", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+        "Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate"}) {
     INFO(name);
     CHECK(f.count(name) == 0);
   }
@@ -95,11 +94,11 @@ TEST_CASE("Connection cannot strip Content-Length or Host", "[proxy_headers]") {
   CHECK(f["Host"] == "h");
   CHECK(f.count("X-A") == 0);
   std::string head;
-  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"},
-                         false, 5);
+  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"}, false,
+                         5);
   CHECK(head.find("Content-Length: 5\r\n") != std::string::npos);
-  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"},
-                         true, 5);
+  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"1.2.3.4", "http", "h", "id"}, true,
+                         5);
   CHECK(head.find("Content-Length") == std::string::npos);
   CHECK(head.find("Transfer-Encoding: chunked\r\n") != std::string::npos);
 }
@@ -108,8 +107,8 @@ TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_he
   http::fields f;
   f.set("X-Forwarded-Host", "spoofed");
   std::string head;
-  serialize_request_head(head, "GET", "/", f,
-                         ForwardedInfo{"::1", "http", "", "id", "10.0.0.9:80"}, false);
+  serialize_request_head(head, "GET", "/", f, ForwardedInfo{"::1", "http", "", "id", "10.0.0.9:80"},
+                         false);
   CHECK(head.find("X-Forwarded-Host") == std::string::npos);
   CHECK(head.find("Host: 10.0.0.9:80\r\n") != std::string::npos);
   CHECK(head.find("X-Forwarded-For: ::1\r\n") != std::string::npos);
