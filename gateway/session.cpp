@@ -335,11 +335,22 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (!ec) {
       return connect_to({tcp::endpoint{address, hp.port}});
     }
-    // A host name: resolve it (rare: connections are pooled).
+    // A host name: resolve it (rare: connections are pooled), within the
+    // connect deadline.
     resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{stream_.get_executor()});
+    resolve_timer_ = std::make_unique<asio::steady_timer>(
+        asio::any_io_executor{stream_.get_executor()}, upstream_cfg_->connect_timeout);
+    resolve_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->resolver_) self->resolver_->cancel();
+    });
     resolver_->async_resolve(
         hp.host, std::to_string(hp.port),
         [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+          const bool timed_out =
+              ec == asio::error::operation_aborted &&
+              self->resolve_timer_->expiry() <= asio::steady_timer::clock_type::now();
+          self->resolve_timer_->cancel();
+          if (timed_out) return self->on_connect(beast::error::timeout);
           if (ec) return self->on_connect(ec);
           std::vector<tcp::endpoint> endpoints;
           for (const auto& r : results) endpoints.push_back(r.endpoint());
@@ -770,6 +781,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   std::unique_ptr<char[]> relay_buffer_;
   std::unique_ptr<RequestContext> ctx_;
   std::unique_ptr<tcp::resolver> resolver_;
+  std::unique_ptr<asio::steady_timer> resolve_timer_;
 
   const RouteConfig* route_ = nullptr;
   const UpstreamConfig* upstream_cfg_ = nullptr;
