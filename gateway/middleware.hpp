@@ -62,6 +62,9 @@ class Middleware {
   // Called on the session's (worker's) executor. `done` must be called exactly
   // once, on that executor, and never from inside on_request (post it).
   virtual void on_request(RequestContext& ctx, MiddlewareDone done) = 0;
+  // False when on_request would only continue for this request: the session
+  // then skips the call (and the posted completion that goes with it).
+  virtual bool applies(const RequestContext&) const { return true; }
   // Called on the worker's executor once the response has been sent (or the
   // exchange abandoned), for every request, routed or not.
   virtual void on_complete(const Config&, const ExchangeSummary&) {}

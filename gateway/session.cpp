@@ -192,7 +192,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
     ++requests_;
     auto& req = parser_->get();
-    original_target_ = std::string{req.target()};
+    original_target_.assign(req.target());
     // Both framings at once is request smuggling material: refuse it.
     if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
       return send_local(
@@ -235,8 +235,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     request_chunked_ = parser_->chunked();
     strip_hop_by_hop(req.base());
     auto incoming_id = req["X-Request-Id"];
-    request_id_ =
-        is_acceptable_request_id(incoming_id) ? std::string{incoming_id} : generate_request_id();
+    if (is_acceptable_request_id(incoming_id)) {
+      request_id_.assign(incoming_id);
+    } else {
+      generate_request_id(request_id_);
+    }
 
     // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
     std::vector<std::string_view> xff;
@@ -271,17 +274,21 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void run_middleware() {
     auto& req = parser_->get();
-    ctx_ = std::make_unique<RequestContext>();
+    if (!ctx_) {
+      // One context per connection, reused by its requests.
+      ctx_ = std::make_unique<RequestContext>();
+      ctx_->header = [this](std::string_view name) -> std::optional<std::string_view> {
+        auto& r = parser_->get();
+        auto it = r.find(name);
+        if (it == r.end()) return std::nullopt;
+        return std::string_view{it->value()};
+      };
+    }
+    ctx_->response_headers.clear();
     ctx_->config = config_;
     ctx_->route = route_;
     ctx_->method = req.method_string();
     ctx_->target = req.target();
-    ctx_->header = [this](std::string_view name) -> std::optional<std::string_view> {
-      auto& r = parser_->get();
-      auto it = r.find(name);
-      if (it == r.end()) return std::nullopt;
-      return std::string_view{it->value()};
-    };
     ctx_->client_ip = client_ip_;
     ctx_->request_id = request_id_;
     ctx_->started = started_;
@@ -294,6 +301,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       response_headers_ = std::move(ctx_->response_headers);
       return start_upstream();
     }
+    if (!chain[index]->applies(*ctx_)) return next_middleware(index + 1);
     chain[index]->on_request(*ctx_,
                              [self = shared_from_this(), index](std::optional<LocalReply> reply) {
                                if (reply) {
@@ -652,7 +660,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   // ---- Local replies and closing -----------------------------------------
 
   void send_local(LocalReply reply, bool close_after) {
-    if (request_id_.empty()) request_id_ = generate_request_id();
+    if (request_id_.empty()) generate_request_id(request_id_);
     local_res_.emplace(static_cast<http::status>(reply.status), 11);
     auto& res = *local_res_;
     res.set(http::field::server, "sluice");
@@ -740,7 +748,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void reset_exchange() {
     res_parser_.reset();
-    ctx_.reset();
     upstream_status_ = 0;
     local_status_ = 0;
     upstream_server_.clear();
@@ -754,7 +761,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   std::string new_id() {
-    request_id_ = generate_request_id();
+    generate_request_id(request_id_);
     return request_id_;
   }
 

@@ -24,6 +24,9 @@ class RateLimitMiddleware final : public Middleware,
       : executor_(std::move(executor)), limiter_(std::move(limiter)), metrics_(metrics) {}
 
   void on_request(RequestContext& ctx, MiddlewareDone done) override;
+  bool applies(const RequestContext& ctx) const override {
+    return !ctx.route->limit_indexes.empty();
+  }
 
  private:
   boost::asio::any_io_executor executor_;
@@ -38,6 +41,7 @@ class AccessLogMiddleware final : public Middleware {
   explicit AccessLogMiddleware(boost::asio::any_io_executor executor)
       : executor_(std::move(executor)) {}
   void on_request(RequestContext& ctx, MiddlewareDone done) override;
+  bool applies(const RequestContext&) const override { return false; }
   void on_complete(const Config& config, const ExchangeSummary& summary) override;
 
  private:

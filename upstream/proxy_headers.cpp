@@ -178,21 +178,26 @@ bool is_acceptable_request_id(std::string_view id) {
   return true;
 }
 
-std::string generate_request_id() {
+void generate_request_id(std::string& out) {
   // One generator per thread, seeded from the OS.
   thread_local std::mt19937_64 rng{[] {
     std::random_device rd;
     return (std::uint64_t{rd()} << 32) ^ rd();
   }()};
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(32, '0');
+  out.resize(32);
   for (int half = 0; half < 2; ++half) {
     std::uint64_t v = rng();
     for (int i = 0; i < 16; ++i) {
-      id[half * 16 + i] = kHex[v & 0xf];
+      out[half * 16 + i] = kHex[v & 0xf];
       v >>= 4;
     }
   }
+}
+
+std::string generate_request_id() {
+  std::string id;
+  generate_request_id(id);
   return id;
 }
 

@@ -64,5 +64,7 @@ bool is_acceptable_request_id(std::string_view id);
 
 // A new random request id: 32 lower-case hex digits (128 random bits).
 std::string generate_request_id();
+// The same, written into `out` (reusing its capacity).
+void generate_request_id(std::string& out);
 
 }  // namespace sluice
