@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "gateway/metrics.hpp"
 #include "middleware/circuit_breaker.hpp"
@@ -74,23 +75,45 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // Connect now rather than on the first decision (which would then fail open).
   void connect_now() { client_->connect(); }
 
+  // The first client, or the switch to a pending one that is ready.
   void open_client(RedisOptions options) {
+    auto next = std::make_unique<RedisClient>(executor_, std::move(options));
+    next->load_script(script_);
+    if (connect_eagerly_) next->connect();
+    install(std::move(next));
+  }
+
+  void install(std::unique_ptr<RedisClient> next) {
     if (client_) {
       const auto stats = client_->stats();
       carried_.commands_sent += stats.commands_sent;
       carried_.writes += stats.writes;
-      client_->close();
-      // Kept (closed) until the limiter goes: other threads may still read its state.
+      // Decisions in flight on the old connection finish there (a reload
+      // drops nothing); it is closed once they must have, and kept until the
+      // limiter goes, since other threads may still read its state.
+      auto timer = std::make_shared<boost::asio::steady_timer>(
+          executor_, client_->options().command_timeout * 2 + std::chrono::milliseconds(100));
+      timer->async_wait(
+          [timer, weak = weak_from_this(), old = client_.get()](boost::system::error_code) {
+            if (auto self = weak.lock()) old->close();
+          });
       retired_.push_back(std::move(client_));
     }
-    client_ = std::make_unique<RedisClient>(executor_, std::move(options));
-    client_->load_script(script_);
-    if (connect_eagerly_) client_->connect();
+    client_ = std::move(next);
     current_ = client_.get();
+  }
+
+  // A reload to another Redis keeps deciding on the current connection until
+  // the new one is ready (or could not be within its connect timeout).
+  void maybe_switch() {
+    if (!pending_) return;
+    if (!pending_->is_ready() && CircuitBreaker::Clock::now() < pending_deadline_) return;
+    install(std::move(pending_));
   }
 
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) {
+    maybe_switch();
     const auto now = CircuitBreaker::Clock::now();
     if (!breaker_.allow(now)) {
       // Open breaker: no network time at all.
@@ -152,13 +175,18 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       circuit_open_ = false;
     }
     auto options = options_from(config);
-    if (!same_connection(options, client_->options())) {
-      spdlog::info("redis settings changed: reconnecting to {}:{}", options.host, options.port);
-      open_client(std::move(options));
+    const auto& target = pending_ ? pending_->options() : client_->options();
+    if (!same_connection(options, target)) {
+      spdlog::info("redis settings changed: connecting to {}:{}", options.host, options.port);
+      pending_deadline_ = CircuitBreaker::Clock::now() + options.connect_timeout;
+      pending_ = std::make_unique<RedisClient>(executor_, std::move(options));
+      pending_->load_script(script_);
+      pending_->connect();
     }
   }
 
   void export_metrics() {
+    maybe_switch();
     const auto stats = client_->stats();
     // Counters of replaced clients are carried so the totals never go down.
     metrics_.set("sluice_redis_commands_total", "",
@@ -170,7 +198,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                  breaker_.is_open(CircuitBreaker::Clock::now()) ? 1 : 0);
   }
 
-  void close() { client_->close(); }
+  void close() {
+    client_->close();
+    if (pending_) pending_->close();
+    for (auto& old : retired_) old->close();
+  }
 
   boost::asio::any_io_executor executor_;
   MetricsShard& metrics_;
@@ -179,6 +211,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   unsigned breaker_failures_;
   std::chrono::milliseconds breaker_open_;
   std::unique_ptr<RedisClient> client_;
+  std::unique_ptr<RedisClient> pending_;  // after a reload to another Redis, until ready
+  CircuitBreaker::Clock::time_point pending_deadline_{};
   std::vector<std::unique_ptr<RedisClient>> retired_;
   std::atomic<RedisClient*> current_{nullptr};  // for readers on other threads
   RedisStats carried_;

@@ -542,3 +542,50 @@ class RedisStateTest(RateLimitTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReloadTest(RateLimitTestCase):
+    """SIGHUP with new limits or a new Redis: the new settings apply at once and
+    no request is lost or left without a decision."""
+
+    def config(self, gateway, redis_port, capacity):
+        return gateway_config(
+            {"echo": [self.echo.address]}, [route("r", "/r", ["per_ip"])],
+            server={"threads": self.threads}, port=gateway.port, admin_port=gateway.admin_port,
+            redis={"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": self.timeout_ms},
+            limits={"per_ip": limit("ip", capacity, TINY)})
+
+    def test_reload_changes_limits_and_redis_without_failed_decisions(self):
+        gateway = self.start_gateway([route("r", "/r", ["per_ip"])],
+                                     {"per_ip": limit("ip", 5, TINY)})
+        status, headers, _ = request(gateway.port, "GET", "/r/1")
+        self.assertEqual((status, headers.get("X-RateLimit-Limit")), (200, "5"))
+
+        # A new capacity takes effect at once on the same bucket (state kept).
+        gateway.reload(self.config(gateway, self.redis.port, 8))
+        wait_until(lambda: request(gateway.port, "GET", "/r/x")[1].get("X-RateLimit-Limit") == "8",
+                   timeout=10)
+
+        # A new Redis: requests keep being decided throughout, and land there.
+        other = self.start_redis()
+        stop = threading.Event()
+        outcomes = []
+
+        def load():
+            while not stop.is_set():
+                s, h, _ = request(gateway.port, "GET", "/r/load")
+                outcomes.append((s, "X-RateLimit-Limit" in h))
+
+        worker = threading.Thread(target=load)
+        worker.start()
+        try:
+            gateway.reload(self.config(gateway, other.port, 1000))
+            wait_until(lambda: redis_call(other.port, "DBSIZE") == 1, timeout=10)
+        finally:
+            stop.set()
+            worker.join()
+        self.assertTrue(outcomes)
+        self.assertTrue(all(s in (200, 429) and has for s, has in outcomes),
+                        f"a request went without a decision: {outcomes[-10:]}")
+        self.assertEqual(metric_sum(gateway, "sluice_ratelimit_fail_open_total"), 0)
+        self.assertEqual(metric_sum(gateway, "sluice_config_reloads_total", result="ok"), 2)
