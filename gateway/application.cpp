@@ -386,6 +386,10 @@ void Application::Impl::finish_shutdown() {
 
 int Application::Impl::run() {
   main_io_.run();
+  // Accepts aborted at shutdown still hold sockets of the workers' contexts:
+  // run them now, while the workers exist.
+  main_io_.restart();
+  main_io_.poll();
   spdlog::info("sluice stopped");
   return 0;
 }

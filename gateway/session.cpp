@@ -740,7 +740,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     summary.status = status;
     summary.client_ip = have_head ? client_ip_ : peer_;
     summary.request_id = request_id_;
-    summary.upstream_server = (upstream_status_ && upstream_server_.size()) ? upstream_server_ : "";
+    // Both branches string_view: a ?: with a std::string would view a temporary.
+    summary.upstream_server =
+        upstream_status_ ? std::string_view{upstream_server_} : std::string_view{};
     summary.duration_seconds = seconds;
     summary.local = local_status_ == status && !upstream_status_;
     for (auto& mw : worker_.chain()) mw->on_complete(*config_, summary);
