@@ -3,6 +3,12 @@
 # Sourced, not run.
 
 SLUICE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# SLUICE_SANITIZE="address;undefined" (or "thread") builds and tests with
+# sanitizers in a build directory of its own.
+if [ -n "${SLUICE_SANITIZE:-}" ]; then
+  SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build-sanitize}"
+  SLUICE_CMAKE_ARGS="${SLUICE_CMAKE_ARGS:-} -DSLUICE_SANITIZE=${SLUICE_SANITIZE}"
+fi
 SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 
 SLUICE_PACKAGES=(
