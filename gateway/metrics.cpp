@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace sluice {
@@ -16,14 +17,6 @@ std::string make_key(std::string_view family, std::string_view labels) {
   key.append(family).push_back(kSep);
   key.append(labels);
   return key;
-}
-
-// FNV-1a, continued across the pieces of a key.
-constexpr std::size_t kFnvOffset = 14695981039346656037ull;
-constexpr std::size_t kFnvPrime = 1099511628211ull;
-std::size_t fnv(std::size_t h, std::string_view bytes) {
-  for (unsigned char c : bytes) h = (h ^ c) * kFnvPrime;
-  return h;
 }
 
 std::pair<std::string_view, std::string_view> split_key(const std::string& key) {
@@ -77,13 +70,19 @@ std::string with_label(std::string_view labels, std::string_view extra) {
 
 namespace detail {
 
+// The hashes of the two parts, combined: the joined form splits at the separator.
+std::size_t combine(std::string_view family, std::string_view labels) {
+  const std::size_t h = std::hash<std::string_view>{}(family);
+  return h ^ (std::hash<std::string_view>{}(labels) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+
 std::size_t MetricKeyHash::operator()(std::string_view joined) const {
-  return fnv(kFnvOffset, joined);
+  const auto pos = joined.find(kSep);
+  return combine(joined.substr(0, pos), joined.substr(pos + 1));
 }
 
 std::size_t MetricKeyHash::operator()(const MetricKey& key) const {
-  const char sep = kSep;
-  return fnv(fnv(fnv(kFnvOffset, key.family), std::string_view{&sep, 1}), key.labels);
+  return combine(key.family, key.labels);
 }
 
 bool MetricKeyEqual::operator()(const MetricKey& a, std::string_view b) const {
@@ -246,13 +245,17 @@ std::string_view scratch_labels(
   for (const auto& [name, value] : pairs) {
     if (!out.empty()) out += ',';
     out.append(name).append("=\"");
-    for (char c : value) {
-      if (c == '\\' || c == '"') out += '\\';
-      if (c == '\n') {
-        out += "\\n";
-        continue;
+    if (value.find_first_of("\\\"\n") == std::string_view::npos) {
+      out.append(value);  // the usual case: config names need no escaping
+    } else {
+      for (char c : value) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+          out += "\\n";
+          continue;
+        }
+        out += c;
       }
-      out += c;
     }
     out += '"';
   }
