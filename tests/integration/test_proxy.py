@@ -14,7 +14,7 @@ import unittest
 
 from harness import (Client, ProcessTestCase, RawConnection, closed_port, echo_header,
                      echo_header_names, gateway_config, pattern_sha256, raw_exchange, request,
-                     rss_kib)
+                     rss_kib, wait_until)
 
 MIB = 1024 * 1024
 
@@ -721,6 +721,26 @@ class AdminTest(GatewayTestCase):
         self.assertEqual(self.gateway.metric("sluice_http_requests_total", route="api", code="200"), 3)
         self.assertGreaterEqual(
             self.gateway.metric("sluice_upstream_requests_total", upstream="echo", outcome="ok"), 3)
+
+
+    def test_admin_head_has_no_body_and_keeps_the_connection(self):
+        with RawConnection(self.gateway.admin_port) as conn:
+            conn.send(b"HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            head = conn.read_response(head_request=True)
+            self.assertEqual(head.status, 200)
+            self.assertGreater(int(head.header("Content-Length")), 0)
+            self.assertEqual(head.body, b"")
+            follow = conn.read_response()
+            self.assertEqual((follow.status, follow.json()["status"]), (200, "ok"))
+
+    def test_abandoned_upload_is_counted_as_499(self):
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"POST /api/upload HTTP/1.1\r\nHost: g\r\nContent-Length: 100\r\n\r\n"
+                      b"0123456789")
+        wait_until(lambda: self.gateway.metric("sluice_http_requests_total", route="api",
+                                               code="499") == 1, 10,
+                   message='sluice_http_requests_total{route="api",code="499"} == 1')
 
 
 if __name__ == "__main__":
