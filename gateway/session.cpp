@@ -92,7 +92,10 @@ IpAddress to_ip(const asio::ip::address& a) {
 class ProxySession final : public ClientSession, public std::enable_shared_from_this<ProxySession> {
  public:
   ProxySession(Worker& worker, WorkerSocket socket)
-      : worker_(worker), stream_(std::move(socket)), head_timer_(stream_.get_executor()) {
+      : worker_(worker),
+        stream_(std::move(socket)),
+        head_timer_(stream_.get_executor()),
+        deadline_timer_(stream_.get_executor()) {
     beast::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
@@ -116,6 +119,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
     head_timer_.cancel();
+    deadline_timer_.cancel();
     if (upstream_) upstream_->stream.socket().close(ec);
   }
 
@@ -131,7 +135,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (buffer_.size() == 0 && requests_ > 0) {
       // Keep-alive: wait for the first byte of the next request under the idle timeout.
       idle_ = true;
-      stream_.expires_after(config_->server.idle_timeout);
+      set_deadline(Side::kClient, config_->server.idle_timeout);
       stream_.async_read_some(
           buffer_.prepare(4096),
           beast::bind_front_handler(&ProxySession::on_first_bytes, shared_from_this()));
@@ -149,7 +153,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void start_head_read() {
     idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
-    stream_.expires_never();
+    clear_deadline();
     head_timed_out_ = false;
     head_timer_.expires_after(config_->server.header_timeout);
     const auto generation = ++head_generation_;
@@ -332,6 +336,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
     server_index_ = *server;
     tried_.push_back(*server);
+    upstream_timed_out_ = false;
     upstream_ = worker_.pools().take_idle(*upstream_cfg_, *server);
     if (upstream_) return send_request_head();
 
@@ -367,7 +372,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void connect_to(std::vector<tcp::endpoint> endpoints) {
-    upstream_->stream.expires_after(upstream_cfg_->connect_timeout);
+    set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
     upstream_->stream.async_connect(
         endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
           self->on_connect(ec);
@@ -381,7 +386,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       return abort_exchange();
     }
     if (ec) {
-      const bool timed_out = ec == beast::error::timeout;
+      const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
       last_connect_timed_out_ = timed_out;
       spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
                    upstream_ ? upstream_->server : "?", ec.message());
@@ -444,7 +449,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (n > 0) buffers[count++] = asio::buffer(data, n);
     if (chunked && n > 0) buffers[count++] = asio::buffer("\r\n", 2);
     if (chunked && last) buffers[count++] = asio::buffer("0\r\n\r\n", 5);
-    stream.expires_after(timeout);
+    set_deadline(&stream == &stream_ ? Side::kClient : Side::kUpstream, timeout);
     asio::async_write(stream, std::span<const asio::const_buffer>{buffers.data(), count},
                       std::forward<Handler>(handler));
   }
@@ -456,7 +461,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       // The client waits for 100 Continue before sending its body: answer it ourselves.
       need_continue_ = false;
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      stream_.expires_after(config_->server.idle_timeout);
+      set_deadline(Side::kClient, config_->server.idle_timeout);
       asio::async_write(stream_, asio::buffer(kContinue),
                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
                           if (ec) return self->abort_exchange();
@@ -471,7 +476,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     auto& body = parser_->get().body();
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
-    stream_.expires_after(config_->server.idle_timeout);
+    set_deadline(Side::kClient, config_->server.idle_timeout);
     http::async_read_some(
         stream_, buffer_, *parser_,
         beast::bind_front_handler(&ProxySession::on_client_body, shared_from_this()));
@@ -486,7 +491,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
     if (ec) {
       if (ec != asio::error::eof && ec != asio::error::connection_reset &&
-          ec != beast::error::timeout && ec != http::error::partial_message) {
+          ec != beast::error::timeout && ec != http::error::partial_message && !client_timed_out_) {
         drop_upstream();
         return send_local(make_local_reply(400, "bad request body: " + ec.message(), request_id_),
                           true);
@@ -516,7 +521,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     res_parser_->body_limit(boost::none);
     res_parser_->header_limit(64 * 1024);
     if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
-    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
     http::async_read_header(
         upstream_->stream, upstream_->buffer, *res_parser_,
         beast::bind_front_handler(&ProxySession::on_response_head, shared_from_this()));
@@ -577,7 +582,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     auto& body = res_parser_->get().body();
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
-    upstream_->stream.expires_after(upstream_cfg_->response_timeout);
+    set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
     http::async_read_some(
         upstream_->stream, upstream_->buffer, *res_parser_,
         beast::bind_front_handler(&ProxySession::on_upstream_body, shared_from_this()));
@@ -620,10 +625,52 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     do_read_head();
   }
 
+  // ---- Deadlines -------------------------------------------------------------
+  // One timer per session serves every I/O deadline, re-armed lazily: moving
+  // the deadline later (every read and write does) costs no syscall; the timer
+  // is re-armed only when it fires early or the deadline moves earlier. On
+  // expiry the socket of that side is closed, failing its pending operation;
+  // the *_timed_out_ flags tell a timeout from other errors.
+
+  enum class Side { kClient, kUpstream };
+
+  void set_deadline(Side side, Clock::duration timeout) {
+    deadline_side_ = side;
+    deadline_ = Clock::now() + timeout;
+    if (!deadline_armed_ || deadline_ < deadline_timer_.expiry()) arm_deadline();
+  }
+
+  void clear_deadline() { deadline_ = Clock::time_point::max(); }
+
+  void arm_deadline() {
+    deadline_armed_ = true;
+    deadline_timer_.expires_at(deadline_);  // a pending wait is superseded (generation)
+    const auto generation = ++deadline_generation_;
+    deadline_timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
+      if (generation != self->deadline_generation_) return;
+      self->deadline_armed_ = false;
+      if (ec || self->deadline_ == Clock::time_point::max()) return;    // closed, or cleared
+      if (Clock::now() < self->deadline_) return self->arm_deadline();  // moved later
+      self->on_deadline();
+    });
+  }
+
+  void on_deadline() {
+    beast::error_code ignored;
+    if (deadline_side_ == Side::kUpstream) {
+      if (!upstream_) return;
+      upstream_timed_out_ = true;
+      upstream_->stream.socket().close(ignored);
+    } else {
+      client_timed_out_ = true;
+      stream_.socket().close(ignored);
+    }
+  }
+
   // ---- Failures ------------------------------------------------------------
 
   void upstream_io_failed(beast::error_code ec) {
-    const bool timed_out = ec == beast::error::timeout;
+    const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
     spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
                  upstream_ ? upstream_->server : "?", ec.message());
     count_upstream(timed_out ? "timeout" : "reset");
@@ -679,7 +726,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       res.set(http::field::connection, "keep-alive");
     }
     local_status_ = reply.status;
-    stream_.expires_after(config_->server.idle_timeout);
+    set_deadline(Side::kClient, config_->server.idle_timeout);
     http::async_write(stream_, res,
                       [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
                         self->record(self->local_status_);
@@ -698,7 +745,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
     if (ec) return close();
     linger_bytes_ = 0;
-    stream_.expires_after(kLingerTimeout);
+    set_deadline(Side::kClient, kLingerTimeout);
     linger();
   }
 
@@ -715,6 +762,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     beast::error_code ec;
     stream_.socket().close(ec);
     head_timer_.cancel();
+    deadline_timer_.cancel();
   }
 
   void record(unsigned status) {
@@ -775,6 +823,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   Worker& worker_;
   WorkerStream stream_;
   asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor> head_timer_;
+  asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor> deadline_timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  std::uint64_t deadline_generation_ = 0;
+  Side deadline_side_ = Side::kClient;
+  bool deadline_armed_ = false;
+  bool upstream_timed_out_ = false;
+  bool client_timed_out_ = false;
   beast::flat_buffer buffer_;
   IpAddress peer_;
   std::string peer_text_;
