@@ -217,25 +217,12 @@ std::string MetricsSnapshot::render() const {
 }
 
 std::string label(std::string_view name, std::string_view value) {
-  std::string out{name};
-  out += "=\"";
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
+  return std::string{scratch_labels({{name, value}})};
 }
 
 std::string labels(std::string_view n1, std::string_view v1, std::string_view n2,
                    std::string_view v2) {
-  return label(n1, v1) + "," + label(n2, v2);
+  return std::string{scratch_labels({{n1, v1}, {n2, v2}})};
 }
 
 std::string_view scratch_labels(

@@ -115,4 +115,29 @@ std::string upstream_target(const RouteConfig& route, std::string_view target) {
   return out;
 }
 
+bool has_dot_segment(std::string_view path) {
+  std::size_t i = 0;
+  while (i <= path.size()) {
+    // One segment: count its dots; any other character makes it ordinary.
+    int dots = 0;
+    bool only_dots = true;
+    while (i < path.size() && path[i] != '/') {
+      if (path[i] == '.') {
+        ++dots;
+        ++i;
+      } else if (path[i] == '%' && i + 2 < path.size() && path[i + 1] == '2' &&
+                 (path[i + 2] == 'e' || path[i + 2] == 'E')) {
+        ++dots;
+        i += 3;
+      } else {
+        only_dots = false;
+        ++i;
+      }
+    }
+    if (only_dots && (dots == 1 || dots == 2)) return true;
+    ++i;  // past the '/'
+  }
+  return false;
+}
+
 }  // namespace sluice

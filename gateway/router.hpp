@@ -31,4 +31,8 @@ std::string upstream_target(const RouteConfig& route, std::string_view target);
 // The path part of a request-target (before '?').
 std::string_view target_path(std::string_view target);
 
+// True when the path has a "." or ".." segment (raw or percent-encoded):
+// prefix routes and upstreams would disagree on what it names.
+bool has_dot_segment(std::string_view path);
+
 }  // namespace sluice

@@ -43,33 +43,6 @@ std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {
   return v ? std::optional<std::uint64_t>{*v} : std::nullopt;
 }
 
-// True when the path has a "." or ".." segment (raw or percent-encoded):
-// prefix routes and upstreams would disagree on what it names.
-bool has_dot_segment(std::string_view path) {
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    // One segment: count its dots; any other character makes it ordinary.
-    int dots = 0;
-    bool only_dots = true;
-    while (i < path.size() && path[i] != '/') {
-      if (path[i] == '.') {
-        ++dots;
-        ++i;
-      } else if (path[i] == '%' && i + 2 < path.size() && path[i + 1] == '2' &&
-                 (path[i + 2] == 'e' || path[i + 2] == 'E')) {
-        ++dots;
-        i += 3;
-      } else {
-        only_dots = false;
-        ++i;
-      }
-    }
-    if (only_dots && (dots == 1 || dots == 2)) return true;
-    ++i;  // past the '/'
-  }
-  return false;
-}
-
 bool is_idempotent(http::verb v) {
   return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
          v == http::verb::put || v == http::verb::delete_;
@@ -196,7 +169,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
     ++requests_;
     auto& req = parser_->get();
-    original_target_.assign(req.target());
     // Both framings at once is request smuggling material: refuse it.
     if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
       return send_local(
@@ -227,6 +199,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
                                ? std::string{"/"}
                                : std::string{rest.substr(path_start)};
       if (!origin.starts_with("/")) origin.insert(0, "/");
+      original_target_.assign(target);  // the access log shows what the client sent
       req.set(http::field::host, authority);
       req.target(origin);
     }
@@ -342,6 +315,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
     upstream_ = std::make_unique<UpstreamConnection>(stream_.get_executor());
     const auto& hp = upstream_cfg_->servers[*server];
+    upstream_->address = hp;
     upstream_->server = hp.to_string();
     beast::error_code ec;
     auto address = asio::ip::make_address(hp.host, ec);
@@ -409,7 +383,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void send_request_head() {
     auto& req = parser_->get();
-    ++upstream_->uses;
     // The head is serialized once (a retry after a failed connect reuses it).
     if (!request_rewritten_) {
       request_rewritten_ = true;
@@ -563,7 +536,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     options.announce_keep_alive = !client_http11 && client_keep_alive_;
     serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
     res_head_pending_ = true;
-    response_started_ = true;
     // Body bytes already read with the head: send head and body in one write.
     if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
     write_piece(
@@ -783,7 +755,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const bool have_head = parser_ && parser_->is_header_done();
     if (have_head) {
       summary.method = parser_->get().method_string();
-      summary.target = original_target_;
+      summary.target =
+          original_target_.empty() ? std::string_view{parser_->get().target()} : original_target_;
     }
     summary.status = status;
     summary.client_ip = have_head ? client_ip_ : peer_;
@@ -805,7 +778,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     upstream_reusable_ = false;
     request_rewritten_ = false;
     need_continue_ = false;
-    response_started_ = false;
     recorded_ = false;
     last_connect_timed_out_ = false;
   }
@@ -854,7 +826,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   std::size_t server_index_ = 0;
   HeaderList response_headers_;
   std::string request_id_;
-  std::string original_target_;
+  std::string original_target_;  // set only when an absolute-form target was rewritten
   std::string_view forwarded_proto_ = "http";
   std::string upstream_server_;
   IpAddress client_ip_;
@@ -876,7 +848,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   bool res_head_pending_ = false;
   bool res_chunked_out_ = false;
   bool need_continue_ = false;
-  bool response_started_ = false;
   bool recorded_ = false;
   bool last_connect_timed_out_ = false;
 };

@@ -34,21 +34,29 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-}  // namespace
-
-void strip_hop_by_hop(http::fields& fields) {
-  // Names listed in Connection go first, from every Connection header line.
-  std::vector<std::string> listed;
+// The names listed by every Connection header line of `fields`.
+std::vector<std::string_view> connection_tokens(const http::fields& fields) {
+  std::vector<std::string_view> listed;
   for (auto [it, end] = fields.equal_range(http::field::connection); it != end; ++it) {
     std::string_view value = it->value();
     while (!value.empty()) {
       auto comma = value.find(',');
       auto token = trim(value.substr(0, comma));
-      if (!token.empty()) listed.emplace_back(token);
+      if (!token.empty()) listed.push_back(token);
       if (comma == std::string_view::npos) break;
       value.remove_prefix(comma + 1);
     }
   }
+  return listed;
+}
+
+}  // namespace
+
+void strip_hop_by_hop(http::fields& fields) {
+  // Names listed in Connection go first. They are copied: erasing fields
+  // would invalidate views into the Connection values.
+  std::vector<std::string> listed;
+  for (auto token : connection_tokens(fields)) listed.emplace_back(token);
   for (const auto& name : listed) {
     // Framing and Host are never the client's to hide: a body without its
     // length would be read upstream as a second request (smuggling).
@@ -136,17 +144,7 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
                  : reason);
   out.append("\r\n");
   // The names Connection lists are hop-by-hop too.
-  std::vector<std::string_view> listed;
-  for (auto [it, end] = fields.equal_range(http::field::connection); it != end; ++it) {
-    std::string_view value = it->value();
-    while (!value.empty()) {
-      auto comma = value.find(',');
-      auto token = trim(value.substr(0, comma));
-      if (!token.empty()) listed.push_back(token);
-      if (comma == std::string_view::npos) break;
-      value.remove_prefix(comma + 1);
-    }
-  }
+  const auto listed = connection_tokens(fields);
   for (const auto& f : fields) {
     if (is_hop_by_hop(f) || f.name() == http::field::content_length) continue;
     const std::string_view name = f.name_string();

@@ -26,8 +26,13 @@ bool still_usable(UpstreamConnection& conn, UpstreamPools::Clock::time_point now
 }  // namespace
 
 UpstreamPools::ServerState& UpstreamPools::server_state(const UpstreamConfig& upstream,
-                                                        std::size_t server) {
-  return upstreams_[upstream.name].servers[upstream.servers[server].to_string()];
+                                                        const HostPort& server) {
+  auto& servers = upstreams_[upstream.name].servers;
+  auto it = servers.find(ServerKey{server.host, server.port});
+  if (it == servers.end()) {
+    it = servers.emplace(StoredKey{server.host, server.port}, ServerState{}).first;
+  }
+  return it->second;
 }
 
 std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
@@ -39,8 +44,7 @@ std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t candidate = (state.next + i) % n;
     if (std::find(tried.begin(), tried.end(), candidate) != tried.end()) continue;
-    auto& server = state.servers[upstream.servers[candidate].to_string()];
-    if (server.cooldown_until > now) continue;
+    if (server_state(upstream, upstream.servers[candidate]).cooldown_until > now) continue;
     state.next = candidate + 1;
     return candidate;
   }
@@ -49,14 +53,13 @@ std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
 
 std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfig& upstream,
                                                              std::size_t server) {
-  auto& state = server_state(upstream, server);
+  auto& state = server_state(upstream, upstream.servers[server]);
   // Most recently used first: it is the least likely to have been closed.
   const auto now = Clock::now();
   while (!state.idle.empty()) {
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
     if (still_usable(*conn, now)) {
-      ++counters_.reuses;
       return conn;
     }
     boost::beast::error_code ignored;
@@ -67,10 +70,12 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
 
 void UpstreamPools::give_back(const UpstreamConfig& upstream,
                               std::unique_ptr<UpstreamConnection> conn) {
-  auto it = std::find_if(upstream.servers.begin(), upstream.servers.end(),
-                         [&](const HostPort& s) { return s.to_string() == conn->server; });
+  // A server removed by a reload gets no pool.
+  auto it = std::find_if(upstream.servers.begin(), upstream.servers.end(), [&](const HostPort& s) {
+    return s.host == conn->address.host && s.port == conn->address.port;
+  });
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
-  auto& state = server_state(upstream, static_cast<std::size_t>(it - upstream.servers.begin()));
+  auto& state = server_state(upstream, *it);
   conn->stream.expires_never();
   conn->idle_since = Clock::now();
   state.idle.push_back(std::move(conn));
@@ -78,21 +83,13 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
 }
 
 void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {
-  auto& state = server_state(upstream, server);
+  auto& state = server_state(upstream, upstream.servers[server]);
   state.cooldown_until = Clock::now() + upstream.fail_cooldown;
   state.idle.clear();
 }
 
 void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) {
-  server_state(upstream, server).cooldown_until = {};
-}
-
-std::size_t UpstreamPools::idle_count() const {
-  std::size_t n = 0;
-  for (const auto& [name, up] : upstreams_) {
-    for (const auto& [key, server] : up.servers) n += server.idle.size();
-  }
-  return n;
+  server_state(upstream, upstream.servers[server]).cooldown_until = {};
 }
 
 void UpstreamPools::clear() {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,14 +35,9 @@ struct UpstreamConnection {
   explicit UpstreamConnection(const WorkerExecutor& ex) : stream(ex) {}
   WorkerStream stream;
   boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
-  std::string server;                // "host:port"
-  std::uint64_t uses = 0;            // requests sent on it
+  HostPort address;                  // the server it is connected to
+  std::string server;                // "host:port", for logs
   std::chrono::steady_clock::time_point idle_since{};
-};
-
-struct UpstreamCounters {
-  std::uint64_t connects = 0;
-  std::uint64_t reuses = 0;
 };
 
 class UpstreamPools {
@@ -66,8 +62,6 @@ class UpstreamPools {
   void mark_ok(const UpstreamConfig& upstream, std::size_t server);
 
   const WorkerExecutor& executor() const { return executor_; }
-  UpstreamCounters& counters() { return counters_; }
-  std::size_t idle_count() const;
 
   // Closes every idle connection (shutdown).
   void clear();
@@ -77,15 +71,34 @@ class UpstreamPools {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
     Clock::time_point cooldown_until{};
   };
+  // Servers are looked up by (host, port) without building a key string.
+  struct ServerKey {
+    std::string_view host;
+    std::uint16_t port;
+    auto operator<=>(const ServerKey&) const = default;
+  };
+  struct StoredKey {
+    std::string host;
+    std::uint16_t port;
+    ServerKey view() const { return {host, port}; }
+  };
+  struct KeyLess {
+    using is_transparent = void;
+    static ServerKey v(const StoredKey& k) { return k.view(); }
+    static ServerKey v(const ServerKey& k) { return k; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return v(a) < v(b);
+    }
+  };
   struct UpstreamState {
     std::size_t next = 0;
-    std::unordered_map<std::string, ServerState> servers;  // by "host:port"
+    std::map<StoredKey, ServerState, KeyLess> servers;
   };
-  ServerState& server_state(const UpstreamConfig& upstream, std::size_t server);
+  ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
 
   WorkerExecutor executor_;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
-  UpstreamCounters counters_;
 };
 
 }  // namespace sluice

@@ -193,3 +193,14 @@ TEST_CASE("routes built by hand", "[router]") {
 }
 
 }  // namespace sluice
+
+TEST_CASE("dot segments are found raw and percent-encoded", "[router]") {
+  using sluice::has_dot_segment;
+  CHECK(has_dot_segment("/api/../admin"));
+  CHECK(has_dot_segment("/api/./x"));
+  CHECK(has_dot_segment("/api/%2e%2E/admin"));
+  CHECK(has_dot_segment("/api/.."));
+  CHECK_FALSE(has_dot_segment("/"));
+  CHECK_FALSE(has_dot_segment("/api/..x/.hidden/a.b"));
+  CHECK_FALSE(has_dot_segment("/api/%2e%2e%2e"));
+}
