@@ -1,5 +1,9 @@
 #include "gateway/application.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <mutex>
 #include <thread>
@@ -25,6 +29,58 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr auto kAdminTimeout = std::chrono::seconds(30);
+// Descriptors kept out of the data plane's reach: the admin listener's
+// connections, Redis, log files, listeners.
+constexpr std::size_t kReservedDescriptors = 128;
+// At most this many admin connections at once; more are closed at accept.
+constexpr std::size_t kMaxAdminConnections = 64;
+// Above this share of the cap, every accept closes one idle keep-alive connection.
+constexpr double kShedIdleAbove = 0.9;
+constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(10);
+constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
+constexpr auto kAcceptErrorLogEvery = std::chrono::seconds(5);
+
+// What a client refused at the connection cap reads before the close.
+const std::string& overloaded_reply() {
+  static const std::string reply = [] {
+    const std::string body = "{\"error\":\"too many connections\"}\n";
+    return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+           "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return reply;
+}
+
+// Raises the soft descriptor limit to the hard one and returns the soft limit now in force.
+std::size_t raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? static_cast<std::size_t>(1) << 20
+                                         : static_cast<std::size_t>(limit.rlim_cur);
+}
+
+// Logs a failing accept at most once per kAcceptErrorLogEvery, with a count.
+class AcceptErrorLog {
+ public:
+  void failed(const char* listener, const beast::error_code& ec) {
+    ++suppressed_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return;
+    spdlog::warn("{}: accept failed: {} ({} time(s) since the last report); backing off",
+                 listener, ec.message(), suppressed_);
+    suppressed_ = 0;
+    next_ = now + kAcceptErrorLogEvery;
+  }
+
+ private:
+  std::size_t suppressed_ = 0;
+  std::chrono::steady_clock::time_point next_{};
+};
 
 tcp::endpoint endpoint_of(const HostPort& hp) {
   return {asio::ip::make_address(hp.host), hp.port};
@@ -49,9 +105,13 @@ class Application::Impl {
   void handle_admin(const http::request<http::string_body>& req,
                     std::function<void(http::response<http::string_body>)> reply);
 
+  std::atomic<std::size_t> admin_connections{0};
+
  private:
   bool bind(tcp::acceptor& acceptor, const HostPort& where, const char* what);
   void do_accept();
+  void on_accept(Worker& worker, beast::error_code ec, WorkerSocket socket);
+  bool admit_connection(Worker& worker);
   void do_admin_accept();
   void wait_signal();
   void reload();
@@ -69,6 +129,12 @@ class Application::Impl {
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
   asio::steady_timer accept_retry_timer_{main_io_};
+  asio::steady_timer admin_retry_timer_{main_io_};
+  std::chrono::milliseconds accept_backoff_{kAcceptBackoffMin};
+  std::chrono::milliseconds admin_backoff_{kAcceptBackoffMin};
+  AcceptErrorLog accept_errors_;
+  AcceptErrorLog admin_accept_errors_;
+  std::size_t max_connections_ = 0;  // the cap in force
   std::vector<std::unique_ptr<Worker>> workers_;
   std::size_t next_worker_ = 0;
   MetricsShard main_metrics_;  // main-thread metrics (reloads)
@@ -83,7 +149,10 @@ namespace {
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
  public:
   AdminSession(Application::Impl& app, tcp::socket socket)
-      : app_(app), stream_(std::move(socket)) {}
+      : app_(app), stream_(std::move(socket)) {
+    ++app_.admin_connections;
+  }
+  ~AdminSession() { --app_.admin_connections; }
 
   void start() { do_read(); }
 
@@ -235,6 +304,22 @@ bool Application::Impl::start() {
   if (!bind(acceptor_, config_->server.listen, "server.listen")) return false;
   if (!bind(admin_acceptor_, config_->admin.listen, "admin.listen")) return false;
 
+  // Each proxied client connection may hold an upstream connection too.
+  const std::size_t descriptors = raise_descriptor_limit();
+  const std::size_t fitting =
+      descriptors > 2 * kReservedDescriptors ? (descriptors - kReservedDescriptors) / 2 : 1;
+  max_connections_ = std::min(config_->server.max_connections, fitting);
+  if (max_connections_ < config_->server.max_connections) {
+    spdlog::warn(
+        "server.max_connections {} lowered to {} to fit the descriptor limit {} (raise it with "
+        "ulimit -n or LimitNOFILE)",
+        config_->server.max_connections, max_connections_, descriptors);
+  }
+  main_metrics_.set("sluice_connections_max", "", static_cast<double>(max_connections_));
+  main_metrics_.add("sluice_connections_rejected_total", "", 0);
+  main_metrics_.add("sluice_accept_errors_total", label("listener", "server"), 0);
+  main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"), 0);
+
   unsigned threads = config_->server.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < threads; ++i) {
@@ -264,27 +349,81 @@ void Application::Impl::do_accept() {
   Worker& worker = *workers_[next_worker_];
   next_worker_ = (next_worker_ + 1) % workers_.size();
   acceptor_.async_accept(worker.io(), [this, &worker](beast::error_code ec, WorkerSocket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (ec) {
-      // Out of descriptors and the like: log and back off instead of spinning.
-      spdlog::warn("accept failed: {}", ec.message());
-      accept_retry_timer_.expires_after(std::chrono::milliseconds(50));
-      accept_retry_timer_.async_wait([this](beast::error_code e) {
-        if (!e) do_accept();
-      });
-      return;
-    }
+    on_accept(worker, ec, std::move(socket));
+  });
+}
+
+void Application::Impl::on_accept(Worker& worker, beast::error_code ec, WorkerSocket socket) {
+  if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+  if (ec) {
+    // Out of descriptors and the like: back off (doubling, up to a second)
+    // instead of spinning, and say so once in a while.
+    accept_errors_.failed("server.listen", ec);
+    main_metrics_.add("sluice_accept_errors_total", label("listener", "server"));
+    accept_retry_timer_.expires_after(accept_backoff_);
+    accept_backoff_ = std::min(accept_backoff_ * 2, kAcceptBackoffMax);
+    accept_retry_timer_.async_wait([this](beast::error_code e) {
+      if (!e) do_accept();
+    });
+    return;
+  }
+  accept_backoff_ = kAcceptBackoffMin;
+  if (!admit_connection(worker)) {
+    // At the cap with nothing idle to close: a short answer, then the close.
+    beast::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.send(asio::buffer(overloaded_reply()), 0, ignored);
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    main_metrics_.add("sluice_connections_rejected_total", "");
+  } else {
     asio::post(worker.io(), [&worker, socket = std::move(socket)]() mutable {
       start_client_session(worker, std::move(socket));
     });
-    do_accept();
-  });
+  }
+  do_accept();
+}
+
+// Near the cap, the longest idle keep-alive connection of the worker with the
+// most idle ones is closed for each new connection; at the cap a new
+// connection is taken only when such a connection can make room for it.
+bool Application::Impl::admit_connection(Worker&) {
+  std::size_t total = 0;
+  std::size_t idle = 0;
+  Worker* most_idle = nullptr;
+  for (auto& w : workers_) {
+    total += w->session_count();
+    const std::size_t n = w->idle_count();
+    idle += n;
+    if (n > 0 && (!most_idle || n > most_idle->idle_count())) most_idle = w.get();
+  }
+  const auto high_water = static_cast<std::size_t>(kShedIdleAbove * max_connections_);
+  if (total >= high_water && most_idle) {
+    asio::post(most_idle->io(), [most_idle] { most_idle->shed_idle(1); });
+  }
+  return total < max_connections_ || idle > 0;
 }
 
 void Application::Impl::do_admin_accept() {
   admin_acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !admin_acceptor_.is_open()) return;
-    if (!ec) std::make_shared<AdminSession>(*this, std::move(socket))->start();
+    if (ec) {
+      admin_accept_errors_.failed("admin.listen", ec);
+      main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"));
+      admin_retry_timer_.expires_after(admin_backoff_);
+      admin_backoff_ = std::min(admin_backoff_ * 2, kAcceptBackoffMax);
+      admin_retry_timer_.async_wait([this](beast::error_code e) {
+        if (!e) do_admin_accept();
+      });
+      return;
+    }
+    admin_backoff_ = kAcceptBackoffMin;
+    if (admin_connections.load() >= kMaxAdminConnections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::make_shared<AdminSession>(*this, std::move(socket))->start();
+    }
     do_admin_accept();
   });
 }
@@ -317,6 +456,7 @@ void Application::Impl::reload() {
   if (next.server.threads != config_->server.threads) {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
+  for (const auto& w : result.warnings) spdlog::warn("{}", w);
   config_ = result.config;
   if (!hooks_.log_level_from_command_line) {
     spdlog::set_level(spdlog::level::from_str(config_->log.level));
@@ -380,6 +520,7 @@ void Application::Impl::finish_shutdown() {
   }
   beast::error_code ec;
   admin_acceptor_.close(ec);
+  admin_retry_timer_.cancel();
   signals_.cancel();
   main_io_.stop();
 }

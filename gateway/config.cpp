@@ -21,6 +21,7 @@ namespace {
 constexpr std::int64_t kMaxDurationMs = std::numeric_limits<std::int32_t>::max();  // ~24.8 days
 constexpr std::int64_t kMaxThreads = 1024;
 constexpr std::int64_t kMaxCount = 1000000;  // failures, idle connections
+constexpr std::int64_t kMaxHeaderBytes = 65535;
 constexpr std::size_t kMaxConsumerKeyBytes = 256;
 constexpr std::uint16_t kDefaultRedisPort = 6379;
 constexpr std::string_view kPathKeys = "path_prefix, path_exact or path_regex";
@@ -245,6 +246,12 @@ class Parser {
   }
   void error(const Field& f, std::string_view message) { error(f.line, f.path, message); }
 
+  void warning(const Field& f, std::string_view message) {
+    warnings_.push_back(source_ + ":" + std::to_string(f.line) + ": " + f.path + ": " +
+                        std::string(message));
+  }
+  std::vector<std::string> take_warnings() { return std::move(warnings_); }
+
   bool has_errors() const { return !errors_.empty(); }
 
   // Every error, in file order (stable for errors on the same line).
@@ -437,6 +444,7 @@ class Parser {
   };
   std::string source_;
   std::vector<Error> errors_;
+  std::vector<std::string> warnings_;
 };
 
 // ---------------------------------------------------------------- sections
@@ -468,7 +476,8 @@ class ConfigBuilder {
   void server(const Field& f) {
     const auto m = p_.mapping(
         f, {"listen", "threads", "max_header_bytes", "max_body_bytes", "header_timeout_ms",
-            "idle_timeout_ms", "drain_timeout_ms", "trusted_proxies"});
+            "idle_timeout_ms", "drain_timeout_ms", "body_timeout_ms", "send_timeout_ms",
+            "max_connections", "headers_with_underscores", "trusted_proxies"});
     if (!m) return;
     auto& s = c_.server;
     if (auto* v = m->get("listen")) {
@@ -480,8 +489,10 @@ class ConfigBuilder {
       if (auto n = p_.integer(*v, 0, kMaxThreads)) s.threads = static_cast<unsigned>(*n);
     }
     if (auto* v = m->get("max_header_bytes")) {
-      const std::int64_t max = std::numeric_limits<std::uint32_t>::max();
-      if (auto n = p_.integer(*v, 1, max)) s.max_header_bytes = static_cast<std::size_t>(*n);
+      // One header line must fit the 16-bit sizes of the HTTP parser's field table.
+      if (auto n = p_.integer(*v, 1, kMaxHeaderBytes)) {
+        s.max_header_bytes = static_cast<std::size_t>(*n);
+      }
     }
     if (auto* v = m->get("max_body_bytes")) {
       const std::int64_t max = std::numeric_limits<std::int64_t>::max();
@@ -495,6 +506,28 @@ class ConfigBuilder {
     }
     if (auto* v = m->get("drain_timeout_ms")) {
       if (auto d = p_.duration(*v)) s.drain_timeout = *d;
+    }
+    if (auto* v = m->get("body_timeout_ms")) {
+      if (auto d = p_.duration(*v)) s.body_timeout = *d;
+    }
+    if (auto* v = m->get("send_timeout_ms")) {
+      if (auto d = p_.duration(*v)) s.send_timeout = *d;
+    }
+    if (auto* v = m->get("max_connections")) {
+      if (auto n = p_.integer(*v, 1, kMaxCount)) s.max_connections = static_cast<std::size_t>(*n);
+    }
+    if (auto* v = m->get("headers_with_underscores")) {
+      if (auto text = p_.string(*v)) {
+        if (*text == "drop") {
+          s.headers_with_underscores = ServerConfig::Underscores::kDrop;
+        } else if (*text == "allow") {
+          s.headers_with_underscores = ServerConfig::Underscores::kAllow;
+        } else if (*text == "reject") {
+          s.headers_with_underscores = ServerConfig::Underscores::kReject;
+        } else {
+          p_.error(*v, "expected drop, allow or reject, got " + quoted(*text));
+        }
+      }
     }
     if (auto* v = m->get("trusted_proxies")) {
       s.trusted_proxies.clear();  // present (even empty) replaces the default
@@ -615,7 +648,7 @@ class ConfigBuilder {
 
   void upstream(const Field& f, UpstreamConfig& u) {
     const auto m = p_.mapping(f, {"servers", "connect_timeout_ms", "response_timeout_ms",
-                                  "max_idle_connections", "fail_cooldown_ms"});
+                                  "max_idle_connections", "max_connections", "fail_cooldown_ms"});
     if (!m) return;
     if (auto* v = p_.required(*m, "servers")) {
       if (auto items = p_.list(*v)) {
@@ -637,6 +670,10 @@ class ConfigBuilder {
     }
     if (auto* v = m->get("fail_cooldown_ms")) {
       if (auto d = p_.duration(*v)) u.fail_cooldown = *d;
+    }
+    if (auto* v = m->get("max_connections")) {
+      // 0 is allowed: no limit.
+      if (auto n = p_.integer(*v, 0, kMaxCount)) u.max_connections = *n;
     }
   }
 
@@ -872,6 +909,7 @@ class ConfigBuilder {
     }
     if (auto* v = m->get("limits")) {
       if (auto items = p_.list(*v)) route_limits(*items, r);
+      warn_if_keys_mint_buckets(*v, r);
     }
     if (auto* v = m->get("on_redis_failure")) {
       if (auto s = p_.string(*v)) {
@@ -902,6 +940,24 @@ class ConfigBuilder {
         }
       }
     }
+  }
+
+  // With no consumers listed every API key is its own bucket, so a route whose
+  // every limit is keyed by the API key never denies a client that sends a new
+  // random key each time. A limit without api_key in its key (ip, global...) bounds it.
+  void warn_if_keys_mint_buckets(const Field& f, const RouteConfig& r) {
+    if (r.limit_indexes.empty() || !c_.api_keys.consumers.empty()) return;
+    for (std::size_t i : r.limit_indexes) {
+      const auto& key = c_.limits[i].key;
+      const bool keyed_by_api_key =
+          std::any_of(key.begin(), key.end(),
+                      [](const KeySource& k) { return k.kind == KeySource::Kind::kApiKey; });
+      if (!keyed_by_api_key) return;
+    }
+    p_.warning(f,
+               "every limit is keyed by api_key and api_keys.consumers is empty: each new key "
+               "gets a fresh bucket, so random keys are never denied; add a limit keyed by ip "
+               "beside them or list the consumers");
   }
 
   void route_limits(const std::vector<Field>& items, RouteConfig& r) {
@@ -1156,17 +1212,18 @@ ConfigResult parse_config(std::string_view yaml_text, std::string_view source) {
     // Syntax errors stop the parse; yaml-cpp reports only the first one.
     const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
     return {nullptr,
-            {std::string(source) + ":" + std::to_string(line) + ": syntax error: " + e.msg}};
+            {std::string(source) + ":" + std::to_string(line) + ": syntax error: " + e.msg},
+            {}};
   } catch (const YAML::Exception& e) {
     parser.error(e.mark.is_null() ? 1 : e.mark.line + 1, "", e.msg);
   }
-  if (parser.has_errors()) return {nullptr, parser.take_errors()};
-  return {std::move(config), {}};
+  if (parser.has_errors()) return {nullptr, parser.take_errors(), {}};
+  return {std::move(config), {}, parser.take_warnings()};
 }
 
 ConfigResult load_config_file(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) return {nullptr, {path + ": cannot read file: " + std::strerror(errno)}};
+  if (!file) return {nullptr, {path + ": cannot read file: " + std::strerror(errno)}, {}};
   std::string text;
   char buf[8192];
   std::size_t n = 0;
@@ -1174,7 +1231,7 @@ ConfigResult load_config_file(const std::string& path) {
   const bool failed = std::ferror(file) != 0;
   const int err = errno;
   std::fclose(file);
-  if (failed) return {nullptr, {path + ": cannot read file: " + std::strerror(err)}};
+  if (failed) return {nullptr, {path + ": cannot read file: " + std::strerror(err)}, {}};
   return parse_config(text, path);
 }
 

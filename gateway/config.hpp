@@ -29,6 +29,18 @@ struct ServerConfig {
   Millis header_timeout{10000};
   Millis idle_timeout{60000};
   Millis drain_timeout{10000};
+  // No byte of a request body for this long: 408 (or a close once the response has started).
+  Millis body_timeout{30000};
+  // A client that reads nothing of a response for this long is closed.
+  Millis send_timeout{30000};
+  // Client connections open at once; new ones past it are closed at accept, and
+  // idle keep-alive connections are closed first when near it. The process's
+  // descriptor limit may lower it (see Application).
+  std::size_t max_connections = 10000;
+  // Request header names with "_" are dropped by default: CGI-style servers
+  // read X_API_Key as X-API-Key.
+  enum class Underscores { kDrop, kAllow, kReject };
+  Underscores headers_with_underscores = Underscores::kDrop;
   // Default 127.0.0.1/32 (IPv4-mapped, so /128 in IPv6 terms); [] trusts no one.
   std::vector<Cidr> trusted_proxies{
       Cidr{IpAddress{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1}}, 128}};
@@ -142,6 +154,8 @@ struct Config {
 struct ConfigResult {
   std::shared_ptr<const Config> config;  // null when errors is non-empty
   std::vector<std::string> errors;       // "file:line: key.path: message", in file order
+  // Valid but probably not what was meant, in the same form as errors.
+  std::vector<std::string> warnings;
 };
 
 // Parses and validates YAML text; `source` names the file in messages.

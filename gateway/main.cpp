@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "configuration invalid: %zu error(s)\n", result.errors.size());
     return 1;
   }
+  for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (check) {
     std::printf("configuration OK\n");
     return 0;

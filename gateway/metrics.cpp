@@ -51,6 +51,22 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
     {"sluice_connections_active", "gauge", "Open client connections."},
+    {"sluice_connections_max", "gauge",
+     "The client connection cap in force (server.max_connections, lowered to fit the "
+     "descriptor limit)."},
+    {"sluice_connections_rejected_total", "counter",
+     "Client connections closed at accept because the connection cap was reached."},
+    {"sluice_connections_shed_total", "counter",
+     "Idle keep-alive client connections closed to make room near the connection cap."},
+    {"sluice_accept_errors_total", "counter",
+     "Failed accepts (out of descriptors and the like), by listener."},
+    {"sluice_internal_errors_total", "counter",
+     "Exceptions caught on the data path; each closed the one connection it concerned."},
+    {"sluice_upstream_retries_total", "counter",
+     "Requests sent again on a fresh connection after a reused one failed before any response "
+     "byte."},
+    {"sluice_requests_rejected_total", "counter",
+     "Requests refused before routing, by reason."},
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
 };
 

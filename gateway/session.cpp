@@ -19,6 +19,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/guarded.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
@@ -35,9 +36,28 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t kRelayBufferSize = 64 * 1024;
+constexpr std::size_t kRelayBufferSize = Worker::kRelayBufferSize;
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
+// Chunk extensions are accepted and ignored up to this length; the whole
+// chunk-size line is bounded by the read buffer's limit in any case.
+constexpr std::size_t kMaxChunkExtensionBytes = 4096;
+// A response head, and everything the response parser must hold at once
+// (a chunk-size line, the trailer section), fits in this much.
+constexpr std::size_t kMaxResponseHeadBytes = 64 * 1024;
+
+// Rejects chunk extensions longer than kMaxChunkExtensionBytes.
+struct ChunkExtensionLimit {
+  void operator()(std::uint64_t, beast::string_view extensions, beast::error_code& ec) {
+    if (extensions.size() > kMaxChunkExtensionBytes) ec = http::error::bad_chunk_extension;
+  }
+};
+
+// Bytes a closing connection still sends are read into this and dropped.
+char* discard_buffer() {
+  thread_local std::array<char, 4096> buffer;
+  return buffer.data();
+}
 
 std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {
   return v ? std::optional<std::uint64_t>{*v} : std::nullopt;
@@ -46,6 +66,12 @@ std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {
 bool is_idempotent(http::verb v) {
   return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
          v == http::verb::put || v == http::verb::delete_;
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
 }
 
 IpAddress to_ip(const asio::ip::address& a) {
@@ -77,7 +103,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     worker_.add_session(this);
   }
 
-  ~ProxySession() override { worker_.remove_session(this); }
+  ~ProxySession() override {
+    set_idle(false);
+    worker_.return_relay_buffer(std::move(relay_buffer_));
+    worker_.remove_session(this);
+  }
 
   void start() { do_read_head(); }
 
@@ -96,49 +126,107 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (upstream_) upstream_->stream.socket().close(ec);
   }
 
+  std::optional<Clock::time_point> idle_since() const override { return idle_since_; }
+
+  // An exception on this connection's data path (see gateway/guarded.hpp):
+  // count it once and close this connection; the process goes on serving.
+  void on_internal_error(std::string_view what) noexcept {
+    if (internal_error_) return;
+    internal_error_ = true;
+    try {
+      spdlog::error("client {}: internal error, closing the connection: {}", peer_text_, what);
+      worker_.metrics().add("sluice_internal_errors_total", "");
+    } catch (...) {
+      // Logging failed too; closing is all that is left.
+    }
+    force_close();
+  }
+
  private:
+  // Completion handlers go through guarded(): an exception ends this
+  // connection, never the worker.
+  template <class... Args>
+  auto handler(void (ProxySession::*fn)(Args...)) {
+    return guarded(shared_from_this(), [fn](ProxySession& self, auto&&... args) {
+      (self.*fn)(std::forward<decltype(args)>(args)...);
+    });
+  }
+  template <class Fn>
+  auto handler(Fn fn) {
+    return guarded(shared_from_this(), std::move(fn));
+  }
+
+  // Keep-alive idleness, as the worker sees it (for closing the longest idle
+  // connections near the connection cap).
+  void set_idle(bool idle) {
+    if (idle == idle_since_.has_value()) return;
+    if (idle) {
+      idle_since_ = Clock::now();
+    } else {
+      idle_since_.reset();
+    }
+    worker_.idle_changed(idle ? 1 : -1);
+  }
+
   // ---- Reading a request head ------------------------------------------
 
   void do_read_head() {
     config_ = worker_.config();
     if (draining_) return graceful_close();
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
-    parser_->body_limit(config_->server.max_body_bytes);
     if (buffer_.size() == 0 && requests_ > 0) {
-      // Keep-alive: wait for the first byte of the next request under the idle timeout.
+      // Keep-alive: wait until the next request's first byte is readable,
+      // under the idle timeout, holding no buffer meanwhile.
+      release_buffers();
       idle_ = true;
+      set_idle(true);
       set_deadline(Side::kClient, config_->server.idle_timeout);
-      stream_.async_read_some(
-          buffer_.prepare(4096),
-          beast::bind_front_handler(&ProxySession::on_first_bytes, shared_from_this()));
+      stream_.socket().async_wait(tcp::socket::wait_read, handler(&ProxySession::on_readable));
       return;
     }
     start_head_read();
   }
 
-  void on_first_bytes(beast::error_code ec, std::size_t n) {
+  void on_readable(beast::error_code ec) {
     idle_ = false;
+    set_idle(false);
     if (ec) return close();  // idle timeout or the client went away: close quietly
-    buffer_.commit(n);
     start_head_read();
   }
 
+  // An idle connection keeps only the session itself: the relay buffer goes
+  // back to the worker, the read buffer and the parsers are freed.
+  void release_buffers() {
+    worker_.return_relay_buffer(std::move(relay_buffer_));
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    parser_.reset();
+    res_parser_.reset();
+  }
+
   void start_head_read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
+    parser_->body_limit(config_->server.max_body_bytes);
+    parser_->on_chunk_header(chunk_extension_limit_);
+    // Whatever the parser must hold at once (the head, a chunk-size line, the
+    // trailer section) fits within max_header_bytes or the request is refused:
+    // one connection cannot grow the buffer without bound.
+    buffer_.max_size(std::max(config_->server.max_header_bytes, buffer_.size()));
     idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
     clear_deadline();
     head_timed_out_ = false;
     head_timer_.expires_after(config_->server.header_timeout);
     const auto generation = ++head_generation_;
-    head_timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
+    head_timer_.async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
       // Cancelled, or a stale expiry that raced with a head that arrived in time.
-      if (ec || generation != self->head_generation_ || self->parser_->is_header_done()) return;
-      self->head_timed_out_ = true;
+      if (ec || generation != self.head_generation_ || !self.parser_ ||
+          self.parser_->is_header_done()) {
+        return;
+      }
+      self.head_timed_out_ = true;
       beast::error_code ignored;
-      self->stream_.socket().cancel(ignored);
-    });
-    http::async_read_header(stream_, buffer_, *parser_,
-                            beast::bind_front_handler(&ProxySession::on_head, shared_from_this()));
+      self.stream_.socket().cancel(ignored);
+    }));
+    http::async_read_header(stream_, buffer_, *parser_, handler(&ProxySession::on_head));
   }
 
   void on_head(beast::error_code ec, std::size_t) {
@@ -153,7 +241,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
     }
     if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
-    if (ec == http::error::header_limit) {
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       return send_local(make_local_reply(431, "request head too large", new_id()), true);
     }
     if (ec == http::error::body_limit) {
@@ -210,7 +298,22 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     // Hop-by-hop headers (and the names Connection lists) go before anything
     // reads the head, so a client cannot hide X-Request-Id and the like.
     request_chunked_ = parser_->chunked();
+    request_body_empty_ = parser_->is_done();
     strip_hop_by_hop(req.base());
+    // Names with "_" reach CGI-style servers as the "-" names they resemble.
+    switch (config_->server.headers_with_underscores) {
+      case ServerConfig::Underscores::kAllow:
+        break;
+      case ServerConfig::Underscores::kDrop:
+        erase_underscore_fields(req.base());
+        break;
+      case ServerConfig::Underscores::kReject:
+        if (erase_underscore_fields(req.base()) > 0) {
+          return send_local(make_local_reply(400, "header name with an underscore", new_id()),
+                            true);
+        }
+        break;
+    }
     auto incoming_id = req["X-Request-Id"];
     if (is_acceptable_request_id(incoming_id)) {
       request_id_.assign(incoming_id);
@@ -279,14 +382,14 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       return start_upstream();
     }
     if (!chain[index]->applies(*ctx_)) return next_middleware(index + 1);
-    chain[index]->on_request(*ctx_,
-                             [self = shared_from_this(), index](std::optional<LocalReply> reply) {
-                               if (reply) {
-                                 self->response_headers_ = std::move(self->ctx_->response_headers);
-                                 return self->send_local(std::move(*reply), !self->body_done());
-                               }
-                               self->next_middleware(index + 1);
-                             });
+    chain[index]->on_request(
+        *ctx_, handler([index](ProxySession& self, std::optional<LocalReply> reply) {
+          if (reply) {
+            self.response_headers_ = std::move(self.ctx_->response_headers);
+            return self.send_local(std::move(*reply), !self.body_done());
+          }
+          self.next_middleware(index + 1);
+        }));
   }
 
   // ---- Upstream: choose, connect -----------------------------------------
@@ -311,10 +414,17 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     tried_.push_back(*server);
     upstream_timed_out_ = false;
     upstream_ = worker_.pools().take_idle(*upstream_cfg_, *server);
+    upstream_reused_ = upstream_ != nullptr;
     if (upstream_) return send_request_head();
+    connect_fresh();
+  }
 
+  // A new connection to server_index_.
+  void connect_fresh() {
+    upstream_reused_ = false;
+    upstream_timed_out_ = false;
     upstream_ = std::make_unique<UpstreamConnection>(stream_.get_executor());
-    const auto& hp = upstream_cfg_->servers[*server];
+    const auto& hp = upstream_cfg_->servers[server_index_];
     upstream_->address = hp;
     upstream_->server = hp.to_string();
     beast::error_code ec;
@@ -327,30 +437,30 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{stream_.get_executor()});
     resolve_timer_ = std::make_unique<asio::steady_timer>(
         asio::any_io_executor{stream_.get_executor()}, upstream_cfg_->connect_timeout);
-    resolve_timer_->async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec && self->resolver_) self->resolver_->cancel();
-    });
+    resolve_timer_->async_wait(handler([](ProxySession& self, beast::error_code ec) {
+      if (!ec && self.resolver_) self.resolver_->cancel();
+    }));
     resolver_->async_resolve(
         hp.host, std::to_string(hp.port),
-        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+        handler([](ProxySession& self, beast::error_code ec, tcp::resolver::results_type results) {
           const bool timed_out =
               ec == asio::error::operation_aborted &&
-              self->resolve_timer_->expiry() <= asio::steady_timer::clock_type::now();
-          self->resolve_timer_->cancel();
-          if (timed_out) return self->on_connect(beast::error::timeout);
-          if (ec) return self->on_connect(ec);
+              self.resolve_timer_->expiry() <= asio::steady_timer::clock_type::now();
+          self.resolve_timer_->cancel();
+          if (timed_out) return self.on_connect(beast::error::timeout);
+          if (ec) return self.on_connect(ec);
           std::vector<tcp::endpoint> endpoints;
           for (const auto& r : results) endpoints.push_back(r.endpoint());
-          self->connect_to(std::move(endpoints));
-        });
+          self.connect_to(std::move(endpoints));
+        }));
   }
 
   void connect_to(std::vector<tcp::endpoint> endpoints) {
     set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
     upstream_->stream.async_connect(
-        endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
-          self->on_connect(ec);
-        });
+        endpoints, handler([](ProxySession& self, beast::error_code ec, const tcp::endpoint&) {
+          self.on_connect(ec);
+        }));
   }
 
   void on_connect(beast::error_code ec) {
@@ -398,8 +508,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     // Body bytes already read with the head: send head and body in one write.
     if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
     write_piece(upstream_->stream, req_head_, req_head_pending_, nullptr, 0, false, false,
-                upstream_cfg_->response_timeout,
-                beast::bind_front_handler(&ProxySession::on_request_head_sent, shared_from_this()));
+                upstream_cfg_->response_timeout, handler(&ProxySession::on_request_head_sent));
   }
 
   // Writes a pending head (once), then `n` body bytes framed as chunked or
@@ -434,12 +543,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       // The client waits for 100 Continue before sending its body: answer it ourselves.
       need_continue_ = false;
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      set_deadline(Side::kClient, config_->server.idle_timeout);
+      set_deadline(Side::kClient, config_->server.send_timeout);
       asio::async_write(stream_, asio::buffer(kContinue),
-                        [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                          if (ec) return self->abort_exchange();
-                          self->read_client_body();
-                        });
+                        handler([](ProxySession& self, beast::error_code ec, std::size_t) {
+                          if (ec) return self.abort_exchange();
+                          self.read_client_body();
+                        }));
       return;
     }
     read_client_body();
@@ -449,10 +558,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     auto& body = parser_->get().body();
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
-    set_deadline(Side::kClient, config_->server.idle_timeout);
-    http::async_read_some(
-        stream_, buffer_, *parser_,
-        beast::bind_front_handler(&ProxySession::on_client_body, shared_from_this()));
+    set_deadline(Side::kClient, config_->server.body_timeout);
+    http::async_read_some(stream_, buffer_, *parser_, handler(&ProxySession::on_client_body));
   }
 
   void on_client_body(beast::error_code ec, std::size_t) {
@@ -463,8 +570,22 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       return send_local(make_local_reply(413, "request body too large", request_id_), true);
     }
     if (ec) {
+      if (client_timed_out_) {
+        // No body byte for body_timeout: the request is cut off upstream and
+        // the client told so (no response has started yet).
+        drop_upstream();
+        return send_local(
+            make_local_reply(408, "request body not received in time", request_id_), true);
+      }
+      if (ec == http::error::buffer_overflow) {
+        drop_upstream();
+        return send_local(
+            make_local_reply(400, "chunk-size line or trailer section too long", request_id_),
+            true);
+      }
       if (ec != asio::error::eof && ec != asio::error::connection_reset &&
-          ec != beast::error::timeout && ec != http::error::partial_message && !client_timed_out_) {
+          ec != beast::error::timeout && ec != http::error::partial_message &&
+          ec != asio::error::operation_aborted) {
         drop_upstream();
         return send_local(make_local_reply(400, "bad request body: " + ec.message(), request_id_),
                           true);
@@ -475,10 +596,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const std::size_t n = kRelayBufferSize - body.size;
     const bool last = parser_->is_done();
     if (n == 0 && !last) return read_client_body();  // only framing was read
-    write_piece(
-        upstream_->stream, req_head_, req_head_pending_, relay_buffer(), n, request_chunked_, last,
-        upstream_cfg_->response_timeout,
-        beast::bind_front_handler(&ProxySession::on_upstream_body_written, shared_from_this()));
+    write_piece(upstream_->stream, req_head_, req_head_pending_, relay_buffer(), n,
+                request_chunked_, last, upstream_cfg_->response_timeout,
+                handler(&ProxySession::on_upstream_body_written));
   }
 
   void on_upstream_body_written(beast::error_code ec, std::size_t) {
@@ -492,12 +612,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   void read_response_head() {
     res_parser_.emplace();
     res_parser_->body_limit(boost::none);
-    res_parser_->header_limit(64 * 1024);
+    res_parser_->header_limit(kMaxResponseHeadBytes);
+    res_parser_->on_chunk_header(chunk_extension_limit_);
+    upstream_->buffer.max_size(std::max(kMaxResponseHeadBytes, upstream_->buffer.size()));
     if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
     set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
-    http::async_read_header(
-        upstream_->stream, upstream_->buffer, *res_parser_,
-        beast::bind_front_handler(&ProxySession::on_response_head, shared_from_this()));
+    http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
+                            handler(&ProxySession::on_response_head));
   }
 
   void on_response_head(beast::error_code ec, std::size_t) {
@@ -507,6 +628,17 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     // Upgrade is never forwarded.
     if (res.result_int() / 100 == 1) return read_response_head();
 
+    // Sluice re-frames bodies itself, so a transfer coding other than chunked
+    // (or chunked named twice) cannot be relayed faithfully.
+    if (res.count(http::field::transfer_encoding) > 1 ||
+        (res.count(http::field::transfer_encoding) == 1 &&
+         !beast::iequals(trim_ows(res[http::field::transfer_encoding]), "chunked"))) {
+      spdlog::warn("upstream {} server {}: unsupported response Transfer-Encoding",
+                   upstream_cfg_->name, upstream_->server);
+      count_upstream("protocol_error");
+      drop_upstream();
+      return upstream_failed(502, "upstream response has an unsupported transfer coding");
+    }
     upstream_status_ = res.result_int();
     upstream_server_ = upstream_->server;
     count_upstream("ok");
@@ -538,10 +670,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     res_head_pending_ = true;
     // Body bytes already read with the head: send head and body in one write.
     if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
-    write_piece(
-        stream_, res_head_, res_head_pending_, nullptr, 0, false, false,
-        config_->server.idle_timeout,
-        beast::bind_front_handler(&ProxySession::on_response_head_sent, shared_from_this()));
+    write_piece(stream_, res_head_, res_head_pending_, nullptr, 0, false, false,
+                config_->server.send_timeout, handler(&ProxySession::on_response_head_sent));
   }
 
   void on_response_head_sent(beast::error_code ec, std::size_t) {
@@ -555,9 +685,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
     set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
-    http::async_read_some(
-        upstream_->stream, upstream_->buffer, *res_parser_,
-        beast::bind_front_handler(&ProxySession::on_upstream_body, shared_from_this()));
+    http::async_read_some(upstream_->stream, upstream_->buffer, *res_parser_,
+                          handler(&ProxySession::on_upstream_body));
   }
 
   void on_upstream_body(beast::error_code ec, std::size_t) {
@@ -572,10 +701,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const std::size_t n = kRelayBufferSize - body.size;
     const bool last = res_parser_->is_done();
     if (n == 0 && !last) return read_upstream_body();
-    write_piece(
-        stream_, res_head_, res_head_pending_, relay_buffer(), n, res_chunked_out_, last,
-        config_->server.idle_timeout,
-        beast::bind_front_handler(&ProxySession::on_client_body_written, shared_from_this()));
+    write_piece(stream_, res_head_, res_head_pending_, relay_buffer(), n, res_chunked_out_, last,
+                config_->server.send_timeout, handler(&ProxySession::on_client_body_written));
   }
 
   void on_client_body_written(beast::error_code ec, std::size_t) {
@@ -608,6 +735,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void set_deadline(Side side, Clock::duration timeout) {
     deadline_side_ = side;
+    if (side == Side::kClient) client_timed_out_ = false;
     deadline_ = Clock::now() + timeout;
     if (!deadline_armed_ || deadline_ < deadline_timer_.expiry()) arm_deadline();
   }
@@ -618,13 +746,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     deadline_armed_ = true;
     deadline_timer_.expires_at(deadline_);  // a pending wait is superseded (generation)
     const auto generation = ++deadline_generation_;
-    deadline_timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
-      if (generation != self->deadline_generation_) return;
-      self->deadline_armed_ = false;
-      if (ec || self->deadline_ == Clock::time_point::max()) return;    // closed, or cleared
-      if (Clock::now() < self->deadline_) return self->arm_deadline();  // moved later
-      self->on_deadline();
-    });
+    deadline_timer_.async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
+      if (generation != self.deadline_generation_) return;
+      self.deadline_armed_ = false;
+      if (ec || self.deadline_ == Clock::time_point::max()) return;   // closed, or cleared
+      if (Clock::now() < self.deadline_) return self.arm_deadline();  // moved later
+      self.on_deadline();
+    }));
   }
 
   void on_deadline() {
@@ -634,8 +762,10 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       upstream_timed_out_ = true;
       upstream_->stream.socket().close(ignored);
     } else {
+      // Cancelled rather than closed: a request body that stalls still gets
+      // its 408. Every other client-side failure closes the connection.
       client_timed_out_ = true;
-      stream_.socket().close(ignored);
+      stream_.socket().cancel(ignored);
     }
   }
 
@@ -643,12 +773,32 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void upstream_io_failed(beast::error_code ec) {
     const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
+    if (!timed_out && may_retry_on_fresh_connection(ec)) {
+      // A pooled connection the server had closed: nothing of this request
+      // was answered, so it goes once more on a new connection.
+      worker_.metrics().add("sluice_upstream_retries_total", "");
+      drop_upstream();
+      retried_on_fresh_ = true;
+      return connect_fresh();
+    }
     spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
                  upstream_ ? upstream_->server : "?", ec.message());
     count_upstream(timed_out ? "timeout" : "reset");
     drop_upstream();
     upstream_failed(timed_out ? 504 : 502,
                     timed_out ? "upstream response timed out" : "upstream connection failed");
+  }
+
+  // A request that failed on a reused connection before any response byte
+  // may be sent again once, on a new connection, when it is idempotent and
+  // has no body (so nothing of it is lost by having been sent).
+  bool may_retry_on_fresh_connection(beast::error_code ec) const {
+    const bool closed_early = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                              ec == asio::error::connection_reset ||
+                              ec == asio::error::broken_pipe;
+    return closed_early && upstream_reused_ && !retried_on_fresh_ && request_body_empty_ &&
+           is_idempotent(parser_->get().method()) && upstream_ &&
+           upstream_->buffer.size() == 0 && (!res_parser_ || !res_parser_->got_some());
   }
 
   void upstream_failed(unsigned status, std::string_view message) {
@@ -698,16 +848,16 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       res.set(http::field::connection, "keep-alive");
     }
     local_status_ = reply.status;
-    set_deadline(Side::kClient, config_->server.idle_timeout);
+    set_deadline(Side::kClient, config_->server.send_timeout);
     http::async_write(stream_, res,
-                      [self = shared_from_this(), keep](beast::error_code ec, std::size_t) {
-                        self->record(self->local_status_);
-                        self->local_res_.reset();
-                        self->reset_exchange();
-                        if (ec) return self->close();
-                        if (!keep) return self->graceful_close();
-                        self->do_read_head();
-                      });
+                      handler([keep](ProxySession& self, beast::error_code ec, std::size_t) {
+                        self.record(self.local_status_);
+                        self.local_res_.reset();
+                        self.reset_exchange();
+                        if (ec) return self.close();
+                        if (!keep) return self.graceful_close();
+                        self.do_read_head();
+                      }));
   }
 
   // Half-close and drain what the client still sends, so that it reads our
@@ -722,12 +872,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void linger() {
-    stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-                              self->linger_bytes_ += n;
-                              if (ec || self->linger_bytes_ > kLingerMaxBytes) return self->close();
-                              self->linger();
-                            });
+    stream_.async_read_some(asio::buffer(discard_buffer(), 4096),
+                            handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+                              self.linger_bytes_ += n;
+                              if (ec || self.linger_bytes_ > kLingerMaxBytes) return self.close();
+                              self.linger();
+                            }));
   }
 
   void close() {
@@ -780,6 +930,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     need_continue_ = false;
     recorded_ = false;
     last_connect_timed_out_ = false;
+    upstream_reused_ = false;
+    retried_on_fresh_ = false;
   }
 
   std::string new_id() {
@@ -788,7 +940,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   char* relay_buffer() {
-    if (!relay_buffer_) relay_buffer_ = std::make_unique<char[]>(kRelayBufferSize);
+    if (!relay_buffer_) relay_buffer_ = worker_.take_relay_buffer();
     return relay_buffer_.get();
   }
 
@@ -850,6 +1002,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   bool need_continue_ = false;
   bool recorded_ = false;
   bool last_connect_timed_out_ = false;
+  bool request_body_empty_ = false;  // the request had no body at all
+  bool upstream_reused_ = false;     // upstream_ came from the pool
+  bool retried_on_fresh_ = false;
+  bool internal_error_ = false;
+  std::optional<Clock::time_point> idle_since_;  // waiting for a kept-alive request
+  ChunkExtensionLimit chunk_extension_limit_;
 };
 
 }  // namespace

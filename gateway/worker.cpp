@@ -1,14 +1,29 @@
 #include "gateway/worker.hpp"
 
+#include <algorithm>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
+#include "gateway/guarded.hpp"
+
 namespace sluice {
+
+namespace {
+constexpr std::size_t kSpareRelayBuffers = 32;
+}  // namespace
 
 Worker::Worker(std::size_t index, std::shared_ptr<const Config> config)
     : index_(index),
       guard_(boost::asio::make_work_guard(io_)),
       config_(std::move(config)),
-      pools_(io_.get_executor()) {}
+      pools_(io_.get_executor()) {
+  // Counters that alerts watch have a series from the start.
+  for (const char* family : {"sluice_internal_errors_total", "sluice_connections_shed_total",
+                             "sluice_upstream_retries_total"}) {
+    metrics_.add(family, "", 0);
+  }
+}
 
 Worker::~Worker() {
   halt();
@@ -25,6 +40,33 @@ void Worker::remove_session(ClientSession* s) {
   sessions_.erase(s);
   session_count_.store(sessions_.size(), std::memory_order_relaxed);
   metrics_.set("sluice_connections_active", "", static_cast<double>(sessions_.size()));
+}
+
+void Worker::shed_idle(std::size_t n) {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  std::vector<std::pair<TimePoint, ClientSession*>> idle;
+  for (auto* s : sessions_) {
+    if (auto since = s->idle_since()) idle.emplace_back(*since, s);
+  }
+  n = std::min(n, idle.size());
+  std::partial_sort(idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(n), idle.end());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sessions_.count(idle[i].second)) idle[i].second->force_close();
+  }
+  if (n > 0) metrics_.add("sluice_connections_shed_total", "", static_cast<double>(n));
+}
+
+std::unique_ptr<char[]> Worker::take_relay_buffer() {
+  if (spare_relay_buffers_.empty()) return std::make_unique<char[]>(kRelayBufferSize);
+  auto buffer = std::move(spare_relay_buffers_.back());
+  spare_relay_buffers_.pop_back();
+  return buffer;
+}
+
+void Worker::return_relay_buffer(std::unique_ptr<char[]> buffer) {
+  if (buffer && spare_relay_buffers_.size() < kSpareRelayBuffers) {
+    spare_relay_buffers_.push_back(std::move(buffer));
+  }
 }
 
 void Worker::begin_drain() {
@@ -46,7 +88,11 @@ void Worker::close_all() {
 
 void Worker::start() {
   thread_ = std::thread([this] {
-    io_.run();
+    // An exception that escapes a handler ends that handler only.
+    run_guarded(io_, [this](std::string_view what, bool reported) {
+      spdlog::error("worker {}: exception escaped a handler: {}", index_, what);
+      if (!reported) metrics_.add("sluice_internal_errors_total", "");
+    });
     finished_ = true;
   });
 }

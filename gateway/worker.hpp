@@ -4,8 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <vector>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <thread>
 #include <unordered_set>
@@ -26,6 +29,8 @@ class ClientSession {
   virtual ~ClientSession() = default;
   virtual void on_drain() = 0;     // close when idle, no keep-alive after the current exchange
   virtual void force_close() = 0;  // close the socket now
+  // While it waits for the next request on a kept-alive connection: since when.
+  virtual std::optional<std::chrono::steady_clock::time_point> idle_since() const = 0;
 };
 
 class Worker {
@@ -48,8 +53,23 @@ class Worker {
 
   void add_session(ClientSession* s);
   void remove_session(ClientSession* s);
-  // Any thread may read this.
+  // A session tells when it starts (+1) and stops (-1) waiting idle for a request.
+  void idle_changed(int delta) { idle_count_.fetch_add(delta, std::memory_order_relaxed); }
+  // Any thread may read these.
   std::size_t session_count() const { return session_count_.load(std::memory_order_relaxed); }
+  std::size_t idle_count() const {
+    const auto n = idle_count_.load(std::memory_order_relaxed);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
+  }
+  // Closes up to `n` idle keep-alive connections, the longest idle first.
+  void shed_idle(std::size_t n);
+
+  // Relay buffers (kRelayBufferSize bytes) are lent to sessions for the
+  // length of an exchange, so that an idle connection holds none; a few are
+  // kept for reuse.
+  static constexpr std::size_t kRelayBufferSize = 64 * 1024;
+  std::unique_ptr<char[]> take_relay_buffer();
+  void return_relay_buffer(std::unique_ptr<char[]> buffer);
   // Stops keep-alive: idle connections close now, busy ones after their exchange.
   void begin_drain();
   // Closes every connection at once (drain timeout).
@@ -67,6 +87,8 @@ class Worker {
   // members they touch on the way out are declared (and outlive it) first.
   std::unordered_set<ClientSession*> sessions_;
   std::atomic<std::size_t> session_count_{0};
+  std::atomic<std::int64_t> idle_count_{0};
+  std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
   MetricsShard metrics_;
   bool draining_ = false;
   boost::asio::io_context io_{1};

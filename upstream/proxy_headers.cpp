@@ -52,6 +52,19 @@ std::vector<std::string_view> connection_tokens(const http::fields& fields) {
 
 }  // namespace
 
+std::size_t erase_underscore_fields(http_fields::fields& fields) {
+  std::size_t erased = 0;
+  for (auto it = fields.begin(); it != fields.end();) {
+    if (it->name_string().find('_') != boost::beast::string_view::npos) {
+      it = fields.erase(it);
+      ++erased;
+    } else {
+      ++it;
+    }
+  }
+  return erased;
+}
+
 void strip_hop_by_hop(http::fields& fields) {
   // Names listed in Connection go first. They are copied: erasing fields
   // would invalidate views into the Connection values.

@@ -20,6 +20,10 @@ namespace http_fields = boost::beast::http;
 // Proxy-Authenticate. Framing must be redone by the caller afterwards.
 void strip_hop_by_hop(http_fields::fields& fields);
 
+// Removes every field whose name contains "_" and returns how many there were.
+// CGI-style servers map "-" to "_", so X_API_Key would reach them as X-API-Key.
+std::size_t erase_underscore_fields(http_fields::fields& fields);
+
 struct ForwardedInfo {
   std::string_view client_ip;           // the TCP peer, as text (appended to X-Forwarded-For)
   std::string_view proto;               // "http" or "https"

@@ -27,6 +27,9 @@ struct UpstreamConfig {
       30000};                                     // to the response head, and between body reads
   std::size_t max_idle_connections = 64;          // per worker and server
   std::chrono::milliseconds fail_cooldown{2000};  // extension: upstreams.NAME.fail_cooldown_ms
+  // Connections (busy and idle) per worker and server; 0 = no limit. A request
+  // that finds none free waits up to connect_timeout for one, then gets 503.
+  std::size_t max_connections = 0;
 };
 
 }  // namespace sluice

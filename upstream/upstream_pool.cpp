@@ -5,25 +5,15 @@
 #include <algorithm>
 
 namespace sluice {
-namespace {
 
-// A connection idle for less than this is reused without a probe: servers do
-// not close keep-alive connections that fast, and the probe is a syscall.
-constexpr auto kProbeAfterIdle = std::chrono::milliseconds(500);
-
-// True when a pooled socket is still open and has nothing unexpected to read.
-bool still_usable(UpstreamConnection& conn, UpstreamPools::Clock::time_point now) {
+bool UpstreamPools::quiet(UpstreamConnection& conn) {
   auto& socket = conn.stream.socket();
-  if (!socket.is_open()) return false;
-  if (now - conn.idle_since < kProbeAfterIdle) return true;
+  if (!socket.is_open() || conn.buffer.size() != 0) return false;
   char byte;
-  ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;  // the server closed it
-  if (n > 0) return false;   // stray bytes: the stream is out of step
+  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n >= 0) return false;  // 0: the server closed it; > 0: bytes nobody asked for
   return errno == EAGAIN || errno == EWOULDBLOCK;
 }
-
-}  // namespace
 
 UpstreamPools::ServerState& UpstreamPools::server_state(const UpstreamConfig& upstream,
                                                         const HostPort& server) {
@@ -55,14 +45,13 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
                                                              std::size_t server) {
   auto& state = server_state(upstream, upstream.servers[server]);
   // Most recently used first: it is the least likely to have been closed.
-  const auto now = Clock::now();
   while (!state.idle.empty()) {
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
-    if (still_usable(*conn, now)) {
-      return conn;
-    }
     boost::beast::error_code ignored;
+    conn->stream.socket().cancel(ignored);  // ends the idle watch
+    // The watch may not have run yet for bytes that arrived just now.
+    if (quiet(*conn)) return conn;
     conn->stream.socket().close(ignored);
   }
   return nullptr;
@@ -75,11 +64,28 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
     return s.host == conn->address.host && s.port == conn->address.port;
   });
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
+  if (!quiet(*conn)) return;  // closed, or bytes after the response: never reused
   auto& state = server_state(upstream, *it);
   conn->stream.expires_never();
   conn->idle_since = Clock::now();
+  conn->pool_id = ++next_pool_id_;
+  watch_idle(state, *conn);
   state.idle.push_back(std::move(conn));
   while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
+}
+
+// ServerState nodes live as long as the pools (clear() empties them without
+// erasing them), so the handler may hold a pointer to one.
+void UpstreamPools::watch_idle(ServerState& state, UpstreamConnection& conn) {
+  conn.stream.socket().async_wait(
+      boost::asio::ip::tcp::socket::wait_read,
+      [state = &state, id = conn.pool_id](boost::beast::error_code ec) {
+        if (ec) return;  // taken from the pool (cancelled) or closed
+        auto& idle = state->idle;
+        auto pos = std::find_if(idle.begin(), idle.end(),
+                                [id](const auto& c) { return c->pool_id == id; });
+        if (pos != idle.end()) idle.erase(pos);  // destroying it closes the socket
+      });
 }
 
 void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {
@@ -93,7 +99,9 @@ void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) 
 }
 
 void UpstreamPools::clear() {
-  upstreams_.clear();
+  for (auto& [name, upstream] : upstreams_) {
+    for (auto& [key, server] : upstream.servers) server.idle.clear();
+  }
 }
 
 }  // namespace sluice

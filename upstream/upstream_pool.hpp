@@ -38,6 +38,7 @@ struct UpstreamConnection {
   HostPort address;                  // the server it is connected to
   std::string server;                // "host:port", for logs
   std::chrono::steady_clock::time_point idle_since{};
+  std::uint64_t pool_id = 0;  // identifies it while it sits in a pool
 };
 
 class UpstreamPools {
@@ -51,10 +52,13 @@ class UpstreamPools {
   std::optional<std::size_t> pick(const UpstreamConfig& upstream,
                                   const std::vector<std::size_t>& tried);
 
-  // An idle pooled connection to the server, checked to be still open, or null.
+  // An idle pooled connection to the server, checked to be open with nothing
+  // to read, or null.
   std::unique_ptr<UpstreamConnection> take_idle(const UpstreamConfig& upstream, std::size_t server);
 
-  // Returns a connection that finished a full exchange and may be reused.
+  // Returns a connection that finished a full, exactly framed exchange. It is
+  // pooled only if nothing is readable on it; while it is pooled, anything
+  // that arrives on it (bytes nobody asked for, or the server's close) closes it.
   void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
 
   // Passive health: connect failures put the server in cool-down.
@@ -65,6 +69,9 @@ class UpstreamPools {
 
   // Closes every idle connection (shutdown).
   void clear();
+
+  // Open and readable-with-nothing-pending: safe to send a request on.
+  static bool quiet(UpstreamConnection& conn);
 
  private:
   struct ServerState {
@@ -96,8 +103,10 @@ class UpstreamPools {
     std::map<StoredKey, ServerState, KeyLess> servers;
   };
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
+  void watch_idle(ServerState& state, UpstreamConnection& conn);
 
   WorkerExecutor executor_;
+  std::uint64_t next_pool_id_ = 0;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
 };
 
