@@ -1,5 +1,6 @@
 #include "gateway/application.hpp"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -39,6 +40,11 @@ constexpr double kShedIdleAbove = 0.9;
 constexpr auto kAcceptBackoffMin = std::chrono::milliseconds(10);
 constexpr auto kAcceptBackoffMax = std::chrono::milliseconds(1000);
 constexpr auto kAcceptErrorLogEvery = std::chrono::seconds(5);
+// Memory freed by many closed connections is handed back to the system when
+// the connection count has fallen this far below its recent peak.
+constexpr auto kTrimCheckEvery = std::chrono::seconds(2);
+constexpr std::size_t kTrimAfterClosing = 256;
+constexpr std::size_t kTrimAfterFreedRelayBuffers = 256;  // 16 MiB
 
 // What a client refused at the connection cap reads before the close.
 const std::string& overloaded_reply() {
@@ -113,6 +119,7 @@ class Application::Impl {
   void on_accept(Worker& worker, beast::error_code ec, WorkerSocket socket);
   bool admit_connection(Worker& worker);
   void do_admin_accept();
+  void trim_memory_later();
   void wait_signal();
   void reload();
   void begin_shutdown();
@@ -135,6 +142,9 @@ class Application::Impl {
   AcceptErrorLog accept_errors_;
   AcceptErrorLog admin_accept_errors_;
   std::size_t max_connections_ = 0;  // the cap in force
+  asio::steady_timer trim_timer_{main_io_};
+  std::size_t peak_connections_ = 0;  // since the last trim
+  std::size_t freed_relay_buffers_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::size_t next_worker_ = 0;
   MetricsShard main_metrics_;  // main-thread metrics (reloads)
@@ -334,6 +344,7 @@ bool Application::Impl::start() {
   }
   do_accept();
   do_admin_accept();
+  trim_memory_later();
   wait_signal();
   ready_ = true;
   spdlog::info("sluice listening on {} (data plane, {} worker threads), admin on {}",
@@ -428,6 +439,30 @@ void Application::Impl::do_admin_accept() {
   });
 }
 
+// glibc keeps the heap pages of freed per-connection memory; after a large
+// wave of connections has closed, malloc_trim gives them back.
+void Application::Impl::trim_memory_later() {
+  trim_timer_.expires_after(kTrimCheckEvery);
+  trim_timer_.async_wait([this](beast::error_code ec) {
+    if (ec || stopping_) return;
+    std::size_t now = 0;
+    std::size_t peak = 0;
+    for (auto& w : workers_) {
+      now += w->session_count();
+      peak += w->take_peak_session_count();
+      freed_relay_buffers_ += w->take_freed_relay_buffers();
+    }
+    peak_connections_ = std::max(peak_connections_, peak);
+    if (peak_connections_ >= now + kTrimAfterClosing ||
+        freed_relay_buffers_ >= kTrimAfterFreedRelayBuffers) {
+      freed_relay_buffers_ = 0;
+      malloc_trim(0);
+      peak_connections_ = now;
+    }
+    trim_memory_later();
+  });
+}
+
 void Application::Impl::wait_signal() {
   signals_.async_wait([this](beast::error_code ec, int signo) {
     if (ec) return;
@@ -478,6 +513,7 @@ void Application::Impl::begin_shutdown() {
   beast::error_code ec;
   acceptor_.close(ec);
   accept_retry_timer_.cancel();
+  trim_timer_.cancel();
   for (auto& w : workers_) {
     Worker& worker = *w;
     asio::post(worker.io(), [&worker] { worker.begin_drain(); });

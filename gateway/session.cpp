@@ -692,9 +692,16 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   void on_upstream_body(beast::error_code ec, std::size_t) {
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
-      // The head is already out: all we can do is cut the client connection.
       spdlog::warn("upstream {} server {}: response body failed: {}", upstream_cfg_->name,
                    upstream_->server, ec.message());
+      // Nothing sent to the client yet: it gets a 502. Otherwise all that can
+      // be done is to cut the client connection.
+      if (res_head_pending_ && !upstream_timed_out_) {
+        count_upstream("protocol_error");
+        drop_upstream();
+        upstream_status_ = 0;
+        return upstream_failed(502, "upstream response body is malformed");
+      }
       return abort_exchange();
     }
     auto& body = res_parser_->get().body();

@@ -33,6 +33,9 @@ Worker::~Worker() {
 void Worker::add_session(ClientSession* s) {
   sessions_.insert(s);
   session_count_.store(sessions_.size(), std::memory_order_relaxed);
+  if (sessions_.size() > peak_session_count_.load(std::memory_order_relaxed)) {
+    peak_session_count_.store(sessions_.size(), std::memory_order_relaxed);
+  }
   metrics_.set("sluice_connections_active", "", static_cast<double>(sessions_.size()));
 }
 
@@ -64,8 +67,11 @@ std::unique_ptr<char[]> Worker::take_relay_buffer() {
 }
 
 void Worker::return_relay_buffer(std::unique_ptr<char[]> buffer) {
-  if (buffer && spare_relay_buffers_.size() < kSpareRelayBuffers) {
+  if (!buffer) return;
+  if (spare_relay_buffers_.size() < kSpareRelayBuffers) {
     spare_relay_buffers_.push_back(std::move(buffer));
+  } else {
+    freed_relay_buffers_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -61,6 +61,10 @@ class Worker {
     const auto n = idle_count_.load(std::memory_order_relaxed);
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
+  // The most sessions open at once since the last call (any thread).
+  std::size_t take_peak_session_count() {
+    return peak_session_count_.exchange(session_count(), std::memory_order_relaxed);
+  }
   // Closes up to `n` idle keep-alive connections, the longest idle first.
   void shed_idle(std::size_t n);
 
@@ -70,6 +74,10 @@ class Worker {
   static constexpr std::size_t kRelayBufferSize = 64 * 1024;
   std::unique_ptr<char[]> take_relay_buffer();
   void return_relay_buffer(std::unique_ptr<char[]> buffer);
+  // Relay buffers freed (not kept) since the last call (any thread).
+  std::size_t take_freed_relay_buffers() {
+    return freed_relay_buffers_.exchange(0, std::memory_order_relaxed);
+  }
   // Stops keep-alive: idle connections close now, busy ones after their exchange.
   void begin_drain();
   // Closes every connection at once (drain timeout).
@@ -88,6 +96,8 @@ class Worker {
   std::unordered_set<ClientSession*> sessions_;
   std::atomic<std::size_t> session_count_{0};
   std::atomic<std::int64_t> idle_count_{0};
+  std::atomic<std::size_t> peak_session_count_{0};
+  std::atomic<std::size_t> freed_relay_buffers_{0};
   std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
   MetricsShard metrics_;
   bool draining_ = false;

@@ -1,5 +1,7 @@
 #include "upstream/upstream_pool.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -65,6 +67,11 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   });
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
   if (!quiet(*conn)) return;  // closed, or bytes after the response: never reused
+  // Acknowledge what was read now rather than after the delayed-ACK timer: a
+  // server whose further bytes wait for that ACK (Nagle) sends them while the
+  // connection is still idle here, where the watch below sees them.
+  const int one = 1;
+  ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
   auto& state = server_state(upstream, *it);
   conn->stream.expires_never();
   conn->idle_since = Clock::now();
