@@ -23,17 +23,21 @@ struct LocalReply {
   unsigned status = 500;
   std::string content_type = "application/json";
   std::string body;
-  HeaderList headers;  // extra headers (Allow, Retry-After, ...)
+  HeaderList headers;             // extra headers (Allow, Retry-After, ...)
+  bool close_connection = false;  // close the client connection after this reply
 };
 
 // What the middleware sees of a request. Header values are looked up by name
-// (case-insensitive); the views stay valid until the request completes.
+// (case-insensitive): `header` gives the first line of a header, and
+// `header_count` how many lines of it there are. The views stay valid until
+// the request completes.
 struct RequestContext {
   std::shared_ptr<const Config> config;
   const RouteConfig* route = nullptr;
   std::string_view method;
   std::string_view target;
   std::function<std::optional<std::string_view>(std::string_view)> header;
+  std::function<std::size_t(std::string_view)> header_count;
   IpAddress client_ip;
   std::string request_id;
   std::chrono::steady_clock::time_point started;

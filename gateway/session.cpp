@@ -363,6 +363,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         if (it == r.end()) return std::nullopt;
         return std::string_view{it->value()};
       };
+      ctx_->header_count = [this](std::string_view name) -> std::size_t {
+        return parser_->get().count(name);
+      };
     }
     ctx_->response_headers.clear();
     ctx_->config = config_;
@@ -386,7 +389,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         *ctx_, handler([index](ProxySession& self, std::optional<LocalReply> reply) {
           if (reply) {
             self.response_headers_ = std::move(self.ctx_->response_headers);
-            return self.send_local(std::move(*reply), !self.body_done());
+            // A half-read body also ends the connection.
+            const bool close = reply->close_connection || !self.body_done();
+            return self.send_local(std::move(*reply), close);
           }
           self.next_middleware(index + 1);
         }));

@@ -36,16 +36,47 @@ std::optional<std::string_view> lookup_header(const RequestView& request, std::s
   return request.header(name);
 }
 
-// The token of "Bearer <token>"; nullopt for another scheme or no token.
-std::optional<std::string_view> bearer_token(std::string_view value) {
-  value = trim(value);
-  if (value.size() <= kBearer.size() || !iequals(value.substr(0, kBearer.size()), kBearer) ||
-      !is_ows(value[kBearer.size()])) {
-    return std::nullopt;
+std::size_t count_header(const RequestView& request, std::string_view name) {
+  if (request.header_count) return request.header_count(name);
+  return lookup_header(request, name) ? 1 : 0;
+}
+
+bool is_alpha_or_digit(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+bool is_token68(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size() && (is_alpha_or_digit(s[i]) ||
+                          std::string_view("-._~+/").find(s[i]) != std::string_view::npos)) {
+    ++i;
   }
-  std::string_view token = trim(value.substr(kBearer.size()));
-  if (token.empty()) return std::nullopt;
-  return token;
+  if (i == 0) return false;
+  while (i < s.size() && s[i] == '=') ++i;
+  return i == s.size();
+}
+
+struct BearerCredential {
+  bool is_bearer = false;                 // the first word is the Bearer scheme
+  std::optional<std::string_view> token;  // set when the whole value is well-formed
+};
+
+// Parses OWS "Bearer" 1*SP token68 OWS (scheme case-insensitive).
+BearerCredential parse_bearer(std::string_view value) {
+  value = trim(value);
+  const std::size_t scheme_end = value.find_first_of(" \t");
+  if (!iequals(value.substr(0, scheme_end), kBearer)) return {};
+  BearerCredential result;
+  result.is_bearer = true;
+  if (scheme_end == std::string_view::npos) return result;  // no token
+  const std::string_view rest = value.substr(scheme_end);
+  // `rest` ends with a non-whitespace character (trimmed), so a token follows.
+  const std::size_t token_start = rest.find_first_not_of(' ');
+  if (token_start == 0) return result;  // a tab after the scheme
+  const std::string_view token = rest.substr(token_start);
+  if (is_token68(token)) result.token = token;
+  return result;
 }
 
 const std::string* consumer_plan(const ApiKeysConfig& config, std::string_view key) {
@@ -64,6 +95,97 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
+}
+
+// The decoded character at text[i], advancing i past what it consumed: a %XX
+// escape, '+' as a space when `plus_is_space`, else the character itself.
+char decode_next(std::string_view text, std::size_t& i, bool plus_is_space) {
+  const char c = text[i++];
+  if (c == '+' && plus_is_space) return ' ';
+  if (c == '%' && i + 1 < text.size()) {
+    const int hi = hex_value(text[i]);
+    const int lo = hex_value(text[i + 1]);
+    if (hi >= 0 && lo >= 0) {
+      i += 2;
+      return static_cast<char>(hi * 16 + lo);
+    }
+  }
+  return c;
+}
+
+std::string decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) out += decode_next(text, i, plus_is_space);
+  return out;
+}
+
+// form_decode(raw) == decoded, without building the decoded string.
+bool form_decoded_equals(std::string_view raw, std::string_view decoded) {
+  std::size_t i = 0;
+  std::size_t j = 0;
+  while (i < raw.size()) {
+    if (j == decoded.size() || decode_next(raw, i, true) != decoded[j]) return false;
+    ++j;
+  }
+  return j == decoded.size();
+}
+
+// Calls on_param(raw name, raw value or nullopt) for each '&'-separated pair.
+template <class F>
+void for_each_param(std::string_view query, F on_param) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const std::optional<std::string_view> value =
+        eq == std::string_view::npos ? std::nullopt
+                                     : std::optional<std::string_view>(pair.substr(eq + 1));
+    if (!on_param(pair.substr(0, eq), value)) return;
+  }
+}
+
+KeyRefusal duplicate_header(std::string_view name) {
+  return {KeyRefusal::Reason::kDuplicateIdentity, "more than one " + std::string(name) + " header"};
+}
+
+KeyRefusal duplicate_query_param(std::string_view name) {
+  return {KeyRefusal::Reason::kDuplicateIdentity,
+          "query parameter " + std::string(name) + " given more than once"};
+}
+
+// check_identity with the request's API key already extracted.
+std::optional<KeyRefusal> refusal_for(const std::vector<const LimitConfig*>& limits,
+                                      const RequestView& request, const ApiKeysConfig& api_keys,
+                                      const ApiKey& api_key) {
+  bool keys_on_api_key = false;
+  for (const LimitConfig* limit : limits) {
+    if (limit == nullptr) continue;
+    for (const KeySource& source : limit->key) {
+      switch (source.kind) {
+        case KeySource::Kind::kApiKey:
+          keys_on_api_key = true;
+          if (count_header(request, api_keys.header) > 1) return duplicate_header(api_keys.header);
+          break;
+        case KeySource::Kind::kHeader:
+          if (count_header(request, source.name) > 1) return duplicate_header(source.name);
+          break;
+        case KeySource::Kind::kQuery:
+          if (query_param_count(request.query, source.name) > 1) {
+            return duplicate_query_param(source.name);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  if (keys_on_api_key && api_key.malformed) {
+    return KeyRefusal{KeyRefusal::Reason::kMalformedAuthorization,
+                      "malformed Authorization header"};
+  }
+  return std::nullopt;
 }
 
 // Appends "<length>:<bytes>" so that consecutive fields cannot run together.
@@ -106,8 +228,14 @@ ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config) 
   result.plan = config.default_plan;
   std::optional<std::string_view> value = lookup_header(request, config.header);
   if (!value) return result;
-  std::optional<std::string_view> key =
-      iequals(config.header, "Authorization") ? bearer_token(*value) : trim(*value);
+  std::optional<std::string_view> key;
+  if (iequals(config.header, "Authorization")) {
+    const BearerCredential bearer = parse_bearer(*value);
+    result.malformed = bearer.is_bearer && !bearer.token;
+    key = bearer.token;
+  } else {
+    key = trim(*value);
+  }
   if (!key || key->empty() || key->size() > kMaxApiKeyBytes) return result;
   if (const std::string* plan = consumer_plan(config, *key)) {
     result.key = key;
@@ -119,34 +247,36 @@ ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config) 
 }
 
 std::string percent_decode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size()) {
-      const int hi = hex_value(text[i + 1]);
-      const int lo = hex_value(text[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out += static_cast<char>(hi * 16 + lo);
-        i += 2;
-        continue;
-      }
-    }
-    out += text[i];
-  }
-  return out;
+  return decode(text, false);
+}
+
+std::string form_decode(std::string_view text) {
+  return decode(text, true);
 }
 
 std::optional<std::string> query_param(std::string_view query, std::string_view name) {
-  while (!query.empty()) {
-    const std::size_t amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    const std::size_t eq = pair.find('=');
-    const std::string_view raw_name = pair.substr(0, eq);
-    if (percent_decode(raw_name) != name) continue;
-    return eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1));
-  }
-  return std::nullopt;
+  std::optional<std::string> result;
+  for_each_param(query, [&](std::string_view raw_name, std::optional<std::string_view> value) {
+    if (!form_decoded_equals(raw_name, name)) return true;
+    result = value ? form_decode(*value) : std::string{};
+    return false;
+  });
+  return result;
+}
+
+std::size_t query_param_count(std::string_view query, std::string_view name) {
+  std::size_t count = 0;
+  for_each_param(query, [&](std::string_view raw_name, std::optional<std::string_view>) {
+    if (form_decoded_equals(raw_name, name)) ++count;
+    return true;
+  });
+  return count;
+}
+
+std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
+                                         const RequestView& request,
+                                         const ApiKeysConfig& api_keys) {
+  return refusal_for(limits, request, api_keys, extract_api_key(request, api_keys));
 }
 
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
@@ -258,6 +388,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
                                       std::string_view key_prefix) {
   RateLimitKeys result;
   const ApiKey api_key = extract_api_key(request, api_keys);
+  result.refusal = refusal_for(limits, request, api_keys, api_key);
+  if (result.refusal) return result;
   result.plan = std::string(api_key.plan);
   result.has_api_key = api_key.key.has_value();
   result.descriptors.reserve(limits.size());

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/rate_limit_headers.hpp"
 #include "middleware/rate_limit_keys.hpp"
@@ -36,6 +37,16 @@ std::string_view kind_name(KeySource::Kind kind) {
   return "unknown";
 }
 
+std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
+  switch (reason) {
+    case KeyRefusal::Reason::kDuplicateIdentity:
+      return "duplicate_identity";
+    case KeyRefusal::Reason::kMalformedAuthorization:
+      return "malformed_authorization";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
@@ -51,9 +62,21 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   view.path = target.substr(0, q);
   view.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
   view.header = ctx.header;
+  view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = route.name;
   auto keys = build_route_descriptors(*ctx.config, route, view);
+  if (keys.refusal) {
+    // An identity the limiter cannot key unambiguously: refused before any
+    // bucket is debited, and the connection closed after the reply.
+    metrics_.add("sluice_ratelimit_rejected_total",
+                 scratch_labels({{"route", route.name},
+                                 {"reason", refusal_reason_name(keys.refusal->reason)}}));
+    LocalReply reply = make_local_reply(400, keys.refusal->message, ctx.request_id);
+    reply.close_connection = true;
+    return boost::asio::post(executor_,
+                             [done = std::move(done), reply = std::move(reply)] { done(reply); });
+  }
   for (std::size_t i = 0; i < keys.values.size(); ++i) {
     if (keys.values[i].fell_back) {
       metrics_.add("sluice_ratelimit_missing_key_total",

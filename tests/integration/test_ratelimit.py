@@ -15,8 +15,9 @@ import threading
 import time
 import unittest
 
-from harness import (RATE_LIMIT_HEADERS, Client, ProcessTestCase, gateway_config,
-                     metric_sum, redis_call, request, wait_redis_ready, wait_until)
+from harness import (RATE_LIMIT_HEADERS, Client, ProcessTestCase, RawConnection,
+                     gateway_config, metric_sum, redis_call, request, wait_redis_ready,
+                     wait_until)
 
 QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 TINY = 0.001  # refill rate that refills nothing within a test
@@ -371,6 +372,137 @@ class ApiKeyConfigTest(RateLimitTestCase):
         self.assert_allowed(gw, "/plans", {"X-API-Key": "random-x",
                                            "X-Forwarded-For": "10.3.1.2"})
         self.assertEqual(missing(), capacity + 3)
+
+
+class IdentityTest(RateLimitTestCase):
+    """The limiter keys on exactly what the upstream receives: a keyed header sent twice,
+    or a keyed query parameter given twice, is refused (the upstream would see both), and
+    equivalent spellings of one identity share one bucket."""
+
+    def setUp(self):
+        super().setUp()
+        one = lambda key: limit(key, 1, TINY)  # noqa: E731  one request per bucket
+        self.gw = self.start_gateway(
+            [route("key", "/key", ["by_key"]),
+             route("header", "/header", ["by_header"]),
+             route("query", "/query", ["by_query"]),
+             route("ip", "/ip", ["by_ip"])],
+            {"by_key": one("api_key"), "by_header": one("header:X-Tenant"),
+             "by_query": one("query:user"), "by_ip": limit("ip", 100, TINY)},
+            api_keys={"header": "X-API-Key"})
+
+    def raw(self, target, header_lines=()):
+        """One request with exactly these header lines; returns (response, closed after)."""
+        head = f"GET {target} HTTP/1.1\r\nHost: sluice.test\r\n"
+        head += "".join(f"{line}\r\n" for line in header_lines) + "\r\n"
+        with RawConnection(self.gw.port) as conn:
+            conn.send(head.encode())
+            response = conn.read_response()
+            return response, conn.is_closed()
+
+    def rejected(self, route_name, reason):
+        return metric_sum(self.gw, "sluice_ratelimit_rejected_total", route=route_name,
+                          reason=reason)
+
+    def assert_refused(self, target, header_lines=(), message=None):
+        response, closed = self.raw(target, header_lines)
+        self.assertEqual(response.status, 400, f"{target} {header_lines}: {response}")
+        doc = response.json()
+        self.assertEqual(doc["status"], 400, doc)
+        if message is not None:
+            self.assertEqual(doc["message"], message, doc)
+        self.assertTrue(closed, f"{target} {header_lines}: connection kept after the 400")
+        self.assertIsNone(response.header("X-RateLimit-Remaining"), response)
+        return doc
+
+    def test_two_api_key_lines_are_refused_and_never_reach_the_upstream(self):
+        doc = self.assert_refused("/key", ["X-API-Key: random-1", "X-API-Key: victim-key"])
+        self.assertNotIn("victim-key", json.dumps(doc))
+        self.assert_refused("/key", ["x-api-key: random-2", "X-API-KEY: victim-key"])
+        self.assertEqual(self.echo.counts()["requests"], 0, "a refused request went upstream")
+        self.assertEqual(self.rejected("key", "duplicate_identity"), 2)
+        # The victim's bucket was not touched; a single line is keyed as before.
+        self.assert_allowed(self.gw, "/key", {"X-API-Key": "victim-key"}, remaining=0)
+        self.assert_limited(self.gw, "/key", {"X-API-Key": "victim-key"})
+        # A route whose limits do not key on the API key lets duplicates through.
+        response, _ = self.raw("/ip", ["X-API-Key: a", "X-API-Key: b"])
+        self.assertEqual(response.status, 200, response)
+        self.assertEqual(self.rejected("ip", "duplicate_identity"), 0)
+        self.assertNotIn("victim-key", self.gw.metrics())
+
+    def test_two_lines_of_a_keyed_header_are_refused(self):
+        self.assert_refused("/header", ["X-Tenant: t-random", "X-Tenant: t-victim"])
+        self.assertEqual(self.rejected("header", "duplicate_identity"), 1)
+        self.assertEqual(self.echo.counts()["requests"], 0)
+        # Other headers may repeat.
+        response, _ = self.raw("/header", ["X-Tenant: t1", "X-Other: a", "X-Other: b"])
+        self.assertEqual(response.status, 200, response)
+
+    def test_a_keyed_query_parameter_given_twice_is_refused(self):
+        self.assert_refused("/query?user=random&user=victim")
+        self.assert_refused("/query?user=random&us%65r=victim")  # names compared decoded
+        self.assert_refused("/query?user&user=victim")
+        self.assertEqual(self.rejected("query", "duplicate_identity"), 3)
+        self.assertEqual(self.echo.counts()["requests"], 0)
+        # Other parameters may repeat.
+        self.assert_allowed(self.gw, "/query?user=u1&x=1&x=2")
+
+    def test_form_encoded_query_values_share_one_bucket(self):
+        self.assert_allowed(self.gw, "/query?user=a+b", remaining=0)
+        self.assert_limited(self.gw, "/query?user=a%20b")
+        self.assert_limited(self.gw, "/query?%75ser=a%20b")
+        self.assert_allowed(self.gw, "/query?user=a%2Bb", msg="an escaped '+' is a '+'")
+
+
+class BearerTest(RateLimitTestCase):
+    """api_keys.header: Authorization takes exactly "Bearer <token68>"."""
+
+    def setUp(self):
+        super().setUp()
+        self.gw = self.start_gateway(
+            [route("bearer", "/b", ["per_key"]), route("open", "/open", ["per_ip"])],
+            {"per_key": limit("api_key", 1, TINY), "per_ip": limit("ip", 100, TINY)},
+            api_keys={"header": "Authorization"})
+
+    def test_malformed_bearer_credentials_are_refused(self):
+        for value in ("Bearer tok-a,", "Bearer tok-a extra", "Bearer", "Bearer tok a",
+                      "Bearer to=k", "Bearer\ttok-a"):
+            with RawConnection(self.gw.port) as conn:
+                conn.send(f"GET /b HTTP/1.1\r\nHost: h\r\nAuthorization: {value}\r\n\r\n"
+                          .encode())
+                response = conn.read_response()
+                self.assertEqual(response.status, 400, f"{value!r}: {response}")
+                self.assertEqual(response.json()["message"], "malformed Authorization header")
+                self.assertTrue(conn.is_closed(), f"{value!r}: connection kept")
+        self.assertEqual(self.echo.counts()["requests"], 0)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_rejected_total", route="bearer",
+                                    reason="malformed_authorization"), 6)
+        # The same value on a route that does not key on the API key passes.
+        status, _, body = self.get(self.gw, "/open", {"Authorization": "Bearer tok-a,"})
+        self.assertEqual(status, 200, body[:300])
+
+    def test_equivalent_bearer_spellings_share_one_bucket(self):
+        self.assert_allowed(self.gw, "/b", {"Authorization": "Bearer tok-a"}, remaining=0)
+        self.assert_limited(self.gw, "/b", {"Authorization": "bearer   tok-a "})
+        self.assert_limited(self.gw, "/b", {"Authorization": "BEARER tok-a"})
+        self.assert_allowed(self.gw, "/b", {"Authorization": "Bearer dG9r+/_.~-=="})
+        # Another scheme is a missing key (the client IP's bucket), not a malformed one.
+        self.assert_allowed(self.gw, "/b", {"Authorization": "Basic dXNlcjpwYXNz",
+                                            "X-Forwarded-For": "10.4.0.1"})
+        self.assert_limited(self.gw, "/b", {"Authorization": "Basic dXNlcjpwYXNz",
+                                            "X-Forwarded-For": "10.4.0.1"})
+
+    def test_two_authorization_lines_are_refused(self):
+        with RawConnection(self.gw.port) as conn:
+            conn.send(b"GET /b HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer random\r\n"
+                      b"Authorization: Bearer victim\r\n\r\n")
+            response = conn.read_response()
+            self.assertEqual(response.status, 400, response)
+            self.assertTrue(conn.is_closed())
+        self.assertEqual(self.echo.counts()["requests"], 0)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_rejected_total", route="bearer",
+                                    reason="duplicate_identity"), 1)
+        self.assert_allowed(self.gw, "/b", {"Authorization": "Bearer victim"}, remaining=0)
 
 
 class AllOrNothingTest(RateLimitTestCase):

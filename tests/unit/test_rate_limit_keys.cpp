@@ -32,9 +32,11 @@ char lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
 }
 
-// A request with headers held in a map (names compared case-insensitively).
+// A request with headers held in a map (names compared case-insensitively);
+// a header given by repeat() has that many lines, its value being the first.
 struct Request {
   std::map<std::string, std::string> headers;  // lower-case names
+  std::map<std::string, std::size_t> lines;    // lower-case names; absent: 1 if in headers
   std::string path = "/api/orders/1";
   std::string query;
   IpAddress ip = ipv4(1, 2, 3, 4);
@@ -43,6 +45,12 @@ struct Request {
   Request& header(std::string name, std::string value) {
     for (char& c : name) c = lower(c);
     headers[name] = std::move(value);
+    return *this;
+  }
+  Request& repeat(std::string name, std::string first_value, std::size_t count) {
+    header(name, std::move(first_value));
+    for (char& c : name) c = lower(c);
+    lines[name] = count;
     return *this;
   }
   RequestView view() const {
@@ -58,6 +66,12 @@ struct Request {
       auto it = headers.find(key);
       if (it == headers.end()) return std::nullopt;
       return std::string_view(it->second);
+    };
+    v.header_count = [this](std::string_view name) -> std::size_t {
+      std::string key(name);
+      for (char& c : key) c = lower(c);
+      if (auto it = lines.find(key); it != lines.end()) return it->second;
+      return headers.count(key);
     };
     return v;
   }
@@ -131,8 +145,57 @@ TEST_CASE("api key from Authorization: Bearer", "[ratelimit][keys]") {
   CHECK(key_of("Bearer ") == std::nullopt);
   CHECK(key_of("Bearertok") == std::nullopt);
   CHECK(key_of("tok-4") == std::nullopt);
+  CHECK(key_of("\tBearer  AZaz09-._~+/== \t") == std::optional<std::string>("AZaz09-._~+/=="));
   config.header = "authorization";  // the header name is matched case-insensitively
   CHECK(key_of("Bearer tok-5") == std::optional<std::string>("tok-5"));
+}
+
+TEST_CASE("Authorization: Bearer values not of the form Bearer <token68> are malformed",
+          "[ratelimit][keys]") {
+  ApiKeysConfig config;
+  config.header = "Authorization";
+  Request request;
+  auto parse = [&](std::string value) {
+    request.header("Authorization", std::move(value));
+    return sluice::extract_api_key(request.view(), config);
+  };
+  for (const char* value :
+       {"Bearer", "Bearer ", "bearer   ", "Bearer tok,", "Bearer tok extra", "Bearer tok ,",
+        "Bearer\ttok", "Bearer \ttok", "Bearer to=k", "Bearer =", "Bearer tok=a", "Bearer t\"k\"",
+        "Bearer tok;x", "Bearer t%6Fk", "Bearer t\xc3\xa9"}) {
+    auto key = parse(value);
+    INFO(value);
+    CHECK(key.malformed);
+    CHECK_FALSE(key.key);
+    CHECK(key.plan == "free");
+  }
+  // Another scheme, or none, is a missing key, not a malformed one.
+  for (const char* value : {"Basic dXNlcjpwYXNz", "Bearertok", "tok", "", "  ", "Token a b,"}) {
+    auto key = parse(value);
+    INFO(value);
+    CHECK_FALSE(key.malformed);
+    CHECK_FALSE(key.key);
+  }
+  // Equivalent spellings give the same key.
+  for (const char* value : {"Bearer tok==", "bearer tok==", "BEARER    tok==", " Bearer tok==\t"}) {
+    auto key = parse(value);
+    INFO(value);
+    CHECK_FALSE(key.malformed);
+    CHECK(key.key == std::optional<std::string_view>("tok=="));
+  }
+  SECTION("a token longer than 256 bytes is missing, not malformed") {
+    auto key = parse("Bearer " + std::string(257, 'k'));
+    CHECK_FALSE(key.malformed);
+    CHECK_FALSE(key.key);
+    CHECK(parse("Bearer " + std::string(256, 'k')).key);
+  }
+  SECTION("other headers are never malformed") {
+    config.header = "X-API-Key";
+    request.header("X-API-Key", "Bearer tok,");
+    auto key = sluice::extract_api_key(request.view(), config);
+    CHECK_FALSE(key.malformed);
+    CHECK(key.key == std::optional<std::string_view>("Bearer tok,"));
+  }
 }
 
 TEST_CASE("consumers: plans, and unlisted keys count as missing", "[ratelimit][keys]") {
@@ -157,7 +220,7 @@ TEST_CASE("consumers: plans, and unlisted keys count as missing", "[ratelimit][k
   }
 }
 
-TEST_CASE("query parameters: percent-decoded, first occurrence wins", "[ratelimit][keys]") {
+TEST_CASE("query parameters: form-decoded, first occurrence wins", "[ratelimit][keys]") {
   using sluice::query_param;
   CHECK(query_param("a=1&b=2", "b") == std::optional<std::string>("2"));
   CHECK(query_param("b=first&b=second", "b") == std::optional<std::string>("first"));
@@ -165,13 +228,36 @@ TEST_CASE("query parameters: percent-decoded, first occurrence wins", "[ratelimi
   CHECK(query_param("k%65y=v", "key") == std::optional<std::string>("v"));
   CHECK(query_param("key=100%", "key") == std::optional<std::string>("100%"));
   CHECK(query_param("key=%zz%4", "key") == std::optional<std::string>("%zz%4"));
-  CHECK(query_param("key=a+b", "key") == std::optional<std::string>("a+b"));
+  CHECK(query_param("key=a+b", "key") == std::optional<std::string>("a b"));
+  CHECK(query_param("key=a%2Bb", "key") == std::optional<std::string>("a+b"));
+  CHECK(query_param("key=a%2bb+%2B", "key") == std::optional<std::string>("a+b +"));
+  CHECK(query_param("my+key=1", "my key") == std::optional<std::string>("1"));
+  CHECK(query_param("my%20key=1", "my key") == std::optional<std::string>("1"));
+  CHECK(query_param("my+key=1", "my+key") == std::nullopt);
+  CHECK(query_param("my%2Bkey=1", "my+key") == std::optional<std::string>("1"));
   CHECK(query_param("key", "key") == std::optional<std::string>(""));
   CHECK(query_param("key=", "key") == std::optional<std::string>(""));
   CHECK(query_param("&&key=x&", "key") == std::optional<std::string>("x"));
-  CHECK(query_param("keys=1&akey=2", "key") == std::nullopt);
+  CHECK(query_param("keys=1&akey=2&ke=3&k%65=4", "key") == std::nullopt);
   CHECK(query_param("", "key") == std::nullopt);
+  CHECK(query_param("key%=1&key=2", "key") == std::optional<std::string>("2"));
   CHECK(sluice::percent_decode("%41%42%43") == "ABC");
+  CHECK(sluice::percent_decode("a+b%2") == "a+b%2");
+  CHECK(sluice::form_decode("a+b%2") == "a b%2");
+  CHECK(sluice::form_decode("%2B+%25%") == "+ %%");
+}
+
+TEST_CASE("query parameters: occurrences counted by decoded name", "[ratelimit][keys]") {
+  using sluice::query_param_count;
+  CHECK(query_param_count("", "user") == 0);
+  CHECK(query_param_count("users=1&auser=2", "user") == 0);
+  CHECK(query_param_count("user=a", "user") == 1);
+  CHECK(query_param_count("user=a&x=1&x=2", "user") == 1);
+  CHECK(query_param_count("user=a&user=b", "user") == 2);
+  CHECK(query_param_count("user=a&us%65r=b", "user") == 2);
+  CHECK(query_param_count("user&user=", "user") == 2);
+  CHECK(query_param_count("user=a&&user=a&%75ser", "user") == 3);
+  CHECK(query_param_count("my+id=1&my%20id=2", "my id") == 2);
 }
 
 TEST_CASE("key values: sources, composite keys and fallback to IP", "[ratelimit][keys]") {
@@ -266,6 +352,17 @@ TEST_CASE("key values: sources, composite keys and fallback to IP", "[ratelimit]
     CHECK(v.hash_input != hash_input(ip_path, other_path));
   }
 
+  SECTION("equivalent query spellings give the same value") {
+    request.query = "tenant=a+b";
+    const std::string plus = hash_input(by_query, request);
+    request.query = "tenant=a%20b";
+    CHECK(hash_input(by_query, request) == plus);
+    request.query = "x=1&t%65nant=a%20%62";
+    CHECK(hash_input(by_query, request) == plus);
+    request.query = "tenant=a%2Bb";
+    CHECK(hash_input(by_query, request) != plus);
+  }
+
   SECTION("different client IPs give different values") {
     Request other = request;
     other.ip = ipv4(1, 2, 3, 5);
@@ -343,4 +440,95 @@ TEST_CASE("descriptors for a route: plans and no raw values", "[ratelimit][keys]
     route.limits.clear();
     CHECK(sluice::build_route_descriptors(config, route, request.view()).descriptors.empty());
   }
+}
+
+TEST_CASE("identity check: keyed headers and parameters must appear once", "[ratelimit][keys]") {
+  ApiKeysConfig api_keys;  // X-API-Key
+  const LimitConfig by_key = make_limit("by_key", {{Kind::kApiKey, ""}});
+  const LimitConfig by_ip = make_limit("by_ip", {{Kind::kIp, ""}});
+  const LimitConfig by_header = make_limit("by_header", {{Kind::kHeader, "X-Tenant"}});
+  const LimitConfig by_query = make_limit("by_query", {{Kind::kQuery, "user"}});
+  const LimitConfig combo = make_limit("combo", {{Kind::kPath, ""}, {Kind::kHeader, "x-tenant"}});
+  using Reason = sluice::KeyRefusal::Reason;
+  auto check = [&](std::vector<const LimitConfig*> limits, const Request& request) {
+    return sluice::check_identity(limits, request.view(), api_keys);
+  };
+
+  Request request;
+  request.query = "user=u1&x=1&x=2";
+  request.header("X-API-Key", "k1").header("X-Tenant", "t1").repeat("X-Other", "a", 3);
+  CHECK_FALSE(check({&by_key, &by_ip, &by_header, &by_query, &combo}, request));
+
+  SECTION("two API key lines") {
+    request.repeat("x-api-key", "random", 2);
+    auto refusal = check({&by_ip, &by_key}, request);
+    REQUIRE(refusal);
+    CHECK(refusal->reason == Reason::kDuplicateIdentity);
+    CHECK(refusal->message == "more than one X-API-Key header");
+    CHECK(refusal->message.find("random") == std::string::npos);
+    CHECK_FALSE(check({&by_ip, &by_header, &by_query}, request));  // not keyed on
+    CHECK_FALSE(check({}, request));
+  }
+  SECTION("two lines of a keyed header") {
+    request.repeat("X-Tenant", "t-random", 2);
+    auto refusal = check({&combo}, request);
+    REQUIRE(refusal);
+    CHECK(refusal->reason == Reason::kDuplicateIdentity);
+    CHECK(refusal->message == "more than one x-tenant header");
+    CHECK(check({&by_header}, request));
+    CHECK_FALSE(check({&by_key, &by_query}, request));
+  }
+  SECTION("a keyed query parameter given twice") {
+    for (const char* query :
+         {"user=a&user=b", "user=a&us%65r=b", "user&user=a", "x=1&user=a&user"}) {
+      request.query = query;
+      INFO(query);
+      auto refusal = check({&by_query}, request);
+      REQUIRE(refusal);
+      CHECK(refusal->reason == Reason::kDuplicateIdentity);
+      CHECK(refusal->message == "query parameter user given more than once");
+      CHECK_FALSE(check({&by_key, &by_header}, request));
+    }
+  }
+  SECTION("without a header_count lookup, a present header is one line") {
+    RequestView view = request.view();
+    view.header_count = nullptr;
+    CHECK_FALSE(sluice::check_identity({&by_key, &by_header}, view, api_keys));
+  }
+  SECTION("a malformed Authorization matters only where a limit keys on api_key") {
+    api_keys.header = "Authorization";
+    request.header("Authorization", "Bearer tok extra");
+    auto refusal = check({&by_ip, &by_key}, request);
+    REQUIRE(refusal);
+    CHECK(refusal->reason == Reason::kMalformedAuthorization);
+    CHECK(refusal->message == "malformed Authorization header");
+    CHECK_FALSE(check({&by_ip, &by_header, &by_query}, request));
+    request.header("Authorization", "Basic dXNlcjpwYXNz");
+    CHECK_FALSE(check({&by_key}, request));
+    // Two lines are a duplicate, whatever their shape.
+    request.repeat("Authorization", "Bearer tok", 2);
+    refusal = check({&by_key}, request);
+    REQUIRE(refusal);
+    CHECK(refusal->reason == Reason::kDuplicateIdentity);
+    CHECK(refusal->message == "more than one Authorization header");
+  }
+}
+
+TEST_CASE("descriptors of a refused request: none", "[ratelimit][keys]") {
+  sluice::Config config;
+  config.limits = {make_limit("by_query", {{Kind::kQuery, "user"}})};
+  sluice::RouteConfig route;
+  route.name = "r";
+  route.limits = {"by_query"};
+  Request request;
+  request.query = "user=a&user=b";
+  auto keys = sluice::build_route_descriptors(config, route, request.view());
+  REQUIRE(keys.refusal);
+  CHECK(keys.refusal->reason == sluice::KeyRefusal::Reason::kDuplicateIdentity);
+  CHECK(keys.descriptors.empty());
+  CHECK(keys.values.empty());
+  request.query = "user=a";
+  keys = sluice::build_route_descriptors(config, route, request.view());
+  CHECK_FALSE(keys.refusal);
+  CHECK(keys.descriptors.size() == 1);
 }

@@ -1,7 +1,11 @@
 // The rate-limit middleware against a fake limiter whose completion the test
 // fires by hand (style.md habit 8): allowed, limited, error + fail-open,
-// error + fail-closed, and routes without limits.
+// error + fail-closed, routes without limits, and requests refused before the
+// limiter is asked (a repeated or malformed key source).
 #include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -34,8 +38,11 @@ class FakeLimiter final : public RateLimiter {
   RateDecisionHandler pending;
 };
 
-std::shared_ptr<const Config> make_config(FailureMode mode, bool limited_route = true) {
+std::shared_ptr<const Config> make_config(FailureMode mode, bool limited_route = true,
+                                          const std::string& api_key_header = "X-API-Key") {
   auto result = parse_config(R"(
+api_keys: { header: ")" + api_key_header +
+                                 R"(" }
 upstreams:
   u: { servers: ["127.0.0.1:9"] }
 limits:
@@ -66,9 +73,14 @@ struct Harness {
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
     ctx.target = "/orders?x=1";
-    ctx.header = [](std::string_view name) -> std::optional<std::string_view> {
-      if (name == "X-API-Key") return std::string_view{"secret-key"};
-      return std::nullopt;
+    // Header names as the config spells them; each header has `lines` lines.
+    ctx.header = [this](std::string_view name) -> std::optional<std::string_view> {
+      auto it = headers.find(std::string(name));
+      if (it == headers.end()) return std::nullopt;
+      return std::string_view{it->second};
+    };
+    ctx.header_count = [this](std::string_view name) -> std::size_t {
+      return headers.count(std::string(name)) ? lines : 0;
     };
     ctx.client_ip = *parse_ip("10.1.2.3");
   }
@@ -100,6 +112,8 @@ struct Harness {
   std::shared_ptr<FakeLimiter> limiter;
   std::shared_ptr<RateLimitMiddleware> middleware;  // held as in a chain (shared_from_this)
   RequestContext ctx;
+  std::map<std::string, std::string> headers = {{"X-API-Key", "secret-key"}};
+  std::size_t lines = 1;
   int done_calls = 0;
   std::optional<LocalReply> reply;
 };
@@ -181,6 +195,60 @@ TEST_CASE("a route without limits never calls the limiter", "[ratelimit][middlew
   CHECK(h.limiter->calls.empty());
 }
 
+TEST_CASE("two API key lines: 400 that closes, limiter not asked", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  h.lines = 2;
+  h.ctx.request_id = "rid-1";
+  h.start();
+  CHECK(h.done_calls == 0);  // posted, not called inline
+  h.run();
+  CHECK(h.done_calls == 1);
+  CHECK(h.limiter->calls.empty());
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 400);
+  CHECK(h.reply->close_connection);
+  CHECK(h.reply->content_type == "application/json");
+  CHECK(h.reply->body.find("\"message\":\"more than one X-API-Key header\"") != std::string::npos);
+  CHECK(h.reply->body.find("\"request_id\":\"rid-1\"") != std::string::npos);
+  CHECK(h.reply->body.find("secret-key") == std::string::npos);
+  CHECK(h.ctx.response_headers.empty());
+  CHECK(h.metric("sluice_ratelimit_rejected_total", "route=\"r\",reason=\"duplicate_identity\"") ==
+        1);
+  CHECK(h.metric("sluice_ratelimit_missing_key_total", "route=\"r\",source=\"api_key\"") == 0);
+}
+
+TEST_CASE("malformed Authorization: 400, limiter not asked", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen, true, "Authorization"));
+  h.headers = {{"Authorization", "Bearer secret-key,"}};
+  h.start();
+  h.run();
+  CHECK(h.limiter->calls.empty());
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 400);
+  CHECK(h.reply->close_connection);
+  CHECK(h.reply->body.find("malformed Authorization header") != std::string::npos);
+  CHECK(h.reply->body.find("secret-key") == std::string::npos);
+  CHECK(h.metric("sluice_ratelimit_rejected_total",
+                 "route=\"r\",reason=\"malformed_authorization\"") == 1);
+
+  SECTION("a well-formed Bearer token is keyed as before") {
+    Harness ok(make_config(FailureMode::kOpen, true, "Authorization"));
+    ok.headers = {{"Authorization", "bearer  secret-key "}};
+    ok.start();
+    ok.run();
+    REQUIRE(ok.limiter->calls.size() == 1);
+    Harness plain(make_config(FailureMode::kOpen, true, "Authorization"));
+    plain.headers = {{"Authorization", "Bearer secret-key"}};
+    plain.start();
+    plain.run();
+    REQUIRE(plain.limiter->calls.size() == 1);
+    CHECK(ok.limiter->calls[0].descriptors[0].redis_key ==
+          plain.limiter->calls[0].descriptors[0].redis_key);
+    CHECK(ok.metric("sluice_ratelimit_rejected_total",
+                    "route=\"r\",reason=\"malformed_authorization\"") == 0);
+  }
+}
+
 TEST_CASE("metrics render in Prometheus text format", "[metrics]") {
   MetricsShard a, b;
   a.add("sluice_http_requests_total", labels("route", "r", "code", "200"));
@@ -201,5 +269,6 @@ TEST_CASE("metrics render in Prometheus text format", "[metrics]") {
         std::string::npos);
   CHECK(text.find("sluice_ratelimit_check_duration_seconds_count 1\n") != std::string::npos);
   CHECK(text.find("# TYPE sluice_config_reloads_total counter\n") != std::string::npos);
+  CHECK(text.find("# TYPE sluice_ratelimit_rejected_total counter\n") != std::string::npos);
   CHECK(label("route", "a\"b\\c") == "route=\"a\\\"b\\\\c\"");
 }
