@@ -424,11 +424,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     connect_fresh();
   }
 
-  // A new connection to server_index_.
+  // A new connection to server_index_, once the server is under its
+  // max_connections.
   void connect_fresh() {
     upstream_reused_ = false;
     upstream_timed_out_ = false;
-    upstream_ = std::make_unique<UpstreamConnection>(stream_.get_executor());
+    upstream_ = worker_.pools().open(*upstream_cfg_, server_index_);
+    if (!upstream_) return wait_for_connection();
     const auto& hp = upstream_cfg_->servers[server_index_];
     upstream_->address = hp;
     upstream_->server = hp.to_string();
@@ -458,6 +460,45 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
           for (const auto& r : results) endpoints.push_back(r.endpoint());
           self.connect_to(std::move(endpoints));
         }));
+  }
+
+  // The server has max_connections already: wait up to connect_timeout for
+  // one of them to close or come back idle, then answer 503.
+  void wait_for_connection() {
+    const auto generation = ++slot_generation_;
+    waiting_for_slot_ = true;
+    if (!slot_timer_) slot_timer_ = std::make_unique<SessionTimer>(stream_.get_executor());
+    slot_timer_->expires_after(upstream_cfg_->connect_timeout);
+    slot_timer_->async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
+      if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
+      self.waiting_for_slot_ = false;
+      self.count_upstream("connection_limit");
+      self.send_local(
+          make_local_reply(503, "upstream connection limit reached", self.request_id_),
+          !self.body_done());
+    }));
+    worker_.pools().wait_for_slot(
+        *upstream_cfg_, server_index_, [weak = weak_from_this(), generation]() -> bool {
+          auto self = weak.lock();
+          if (!self || generation != self->slot_generation_ || !self->waiting_for_slot_) {
+            return false;
+          }
+          self->waiting_for_slot_ = false;
+          self->slot_timer_->cancel();
+          try {
+            self->upstream_ = self->worker_.pools().take_idle(*self->upstream_cfg_,
+                                                              self->server_index_);
+            self->upstream_reused_ = self->upstream_ != nullptr;
+            if (self->upstream_) {
+              self->send_request_head();
+            } else {
+              self->connect_fresh();
+            }
+          } catch (const std::exception& e) {
+            self->on_internal_error(e.what());
+          }
+          return true;
+        });
   }
 
   void connect_to(std::vector<tcp::endpoint> endpoints) {
@@ -982,6 +1023,10 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   std::unique_ptr<RequestContext> ctx_;
   std::unique_ptr<tcp::resolver> resolver_;
   std::unique_ptr<asio::steady_timer> resolve_timer_;
+  using SessionTimer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor>;
+  std::unique_ptr<SessionTimer> slot_timer_;  // waiting for an upstream connection
+  std::uint64_t slot_generation_ = 0;
+  bool waiting_for_slot_ = false;
 
   const RouteConfig* route_ = nullptr;
   const UpstreamConfig* upstream_cfg_ = nullptr;

@@ -6,7 +6,51 @@
 
 #include <algorithm>
 
+#include <boost/asio/post.hpp>
+
 namespace sluice {
+
+UpstreamConnection::~UpstreamConnection() {
+  if (slots) --slots->open;
+  if (on_release) on_release();
+}
+
+std::unique_ptr<UpstreamConnection> UpstreamPools::open(const UpstreamConfig& upstream,
+                                                        std::size_t server) {
+  auto& state = server_state(upstream, upstream.servers[server]);
+  if (upstream.max_connections != 0 && state.slots->open >= upstream.max_connections) {
+    return nullptr;
+  }
+  auto conn = std::make_unique<UpstreamConnection>(executor_);
+  conn->slots = state.slots;
+  ++state.slots->open;
+  // When it closes, a request waiting for a connection to this server may go.
+  conn->on_release = [executor = executor_, slots = state.slots] {
+    if (!slots->waiters.empty()) wake_waiter(executor, slots);
+  };
+  return conn;
+}
+
+void UpstreamPools::wait_for_slot(const UpstreamConfig& upstream, std::size_t server,
+                                  std::function<bool()> waiter) {
+  auto& state = server_state(upstream, upstream.servers[server]);
+  state.slots->waiters.push_back(std::move(waiter));
+}
+
+// Posted, never run inside the caller: the waiter starts I/O of its own.
+void UpstreamPools::wake_waiter(const WorkerExecutor& executor,
+                                const std::shared_ptr<ServerSlots>& slots) {
+  if (slots->wake_posted) return;
+  slots->wake_posted = true;
+  boost::asio::post(executor, [slots] {
+    slots->wake_posted = false;
+    while (!slots->waiters.empty()) {
+      auto waiter = std::move(slots->waiters.front());
+      slots->waiters.pop_front();
+      if (waiter()) return;
+    }
+  });
+}
 
 bool UpstreamPools::quiet(UpstreamConnection& conn) {
   auto& socket = conn.stream.socket();
@@ -77,6 +121,7 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   conn->idle_since = Clock::now();
   conn->pool_id = ++next_pool_id_;
   watch_idle(state, *conn);
+  if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
   state.idle.push_back(std::move(conn));
   while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,15 +31,28 @@ using WorkerExecutor = boost::asio::io_context::executor_type;
 using WorkerStream = boost::beast::basic_stream<boost::asio::ip::tcp, WorkerExecutor,
                                                 boost::beast::unlimited_rate_policy>;
 
+// Connections of one worker to one server, against upstream max_connections,
+// and the requests waiting for one of them to close or come back idle.
+struct ServerSlots {
+  std::size_t open = 0;                       // connections that exist (busy or idle)
+  std::deque<std::function<bool()>> waiters;  // true: the waiter took its turn
+  bool wake_posted = false;
+};
+
 // One connection to one upstream server.
 struct UpstreamConnection {
   explicit UpstreamConnection(const WorkerExecutor& ex) : stream(ex) {}
+  ~UpstreamConnection();
+  UpstreamConnection(const UpstreamConnection&) = delete;
+  UpstreamConnection& operator=(const UpstreamConnection&) = delete;
   WorkerStream stream;
   boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
   HostPort address;                  // the server it is connected to
   std::string server;                // "host:port", for logs
   std::chrono::steady_clock::time_point idle_since{};
   std::uint64_t pool_id = 0;  // identifies it while it sits in a pool
+  std::shared_ptr<ServerSlots> slots;  // counted there while it exists
+  std::function<void()> on_release;    // wakes a waiter when it closes
 };
 
 class UpstreamPools {
@@ -55,6 +69,16 @@ class UpstreamPools {
   // An idle pooled connection to the server, checked to be open with nothing
   // to read, or null.
   std::unique_ptr<UpstreamConnection> take_idle(const UpstreamConfig& upstream, std::size_t server);
+
+  // A new connection to the server counted against max_connections, or null
+  // when the server has max_connections already.
+  std::unique_ptr<UpstreamConnection> open(const UpstreamConfig& upstream, std::size_t server);
+
+  // Queues `waiter` until a connection to the server closes or comes back
+  // idle; it then runs on the worker's executor and returns true if it took
+  // its turn (false: it had given up, the next waiter is asked).
+  void wait_for_slot(const UpstreamConfig& upstream, std::size_t server,
+                     std::function<bool()> waiter);
 
   // Returns a connection that finished a full, exactly framed exchange. It is
   // pooled only if nothing is readable on it; while it is pooled, anything
@@ -77,6 +101,7 @@ class UpstreamPools {
   struct ServerState {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
     Clock::time_point cooldown_until{};
+    std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
   };
   // Servers are looked up by (host, port) without building a key string.
   struct ServerKey {
@@ -104,6 +129,7 @@ class UpstreamPools {
   };
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
   void watch_idle(ServerState& state, UpstreamConnection& conn);
+  static void wake_waiter(const WorkerExecutor& executor, const std::shared_ptr<ServerSlots>& slots);
 
   WorkerExecutor executor_;
   std::uint64_t next_pool_id_ = 0;

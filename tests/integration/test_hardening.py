@@ -349,6 +349,47 @@ class SlowClientTest(HardeningTestCase):
         wait_until(closed_by_gateway, 10, interval=0.1, message="slow reader closed")
 
 
+class UpstreamConnectionLimitTest(ProcessTestCase):
+    """upstreams.NAME.max_connections: a request that finds every connection
+    busy waits up to connect_timeout_ms for one, then gets 503."""
+
+    def gateway(self, connect_timeout_ms):
+        echo = self.start_echo()
+        return self.start_sluice(gateway_config(
+            {"echo": {"servers": [echo.address], "max_connections": 1,
+                      "connect_timeout_ms": connect_timeout_ms}},
+            [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}],
+            server={"threads": 1}))
+
+    def slow_request_in_background(self, gateway, ms):
+        result = {}
+        def run():
+            result["status"] = request(gateway.port, "GET", f"/__slow/{ms}")[0]
+        t = threading.Thread(target=run)
+        t.start()
+        self.addCleanup(t.join)
+        # The slow request holds the only connection once the upstream has it.
+        wait_until(lambda: gateway.metric("sluice_upstream_connections_total",
+                                          upstream="echo") == 1, 5)
+        return t, result
+
+    def test_a_request_waits_for_the_busy_connection(self):
+        gateway = self.gateway(connect_timeout_ms=5000)
+        t, result = self.slow_request_in_background(gateway, 300)
+        self.assertEqual(request(gateway.port, "GET", "/second")[0], 200)
+        t.join()
+        self.assertEqual(result["status"], 200)
+        # Both went over the one connection.
+        self.assertEqual(gateway.metric("sluice_upstream_connections_total", upstream="echo"), 1)
+
+    def test_a_request_that_waits_too_long_gets_503(self):
+        gateway = self.gateway(connect_timeout_ms=200)
+        t, result = self.slow_request_in_background(gateway, 1500)
+        self.assertEqual(request(gateway.port, "GET", "/second")[0], 503)
+        t.join()
+        self.assertEqual(result["status"], 200)
+
+
 class ConnectionCapTest(ProcessTestCase):
     def setUp(self):
         super().setUp()
