@@ -20,6 +20,7 @@
 #include <boost/beast/http.hpp>
 
 #include "gateway/guarded.hpp"
+#include "gateway/http_limits.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
@@ -39,20 +40,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kRelayBufferSize = Worker::kRelayBufferSize;
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
-// Chunk extensions are accepted and ignored up to this length; the whole
-// chunk-size line is bounded by the read buffer's limit in any case.
-constexpr std::size_t kMaxChunkExtensionBytes = 4096;
-// A response head, and everything the response parser must hold at once
-// (a chunk-size line, the trailer section), fits in this much.
-constexpr std::size_t kMaxResponseHeadBytes = 64 * 1024;
-
-// Rejects chunk extensions longer than kMaxChunkExtensionBytes.
-struct ChunkExtensionLimit {
-  void operator()(std::uint64_t, beast::string_view extensions, beast::error_code& ec) {
-    if (extensions.size() > kMaxChunkExtensionBytes) ec = http::error::bad_chunk_extension;
-  }
-};
-
 // Bytes a closing connection still sends are read into this and dropped.
 char* discard_buffer() {
   thread_local std::array<char, 4096> buffer;
