@@ -34,6 +34,10 @@ SOURCE_DIR = os.environ.get(
 SLUICE_BIN = os.environ.get("SLUICE_BIN", os.path.join(SOURCE_DIR, "build", "sluice"))
 ECHO_BIN = os.environ.get("SLUICE_ECHO_BIN", os.path.join(SOURCE_DIR, "build", "sluice-echo"))
 
+# Set (to e.g. "address,undefined") when the binaries are built with sanitizers:
+# memory figures are then meaningless and tracing conflicts with LeakSanitizer.
+SANITIZED = os.environ.get("SLUICE_SANITIZED", "")
+
 START_TIMEOUT = 10.0  # seconds for a process to start serving
 STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
 IO_TIMEOUT = 10.0  # default socket timeout of the clients

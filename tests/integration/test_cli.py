@@ -148,7 +148,38 @@ class CheckTest(ProcessTestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("configuration OK", result.stdout + result.stderr)
 
+    def test_check_warns_when_random_api_keys_are_never_denied(self):
+        self.require_binary()
+        base = ("upstreams:\n  u:\n    servers: [\"127.0.0.1:9\"]\n"
+                "limits:\n  per_key: {key: api_key, capacity: 5, refill_per_second: 1}\n"
+                "  per_ip: {key: ip, capacity: 50, refill_per_second: 10}\n")
+        cases = {
+            # every limit keyed by api_key, no consumers listed: warned, still valid
+            "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, limits: [per_key]}\n":
+                True,
+            # an ip limit beside it bounds random keys
+            "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, "
+            "limits: [per_key, per_ip]}\n": False,
+            # consumers listed: unknown keys count as missing
+            "api_keys:\n  consumers: [{key: k1, plan: free}]\n"
+            "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, limits: [per_key]}\n":
+                False,
+        }
+        for routes, warned in cases.items():
+            with self.subTest(routes=routes):
+                self.write("w.yaml", base + routes)
+                result = run_cli(["--config", "w.yaml", "--check"], cwd=self.workdir)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn("configuration OK", result.stdout)
+                if warned:
+                    self.assertIn("warning: w.yaml:", result.stderr)
+                    self.assertIn("routes[0].limits: every limit is keyed by api_key",
+                                  result.stderr)
+                else:
+                    self.assertNotIn("warning", result.stderr)
+
     @unittest.skipUnless(shutil.which("strace"), "strace not installed")
+    @unittest.skipIf(SANITIZED, "LeakSanitizer does not run under strace")
     def test_check_opens_no_socket(self):
         self.require_binary()
         path = self.write("gateway.yaml", good_config_text())

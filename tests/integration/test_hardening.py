@@ -12,7 +12,8 @@ import threading
 import time
 import unittest
 
-from harness import (Process, ProcessTestCase, RawConnection, SLUICE_BIN, Sluice, echo_header,
+from harness import (SANITIZED, Process, ProcessTestCase, RawConnection, SLUICE_BIN, Sluice,
+                     echo_header,
                      gateway_config, request, rss_kib, wait_until)
 
 MIB = 1024 * 1024
@@ -160,14 +161,16 @@ class TrailerAndChunkLineTest(HardeningTestCase):
         res, sent, growth = self.endless(b"5;")
         self.assertEqual(res.status, 400, res)
         self.assertLess(sent, 16 * MIB, "the gateway kept reading an endless chunk-size line")
-        self.assertLess(growth, 32 * 1024, f"RSS grew by {growth} KiB")
+        if not SANITIZED:
+            self.assertLess(growth, 32 * 1024, f"RSS grew by {growth} KiB")
         self.assert_serving()
 
     def test_endless_trailer_line(self):
         res, sent, growth = self.endless(b"0\r\nX-Trailer: ")
         self.assertEqual(res.status, 400, res)
         self.assertLess(sent, 16 * MIB)
-        self.assertLess(growth, 32 * 1024, f"RSS grew by {growth} KiB")
+        if not SANITIZED:
+            self.assertLess(growth, 32 * 1024, f"RSS grew by {growth} KiB")
         self.assert_serving()
 
     def test_long_chunk_extension_is_refused(self):
@@ -214,7 +217,8 @@ class LyingUpstreamTest(HardeningTestCase):
         before = rss_kib(self.gateway.pid)
         status, _, _ = request(self.gateway.port, "GET", "/endless", timeout=20)
         self.assertEqual(status, 502)
-        self.assertLess(rss_kib(self.gateway.pid) - before, 32 * 1024)
+        if not SANITIZED:
+            self.assertLess(rss_kib(self.gateway.pid) - before, 32 * 1024)
         self.assert_serving()
 
     def test_unknown_response_transfer_coding_is_a_502(self):
@@ -470,6 +474,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@unittest.skipIf(SANITIZED, "memory figures mean nothing under sanitizers")
 class IdleMemoryTest(ProcessTestCase):
     CONNECTIONS = 2000
 
