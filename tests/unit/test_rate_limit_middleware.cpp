@@ -66,6 +66,7 @@ struct Harness {
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
     ctx.target = "/orders?x=1";
+    ctx.route_path = "/orders";
     ctx.header = [](std::string_view name) -> std::optional<std::string_view> {
       if (name == "X-API-Key") return std::string_view{"secret-key"};
       return std::nullopt;
