@@ -36,6 +36,7 @@ struct RequestContext {
   const RouteConfig* route = nullptr;
   std::string_view method;
   std::string_view target;
+  std::string_view route_path;  // the normalized path without ";parameters" (request_target.hpp)
   std::function<std::optional<std::string_view>(std::string_view)> header;
   std::function<std::size_t(std::string_view)> header_count;
   IpAddress client_ip;

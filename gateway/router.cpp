@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <regex>
 
+#include "gateway/request_target.hpp"
+
 namespace sluice {
 namespace {
 
@@ -101,43 +103,19 @@ std::string upstream_target(const RouteConfig& route, std::string_view target) {
     return std::string(target);
   }
   const auto path = target_path(target);
-  if (!path.starts_with(route.match.path)) return std::string(target);
+  const auto prefix_end = forwarded_prefix_length(path, route.match.path);
+  if (!prefix_end) return std::string(target);
   const auto query_pos = target.find('?');
   const auto query =
       query_pos == std::string_view::npos ? std::string_view{} : target.substr(query_pos);
 
   std::string out;
-  auto rest = path.substr(route.match.path.size());
+  auto rest = path.substr(*prefix_end);
   // "/api" stripped from "/apiv2/x" leaves "v2/x": keep the result a valid origin-form path.
   if (rest.empty() || rest.front() != '/') out += '/';
   out += rest;
   out += query;
   return out;
-}
-
-bool has_dot_segment(std::string_view path) {
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    // One segment: count its dots; any other character makes it ordinary.
-    int dots = 0;
-    bool only_dots = true;
-    while (i < path.size() && path[i] != '/') {
-      if (path[i] == '.') {
-        ++dots;
-        ++i;
-      } else if (path[i] == '%' && i + 2 < path.size() && path[i + 1] == '2' &&
-                 (path[i + 2] == 'e' || path[i + 2] == 'E')) {
-        ++dots;
-        i += 3;
-      } else {
-        only_dots = false;
-        ++i;
-      }
-    }
-    if (only_dots && (dots == 1 || dots == 2)) return true;
-    ++i;  // past the '/'
-  }
-  return false;
 }
 
 }  // namespace sluice

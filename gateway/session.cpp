@@ -23,6 +23,7 @@
 #include "gateway/http_limits.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/request_target.hpp"
 #include "gateway/router.hpp"
 #include "gateway/worker.hpp"
 #include "upstream/proxy_headers.hpp"
@@ -259,27 +260,30 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
       return send_local(make_local_reply(501, "transfer coding not supported", new_id()), true);
     }
-    // Absolute-form (RFC 9112 3.2.2): the authority replaces Host and the
-    // target becomes origin-form, so routing and upstream see the same host.
-    if (!req.target().starts_with("/") && req.target() != "*") {
-      std::string_view target = req.target();
-      const auto scheme_end = target.find("://");
-      if (scheme_end == std::string_view::npos) {
-        return send_local(make_local_reply(400, "bad request target", new_id()), true);
+    // Host and request-target hygiene: see gateway/request_target.hpp.
+    if (req.count(http::field::host)) {
+      if (const auto error = check_host(req[http::field::host]); !error.empty()) {
+        return send_local(make_local_reply(400, error, new_id()), true);
       }
-      const auto rest = target.substr(scheme_end + 3);
-      const auto path_start = rest.find_first_of("/?");
-      const std::string authority{rest.substr(0, path_start)};
-      std::string origin = path_start == std::string_view::npos
-                               ? std::string{"/"}
-                               : std::string{rest.substr(path_start)};
-      if (!origin.starts_with("/")) origin.insert(0, "/");
-      original_target_.assign(target);  // the access log shows what the client sent
-      req.set(http::field::host, authority);
-      req.target(origin);
     }
-    if (has_dot_segment(target_path(req.target()))) {
-      return send_local(make_local_reply(400, "dot segments in path", new_id()), true);
+    // Absolute-form: the authority replaces Host and the target becomes
+    // origin-form, so routing and upstream see the same host.
+    if (!req.target().starts_with("/") && req.target() != "*") {
+      auto absolute = split_absolute_form(req.target());
+      if (!absolute.error.empty()) {
+        return send_local(make_local_reply(400, absolute.error, new_id()), true);
+      }
+      original_target_.assign(req.target());  // the access log shows what the client sent
+      req.set(http::field::host, absolute.authority);
+      req.target(absolute.target);
+    }
+    // One normalized target, forwarded; its route path is routed and keyed.
+    if (const auto error = normalize_target(req.target(), target_); !error.empty()) {
+      return send_local(make_local_reply(400, error, new_id()), true);
+    }
+    if (target_.target != req.target()) {
+      if (original_target_.empty()) original_target_.assign(req.target());
+      req.target(target_.target);
     }
     client_keep_alive_ = req.keep_alive() && !draining_;
     // Hop-by-hop headers (and the names Connection lists) go before anything
@@ -322,7 +326,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
 
     auto decision =
-        select_route(*config_, req.method_string(), req.target(), req[http::field::host]);
+        select_route(*config_, req.method_string(), target_.route_path, req[http::field::host]);
     if (decision.kind == RouteDecision::Kind::kNotFound) {
       return send_local(make_local_reply(404, "no route matches", request_id_), !body_done());
     }
@@ -359,6 +363,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     ctx_->route = route_;
     ctx_->method = req.method_string();
     ctx_->target = req.target();
+    ctx_->route_path = target_.route_path;
     ctx_->client_ip = client_ip_;
     ctx_->request_id = request_id_;
     ctx_->started = started_;
@@ -1022,7 +1027,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   std::size_t server_index_ = 0;
   HeaderList response_headers_;
   std::string request_id_;
-  std::string original_target_;  // set only when an absolute-form target was rewritten
+  std::string original_target_;  // set only when the target was rewritten
+  NormalizedTarget target_;      // this request's forwarded target and route path
   std::string_view forwarded_proto_ = "http";
   std::string upstream_server_;
   IpAddress client_ip_;

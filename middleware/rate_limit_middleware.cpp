@@ -59,7 +59,7 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   const auto q = target.find('?');
   RequestView view;
   view.method = ctx.method;
-  view.path = target.substr(0, q);
+  view.path = ctx.route_path;  // what the route matched: one bucket per path, however spelled
   view.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
   view.header = ctx.header;
   view.header_count = ctx.header_count;

@@ -463,6 +463,115 @@ class ForwardingTest(GatewayTestCase):
         self.assertEqual(res.status, 404)
 
 
+
+class TargetHygieneTest(GatewayTestCase):
+    """The request-target is normalized once; routing, path keys and the upstream agree on
+    it. Malformed targets and Host values are refused with 400 (gateway/request_target.hpp)."""
+
+    def setUp(self):
+        super().setUp()
+        self.start_gateway(routes=default_routes() + [
+            {"name": "exact", "match": {"path_exact": "/exact"}, "upstream": "echo"},
+            {"name": "items", "match": {"path_prefix": "/v1/items"}, "upstream": "echo"},
+        ])
+
+    def send(self, target: bytes, host: bytes | None = b"g", extra: bytes = b""):
+        head = b"GET " + target + b" HTTP/1.1\r\n"
+        if host is not None:
+            head += b"Host: " + host + b"\r\n"
+        return raw_exchange(self.gateway.port, head + extra + b"\r\n")
+
+    def assert_forwarded(self, target: bytes, expected: str):
+        res = self.send(target)
+        self.assertEqual(res.status, 200, f"{target!r}: {res}")
+        self.assertEqual(res.json()["target"], expected, target)
+
+    def assert_refused(self, target: bytes, host: bytes | None = b"g", extra: bytes = b""):
+        res = self.send(target, host, extra)
+        self.assert_local_reply(res, 400)
+        return res
+
+    def test_path_variants_route_and_forward_normalized(self):
+        for sent, expected in (
+                (b"//api/x", "/api/x"),
+                (b"/%61pi/x", "/api/x"),
+                (b"/a%70i/x", "/api/x"),
+                (b"/api//a///b/", "/api/a/b/"),
+                (b"/api/%7euser/%2d%5f%2E%30", "/api/~user/-_.0"),
+                (b"/api/%3a%2a%c3%a9%20", "/api/%3A%2A%C3%A9%20"),  # reserved stay encoded
+                (b"/api/%2541", "/api/%2541"),  # an encoded '%' is not decoded twice
+                (b"/%61pi/x?q=%61%2f&r=//", "/api/x?q=%61%2f&r=//"),  # query as sent
+                (b"/v1//items/3", "/v1/items/3")):
+            with self.subTest(sent=sent):
+                self.assert_forwarded(sent, expected)
+        # Routes stay case-sensitive: /API is not /api.
+        self.assert_local_reply(self.send(b"/API/x"), 404)
+        self.assert_local_reply(self.send(b"/%41PI/x"), 404)
+
+    def test_path_parameters_route_like_the_bare_path_and_are_forwarded(self):
+        for sent in (b"/exact;jsessionid=1", b"/v1;x/items/3", b"/v1/items;a=b;c/3",
+                     b"/v1/;p/items/3", b"/api;x/y"):
+            with self.subTest(sent=sent):
+                self.assert_forwarded(sent, sent.decode())
+        # strip_prefix removes the prefix together with the parameters of its last segment.
+        for sent, expected in ((b"/strip;x/a", "/a"), (b"/strip/a;v=1/b", "/a;v=1/b"),
+                               (b"//strip//a?q", "/a?q")):
+            with self.subTest(sent=sent):
+                self.assert_forwarded(sent, expected)
+
+    def test_fragment_is_refused(self):
+        for target in (b"/exact#", b"/api/x#frag", b"/api/x?q=1#f", b"/api/#/x"):
+            with self.subTest(target=target):
+                self.assert_refused(target)
+
+    def test_encoded_separators_nul_backslash_and_bad_escapes_are_refused(self):
+        for target in (b"/api/a%2Fb", b"/api/a%2fb", b"/a%2Fb", b"/api/a%5Cb", b"/api/a%5cb",
+                       b"/api/a\\b", b"/api/a%00b", b"/api/%", b"/api/a%2", b"/api/%zz",
+                       b"/api/%g0", b"/api/%2e%2e/x", b"/api/%2E./x", b"/api/..;/admin",
+                       b"/api/.;x/admin", b"/api/%2e%2e;x/admin"):
+            with self.subTest(target=target):
+                self.assert_refused(target)
+        # Still served afterwards.
+        self.assert_forwarded(b"/api/ok", "/api/ok")
+
+    def test_bad_host_values_are_refused(self):
+        for host in (b"a b", b"a/b", b"", b"user@h", b"user:pw@h", b"h:99999", b"h:123456",
+                     b"h:8o", b"h:", b":80", b"[::1", b"[::1]x", b"[zz::1]", b"h%zz", b"h?x",
+                     b"h#x", b"h\\x"):
+            with self.subTest(host=host):
+                self.assert_refused(b"/api/x", host)
+        # A folded Host line is joined with a space: refused.
+        self.assert_refused(b"/api/x", b"a", b" b\r\n")
+        # What an authority may be stays accepted.
+        for host in ("example.com", "Example.COM.:8080", "127.0.0.1:65535", "[::1]", "[::1]:80",
+                     "[v1.x]", "a-b_c~d.e!$&'()*+,;=%41", "localhost:0"):
+            with self.subTest(host=host):
+                res = self.send(b"/api/x", host.encode())
+                self.assertEqual(res.status, 200, res)
+                self.assertEqual(echo_header(res.json(), "Host"), [host])
+
+    def test_absolute_form_needs_http_and_a_valid_authority(self):
+        for target in (b"gopher://x/", b"http:///", b"http:///api/x", b"ftp://g/api/x",
+                       b"http:/api/x", b"http://user@g/api/x", b"http://g:99999/api/x",
+                       b"http://a b/api/x", b"http://g/api/x#f", b"http://g/api/%2f"):
+            with self.subTest(target=target):
+                self.assert_refused(target)
+        # http and https in any case; the authority replaces Host; the path is normalized.
+        for target, host, path in ((b"HTTPS://Other.Example/api/a", "Other.Example", "/api/a"),
+                                   (b"Http://o.example:8080//%61pi/b?q=%61",
+                                    "o.example:8080", "/api/b?q=%61"),
+                                   (b"http://[::1]:81/api/c", "[::1]:81", "/api/c")):
+            with self.subTest(target=target):
+                res = self.send(target)
+                self.assertEqual(res.status, 200, res)
+                doc = res.json()
+                self.assertEqual(doc["target"], path)
+                self.assertEqual(echo_header(doc, "Host"), [host])
+        # The Host rules still hold with absolute-form: HTTP/1.1 needs one, valid, Host.
+        self.assert_refused(b"http://g/api/x", None)
+        self.assert_refused(b"http://g/api/x", b"g", b"Host: h\r\n")
+        self.assert_refused(b"http://g/api/x", b"a b")
+
 class LocalReplyTest(GatewayTestCase):
     server_options = {"max_body_bytes": 65536, "max_header_bytes": 8192, "header_timeout_ms": 300}
 

@@ -263,6 +263,18 @@ class KeySourcesTest(RateLimitTestCase):
                             msg="another client, same path")
         self.assert_allowed(gw, "/path/b")
 
+    def test_path_key_uses_the_normalized_path(self):
+        # Spellings of one path share its bucket: slashes merged, unreserved
+        # characters decoded, ";parameters" removed (the upstream still gets them).
+        gw = self.gw
+        self.assert_allowed(gw, "/path/n/x")
+        for variant in ("//path/n/x", "/path//n/x", "/p%61th/n/%78", "/path;v=1/n/x",
+                        "/path/n;jsessionid=2/x", "/path/n/x;", "/path/n/;p/x"):
+            with self.subTest(variant=variant):
+                self.assert_limited(gw, variant)
+        # Routes are case-sensitive, so /PATH is no spelling of /path: no route at all.
+        self.assertEqual(self.get(gw, "/PATH/n/x")[0], 404)
+
     def test_header_key_and_fallback_to_ip(self):
         gw = self.gw
         self.assert_allowed(gw, "/header", {"X-Tenant": "t1"})

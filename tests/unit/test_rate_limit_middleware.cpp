@@ -73,6 +73,7 @@ struct Harness {
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
     ctx.target = "/orders?x=1";
+    ctx.route_path = "/orders";
     // Header names as the config spells them; each header has `lines` lines.
     ctx.header = [this](std::string_view name) -> std::optional<std::string_view> {
       auto it = headers.find(std::string(name));
