@@ -10,7 +10,7 @@ import subprocess
 import threading
 import unittest
 
-from harness import (ProcessTestCase, RawConnection, SLUICE_BIN, closed_port, free_port,
+from harness import (SANITIZED, ProcessTestCase, RawConnection, SLUICE_BIN, closed_port, free_port,
                      gateway_config, request, run_cli, to_yaml, wait_until)
 
 # A complete, valid configuration using every section (nothing here may be contacted by --check).
