@@ -162,6 +162,11 @@ std::optional<KeyRefusal> refusal_for(const std::vector<const LimitConfig*>& lim
   bool keys_on_api_key = false;
   for (const LimitConfig* limit : limits) {
     if (limit == nullptr) continue;
+    // The API key also picks the plan, so plan overrides depend on it too.
+    if (!limit->plans.empty()) {
+      keys_on_api_key = true;
+      if (count_header(request, api_keys.header) > 1) return duplicate_header(api_keys.header);
+    }
     for (const KeySource& source : limit->key) {
       switch (source.kind) {
         case KeySource::Kind::kApiKey:

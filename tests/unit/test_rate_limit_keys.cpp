@@ -469,6 +469,15 @@ TEST_CASE("identity check: keyed headers and parameters must appear once", "[rat
     CHECK_FALSE(check({&by_ip, &by_header, &by_query}, request));  // not keyed on
     CHECK_FALSE(check({}, request));
   }
+  SECTION("two API key lines on a limit whose plan the key picks") {
+    LimitConfig by_ip_with_plans = make_limit("by_ip_plans", {{Kind::kIp, ""}});
+    by_ip_with_plans.plans["pro"] = {500, 100};
+    request.repeat("X-API-Key", "random", 2);
+    auto refusal = check({&by_ip_with_plans}, request);
+    REQUIRE(refusal);
+    CHECK(refusal->reason == Reason::kDuplicateIdentity);
+    CHECK_FALSE(check({&by_ip}, request));  // no plans: the key does not matter
+  }
   SECTION("two lines of a keyed header") {
     request.repeat("X-Tenant", "t-random", 2);
     auto refusal = check({&combo}, request);
