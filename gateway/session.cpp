@@ -41,6 +41,10 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kRelayBufferSize = Worker::kRelayBufferSize;
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
+// What an idle keep-alive connection reads the next request's first bytes
+// into (most heads fit): the read buffer it keeps while idle.
+constexpr std::size_t kIdleReadBytes = 1024;
+
 // Bytes a closing connection still sends are read into this and dropped.
 char* discard_buffer() {
   thread_local std::array<char, 4096> buffer;
@@ -168,24 +172,27 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       idle_ = true;
       set_idle(true);
       set_deadline(Side::kClient, config_->server.idle_timeout);
-      stream_.socket().async_wait(tcp::socket::wait_read, handler(&ProxySession::on_readable));
+      stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
+                              handler(&ProxySession::on_first_bytes));
       return;
     }
     start_head_read();
   }
 
-  void on_readable(beast::error_code ec) {
+  void on_first_bytes(beast::error_code ec, std::size_t n) {
     idle_ = false;
     set_idle(false);
     if (ec) return close();  // idle timeout or the client went away: close quietly
+    buffer_.commit(n);
     start_head_read();
   }
 
-  // An idle connection keeps only the session itself: the relay buffer goes
-  // back to the worker, the read buffer and the parsers are freed.
+  // An idle connection keeps little beyond the session itself: the relay
+  // buffer goes back to the worker, the parsers are freed, and a read buffer
+  // that a large request grew is given back.
   void release_buffers() {
     worker_.return_relay_buffer(std::move(relay_buffer_));
-    if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    if (buffer_.size() == 0 && buffer_.capacity() > 2 * kIdleReadBytes) buffer_.shrink_to_fit();
     parser_.reset();
     res_parser_.reset();
   }

@@ -94,10 +94,9 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
   while (!state.idle.empty()) {
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
-    boost::beast::error_code ignored;
-    conn->stream.socket().cancel(ignored);  // ends the idle watch
-    // The watch may not have run yet for bytes that arrived just now.
+    // Bytes may have arrived since the last sweep: never reuse it then.
     if (quiet(*conn)) return conn;
+    boost::beast::error_code ignored;
     conn->stream.socket().close(ignored);
   }
   return nullptr;
@@ -110,34 +109,40 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
     return s.host == conn->address.host && s.port == conn->address.port;
   });
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
-  if (!quiet(*conn)) return;  // closed, or bytes after the response: never reused
+  if (!conn->stream.socket().is_open() || conn->buffer.size() != 0) return;
   // Acknowledge what was read now rather than after the delayed-ACK timer: a
   // server whose further bytes wait for that ACK (Nagle) sends them while the
-  // connection is still idle here, where the watch below sees them.
+  // connection is still idle here, where take_idle() and the sweep see them.
   const int one = 1;
   ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
   auto& state = server_state(upstream, *it);
   conn->stream.expires_never();
   conn->idle_since = Clock::now();
-  conn->pool_id = ++next_pool_id_;
-  watch_idle(state, *conn);
   if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
   state.idle.push_back(std::move(conn));
   while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
+  if (!sweep_armed_) arm_sweep();
 }
 
-// ServerState nodes live as long as the pools (clear() empties them without
-// erasing them), so the handler may hold a pointer to one.
-void UpstreamPools::watch_idle(ServerState& state, UpstreamConnection& conn) {
-  conn.stream.socket().async_wait(
-      boost::asio::ip::tcp::socket::wait_read,
-      [state = &state, id = conn.pool_id](boost::beast::error_code ec) {
-        if (ec) return;  // taken from the pool (cancelled) or closed
-        auto& idle = state->idle;
-        auto pos = std::find_if(idle.begin(), idle.end(),
-                                [id](const auto& c) { return c->pool_id == id; });
-        if (pos != idle.end()) idle.erase(pos);  // destroying it closes the socket
-      });
+// Idle connections are checked once per kSweepEvery rather than watched one by
+// one (a watch costs a reactor registration and a cancel per exchange):
+// whatever became readable while idle (the server's close, stray bytes) is
+// closed here, and take_idle() checks again before any reuse.
+void UpstreamPools::arm_sweep() {
+  sweep_armed_ = true;
+  sweep_timer_.expires_after(kSweepEvery);
+  sweep_timer_.async_wait([this](boost::beast::error_code ec) {
+    if (ec) return;
+    sweep_armed_ = false;
+    bool any_left = false;
+    for (auto& [name, upstream] : upstreams_) {
+      for (auto& [key, server] : upstream.servers) {
+        std::erase_if(server.idle, [](const auto& conn) { return !quiet(*conn); });
+        any_left = any_left || !server.idle.empty();
+      }
+    }
+    if (any_left) arm_sweep();
+  });
 }
 
 void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {
@@ -154,6 +159,7 @@ void UpstreamPools::clear() {
   for (auto& [name, upstream] : upstreams_) {
     for (auto& [key, server] : upstream.servers) server.idle.clear();
   }
+  sweep_timer_.cancel();
 }
 
 }  // namespace sluice

@@ -18,6 +18,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
@@ -50,7 +51,6 @@ struct UpstreamConnection {
   HostPort address;                  // the server it is connected to
   std::string server;                // "host:port", for logs
   std::chrono::steady_clock::time_point idle_since{};
-  std::uint64_t pool_id = 0;  // identifies it while it sits in a pool
   std::shared_ptr<ServerSlots> slots;  // counted there while it exists
   std::function<void()> on_release;    // wakes a waiter when it closes
 };
@@ -59,7 +59,8 @@ class UpstreamPools {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit UpstreamPools(WorkerExecutor executor) : executor_(std::move(executor)) {}
+  explicit UpstreamPools(WorkerExecutor executor)
+      : executor_(std::move(executor)), sweep_timer_(executor_) {}
 
   // The next server to try for `upstream` in round-robin order, skipping the
   // servers in `tried` and the ones in cool-down. None when no server is left.
@@ -81,8 +82,9 @@ class UpstreamPools {
                      std::function<bool()> waiter);
 
   // Returns a connection that finished a full, exactly framed exchange. It is
-  // pooled only if nothing is readable on it; while it is pooled, anything
-  // that arrives on it (bytes nobody asked for, or the server's close) closes it.
+  // pooled if it is open with nothing buffered; while it is pooled, anything
+  // that arrives on it (bytes nobody asked for, or the server's close) closes
+  // it, at the latest on the next sweep (every kSweepEvery) or when taken.
   void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
 
   // Passive health: connect failures put the server in cool-down.
@@ -128,11 +130,15 @@ class UpstreamPools {
     std::map<StoredKey, ServerState, KeyLess> servers;
   };
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
-  void watch_idle(ServerState& state, UpstreamConnection& conn);
+  void arm_sweep();
   static void wake_waiter(const WorkerExecutor& executor, const std::shared_ptr<ServerSlots>& slots);
 
+  static constexpr auto kSweepEvery = std::chrono::seconds(1);
+
   WorkerExecutor executor_;
-  std::uint64_t next_pool_id_ = 0;
+  boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
+      sweep_timer_;
+  bool sweep_armed_ = false;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
 };
 
