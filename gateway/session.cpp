@@ -263,9 +263,36 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (req.count(http::field::host) > 1) {
       return send_local(make_local_reply(400, "more than one Host header", new_id()), true);
     }
+    if (req.count(http::field::transfer_encoding) > 1) {
+      return send_local(make_local_reply(400, "more than one Transfer-Encoding header", new_id()),
+                        true);
+    }
     if (req.count(http::field::transfer_encoding) &&
         !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
-      return send_local(make_local_reply(501, "transfer coding not supported", new_id()), true);
+      // chunked twice, or not last, is faulty framing; anything else (gzip,
+      // chunked) is a coding Sluice does not implement.
+      std::size_t chunked = 0;
+      bool chunked_last = false;
+      for (const auto& coding : http::token_list{req[http::field::transfer_encoding]}) {
+        chunked_last = beast::iequals(coding, "chunked");
+        chunked += chunked_last ? 1 : 0;
+      }
+      return send_local(chunked > 1 || (chunked == 1 && !chunked_last)
+                            ? make_local_reply(400, "chunked must be the only transfer coding",
+                                               new_id())
+                            : make_local_reply(501, "transfer coding not supported", new_id()),
+                        true);
+    }
+    // HTTP/1.0 has no transfer codings: such a message's framing is faulty.
+    if (req.version() == 10 && req.count(http::field::transfer_encoding)) {
+      return send_local(make_local_reply(400, "Transfer-Encoding in an HTTP/1.0 request", new_id()),
+                        true);
+    }
+    // The asterisk form names the server itself, for OPTIONS only.
+    if (req.target() == "*" && req.method() != http::verb::options) {
+      return send_local(make_local_reply(400, "\"*\" target with a method other than OPTIONS",
+                                         new_id()),
+                        true);
     }
     // Host and request-target hygiene: see gateway/request_target.hpp.
     if (req.count(http::field::host)) {

@@ -186,6 +186,86 @@ class TrailerAndChunkLineTest(HardeningTestCase):
             self.assertEqual(c.read_response().status, 200)
 
 
+class MalformedRequestTest(ProcessTestCase):
+    """Framing the parser must refuse: each gets its status and the connection
+    is closed. A fault in the head keeps the request from the upstream
+    altogether; one in a streamed body (BODY_FAULTS) is found after the head
+    went upstream, and that upstream connection is then closed mid-request."""
+
+    BODY_FAULTS = {"runaway chunk", "bare LF after a chunk", "malformed trailer"}
+
+    H = b"Host: x\r\n"
+    CASES = {
+        "two different Content-Lengths": (b"POST / HTTP/1.1\r\n" + H +
+                                          b"Content-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400),
+        "Content-Length list": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 5, 6\r\n\r\nhello", 400),
+        "signed Content-Length": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: +5\r\n\r\nhello", 400),
+        "hex Content-Length": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 0x5\r\n\r\nhello", 400),
+        "negative Content-Length": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: -1\r\n\r\n", 400),
+        "empty Content-Length": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: \r\n\r\n", 400),
+        "overflowing Content-Length": (b"POST / HTTP/1.1\r\n" + H +
+                                       b"Content-Length: 99999999999999999999999\r\n\r\n", 400),
+        "TE then CL": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n"
+                       b"Content-Length: 5\r\n\r\n0\r\n\r\n", 400),
+        "identity, chunked with CL": (b"POST / HTTP/1.1\r\n" + H + b"Content-Length: 5\r\n"
+                                      b"Transfer-Encoding: identity, chunked\r\n\r\n0\r\n\r\n", 400),
+        "two TE lines": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        "chunked, chunked": (b"POST / HTTP/1.1\r\n" + H +
+                             b"Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", 400),
+        "chunked not last": (b"POST / HTTP/1.1\r\n" + H +
+                             b"Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n", 400),
+        "space before colon": (b"POST / HTTP/1.1\r\n" + H +
+                               b"Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n", 400),
+        "leading space before the first field": (b"GET / HTTP/1.1\r\n " + H + b"\r\n", 400),
+        "vertical tab before chunked": (b"POST / HTTP/1.1\r\n" + H +
+                                        b"Transfer-Encoding: \x0bchunked\r\n\r\n0\r\n\r\n", 400),
+        "NUL in a value": (b"GET / HTTP/1.1\r\n" + H + b"X-A: a\x00b\r\n\r\n", 400),
+        "CR in a value": (b"GET / HTTP/1.1\r\n" + H + b"X-A: a\rb\r\n\r\n", 400),
+        "HTTP/2.0 on HTTP/1": (b"GET / HTTP/2.0\r\n" + H + b"\r\n", 400),
+        "HTTP/1.01": (b"GET / HTTP/1.01\r\n" + H + b"\r\n", 400),
+        "space in the target": (b"GET /a b HTTP/1.1\r\n" + H + b"\r\n", 400),
+        "asterisk with GET": (b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400),
+        "Transfer-Encoding in HTTP/1.0": (b"POST / HTTP/1.0\r\nConnection: keep-alive\r\n"
+                                          b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400),
+        "chunk size 0x5": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                           b"0x5\r\nhello\r\n0\r\n\r\n", 400),
+        "chunk size -5": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                          b"-5\r\nhello\r\n0\r\n\r\n", 400),
+        "empty chunk size": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                             b"\r\nhello\r\n0\r\n\r\n", 400),
+        "chunk size of 17 hex digits": (b"POST / HTTP/1.1\r\n" + H +
+                                        b"Transfer-Encoding: chunked\r\n\r\n"
+                                        b"10000000000000005\r\nhello\r\n0\r\n\r\n", 400),
+        "runaway chunk": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                          b"5\r\nhelloEXTRA\r\n0\r\n\r\n", 400),
+        "bare LF after a chunk": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                                  b"5\r\nhello\n0\r\n\r\n", 400),
+        "CR inside a chunk extension": (b"POST / HTTP/1.1\r\n" + H +
+                                        b"Transfer-Encoding: chunked\r\n\r\n"
+                                        b"5;a\rb\r\nhello\r\n0\r\n\r\n", 400),
+        "malformed trailer": (b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                              b"5\r\nhello\r\n0\r\nno colon here\r\n\r\n", 400),
+    }
+
+    def test_each_is_refused_and_never_reaches_the_upstream(self):
+        echo = self.start_echo()
+        gateway = self.start_sluice(gateway_config(
+            {"echo": [echo.address]},
+            [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}]))
+        for name, (data, status) in self.CASES.items():
+            before = echo.counts()["requests"]
+            with self.subTest(name):
+                with RawConnection(gateway.port) as c:
+                    c.send(data + b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+                    res = c.read_response()
+                    self.assertEqual(res.status, status, res)
+                    self.assertTrue(c.is_closed(), "the connection stays open")
+                if name not in self.BODY_FAULTS:
+                    self.assertEqual(echo.counts()["requests"], before, "it reached the upstream")
+        self.assertEqual(echo.counts()["bad_requests"], 0)
+
+
 class LyingUpstreamTest(HardeningTestCase):
     def test_huge_response_trailer_does_not_kill_the_gateway(self):
         def respond(conn, i, head):
