@@ -70,22 +70,40 @@ std::size_t raise_descriptor_limit() {
                                          : static_cast<std::size_t>(limit.rlim_cur);
 }
 
-// Logs a failing accept at most once per kAcceptErrorLogEvery, with a count.
-class AcceptErrorLog {
+// A listener whose accept fails (out of descriptors and the like) backs off,
+// doubling from kAcceptBackoffMin to kAcceptBackoffMax, instead of spinning,
+// counts every failure and logs at most once per kAcceptErrorLogEvery.
+class AcceptBackoff {
  public:
-  void failed(const char* listener, const beast::error_code& ec) {
-    ++suppressed_;
+  AcceptBackoff(asio::io_context& io, std::string_view listener)
+      : timer_(io), listener_(listener) {}
+
+  template <class Retry>
+  void failed(const beast::error_code& ec, MetricsShard& metrics, Retry retry) {
+    metrics.add("sluice_accept_errors_total", label("listener", listener_));
+    ++unreported_;
     const auto now = std::chrono::steady_clock::now();
-    if (now < next_) return;
-    spdlog::warn("{}: accept failed: {} ({} time(s) since the last report); backing off",
-                 listener, ec.message(), suppressed_);
-    suppressed_ = 0;
-    next_ = now + kAcceptErrorLogEvery;
+    if (now >= next_report_) {
+      spdlog::warn("{} listener: accept failed: {} ({} time(s) since the last report); backing off",
+                   listener_, ec.message(), unreported_);
+      unreported_ = 0;
+      next_report_ = now + kAcceptErrorLogEvery;
+    }
+    timer_.expires_after(delay_);
+    delay_ = std::min(delay_ * 2, kAcceptBackoffMax);
+    timer_.async_wait([retry = std::move(retry)](beast::error_code e) {
+      if (!e) retry();
+    });
   }
+  void succeeded() { delay_ = kAcceptBackoffMin; }
+  void cancel() { timer_.cancel(); }
 
  private:
-  std::size_t suppressed_ = 0;
-  std::chrono::steady_clock::time_point next_{};
+  asio::steady_timer timer_;
+  std::string_view listener_;
+  std::chrono::milliseconds delay_{kAcceptBackoffMin};
+  std::size_t unreported_ = 0;
+  std::chrono::steady_clock::time_point next_report_{};
 };
 
 tcp::endpoint endpoint_of(const HostPort& hp) {
@@ -135,12 +153,8 @@ class Application::Impl {
   tcp::acceptor admin_acceptor_{main_io_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
-  asio::steady_timer accept_retry_timer_{main_io_};
-  asio::steady_timer admin_retry_timer_{main_io_};
-  std::chrono::milliseconds accept_backoff_{kAcceptBackoffMin};
-  std::chrono::milliseconds admin_backoff_{kAcceptBackoffMin};
-  AcceptErrorLog accept_errors_;
-  AcceptErrorLog admin_accept_errors_;
+  AcceptBackoff accept_backoff_{main_io_, "server"};
+  AcceptBackoff admin_backoff_{main_io_, "admin"};
   std::size_t max_connections_ = 0;  // the cap in force
   asio::steady_timer trim_timer_{main_io_};
   std::size_t peak_connections_ = 0;  // since the last trim
@@ -366,19 +380,8 @@ void Application::Impl::do_accept() {
 
 void Application::Impl::on_accept(Worker& worker, beast::error_code ec, WorkerSocket socket) {
   if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-  if (ec) {
-    // Out of descriptors and the like: back off (doubling, up to a second)
-    // instead of spinning, and say so once in a while.
-    accept_errors_.failed("server.listen", ec);
-    main_metrics_.add("sluice_accept_errors_total", label("listener", "server"));
-    accept_retry_timer_.expires_after(accept_backoff_);
-    accept_backoff_ = std::min(accept_backoff_ * 2, kAcceptBackoffMax);
-    accept_retry_timer_.async_wait([this](beast::error_code e) {
-      if (!e) do_accept();
-    });
-    return;
-  }
-  accept_backoff_ = kAcceptBackoffMin;
+  if (ec) return accept_backoff_.failed(ec, main_metrics_, [this] { do_accept(); });
+  accept_backoff_.succeeded();
   if (!admit_connection(worker)) {
     // At the cap with nothing idle to close: a short answer, then the close.
     beast::error_code ignored;
@@ -418,17 +421,8 @@ bool Application::Impl::admit_connection(Worker&) {
 void Application::Impl::do_admin_accept() {
   admin_acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !admin_acceptor_.is_open()) return;
-    if (ec) {
-      admin_accept_errors_.failed("admin.listen", ec);
-      main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"));
-      admin_retry_timer_.expires_after(admin_backoff_);
-      admin_backoff_ = std::min(admin_backoff_ * 2, kAcceptBackoffMax);
-      admin_retry_timer_.async_wait([this](beast::error_code e) {
-        if (!e) do_admin_accept();
-      });
-      return;
-    }
-    admin_backoff_ = kAcceptBackoffMin;
+    if (ec) return admin_backoff_.failed(ec, main_metrics_, [this] { do_admin_accept(); });
+    admin_backoff_.succeeded();
     if (admin_connections.load() >= kMaxAdminConnections) {
       beast::error_code ignored;
       socket.close(ignored);
@@ -512,7 +506,7 @@ void Application::Impl::begin_shutdown() {
   stopping_ = true;
   beast::error_code ec;
   acceptor_.close(ec);
-  accept_retry_timer_.cancel();
+  accept_backoff_.cancel();
   trim_timer_.cancel();
   for (auto& w : workers_) {
     Worker& worker = *w;
@@ -556,7 +550,7 @@ void Application::Impl::finish_shutdown() {
   }
   beast::error_code ec;
   admin_acceptor_.close(ec);
-  admin_retry_timer_.cancel();
+  admin_backoff_.cancel();
   signals_.cancel();
   main_io_.stop();
 }
