@@ -1,5 +1,7 @@
 #include "gateway/config.hpp"
 
+#include "gateway/request_target.hpp"
+
 #include <arpa/inet.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -1008,7 +1010,21 @@ class ConfigBuilder {
       } else {
         match.path_kind = *path_key_ == "path_prefix" ? RouteMatch::PathKind::kPrefix
                                                       : RouteMatch::PathKind::kExact;
-        if (!s->starts_with('/')) p_.error(*path, "must start with \"/\"");
+        if (!s->starts_with('/')) {
+          p_.error(*path, "must start with \"/\"");
+        } else if (s->find('?') != std::string::npos) {
+          p_.error(*path, "must be a path without a query, got " + quoted(*s));
+        } else {
+          // Requests are routed on their normalized path, so a path written
+          // otherwise would never match.
+          NormalizedTarget normalized;
+          if (const auto why = normalize_target(*s, normalized); !why.empty()) {
+            p_.error(*path, "invalid path " + quoted(*s) + ": " + std::string(why));
+          } else if (normalized.route_path != *s) {
+            p_.error(*path, "requests are matched on their normalized path: write " +
+                                quoted(normalized.route_path) + " instead of " + quoted(*s));
+          }
+        }
       }
     }
     if (auto* v = m->get("methods")) {

@@ -117,6 +117,14 @@ const std::vector<BadFixture> kBadFixtures = {
      {"6: routes[0].match: missing one of path_prefix, path_exact or path_regex"}},
     {"match_two_paths.yaml",
      {"8: routes[0].match: only one of path_prefix, path_exact or path_regex is allowed"}},
+    {"path_not_normalized.yaml",
+     {"6: routes[0].match.path_prefix: requests are matched on their normalized path: write "
+      "\"/api/v1/\" instead of \"/api//v1/\"",
+      "9: routes[1].match.path_exact: requests are matched on their normalized path: write "
+      "\"/api\" instead of \"/%61pi\"",
+      "12: routes[2].match.path_prefix: requests are matched on their normalized path: write "
+      "\"/api/\" instead of \"/api;jsessionid=x/\"",
+      "15: routes[3].match.path_prefix: invalid path \"/api/../admin\": dot segments in path"}},
     {"path_not_absolute.yaml",
      {"6: routes[0].match.path_prefix: must start with \"/\"",
       "9: routes[1].match.path_exact: must start with \"/\""}},
