@@ -45,6 +45,10 @@ constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
 // into (most heads fit): the read buffer it keeps while idle.
 constexpr std::size_t kIdleReadBytes = 1024;
 
+// After a body timeout cancelled a read, the socket is closed this long later
+// if the read did not end (see on_deadline).
+constexpr auto kTimeoutBackstop = std::chrono::seconds(1);
+
 // Bytes a closing connection still sends are read into this and dropped.
 char* discard_buffer() {
   thread_local std::array<char, 4096> buffer;
@@ -110,6 +114,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void force_close() override {
+    closed_ = true;
+    if (slot_timer_) slot_timer_->cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -405,6 +411,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void next_middleware(std::size_t index) {
+    if (closed_) return;  // the client is gone: nothing goes upstream for it
     auto& chain = worker_.chain();
     if (index >= chain.size()) {
       response_headers_ = std::move(ctx_->response_headers);
@@ -494,7 +501,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const auto generation = ++slot_generation_;
     waiting_for_slot_ = true;
     if (!slot_timer_) slot_timer_ = std::make_unique<SessionTimer>(stream_.get_executor());
-    slot_timer_->expires_after(upstream_cfg_->connect_timeout);
+    // One deadline per exchange, however often a woken request loses its turn.
+    if (slot_deadline_ == Clock::time_point{}) {
+      slot_deadline_ = Clock::now() + upstream_cfg_->connect_timeout;
+    }
+    slot_timer_->expires_at(slot_deadline_);
     slot_timer_->async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
       if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
       self.waiting_for_slot_ = false;
@@ -506,7 +517,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     worker_.pools().wait_for_slot(
         *upstream_cfg_, server_index_, [weak = weak_from_this(), generation]() -> bool {
           auto self = weak.lock();
-          if (!self || generation != self->slot_generation_ || !self->waiting_for_slot_) {
+          if (!self || self->closed_ || generation != self->slot_generation_ ||
+              !self->waiting_for_slot_) {
             return false;
           }
           self->waiting_for_slot_ = false;
@@ -522,6 +534,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
             }
           } catch (const std::exception& e) {
             self->on_internal_error(e.what());
+            guarded_detail::reported = false;  // handled here, not by run_guarded
           }
           return true;
         });
@@ -631,10 +644,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
     set_deadline(Side::kClient, config_->server.body_timeout);
+    reading_body_ = true;
+    body_timeout_backstop_ = false;
     http::async_read_some(stream_, buffer_, *parser_, handler(&ProxySession::on_client_body));
   }
 
   void on_client_body(beast::error_code ec, std::size_t) {
+    reading_body_ = false;
     if (ec == http::error::need_buffer) ec = {};
     if (ec == http::error::body_limit) {
       // Already partly sent: the upstream connection is spoiled, the client gets 413.
@@ -768,11 +784,14 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
                    upstream_->server, ec.message());
       // Nothing sent to the client yet: it gets a 502. Otherwise all that can
       // be done is to cut the client connection.
-      if (res_head_pending_ && !upstream_timed_out_) {
-        count_upstream("protocol_error");
+      // (The exchange was already counted "ok" when its head arrived.)
+      if (res_head_pending_) {
+        const bool timed_out = upstream_timed_out_;
         drop_upstream();
         upstream_status_ = 0;
-        return upstream_failed(502, "upstream response body is malformed");
+        return upstream_failed(timed_out ? 504 : 502, timed_out
+                                                          ? "upstream response timed out"
+                                                          : "upstream response body is malformed");
       }
       return abort_exchange();
     }
@@ -841,10 +860,18 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       upstream_timed_out_ = true;
       upstream_->stream.socket().close(ignored);
     } else {
-      // Cancelled rather than closed: a request body that stalls still gets
-      // its 408. Every other client-side failure closes the connection.
       client_timed_out_ = true;
-      stream_.socket().cancel(ignored);
+      if (reading_body_ && !body_timeout_backstop_) {
+        // A stalled request body still gets its 408: the read is cancelled,
+        // not the socket closed. Cancelling misses a read that is between two
+        // of its system calls, so a short backstop closes it in that case.
+        body_timeout_backstop_ = true;
+        stream_.socket().cancel(ignored);
+        deadline_ = Clock::now() + kTimeoutBackstop;
+        arm_deadline();
+        return;
+      }
+      stream_.socket().close(ignored);
     }
   }
 
@@ -960,10 +987,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void close() {
+    closed_ = true;
     beast::error_code ec;
     stream_.socket().close(ec);
     head_timer_.cancel();
     deadline_timer_.cancel();
+    if (slot_timer_) slot_timer_->cancel();
   }
 
   void record(unsigned status) {
@@ -1011,6 +1040,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     last_connect_timed_out_ = false;
     upstream_reused_ = false;
     retried_on_fresh_ = false;
+    slot_deadline_ = {};
   }
 
   std::string new_id() {
@@ -1052,7 +1082,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   using SessionTimer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor>;
   std::unique_ptr<SessionTimer> slot_timer_;  // waiting for an upstream connection
   std::uint64_t slot_generation_ = 0;
+  Clock::time_point slot_deadline_{};  // set once per exchange
   bool waiting_for_slot_ = false;
+  bool closed_ = false;                // the client socket was closed
+  bool reading_body_ = false;          // a request body read is in flight
+  bool body_timeout_backstop_ = false;
 
   const RouteConfig* route_ = nullptr;
   const UpstreamConfig* upstream_cfg_ = nullptr;

@@ -40,15 +40,17 @@ void UpstreamPools::wait_for_slot(const UpstreamConfig& upstream, std::size_t se
 // Posted, never run inside the caller: the waiter starts I/O of its own.
 void UpstreamPools::wake_waiter(const WorkerExecutor& executor,
                                 const std::shared_ptr<ServerSlots>& slots) {
+  ++slots->wakes;  // one waiter may go per freed connection
   if (slots->wake_posted) return;
   slots->wake_posted = true;
   boost::asio::post(executor, [slots] {
     slots->wake_posted = false;
-    while (!slots->waiters.empty()) {
+    while (slots->wakes > 0 && !slots->waiters.empty()) {
       auto waiter = std::move(slots->waiters.front());
       slots->waiters.pop_front();
-      if (waiter()) return;
+      if (waiter()) --slots->wakes;
     }
+    slots->wakes = 0;
   });
 }
 

@@ -37,6 +37,7 @@ using WorkerStream = boost::beast::basic_stream<boost::asio::ip::tcp, WorkerExec
 struct ServerSlots {
   std::size_t open = 0;                       // connections that exist (busy or idle)
   std::deque<std::function<bool()>> waiters;  // true: the waiter took its turn
+  std::size_t wakes = 0;                      // connections freed since the last wake-up ran
   bool wake_posted = false;
 };
 

@@ -466,6 +466,29 @@ class UpstreamConnectionLimitTest(ProcessTestCase):
         # Both went over the one connection.
         self.assertEqual(gateway.metric("sluice_upstream_connections_total", upstream="echo"), 1)
 
+    def test_every_waiter_gets_a_connection_freed_at_the_same_moment(self):
+        echo = self.start_echo()
+        gateway = self.start_sluice(gateway_config(
+            {"echo": {"servers": [echo.address], "max_connections": 2,
+                      "connect_timeout_ms": 3000}},
+            [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}],
+            server={"threads": 1}))
+        results = []
+        def run(target):
+            results.append(request(gateway.port, "GET", target, timeout=10)[0])
+        slow = [threading.Thread(target=run, args=("/__slow/400",)) for _ in range(2)]
+        for t in slow:
+            t.start()
+        wait_until(lambda: gateway.metric("sluice_upstream_connections_total",
+                                          upstream="echo") == 2, 5)
+        waiting = [threading.Thread(target=run, args=("/after",)) for _ in range(2)]
+        for t in waiting:
+            t.start()
+        for t in slow + waiting:
+            t.join()
+        # A waiter left without its wake-up would get 503 at its deadline.
+        self.assertEqual(sorted(results), [200, 200, 200, 200])
+
     def test_a_request_that_waits_too_long_gets_503(self):
         gateway = self.gateway(connect_timeout_ms=200)
         t, result = self.slow_request_in_background(gateway, 1500)
