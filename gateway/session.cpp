@@ -225,7 +225,10 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       }
       self.head_timed_out_ = true;
       beast::error_code ignored;
-      self.stream_.socket().cancel(ignored);
+      self.stream_.socket().cancel(ignored);  // for the 408
+      // Cancelling misses a read between two of its system calls: then the
+      // socket is closed a little later.
+      self.set_deadline(Side::kClient, kTimeoutBackstop);
     }));
     http::async_read_header(stream_, buffer_, *parser_, handler(&ProxySession::on_head));
   }
