@@ -67,8 +67,6 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_upstream_retries_total", "counter",
      "Requests sent again on a fresh connection after a reused one failed before any response "
      "byte."},
-    {"sluice_requests_rejected_total", "counter",
-     "Requests refused before routing, by reason."},
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
 };
 
