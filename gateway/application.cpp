@@ -18,7 +18,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "gateway/process_metrics.hpp"
 #include "gateway/session.hpp"
+#include "gateway/version.hpp"
 #include "gateway/worker.hpp"
 
 namespace sluice {
@@ -144,6 +146,7 @@ class Application::Impl {
   void wait_drained(std::chrono::steady_clock::time_point deadline);
   void finish_shutdown();
   void scrape(std::function<void(std::string)> done);
+  void seed_metrics();
 
   std::string path_;
   std::shared_ptr<const Config> config_;
@@ -162,6 +165,9 @@ class Application::Impl {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::size_t next_worker_ = 0;
   MetricsShard main_metrics_;  // main-thread metrics (reloads)
+  // Zero series of the running config, rebuilt on reload (so a removed route's
+  // series that never moved go away); merged under the others at scrape time.
+  MetricsShard seed_metrics_;
   bool stopping_ = false;
   bool ready_ = false;
 };
@@ -284,9 +290,14 @@ void Application::Impl::scrape(std::function<void(std::string)> done) {
   gather->done = std::move(done);
   auto finish = [this, gather] {
     MetricsSnapshot snapshot;
+    seed_metrics_.merge_into(snapshot);
     main_metrics_.merge_into(snapshot);
     for (const auto& shard : gather->shards) shard.merge_into(snapshot);
-    gather->done(snapshot.render());
+    // Every route gets a series for every status code that any route has answered.
+    std::vector<std::string> routes;
+    for (const auto& route : config_->routes) routes.push_back(route.name);
+    snapshot.cross_fill("sluice_http_requests_total", "route", routes);
+    gather->done(snapshot.render() + render_process_metrics(read_process_stats()));
   };
   if (workers_.empty()) return finish();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
@@ -300,6 +311,16 @@ void Application::Impl::scrape(std::function<void(std::string)> done) {
       });
     });
   }
+}
+
+void Application::Impl::seed_metrics() {
+  MetricsShard seeds;
+  for (const auto result : {"ok", "error"}) {
+    seeds.declare("sluice_config_reloads_total", label("result", result));
+  }
+  seed_session_metrics(*config_, seeds);
+  if (hooks_.seed_metrics) hooks_.seed_metrics(*config_, seeds);
+  seed_metrics_ = std::move(seeds);
 }
 
 // ---- Lifecycle --------------------------------------------------------------
@@ -343,6 +364,8 @@ bool Application::Impl::start() {
   main_metrics_.add("sluice_connections_rejected_total", "", 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "server"), 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"), 0);
+  main_metrics_.set("sluice_build_info", label("version", version()), 1);
+  seed_metrics();
 
   unsigned threads = config_->server.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -497,6 +520,7 @@ void Application::Impl::reload() {
       if (hooks_.on_config) hooks_.on_config(worker, config);
     });
   }
+  seed_metrics();
   main_metrics_.add("sluice_config_reloads_total", label("result", "ok"));
   spdlog::info("configuration reloaded from {}", path_);
 }

@@ -27,6 +27,10 @@ struct ApplicationHooks {
   std::function<void(Worker&, const std::shared_ptr<const Config>&)> on_config;
   // Called on each worker's thread at shutdown, before its io_context stops.
   std::function<void(Worker&)> on_stop;
+  // Declares a zero series for every label combination the middleware can
+  // count under `config` (called on the main thread at startup and after
+  // each reload, never per request).
+  std::function<void(const Config&, MetricsShard&)> seed_metrics;
   // Set when --log-level was given: reloads then keep the level.
   bool log_level_from_command_line = false;
 };

@@ -11,11 +11,8 @@
 
 #include "gateway/application.hpp"
 #include "gateway/config.hpp"
+#include "gateway/version.hpp"
 #include "middleware/setup.hpp"
-
-#ifndef SLUICE_VERSION
-#define SLUICE_VERSION "dev"
-#endif
 
 namespace {
 
@@ -37,7 +34,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--version") {
-      std::printf("sluice %s\n", SLUICE_VERSION);
+      const auto v = sluice::version();
+      std::printf("sluice %.*s\n", static_cast<int>(v.size()), v.data());
       return 0;
     } else if (arg == "--check") {
       check = true;

@@ -68,6 +68,7 @@ constexpr FamilyInfo kFamilies[] = {
      "Requests sent again on a fresh connection after a reused one failed before any response "
      "byte."},
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
+    {"sluice_build_info", "gauge", "Always 1; the version label is what sluice --version prints."},
 };
 
 std::string format_value(double v) {
@@ -146,6 +147,14 @@ void MetricsShard::observe(std::string_view family, std::string_view labels, dou
   series(histograms_, family, labels).observe(seconds);
 }
 
+void MetricsShard::declare(std::string_view family, std::string_view labels) {
+  series(values_, family, labels);
+}
+
+void MetricsShard::declare_histogram(std::string_view family, std::string_view labels) {
+  series(histograms_, family, labels);
+}
+
 void MetricsShard::merge_into(MetricsSnapshot& into) const {
   for (const auto& [key, value] : values_) {
     auto [family, labels] = split_key(key);
@@ -181,6 +190,50 @@ double MetricsSnapshot::value(std::string_view family, std::string_view labels) 
   if (f == values_.end()) return 0;
   auto v = f->second.find(std::string{labels});
   return v == f->second.end() ? 0 : v->second;
+}
+
+bool MetricsSnapshot::has(std::string_view family, std::string_view labels) const {
+  auto f = values_.find(std::string{family});
+  if (f != values_.end() && f->second.count(std::string{labels})) return true;
+  auto h = histograms_.find(std::string{family});
+  return h != histograms_.end() && h->second.count(std::string{labels});
+}
+
+namespace {
+
+// The rest of a label set after its first pair (`a="x",b="y"` gives `b="y"`);
+// empty when there is no second pair. Values may hold escaped quotes.
+std::string_view after_first_label(std::string_view labels) {
+  const auto open = labels.find("=\"");
+  if (open == std::string_view::npos) return {};
+  for (std::size_t i = open + 2; i < labels.size(); ++i) {
+    if (labels[i] == '\\') {
+      ++i;
+    } else if (labels[i] == '"') {
+      return i + 1 < labels.size() && labels[i + 1] == ',' ? labels.substr(i + 2)
+                                                          : std::string_view{};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+void MetricsSnapshot::cross_fill(std::string_view family, std::string_view first_name,
+                                 const std::vector<std::string>& first_values) {
+  auto& samples = values_[std::string{family}];
+  std::vector<std::string> rests;
+  for (const auto& [labels, value] : samples) {
+    const auto rest = after_first_label(labels);
+    if (!rest.empty() && std::find(rests.begin(), rests.end(), rest) == rests.end()) {
+      rests.emplace_back(rest);
+    }
+  }
+  for (const auto& first : first_values) {
+    const std::string prefix = label(first_name, first);
+    for (const auto& rest : rests) samples.try_emplace(prefix + "," + rest, 0.0);
+  }
+  if (samples.empty()) values_.erase(std::string{family});
 }
 
 std::string MetricsSnapshot::render() const {

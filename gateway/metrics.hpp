@@ -11,6 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace sluice {
 
@@ -58,6 +59,10 @@ class MetricsShard {
   void set(std::string_view family, std::string_view labels,
            double value);  // gauge, summed over shards
   void observe(std::string_view family, std::string_view labels, double seconds);
+  // Creates the series with value 0 (an empty histogram) if it does not exist
+  // yet, so that it is exposed before its first event. For startup and reload.
+  void declare(std::string_view family, std::string_view labels);
+  void declare_histogram(std::string_view family, std::string_view labels);
 
   // Merges this shard into `into` (used when scraping).
   void merge_into(class MetricsSnapshot& into) const;
@@ -78,6 +83,13 @@ class MetricsSnapshot {
   // with their HELP and TYPE lines, even before the first sample.
   std::string render() const;
   double value(std::string_view family, std::string_view labels) const;  // for tests
+  bool has(std::string_view family, std::string_view labels) const;      // for tests
+
+  // For a counter labelled by `first_name` then one more label (route, code):
+  // adds a zero series for every value of `first_values` combined with every
+  // value of the second label that any series of the family has. Scrape time.
+  void cross_fill(std::string_view family, std::string_view first_name,
+                  const std::vector<std::string>& first_values);
 
  private:
   std::map<std::string, std::map<std::string, double>> values_;

@@ -32,6 +32,10 @@
 namespace sluice {
 namespace {
 
+// Every `outcome` of sluice_upstream_requests_total that count_upstream() is given.
+constexpr std::string_view kUpstreamOutcomes[] = {
+    "ok", "connect_error", "timeout", "reset", "protocol_error", "connection_limit"};
+
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -1137,6 +1141,21 @@ void start_client_session(Worker& worker, WorkerSocket socket) {
   auto session = std::make_shared<ProxySession>(worker, std::move(socket));
   if (worker.draining()) session->on_drain();
   session->start();
+}
+
+void seed_session_metrics(const Config& config, MetricsShard& metrics) {
+  for (const auto& route : config.routes) {
+    metrics.declare_histogram("sluice_http_request_duration_seconds",
+                              scratch_labels({{"route", route.name}}));
+  }
+  for (const auto& upstream : config.upstreams) {
+    metrics.declare("sluice_upstream_connections_total",
+                    scratch_labels({{"upstream", upstream.name}}));
+    for (const auto outcome : kUpstreamOutcomes) {
+      metrics.declare("sluice_upstream_requests_total",
+                      scratch_labels({{"upstream", upstream.name}, {"outcome", outcome}}));
+    }
+  }
 }
 
 }  // namespace sluice

@@ -10,6 +10,12 @@ CircuitBreaker::State CircuitBreaker::state(Clock::time_point now) const {
   return state_;
 }
 
+std::chrono::milliseconds CircuitBreaker::open_remaining(Clock::time_point now) const {
+  if (state(now) != State::kOpen) return std::chrono::milliseconds{0};
+  // Rounded up, so that a caller told to wait this long finds the period over.
+  return std::chrono::ceil<std::chrono::milliseconds>(opened_at_ + open_for_ - now);
+}
+
 bool CircuitBreaker::allow(Clock::time_point now) {
   switch (state(now)) {
     case State::kClosed:

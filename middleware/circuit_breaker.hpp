@@ -32,6 +32,10 @@ class CircuitBreaker {
   // The state at `now` (open turns half-open once open_for has passed).
   State state(Clock::time_point now) const;
   bool is_open(Clock::time_point now) const { return state(now) != State::kClosed; }
+  // How long calls stay refused from `now`: the rest of the open period while
+  // open, zero when closed or half-open (a trial may go, or is in flight).
+  std::chrono::milliseconds open_remaining(Clock::time_point now) const;
+  std::chrono::milliseconds open_for() const { return open_for_; }
   unsigned consecutive_failures() const { return consecutive_failures_; }
 
  private:

@@ -1,6 +1,9 @@
 #include "middleware/rate_limit_middleware.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -11,6 +14,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/rate_limit_headers.hpp"
 #include "middleware/rate_limit_keys.hpp"
+#include "upstream/redis_client.hpp"
 
 namespace sluice {
 namespace {
@@ -47,7 +51,75 @@ std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
   return "unknown";
 }
 
+bool iequals_ascii(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 }  // namespace
+
+long unavailable_retry_after(const RateDecision& decision) {
+  const double wait = std::ceil(decision.unavailable_seconds);
+  return wait >= 1 ? static_cast<long>(wait) : 1;
+}
+
+void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
+  metrics.declare_histogram("sluice_ratelimit_check_duration_seconds", "");
+  for (const auto kind : kRedisErrorKinds) {
+    metrics.declare("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
+  }
+  for (const auto& route : config.routes) {
+    if (route.limit_indexes.empty()) continue;
+    metrics.declare(route.on_redis_failure == FailureMode::kOpen
+                        ? "sluice_ratelimit_fail_open_total"
+                        : "sluice_ratelimit_fail_closed_total",
+                    scratch_labels({{"route", route.name}}));
+    bool keys_on_identity = false;  // a key source a client could repeat (see rate_limit_keys)
+    bool keys_on_api_key = false;
+    std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
+    for (const auto index : route.limit_indexes) {
+      const LimitConfig& limit = config.limits[index];
+      for (const auto decision : {"allowed", "limited"}) {
+        metrics.declare("sluice_ratelimit_decisions_total",
+                        scratch_labels({{"route", route.name},
+                                        {"limit", limit.name},
+                                        {"decision", decision}}));
+      }
+      if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
+      for (const auto& source : limit.key) {
+        const auto kind = source.kind;
+        if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
+            kind != KeySource::Kind::kQuery) {
+          continue;
+        }
+        keys_on_identity = true;
+        keys_on_api_key = keys_on_api_key || kind == KeySource::Kind::kApiKey;
+        if (std::find(missing.begin(), missing.end(), kind) == missing.end()) {
+          missing.push_back(kind);
+        }
+      }
+    }
+    for (const auto kind : missing) {
+      metrics.declare("sluice_ratelimit_missing_key_total",
+                      scratch_labels({{"route", route.name}, {"source", kind_name(kind)}}));
+    }
+    if (keys_on_identity) {
+      metrics.declare("sluice_ratelimit_rejected_total",
+                      scratch_labels({{"route", route.name},
+                                      {"reason", refusal_reason_name(
+                                                     KeyRefusal::Reason::kDuplicateIdentity)}}));
+    }
+    if (keys_on_api_key && iequals_ascii(config.api_keys.header, "Authorization")) {
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels({{"route", route.name},
+                          {"reason",
+                           refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
+    }
+  }
+}
 
 void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   const RouteConfig& route = *ctx.route;
@@ -109,6 +181,8 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
           reply.content_type = std::string{kProblemJsonContentType};
           reply.body = rate_limit_unavailable_body();
           reply.headers.emplace_back("Cache-Control", "no-store");
+          reply.headers.emplace_back("Retry-After",
+                                     std::to_string(unavailable_retry_after(decision)));
           return done(std::move(reply));
         }
         for (std::size_t i = 0; i < descriptors->size(); ++i) {

@@ -16,6 +16,17 @@ namespace sluice {
 
 class MetricsShard;
 
+// Retry-After of a fail-closed 503: the limiter's expected unavailable time in
+// whole seconds, rounded up, at least 1.
+long unavailable_retry_after(const RateDecision& decision);
+
+// A zero series for every label combination the rate-limit middleware and the
+// Redis limiter can count under `config`: decisions per route, limit and
+// decision; fail-open or fail-closed per route (by its failure mode); missing
+// key sources and refusal reasons the route's limits make possible; Redis
+// errors by kind; the decision latency histogram. Startup and reload only.
+void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
+
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
  public:

@@ -28,6 +28,9 @@ struct LimitState {
 struct RateDecision {
   bool allowed = false;            // every bucket sufficient: all debited; else none debited
   std::vector<LimitState> limits;  // same order as the descriptors
+  // With an error only: how long the limiter expects to stay unable to decide
+  // (an open circuit breaker's time left); 0 when it does not know.
+  double unavailable_seconds = 0;
 };
 
 using RateDecisionHandler = std::function<void(std::error_code, RateDecision)>;

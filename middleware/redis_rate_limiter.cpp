@@ -53,6 +53,10 @@ bool same_connection(const RedisOptions& a, const RedisOptions& b) {
          a.connect_timeout == b.connect_timeout && a.command_timeout == b.command_timeout;
 }
 
+double seconds(std::chrono::milliseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 }  // namespace
 
 std::error_code make_error_code(LimiterError e) noexcept {
@@ -118,8 +122,10 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     if (!breaker_.allow(now)) {
       // Open breaker: no network time at all.
       circuit_open_ = true;
-      boost::asio::post(executor_, [handler = std::move(handler)] {
-        handler(make_error_code(LimiterError::kCircuitOpen), RateDecision{});
+      RateDecision unavailable;
+      unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      boost::asio::post(executor_, [handler = std::move(handler), unavailable]() mutable {
+        handler(make_error_code(LimiterError::kCircuitOpen), std::move(unavailable));
       });
       return;
     }
@@ -158,8 +164,13 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
       breaker_.on_failure(now);
       circuit_open_ = breaker_.is_open(now);
-      if (circuit_open_) spdlog::debug("redis circuit breaker open after: {}", ec.message());
-      return handler(ec, RateDecision{});
+      if (circuit_open_) {
+        spdlog::debug("redis circuit breaker open after: {}", ec.message());
+        probe_when_due(now);
+      }
+      RateDecision unavailable;
+      unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      return handler(ec, std::move(unavailable));
     }
     breaker_.on_success(now);
     circuit_open_ = false;
@@ -173,6 +184,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       breaker_open_ = config.circuit_breaker.open;
       breaker_ = CircuitBreaker(breaker_failures_, breaker_open_);
       circuit_open_ = false;
+      ++probe_seq_;  // a probe of the old breaker has nothing left to do
+      probe_timer_.cancel();
     }
     auto options = options_from(config);
     const auto& target = pending_ ? pending_->options() : client_->options();
@@ -198,7 +211,85 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                  breaker_.is_open(CircuitBreaker::Clock::now()) ? 1 : 0);
   }
 
+  // ---- Probing while the breaker is open --------------------------------
+  // Without traffic nothing would ever close an open breaker, and the gauge and
+  // /readyz would report it open long after Redis is back. So while it is open
+  // the limiter takes the half-open trial itself, with a PING, as soon as the
+  // open period is over; a failed PING re-opens it and the next probe follows
+  // one open period later. While the connection is not ready (the client is
+  // reconnecting with its own capped backoff) the probe waits for the outcome
+  // of the client's next connect attempt rather than failing at once.
+
+  void probe_when_due(CircuitBreaker::Clock::time_point now) {
+    arm_probe(std::max(breaker_.open_remaining(now), std::chrono::milliseconds{1}));
+  }
+
+  void arm_probe(std::chrono::milliseconds delay) {
+    if (closed_) return;
+    probe_timer_.expires_after(delay);
+    probe_timer_.async_wait(
+        [weak = weak_from_this(), seq = ++probe_seq_](boost::system::error_code ec) {
+          auto self = weak.lock();
+          if (ec || !self || seq != self->probe_seq_) return;
+          self->probe();
+        });
+  }
+
+  void probe() {
+    if (closed_) return;
+    maybe_switch();
+    const auto now = CircuitBreaker::Clock::now();
+    switch (breaker_.state(now)) {
+      case CircuitBreaker::State::kClosed:
+        circuit_open_ = false;
+        return;
+      case CircuitBreaker::State::kOpen:
+        return probe_when_due(now);
+      case CircuitBreaker::State::kHalfOpen:
+        break;
+    }
+    if (!client_->is_ready()) {
+      // No trial on a connection that cannot carry it: wait for the client's
+      // next connect attempt (paced by its backoff), then look again.
+      const auto seq = ++probe_seq_;
+      client_->connect([weak = weak_from_this(), seq](std::error_code) {
+        auto self = weak.lock();
+        if (!self || seq != self->probe_seq_) return;
+        self->probe();
+      });
+      return;
+    }
+    if (!breaker_.allow(now)) {
+      // A request holds the trial; its outcome closes or re-opens the breaker
+      // (re-opening arms a probe). Look again after a trial's lifetime.
+      return arm_probe(breaker_.open_for());
+    }
+    const auto seq = ++probe_seq_;
+    client_->command({"PING"}, [weak = weak_from_this(), seq](std::error_code ec, RedisReply) {
+      auto self = weak.lock();
+      if (!self || seq != self->probe_seq_) return;
+      self->on_probe_reply(ec);
+    });
+  }
+
+  void on_probe_reply(std::error_code ec) {
+    const auto now = CircuitBreaker::Clock::now();
+    if (!ec) {
+      breaker_.on_success(now);
+      circuit_open_ = breaker_.is_open(now);
+      if (!circuit_open_) spdlog::info("redis circuit breaker closed: PING answered");
+      return;
+    }
+    metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", redis_error_kind(ec)}}));
+    breaker_.on_failure(now);
+    circuit_open_ = breaker_.is_open(now);
+    if (circuit_open_) probe_when_due(now);
+  }
+
   void close() {
+    closed_ = true;
+    ++probe_seq_;
+    probe_timer_.cancel();
     client_->close();
     if (pending_) pending_->close();
     for (auto& old : retired_) old->close();
@@ -218,6 +309,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   RedisStats carried_;
   bool connect_eagerly_ = false;
   std::atomic<bool> circuit_open_{false};
+  boost::asio::steady_timer probe_timer_{executor_};
+  std::uint64_t probe_seq_ = 0;  // a probe step runs only if nothing superseded it
+  bool closed_ = false;
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,

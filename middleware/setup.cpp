@@ -68,6 +68,9 @@ ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
     std::lock_guard lock(registry->mutex);
     if (worker.index() < registry->by_worker.size()) registry->by_worker[worker.index()] = nullptr;
   };
+  hooks.seed_metrics = [](const Config& config, MetricsShard& metrics) {
+    seed_rate_limit_metrics(config, metrics);
+  };
   hooks.readiness = [registry] {
     std::lock_guard lock(registry->mutex);
     if (registry->by_worker.empty()) return std::string{"{}"};

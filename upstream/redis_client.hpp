@@ -40,6 +40,9 @@ std::error_code make_error_code(RedisError e) noexcept;
 // The `kind` label of sluice_redis_errors_total for an error from this client:
 // "timeout", "protocol", "server", "noscript" or "connect" (everything else).
 std::string_view redis_error_kind(std::error_code ec) noexcept;
+// Every value redis_error_kind() returns.
+inline constexpr std::string_view kRedisErrorKinds[] = {"timeout", "connect", "protocol", "server",
+                                                        "noscript"};
 
 // ---------------------------------------------------------------------------
 // Replies (RESP2), free of hiredis types.

@@ -100,3 +100,18 @@ TEST_CASE("breaker: a threshold of 0 acts as 1", "[ratelimit][breaker]") {
   CHECK(breaker.state(t0) == State::kOpen);
   CHECK(breaker.state(t0 + 50ms) == State::kHalfOpen);
 }
+
+TEST_CASE("breaker: open_remaining counts down the open period", "[ratelimit][breaker]") {
+  Fixture f;
+  CHECK(f.breaker.open_remaining(f.now) == 0ms);  // closed
+  f.fail(3);
+  CHECK(f.breaker.open_remaining(f.now) == 1000ms);
+  CHECK(f.breaker.open_remaining(f.now + 250ms) == 750ms);
+  CHECK(f.breaker.open_remaining(f.now + 999ms) == 1ms);
+  CHECK(f.breaker.open_remaining(f.now + 1000ms) == 0ms);  // half-open: a trial may go
+  REQUIRE(f.breaker.allow(f.now + 1000ms));
+  CHECK(f.breaker.open_remaining(f.now + 1000ms) == 0ms);  // trial in flight
+  f.breaker.on_failure(f.now + 1010ms);
+  CHECK(f.breaker.open_remaining(f.now + 1010ms) == 1000ms);  // re-opened in full
+  CHECK(f.breaker.open_for() == 1000ms);
+}

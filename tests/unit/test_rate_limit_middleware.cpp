@@ -4,6 +4,7 @@
 // limiter is asked (a repeated or malformed key source).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -184,6 +185,37 @@ TEST_CASE("limiter error + fail-closed: answers 503", "[ratelimit][middleware]")
   CHECK(h.reply->status == 503);
   CHECK(h.reply->content_type == "application/problem+json");
   CHECK(h.metric("sluice_ratelimit_fail_closed_total", "route=\"r\"") == 1);
+  CHECK(h.header("Retry-After") == std::nullopt);  // on the reply, not queued for a response
+  REQUIRE(std::find(h.reply->headers.begin(), h.reply->headers.end(),
+                    std::pair<std::string, std::string>{"Retry-After", "1"}) !=
+          h.reply->headers.end());  // nothing known about the outage: at least 1 s
+}
+
+TEST_CASE("fail-closed 503: Retry-After is the breaker's open time left, rounded up",
+          "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kClosed));
+  h.start();
+  RateDecision unavailable;
+  unavailable.unavailable_seconds = 2.2;
+  h.limiter->complete(h.io, std::make_error_code(std::errc::connection_refused), unavailable);
+  h.run();
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 503);
+  std::optional<std::string> retry_after;
+  for (const auto& [name, value] : h.reply->headers) {
+    if (name == "Retry-After") retry_after = value;
+  }
+  CHECK(retry_after == "3");
+
+  RateDecision d;
+  d.unavailable_seconds = 0;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 0.001;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 1.0;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 1.001;
+  CHECK(unavailable_retry_after(d) == 2);
 }
 
 TEST_CASE("a route without limits never calls the limiter", "[ratelimit][middleware]") {
