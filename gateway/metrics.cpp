@@ -211,7 +211,7 @@ std::string_view after_first_label(std::string_view labels) {
       ++i;
     } else if (labels[i] == '"') {
       return i + 1 < labels.size() && labels[i + 1] == ',' ? labels.substr(i + 2)
-                                                          : std::string_view{};
+                                                           : std::string_view{};
     }
   }
   return {};

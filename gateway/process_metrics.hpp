@@ -20,10 +20,10 @@ struct ProcessStats {
 
 // The fields of /proc/<pid>/stat that the metrics need, in clock ticks / pages.
 struct ProcStat {
-  unsigned long long utime_ticks = 0;    // field 14
-  unsigned long long stime_ticks = 0;    // field 15
-  unsigned long long start_ticks = 0;    // field 22, since boot
-  long long rss_pages = 0;               // field 24
+  unsigned long long utime_ticks = 0;  // field 14
+  unsigned long long stime_ticks = 0;  // field 15
+  unsigned long long start_ticks = 0;  // field 22, since boot
+  long long rss_pages = 0;             // field 24
 };
 
 // Parses the text of /proc/<pid>/stat (the command name may hold spaces and parentheses).

@@ -33,8 +33,8 @@ namespace sluice {
 namespace {
 
 // Every `outcome` of sluice_upstream_requests_total that count_upstream() is given.
-constexpr std::string_view kUpstreamOutcomes[] = {
-    "ok", "connect_error", "timeout", "reset", "protocol_error", "connection_limit"};
+constexpr std::string_view kUpstreamOutcomes[] = {"ok",    "connect_error",  "timeout",
+                                                  "reset", "protocol_error", "connection_limit"};
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;

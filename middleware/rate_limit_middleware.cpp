@@ -82,10 +82,9 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     for (const auto index : route.limit_indexes) {
       const LimitConfig& limit = config.limits[index];
       for (const auto decision : {"allowed", "limited"}) {
-        metrics.declare("sluice_ratelimit_decisions_total",
-                        scratch_labels({{"route", route.name},
-                                        {"limit", limit.name},
-                                        {"decision", decision}}));
+        metrics.declare(
+            "sluice_ratelimit_decisions_total",
+            scratch_labels({{"route", route.name}, {"limit", limit.name}, {"decision", decision}}));
       }
       if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
       for (const auto& source : limit.key) {
@@ -106,17 +105,18 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
                       scratch_labels({{"route", route.name}, {"source", kind_name(kind)}}));
     }
     if (keys_on_identity) {
-      metrics.declare("sluice_ratelimit_rejected_total",
-                      scratch_labels({{"route", route.name},
-                                      {"reason", refusal_reason_name(
-                                                     KeyRefusal::Reason::kDuplicateIdentity)}}));
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
     }
     if (keys_on_api_key && iequals_ascii(config.api_keys.header, "Authorization")) {
       metrics.declare(
           "sluice_ratelimit_rejected_total",
-          scratch_labels({{"route", route.name},
-                          {"reason",
-                           refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
     }
   }
 }

@@ -96,8 +96,9 @@ routes:
               scratch_labels({{"route", "keyed"}, {"limit", "per_ip"}, {"decision", decision}})));
     CHECK(has("sluice_ratelimit_decisions_total",
               scratch_labels({{"route", "closed"}, {"limit", "per_ip"}, {"decision", decision}})));
-    CHECK_FALSE(has("sluice_ratelimit_decisions_total",
-                    scratch_labels({{"route", "free"}, {"limit", "per_ip"}, {"decision", decision}})));
+    CHECK_FALSE(
+        has("sluice_ratelimit_decisions_total",
+            scratch_labels({{"route", "free"}, {"limit", "per_ip"}, {"decision", decision}})));
   }
   // Fail-open and fail-closed by the route's failure mode.
   CHECK(has("sluice_ratelimit_fail_open_total", label("route", "keyed")));
