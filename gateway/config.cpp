@@ -183,16 +183,12 @@ std::string quoted(std::string_view s) {
 // that it can be shown: "redis://user:***@host:6379/0". A lone userinfo word is
 // a password.
 std::string redact_url(std::string_view url) {
-  std::string out;
   const auto scheme_end = url.find("://");
   const std::size_t rest_begin = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
-  out += url.substr(0, rest_begin);
+  std::string out(url.substr(0, rest_begin));
   auto rest = url.substr(rest_begin);
-  std::string_view tail;
-  if (const auto q = rest.find_first_of("?#"); q != std::string_view::npos) {
-    tail = rest.substr(q, 1);
-    rest = rest.substr(0, q);
-  }
+  // Credentials end at the last "@", even when a "/", "?" or "#" in the
+  // password comes before it.
   if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
     const auto userinfo = rest.substr(0, at);
     const auto colon = userinfo.find(':');
@@ -200,10 +196,11 @@ std::string redact_url(std::string_view url) {
     out += "***";
     rest = rest.substr(at);
   }
-  out += rest;
-  if (!tail.empty()) {
-    out += tail;
+  if (const auto q = rest.find_first_of("?#"); q != std::string_view::npos) {
+    out += rest.substr(0, q + 1);
     out += "***";
+  } else {
+    out += rest;
   }
   return out;
 }

@@ -265,6 +265,21 @@ routes: []
   for (const auto& e : result.errors) CHECK(e.find("secret-key") == std::string::npos);
 }
 
+TEST_CASE("a bad redis url is shown without its password", "[config][checks]") {
+  const auto url_error = [](const std::string& url) {
+    const auto result = parse("redis: { url: \"" + url + "\" }\nupstreams: {}\nroutes: []\n");
+    REQUIRE(result.errors.size() == 1);
+    return result.errors[0].substr(result.errors[0].find(", got ") + 6);
+  };
+  CHECK(url_error("redis://alice:hunter2@h:0") == "\"redis://alice:***@h:0\"");
+  CHECK(url_error("redis://hunter2@h:0") == "\"redis://***@h:0\"");
+  CHECK(url_error("redis://:pa?ss@h:0") == "\"redis://***@h:0\"");
+  CHECK(url_error("redis://:pa/ss@word@h:0") == "\"redis://***@h:0\"");
+  CHECK(url_error("redis://h:1/0?password=hunter2") == "\"redis://h:1/0?***\"");
+  CHECK(url_error("tcp://:hunter2@h") == "\"tcp://***@h\"");
+  CHECK(url_error(":hunter2@h:6379") == "\"***@h:6379\"");
+}
+
 TEST_CASE("messages escape and cut what they echo", "[config][checks]") {
   const std::string tail = "\nupstreams: {}\nroutes: []\n";
   CHECK(parse("log: { level: \"a\\tb\\\"c\" }" + tail).errors ==
