@@ -488,5 +488,22 @@ class SignalTest(ProcessTestCase):
         self.assertEqual(gateway.metric("sluice_config_reloads_total", result="ok"), 1)
 
 
+
+class UpstreamNameTest(ProcessTestCase):
+    def test_unresolvable_upstream_name_warns_at_start_and_gives_502(self):
+        # ".invalid" never resolves (RFC 6761). Sluice still starts: a name is
+        # resolved for every new connection, so it may resolve later.
+        echo = self.start_echo()
+        gateway = self.start_sluice(gateway_config(
+            {"ghost": ["nonexistent.invalid:9"], "echo": [echo.address]},
+            [{"name": "ghost", "match": {"path_prefix": "/ghost"}, "upstream": "ghost"},
+             {"name": "ok", "match": {"path_prefix": "/"}, "upstream": "echo"}]))
+        self.assertIn('upstreams.ghost.servers[0]: host "nonexistent.invalid" does not resolve now',
+                      gateway.stderr())
+        self.assertNotIn("upstreams.echo", gateway.stderr())
+        self.assertEqual(request(gateway.port, "GET", "/ghost/x")[0], 502)
+        self.assertEqual(request(gateway.port, "GET", "/x")[0], 200)
+
+
 if __name__ == "__main__":
     unittest.main()

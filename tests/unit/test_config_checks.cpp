@@ -273,11 +273,11 @@ TEST_CASE("a bad redis url is shown without its password", "[config][checks]") {
   };
   CHECK(url_error("redis://alice:hunter2@h:0") == "\"redis://alice:***@h:0\"");
   CHECK(url_error("redis://hunter2@h:0") == "\"redis://***@h:0\"");
-  CHECK(url_error("redis://:pa?ss@h:0") == "\"redis://***@h:0\"");
-  CHECK(url_error("redis://:pa/ss@word@h:0") == "\"redis://***@h:0\"");
+  CHECK(url_error("redis://:pa?ss@h:0") == "\"redis://:***@h:0\"");
+  CHECK(url_error("redis://:pa/ss@word@h:0") == "\"redis://:***@h:0\"");
   CHECK(url_error("redis://h:1/0?password=hunter2") == "\"redis://h:1/0?***\"");
-  CHECK(url_error("tcp://:hunter2@h") == "\"tcp://***@h\"");
-  CHECK(url_error(":hunter2@h:6379") == "\"***@h:6379\"");
+  CHECK(url_error("tcp://:hunter2@h") == "\"tcp://:***@h\"");
+  CHECK(url_error(":hunter2@h:6379") == "\":***@h:6379\"");
 }
 
 TEST_CASE("messages escape and cut what they echo", "[config][checks]") {
