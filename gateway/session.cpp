@@ -175,7 +175,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   // ---- Reading a request head ------------------------------------------
 
   void do_read_head() {
-    config_ = worker_.config();
     if (draining_) return graceful_close();
     if (buffer_.size() == 0 && requests_ > 0) {
       // Keep-alive: wait until the next request's first byte is readable,
@@ -183,7 +182,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       release_buffers();
       idle_ = true;
       set_idle(true);
-      set_deadline(Side::kClient, config_->server.idle_timeout);
+      set_deadline(Side::kClient, worker_.config()->server.idle_timeout);
       stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
                               handler(&ProxySession::on_first_bytes));
       return;
@@ -210,6 +209,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void start_head_read() {
+    // Each request is served by the config current when it starts, even on a
+    // connection that was idle across a reload.
+    config_ = worker_.config();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
     parser_->body_limit(config_->server.max_body_bytes);

@@ -891,5 +891,32 @@ class RelayReadSizeTest(ProcessTestCase):
                              f"{len(reads)} reads for {moved} bytes")
 
 
+class ReloadTest(GatewayTestCase):
+    def test_a_connection_idle_across_a_reload_gets_the_new_config(self):
+        config = gateway_config({"echo": [self.echo.address]}, default_routes())
+        self.gateway = self.start_sluice(config)
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/before HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().status, 200)
+            # The api route goes away while the connection is idle.
+            config["routes"] = [r for r in config["routes"] if r["name"] != "api"]
+            self.gateway.reload(config)
+            wait_until(lambda: request(self.gateway.port, "GET", "/api/probe")[0] == 404,
+                       message="the reload removed the api route")
+            conn.send(b"GET /api/after HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assert_local_reply(conn.read_response(), 404)
+
+
+    def test_settings_that_need_a_restart_are_named_on_reload(self):
+        config = gateway_config({"echo": [self.echo.address]}, default_routes(),
+                                server={"max_connections": 500})
+        self.gateway = self.start_sluice(config)
+        config["server"]["max_connections"] = 600
+        self.gateway.reload(config)
+        wait_until(lambda: "server.max_connections changed" in self.gateway.stderr(),
+                   message="a warning that max_connections needs a restart")
+        self.assertEqual(self.gateway.metric("sluice_connections_max"), 500)
+
+
 if __name__ == "__main__":
     unittest.main()
