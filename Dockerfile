@@ -21,4 +21,5 @@ COPY conf/ /etc/sluice/
 USER sluice
 EXPOSE 8080 9901
 ENTRYPOINT ["/usr/local/bin/sluice"]
-CMD ["--config", "/etc/sluice/sluice.yaml"]
+# Listeners on all interfaces; Redis and the upstream from SLUICE_REDIS_URL and SLUICE_UPSTREAM.
+CMD ["--config", "/etc/sluice/container.yaml"]

@@ -508,6 +508,9 @@ void Application::Impl::reload() {
   if (next.server.threads != config_->server.threads) {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
+  if (next.server.max_connections != config_->server.max_connections) {
+    spdlog::warn("reload: server.max_connections changed; takes effect on restart");
+  }
   for (const auto& w : result.warnings) spdlog::warn("{}", w);
   config_ = result.config;
   if (!hooks_.log_level_from_command_line) {

@@ -1,5 +1,7 @@
 #include "gateway/config.hpp"
 
+#include "gateway/config_checks.hpp"
+#include "gateway/config_env.hpp"
 #include "gateway/request_target.hpp"
 
 #include <arpa/inet.h>
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <span>
 #include <sstream>
 #include <variant>
@@ -27,6 +30,66 @@ constexpr std::int64_t kMaxHeaderBytes = 65535;
 constexpr std::size_t kMaxConsumerKeyBytes = 256;
 constexpr std::uint16_t kDefaultRedisPort = 6379;
 constexpr std::string_view kPathKeys = "path_prefix, path_exact or path_regex";
+constexpr std::size_t kMaxShownBytes = 120;  // longer values are cut in messages
+
+// ---------------------------------------------------------------- accepted keys
+// The keys each mapping accepts: the parser rejects any other key with these
+// tables, and config_key_paths() lists them for the documentation test.
+
+struct Section {
+  std::string_view path;  // as documented: "upstreams.NAME", "routes[].match"
+  std::span<const std::string_view> keys;
+};
+
+constexpr std::string_view kRootKeys[] = {"server",    "admin",    "log",    "redis",
+                                          "upstreams", "api_keys", "limits", "routes"};
+constexpr std::string_view kServerKeys[] = {"listen",
+                                            "threads",
+                                            "max_header_bytes",
+                                            "max_body_bytes",
+                                            "header_timeout_ms",
+                                            "idle_timeout_ms",
+                                            "drain_timeout_ms",
+                                            "body_timeout_ms",
+                                            "send_timeout_ms",
+                                            "max_connections",
+                                            "headers_with_underscores",
+                                            "trusted_proxies"};
+constexpr std::string_view kAdminKeys[] = {"listen"};
+constexpr std::string_view kLogKeys[] = {"level", "access_log"};
+constexpr std::string_view kRedisKeys[] = {"url",           "timeout_ms",      "connect_timeout_ms",
+                                           "key_prefix",    "circuit_breaker", "tls_ca_file",
+                                           "tls_cert_file", "tls_key_file",    "tls_server_name"};
+constexpr std::string_view kCircuitBreakerKeys[] = {"failures", "open_ms"};
+constexpr std::string_view kUpstreamKeys[] = {
+    "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
+    "max_connections", "fail_cooldown_ms"};
+constexpr std::string_view kApiKeysKeys[] = {"header", "consumers", "default_plan"};
+constexpr std::string_view kConsumerKeys[] = {"key", "plan"};
+constexpr std::string_view kLimitKeys[] = {"key", "capacity", "refill_per_second", "plans"};
+constexpr std::string_view kPlanKeys[] = {"capacity", "refill_per_second"};
+constexpr std::string_view kRouteKeys[] = {"name",   "match", "upstream",        "strip_prefix",
+                                           "limits", "cost",  "on_redis_failure"};
+constexpr std::string_view kMatchKeys[] = {"path_prefix", "path_exact", "path_regex", "methods",
+                                           "host"};
+
+constexpr Section kRoot{"", kRootKeys};
+constexpr Section kServer{"server", kServerKeys};
+constexpr Section kAdmin{"admin", kAdminKeys};
+constexpr Section kLog{"log", kLogKeys};
+constexpr Section kRedis{"redis", kRedisKeys};
+constexpr Section kCircuitBreaker{"redis.circuit_breaker", kCircuitBreakerKeys};
+constexpr Section kUpstream{"upstreams.NAME", kUpstreamKeys};
+constexpr Section kApiKeys{"api_keys", kApiKeysKeys};
+constexpr Section kConsumer{"api_keys.consumers[]", kConsumerKeys};
+constexpr Section kLimit{"limits.NAME", kLimitKeys};
+constexpr Section kPlan{"limits.NAME.plans.PLAN", kPlanKeys};
+constexpr Section kRoute{"routes[]", kRouteKeys};
+constexpr Section kMatch{"routes[].match", kMatchKeys};
+
+constexpr const Section* kSections[] = {
+    &kRoot,    &kServer,   &kAdmin, &kLog,  &kRedis, &kCircuitBreaker, &kUpstream,
+    &kApiKeys, &kConsumer, &kLimit, &kPlan, &kRoute, &kMatch};
 
 // Request paths reach path_regex unchecked (up to max_header_bytes), so the
 // regex must not recurse once per input character as libstdc++'s default
@@ -89,8 +152,57 @@ bool is_ip_literal(std::string_view s, int family) {
   return inet_pton(family, buf, out) == 1;
 }
 
+// A value as messages show it: in double quotes, with quotes, backslashes and
+// control characters escaped, cut after kMaxShownBytes.
 std::string quoted(std::string_view s) {
-  return "\"" + std::string(s) + "\"";
+  std::string out = "\"";
+  const bool cut = s.size() > kMaxShownBytes;
+  if (cut) s = s.substr(0, kMaxShownBytes);
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += cut ? "...\"" : "\"";
+  return out;
+}
+
+// A redis url with its credentials and anything after "?" or "#" hidden, so
+// that it can be shown: "redis://user:***@host:6379/0". A lone userinfo word is
+// a password.
+std::string redact_url(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  const std::size_t rest_begin = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  std::string out(url.substr(0, rest_begin));
+  auto rest = url.substr(rest_begin);
+  // Credentials end at the last "@", even when a "/", "?" or "#" in the
+  // password comes before it.
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const auto userinfo = rest.substr(0, at);
+    const auto colon = userinfo.find(':');
+    if (colon != std::string_view::npos) out += userinfo.substr(0, colon + 1);
+    out += "***";
+    rest = rest.substr(at);
+  }
+  if (const auto q = rest.find_first_of("?#"); q != std::string_view::npos) {
+    out += rest.substr(0, q + 1);
+    out += "***";
+  } else {
+    out += rest;
+  }
+  return out;
 }
 
 // 50 -> "50", 0.5 -> "0.5".
@@ -128,19 +240,23 @@ std::variant<HostPort, std::string> parse_address(std::string_view text, bool li
     if (colon == std::string_view::npos || colon == 0) return expected;
     const auto host = text.substr(0, colon);
     if (host.find(':') != std::string_view::npos) {
-      return std::string("IPv6 addresses need brackets, e.g. \"[::1]:8080\"");
+      return "IPv6 addresses need brackets, e.g. \"[::1]:8080\", got " + quoted(text);
     }
     const bool looks_v4 =
         std::all_of(host.begin(), host.end(), [](char c) { return is_digit(c) || c == '.'; });
     if (looks_v4 && !is_ip_literal(host, AF_INET)) return "invalid IPv4 address " + quoted(host);
-    if (listener && !looks_v4) return "host must be an IP address, not a name";
+    if (listener && !looks_v4) {
+      return "host must be an IP address, not a name, got " + quoted(text);
+    }
     if (!is_host_name(host)) return "invalid host " + quoted(host);
     out.host = std::string(host);
     port_text = text.substr(colon + 1);
   }
   const unsigned min_port = listener ? 0 : 1;
   const auto port = parse_port(port_text, min_port);
-  if (!port) return "port must be between " + std::to_string(min_port) + " and 65535";
+  if (!port) {
+    return "port must be between " + std::to_string(min_port) + " and 65535, got " + quoted(text);
+  }
   out.port = *port;
   return out;
 }
@@ -208,6 +324,9 @@ struct Field {
   YAML::Node node;
   std::string path;
   int line = 1;
+  // Holds API keys: messages never show its values (nor its keys: a consumer
+  // written as a mapping would have the API key as a key).
+  bool secret = false;
 };
 
 struct Entry {
@@ -218,6 +337,7 @@ struct Entry {
 struct Mapping {
   Field self;
   std::vector<Entry> entries;  // in file order, duplicates removed
+  bool merged = false;         // had a "<<" merge key: missing keys are not reported
 
   const Field* get(std::string_view key) const {
     for (const auto& e : entries) {
@@ -237,7 +357,7 @@ std::string index_path(const std::string& parent, std::size_t i) {
 
 class Parser {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
+  Parser(std::string_view source, EnvLookup env) : source_(source), env_(std::move(env)) {}
 
   void error(int line, std::string_view path, std::string_view message) {
     std::string text = source_ + ":" + std::to_string(line) + ": ";
@@ -269,7 +389,7 @@ class Parser {
   // a mapping of user-chosen names. Duplicate keys are errors.
   std::optional<Mapping> mapping(const Field& f, std::span<const std::string_view> allowed) {
     if (!f.node.IsMap()) {
-      error(f, "expected a mapping");
+      error(f, "expected a mapping" + got_kind(f));
       return std::nullopt;
     }
     Mapping m{f, {}};
@@ -282,6 +402,21 @@ class Parser {
         continue;
       }
       const std::string key = key_node.Scalar();
+      // yaml-cpp 0.7 reads "<<: *anchor" as an ordinary key whose value is the
+      // anchored mapping; it does not merge. A plain "<<" (tag "?") is refused
+      // once, and the keys it would have brought are not reported missing.
+      if (key == "<<" && key_node.Tag() == "?") {
+        error(key_line, f.path,
+              "YAML merge keys (\"<<\") are not supported: write the keys out (an alias of a "
+              "whole value, \"key: *anchor\", works)");
+        m.merged = true;
+        continue;
+      }
+      if (f.secret && !allowed.empty() &&
+          std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        error(key_line, f.path, "unknown key (not shown: this section holds API keys)");
+        continue;
+      }
       const std::string path = child_path(f.path, key);
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         error(key_line, path, "unknown key " + quoted(key));
@@ -297,12 +432,12 @@ class Parser {
       }
       first_lines.push_back(key_line);
       // Report at the key's line: a null or block value carries the line after it.
-      m.entries.push_back({key, Field{it->second, path, key_line}});
+      m.entries.push_back({key, Field{it->second, path, key_line, f.secret}});
     }
     return m;
   }
-  std::optional<Mapping> mapping(const Field& f, std::initializer_list<std::string_view> allowed) {
-    return mapping(f, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  std::optional<Mapping> mapping(const Field& f, const Section& section) {
+    return mapping(f, section.keys);
   }
   std::optional<Mapping> named_mapping(const Field& f) {
     return mapping(f, std::span<const std::string_view>{});
@@ -310,13 +445,13 @@ class Parser {
 
   const Field* required(const Mapping& m, std::string_view key) {
     const Field* f = m.get(key);
-    if (!f) error(m.self, "missing required key " + quoted(key));
+    if (!f && !m.merged) error(m.self, "missing required key " + quoted(key));
     return f;
   }
 
   std::optional<std::vector<Field>> list(const Field& f) {
     if (!f.node.IsSequence()) {
-      error(f, "expected a list");
+      error(f, "expected a list" + got_kind(f));
       return std::nullopt;
     }
     std::vector<Field> items;
@@ -324,18 +459,45 @@ class Parser {
     for (auto it = f.node.begin(); it != f.node.end(); ++it, ++i) {
       const YAML::Node item = *it;
       // A null item carries no useful mark; use the list's line then.
-      items.push_back({item, index_path(f.path, i), item.IsNull() ? f.line : line_of(item)});
+      items.push_back(
+          {item, index_path(f.path, i), item.IsNull() ? f.line : line_of(item), f.secret});
     }
     return items;
   }
 
-  std::optional<std::string> string(const Field& f) {
+  // ", got VALUE" for a message about a scalar, VALUE as read (after
+  // environment expansion); nothing for a secret.
+  static std::string got(const Field& f, std::string_view text) {
+    return f.secret ? std::string() : ", got " + quoted(text);
+  }
+  // The same for a number that was read: shown without quotes.
+  static std::string got_number(const Field& f, std::string_view text) {
+    return f.secret ? std::string() : ", got " + std::string(text);
+  }
+  // ", got a list" etc. for a value of the wrong kind; a scalar as written.
+  static std::string got_kind(const Field& f) {
+    if (f.node.IsSequence()) return ", got a list";
+    if (f.node.IsMap()) return ", got a mapping";
+    if (f.node.IsNull()) return ", got null";
+    return got(f, f.node.Scalar());
+  }
+
+  // The text of a scalar value, environment variables expanded; nullopt (with
+  // the error reported) when it is not a scalar or cannot be expanded.
+  std::optional<std::string> scalar(const Field& f, std::string_view expected) {
     if (!f.node.IsScalar()) {
-      error(f, "expected a string");
+      error(f, std::string(expected) + got_kind(f));
       return std::nullopt;
     }
-    return f.node.Scalar();
+    auto expansion = expand_env(f.node.Scalar(), env_);
+    if (!expansion.error.empty()) {
+      error(f, expansion.error);
+      return std::nullopt;
+    }
+    return std::move(expansion.text);
   }
+
+  std::optional<std::string> string(const Field& f) { return scalar(f, "expected a string"); }
 
   // A string that must not be empty.
   std::optional<std::string> nonempty_string(const Field& f) {
@@ -348,27 +510,26 @@ class Parser {
   }
 
   std::optional<std::int64_t> integer(const Field& f, std::int64_t min, std::int64_t max) {
-    if (!f.node.IsScalar()) {
-      error(f, "expected an integer");
-      return std::nullopt;
-    }
-    const std::string& s = f.node.Scalar();
+    const auto text = scalar(f, "expected an integer");
+    if (!text) return std::nullopt;
+    const std::string& s = *text;
     std::int64_t v = 0;
     const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     if (r.ptr != s.data() + s.size() || s.empty()) {
-      error(f, "expected an integer");
+      error(f, "expected an integer" + got(f, s));
       return std::nullopt;
     }
+    const std::string too_small = min == 1 ? "must be greater than 0" : "must not be negative";
     if (r.ec == std::errc::result_out_of_range && s.front() == '-') {
-      error(f, min == 1 ? "must be greater than 0" : "must not be negative");
+      error(f, too_small + got_number(f, s));
       return std::nullopt;
     }
     if (r.ec == std::errc::result_out_of_range || v > max) {
-      error(f, "must be at most " + std::to_string(max));
+      error(f, "must be at most " + std::to_string(max) + got_number(f, s));
       return std::nullopt;
     }
     if (v < min) {
-      error(f, min == 1 ? "must be greater than 0" : "must not be negative");
+      error(f, too_small + got_number(f, s));
       return std::nullopt;
     }
     return v;
@@ -382,31 +543,28 @@ class Parser {
 
   // A finite number greater than 0 (fractions allowed).
   std::optional<double> positive_number(const Field& f) {
-    if (!f.node.IsScalar()) {
-      error(f, "expected a number");
-      return std::nullopt;
-    }
-    const std::string& s = f.node.Scalar();
+    const auto text = scalar(f, "expected a number");
+    if (!text) return std::nullopt;
+    const std::string& s = *text;
     double v = 0;
     const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size() || !std::isfinite(v)) {
-      error(f, "expected a number");
+      error(f, "expected a number" + got(f, s));
       return std::nullopt;
     }
     if (v <= 0) {
-      error(f, "must be greater than 0");
+      error(f, "must be greater than 0" + got_number(f, s));
       return std::nullopt;
     }
     return v;
   }
 
   std::optional<bool> boolean(const Field& f) {
-    if (f.node.IsScalar()) {
-      const std::string& s = f.node.Scalar();
-      if (s == "true" || s == "True" || s == "TRUE") return true;
-      if (s == "false" || s == "False" || s == "FALSE") return false;
-    }
-    error(f, "expected true or false");
+    const auto s = scalar(f, "expected true or false");
+    if (!s) return std::nullopt;
+    if (*s == "true" || *s == "True" || *s == "TRUE") return true;
+    if (*s == "false" || *s == "False" || *s == "FALSE") return false;
+    error(f, "expected true or false" + got(f, *s));
     return std::nullopt;
   }
 
@@ -445,6 +603,7 @@ class Parser {
     std::string text;
   };
   std::string source_;
+  EnvLookup env_;
   std::vector<Error> errors_;
   std::vector<std::string> warnings_;
 };
@@ -456,8 +615,7 @@ class ConfigBuilder {
   ConfigBuilder(Parser& p, Config& c) : p_(p), c_(c) {}
 
   void root(const Field& f) {
-    const auto m = p_.mapping(
-        f, {"server", "admin", "log", "redis", "upstreams", "api_keys", "limits", "routes"});
+    const auto m = p_.mapping(f, kRoot);
     if (!m) return;
     // Sections are read in dependency order; errors are sorted by line later.
     if (auto* s = m->get("server")) server(*s);
@@ -471,15 +629,14 @@ class ConfigBuilder {
       limits_known_ = true;  // no limits at all: every reference is unknown
     }
     if (auto* s = m->get("api_keys")) api_keys(*s);
+    check_plan_names();
     if (auto* s = p_.required(*m, "routes")) routes(*s);
+    if (!p_.has_errors()) warn_method_bypasses();
   }
 
  private:
   void server(const Field& f) {
-    const auto m = p_.mapping(
-        f, {"listen", "threads", "max_header_bytes", "max_body_bytes", "header_timeout_ms",
-            "idle_timeout_ms", "drain_timeout_ms", "body_timeout_ms", "send_timeout_ms",
-            "max_connections", "headers_with_underscores", "trusted_proxies"});
+    const auto m = p_.mapping(f, kServer);
     if (!m) return;
     auto& s = c_.server;
     if (auto* v = m->get("listen")) {
@@ -542,7 +699,7 @@ class ConfigBuilder {
   }
 
   void admin(const Field& f) {
-    const auto m = p_.mapping(f, {"listen"});
+    const auto m = p_.mapping(f, kAdmin);
     if (!m) return;
     if (auto* v = m->get("listen")) {
       if (auto a = p_.address(*v, true)) {
@@ -559,7 +716,7 @@ class ConfigBuilder {
   }
 
   void log(const Field& f) {
-    const auto m = p_.mapping(f, {"level", "access_log"});
+    const auto m = p_.mapping(f, kLog);
     if (!m) return;
     if (auto* v = m->get("level")) {
       if (auto level = p_.string(*v)) {
@@ -578,17 +735,18 @@ class ConfigBuilder {
   }
 
   void redis(const Field& f) {
-    const auto m =
-        p_.mapping(f, {"url", "timeout_ms", "connect_timeout_ms", "key_prefix", "circuit_breaker",
-                       "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"});
+    const auto m = p_.mapping(f, kRedis);
     if (!m) return;
     auto& r = c_.redis;
     bool url_ok = true;
-    if (auto* v = m->get("url")) {
+    if (const Field* given = m->get("url")) {
       url_ok = false;
+      Field url_field = *given;
+      url_field.secret = true;  // may carry a password: shown only redacted
+      const Field* v = &url_field;
       if (auto url = p_.string(*v)) {
         if (auto message = parse_redis_url(*url, r)) {
-          p_.error(*v, "invalid url: " + *message);
+          p_.error(*v, "invalid url: " + *message + ", got " + quoted(redact_url(*url)));
         } else {
           r.url = *url;
           url_ok = true;
@@ -605,7 +763,7 @@ class ConfigBuilder {
       if (auto s = p_.string(*v)) r.key_prefix = *s;
     }
     if (auto* v = m->get("circuit_breaker")) {
-      if (const auto cb = p_.mapping(*v, {"failures", "open_ms"})) {
+      if (const auto cb = p_.mapping(*v, kCircuitBreaker)) {
         if (auto* w = cb->get("failures")) {
           if (auto n = p_.integer(*w, 1, kMaxCount)) {
             r.circuit_breaker.failures = static_cast<unsigned>(*n);
@@ -649,8 +807,7 @@ class ConfigBuilder {
   }
 
   void upstream(const Field& f, UpstreamConfig& u) {
-    const auto m = p_.mapping(f, {"servers", "connect_timeout_ms", "response_timeout_ms",
-                                  "max_idle_connections", "max_connections", "fail_cooldown_ms"});
+    const auto m = p_.mapping(f, kUpstream);
     if (!m) return;
     if (auto* v = p_.required(*m, "servers")) {
       if (auto items = p_.list(*v)) {
@@ -695,7 +852,7 @@ class ConfigBuilder {
 
   void limit(const Field& f, LimitConfig& l) {
     limit_failed_ = true;
-    const auto m = p_.mapping(f, {"key", "capacity", "refill_per_second", "plans"});
+    const auto m = p_.mapping(f, kLimit);
     if (!m) return;
     bool ok = true;
     if (auto* v = p_.required(*m, "key")) ok = key_sources(*v, l.key) && ok;
@@ -717,9 +874,10 @@ class ConfigBuilder {
       if (const auto plans = p_.named_mapping(*v)) {
         for (const auto& [plan, value] : plans->entries) {
           if (plan.empty()) p_.error(value, "plan name must not be empty");
+          plan_overrides_.push_back({plan, value});
           // A plan overrides capacity, refill or both; the rest is inherited.
           BucketParams params = l.bucket;
-          const auto pm = p_.mapping(value, {"capacity", "refill_per_second"});
+          const auto pm = p_.mapping(value, kPlan);
           if (!pm) {
             ok = false;
             continue;
@@ -751,7 +909,7 @@ class ConfigBuilder {
       return s.has_value();
     }
     if (!f.node.IsSequence()) {
-      p_.error(f, "expected a key source or a list of them");
+      p_.error(f, "expected a key source or a list of them" + Parser::got_kind(f));
       return false;
     }
     const auto items = p_.list(f);
@@ -803,8 +961,11 @@ class ConfigBuilder {
   }
 
   void api_keys(const Field& f) {
-    const auto m = p_.mapping(f, {"header", "consumers", "default_plan"});
-    if (!m) return;
+    const auto m = p_.mapping(f, kApiKeys);
+    if (!m) {
+      api_keys_known_ = false;  // plans cannot be checked against it
+      return;
+    }
     auto& a = c_.api_keys;
     if (auto* v = m->get("header")) {
       if (auto s = p_.nonempty_string(*v)) {
@@ -816,20 +977,34 @@ class ConfigBuilder {
       }
     }
     if (auto* v = m->get("default_plan")) {
-      if (auto s = p_.nonempty_string(*v)) a.default_plan = *s;
+      if (auto s = p_.nonempty_string(*v)) {
+        a.default_plan = *s;
+      } else {
+        api_keys_known_ = false;
+      }
     }
-    if (auto* v = m->get("consumers")) {
-      const auto items = p_.list(*v);
-      if (!items) return;
+    if (const Field* given = m->get("consumers")) {
+      Field consumers = *given;
+      consumers.secret = true;  // API keys: never shown, down to the items' keys
+      const auto items = p_.list(consumers);
+      if (!items) {
+        api_keys_known_ = false;
+        return;
+      }
       std::unordered_map<std::string, int> first_line;
       for (const auto& item : *items) {
-        const auto cm = p_.mapping(item, {"key", "plan"});
+        const auto cm = p_.mapping(item, kConsumer);
         if (!cm) continue;
         Consumer consumer;
         const Field* key = p_.required(*cm, "key");
         const Field* plan = p_.required(*cm, "plan");
         if (plan) {
-          if (auto s = p_.nonempty_string(*plan)) consumer.plan = *s;
+          Field plan_field = *plan;
+          plan_field.secret = false;  // a plan name is not a secret
+          if (auto s = p_.nonempty_string(plan_field)) {
+            consumer.plan = *s;
+            consumer_plans_.insert(*s);
+          }
         }
         if (!key) continue;
         // The key itself never appears in a message: errors are logged.
@@ -863,14 +1038,14 @@ class ConfigBuilder {
     std::unordered_map<std::string, int> first_line;
     for (const auto& item : *items) {
       RouteConfig r;
+      route_fields_.push_back(item);  // replaced by match.methods when the route has them
       route(item, r, first_line);
       c_.routes.push_back(std::move(r));
     }
   }
 
   void route(const Field& f, RouteConfig& r, std::unordered_map<std::string, int>& first_line) {
-    const auto m = p_.mapping(
-        f, {"name", "match", "upstream", "strip_prefix", "limits", "cost", "on_redis_failure"});
+    const auto m = p_.mapping(f, kRoute);
     path_key_.reset();
     if (!m) return;
     if (auto* v = p_.required(*m, "name")) {
@@ -944,6 +1119,41 @@ class ConfigBuilder {
     }
   }
 
+  // A plan override applies only to a plan some key can have: the default plan
+  // or a consumer's. Any other name is a typo that would silently give those
+  // customers the base limits.
+  void check_plan_names() {
+    if (!api_keys_known_ || plan_overrides_.empty()) return;
+    std::set<std::string> known = consumer_plans_;
+    known.insert(c_.api_keys.default_plan);
+    std::string list;
+    for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+    for (const auto& [plan, field] : plan_overrides_) {
+      if (plan.empty() || known.count(plan)) continue;
+      p_.error(field, "unknown plan " + quoted(plan) +
+                          ": not api_keys.default_plan nor the plan of a consumer (known: " + list +
+                          ")");
+    }
+  }
+
+  // Routes fall through on a method they do not list. When the route they fall
+  // to takes any method on the same paths and has no limits, listing methods
+  // turned the limits into a choice of the client.
+  void warn_method_bypasses() {
+    for (const auto& bypass : find_method_bypasses(c_)) {
+      const auto& limited = route_fields_[bypass.limited];
+      const auto& later = c_.routes[bypass.unlimited];
+      const std::string later_path = index_path("routes", bypass.unlimited);
+      p_.warning(limited,
+                 "requests with a method not listed here (TRACE, PURGE, a lower-case \"get\"...) "
+                 "fall through to " +
+                     later_path + " (" + quoted(later.name) +
+                     "), which matches the same paths with no limits, so they bypass the "
+                     "limits of this route; give " +
+                     later_path + " limits, or drop methods here to limit every method");
+    }
+  }
+
   // With no consumers listed every API key is its own bucket, so a route whose
   // every limit is keyed by the API key never denies a client that sends a new
   // random key each time. A limit without api_key in its key (ip, global...) bounds it.
@@ -951,9 +1161,9 @@ class ConfigBuilder {
     if (r.limit_indexes.empty() || !c_.api_keys.consumers.empty()) return;
     for (std::size_t i : r.limit_indexes) {
       const auto& key = c_.limits[i].key;
-      const bool keyed_by_api_key =
-          std::any_of(key.begin(), key.end(),
-                      [](const KeySource& k) { return k.kind == KeySource::Kind::kApiKey; });
+      const bool keyed_by_api_key = std::any_of(key.begin(), key.end(), [](const KeySource& k) {
+        return k.kind == KeySource::Kind::kApiKey;
+      });
       if (!keyed_by_api_key) return;
     }
     p_.warning(f,
@@ -983,7 +1193,7 @@ class ConfigBuilder {
 
   void route_match(const Field& f, RouteMatch& match) {
     path_key_.reset();
-    const auto m = p_.mapping(f, {"path_prefix", "path_exact", "path_regex", "methods", "host"});
+    const auto m = p_.mapping(f, kMatch);
     if (!m) return;
     // Exactly one of the path keys, in file order.
     const Field* path = nullptr;
@@ -1005,13 +1215,14 @@ class ConfigBuilder {
         try {
           match.regex = std::make_shared<const std::regex>(*s, kRegexFlags);
         } catch (const std::regex_error& e) {
-          p_.error(*path, "invalid regular expression: " + describe_regex_error(e.code()));
+          p_.error(*path, "invalid regular expression: " + describe_regex_error(e.code()) + " in " +
+                              quoted(*s));
         }
       } else {
         match.path_kind = *path_key_ == "path_prefix" ? RouteMatch::PathKind::kPrefix
                                                       : RouteMatch::PathKind::kExact;
         if (!s->starts_with('/')) {
-          p_.error(*path, "must start with \"/\"");
+          p_.error(*path, "must start with \"/\", got " + quoted(*s));
         } else if (s->find('?') != std::string::npos) {
           p_.error(*path, "must be a path without a query, got " + quoted(*s));
         } else {
@@ -1028,6 +1239,7 @@ class ConfigBuilder {
       }
     }
     if (auto* v = m->get("methods")) {
+      if (!route_fields_.empty()) route_fields_.back() = *v;
       if (auto items = p_.list(*v)) {
         if (items->empty()) {
           p_.error(*v, "must list at least one method (omit the key to allow any method)");
@@ -1055,7 +1267,7 @@ class ConfigBuilder {
             host.front() == '[' && host.back() == ']' &&
             is_ip_literal(std::string_view(host).substr(1, host.size() - 2), AF_INET6);
         if (!bracketed && host.find(':') != std::string::npos) {
-          p_.error(*v, "must be a host name without a port");
+          p_.error(*v, "must be a host name without a port, got " + quoted(*s));
         } else if (!bracketed && !is_host_name(host)) {
           p_.error(*v, "invalid host " + quoted(*s));
         } else {
@@ -1073,6 +1285,14 @@ class ConfigBuilder {
   bool limit_failed_ = false;
   std::vector<bool> limit_valid_;        // per Config::limits entry
   std::optional<std::string> path_key_;  // path key of the route being read
+  bool api_keys_known_ = true;           // false when api_keys is broken: skip plan checks
+  std::set<std::string> consumer_plans_;
+  struct PlanOverride {
+    std::string plan;
+    Field field;
+  };
+  std::vector<PlanOverride> plan_overrides_;  // every limits.NAME.plans entry
+  std::vector<Field> route_fields_;           // per route: its match.methods, else the item
 };
 
 // Counts documents without building them, stopping at the second one: the
@@ -1208,8 +1428,48 @@ std::optional<std::string> parse_redis_url(std::string_view url, RedisConfig& ou
   return std::nullopt;
 }
 
+namespace {
+
+// The first line, up to `last_line`, whose indentation holds a tab (0 if none).
+// YAML forbids tabs there, and yaml-cpp then reports an unrelated-sounding
+// "illegal map value" or "end of map not found".
+int tab_indented_line(std::string_view text, int last_line) {
+  int line = 1;
+  std::size_t start = 0;
+  while (start <= text.size() && line <= last_line) {
+    const auto end = std::min(text.find('\n', start), text.size());
+    const auto content = text.substr(start, end - start);
+    const auto first = content.find_first_not_of(" \t");
+    // Tabs before the first character of a line with content.
+    if (first != std::string_view::npos && content.substr(0, first).find('\t') != content.npos) {
+      return line;
+    }
+    start = end + 1;
+    ++line;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> config_key_paths() {
+  std::vector<std::string> out;
+  for (const Section* section : kSections) {
+    for (const auto key : section->keys) {
+      out.push_back(section->path.empty() ? std::string(key)
+                                          : std::string(section->path) + "." + std::string(key));
+    }
+  }
+  return out;
+}
+
 ConfigResult parse_config(std::string_view yaml_text, std::string_view source) {
-  Parser parser(source);
+  return parse_config(yaml_text, source, process_environment());
+}
+
+ConfigResult parse_config(std::string_view yaml_text, std::string_view source,
+                          const EnvLookup& env) {
+  Parser parser(source, env);
   auto config = std::make_shared<Config>();
   config->source = std::string(source);
   try {
@@ -1227,6 +1487,12 @@ ConfigResult parse_config(std::string_view yaml_text, std::string_view source) {
   } catch (const YAML::ParserException& e) {
     // Syntax errors stop the parse; yaml-cpp reports only the first one.
     const int line = e.mark.is_null() ? 1 : e.mark.line + 1;
+    if (const int tab_line = tab_indented_line(yaml_text, line)) {
+      return {nullptr,
+              {std::string(source) + ":" + std::to_string(tab_line) +
+               ": syntax error: a tab in the indentation (YAML indents with spaces only)"},
+              {}};
+    }
     return {nullptr,
             {std::string(source) + ":" + std::to_string(line) + ": syntax error: " + e.msg},
             {}};

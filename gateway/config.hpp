@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "gateway/config_env.hpp"
 #include "upstream/upstream_config.hpp"
 
 namespace sluice {
@@ -158,10 +159,19 @@ struct ConfigResult {
   std::vector<std::string> warnings;
 };
 
-// Parses and validates YAML text; `source` names the file in messages.
+// Parses and validates YAML text; `source` names the file in messages. Scalar
+// values have ${VAR} and ${VAR:-default} expanded from `env` (see
+// gateway/config_env.hpp); the first overload uses the process environment.
 ConfigResult parse_config(std::string_view yaml_text, std::string_view source);
+ConfigResult parse_config(std::string_view yaml_text, std::string_view source,
+                          const EnvLookup& env);
 // Reads and parses a file; a file that cannot be read is one error.
 ConfigResult load_config_file(const std::string& path);
+
+// Every key the parser accepts, as a path: "server.listen", "upstreams.NAME.servers",
+// "routes[].match.methods", "limits.NAME.plans.PLAN.capacity". Taken from the
+// same tables that reject unknown keys, so documentation can be checked against it.
+std::vector<std::string> config_key_paths();
 
 // Parses redis://[user:password@]host:port[/db] and rediss://; returns an
 // error message or fills the url-derived fields of `out`.

@@ -1,5 +1,8 @@
 // sluice: the executable. It parses the command line, loads the configuration
 // and wires the gateway to the middleware it knows nothing of.
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -11,18 +14,46 @@
 
 #include "gateway/application.hpp"
 #include "gateway/config.hpp"
+#include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
 #include "middleware/setup.hpp"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: sluice --config FILE [--check] [--log-level trace|debug|info|warn|error]\n"
+    "usage: sluice --config FILE [--log-level trace|debug|info|warn|error]\n"
+    "       sluice --config FILE --check [--print-endpoints]\n"
     "       sluice --version\n";
 
 bool valid_level(const std::string& level) {
   return level == "trace" || level == "debug" || level == "info" || level == "warn" ||
          level == "error";
+}
+
+// Upstream servers given by name are resolved for every new connection. A
+// name that does not resolve at start is worth a warning (a typo, or a
+// container not up yet) but not a refusal: it may resolve later. --check does
+// not do this, as it opens no socket.
+void warn_unresolved_upstreams(const sluice::Config& config) {
+  for (const auto& upstream : config.upstreams) {
+    for (std::size_t i = 0; i < upstream.servers.size(); ++i) {
+      const auto& server = upstream.servers[i];
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags = AI_NUMERICSERV;
+      addrinfo* found = nullptr;
+      const int rc =
+          getaddrinfo(server.host.c_str(), std::to_string(server.port).c_str(), &hints, &found);
+      if (found) freeaddrinfo(found);
+      if (rc != 0) {
+        spdlog::warn(
+            "upstreams.{}.servers[{}]: host \"{}\" does not resolve now ({}); it is resolved "
+            "again for every new connection",
+            upstream.name, i, server.host, gai_strerror(rc));
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -31,6 +62,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> config_path;
   std::optional<std::string> log_level;
   bool check = false;
+  bool print_endpoints = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--version") {
@@ -39,6 +71,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--check") {
       check = true;
+    } else if (arg == "--print-endpoints") {
+      print_endpoints = true;
     } else if (arg == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (arg.rfind("--config=", 0) == 0) {
@@ -59,6 +93,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  if (print_endpoints && !check) {
+    std::fprintf(stderr, "sluice: --print-endpoints needs --check\n%s", kUsage);
+    return 2;
+  }
   if (log_level && !valid_level(*log_level)) {
     std::fprintf(stderr, "sluice: bad --log-level '%s'\n", log_level->c_str());
     return 2;
@@ -72,7 +110,13 @@ int main(int argc, char** argv) {
   }
   for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (check) {
-    std::printf("configuration OK\n");
+    if (print_endpoints) {
+      // stdout holds only the JSON document, for scripts to parse.
+      std::fprintf(stderr, "configuration OK\n");
+      std::printf("%s\n", sluice::endpoints_json(*result.config).c_str());
+    } else {
+      std::printf("configuration OK\n");
+    }
     return 0;
   }
 
@@ -81,6 +125,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
   spdlog::set_level(spdlog::level::from_str(log_level.value_or(result.config->log.level)));
+
+  warn_unresolved_upstreams(*result.config);
 
   auto hooks = sluice::make_middleware_hooks(result.config);
   hooks.log_level_from_command_line = log_level.has_value();

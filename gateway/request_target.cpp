@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace sluice {
@@ -166,7 +167,15 @@ std::string_view normalize_target(std::string_view target, NormalizedTarget& out
   }
   const auto query_pos = target.find('?');
   const auto path = target.substr(0, query_pos);
-  for (std::size_t i = 0; i < path.size(); ++i) {
+  // The usual path needs no change: no escape, backslash, "//" or byte to escape.
+  const bool plain = std::ranges::adjacent_find(path, [](char a, char b) {
+                       return a == '/' && b == '/';
+                     }) == path.end() &&
+                     std::ranges::all_of(path, [](char ch) {
+                       return ch == '/' || is_path_char(static_cast<unsigned char>(ch));
+                     });
+  if (plain) out.target.assign(path);
+  for (std::size_t i = 0; !plain && i < path.size(); ++i) {
     auto c = static_cast<unsigned char>(path[i]);
     if (c == '%') {
       const int hi = i + 2 < path.size() ? hex_value(path[i + 1]) : -1;

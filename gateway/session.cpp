@@ -48,6 +48,12 @@ constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
 // What an idle keep-alive connection reads the next request's first bytes
 // into (most heads fit): the read buffer it keeps while idle.
 constexpr std::size_t kIdleReadBytes = 1024;
+// A read asks the kernel for at most the free capacity of its buffer, so the
+// buffers are sized before reading: a response head gets kUpstreamHeadBytes
+// (one read for most heads and small bodies), a body being relayed gets room
+// for a whole relay piece (reads of 512 bytes would cost a system call and a
+// packet each). A pooled connection keeps only the head-sized buffer.
+constexpr std::size_t kUpstreamHeadBytes = 4096;
 
 // After a body timeout cancelled a read, the socket is closed this long later
 // if the read did not end (see on_deadline).
@@ -173,7 +179,6 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   // ---- Reading a request head ------------------------------------------
 
   void do_read_head() {
-    config_ = worker_.config();
     if (draining_) return graceful_close();
     if (buffer_.size() == 0 && requests_ > 0) {
       // Keep-alive: wait until the next request's first byte is readable,
@@ -181,7 +186,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       release_buffers();
       idle_ = true;
       set_idle(true);
-      set_deadline(Side::kClient, config_->server.idle_timeout);
+      set_deadline(Side::kClient, worker_.config()->server.idle_timeout);
       stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
                               handler(&ProxySession::on_first_bytes));
       return;
@@ -208,6 +213,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void start_head_read() {
+    // Each request is served by the config current when it starts, even on a
+    // connection that was idle across a reload.
+    config_ = worker_.config();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
     parser_->body_limit(config_->server.max_body_bytes);
@@ -647,6 +655,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void read_client_body() {
+    // Room for a large read once what was buffered is used up; bounded by
+    // max_header_bytes (buffer_.max_size()), which also bounds chunk-size
+    // lines and trailers.
+    if (buffer_.size() == 0 && buffer_.capacity() < buffer_.max_size()) {
+      buffer_.reserve(buffer_.max_size());
+    }
     auto& body = parser_->get().body();
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
@@ -710,6 +724,9 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     res_parser_->header_limit(kMaxResponseHeadBytes);
     res_parser_->on_chunk_header(chunk_extension_limit_);
     upstream_->buffer.max_size(std::max(kMaxResponseHeadBytes, upstream_->buffer.size()));
+    if (upstream_->buffer.capacity() < kUpstreamHeadBytes) {
+      upstream_->buffer.reserve(kUpstreamHeadBytes);
+    }
     if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
     set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
     http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
@@ -776,6 +793,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void read_upstream_body() {
+    // Room for a whole relay piece once what was buffered is used up.
+    const std::size_t piece = std::min(kRelayBufferSize, upstream_->buffer.max_size());
+    if (upstream_->buffer.size() == 0 && upstream_->buffer.capacity() < piece) {
+      upstream_->buffer.reserve(piece);
+    }
     auto& body = res_parser_->get().body();
     body.data = relay_buffer();
     body.size = kRelayBufferSize;
@@ -820,6 +842,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     // A connection goes back to the pool only after a complete, keep-alive exchange.
     if (upstream_reusable_ && res_parser_->is_done() && parser_->is_done() &&
         upstream_->buffer.size() == 0) {
+      if (upstream_->buffer.capacity() > kUpstreamHeadBytes) upstream_->buffer.shrink_to_fit();
       worker_.pools().give_back(*upstream_cfg_, std::move(upstream_));
     }
     upstream_.reset();

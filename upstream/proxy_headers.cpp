@@ -1,7 +1,9 @@
 #include "upstream/proxy_headers.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -23,6 +25,15 @@ constexpr std::array<http::field, 8> kHopByHop = {
     http::field::proxy_authorization,
     http::field::proxy_authenticate,
 };
+
+bool is_hop_by_hop(const http::fields::value_type& f) {
+  const auto name = f.name();
+  if (name == http::field::connection) return true;
+  for (auto h : kHopByHop) {
+    if (name == h) return true;
+  }
+  return false;
+}
 
 bool beast_iequals(std::string_view a, std::string_view b) {
   return boost::beast::iequals(a, b);
@@ -66,6 +77,12 @@ std::size_t erase_underscore_fields(http_fields::fields& fields) {
 }
 
 void strip_hop_by_hop(http::fields& fields) {
+  // The usual request has none of them: one pass over its fields instead of
+  // a lookup per hop-by-hop name.
+  if (std::none_of(fields.begin(), fields.end(),
+                   [](const http::fields::value_type& f) { return is_hop_by_hop(f); })) {
+    return;
+  }
   // Names listed in Connection go first. They are copied: erasing fields
   // would invalidate views into the Connection values.
   std::vector<std::string> listed;
@@ -76,20 +93,12 @@ void strip_hop_by_hop(http::fields& fields) {
     if (beast_iequals(name, "Content-Length") || beast_iequals(name, "Host")) continue;
     fields.erase(name);
   }
-  fields.erase(http::field::connection);
-  for (auto f : kHopByHop) fields.erase(f);
+  for (auto it = fields.begin(); it != fields.end();) {
+    it = is_hop_by_hop(*it) ? fields.erase(it) : std::next(it);
+  }
 }
 
 namespace {
-
-bool is_hop_by_hop(const http::fields::value_type& f) {
-  const auto name = f.name();
-  if (name == http::field::connection) return true;
-  for (auto h : kHopByHop) {
-    if (name == h) return true;
-  }
-  return false;
-}
 
 void append_field(std::string& out, std::string_view name, std::string_view value) {
   out.append(name).append(": ").append(value).append("\r\n");

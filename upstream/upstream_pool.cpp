@@ -97,7 +97,10 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
     // Bytes may have arrived since the last sweep: never reuse it then.
-    if (quiet(*conn)) return conn;
+    if (quiet(*conn)) {
+      conn->ack_pending = false;  // the request about to be sent carries the ACK
+      return conn;
+    }
     boost::beast::error_code ignored;
     conn->stream.socket().close(ignored);
   }
@@ -112,18 +115,49 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   });
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
   if (!conn->stream.socket().is_open() || conn->buffer.size() != 0) return;
-  // Acknowledge what was read now rather than after the delayed-ACK timer: a
-  // server whose further bytes wait for that ACK (Nagle) sends them while the
-  // connection is still idle here, where take_idle() and the sweep see them.
-  const int one = 1;
-  ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
   auto& state = server_state(upstream, *it);
   conn->stream.expires_never();
   conn->idle_since = Clock::now();
+  conn->ack_pending = true;
   if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
   state.idle.push_back(std::move(conn));
   while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
   if (!sweep_armed_) arm_sweep();
+  if (!ack_armed_) arm_ack();
+}
+
+// The kernel acknowledges what was read lazily (delayed ACK, up to ~40 ms),
+// and a server whose further bytes wait for that ACK (Nagle) would send them
+// only then, possibly after the connection was reused. So a connection idle
+// for kAckAfter gets an immediate ACK: bytes held back that way arrive while
+// it is idle here, where take_idle() and the sweep see them. One taken sooner
+// needs none: the request sent on it carries the ACK. (Acknowledging on every
+// give_back instead costs a system call and a packet per exchange.)
+void UpstreamPools::arm_ack() {
+  ack_armed_ = true;
+  ack_timer_.expires_after(kAckAfter);
+  ack_timer_.async_wait([this](boost::beast::error_code ec) {
+    if (ec) return;
+    ack_armed_ = false;
+    const auto due = Clock::now() - kAckAfter;
+    bool any_pending = false;
+    const int one = 1;
+    for (auto& [name, upstream] : upstreams_) {
+      for (auto& [key, server] : upstream.servers) {
+        for (auto& conn : server.idle) {
+          if (!conn->ack_pending) continue;
+          if (conn->idle_since > due) {
+            any_pending = true;
+            continue;
+          }
+          conn->ack_pending = false;
+          ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one,
+                       sizeof one);
+        }
+      }
+    }
+    if (any_pending) arm_ack();
+  });
 }
 
 // Idle connections are checked once per kSweepEvery rather than watched one by
@@ -162,6 +196,7 @@ void UpstreamPools::clear() {
     for (auto& [key, server] : upstream.servers) server.idle.clear();
   }
   sweep_timer_.cancel();
+  ack_timer_.cancel();
 }
 
 }  // namespace sluice

@@ -52,6 +52,7 @@ struct UpstreamConnection {
   HostPort address;                  // the server it is connected to
   std::string server;                // "host:port", for logs
   std::chrono::steady_clock::time_point idle_since{};
+  bool ack_pending = false;            // idle, what was read not yet acknowledged
   std::shared_ptr<ServerSlots> slots;  // counted there while it exists
   std::function<void()> on_release;    // wakes a waiter when it closes
 };
@@ -61,7 +62,7 @@ class UpstreamPools {
   using Clock = std::chrono::steady_clock;
 
   explicit UpstreamPools(WorkerExecutor executor)
-      : executor_(std::move(executor)), sweep_timer_(executor_) {}
+      : executor_(std::move(executor)), sweep_timer_(executor_), ack_timer_(executor_) {}
 
   // The next server to try for `upstream` in round-robin order, skipping the
   // servers in `tried` and the ones in cool-down. None when no server is left.
@@ -132,14 +133,19 @@ class UpstreamPools {
   };
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
   void arm_sweep();
+  void arm_ack();
   static void wake_waiter(const WorkerExecutor& executor, const std::shared_ptr<ServerSlots>& slots);
 
   static constexpr auto kSweepEvery = std::chrono::seconds(1);
+  static constexpr auto kAckAfter = std::chrono::milliseconds(2);
 
   WorkerExecutor executor_;
   boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
       sweep_timer_;
   bool sweep_armed_ = false;
+  boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
+      ack_timer_;
+  bool ack_armed_ = false;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
 };
 

@@ -328,10 +328,12 @@ class Sluice(Process):
     """The gateway under test, started with --config FILE and polled on /healthz."""
 
     def __init__(self, workdir: str, config, extra_args=(), name: str = "sluice",
-                 wait_healthy: bool = True):
+                 wait_healthy: bool = True, wrapper=()):
+        """wrapper: a command the binary runs under (e.g. strace and its options)."""
         self.config_path = os.path.join(workdir, f"{name}.yaml")
         self.write_config(config)
-        super().__init__(name, [SLUICE_BIN, "--config", self.config_path, *extra_args], workdir)
+        super().__init__(name, [*wrapper, SLUICE_BIN, "--config", self.config_path, *extra_args],
+                         workdir)
         if wait_healthy:
             self._until_ready(self.wait_healthy)
 
@@ -413,11 +415,11 @@ class ProcessTestCase(unittest.TestCase):
         return self._own(Redis(self.workdir, port))
 
     def start_sluice(self, config, extra_args=(), name: str = "sluice",
-                     wait_healthy: bool = True) -> Sluice:
+                     wait_healthy: bool = True, wrapper=()) -> Sluice:
         """config: a dict (see gateway_config) or YAML text. Fails with sluice's
         stderr if /healthz is not 200 within START_TIMEOUT."""
         self._require(SLUICE_BIN)
-        return self._own(Sluice(self.workdir, config, extra_args, name, wait_healthy),
+        return self._own(Sluice(self.workdir, config, extra_args, name, wait_healthy, wrapper),
                          check_alive=True)
 
     def _require(self, path: str):

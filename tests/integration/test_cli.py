@@ -10,8 +10,8 @@ import subprocess
 import threading
 import unittest
 
-from harness import (SANITIZED, ProcessTestCase, RawConnection, SLUICE_BIN, closed_port, free_port,
-                     gateway_config, request, run_cli, to_yaml, wait_until)
+from harness import (SANITIZED, SOURCE_DIR, ProcessTestCase, RawConnection, SLUICE_BIN,
+                     closed_port, free_port, gateway_config, request, run_cli, to_yaml, wait_until)
 
 # A complete, valid configuration using every section (nothing here may be contacted by --check).
 GOOD_CONFIG = """\
@@ -227,6 +227,154 @@ class CheckTest(ProcessTestCase):
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
         self.assertIn("does-not-exist.yaml", result.stdout + result.stderr)
 
+    def test_check_print_endpoints(self):
+        self.require_binary()
+        ports = {"port": free_port(), "admin_port": free_port(), "redis_port": closed_port(),
+                 "upstream_port": closed_port(), "upstream_port2": closed_port()}
+        # A password in the url must not reach the output.
+        text = good_config_text(**ports).replace("redis://127.0.0.1:",
+                                                 "redis://alice:hunter2@127.0.0.1:")
+        self.write("gateway.yaml", text)
+        result = run_cli(["--config", "gateway.yaml", "--check", "--print-endpoints"],
+                         cwd=self.workdir)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        # stdout is exactly one JSON document; "configuration OK" goes to stderr.
+        self.assertEqual(result.stdout.count("\n"), 1, result.stdout)
+        self.assertEqual(json.loads(result.stdout), {
+            "listen": f"127.0.0.1:{ports['port']}",
+            "admin_listen": f"127.0.0.1:{ports['admin_port']}",
+            "redis": {"host": "127.0.0.1", "port": ports["redis_port"], "tls": False},
+            "upstreams": {"orders": [{"host": "127.0.0.1", "port": ports["upstream_port"]},
+                                     {"host": "127.0.0.1", "port": ports["upstream_port2"]}]},
+        })
+        self.assertIn("configuration OK", result.stderr)
+        self.assertNotIn("hunter2", result.stdout + result.stderr)
+        self.assertNotIn("alice", result.stdout)
+
+    def test_print_endpoints_redis_null_without_limits(self):
+        self.require_binary()
+        self.write("g.yaml", 'upstreams:\n  u: { servers: ["app.internal:8000"] }\n'
+                             "routes:\n  - { name: r, match: { path_prefix: / }, upstream: u }\n")
+        result = run_cli(["--config", "g.yaml", "--check", "--print-endpoints"], cwd=self.workdir)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), {
+            "listen": "0.0.0.0:8080", "admin_listen": "127.0.0.1:9901", "redis": None,
+            "upstreams": {"u": [{"host": "app.internal", "port": 8000}]}})
+
+    def test_print_endpoints_needs_check_and_a_valid_config(self):
+        self.require_binary()
+        self.write("gateway.yaml", good_config_text())
+        result = run_cli(["--config", "gateway.yaml", "--print-endpoints"], cwd=self.workdir)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--print-endpoints needs --check", result.stderr)
+        self.write("bad.yaml", BAD_CONFIG.format(port=free_port(), admin_port=free_port()))
+        result = run_cli(["--config", "bad.yaml", "--check", "--print-endpoints"],
+                         cwd=self.workdir)
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stdout, "")
+
+    def test_check_expands_environment_variables(self):
+        self.require_binary()
+        self.write("env.yaml", """\
+server:
+  listen: "127.0.0.1:${SLUICE_TEST_PORT:-18080}"
+  threads: ${SLUICE_TEST_THREADS}
+redis:
+  url: "${SLUICE_TEST_REDIS_URL}"
+  key_prefix: "$${not-a-variable}:"
+upstreams:
+  app: { servers: ["${SLUICE_TEST_UPSTREAM:-upstream:9000}"] }
+limits:
+  per_ip: { key: ip, capacity: 10, refill_per_second: 1 }
+routes:
+  - { name: r, match: { path_prefix: / }, upstream: app, limits: [per_ip] }
+""")
+        base = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_TEST_")}
+
+        def check(**env):
+            return subprocess.run([SLUICE_BIN, "--config", "env.yaml", "--check",
+                                   "--print-endpoints"], cwd=self.workdir, env={**base, **env},
+                                  capture_output=True, text=True, timeout=10)
+        # Unset without a default: an error with file, line and key path, for each.
+        result = check()
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(
+            [line for line in result.stderr.splitlines() if "env.yaml:" in line],
+            ["env.yaml:3: server.threads: environment variable SLUICE_TEST_THREADS is not set",
+             "env.yaml:5: redis.url: environment variable SLUICE_TEST_REDIS_URL is not set"])
+        # A value from the environment is validated like a literal one; a password is not shown.
+        result = check(SLUICE_TEST_THREADS="lots",
+                       SLUICE_TEST_REDIS_URL="redis://:hunter2@127.0.0.1:0")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn('env.yaml:3: server.threads: expected an integer, got "lots"', result.stderr)
+        self.assertIn('env.yaml:5: redis.url: invalid url: port must be between 1 and 65535, got '
+                      '"redis://:***@127.0.0.1:0"', result.stderr)
+        self.assertNotIn("hunter2", result.stderr + result.stdout)
+        # Set: the values are used, defaults fill the rest.
+        result = check(SLUICE_TEST_THREADS="2", SLUICE_TEST_REDIS_URL="redis://127.0.0.1:6390/1",
+                       SLUICE_TEST_UPSTREAM="127.0.0.1:9100")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), {
+            "listen": "127.0.0.1:18080", "admin_listen": "127.0.0.1:9901",
+            "redis": {"host": "127.0.0.1", "port": 6390, "tls": False},
+            "upstreams": {"app": [{"host": "127.0.0.1", "port": 9100}]}})
+
+    def test_container_config_checks_with_loopback_environment(self):
+        self.require_binary()
+        path = os.path.join(SOURCE_DIR, "conf", "container.yaml")
+        base = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env = {**base, "SLUICE_REDIS_URL": "redis://127.0.0.1:6379/0",
+               "SLUICE_UPSTREAM": "127.0.0.1:9000"}
+        result = subprocess.run([SLUICE_BIN, "--config", path, "--check", "--print-endpoints"],
+                                env=env, capture_output=True, text=True, timeout=10)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("warning", result.stderr)
+        self.assertEqual(json.loads(result.stdout), {
+            "listen": "0.0.0.0:8080", "admin_listen": "0.0.0.0:9901",
+            "redis": {"host": "127.0.0.1", "port": 6379, "tls": False},
+            "upstreams": {"app": [{"host": "127.0.0.1", "port": 9000}]}})
+        # Without the environment, the compose defaults: names, not resolved by --check.
+        result = subprocess.run([SLUICE_BIN, "--config", path, "--check", "--print-endpoints"],
+                                env=base, capture_output=True, text=True, timeout=10)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        doc = json.loads(result.stdout)
+        self.assertEqual(doc["redis"], {"host": "redis", "port": 6379, "tls": False})
+        self.assertEqual(doc["upstreams"], {"app": [{"host": "upstream", "port": 9000}]})
+
+    def test_demo_config_checks_without_warnings(self):
+        self.require_binary()
+        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "sluice.yaml"), "--check"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, "configuration OK\n")
+        self.assertEqual(result.stderr, "")
+
+    def test_check_warns_when_other_methods_fall_through_to_an_unlimited_route(self):
+        self.require_binary()
+        base = ("upstreams:\n  u:\n    servers: [\"127.0.0.1:9\"]\n"
+                "limits:\n  per_ip: {key: ip, capacity: 50, refill_per_second: 10}\n"
+                "routes:\n"
+                "  - name: api\n"
+                "    match: {path_prefix: /api/, methods: [GET, POST]}\n"
+                "    upstream: u\n"
+                "    limits: [per_ip]\n")
+        cases = {
+            "  - {name: default, match: {path_prefix: /}, upstream: u}\n": True,
+            "  - {name: default, match: {path_prefix: /}, upstream: u, limits: [per_ip]}\n": False,
+            "  - {name: other, match: {path_prefix: /other/}, upstream: u}\n": False,
+        }
+        for tail, warned in cases.items():
+            with self.subTest(tail=tail):
+                self.write("m.yaml", base + tail)
+                result = run_cli(["--config", "m.yaml", "--check"], cwd=self.workdir)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertIn("configuration OK", result.stdout)
+                if warned:
+                    self.assertIn("warning: m.yaml:8: routes[0].match.methods: requests with a "
+                                  "method not listed here", result.stderr)
+                    self.assertIn('fall through to routes[1] ("default")', result.stderr)
+                else:
+                    self.assertNotIn("warning", result.stderr)
+
     def test_version(self):
         self.require_binary()
         result = run_cli(["--version"])
@@ -338,6 +486,23 @@ class SignalTest(ProcessTestCase):
         self.assertNotIn("error", result, f"in-flight request dropped: {result.get('error')!r}")
         self.assertEqual(result["response"][0], 200)
         self.assertEqual(gateway.metric("sluice_config_reloads_total", result="ok"), 1)
+
+
+
+class UpstreamNameTest(ProcessTestCase):
+    def test_unresolvable_upstream_name_warns_at_start_and_gives_502(self):
+        # ".invalid" never resolves (RFC 6761). Sluice still starts: a name is
+        # resolved for every new connection, so it may resolve later.
+        echo = self.start_echo()
+        gateway = self.start_sluice(gateway_config(
+            {"ghost": ["nonexistent.invalid:9"], "echo": [echo.address]},
+            [{"name": "ghost", "match": {"path_prefix": "/ghost"}, "upstream": "ghost"},
+             {"name": "ok", "match": {"path_prefix": "/"}, "upstream": "echo"}]))
+        self.assertIn('upstreams.ghost.servers[0]: host "nonexistent.invalid" does not resolve now',
+                      gateway.stderr())
+        self.assertNotIn("upstreams.echo", gateway.stderr())
+        self.assertEqual(request(gateway.port, "GET", "/ghost/x")[0], 502)
+        self.assertEqual(request(gateway.port, "GET", "/x")[0], 200)
 
 
 if __name__ == "__main__":

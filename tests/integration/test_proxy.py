@@ -7,12 +7,14 @@ gateway must still be alive at the end of each test (see harness.ProcessTestCase
 import hashlib
 import json
 import os
+import re
+import shutil
 import socket
 import struct
 import time
 import unittest
 
-from harness import (Client, ProcessTestCase, RawConnection, closed_port, echo_header,
+from harness import (SANITIZED, Client, ProcessTestCase, RawConnection, closed_port, echo_header,
                      echo_header_names, gateway_config, pattern_sha256, raw_exchange, request,
                      rss_kib, wait_until)
 
@@ -850,6 +852,70 @@ class AdminTest(GatewayTestCase):
         wait_until(lambda: self.gateway.metric("sluice_http_requests_total", route="api",
                                                code="499") == 1, 10,
                    message='sluice_http_requests_total{route="api",code="499"} == 1')
+
+
+@unittest.skipUnless(shutil.which("strace"), "strace not installed")
+@unittest.skipIf(SANITIZED, "LeakSanitizer does not run under strace")
+class RelayReadSizeTest(ProcessTestCase):
+    """Bodies are relayed in large reads: a read asks the kernel for no more
+    than its buffer's free room, and 512-byte reads cost a system call and a
+    packet per half kilobyte."""
+
+    def test_large_bodies_are_read_in_large_pieces(self):
+        echo = self.start_echo()
+        trace = os.path.join(self.workdir, "trace.txt")
+        gateway = self.start_sluice(
+            gateway_config({"echo": [echo.address]},
+                           [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}],
+                           server={"threads": 1}),
+            wrapper=["strace", "-f", "-qq", "-e", "trace=recvmsg", "-o", trace])
+        size = 8 * MIB
+        with Client(gateway.port, timeout=60) as client:
+            res = client.stream("GET", f"/__download/{size}")
+            self.assertEqual(res.status, 200)
+            sha = hashlib.sha256()
+            while piece := res.read(256 * 1024):
+                sha.update(piece)
+            self.assertEqual(sha.hexdigest(), pattern_sha256(size))
+            status, _, body = client.request("POST", "/upload", body=b"u" * size)
+            self.assertEqual(status, 200, body[:300])
+            self.assertEqual(json.loads(body)["body_length"], size)
+        gateway.stop()
+        with open(trace) as f:
+            reads = [int(m.group(1)) for m in re.finditer(r"recvmsg\(.*= (\d+)$", f.read(), re.M)]
+        moved = sum(reads)
+        self.assertGreaterEqual(moved, 2 * size)
+        # Both bodies through both sides of the gateway in reads averaging at
+        # least 8 KiB (the client side is bounded by max_header_bytes, 16 KiB).
+        self.assertLessEqual(len(reads), moved // (8 * 1024),
+                             f"{len(reads)} reads for {moved} bytes")
+
+
+class ReloadTest(GatewayTestCase):
+    def test_a_connection_idle_across_a_reload_gets_the_new_config(self):
+        config = gateway_config({"echo": [self.echo.address]}, default_routes())
+        self.gateway = self.start_sluice(config)
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"GET /api/before HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assertEqual(conn.read_response().status, 200)
+            # The api route goes away while the connection is idle.
+            config["routes"] = [r for r in config["routes"] if r["name"] != "api"]
+            self.gateway.reload(config)
+            wait_until(lambda: request(self.gateway.port, "GET", "/api/probe")[0] == 404,
+                       message="the reload removed the api route")
+            conn.send(b"GET /api/after HTTP/1.1\r\nHost: g\r\n\r\n")
+            self.assert_local_reply(conn.read_response(), 404)
+
+
+    def test_settings_that_need_a_restart_are_named_on_reload(self):
+        config = gateway_config({"echo": [self.echo.address]}, default_routes(),
+                                server={"max_connections": 500})
+        self.gateway = self.start_sluice(config)
+        config["server"]["max_connections"] = 600
+        self.gateway.reload(config)
+        wait_until(lambda: "server.max_connections changed" in self.gateway.stderr(),
+                   message="a warning that max_connections needs a restart")
+        self.assertEqual(self.gateway.metric("sluice_connections_max"), 500)
 
 
 if __name__ == "__main__":

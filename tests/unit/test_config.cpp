@@ -32,38 +32,44 @@ const std::vector<BadFixture> kBadFixtures = {
      {"3: limits.per_ip: missing required key \"key\"",
       "3: limits.per_ip: missing required key \"refill_per_second\""}},
     {"expected_integer.yaml",
-     {"2: server.threads: expected an integer", "3: server.max_body_bytes: expected an integer"}},
+     {"2: server.threads: expected an integer, got \"many\"",
+      "3: server.max_body_bytes: expected an integer, got \"1.5\""}},
     {"expected_mapping.yaml",
-     {"1: server: expected a mapping", "3: redis.circuit_breaker: expected a mapping",
-      "4: upstreams: expected a mapping"}},
+     {"1: server: expected a mapping, got \"0.0.0.0:8080\"",
+      "3: redis.circuit_breaker: expected a mapping, got \"5\"",
+      "4: upstreams: expected a mapping, got a list"}},
     {"expected_list.yaml",
-     {"3: upstreams.app.servers: expected a list", "4: routes: expected a list"}},
+     {"3: upstreams.app.servers: expected a list, got \"127.0.0.1:9000\"",
+      "4: routes: expected a list, got a mapping"}},
     {"expected_string.yaml",
-     {"2: log.level: expected a string", "4: redis.key_prefix: expected a string"}},
+     {"2: log.level: expected a string, got a list",
+      "4: redis.key_prefix: expected a string, got null"}},
     {"expected_bool.yaml",
-     {"2: log.access_log: expected true or false",
-      "10: routes[0].strip_prefix: expected true or false"}},
+     {"2: log.access_log: expected true or false, got \"yes\"",
+      "10: routes[0].strip_prefix: expected true or false, got \"1\""}},
     {"expected_number.yaml",
-     {"5: limits.per_ip.capacity: expected a number",
-      "6: limits.per_ip.refill_per_second: expected a number"}},
+     {"5: limits.per_ip.capacity: expected a number, got \"lots\"",
+      "6: limits.per_ip.refill_per_second: expected a number, got \".inf\""}},
     {"zero_timeout.yaml",
-     {"2: server.header_timeout_ms: must be greater than 0",
-      "4: redis.timeout_ms: must be greater than 0",
-      "8: upstreams.app.response_timeout_ms: must be greater than 0"}},
+     {"2: server.header_timeout_ms: must be greater than 0, got 0",
+      "4: redis.timeout_ms: must be greater than 0, got 0",
+      "8: upstreams.app.response_timeout_ms: must be greater than 0, got 0"}},
     {"negative_size.yaml",
-     {"2: server.threads: must not be negative",
-      "3: server.max_header_bytes: must be greater than 0",
-      "4: server.max_body_bytes: must be greater than 0",
-      "8: upstreams.app.max_idle_connections: must not be negative"}},
+     {"2: server.threads: must not be negative, got -1",
+      "3: server.max_header_bytes: must be greater than 0, got 0",
+      "4: server.max_body_bytes: must be greater than 0, got -10",
+      "8: upstreams.app.max_idle_connections: must not be negative, got -1"}},
     {"bad_listen_address.yaml",
-     {"2: server.listen: host must be an IP address, not a name",
-      "4: admin.listen: port must be between 0 and 65535"}},
+     {"2: server.listen: host must be an IP address, not a name, got \"localhost:8080\"",
+      "4: admin.listen: port must be between 0 and 65535, got \"127.0.0.1:70000\""}},
     {"admin_listen_conflict.yaml",
      {"4: admin.listen: conflicts with server.listen \"0.0.0.0:8080\""}},
     {"bad_upstream_server.yaml",
      {"4: upstreams.orders.servers[0]: expected host:port, got \"127.0.0.1\"",
-      "5: upstreams.orders.servers[1]: IPv6 addresses need brackets, e.g. \"[::1]:8080\"",
-      "6: upstreams.orders.servers[2]: port must be between 1 and 65535",
+      "5: upstreams.orders.servers[1]: IPv6 addresses need brackets, e.g. \"[::1]:8080\", got "
+      "\"::1:9001\"",
+      "6: upstreams.orders.servers[2]: port must be between 1 and 65535, got "
+      "\"orders.internal:0\"",
       "7: upstreams.orders.servers[3]: invalid host \"bad host\"",
       "8: upstreams.orders.servers[4]: invalid IPv4 address \"300.1.1.1\""}},
     {"empty_servers.yaml",
@@ -80,8 +86,13 @@ const std::vector<BadFixture> kBadFixtures = {
      {"4: server.trusted_proxies[1]: invalid CIDR \"10.0.0.0/33\"",
       "5: server.trusted_proxies[2]: invalid CIDR \"proxy.internal\"",
       "6: server.trusted_proxies[3]: invalid CIDR \"::1/129\""}},
-    {"bad_redis_url.yaml", {"2: redis.url: invalid url: must start with redis:// or rediss://"}},
-    {"bad_redis_url_port.yaml", {"2: redis.url: invalid url: port must be between 1 and 65535"}},
+    {"bad_redis_url.yaml",
+     {"2: redis.url: invalid url: must start with redis:// or rediss://, got "
+      "\"http://127.0.0.1:6379\""}},
+    // The password is never shown.
+    {"bad_redis_url_port.yaml",
+     {"2: redis.url: invalid url: port must be between 1 and 65535, got "
+      "\"redis://:***@127.0.0.1:0/0\""}},
     {"redis_tls_without_rediss.yaml",
      {"3: redis.tls_ca_file: only valid with a rediss:// url",
       "4: redis.tls_cert_file: only valid with a rediss:// url",
@@ -99,13 +110,16 @@ const std::vector<BadFixture> kBadFixtures = {
       "12: limits.composite.key[1]: missing parameter name in \"query:\"",
       "16: limits.empty.key: must list at least one key source"}},
     {"bad_plans.yaml",
-     {"8: limits.per_key.plans.pro: expected a mapping",
+     {"8: limits.per_key.plans.pro: expected a mapping, got \"500\"",
       "9: limits.per_key.plans.team.burst: unknown key \"burst\"",
-      "14: limits.per_ip.plans: expected a mapping"}},
+      "14: limits.per_ip.plans: expected a mapping, got a list"}},
+    {"unknown_plan.yaml",
+     {"13: limits.per_key.plans.por: unknown plan \"por\": not api_keys.default_plan nor the "
+      "plan of a consumer (known: free, pro)"}},
     {"bad_capacity.yaml",
-     {"5: limits.per_ip.capacity: must be greater than 0",
-      "6: limits.per_ip.refill_per_second: must be greater than 0"}},
-    {"bad_cost.yaml", {"8: routes[0].cost: must be greater than 0"}},
+     {"5: limits.per_ip.capacity: must be greater than 0, got 0",
+      "6: limits.per_ip.refill_per_second: must be greater than 0, got -0.5"}},
+    {"bad_cost.yaml", {"8: routes[0].cost: must be greater than 0, got 0"}},
     {"cost_exceeds_capacity.yaml",
      {"16: routes[0].cost: cost 5 is more than the capacity 2 of limit \"per_key\" plan "
       "\"trial\""}},
@@ -126,16 +140,20 @@ const std::vector<BadFixture> kBadFixtures = {
       "\"/api/\" instead of \"/api;jsessionid=x/\"",
       "15: routes[3].match.path_prefix: invalid path \"/api/../admin\": dot segments in path"}},
     {"path_not_absolute.yaml",
-     {"6: routes[0].match.path_prefix: must start with \"/\"",
-      "9: routes[1].match.path_exact: must start with \"/\""}},
+     {"6: routes[0].match.path_prefix: must start with \"/\", got \"api/\"",
+      "9: routes[1].match.path_exact: must start with \"/\", got \"health\""}},
     {"bad_regex.yaml",
-     {"7: routes[0].match.path_regex: invalid regular expression: mismatched ( and )",
-      "11: routes[1].match.path_regex: invalid regular expression: mismatched [ and ]"}},
+     {"7: routes[0].match.path_regex: invalid regular expression: mismatched ( and ) in "
+      "\"/users/([0-9]+\"",
+      "11: routes[1].match.path_regex: invalid regular expression: mismatched [ and ] in "
+      "\"/items/[0-9\""}},
     {"bad_method.yaml",
      {"8: routes[0].match.methods[1]: invalid method \"PO ST\"",
       "13: routes[1].match.methods: must list at least one method (omit the key to allow any "
       "method)"}},
-    {"bad_host.yaml", {"8: routes[0].match.host: must be a host name without a port"}},
+    {"bad_host.yaml",
+     {"8: routes[0].match.host: must be a host name without a port, got "
+      "\"api.example.com:8080\""}},
     {"strip_prefix_without_prefix.yaml",
      {"8: routes[0].strip_prefix: only valid with match.path_prefix"}},
     {"unknown_upstream.yaml", {"7: routes[0].upstream: unknown upstream \"users\""}},
@@ -143,6 +161,19 @@ const std::vector<BadFixture> kBadFixtures = {
     {"unknown_limit.yaml", {"14: routes[2].limits[0]: unknown limit \"per_user\""}},
     {"duplicate_limit_in_route.yaml",
      {"10: routes[0].limits[1]: limit \"per_ip\" is listed twice"}},
+    // YAML mistakes that yaml-cpp reports in words that do not name them.
+    {"tab_indentation.yaml",
+     {"3: syntax error: a tab in the indentation (YAML indents with spaces only)"}},
+    {"merge_key.yaml",
+     {"10: limits.per_path: YAML merge keys (\"<<\") are not supported: write the keys out (an "
+      "alias of a whole value, \"key: *anchor\", works)"}},
+    // Read with the process environment, where none of these variables is set.
+    {"env_not_set.yaml",
+     {"3: upstreams.app.servers[0]: environment variable SLUICE_FIXTURE_NEVER_SET_UPSTREAM is "
+      "not set",
+      "5: redis.url: environment variable SLUICE_FIXTURE_NEVER_SET_REDIS_URL is not set",
+      "7: redis.timeout_ms: expected an integer, got \"fifty\"",
+      "9: log.level: unterminated \"${\" (write \"$${\" for a literal \"${\")"}},
 };
 
 ConfigResult parse(std::string_view yaml) {
@@ -386,10 +417,17 @@ TEST_CASE("conf/sluice.yaml is valid", "[config]") {
   REQUIRE(c.find_upstream("demo"));
   CHECK(c.find_upstream("demo")->servers[0].to_string() == "127.0.0.1:9000");
   REQUIRE(c.routes.size() == 2);
-  CHECK(c.routes[0].limits == std::vector<std::string>{"per_key", "per_ip", "global"});
-  CHECK(c.routes[1].match.path == "/");
-  CHECK(c.routes[1].limits.empty());
+  // The api route is limited per API key and globally: no per-IP limit smaller
+  // than the pro plan hides it.
+  CHECK(c.routes[0].limits == std::vector<std::string>{"per_key", "global"});
   CHECK(c.find_limit("per_key")->for_plan("pro").capacity == 500);
+  CHECK(c.find_limit("per_key")->for_plan("free").capacity == 50);
+  CHECK(c.api_keys.plan_by_key.at("demo-pro-key") == "pro");
+  CHECK(c.api_keys.plan_by_key.at("demo-free-key") == "free");
+  // The catch-all is limited too: methods the api route does not list end there.
+  CHECK(c.routes[1].match.path == "/");
+  CHECK(c.routes[1].limits == std::vector<std::string>{"per_ip"});
+  CHECK(result.warnings.empty());
 }
 
 TEST_CASE("the example of spec section 2 is valid", "[config]") {
@@ -482,11 +520,11 @@ upstreams:
   CHECK_FALSE(result.config);
   CHECK(result.errors == std::vector<std::string>{
                              "test.yaml:4: routes[0].upstream: unknown upstream \"nowhere\"",
-                             "test.yaml:5: routes[0].cost: must be greater than 0",
-                             "test.yaml:7: server.threads: expected an integer",
+                             "test.yaml:5: routes[0].cost: must be greater than 0, got -1",
+                             "test.yaml:7: server.threads: expected an integer, got \"x\"",
                              "test.yaml:8: server.bogus: unknown key \"bogus\"",
                              "test.yaml:10: upstreams.app.servers[0]: port must be between 1 and "
-                             "65535",
+                             "65535, got \"127.0.0.1:0\"",
                          });
 }
 
@@ -498,8 +536,9 @@ limits: 5
 routes:
   - { name: a, match: { path_prefix: "/" }, upstream: app, limits: [per_ip] }
 )");
-  CHECK(result.errors == std::vector<std::string>{"test.yaml:2: upstreams: expected a mapping",
-                                                  "test.yaml:3: limits: expected a mapping"});
+  CHECK(result.errors ==
+        std::vector<std::string>{"test.yaml:2: upstreams: expected a mapping, got a list",
+                                 "test.yaml:3: limits: expected a mapping, got \"5\""});
   // An upstream with a bad body still exists by name.
   const auto partial = parse(R"(
 upstreams:
@@ -529,7 +568,7 @@ TEST_CASE("document shape errors", "[config]") {
   CHECK(parse("upstreams: {}\n").errors ==
         std::vector<std::string>{"test.yaml:1: (root): missing required key \"routes\""});
   CHECK(parse("routes: []\nupstreams:\n").errors ==
-        std::vector<std::string>{"test.yaml:2: upstreams: expected a mapping"});
+        std::vector<std::string>{"test.yaml:2: upstreams: expected a mapping, got null"});
   CHECK(parse("upstreams: {}\nroutes: [\n").errors ==
         std::vector<std::string>{"test.yaml:3: syntax error: end of sequence flow not found"});
   CHECK(parse("upstreams: {}\nroutes: []\nserver:\n  listen: \"1.2.3.4:80\"\n   threads: 2\n")
@@ -540,28 +579,31 @@ TEST_CASE("scalar types", "[config]") {
   const std::string tail = kMinimalTail;
   SECTION("integers may be quoted; fractions, words and overflow are not integers") {
     CHECK(parse_ok("server: { threads: \"8\" }" + tail)->server.threads == 8);
-    CHECK(parse("server: { threads: 2.0 }" + tail).errors ==
-          std::vector<std::string>{"test.yaml:1: server.threads: expected an integer"});
+    CHECK(
+        parse("server: { threads: 2.0 }" + tail).errors ==
+        std::vector<std::string>{"test.yaml:1: server.threads: expected an integer, got \"2.0\""});
     CHECK(parse("server: { threads: 5000 }" + tail).errors ==
-          std::vector<std::string>{"test.yaml:1: server.threads: must be at most 1024"});
+          std::vector<std::string>{"test.yaml:1: server.threads: must be at most 1024, got 5000"});
     CHECK(parse("server: { max_body_bytes: 99999999999999999999 }" + tail).errors ==
-          std::vector<std::string>{
-              "test.yaml:1: server.max_body_bytes: must be at most 9223372036854775807"});
+          std::vector<std::string>{"test.yaml:1: server.max_body_bytes: must be at most "
+                                   "9223372036854775807, got 99999999999999999999"});
     CHECK(parse("server: { idle_timeout_ms: 3000000000 }" + tail).errors ==
           std::vector<std::string>{
-              "test.yaml:1: server.idle_timeout_ms: must be at most 2147483647"});
+              "test.yaml:1: server.idle_timeout_ms: must be at most 2147483647, got 3000000000"});
     CHECK(parse("server: { threads: }" + tail).errors ==
-          std::vector<std::string>{"test.yaml:1: server.threads: expected an integer"});
+          std::vector<std::string>{"test.yaml:1: server.threads: expected an integer, got null"});
   }
   SECTION("booleans") {
     CHECK_FALSE(parse_ok("log: { access_log: False }" + tail)->log.access_log);
     CHECK(parse_ok("log: { access_log: TRUE }" + tail)->log.access_log);
     CHECK(parse("log: { access_log: on }" + tail).errors ==
-          std::vector<std::string>{"test.yaml:1: log.access_log: expected true or false"});
+          std::vector<std::string>{
+              "test.yaml:1: log.access_log: expected true or false, got \"on\""});
   }
   SECTION("numbers") {
-    CHECK(parse("limits: { l: { key: ip, capacity: nan, refill_per_second: 1 } }" + tail).errors ==
-          std::vector<std::string>{"test.yaml:1: limits.l.capacity: expected a number"});
+    CHECK(
+        parse("limits: { l: { key: ip, capacity: nan, refill_per_second: 1 } }" + tail).errors ==
+        std::vector<std::string>{"test.yaml:1: limits.l.capacity: expected a number, got \"nan\""});
     const auto c =
         parse_ok("limits: { l: { key: ip, capacity: 1e3, refill_per_second: 0.5 } }" + tail);
     CHECK(c->limits[0].bucket.capacity == 1000);
@@ -581,7 +623,7 @@ TEST_CASE("addresses", "[config]") {
   CHECK(listen_error(":8080") == "test.yaml:1: server.listen: expected host:port, got \":8080\"");
   CHECK(listen_error("8080") == "test.yaml:1: server.listen: expected host:port, got \"8080\"");
   CHECK(listen_error("127.0.0.1:http") ==
-        "test.yaml:1: server.listen: port must be between 0 and 65535");
+        "test.yaml:1: server.listen: port must be between 0 and 65535, got \"127.0.0.1:http\"");
   CHECK(listen_error("[::1]") == "test.yaml:1: server.listen: expected host:port, got \"[::1]\"");
   CHECK(listen_error("[fe80::zz]:80") ==
         "test.yaml:1: server.listen: invalid IPv6 address \"fe80::zz\"");
@@ -628,7 +670,7 @@ routes:
   SECTION("back-references are rejected: regexes run in linear-stack mode") {
     CHECK(parse(head + "  - { name: a, match: { path_regex: '/(a)\\1' }, upstream: app }").errors ==
           std::vector<std::string>{"test.yaml:5: routes[0].match.path_regex: invalid regular "
-                                   "expression: back-references are not supported"});
+                                   "expression: back-references are not supported in \"/(a)\\\\1\""});
   }
   SECTION("strip_prefix: false is fine on any path kind") {
     CHECK(parse(head +
@@ -641,7 +683,7 @@ routes:
   }
   SECTION("route items must be mappings") {
     CHECK(parse(head + "  - a").errors ==
-          std::vector<std::string>{"test.yaml:5: routes[0]: expected a mapping"});
+          std::vector<std::string>{"test.yaml:5: routes[0]: expected a mapping, got \"a\""});
   }
 }
 

@@ -1,0 +1,93 @@
+"""The demo configuration, conf/sluice.yaml, run for real.
+
+The file is used as it is, except for its addresses: the listeners, the Redis
+url and the upstream server are rewritten to ephemeral 127.0.0.1 ports of this
+test's own processes. Each rewrite must happen exactly once, so a change of the
+demo's addresses fails here instead of silently testing something else.
+"""
+
+import os
+import re
+import unittest
+
+from harness import (SOURCE_DIR, Client, ProcessTestCase, RawConnection, free_port,
+                     wait_redis_ready)
+
+DEMO = os.path.join(SOURCE_DIR, "conf", "sluice.yaml")
+BURST = 100  # requests sent back to back with one key
+
+
+def rewrite_demo(text: str, port: int, admin_port: int, redis_port: int, upstream: str) -> str:
+    """conf/sluice.yaml with its addresses replaced (each must occur exactly once)."""
+    replacements = [
+        (r'(?m)^(  listen: )"127\.0\.0\.1:8080"', rf'\1"127.0.0.1:{port}"'),
+        (r'(?m)^(  listen: )"127\.0\.0\.1:9901"', rf'\1"127.0.0.1:{admin_port}"'),
+        (r'"redis://127\.0\.0\.1:6379/0"', f'"redis://127.0.0.1:{redis_port}/0"'),
+        (r'servers: \["127\.0\.0\.1:9000"\]', f'servers: ["{upstream}"]'),
+    ]
+    for pattern, replacement in replacements:
+        text, count = re.subn(pattern, replacement, text)
+        assert count == 1, f"{pattern!r} occurs {count} times in {DEMO}"
+    return text
+
+
+class DemoConfigTest(ProcessTestCase):
+    def setUp(self):
+        super().setUp()
+        redis = self.start_redis()
+        echo = self.start_echo()
+        with open(DEMO) as f:
+            text = rewrite_demo(f.read(), free_port(), free_port(), redis.port, echo.address)
+        self.gateway = self.start_sluice(text)
+        wait_redis_ready(self.gateway)
+
+    def burst(self, key: str, count: int = BURST):
+        """`count` GETs on one keep-alive connection: [(status, headers)]."""
+        with Client(self.gateway.port) as client:
+            return [client.request("GET", f"/api/burst/{i}", headers={"X-API-Key": key})[:2]
+                    for i in range(count)]
+
+    def test_a_burst_shows_the_plans_free_gets_429_pro_does_not(self):
+        free = self.burst("demo-free-key")
+        statuses = [status for status, _ in free]
+        self.assertIn(429, statuses, "the free plan (capacity 50) admitted a burst of "
+                                     f"{BURST}: {statuses}")
+        first_denied = statuses.index(429)
+        self.assertGreaterEqual(first_denied, 50, statuses)  # the whole free bucket first
+        self.assertEqual(set(statuses), {200, 429}, statuses)
+        self.assertEqual(free[0][1]["X-RateLimit-Limit"], "50")
+
+        pro = self.burst("demo-pro-key")
+        statuses = [status for status, _ in pro]
+        self.assertEqual(statuses, [200] * BURST, "the pro plan (capacity 500) denied part of a "
+                                                  f"burst of {BURST}")
+        # X-RateLimit-* shows the most restrictive limit, here the pro plan's bucket;
+        # RateLimit-Policy lists every limit of the route.
+        headers = pro[-1][1]
+        self.assertEqual(headers["X-RateLimit-Limit"], "500")
+        self.assertGreaterEqual(int(headers["X-RateLimit-Remaining"]), 500 - BURST)  # + refill
+        self.assertEqual(headers["RateLimit-Policy"],
+                         '"per_key";q=500;w=5, "global";q=2000;w=2')
+        self.assertRegex(headers["RateLimit"], r'^"per_key";r=\d+;t=0, "global";r=\d+;t=0$')
+
+    def test_methods_the_api_route_does_not_list_are_still_limited(self):
+        # They fall through to the catch-all, which limits per client IP.
+        for method in ("TRACE", "PURGE"):
+            with self.subTest(method=method), RawConnection(self.gateway.port) as conn:
+                conn.send(f"{method} /api/x HTTP/1.1\r\nHost: demo\r\n"
+                          "X-API-Key: demo-pro-key\r\n\r\n".encode())
+                response = conn.read_response()
+                self.assertEqual(response.status, 200, response)
+                self.assertEqual(response.header("RateLimit-Policy"), '"per_ip";q=100;w=5')
+        with RawConnection(self.gateway.port) as conn:
+            conn.send(b"get /api/x HTTP/1.1\r\nHost: demo\r\n\r\n")
+            response = conn.read_response()
+            # Refused by the parser, or routed to a limited route: never unlimited.
+            if response.status == 200:
+                self.assertEqual(response.header("RateLimit-Policy"), '"per_ip";q=100;w=5')
+            else:
+                self.assertEqual(response.status, 400, response)
+
+
+if __name__ == "__main__":
+    unittest.main()
