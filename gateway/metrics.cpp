@@ -155,6 +155,14 @@ void MetricsShard::declare_histogram(std::string_view family, std::string_view l
   series(histograms_, family, labels);
 }
 
+double& MetricsShard::value_ref(std::string_view family, std::string_view labels) {
+  return series(values_, family, labels);
+}
+
+Histogram& MetricsShard::histogram_ref(std::string_view family, std::string_view labels) {
+  return series(histograms_, family, labels);
+}
+
 void MetricsShard::merge_into(MetricsSnapshot& into) const {
   for (const auto& [key, value] : values_) {
     auto [family, labels] = split_key(key);

@@ -63,6 +63,10 @@ class MetricsShard {
   // yet, so that it is exposed before its first event. For startup and reload.
   void declare(std::string_view family, std::string_view labels);
   void declare_histogram(std::string_view family, std::string_view labels);
+  // The series itself (created at 0 if new), for a caller that counts it
+  // often: series are never removed, so the reference lasts as the shard does.
+  double& value_ref(std::string_view family, std::string_view labels);
+  Histogram& histogram_ref(std::string_view family, std::string_view labels);
 
   // Merges this shard into `into` (used when scraping).
   void merge_into(class MetricsSnapshot& into) const;

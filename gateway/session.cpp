@@ -957,9 +957,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   void count_upstream(std::string_view outcome) {
-    worker_.metrics().add(
-        "sluice_upstream_requests_total",
-        scratch_labels({{"upstream", upstream_cfg_->name}, {"outcome", outcome}}));
+    worker_.series().count_upstream(config_, *upstream_cfg_, outcome);
   }
 
   // ---- Local replies and closing -----------------------------------------
@@ -1029,14 +1027,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (recorded_) return;
     recorded_ = true;
     const std::string_view route = route_ ? std::string_view{route_->name} : std::string_view{};
-    auto& m = worker_.metrics();
-    char code[8];
-    const int code_len = std::snprintf(code, sizeof code, "%u", status);
-    m.add("sluice_http_requests_total",
-          scratch_labels(
-              {{"route", route}, {"code", std::string_view{code, std::size_t(code_len)}}}));
     const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-    m.observe("sluice_http_request_duration_seconds", scratch_labels({{"route", route}}), seconds);
+    worker_.series().count_request(config_, route_, status, seconds);
     if (worker_.chain().empty()) return;
     ExchangeSummary summary;
     summary.route = route;

@@ -19,6 +19,7 @@
 #include "gateway/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
+#include "gateway/request_series.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
@@ -48,6 +49,7 @@ class Worker {
   void set_config(std::shared_ptr<const Config> config) { config_ = std::move(config); }
   UpstreamPools& pools() { return pools_; }
   MetricsShard& metrics() { return metrics_; }
+  RequestSeries& series() { return series_; }
   MiddlewareChain& chain() { return chain_; }
   bool draining() const { return draining_; }
 
@@ -100,6 +102,7 @@ class Worker {
   std::atomic<std::size_t> freed_relay_buffers_{0};
   std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
   MetricsShard metrics_;
+  RequestSeries series_{metrics_};
   bool draining_ = false;
   boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
