@@ -7,12 +7,14 @@ processes scripts/run starts are found as its descendants in /proc, and after
 it ends every one of them (the same PID with the same start time) must be gone.
 """
 
+import http.server
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -100,6 +102,22 @@ class Holder:
         self.thread.join(5)
 
 
+class NotEchoHandler(http.server.BaseHTTPRequestHandler):
+    """An HTTP server that answers GET /__stats with JSON, but is not sluice-echo."""
+    server_version = "other-server"
+
+    def do_GET(self):
+        body = b'{"connections": 1}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
 class RunScriptTest(ProcessTestCase):
     def setUp(self):
         super().setUp()
@@ -129,15 +147,16 @@ class RunScriptTest(ProcessTestCase):
         self.stderr_path = os.path.join(self.workdir, "run.stderr")
         self.stderr = open(self.stderr_path, "wb")
 
-        def default_signals():
-            # As in a terminal: bash cannot trap a signal ignored when it starts,
-            # and a test runner may start us with SIGINT ignored.
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-        self.script = subprocess.Popen([RUN, config_path], stdin=subprocess.DEVNULL,
-                                       stdout=self.stdout, stderr=self.stderr, env=env,
-                                       cwd=self.workdir, preexec_fn=default_signals)
+        # As in a terminal, SIGINT and SIGTERM at their defaults: bash cannot trap a
+        # signal that was ignored when it started, and a test runner may start us
+        # with SIGINT ignored. A launcher resets them and execs the script (same PID).
+        launcher = ("import os, signal, sys\n"
+                    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+                    "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+                    "os.execv(sys.argv[1], sys.argv[1:])\n")
+        self.script = subprocess.Popen([sys.executable, "-c", launcher, RUN, config_path],
+                                       stdin=subprocess.DEVNULL, stdout=self.stdout,
+                                       stderr=self.stderr, env=env, cwd=self.workdir)
         self.addCleanup(self.stop_everything)
         return self.script
 
@@ -328,6 +347,30 @@ routes:
         self.assertGreaterEqual(holder.connections, 1)
         with self.assertRaises(ConnectionRefusedError):  # no Redis started either
             socket.create_connection(("127.0.0.1", redis_port), timeout=1.0).close()
+
+    def test_an_upstream_port_held_by_another_http_server_is_refused(self):
+        upstream_port, redis_port = free_port(), free_port()
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", upstream_port), NotEchoHandler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        stderr = self.refused(self.limited_config(upstream_port, redis_port))
+        self.assertIn(f"127.0.0.1:{upstream_port} (upstream \"demo\") is in use by something "
+                      "that is not the demo upstream (sluice-echo): GET /__stats answered "
+                      "200 OK (Server: other-server", stderr)
+
+    def test_the_gateways_own_port_in_use_is_refused(self):
+        upstream_port, redis_port = free_port(), free_port()
+        config = self.limited_config(upstream_port, redis_port)
+        admin = config["admin"]["listen"]
+        holder = Holder(int(admin.rsplit(":", 1)[1]))
+        self.addCleanup(holder.close)
+        stderr = self.refused(config)
+        self.assertIn(f"{admin} (the gateway's admin address) is already in use", stderr)
+        for port in (upstream_port, redis_port):  # nothing started
+            with self.assertRaises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
 
     def test_a_redis_port_held_by_something_else_is_refused(self):
         upstream_port, redis_port = free_port(), free_port()
