@@ -27,7 +27,8 @@ SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox)
 command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
 SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")
 
-log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2; }
+# Never fails: a closed stderr (a `| tee` ended by Ctrl-C) must not stop a script mid-cleanup.
+log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2 2>/dev/null || true; }
 
 # Installs the Debian packages among "$@" that are missing (apt-get, as root or
 # with sudo). SLUICE_SKIP_INSTALL=1 installs nothing.

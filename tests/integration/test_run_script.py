@@ -140,19 +140,25 @@ class RunScriptTest(ProcessTestCase):
             f.write(config if isinstance(config, str) else to_yaml(config) + "\n")
         return path
 
-    def run_script(self, config_path: str) -> subprocess.Popen:
+    def run_script(self, config_path: str, pipe: bool = False) -> subprocess.Popen:
+        """Starts scripts/run; its output goes to files, or with pipe=True to one
+        pipe (self.script.stdout) as in `scripts/run | tee`."""
         env = {**os.environ, "SLUICE_SKIP_INSTALL": "1", "SLUICE_SKIP_BUILD": "1",
                "SLUICE_BUILD": os.path.dirname(os.path.abspath(SLUICE_BIN))}
-        self.stdout = open(os.path.join(self.workdir, "run.stdout"), "wb")
         self.stderr_path = os.path.join(self.workdir, "run.stderr")
-        self.stderr = open(self.stderr_path, "wb")
+        if pipe:
+            self.stdout, self.stderr = subprocess.PIPE, subprocess.STDOUT
+        else:
+            self.stdout = open(os.path.join(self.workdir, "run.stdout"), "wb")
+            self.stderr = open(self.stderr_path, "wb")
 
-        # As in a terminal, SIGINT and SIGTERM at their defaults: bash cannot trap a
-        # signal that was ignored when it started, and a test runner may start us
-        # with SIGINT ignored. A launcher resets them and execs the script (same PID).
+        # As in a terminal, SIGINT, SIGTERM and SIGPIPE at their defaults: bash
+        # cannot trap a signal that was ignored when it started, a test runner may
+        # start us with SIGINT ignored, and Python ignores SIGPIPE. A launcher
+        # resets them and execs the script (same PID).
         launcher = ("import os, signal, sys\n"
-                    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
-                    "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+                    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):\n"
+                    "    signal.signal(s, signal.SIG_DFL)\n"
                     "os.execv(sys.argv[1], sys.argv[1:])\n")
         self.script = subprocess.Popen([sys.executable, "-c", launcher, RUN, config_path],
                                        stdin=subprocess.DEVNULL, stdout=self.stdout,
@@ -161,6 +167,8 @@ class RunScriptTest(ProcessTestCase):
         return self.script
 
     def script_stderr(self) -> str:
+        if not os.path.exists(self.stderr_path):
+            return "(the output went to a pipe)"
         with open(self.stderr_path, "rb") as f:
             return f.read().decode(errors="replace")
 
@@ -178,8 +186,9 @@ class RunScriptTest(ProcessTestCase):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        self.stdout.close()
-        self.stderr.close()
+        for f in (self.stdout, self.stderr, self.script.stdout):
+            if hasattr(f, "close"):
+                f.close()
 
     def wait_serving(self, admin_port: int, redis: bool = True):
         """Until the gateway answers /readyz with Redis ready (or /healthz without
@@ -214,17 +223,9 @@ class RunScriptTest(ProcessTestCase):
 
     # ------------------------------------------------------------ tests
 
-    def test_ctrl_c_lets_the_gateway_drain_before_the_demo_upstream_and_redis_stop(self):
-        upstream_port, redis_port = free_port(), free_port()
-        config = self.limited_config(upstream_port, redis_port, drain_timeout_ms=10000)
-        self.run_script(self.write_config(config))
-        port = int(config["server"]["listen"].rsplit(":", 1)[1])
-        admin_port = int(config["admin"]["listen"].rsplit(":", 1)[1])
-        self.wait_serving(admin_port)
-        self.assertEqual(sorted(self.started.values()), ["redis-server", "sluice", "sluice-echo"],
-                         self.script_stderr())
-
-        # A request the demo upstream holds for SLOW_MS, in flight when Ctrl-C comes.
+    def start_slow_request(self, port: int, upstream_port: int) -> threading.Thread:
+        """A request the demo upstream holds for SLOW_MS, returned once the upstream has
+        read it; the thread's `result` holds (status, headers, body) or the error."""
         result = {}
 
         def slow_request():
@@ -234,32 +235,64 @@ class RunScriptTest(ProcessTestCase):
             except OSError as e:
                 result["error"] = e
             result["seconds"] = time.monotonic() - started
-        # In flight once the upstream has read it. Every /__stats call counts as a
-        # request too (scripts/run's own readiness probes among them).
+        thread = threading.Thread(target=slow_request)
+        thread.result = result
+        # Every /__stats call counts as a request too (scripts/run's readiness probes
+        # among them): the slow request is in the count once it exceeds our calls.
         baseline = echo_stats(upstream_port)["requests"]
         calls = [0]
 
         def upstream_has_it():
             calls[0] += 1
             return echo_stats(upstream_port)["requests"] - baseline - calls[0] >= 1
-        client = threading.Thread(target=slow_request)
-        client.start()
+        thread.start()
         wait_until(upstream_has_it, 5.0, interval=0.01, message="the slow request upstream")
+        return thread
 
-        self.script.send_signal(signal.SIGINT)
-        client.join(15)
-        self.assertFalse(client.is_alive())
-        self.assertNotIn("error", result, self.script_stderr())
-        status, _, body = result["response"]
+    def assert_slow_request_completed(self, thread: threading.Thread):
+        thread.join(15)
+        self.assertFalse(thread.is_alive())
+        self.assertNotIn("error", thread.result, self.script_stderr())
+        status, _, body = thread.result["response"]
         self.assertEqual(status, 200, f"{body!r}\n{self.script_stderr()}")
         self.assertEqual(json.loads(body)["target"], f"/__slow/{SLOW_MS}")
-        self.assertGreaterEqual(result["seconds"], SLOW_MS / 1000 * 0.9)
+        self.assertGreaterEqual(thread.result["seconds"], SLOW_MS / 1000 * 0.9)
+
+    def test_ctrl_c_lets_the_gateway_drain_before_the_demo_upstream_and_redis_stop(self):
+        upstream_port, redis_port = free_port(), free_port()
+        config = self.limited_config(upstream_port, redis_port, drain_timeout_ms=10000)
+        self.run_script(self.write_config(config))
+        port = int(config["server"]["listen"].rsplit(":", 1)[1])
+        self.wait_serving(int(config["admin"]["listen"].rsplit(":", 1)[1]))
+        self.assertEqual(sorted(self.started.values()), ["redis-server", "sluice", "sluice-echo"],
+                         self.script_stderr())
+
+        slow = self.start_slow_request(port, upstream_port)
+        self.script.send_signal(signal.SIGINT)
+        self.assert_slow_request_completed(slow)
 
         self.assertEqual(self.script.wait(20), 130, self.script_stderr())
         self.assert_all_gone()
         stderr = self.script_stderr()
         self.assertLess(stderr.index("the gateway drained and exited"),
                         stderr.index("stopped the demo upstream and Redis"), stderr)
+
+    def test_ctrl_c_drains_when_the_reader_of_the_output_is_gone(self):
+        # scripts/run | tee log: Ctrl-C ends tee too, and every later log line of the
+        # script or the gateway (info: "draining", the access log) meets a closed pipe.
+        upstream_port, redis_port = free_port(), free_port()
+        config = self.limited_config(upstream_port, redis_port, drain_timeout_ms=10000)
+        config["log"] = {"level": "info", "access_log": True}
+        self.run_script(self.write_config(config), pipe=True)
+        port = int(config["server"]["listen"].rsplit(":", 1)[1])
+        self.wait_serving(int(config["admin"]["listen"].rsplit(":", 1)[1]))
+
+        slow = self.start_slow_request(port, upstream_port)
+        self.script.stdout.close()
+        self.script.send_signal(signal.SIGINT)
+        self.assert_slow_request_completed(slow)
+        self.assertEqual(self.script.wait(20), 130)
+        self.assert_all_gone()
 
     def test_upstream_servers_in_a_block_list_each_get_a_demo_upstream(self):
         port, admin_port = free_port(), free_port()
