@@ -363,7 +363,7 @@ routes:
         stderr = self.script_stderr()
         self.assertEqual(code, 1, stderr)
         # Nothing was started: no gateway line, no listener, no child left.
-        self.assertNotIn("sluice on http://", stderr)
+        self.assertNotIn("sluice (pid", stderr)
         self.assertNotIn("demo upstream (sluice-echo, pid", stderr)
         self.assertNotIn("redis-server (pid", stderr)
         with self.assertRaises(ConnectionRefusedError):
