@@ -1,14 +1,17 @@
 # Multi-stage build: Debian 12 with the -dev packages builds; a slim Debian 12
 # with only the runtime libraries runs, as a non-root user.
+#   docker build -t sluice .          (podman build works the same way)
+# BUILD_JOBS limits the compile jobs (default: ninja's, one per core + 2).
 FROM debian:12 AS build
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config libboost1.81-dev libhiredis-dev \
-      nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev catch2 libssl-dev python3 \
+      nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    && ninja -C build sluice sluice-echo \
+ARG BUILD_JOBS=
+RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLUICE_BUILD_TESTS=OFF \
+    && ninja -C build ${BUILD_JOBS:+-j$BUILD_JOBS} sluice sluice-echo \
     && strip build/sluice build/sluice-echo
 
 FROM debian:12-slim

@@ -11,19 +11,30 @@ if [ -n "${SLUICE_SANITIZE:-}" ]; then
 fi
 SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 
-SLUICE_PACKAGES=(
+# What building and running the gateway needs (scripts/run): the compiler and
+# build tools, the -dev libraries, redis-server, and python3 to read the
+# endpoints the binary prints.
+SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
-  libspdlog-dev libfmt-dev catch2 libssl-dev
-  redis-server python3 openssl curl procps hey gnuplot-nox
+  libspdlog-dev libfmt-dev libssl-dev redis-server python3
 )
+# What the tests add (scripts/test): Catch2 for the unit tests, tools that
+# integration tests call (openssl for certificates, curl, procps, and hey and
+# gnuplot for the load-test scripts).
+SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox)
 # node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
-command -v node >/dev/null 2>&1 || SLUICE_PACKAGES+=(nodejs)
+command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
+SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")
 
-log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2; }
+# Never fails: a closed stderr (a `| tee` ended by Ctrl-C) must not stop a script mid-cleanup.
+log() { printf '\033[1m[sluice]\033[0m %s\n' "$*" >&2 2>/dev/null || true; }
 
+# Installs the Debian packages among "$@" that are missing (apt-get, as root or
+# with sudo). SLUICE_SKIP_INSTALL=1 installs nothing.
 install_packages() {
   local missing=() p
+  [ -n "${SLUICE_SKIP_INSTALL:-}" ] && return 0
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
@@ -35,15 +46,34 @@ install_packages() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-build_sluice() {
-  install_packages "${SLUICE_PACKAGES[@]}"
+# configure_build ON|OFF: configures $SLUICE_BUILD if it is not yet, with or
+# without the tests (SLUICE_BUILD_TESTS); ON also turns the tests on in a
+# directory that scripts/run configured without them.
+configure_build() {
   if [ ! -f "$SLUICE_BUILD/build.ninja" ]; then
     log "configuring $SLUICE_BUILD"
-    cmake -S "$SLUICE_ROOT" -B "$SLUICE_BUILD" -G Ninja \
+    cmake -S "$SLUICE_ROOT" -B "$SLUICE_BUILD" -G Ninja -DSLUICE_BUILD_TESTS="$1" \
       -DCMAKE_BUILD_TYPE="${SLUICE_BUILD_TYPE:-RelWithDebInfo}" ${SLUICE_CMAKE_ARGS:-} >/dev/null
+  elif [ "$1" = ON ] && grep -qx 'SLUICE_BUILD_TESTS:BOOL=OFF' "$SLUICE_BUILD/CMakeCache.txt"; then
+    log "configuring $SLUICE_BUILD with the tests"
+    cmake -S "$SLUICE_ROOT" -B "$SLUICE_BUILD" -DSLUICE_BUILD_TESTS=ON >/dev/null
   fi
+}
+
+# Everything, tests included (scripts/test; SLUICE_NINJA_ARGS picks targets).
+build_sluice() {
+  install_packages "${SLUICE_PACKAGES[@]}"
+  configure_build ON
   log "building (ninja, ccache)"
   ninja -C "$SLUICE_BUILD" ${SLUICE_NINJA_ARGS:-}
+}
+
+# The gateway and the demo upstream only (scripts/run): no test tools, no tests.
+build_for_run() {
+  install_packages "${SLUICE_RUN_PACKAGES[@]}"
+  configure_build OFF
+  log "building sluice and sluice-echo (ninja, ccache)"
+  ninja -C "$SLUICE_BUILD" sluice sluice-echo
 }
 
 # True when something accepts TCP connections on 127.0.0.1:$1.
