@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -59,6 +60,9 @@ void warn_unresolved_upstreams(const sluice::Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout or stderr (a log reader that went away) must not end the
+  // process mid-drain: writes to it fail instead.
+  std::signal(SIGPIPE, SIG_IGN);
   std::optional<std::string> config_path;
   std::optional<std::string> log_level;
   bool check = false;

@@ -8,6 +8,7 @@ connections; the gateway must answer as documented and keep serving.
 import os
 import resource
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -617,6 +618,27 @@ class IdleMemoryTest(ProcessTestCase):
         # stays: the workers' spare relay buffers and the grown session tables).
         wait_until(lambda: rss_kib(gateway.pid) - base < 16 * 1024, 10, interval=0.2,
                    message="RSS back near the baseline after the connections closed")
+
+
+class ClosedOutputTest(ProcessTestCase):
+    """A log reader that goes away (a closed pipe on stdout) must not end the gateway."""
+
+    def test_access_log_to_a_closed_pipe(self):
+        echo = self.start_echo()
+        # Runs sluice with SIGPIPE at its default and stdout a pipe whose
+        # reading end is already closed, as after `sluice | reader` lost its reader.
+        launcher = ("import os, signal, sys\n"
+                    "r, w = os.pipe(); os.dup2(w, 1); os.close(r); os.close(w)\n"
+                    "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+                    "os.execv(sys.argv[1], sys.argv[1:])\n")
+        gateway = self.start_sluice(
+            gateway_config({"echo": [echo.address]},
+                           [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}]),
+            wrapper=[sys.executable, "-c", launcher])
+        for i in range(5):
+            status, _, _ = request(gateway.port, "GET", f"/logged/{i}")
+            self.assertEqual(status, 200)
+        self.assertTrue(gateway.alive())
 
 
 if __name__ == "__main__":
