@@ -142,20 +142,18 @@ void UpstreamPools::arm_ack() {
     const auto due = Clock::now() - kAckAfter;
     bool any_pending = false;
     const int one = 1;
-    for (auto& [name, upstream] : upstreams_) {
-      for (auto& [key, server] : upstream.servers) {
-        for (auto& conn : server.idle) {
-          if (!conn->ack_pending) continue;
-          if (conn->idle_since > due) {
-            any_pending = true;
-            continue;
-          }
-          conn->ack_pending = false;
-          ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one,
-                       sizeof one);
+    for_each_server([&](ServerState& server) {
+      for (auto& conn : server.idle) {
+        if (!conn->ack_pending) continue;
+        if (conn->idle_since > due) {
+          any_pending = true;
+          continue;
         }
+        conn->ack_pending = false;
+        ::setsockopt(conn->stream.socket().native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one,
+                     sizeof one);
       }
-    }
+    });
     if (any_pending) arm_ack();
   });
 }
@@ -171,12 +169,10 @@ void UpstreamPools::arm_sweep() {
     if (ec) return;
     sweep_armed_ = false;
     bool any_left = false;
-    for (auto& [name, upstream] : upstreams_) {
-      for (auto& [key, server] : upstream.servers) {
-        std::erase_if(server.idle, [](const auto& conn) { return !quiet(*conn); });
-        any_left = any_left || !server.idle.empty();
-      }
-    }
+    for_each_server([&](ServerState& server) {
+      std::erase_if(server.idle, [](const auto& conn) { return !quiet(*conn); });
+      any_left = any_left || !server.idle.empty();
+    });
     if (any_left) arm_sweep();
   });
 }
@@ -192,9 +188,7 @@ void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) 
 }
 
 void UpstreamPools::clear() {
-  for (auto& [name, upstream] : upstreams_) {
-    for (auto& [key, server] : upstream.servers) server.idle.clear();
-  }
+  for_each_server([](ServerState& server) { server.idle.clear(); });
   sweep_timer_.cancel();
   ack_timer_.cancel();
 }

@@ -134,6 +134,12 @@ class UpstreamPools {
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
   void arm_sweep();
   void arm_ack();
+  template <class Fn>
+  void for_each_server(Fn fn) {
+    for (auto& [name, upstream] : upstreams_) {
+      for (auto& [key, server] : upstream.servers) fn(server);
+    }
+  }
   static void wake_waiter(const WorkerExecutor& executor, const std::shared_ptr<ServerSlots>& slots);
 
   static constexpr auto kSweepEvery = std::chrono::seconds(1);

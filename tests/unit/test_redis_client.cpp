@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "io_loop.hpp"
 #include "redis_server_fixture.hpp"
 #include "upstream/redis_client.hpp"
 
@@ -27,21 +28,7 @@ using sluice::test::RedisServerOptions;
 using sluice::test::TempDir;
 using Clock = std::chrono::steady_clock;
 
-// An io_context kept alive by a work guard and run in 5 ms slices.
-struct Loop {
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
-
-  template <class Pred>
-  bool run_until(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-    const auto deadline = Clock::now() + limit;
-    while (!pred()) {
-      if (Clock::now() >= deadline) return false;
-      io.run_for(5ms);
-    }
-    return true;
-  }
-};
+using sluice::test::Loop;
 
 struct Result {
   bool done = false;

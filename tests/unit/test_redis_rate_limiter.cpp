@@ -12,6 +12,7 @@
 
 #include "gateway/metrics.hpp"
 #include "middleware/redis_rate_limiter.hpp"
+#include "io_loop.hpp"
 #include "redis_server_fixture.hpp"
 
 namespace {
@@ -21,20 +22,7 @@ using namespace sluice;
 using sluice::test::RedisServerFixture;
 using Clock = std::chrono::steady_clock;
 
-struct Loop {
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{io.get_executor()};
-
-  template <class Pred>
-  bool run_until(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-    const auto deadline = Clock::now() + limit;
-    while (!pred()) {
-      if (Clock::now() >= deadline) return false;
-      io.run_for(5ms);
-    }
-    return true;
-  }
-};
+using sluice::test::Loop;
 
 struct Outcome {
   std::error_code ec;
