@@ -249,16 +249,14 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         break;
     }
     if (!client_->is_ready()) {
-      // No trial on a connection that cannot carry it: wait for the client's
-      // next connect attempt (paced by its backoff), then look again.
+      // No trial on a connection that cannot carry it: connect now rather
+      // than after the client's own backoff (the probe is paced by open_ms),
+      // then look again; a failed attempt waits another open period.
       const auto seq = ++probe_seq_;
-      client_->connect([weak = weak_from_this(), seq](std::error_code ec) {
+      client_->connect_now([weak = weak_from_this(), seq](std::error_code ec) {
         auto self = weak.lock();
         if (!self || seq != self->probe_seq_) return;
-        // A closed client (replaced by a reload) answers at once: look again later.
-        if (ec == make_error_code(RedisError::kClosed)) {
-          return self->arm_probe(self->breaker_.open_for());
-        }
+        if (ec) return self->arm_probe(self->breaker_.open_for());
         self->probe();
       });
       return;

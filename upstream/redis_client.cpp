@@ -286,6 +286,7 @@ class RedisClient::Impl : public std::enable_shared_from_this<Impl> {
   Impl(asio::any_io_executor ex, RedisOptions options);
 
   void connect(ConnectHandler handler);
+  void connect_now(ConnectHandler handler);
   void command(std::vector<std::string> args, Handler handler);
   void evalsha(const RedisScript& script, std::vector<std::string> keys,
                std::vector<std::string> args, Handler handler);
@@ -467,6 +468,14 @@ void RedisClient::Impl::connect(ConnectHandler handler) {
   }
   if (handler) waiters_.push_back(std::move(handler));
   if (s == RedisState::kDisconnected) start_connect();
+}
+
+void RedisClient::Impl::connect_now(ConnectHandler handler) {
+  if (state() != RedisState::kBackoff) return connect(std::move(handler));
+  ++backoff_seq_;  // the pending backoff wake-up has nothing left to do
+  backoff_timer_.cancel();
+  if (handler) waiters_.push_back(std::move(handler));
+  start_connect();
 }
 
 void RedisClient::Impl::command(std::vector<std::string> args, Handler handler) {
@@ -1019,6 +1028,10 @@ RedisClient::~RedisClient() {
 
 void RedisClient::connect(ConnectHandler handler) {
   impl_->connect(std::move(handler));
+}
+
+void RedisClient::connect_now(ConnectHandler handler) {
+  impl_->connect_now(std::move(handler));
 }
 
 void RedisClient::command(std::vector<std::string> args, Handler handler) {

@@ -143,6 +143,9 @@ class RedisClient {
   // connect attempt: success once ready, else kConnect, kTls, kAuth, kServer
   // (SELECT rejected) or kClosed. It completes at once if already ready.
   void connect(ConnectHandler handler = {});
+  // As connect(), but a client waiting out its reconnect backoff tries at
+  // once: for a caller that paces its own attempts (the breaker's probe).
+  void connect_now(ConnectHandler handler = {});
 
   // Sends one command, e.g. {"SET", "k", "v"}. The handler gets:
   //   success + the reply;

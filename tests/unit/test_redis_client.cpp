@@ -554,3 +554,34 @@ TEST_CASE("redis: close completes pending work and stops reconnecting", "[redis]
   loop.io.run_for(100ms);
   CHECK(client.stats().connects == 1);
 }
+
+TEST_CASE("redis: connect_now cuts a reconnect backoff short; connect waits it out",
+          "[redis]") {
+  RedisServerFixture server;
+  Loop loop;
+  auto opts = options_for(server.port());
+  opts.backoff_initial = 5000ms;  // far longer than the test waits
+  opts.backoff_max = 5000ms;
+  RedisClient client(loop.io.get_executor(), opts);
+  REQUIRE_FALSE(connect(loop, client));
+  server.stop();
+  REQUIRE(loop.run_until([&] { return client.state() == RedisState::kBackoff; }));
+  server.start();
+
+  // connect(): the answer waits for the next attempt, after the backoff.
+  bool waited_done = false;
+  client.connect([&](std::error_code) { waited_done = true; });
+  loop.io.run_for(300ms);
+  CHECK_FALSE(waited_done);
+  CHECK_FALSE(client.is_ready());
+
+  // connect_now(): tries at once, and every waiter gets its answer.
+  std::optional<std::error_code> now;
+  const auto start = Clock::now();
+  client.connect_now([&](std::error_code ec) { now = ec; });
+  REQUIRE(loop.run_until([&] { return now.has_value() && waited_done; }, 2000ms));
+  CHECK_FALSE(*now);
+  CHECK(client.is_ready());
+  CHECK(Clock::now() - start < 2000ms);
+  CHECK_FALSE(run_command(loop, client, {"PING"}).ec);
+}
