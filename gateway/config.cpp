@@ -945,6 +945,7 @@ class ConfigBuilder {
         p_.error(f, "invalid header name " + quoted(name) + " in " + quoted(t));
         return std::nullopt;
       }
+      warn_if_underscores_hide(f, name);
       return KeySource{Kind::kHeader, std::string(name)};
     }
     if (t.starts_with("query:")) {
@@ -971,6 +972,7 @@ class ConfigBuilder {
       if (auto s = p_.nonempty_string(*v)) {
         if (is_token(*s)) {
           a.header = *s;
+          warn_if_underscores_hide(*v, *s);
         } else {
           p_.error(*v, "invalid header name " + quoted(*s));
         }
@@ -1152,6 +1154,20 @@ class ConfigBuilder {
                      "limits of this route; give " +
                      later_path + " limits, or drop methods here to limit every method");
     }
+  }
+
+  // A header named with "_" never reaches the limiter unless
+  // server.headers_with_underscores is allow (read before limits and api_keys).
+  void warn_if_underscores_hide(const Field& f, std::string_view header) {
+    using Underscores = ServerConfig::Underscores;
+    const auto policy = c_.server.headers_with_underscores;
+    if (header.find('_') == std::string_view::npos || policy == Underscores::kAllow) return;
+    p_.warning(f, "header " + quoted(header) + " has \"_\" in its name, and "
+                      "server.headers_with_underscores is " +
+                      (policy == Underscores::kDrop ? "drop: the header is removed before "
+                                                      "the limiter sees it"
+                                                    : "reject: requests with it get 400") +
+                      "; rename it or set headers_with_underscores: allow");
   }
 
   // With no consumers listed every API key is its own bucket, so a route whose

@@ -349,4 +349,37 @@ TEST_CASE("every key the parser accepts is documented", "[config][docs]") {
   }
 }
 
+TEST_CASE("warning: a header with \"_\" that the underscore policy hides from the limiter",
+          "[config]") {
+  auto config_with = [](const std::string& policy, const std::string& header) {
+    return "server: { headers_with_underscores: " + policy +
+           " }\n"
+           "upstreams:\n"
+           "  app: { servers: [\"127.0.0.1:9000\"] }\n"
+           "api_keys: { header: " +
+           header +
+           " }\n"
+           "limits:\n"
+           "  per_tenant: { key: header:X_Tenant, capacity: 10, refill_per_second: 1 }\n"
+           "  per_ip: { key: ip, capacity: 10, refill_per_second: 1 }\n"
+           "routes:\n"
+           "  - { name: r, match: { path_prefix: / }, upstream: app, limits: [per_tenant, "
+           "per_ip] }\n";
+  };
+  const auto dropped = parse(config_with("drop", "X_Api_Key"));
+  REQUIRE(dropped.config);
+  REQUIRE(dropped.warnings.size() == 2);
+  CHECK(dropped.warnings[0] ==
+        "test.yaml:6: limits.per_tenant.key: header \"X_Tenant\" has \"_\" in its name, and "
+        "server.headers_with_underscores is drop: the header is removed before the limiter "
+        "sees it; rename it or set headers_with_underscores: allow");
+  CHECK(dropped.warnings[1].starts_with("test.yaml:4: api_keys.header: header \"X_Api_Key\""));
+
+  const auto rejected = parse(config_with("reject", "X-Api-Key"));
+  REQUIRE(rejected.warnings.size() == 1);
+  CHECK(rejected.warnings[0].find("reject: requests with it get 400") != std::string::npos);
+
+  CHECK(parse(config_with("allow", "X_Api_Key")).warnings.empty());
+}
+
 }  // namespace sluice
