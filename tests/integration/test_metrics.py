@@ -200,9 +200,16 @@ class SeriesAfterTrafficTest(MetricsCase):
         wait_redis_ready(gw)
         self.assertEqual(request(gw.port, "GET", "/keyed/a")[0], 200)
         self.assertEqual(request(gw.port, "GET", "/nowhere")[0], 404)
-        _, families = self.scrape(gw)
-        series = {(lb["route"], lb["code"]): v
-                  for lb, v in families["sluice_http_requests_total"].series()}
+
+        def requests_by_route_and_code():
+            _, families = self.scrape(gw)
+            return {(lb["route"], lb["code"]): v
+                    for lb, v in families["sluice_http_requests_total"].series()}
+        # A request is counted once its response is written, which a client can
+        # see a moment before the worker records it.
+        wait_until(lambda: requests_by_route_and_code().get(("", "404")) == 1,
+                   message="the unmatched request counted")
+        series = requests_by_route_and_code()
         self.assertEqual(series[("keyed", "200")], 1)
         self.assertEqual(series[("", "404")], 1)
         for route in ("keyed", "tenant", "free"):
