@@ -1,4 +1,5 @@
-// IP addresses, CIDR ranges and client-IP resolution (spec section 5).
+// IP addresses, CIDR ranges and client-IP resolution (X-Forwarded-For is
+// believed only from server.trusted_proxies).
 // Pure functions: no sockets, no Asio.
 #pragma once
 

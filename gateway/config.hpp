@@ -1,5 +1,5 @@
 // Sluice configuration: plain immutable structs, parsed and validated in full
-// from YAML (spec section 2). Loading is the only place exceptions are used;
+// from YAML. Loading is the only place exceptions are used;
 // callers get either a Config or every error as "file:line: key.path: message".
 #pragma once
 

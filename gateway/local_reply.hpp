@@ -1,4 +1,4 @@
-// Local replies (spec section 4, "other local replies"): pure builders of the
+// Local replies (errors Sluice answers without an upstream): pure builders of the
 // status and small JSON body Sluice answers with itself.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Metrics (spec section 6, style.md habit 13): named counters, gauges and
+// Metrics: named counters, gauges and
 // histograms kept per worker in a MetricsShard that only its worker touches,
 // merged into a snapshot at scrape time and rendered as Prometheus text 0.0.4.
 #pragma once
@@ -83,7 +83,7 @@ class MetricsSnapshot {
  public:
   void add(std::string_view family, std::string_view labels, double value);
   void add_histogram(std::string_view family, std::string_view labels, const Histogram& h);
-  // Prometheus text format 0.0.4; families of spec section 6 always appear
+  // Prometheus text format 0.0.4; the known families always appear
   // with their HELP and TYPE lines, even before the first sample.
   std::string render() const;
   double value(std::string_view family, std::string_view labels) const;  // for tests

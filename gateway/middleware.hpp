@@ -1,4 +1,4 @@
-// The middleware chain (style.md habit 7): each middleware either continues or
+// The middleware chain: each middleware either continues or
 // responds, exactly once, and never from inside the call that started it.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Route selection (spec sections 2 and 5): a pure function of the config and
+// Route selection: a pure function of the config and
 // the request line. First route that matches path, host and method wins.
 #pragma once
 

@@ -1,4 +1,4 @@
-// One client connection (style.md habit 1): it owns its stream, read buffer
+// One client connection: it owns its stream, read buffer
 // and parsers, and is kept alive only by the handlers that hold it. Every
 // handler runs on the owning worker's executor.
 #pragma once

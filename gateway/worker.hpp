@@ -1,4 +1,4 @@
-// A worker (style.md habit 11): one thread, one io_context, its own upstream
+// A worker: one thread, one io_context, its own upstream
 // pools, middleware chain and metrics shard. A client connection stays on one
 // worker for life, so the request path takes no lock.
 #pragma once

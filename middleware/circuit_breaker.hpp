@@ -1,9 +1,9 @@
-// A circuit breaker for the Redis limiter (spec section 2, redis.circuit_breaker).
+// A circuit breaker for the Redis limiter (config: redis.circuit_breaker).
 // Closed: every call goes through; `failures` consecutive failures open it.
 // Open: calls are refused for `open_for`; then it turns half-open.
 // Half-open: exactly one trial call goes through, others are refused while it
 // is in flight; its success closes the breaker, its failure re-opens it.
-// Time is passed in (style.md habit 9). Not thread-safe: one per worker, used
+// Time is passed in, so tests drive it with a manual clock. Not thread-safe: one per worker, used
 // on that worker's executor.
 #pragma once
 

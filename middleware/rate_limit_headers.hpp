@@ -1,4 +1,4 @@
-// Rate-limit response headers and bodies (spec section 4): a pure function
+// Rate-limit response headers and bodies: a pure function
 // of the route's limits, the request's cost and the limiter's decision.
 #pragma once
 
@@ -25,7 +25,7 @@ inline constexpr std::string_view kProblemJsonContentType = "application/problem
 std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
                                    const RateDecision& decision);
 
-// Every header of section 4 for a limited route, in this order:
+// Every rate-limit header for a limited route, in this order:
 //   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,
 //   RateLimit-Policy ("name";q=C;w=ceil(C/R), ...),
 //   RateLimit ("name";r=floor(remaining);t=ceil(seconds until cost tokens), ...),
@@ -42,7 +42,7 @@ RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, 
 // Seconds until every violated limit has `cost` tokens (0 when none is violated).
 double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDecision& decision);
 
-// The 429 problem+json body of section 4 (one line, no trailing newline):
+// The 429 problem+json body (one line, no trailing newline):
 // {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 //  "title":"Too Many Requests","status":429,"violated-policies":[...],"retry_after_ms":N}
 std::string too_many_requests_body(std::span<const LimitDescriptor> limits,

@@ -1,6 +1,6 @@
-// Rate-limit key extraction (spec sections 2 and 3): which API key and plan a
+// Rate-limit key extraction: which API key and plan a
 // request carries, the key value of each limit, and the Redis key of each
-// bucket. Pure functions, no I/O (style.md habit 4).
+// bucket. Pure functions, no I/O.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,6 @@
 // The limiter seen by the rate-limit middleware: descriptors in, a decision or
-// an error out. It knows nothing of Redis (style.md habit 8).
+// an error out. It knows nothing of Redis, so the middleware is tested with a
+// fake limiter completed by hand.
 #pragma once
 
 #include <functional>

@@ -1,5 +1,5 @@
 // The Lua script that decides all token buckets of one request atomically in
-// Redis (spec section 3), and its SHA1 for EVALSHA. middleware/token_bucket.hpp
+// Redis, and its SHA1 for EVALSHA. middleware/token_bucket.hpp
 // holds its pure C++ twin; the two must stay in step (a component test checks).
 //
 // Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the

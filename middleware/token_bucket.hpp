@@ -1,5 +1,5 @@
 // The token-bucket arithmetic of the rate-limit script, as a pure C++ twin
-// (style.md habit 9). decide_token_buckets() computes exactly what
+// (time is passed in). decide_token_buckets() computes exactly what
 // middleware/ratelimit_script.cpp computes inside Redis: same formulas, same
 // order of floating-point operations, same replies. It serves the unit tests
 // (with a manual clock) and LocalBucketStore, a local fallback.

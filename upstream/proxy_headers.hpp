@@ -1,4 +1,4 @@
-// Proxy header semantics (spec section 5), as pure functions over Beast
+// Proxy header semantics, as pure functions over Beast
 // header containers: hop-by-hop stripping, forwarded headers, Via, request id.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Redis client over Asio with hiredis as the protocol codec (style.md habit 10).
+// Redis client over Asio with hiredis as the protocol codec.
 //
 // Shape of the implementation:
 //  - RedisClient is a handle; RedisClient::Impl lives in a shared_ptr and every

@@ -1,5 +1,5 @@
 // Redis client: one connection per worker, owned by and used only on that
-// worker's executor (style.md habit 10). hiredis only encodes commands and
+// worker's executor, so it takes no lock. hiredis only encodes commands and
 // decodes replies; Asio does the I/O over plain TCP or TLS. Commands issued
 // while a write is in flight go out together in the next write (automatic
 // pipelining) and replies are matched in order. Every command has a deadline;

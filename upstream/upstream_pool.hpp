@@ -1,4 +1,4 @@
-// Per-worker upstream connection pools (style.md habit 11): one instance per
+// Per-worker upstream connection pools: one instance per
 // worker, used only on that worker's executor, so it takes no lock.
 // Round robin across an upstream's servers, passive health (a server that
 // refuses or times out on connect is skipped for a cool-down), and a pool of

@@ -357,7 +357,7 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
         w(f"| {r.num} | {r.name} | {m['rps'] / r2:.2f} | {m['rps'] / r8:.2f} | "
           f"{m['cpu_us'] / c2:.2f} | {total / c8:.2f} |")
     w("")
-    w("## Goals (issue 4)")
+    w("## Goals")
     w("")
     w("| goal | figure | met |")
     w("|---|---|---|")

@@ -144,7 +144,7 @@ def to_yaml(value, indent: int = 0) -> str:
 def gateway_config(upstreams: dict, routes: list, server: dict | None = None,
                    port: int | None = None, admin_port: int | None = None,
                    **sections) -> dict:
-    """A config dict (spec section 2) listening on 127.0.0.1 ephemeral ports.
+    """A config dict listening on 127.0.0.1 ephemeral ports.
 
     upstreams: name -> list of "host:port" strings, or name -> full dict.
     routes: list of route dicts; `limits: []` is filled in when missing.

@@ -1,4 +1,4 @@
-"""The command line and signals (spec section 1)."""
+"""The command line and signals."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The load-test scenarios of loadtest/ (issue 4), checked for outcomes, not speed.
+"""The load-test scenarios of loadtest/, checked for outcomes, not speed.
 
 - The k6 scripts (k6 is not installable here) parse as ES modules under node
   and carry thresholds and a how-to-run header.

@@ -1,4 +1,4 @@
-"""Proxying through the real sluice binary to sluice-echo (spec sections 4 and 5).
+"""Proxying through the real sluice binary to sluice-echo.
 
 Every test starts its own gateway (and upstreams) on ephemeral ports; the
 gateway must still be alive at the end of each test (see harness.ProcessTestCase).
@@ -21,7 +21,7 @@ from harness import (SANITIZED, Client, ProcessTestCase, RawConnection, closed_p
 
 MIB = 1024 * 1024
 
-# Headers that must never cross Sluice (spec section 5), lower case.
+# Hop-by-hop headers, which must never cross Sluice, lower case.
 HOP_BY_HOP = {"keep-alive", "proxy-connection", "te", "trailer", "upgrade", "proxy-authorization",
               "proxy-authenticate"}
 

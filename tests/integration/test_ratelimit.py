@@ -1,5 +1,4 @@
-"""Distributed rate limiting through the real sluice binary and a real redis-server
-(spec sections 2, 3, 4 and 6).
+"""Distributed rate limiting through the real sluice binary and a real redis-server.
 
 Every test starts its own redis-server, sluice-echo and gateway(s) on ephemeral
 ports, and waits for /readyz to report Redis ready before the first decision
@@ -43,7 +42,7 @@ def parse_rate_limit(value):
 
 
 def policy(name, capacity, rate):
-    """The exact RateLimit-Policy item of a limit (spec section 4)."""
+    """The exact RateLimit-Policy item of a limit."""
     return f'"{name}";q={capacity};w={math.ceil(capacity / rate)}'
 
 
@@ -311,7 +310,7 @@ class KeySourcesTest(RateLimitTestCase):
         self.assertEqual(self.missing("key", "api_key"), 3)
         # A key's bucket does not depend on the IP it comes from.
         self.assert_allowed(gw, "/key", {"X-API-Key": "key-c", "X-Forwarded-For": "10.2.4.1"})
-        # A key longer than 256 bytes counts as missing (spec section 2): IP bucket.
+        # A key longer than 256 bytes counts as missing: IP bucket.
         self.assert_limited(gw, "/key", {"X-API-Key": "k" * 300, "X-Forwarded-For": "10.2.4.1"})
         self.assertEqual(self.missing("key", "api_key"), 4)
 

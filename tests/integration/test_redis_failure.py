@@ -1,5 +1,5 @@
 """Sluice when Redis cannot answer: killed, restarted, paused, stopped; and Redis over
-TLS and with an ACL user (spec sections 2, 3, 4 and 6; issue 3).
+TLS and with an ACL user.
 
 Every test owns its redis-server(s), sluice-echo and gateway. Timing bounds are
 functional ("a request never hangs on Redis"), generous for a noisy 2-core box:

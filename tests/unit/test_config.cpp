@@ -157,7 +157,7 @@ const std::vector<BadFixture> kBadFixtures = {
     {"strip_prefix_without_prefix.yaml",
      {"8: routes[0].strip_prefix: only valid with match.path_prefix"}},
     {"unknown_upstream.yaml", {"7: routes[0].upstream: unknown upstream \"users\""}},
-    // The example of spec section 2, line for line.
+    // The example of the product's configuration contract, line for line.
     {"unknown_limit.yaml", {"14: routes[2].limits[0]: unknown limit \"per_user\""}},
     {"duplicate_limit_in_route.yaml",
      {"10: routes[0].limits[1]: limit \"per_ip\" is listed twice"}},
@@ -430,7 +430,7 @@ TEST_CASE("conf/sluice.yaml is valid", "[config]") {
   CHECK(result.warnings.empty());
 }
 
-TEST_CASE("the example of spec section 2 is valid", "[config]") {
+TEST_CASE("the contract's example configuration is valid", "[config]") {
   const auto c = parse_ok(R"(
 server:
   listen: "0.0.0.0:8080"

@@ -1,5 +1,5 @@
 // The rate-limit middleware against a fake limiter whose completion the test
-// fires by hand (style.md habit 8): allowed, limited, error + fail-open,
+// fires by hand: allowed, limited, error + fail-open,
 // error + fail-closed, routes without limits, and requests refused before the
 // limiter is asked (a repeated or malformed key source).
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
-// Component test: the Lua script in a real redis-server against its C++ twin
-// (style.md habits 9 and 14). The script takes its time from Redis; each call
+// Component test: the Lua script in a real redis-server against its C++ twin.
+// The script takes its time from Redis; each call
 // is bracketed by TIME before and after, and an allowed call's stored
 // timestamp gives its exact time, so the twin is checked bit for bit.
 #include <hiredis/hiredis.h>

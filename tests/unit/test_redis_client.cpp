@@ -1,5 +1,5 @@
-// Component tests of the Redis client against a real redis-server
-// (style.md habit 14). Each test runs its own io_context in bounded slices and
+// Component tests of the Redis client against a real redis-server.
+// Each test runs its own io_context in bounded slices and
 // polls for conditions; nothing sleeps to wait for a result.
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,4 +1,4 @@
-// The token-bucket twin (style.md habit 9): a manual clock, no sleeping.
+// The token-bucket twin: a manual clock, no sleeping.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
