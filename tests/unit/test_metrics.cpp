@@ -8,19 +8,11 @@
 #include "gateway/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/process_metrics.hpp"
+#include "metrics_snapshot.hpp"
 #include "middleware/rate_limit_middleware.hpp"
 
 using namespace sluice;
-
-namespace {
-
-MetricsSnapshot snapshot_of(const MetricsShard& shard) {
-  MetricsSnapshot s;
-  shard.merge_into(s);
-  return s;
-}
-
-}  // namespace
+using sluice::test::snapshot_of;
 
 TEST_CASE("declared series render as 0 and add up with counted ones", "[metrics]") {
   MetricsShard seeds, worker;

@@ -7,8 +7,10 @@
 #include "gateway/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/request_series.hpp"
+#include "metrics_snapshot.hpp"
 
 using namespace sluice;
+using sluice::test::snapshot_of;
 
 namespace {
 
@@ -22,12 +24,6 @@ routes:
   auto result = parse_config(text, "t.yaml");
   REQUIRE(result.config);
   return result.config;
-}
-
-MetricsSnapshot snapshot_of(const MetricsShard& shard) {
-  MetricsSnapshot s;
-  shard.merge_into(s);
-  return s;
 }
 
 double requests(const MetricsSnapshot& s, std::string_view route, std::string_view code) {
