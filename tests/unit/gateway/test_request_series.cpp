@@ -7,7 +7,7 @@
 #include "gateway/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/request_series.hpp"
-#include "metrics_snapshot.hpp"
+#include "support/metrics_snapshot.hpp"
 
 using namespace sluice;
 using sluice::test::snapshot_of;

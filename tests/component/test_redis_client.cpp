@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "io_loop.hpp"
-#include "redis_server_fixture.hpp"
+#include "support/io_loop.hpp"
+#include "support/redis_server_fixture.hpp"
 #include "upstream/redis_client.hpp"
 
 namespace {

@@ -22,7 +22,7 @@
 
 #include "middleware/ratelimit_script.hpp"
 #include "middleware/token_bucket.hpp"
-#include "redis_server_fixture.hpp"
+#include "support/redis_server_fixture.hpp"
 
 namespace {
 

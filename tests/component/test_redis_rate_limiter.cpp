@@ -12,8 +12,8 @@
 
 #include "gateway/metrics.hpp"
 #include "middleware/redis_rate_limiter.hpp"
-#include "io_loop.hpp"
-#include "redis_server_fixture.hpp"
+#include "support/io_loop.hpp"
+#include "support/redis_server_fixture.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include "gateway/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/process_metrics.hpp"
-#include "metrics_snapshot.hpp"
+#include "support/metrics_snapshot.hpp"
 #include "middleware/rate_limit_middleware.hpp"
 
 using namespace sluice;
