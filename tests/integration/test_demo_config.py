@@ -7,28 +7,14 @@ demo's addresses fails here instead of silently testing something else.
 """
 
 import os
-import re
 import unittest
 
 from harness import (SOURCE_DIR, Client, ProcessTestCase, RawConnection, free_port,
                      wait_redis_ready)
+from testkit.configs import retarget
 
 DEMO = os.path.join(SOURCE_DIR, "conf", "sluice.yaml")
 BURST = 100  # requests sent back to back with one key
-
-
-def rewrite_demo(text: str, port: int, admin_port: int, redis_port: int, upstream: str) -> str:
-    """conf/sluice.yaml with its addresses replaced (each must occur exactly once)."""
-    replacements = [
-        (r'(?m)^(  listen: )"127\.0\.0\.1:8080"', rf'\1"127.0.0.1:{port}"'),
-        (r'(?m)^(  listen: )"127\.0\.0\.1:9901"', rf'\1"127.0.0.1:{admin_port}"'),
-        (r'"redis://127\.0\.0\.1:6379/0"', f'"redis://127.0.0.1:{redis_port}/0"'),
-        (r'servers: \["127\.0\.0\.1:9000"\]', f'servers: ["{upstream}"]'),
-    ]
-    for pattern, replacement in replacements:
-        text, count = re.subn(pattern, replacement, text)
-        assert count == 1, f"{pattern!r} occurs {count} times in {DEMO}"
-    return text
 
 
 class DemoConfigTest(ProcessTestCase):
@@ -37,7 +23,8 @@ class DemoConfigTest(ProcessTestCase):
         redis = self.start_redis()
         echo = self.start_echo()
         with open(DEMO) as f:
-            text = rewrite_demo(f.read(), free_port(), free_port(), redis.port, echo.address)
+            text = retarget(f.read(), free_port(), free_port(), redis.port, echo.address,
+                                source=DEMO)
         self.gateway = self.start_sluice(text)
         wait_redis_ready(self.gateway)
 

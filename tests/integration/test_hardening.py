@@ -5,7 +5,6 @@ its memory without bound, handed one client's bytes to another, or pinned its
 connections; the gateway must answer as documented and keep serving.
 """
 
-import os
 import resource
 import socket
 import sys
@@ -13,9 +12,9 @@ import threading
 import time
 import unittest
 
-from harness import (SANITIZED, Process, ProcessTestCase, RawConnection, SLUICE_BIN, Sluice,
-                     echo_header,
-                     gateway_config, request, rss_kib, wait_until)
+from harness import (SANITIZED, ProcessTestCase, RawConnection, echo_header, gateway_config,
+                     request, rss_kib, wait_until)
+from testkit.procfs import cpu_seconds
 
 MIB = 1024 * 1024
 
@@ -550,32 +549,15 @@ class ConnectionCapTest(ProcessTestCase):
     def test_descriptor_limit_lowers_the_cap_and_admin_keeps_answering(self):
         # Under a hard limit of 400 descriptors the cap becomes (400 - 128) / 2.
         config = self.config()
-        gateway = self._own(LimitedSluice(self.workdir, config, 400), check_alive=True)
+        gateway = self.start_sluice(config, wrapper=("prlimit", "--nofile=400:400"))
         self.assertEqual(gateway.metric("sluice_connections_max"), 136)
         self.idle_connections(gateway.port, 300)  # more than the cap: the oldest are shed
         self.assertEqual(request(gateway.port, "GET", "/new")[0], 200)
         self.assertEqual(request(gateway.admin_port, "GET", "/healthz")[0], 200)
         # No accept loop spins: the gateway is quiet while nothing happens.
-        cpu = cpu_seconds(gateway.pid)
+        cpu = cpu_seconds([gateway.pid])
         time.sleep(1.0)
-        self.assertLess(cpu_seconds(gateway.pid) - cpu, 0.5)
-
-
-class LimitedSluice(Sluice):
-    """sluice under `prlimit --nofile=N:N`."""
-
-    def __init__(self, workdir, config, nofile):
-        self.config_path = os.path.join(workdir, "limited.yaml")
-        self.write_config(config)
-        Process.__init__(self, "sluice", ["prlimit", f"--nofile={nofile}:{nofile}", SLUICE_BIN,
-                                          "--config", self.config_path], workdir)
-        self._until_ready(self.wait_healthy)
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        self.assertLess(cpu_seconds([gateway.pid]) - cpu, 0.5)
 
 
 @unittest.skipIf(SANITIZED, "memory figures mean nothing under sanitizers")

@@ -1,0 +1,118 @@
+"""scripts/bench --accuracy: three Sluice instances on one Redis, wrk against all
+three at once on one key, then on 1000 keys; the allowed requests against the
+ideal C + R*T, with Redis's clock at both ends of the window.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import time
+
+from measure import KEYS_LUA, parse_bench_lines, sluice_counters, wrk_command
+from stack import Stack
+from testkit.resp import Connection
+
+
+def bucket_stamps(redis: Connection, prefix: str) -> dict[bytes, tuple[float, float]]:
+    """key -> (tokens, timestamp_us) of every bucket under `prefix`."""
+    out, cursor = {}, b"0"
+    for _ in range(100_000):
+        cursor, keys = redis("SCAN", cursor, "MATCH", prefix + "*", "COUNT", 1000)
+        for k in keys:
+            v = redis("GET", k)
+            if v and len(v) == 16:
+                out[k] = struct.unpack("<dd", v)
+        if cursor == b"0":
+            break
+    return out
+
+
+def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, label: str,
+                  capacity: float, rate: float, nkeys: int, duration: float, conns: int,
+                  pin_cpu: str | None) -> dict:
+    run = f"{int(time.time() * 1000) % 10**9}"
+    prefix = f"acc{run}:"
+    gateways = [stack.sluice(f"sluice-acc{run}-{i}", upstream=up, redis_port=redis_port,
+                             limit=(capacity, rate), key="api_key", key_prefix=prefix)
+                for i in range(3)]
+    try:
+        for gateway in gateways:
+            stack.wait_redis(gateway)
+        before = [sluice_counters(g.admin_port) for g in gateways]
+        redis("FLUSHALL")  # this Redis is ours: an empty DB marks "no request decided yet"
+        wrks = []
+        for i, gateway in enumerate(gateways):
+            cmd = wrk_command(gateway.port, conns, duration, pin_cpu, script=KEYS_LUA,
+                              args=[run, str(nkeys), str(i * nkeys // 3)])
+            wrks.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True))
+        # The window starts at the last moment (Redis TIME) the DB was still empty: the
+        # first decision comes after it. Polled, as wrk takes a while to start.
+        # Polling goes on until every key has its bucket: that bounds when each key's
+        # first request came, hence how far the ideal below may overestimate.
+        start_us = all_keys_us = redis.time_us()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            size, now = redis.pipeline(("DBSIZE",), ("TIME",))
+            now_us = int(now[0]) * 1_000_000 + int(now[1])
+            if not size:
+                start_us = now_us
+            if size >= nkeys:
+                all_keys_us = now_us
+                break
+        outputs = []
+        for p in wrks:
+            out, err = p.communicate(timeout=duration + 60)
+            outputs.append(parse_bench_lines(out))
+            if p.returncode != 0 or "requests" not in outputs[-1]:
+                raise RuntimeError(f"wrk failed: {out}\n{err}")
+        end_us = redis.time_us()
+        buckets = bucket_stamps(redis, prefix)
+        after = [sluice_counters(g.admin_port) for g in gateways]
+    finally:
+        for gateway in gateways:
+            stack.stop(gateway)
+    allowed = sum(a["allowed"] - b["allowed"] for a, b in zip(after, before))
+    limited = sum(a["limited"] - b["limited"] for a, b in zip(after, before))
+    fail_open = sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before))
+    requests = sum(o["requests"] for o in outputs)
+    ok_responses = sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs)
+    # Ideal per key: C + R*T, T from the load start to the key's last debit
+    # (Redis TIME both); a key never seen counts the whole window.
+    windows = [(ts - start_us) / 1e6 for _, ts in buckets.values()]
+    windows += [(end_us - start_us) / 1e6] * max(0, nkeys - len(buckets))
+    ideal = sum(capacity + rate * max(0.0, t) for t in windows)
+    load_rate = requests / duration
+    # Each key's first request came between start_us and all_keys_us: the ideal may count
+    # up to R * that spread per key too many.
+    spread = max(0, all_keys_us - start_us) / 1e6
+    # ... and the fractions of a token left in each bucket after its last debit were
+    # refilled but never asked for.
+    leftover = sum(tokens for tokens, _ in buckets.values())
+    skew = rate * spread * nkeys + leftover
+    return {
+        "label": label, "C": capacity, "R": rate, "keys": nkeys, "T": duration,
+        "requests": requests, "allowed": allowed, "limited": limited, "ok": ok_responses,
+        "fail_open": fail_open, "ideal": ideal, "buckets": len(buckets),
+        "error_pct": 100 * (allowed - ideal) / ideal, "skew_pct": 100 * skew / ideal,
+        "load_rate": load_rate, "spread_ms": spread * 1000, "leftover": leftover,
+    }
+
+
+def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
+    """Both cases' results (see accuracy_case), one after the other on one Redis."""
+    up = stack.echo().port
+    redis_port = stack.redis("redis").port
+    redis = Connection(redis_port, timeout=5.0)
+    duration = 3.0 if opts.quick else opts.accuracy_duration
+    cases = [
+        ("one key", 500, 200, 1),
+        ("1000 keys", 20, 1, 1000),
+    ]
+    results = []
+    for label, c, r, k in cases:
+        log(f"accuracy: {label}, C={c}, R={r}/s, {duration:g} s, 3 instances")
+        results.append(accuracy_case(stack, redis, up, redis_port, label, c, r, k, duration,
+                                     opts.accuracy_connections, pin_cpu))
+    return results

@@ -1,0 +1,105 @@
+"""One measurement of scripts/bench: wrk against a row, with the CPU the row's
+processes and Redis spent meanwhile (from /proc) and the counters of Sluice and
+Redis read before and after.
+
+wrk runs report.lua (or keys.lua), whose done() prints "BENCH name value" lines;
+parse_bench_lines() reads them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+
+from testkit import procfs
+from testkit.http import request
+from stack import Row
+from testkit.metrics import metric_sum
+from testkit.processes import Process
+from testkit.resp import Connection
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT_LUA = os.path.join(HERE, "report.lua")
+KEYS_LUA = os.path.join(HERE, "keys.lua")
+PATH = "/api/bench"
+
+
+def wrk_command(port: int, conns: int, duration: float, pin_cpu: str | None,
+                script: str = REPORT_LUA, path: str = PATH, args: list[str] = ()) -> list[str]:
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", "--latency",
+           "-s", script, f"http://127.0.0.1:{port}{path}"]
+    if args:
+        cmd += ["--", *args]
+    return (["taskset", "-c", pin_cpu] if pin_cpu is not None else []) + cmd
+
+
+def parse_bench_lines(text: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^BENCH (\w+) (\S+)$", text, re.M)}
+
+
+def run_wrk(cmd: list[str], duration: float) -> dict[str, float]:
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    figures = parse_bench_lines(result.stdout)
+    if result.returncode != 0 or "requests" not in figures:
+        raise RuntimeError(f"wrk failed ({result.returncode}): {' '.join(cmd)}\n"
+                           f"{result.stdout}\n{result.stderr}")
+    return figures
+
+
+def sluice_counters(admin: int) -> dict[str, float]:
+    status, _, body = request(admin, "GET", "/metrics", timeout=5.0)
+    if status != 200:
+        raise RuntimeError(f"/metrics answered {status}")
+    text = body.decode(errors="replace")
+    return {
+        "commands": metric_sum(text, "sluice_redis_commands_total"),
+        "writes": metric_sum(text, "sluice_redis_writes_total"),
+        "fail_open": metric_sum(text, "sluice_ratelimit_fail_open_total"),
+        "allowed": metric_sum(text, "sluice_ratelimit_decisions_total", decision="allowed"),
+        "limited": metric_sum(text, "sluice_ratelimit_decisions_total", decision="limited"),
+    }
+
+
+def measure(row: Row, redis: Connection, redis_proc: Process, conns: int, duration: float,
+            pin_cpu: str | None) -> dict:
+    gw_pids = row.gateway.pids()
+    redis_pids = redis_proc.pids() if row.redis else []
+    redis("CONFIG", "RESETSTAT")
+    before_metrics = sluice_counters(row.admin) if row.admin else None
+    cpu0, rcpu0 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
+    figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu), duration)
+    cpu1, rcpu1 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
+    n = max(1.0, figures["requests"])
+    out = {
+        "rps": figures["requests"] / (figures["duration_us"] / 1e6),
+        "requests": figures["requests"],
+        "p50": figures["p50_us"] / 1000, "p99": figures["p99_us"] / 1000,
+        "p999": figures["p999_us"] / 1000,
+        "non2xx": figures["non2xx"], "errors": figures["errors_socket"],
+        "cpu_us": (cpu1 - cpu0) * 1e6 / n,
+        "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024,
+    }
+    if row.redis:
+        stats = redis.commandstats()
+        calls = sum(stats.get(c, {}).get("calls", 0) for c in ("evalsha", "eval"))
+        usec = sum(stats.get(c, {}).get("usec", 0) for c in ("evalsha", "eval"))
+        out.update({
+            "redis_cpu_us": (rcpu1 - rcpu0) * 1e6 / n,
+            "usec_per_call": usec / calls if calls else float("nan"),
+            "calls_per_req": calls / n,
+        })
+    if row.admin:
+        after = sluice_counters(row.admin)
+        d = {k: after[k] - before_metrics[k] for k in after}
+        out["writes_per_req"] = d["writes"] / n
+        out["commands_per_req"] = d["commands"] / n
+        out["fail_open"] = d["fail_open"]
+    return out
+
+
+def median_of(samples: list[dict]) -> dict:
+    keys = samples[0].keys()
+    return {k: statistics.median(s[k] for s in samples) for k in keys}

@@ -1,0 +1,257 @@
+"""The Markdown reports of scripts/bench: the speed table with its ratios, goals and
+checks, and the accuracy table. The rows' expectations and the goals are data
+(goals.json), read here; this module only formats.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+
+from measure import PATH, Row, median_of
+from testkit.processes import SLUICE_BIN
+
+GOALS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goals.json")
+
+
+def load_goals(path: str = GOALS_FILE) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def evaluate_goal(goal: dict, med: dict[int, dict]) -> tuple[str, object, bool]:
+    """(text, figure, met) of one goal of goals.json over the rows' medians."""
+    value = med[goal["row"]].get(goal["metric"])
+    if "at_most_row" in goal:
+        other = med[goal["at_most_row"]][goal["metric"]]
+        return (goal["goal"], f"{value:.2f} vs {other:.2f} {goal['unit']}", value <= other)
+    if "over" in goal:
+        value = value / med[goal["over"]][goal["metric"]]
+    met = value is not None and (value >= goal["at_least"] if "at_least" in goal
+                                 else value <= goal["at_most"])
+    return goal["goal"], value, met
+
+
+def fmt(v, digits=2, unit=""):
+    if v is None or (isinstance(v, float) and v != v):
+        return "—"
+    if isinstance(v, float) and abs(v) >= 1000:
+        return f"{v:,.0f}{unit}"
+    return f"{v:.{digits}f}{unit}"
+
+
+def machine_info() -> dict:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+
+    def version(cmd):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (r.stdout + r.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+
+    mem = "?"
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f"{int(f.readline().split()[1]) // 1024} MiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "nproc": os.cpu_count(), "cpu": model, "kernel": platform.release(), "mem": mem,
+        "nginx": version(["nginx", "-v"]), "wrk": version(["wrk", "--version"]),
+        "redis": version(["redis-server", "--version"]),
+        "sluice": version([SLUICE_BIN, "--version"]),
+        "load": open("/proc/loadavg").read().split()[:3],
+    }
+
+
+def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapsed: float,
+           pin_cpu: str | None, server_cpus: str | None, goals: dict) -> str:
+    by = {r.num: r for r in rows}
+    med = {r.num: median_of(r.pinned) for r in rows}
+    notes = sanity_notes(med, goals["checks"])
+    b1, b2, b8 = (goals["baselines"][k] for k in ("upstream", "proxy", "redis_proxy"))
+    lines = []
+    w = lines.append
+    w(f"# Sluice benchmark — {started:%Y-%m-%d %H:%M} ({'quick' if opts.quick else 'full'} run)")
+    w("")
+    w(f"- Machine: {info['nproc']} CPUs, {info['cpu']}, {info['mem']} RAM, Linux {info['kernel']}; "
+      f"load average at start {' '.join(info['load'])}")
+    w(f"- Software: {info['sluice']}; {info['nginx']}; {info['redis']}; {info['wrk']}")
+    w(f"- Load: `wrk -t1 -c{opts.connections} -d{opts.duration:g}s` on `http://127.0.0.1:PORT{PATH}`, "
+      f"{opts.reps} repetition(s) per row, round robin over the rows, medians shown; "
+      + (f"wrk pinned to CPU {pin_cpu}, every server to CPU(s) {server_cpus} (taskset)."
+         if pin_cpu is not None else "no pinning (one CPU)."))
+    w("- Upstream: one `sluice-echo` (a small JSON echo) for every row; each gateway is one "
+      "thread/worker; Sluice `access_log: false`; limits keyed by client IP; Redis 7 on "
+      "loopback, `CONFIG RESETSTAT` before every measurement.")
+    w(f"- Whole run: {elapsed:.0f} s. Command: `scripts/bench{' --quick' if opts.quick else ''}`.")
+    w("")
+    w("## Throughput and cost (pinned)")
+    w("")
+    w("| # | setup | req/s | p50 ms | p99 ms | p99.9 ms | non-2xx | errors | peak RSS MiB "
+      "| CPU µs/req | Redis CPU µs/req | EVALSHA µs/call | Redis calls/req | writes/req "
+      f"| ×row {b2} | ×row {b8} |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    r2, r8 = med[b2]["rps"], med[b8]["rps"]
+    for r in rows:
+        m = med[r.num]
+        non2xx = f"{100 * m['non2xx'] / max(1, m['requests']):.1f}%" if m["non2xx"] else "0"
+        w(f"| {r.num} | {r.name} | {m['rps']:,.0f} | {fmt(m['p50'])} | {fmt(m['p99'])} | "
+          f"{fmt(m['p999'])} | {non2xx} | {m['errors']:.0f} | {m['rss_mib']:.1f} | "
+          f"{fmt(m['cpu_us'], 1)} | {fmt(m.get('redis_cpu_us'), 1)} | "
+          f"{fmt(m.get('usec_per_call'))} | {fmt(m.get('calls_per_req'))} | "
+          f"{fmt(m.get('writes_per_req'), 3)} | {m['rps'] / r2:.2f} | {m['rps'] / r8:.2f} |")
+    w("")
+    w("CPU µs/req: utime+stime of the gateway's processes (nginx: master and worker) from "
+      "/proc, divided by the requests wrk completed; Redis CPU the same for redis-server. "
+      "EVALSHA µs/call: Redis `INFO commandstats` usec_per_call of the rate-limit script. "
+      "writes/req: Sluice's `sluice_redis_writes_total` per request (below 1 = pipelining). "
+      "Row 6's non-2xx are its intended 429s. Row 7's Redis was killed before measuring.")
+    w("")
+    w("## Ratios")
+    w("")
+    w(f"| # | setup | req/s ÷ row {b2} | req/s ÷ row {b8} | CPU/req ÷ row {b2} "
+      f"| CPU+Redis/req ÷ row {b8} |")
+    w("|---|---|---:|---:|---:|---:|")
+    c2 = med[b2]["cpu_us"]
+    c8 = med[b8]["cpu_us"] + med[b8].get("redis_cpu_us", 0)
+    for r in rows:
+        m = med[r.num]
+        total = m["cpu_us"] + m.get("redis_cpu_us", 0)
+        w(f"| {r.num} | {r.name} | {m['rps'] / r2:.2f} | {m['rps'] / r8:.2f} | "
+          f"{m['cpu_us'] / c2:.2f} | {total / c8:.2f} |")
+    w("")
+    w("## Goals")
+    w("")
+    w("| goal | figure | met |")
+    w("|---|---|---|")
+    for text, figure, ok in (evaluate_goal(g, med) for g in goals["goals"]):
+        fig = f"{figure:.2f}" if isinstance(figure, float) else str(figure)
+        w(f"| {text} | {fig} | {'yes' if ok else '**no**'} |")
+    w("")
+    if any(r.single for r in rows):
+        w(f"## One connection (`wrk -c1`, {opts.single_duration:g} s, pinned): latency each layer adds")
+        w("")
+        w(f"| # | setup | req/s | p50 ms | p99 ms | p99.9 ms | p50 added to row {b1} "
+          f"| p50 added to row {b2} |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|")
+        base1, base2 = by[b1].single["p50"], by[b2].single["p50"]
+        for r in rows:
+            s = r.single
+            w(f"| {r.num} | {r.name} | {s['rps']:,.0f} | {s['p50']:.3f} | {s['p99']:.3f} | "
+              f"{s['p999']:.3f} | {(s['p50'] - base1) * 1000:+.0f} µs | "
+              f"{(s['p50'] - base2) * 1000:+.0f} µs |")
+        w("")
+    if any(r.unpinned for r in rows):
+        w(f"## Unpinned (every process free to use every CPU, 1 repetition, "
+          f"-c{opts.connections}, {opts.duration:g} s)")
+        w("")
+        w("| # | setup | req/s | p50 ms | p99 ms | p99.9 ms | CPU µs/req | Redis CPU µs/req "
+          f"| ×row {b2} | ×row {b8} |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        u2, u8 = by[b2].unpinned["rps"], by[b8].unpinned["rps"]
+        for r in rows:
+            u = r.unpinned
+            w(f"| {r.num} | {r.name} | {u['rps']:,.0f} | {fmt(u['p50'])} | {fmt(u['p99'])} | "
+              f"{fmt(u['p999'])} | {fmt(u['cpu_us'], 1)} | {fmt(u.get('redis_cpu_us'), 1)} | "
+              f"{u['rps'] / u2:.2f} | {u['rps'] / u8:.2f} |")
+        w("")
+    if len(rows[0].pinned) > 1:
+        w("## Spread of the pinned repetitions (req/s: min / median / max)")
+        w("")
+        w("| # | setup | min | median | max |")
+        w("|---|---|---:|---:|---:|")
+        for r in rows:
+            v = sorted(s["rps"] for s in r.pinned)
+            w(f"| {r.num} | {r.name} | {v[0]:,.0f} | {statistics.median(v):,.0f} | {v[-1]:,.0f} |")
+        w("")
+    if notes:
+        w("## Checks")
+        w("")
+        for n in notes:
+            w(f"- {n}")
+        w("")
+    return "\n".join(lines)
+
+
+def sanity_notes(med: dict[int, dict], checks: dict) -> list[str]:
+    """What in the median runs contradicts what each row should answer (goals.json)."""
+    notes = []
+    for num in checks["all_2xx"]:
+        if med[num]["non2xx"] or med[num]["errors"]:
+            notes.append(f"row {num}: {med[num]['non2xx']:.0f} non-2xx and "
+                         f"{med[num]['errors']:.0f} socket errors in the median run (expected none)")
+    for num in checks["mostly_429"]:
+        if med[num]["non2xx"] < 0.5 * med[num]["requests"]:
+            notes.append(f"row {num}: fewer than half the requests were denied; the 429 path "
+                         "was not measured")
+    for num in checks["one_script_call"]:
+        c = med[num].get("calls_per_req", 0)
+        if not 0.98 <= c <= 1.02:
+            notes.append(f"row {num}: {c:.3f} Redis script calls per request (expected 1): "
+                         "the row did not limit every request through Redis")
+    for num in checks["no_fail_open"]:
+        if med[num].get("fail_open", 0):
+            notes.append(f"row {num}: {med[num]['fail_open']:.0f} fail-open decisions (Redis too slow?)")
+    if not notes:
+        notes.append(checks["all_met"])
+    return notes
+
+
+def accuracy_report(results: list[dict], opts, info: dict, started: datetime.datetime,
+                    duration: float) -> str:
+    lines = []
+    w = lines.append
+    w(f"# Sluice limit accuracy — {started:%Y-%m-%d %H:%M}")
+    w("")
+    w(f"- Machine: {info['nproc']} CPUs, {info['cpu']}; {info['sluice']}; {info['redis']}")
+    w(f"- Three Sluice instances (one thread each) on one Redis; one `wrk -t1 "
+      f"-c{opts.accuracy_connections}` per instance, all three at once, {duration:g} s; "
+      "every request carries `X-API-Key` (limit `key: api_key`, no consumers listed, so every "
+      "key is its own bucket). Command: `scripts/bench --accuracy`.")
+    w("- allowed = Sluice's `sluice_ratelimit_decisions_total{decision=\"allowed\"}` summed over "
+      "the instances; ideal = Σ over keys of C + R·T, T from the start of the load (the last "
+      "moment Redis's DB was still empty, polled with DBSIZE + TIME) to the key's last debit "
+      "(the timestamp stored in its bucket): Redis's clock at both ends.")
+    w("")
+    w("| case | C | R/s | keys | T s | requests | offered req/s | allowed | ideal C+R·T "
+      "| error | first hits spread | tokens left | method's bound | 2xx seen by wrk | 429 "
+      "| fail-open |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        w(f"| {r['label']} | {r['C']} | {r['R']} | {r['keys']} | {r['T']:g} | "
+          f"{r['requests']:,.0f} | {r['load_rate']:,.0f} | {r['allowed']:,.0f} | "
+          f"{r['ideal']:,.1f} | {r['error_pct']:+.2f}% | {r['spread_ms']:.1f} ms | "
+          f"{r['leftover']:.1f} | "
+          f"−{r['skew_pct']:.2f}% .. 0 | "
+          f"{r['ok']:,.0f} | {r['limited']:,.0f} | {r['fail_open']:.0f} |")
+    w("")
+    for r in results:
+        if r["limited"] < 0.2 * r["requests"]:
+            w(f"**{r['label']}: only {r['limited']:,.0f} of {r['requests']:,.0f} requests were "
+              "denied: the load did not keep every bucket empty, so allowed < ideal says "
+              "nothing about accuracy. Run longer or on a faster machine.**")
+            w("")
+    w("The ideal counts every key's window from the moment the load starts; with many keys a "
+      "key's first request comes a little later, at most 'first hits spread' later (polled: the "
+      "time until every key had its bucket), and the fractions of a token left in the buckets "
+      "at the end ('tokens left', read from Redis) were refilled but never asked for. So the "
+      "ideal is an upper bound, and an error between the 'method's bound' ((R × spread × keys "
+      "+ tokens left) as a share of the ideal) and 0 is the measuring method, not the limiter. A positive error would be over-admission. '2xx seen "
+      "by wrk' can be a little below 'allowed': requests in flight when wrk stops were "
+      "allowed but not counted by wrk.")
+    w("")
+    return "\n".join(lines)

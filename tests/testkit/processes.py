@@ -1,0 +1,287 @@
+"""Child processes on loopback: redis-server, sluice-echo and sluice, started,
+polled until they serve (never fixed sleeps) and stopped by PID.
+
+A Process writes stdout/stderr to files in its workdir (never a pipe that can
+fill). stop() sends SIGTERM and SIGKILL after STOP_TIMEOUT; a readiness wait that
+fails stops the process before the error propagates. With pid_file, the PID and
+its start time are appended there, so that stop_recorded() (also `python3 -m
+testkit stop FILE`) can stop what is left if the starter dies, sparing a reused PID.
+
+Binaries: $SLUICE_BIN and $SLUICE_ECHO_BIN, else $SLUICE_BUILD (default build/
+of the repository this file lives in, or $SLUICE_SOURCE_DIR).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+from . import procfs
+from .configs import listen_ports, to_yaml
+from .http import request
+from .metrics import metric_value
+from .ports import free_port
+from .resp import redis_call
+
+SOURCE_DIR = os.environ.get(
+    "SLUICE_SOURCE_DIR",
+    os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD_DIR = os.environ.get("SLUICE_BUILD", os.path.join(SOURCE_DIR, "build"))
+SLUICE_BIN = os.environ.get("SLUICE_BIN", os.path.join(BUILD_DIR, "sluice"))
+ECHO_BIN = os.environ.get("SLUICE_ECHO_BIN", os.path.join(BUILD_DIR, "sluice-echo"))
+
+START_TIMEOUT = 10.0  # seconds for a process to start serving
+STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
+
+
+def wait_until(predicate, timeout: float = 5.0, interval: float = 0.01, message: str = ""):
+    """Polls predicate() until it returns a truthy value, which is returned. Raises
+    AssertionError after `timeout` seconds (an error the predicate raises other than
+    OSError, HTTPException or ValueError ends the wait at once)."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}"
+                                 f"{detail}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process; new_session puts it in a session of its own (a Ctrl-C in the
+    terminal then reaches only its starter, which stops it)."""
+
+    def __init__(self, name: str, args: list[str], workdir: str, cwd: str | None = None,
+                 new_session: bool = False, pid_file: str | None = None):
+        self.name = name
+        self.args = list(args)
+        self.stdout_path = os.path.join(workdir, f"{name}.stdout")
+        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
+        self._stdout = open(self.stdout_path, "wb")
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._stdout,
+                                     stderr=self._stderr, cwd=cwd, start_new_session=new_session)
+        self.pid = self.proc.pid
+        self.expected_exit = False
+        if pid_file:
+            with open(pid_file, "a") as f:
+                f.write(f"{self.pid} {procfs.start_time(self.pid)}\n")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def pids(self) -> list[int]:
+        """This process and its descendants (nginx: master and workers)."""
+        return [self.pid, *procfs.descendants(self.pid)] if self.alive() else []
+
+    def _until_ready(self, wait):
+        """Runs wait(); if it fails, the process is stopped before the error propagates
+        (the caller never got hold of it, so cannot)."""
+        try:
+            return wait()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stdout(self) -> str:
+        with open(self.stdout_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stderr(self) -> str:
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def output_tail(self, limit: int = 4000) -> str:
+        return (f"--- {self.name} stderr ---\n{self.stderr()[-limit:]}\n"
+                f"--- {self.name} stdout ---\n{self.stdout()[-limit:]}")
+
+    def signal(self, sig: int):
+        """Sends a signal; after SIGTERM/SIGINT/SIGKILL an exit is what the caller expects."""
+        if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+            self.expected_exit = True
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float) -> int:
+        """Exit code, or AssertionError if still running after `timeout` seconds."""
+        self.expected_exit = True
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{self.name} (pid {self.pid}) still running after {timeout}s")
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT. Returns the exit code."""
+        self.expected_exit = True
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._stdout.close()
+        self._stderr.close()
+        return self.proc.returncode
+
+
+class Echo(Process):
+    """sluice-echo on an ephemeral port, read from its first stdout line into `port`.
+    wrapper: a command the binary runs under (e.g. taskset and its options)."""
+
+    def __init__(self, workdir: str, name: str = "echo", wrapper=(), **options):
+        super().__init__(name, [*wrapper, ECHO_BIN, "--listen", "127.0.0.1:0", "--quiet"],
+                         workdir, **options)
+        line = self._until_ready(lambda: wait_until(
+            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
+        m = re.match(r"listening 127\.0\.0\.1:(\d+)$", line)
+        if not m:
+            self.stop()
+            raise AssertionError(f"unexpected first line from sluice-echo: {line!r}")
+        self.port = int(m.group(1))
+        self.address = f"127.0.0.1:{self.port}"
+        self.stats_calls = 0
+
+    def _first_line(self):
+        if not self.alive():
+            raise AssertionError(f"sluice-echo exited early\n{self.output_tail()}")
+        text = self.stdout()
+        return text.split("\n", 1)[0] if "\n" in text else None
+
+    def stats(self) -> dict:
+        """{"connections": n, "requests": n, "bad_requests": n} as sluice-echo reports
+        them: every /__stats call (this one included) counts as a connection and a request."""
+        self.stats_calls += 1
+        status, _, body = request(self.port, "GET", "/__stats")
+        assert status == 200, status
+        return json.loads(body)
+
+    def counts(self) -> dict:
+        """Like stats(), without the kit's own /__stats calls: what others sent."""
+        stats = self.stats()
+        for key in ("connections", "requests"):
+            stats[key] -= self.stats_calls
+        return stats
+
+
+class Redis(Process):
+    """redis-server on 127.0.0.1:port (free when not given), no persistence, polled
+    with PING; with tls=(cert, key, ca) it serves TLS only and `ssl_context` trusts ca."""
+
+    def __init__(self, workdir: str, port: int | None = None, name: str = "redis",
+                 extra_args=(), wrapper=(), tls: tuple[str, str, str] | None = None,
+                 **options):
+        self.port = port or free_port()
+        self.ssl_context = None
+        listen = ["--port", str(self.port)]
+        if tls:
+            import ssl
+            cert, key, ca = tls
+            self.ssl_context = ssl.create_default_context(cafile=ca)
+            listen = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", cert,
+                      "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"]
+        binary = shutil.which("redis-server") or "redis-server"
+        options.setdefault("cwd", workdir)
+        super().__init__(name, [*wrapper, binary, *listen, "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", *extra_args], workdir, **options)
+        self._until_ready(lambda: wait_until(
+            self._pong, START_TIMEOUT, message="redis TLS PING" if tls else "redis PING"))
+
+    def _pong(self) -> bool:
+        if not self.alive():
+            raise AssertionError(f"redis-server exited early\n{self.output_tail()}")
+        return redis_call(self.port, "PING", timeout=1.0, ssl_context=self.ssl_context) == "PONG"
+
+
+class Sluice(Process):
+    """The gateway, started with --config FILE (written from a dict or text) and polled
+    on /healthz of its admin listener."""
+
+    def __init__(self, workdir: str, config, extra_args=(), name: str = "sluice",
+                 wait_healthy: bool = True, wrapper=(), **options):
+        """wrapper: a command the binary runs under (e.g. strace and its options)."""
+        self.config_path = os.path.join(workdir, f"{name}.yaml")
+        self.write_config(config)
+        super().__init__(name, [*wrapper, SLUICE_BIN, "--config", self.config_path, *extra_args],
+                         workdir, **options)
+        if wait_healthy:
+            self._until_ready(self.wait_healthy)
+
+    def write_config(self, config):
+        """Writes a dict (as YAML) or text to the config file; ports are taken from it."""
+        text = config if isinstance(config, str) else to_yaml(config) + "\n"
+        self.config_text = text
+        self.port, self.admin_port = listen_ports(text)
+        with open(self.config_path, "w") as f:
+            f.write(text)
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT):
+        def healthy():
+            if not self.alive():
+                raise AssertionError(f"sluice exited early with code {self.proc.returncode}\n"
+                                     f"{self.output_tail()}")
+            try:
+                return request(self.admin_port, "GET", "/healthz", timeout=1.0)[0] == 200
+            except OSError:
+                return False
+        try:
+            wait_until(healthy, timeout, interval=0.02, message="sluice /healthz == 200")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.output_tail()}") from None
+
+    def reload(self, config):
+        """Writes the new config and sends SIGHUP (the listen ports must stay the same)."""
+        ports = (self.port, self.admin_port)
+        self.write_config(config)
+        assert (self.port, self.admin_port) == ports, "a reload cannot move the listeners"
+        os.kill(self.pid, signal.SIGHUP)
+
+    def metrics(self) -> str:
+        status, _, body = request(self.admin_port, "GET", "/metrics")
+        assert status == 200, status
+        return body.decode()
+
+    def metric(self, name: str, **labels) -> float | None:
+        """The value of one sample of /metrics, or None if absent."""
+        return metric_value(self.metrics(), name, **labels)
+
+    def readyz(self, timeout: float = 2.0) -> tuple[int, dict]:
+        """(status, parsed body) of GET /readyz on the admin listener."""
+        status, _, body = request(self.admin_port, "GET", "/readyz", timeout=timeout)
+        return status, json.loads(body)
+
+
+def stop_recorded(pid_file: str, timeout: float = STOP_TIMEOUT):
+    """Stops every process pid_file names whose start time still matches, newest
+    first: SIGTERM, then SIGKILL after `timeout`. They need not be our children."""
+    try:
+        with open(pid_file) as f:
+            entries = [line.split() for line in f if line.strip()]
+    except FileNotFoundError:
+        return
+    for pid_text, started in reversed(entries):
+        pid = int(pid_text)
+        if procfs.start_time(pid) != started:
+            continue  # gone, or the PID now names another process
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + timeout
+        while procfs.running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if procfs.running(pid) and procfs.start_time(pid) == started:
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,153 @@
+"""A RESP2 client for redis-server on loopback (plain or TLS).
+
+Connection keeps one socket: pipeline() writes every command in one write and
+returns the replies in order, an error reply returned in place as a ReplyError;
+call() returns one reply and raises a ReplyError instead. redis_pipeline() and
+redis_call() open a connection for one exchange; raw_command() returns the reply
+bytes exactly as received, for tests that assert the wire.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+
+
+class ReplyError(Exception):
+    """A RESP error reply (-ERR ...); equal to another with the same text."""
+
+    def __eq__(self, other):
+        return isinstance(other, ReplyError) and self.args == other.args
+
+    def __hash__(self):
+        return hash(self.args)
+
+
+def encode(*args) -> bytes:
+    """One command as a RESP array of bulk strings (str, bytes or numbers)."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(b), b)
+    return out
+
+
+class Incomplete(Exception):
+    """The buffer ends before the reply does."""
+
+
+def parse(buf: bytes, pos: int = 0):
+    """(value, next position) of the reply at buf[pos:]: str, int, bytes, None, list
+    or ReplyError. Raises Incomplete when more bytes are needed."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise Incomplete()
+    kind, line = buf[pos:pos + 1], buf[pos + 1:end]
+    pos = end + 2
+    if kind == b"+":
+        return line.decode(), pos
+    if kind == b"-":
+        return ReplyError(line.decode(errors="replace")), pos
+    if kind == b":":
+        return int(line), pos
+    if kind == b"$":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        if len(buf) < pos + n + 2:
+            raise Incomplete()
+        return buf[pos:pos + n], pos + n + 2
+    if kind == b"*":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            item, pos = parse(buf, pos)
+            items.append(item)
+        return items, pos
+    raise ValueError(f"not a RESP reply: {buf[pos - len(line) - 3:][:80]!r}")
+
+
+class Connection:
+    """One connection to 127.0.0.1:port; TLS when an ssl_context is given."""
+
+    def __init__(self, port: int, timeout: float = 2.0, ssl_context=None):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if ssl_context is not None:
+            sock = ssl_context.wrap_socket(sock, server_hostname="127.0.0.1")
+        self.sock = sock
+        self.buffer = b""
+
+    def pipeline(self, *commands) -> list:
+        """Sends every command (a sequence of arguments each) in one write; the replies
+        in order, error replies as ReplyError values."""
+        self.sock.sendall(b"".join(encode(*c) for c in commands))
+        replies, pos = [], 0
+        while len(replies) < len(commands):
+            try:
+                value, pos = parse(self.buffer, pos)
+            except Incomplete:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError(f"redis closed after {len(replies)} replies")
+                self.buffer += chunk
+                continue
+            replies.append(value)
+        self.buffer = self.buffer[pos:]
+        return replies
+
+    def call(self, *args):
+        """One command's reply; an error reply is raised as ReplyError."""
+        reply = self.pipeline(args)[0]
+        if isinstance(reply, ReplyError):
+            raise reply
+        return reply
+
+    __call__ = call
+
+    def time_us(self) -> int:
+        """Redis's clock (TIME) in microseconds."""
+        sec, usec = self.call("TIME")
+        return int(sec) * 1_000_000 + int(usec)
+
+    def commandstats(self) -> dict[str, dict[str, float]]:
+        """INFO commandstats: command -> {"calls": n, "usec": n, ...}."""
+        text = self.call("INFO", "commandstats").decode()
+        stats = {}
+        for line in text.splitlines():
+            m = re.match(r"^cmdstat_([^:]+):(.*)$", line.strip())
+            if m:
+                stats[m.group(1)] = {k: float(v) for k, v in
+                                     (kv.split("=") for kv in m.group(2).split(","))}
+        return stats
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def redis_pipeline(port: int, commands, timeout: float = 2.0, ssl_context=None) -> list:
+    """Every command on one fresh connection; the replies as Connection.pipeline()."""
+    with Connection(port, timeout, ssl_context) as conn:
+        return conn.pipeline(*commands)
+
+
+def redis_call(port: int, *args, timeout: float = 2.0, db: int | None = None,
+               ssl_context=None):
+    """One command (after SELECT db when given); the reply, an error returned as a
+    ReplyError value."""
+    commands = ([["SELECT", db]] if db is not None else []) + [list(args)]
+    return redis_pipeline(port, commands, timeout, ssl_context)[-1]
+
+
+def raw_command(port: int, *args, timeout: float = 1.0) -> bytes:
+    """Sends one command and returns the reply bytes of one recv (short replies)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(encode(*args))
+        return s.recv(65536)
