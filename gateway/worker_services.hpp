@@ -41,7 +41,7 @@ class WorkerServices {
   // Just before the worker's metrics shard is copied for a scrape.
   virtual void before_scrape() {}
   // A reloaded configuration, already in force for new requests of this worker.
-  virtual void on_config(const std::shared_ptr<const Config>& config) = 0;
+  virtual void on_config(const std::shared_ptr<const Config>&) {}
   // At shutdown, before the chain and the services go and the io_context stops.
   virtual void on_stop() {}
   virtual DependencyState readiness() const { return {}; }
