@@ -1,36 +1,24 @@
-// The running gateway: workers, the data-plane listener, the admin listener,
-// signals (SIGHUP reload, SIGTERM/SIGINT drain) and configuration swaps.
+// The running gateway's lifecycle: start (workers, the data-plane and admin
+// listeners), signals (SIGHUP reloads the configuration file, SIGTERM/SIGINT
+// drain), reload, drain and stop. Everything but the workers runs on the
+// thread that calls run(). What the gateway knows nothing of (the middleware
+// and what it depends on) comes in through a WorkerServicesFactory.
 #pragma once
 
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "gateway/admin/admin_routes.hpp"
 #include "gateway/config.hpp"
-#include "gateway/metrics.hpp"
-#include "gateway/middleware.hpp"
 
 namespace sluice {
 
-class Worker;
+class WorkerServicesFactory;
 
-// Hooks through which main() plugs in what the gateway knows nothing of
-// (the rate limiter and its Redis connection). All are optional.
-struct ApplicationHooks {
-  // Builds a worker's middleware chain; called on that worker's thread.
-  std::function<MiddlewareChain(Worker&)> make_chain;
-  // Called on each worker's thread just before its metrics are scraped.
-  std::function<void(Worker&)> before_scrape;
-  // A JSON object describing dependencies for /readyz (called on the main thread).
-  std::function<std::string()> readiness;
-  // Called on each worker's thread when a new configuration is swapped in.
-  std::function<void(Worker&, const std::shared_ptr<const Config>&)> on_config;
-  // Called on each worker's thread at shutdown, before its io_context stops.
-  std::function<void(Worker&)> on_stop;
-  // Declares a zero series for every label combination the middleware can
-  // count under `config` (called on the main thread at startup and after
-  // each reload, never per request).
-  std::function<void(const Config&, MetricsShard&)> seed_metrics;
+struct ApplicationOptions {
+  // Builds each worker's services; without it, workers run an empty chain.
+  std::shared_ptr<WorkerServicesFactory> services;
   // Set when --log-level was given: reloads then keep the level.
   bool log_level_from_command_line = false;
 };
@@ -38,8 +26,12 @@ struct ApplicationHooks {
 class Application {
  public:
   Application(std::string config_path, std::shared_ptr<const Config> config,
-              ApplicationHooks hooks = {});
+              ApplicationOptions options = {});
   ~Application();
+
+  // The admin endpoints, with /healthz, /readyz and /metrics already there;
+  // more may be added before start().
+  AdminRoutes& admin_routes();
 
   // Binds the listeners and starts the workers; false (with a logged error) on failure.
   bool start();
@@ -51,9 +43,8 @@ class Application {
   std::uint16_t listen_port() const;
   std::uint16_t admin_port() const;
 
-  class Impl;  // public so that the admin sessions in the .cpp can name it
-
  private:
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

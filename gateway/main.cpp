@@ -1,5 +1,6 @@
-// sluice: the executable. It parses the command line, loads the configuration
-// and wires the gateway to the middleware it knows nothing of.
+// sluice: the executable and the composition root. It parses the command
+// line, loads the configuration and wires the gateway to the middleware it
+// knows nothing of; it is the only gateway file that includes middleware/.
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -132,9 +133,10 @@ int main(int argc, char** argv) {
 
   warn_unresolved_upstreams(*result.config);
 
-  auto hooks = sluice::make_middleware_hooks(result.config);
-  hooks.log_level_from_command_line = log_level.has_value();
-  sluice::Application app(*config_path, result.config, std::move(hooks));
+  sluice::ApplicationOptions options;
+  options.services = sluice::make_middleware_services();
+  options.log_level_from_command_line = log_level.has_value();
+  sluice::Application app(*config_path, result.config, std::move(options));
   if (!app.start()) return 1;
   return app.run();
 }

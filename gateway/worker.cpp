@@ -30,6 +30,31 @@ Worker::~Worker() {
   join();
 }
 
+void Worker::set_config(std::shared_ptr<const Config> config) {
+  config_ = std::move(config);
+  if (services_) services_->on_config(config_);
+}
+
+void Worker::start_services(WorkerServicesFactory& factory) {
+  services_ = factory.make(WorkerContext{index_, io_.get_executor(), config_, metrics_});
+  chain_ = services_->make_chain();
+}
+
+void Worker::before_scrape() {
+  if (services_) services_->before_scrape();
+}
+
+DependencyState Worker::readiness() const {
+  return services_ ? services_->readiness() : DependencyState{};
+}
+
+void Worker::stop_services() {
+  if (services_) services_->on_stop();
+  // The chain and the services go on this thread, before the io_context.
+  chain_.clear();
+  services_.reset();
+}
+
 void Worker::add_session(ClientSession* s) {
   sessions_.insert(s);
   session_count_.store(sessions_.size(), std::memory_order_relaxed);

@@ -1,6 +1,6 @@
-// A worker: one thread, one io_context, its own upstream
-// pools, middleware chain and metrics shard. A client connection stays on one
-// worker for life, so the request path takes no lock.
+// A worker: one thread, one io_context, its own upstream pools, services
+// (worker_services.hpp), middleware chain and metrics shard. A client
+// connection stays on one worker for life, so the request path takes no lock.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
 #include "gateway/request_series.hpp"
+#include "gateway/worker_services.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
@@ -46,11 +47,19 @@ class Worker {
 
   // Everything below is used on this worker's thread only.
   const std::shared_ptr<const Config>& config() const { return config_; }
-  void set_config(std::shared_ptr<const Config> config) { config_ = std::move(config); }
+  // A reloaded configuration: in force for new requests, then handed to the services.
+  void set_config(std::shared_ptr<const Config> config);
   UpstreamPools& pools() { return pools_; }
   MetricsShard& metrics() { return metrics_; }
   RequestSeries& series() { return series_; }
   MiddlewareChain& chain() { return chain_; }
+  // Builds this worker's services and takes its middleware chain from them.
+  void start_services(WorkerServicesFactory& factory);
+  void before_scrape();
+  // What the services report for /readyz; a default state once they are gone.
+  DependencyState readiness() const;
+  // Stops the services, then drops them with the chain (at shutdown, before release()).
+  void stop_services();
   bool draining() const { return draining_; }
 
   void add_session(ClientSession* s);
@@ -108,6 +117,7 @@ class Worker {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::shared_ptr<const Config> config_;
   UpstreamPools pools_;
+  std::unique_ptr<WorkerServices> services_;
   MiddlewareChain chain_;
   std::atomic<bool> finished_{false};
   std::thread thread_;

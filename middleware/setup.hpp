@@ -1,14 +1,15 @@
-// Wires the concrete middleware (rate limiting and its Redis limiter) into the
-// gateway through ApplicationHooks, so that gateway/ never depends on them.
+// The middleware side of composition: a WorkerServicesFactory whose services
+// give each worker the access log, the rate-limit middleware and the worker's
+// own Redis rate limiter (its own connection, on that worker's executor).
+// The gateway sees them only as WorkerServices.
 #pragma once
 
 #include <memory>
 
-#include "gateway/application.hpp"
-#include "gateway/config.hpp"
+#include "gateway/worker_services.hpp"
 
 namespace sluice {
 
-ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>& config);
+std::shared_ptr<WorkerServicesFactory> make_middleware_services();
 
 }  // namespace sluice

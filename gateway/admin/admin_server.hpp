@@ -1,0 +1,45 @@
+// The admin listener: binds admin.listen, accepts with back-off, and serves
+// each connection with a small HTTP/1.1 session (keep-alive, HEAD, a
+// deadline per read and write, 8 KiB head and body) that hands every request
+// to AdminRoutes. At most kMaxConnections at once; more are closed at accept.
+// Everything runs on the main thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "gateway/acceptor.hpp"
+#include "gateway/admin/admin_routes.hpp"
+#include "gateway/config.hpp"
+#include "gateway/metrics.hpp"
+
+namespace sluice {
+
+class AdminServer {
+ public:
+  static constexpr std::size_t kMaxConnections = 64;
+
+  // `routes` and `metrics` (the main thread's shard) outlive the server's sessions.
+  AdminServer(boost::asio::io_context& io, const AdminRoutes& routes, MetricsShard& metrics);
+
+  bool bind(const HostPort& where);
+  void start();
+  // Stops accepting; open sessions end with the io_context.
+  void close();
+  boost::asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+
+ private:
+  void do_accept();
+
+  const AdminRoutes& routes_;
+  MetricsShard& metrics_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  AcceptBackoff backoff_;
+  // Shared with the sessions, which may be destroyed with the io_context after the server.
+  std::shared_ptr<std::size_t> open_sessions_ = std::make_shared<std::size_t>(0);
+};
+
+}  // namespace sluice

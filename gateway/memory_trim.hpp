@@ -1,0 +1,42 @@
+// Gives freed heap pages back to the system: glibc keeps the pages of freed
+// per-connection memory, so after a large wave of connections has closed (or
+// many relay buffers were freed) malloc_trim runs. Checks on the main thread
+// every kCheckEvery; reads only what the workers publish for any thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+namespace sluice {
+
+class Worker;
+
+class MemoryTrim {
+ public:
+  static constexpr auto kCheckEvery = std::chrono::seconds(2);
+  // Trims once the connection count has fallen this far below its recent peak.
+  static constexpr std::size_t kAfterClosing = 256;
+  static constexpr std::size_t kAfterFreedRelayBuffers = 256;  // 16 MiB
+
+  MemoryTrim(boost::asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers)
+      : timer_(io), workers_(workers) {}
+
+  void start();
+  void stop();
+
+ private:
+  void check();
+
+  boost::asio::steady_timer timer_;
+  const std::vector<std::unique_ptr<Worker>>& workers_;
+  std::size_t peak_connections_ = 0;  // since the last trim
+  std::size_t freed_relay_buffers_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace sluice

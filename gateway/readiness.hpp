@@ -1,0 +1,28 @@
+// What /readyz shows: whether the gateway takes traffic (200 "ready", or 503
+// "not ready" while it starts or drains) and, under "dependencies", what the
+// worker services report of their outside dependencies. Gathering asks every
+// worker on its own thread and completes on the main thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+namespace sluice {
+
+class Worker;
+class WorkerServicesFactory;
+
+// `done` gets the "dependencies" object on `home`: the factory's merge of
+// every worker's state, or {} without services.
+void gather_dependencies(const std::vector<std::unique_ptr<Worker>>& workers,
+                         boost::asio::io_context& home, const WorkerServicesFactory* services,
+                         std::function<void(nlohmann::json)> done);
+
+// {"status":"ready"|"not ready","dependencies":…}, in that order.
+nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies);
+
+}  // namespace sluice

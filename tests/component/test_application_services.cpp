@@ -1,0 +1,113 @@
+// The real Application with a fake WorkerServicesFactory: every worker builds
+// its own services on its own thread, /readyz shows the factory's merge of
+// their states, /metrics calls before_scrape, and shutdown stops them all.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/application.hpp"
+#include "gateway/worker_services.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using sluice::DependencyState;
+
+struct Record {
+  std::mutex mutex;
+  std::set<std::thread::id> built_on;
+  std::atomic<int> scrapes{0};
+  std::atomic<int> stopped{0};
+  std::atomic<int> destroyed{0};
+};
+
+class FakeServices final : public sluice::WorkerServices {
+ public:
+  FakeServices(Record& record, std::size_t index) : record_(record), index_(index) {}
+  ~FakeServices() override { ++record_.destroyed; }
+  sluice::MiddlewareChain make_chain() override { return {}; }
+  void before_scrape() override { ++record_.scrapes; }
+  void on_stop() override { ++record_.stopped; }
+  DependencyState readiness() const override { return {index_ == 0, index_ == 1}; }
+
+ private:
+  Record& record_;
+  std::size_t index_;
+};
+
+class FakeFactory final : public sluice::WorkerServicesFactory {
+ public:
+  explicit FakeFactory(Record& record) : record_(record) {}
+  std::unique_ptr<sluice::WorkerServices> make(const sluice::WorkerContext& worker) override {
+    std::lock_guard lock(record_.mutex);
+    record_.built_on.insert(std::this_thread::get_id());
+    return std::make_unique<FakeServices>(record_, worker.index);
+  }
+  void seed_metrics(const sluice::Config&, sluice::MetricsShard& metrics) const override {
+    metrics.declare("fake_seeded_total", "");
+  }
+  nlohmann::json readiness(const std::vector<DependencyState>& workers) const override {
+    nlohmann::json states = nlohmann::json::array();
+    for (const auto& w : workers) states.push_back({w.ready, w.circuit_open});
+    return {{"workers", states}};
+  }
+
+ private:
+  Record& record_;
+};
+
+http::response<http::string_body> get(std::uint16_t port, const std::string& target) {
+  asio::io_context io;
+  boost::beast::tcp_stream stream(io);
+  stream.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "a");
+  http::write(stream, req);
+  boost::beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  http::read(stream, buffer, res);
+  return res;
+}
+
+}  // namespace
+
+TEST_CASE("application: each worker owns services built on its own thread") {
+  auto result = sluice::parse_config(
+      "server: {listen: \"127.0.0.1:0\", threads: 2}\n"
+      "admin: {listen: \"127.0.0.1:0\"}\n"
+      "upstreams: {app: {servers: [\"127.0.0.1:9\"]}}\n"
+      "routes: [{name: all, match: {path_prefix: \"/\"}, upstream: app}]\n",
+      "test.yaml");
+  REQUIRE(result.config);
+  Record record;
+  sluice::ApplicationOptions options;
+  options.services = std::make_shared<FakeFactory>(record);
+  sluice::Application app("test.yaml", result.config, options);
+  REQUIRE(app.start());
+  std::thread runner([&app] { app.run(); });
+
+  const auto ready = get(app.admin_port(), "/readyz");
+  CHECK(ready.result() == http::status::ok);
+  CHECK(ready.body() ==
+        "{\"status\":\"ready\",\"dependencies\":{\"workers\":[[true,false],[false,true]]}}\n");
+  const auto metrics = get(app.admin_port(), "/metrics");
+  CHECK(metrics.body().find("fake_seeded_total 0") != std::string::npos);
+  CHECK(record.scrapes.load() == 2);
+
+  app.request_stop();
+  runner.join();
+  CHECK(record.built_on.size() == 2);
+  CHECK(record.built_on.count(std::this_thread::get_id()) == 0);
+  CHECK(record.stopped.load() == 2);
+  CHECK(record.destroyed.load() == 2);
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The include rule between the product folders, checked on every `#include "…"` line.
+
+    gateway/main.cpp  the composition root: the only gateway file that includes middleware/
+    middleware/       includes gateway's interface headers only, and upstream/
+    gateway/          includes no middleware/ (it knows no concrete middleware and no Redis)
+    upstream/         includes nothing of ours but the header-only vocabulary in gateway/common/
+
+The same arrows are checked in the CMake link lines: a library links only the
+libraries its folder may include. Run with the source directory as argument
+(CTest does); exits 1 and names every offending line otherwise.
+"""
+
+import pathlib
+import re
+import sys
+import unittest
+
+# ---- The allow-list (data; adjust here) ------------------------------------------------
+
+# gateway/ headers that middleware/ may include: what a middleware is handed and
+# what it may describe itself with. An entry ending in "/" allows the whole folder.
+GATEWAY_INTERFACE = [
+    "gateway/middleware.hpp",
+    "gateway/request_context.hpp",
+    "gateway/config/",
+    "gateway/config.hpp",  # until the configuration moves into gateway/config/
+    "gateway/metrics.hpp",
+    "gateway/client_ip.hpp",
+    "gateway/common/",
+    "gateway/worker_services.hpp",
+]
+
+# For a source file, the first rule whose prefix matches its path says which
+# of our include prefixes it may use.
+RULES = [
+    ("gateway/main.cpp", ["gateway/", "middleware/", "upstream/"]),
+    ("gateway/", ["gateway/", "upstream/"]),
+    ("middleware/", ["middleware/", "upstream/"] + GATEWAY_INTERFACE),
+    ("upstream/", ["upstream/", "gateway/common/"]),
+]
+
+# Lines of today's tree that break a rule, each with the reason it is still
+# there. Remove an entry once its include is gone (a stale entry fails too).
+EXCEPTIONS = {
+    ("middleware/rate_limit_middleware.cpp", "gateway/local_reply.hpp"):
+        "the 429/503 replies are built with the gateway's local-reply helpers; they move "
+        "with the rate-limit headers into middleware/ or local_reply joins the interface",
+}
+
+# Include prefixes that are ours; anything else ("hiredis/…", system headers) is not checked.
+OURS = ("gateway/", "middleware/", "upstream/")
+SOURCE_SUFFIXES = {".cpp", ".hpp", ".h", ".ipp"}
+
+# Libraries per folder, and which of our libraries each may link.
+LIBRARY_OF = {"gateway": "sluice_gateway", "middleware": "sluice_middleware",
+              "upstream": "sluice_upstream"}
+LINKS = {
+    "sluice_upstream": set(),
+    "sluice_gateway": {"sluice_upstream"},
+    "sluice_middleware": {"sluice_gateway", "sluice_upstream"},
+}
+
+# ---------------------------------------------------------------------------------------
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+
+
+def allowed(path: str, include: str) -> bool:
+    for prefix, allowed_prefixes in RULES:
+        if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
+            return any(include == a or (a.endswith("/") and include.startswith(a))
+                       for a in allowed_prefixes)
+    return True
+
+
+def includes(root: pathlib.Path):
+    """(path relative to root, included name) for every quoted include of our folders."""
+    for folder in ("gateway", "middleware", "upstream"):
+        for file in sorted((root / folder).rglob("*")):
+            if file.suffix not in SOURCE_SUFFIXES or not file.is_file():
+                continue
+            rel = file.relative_to(root).as_posix()
+            for line in file.read_text(encoding="utf-8", errors="replace").splitlines():
+                m = INCLUDE.match(line)
+                if m and m.group(1).startswith(OURS):
+                    yield rel, m.group(1)
+
+
+def include_violations(root: pathlib.Path):
+    found = set()
+    problems = []
+    for rel, name in includes(root):
+        if allowed(rel, name):
+            continue
+        if (rel, name) in EXCEPTIONS:
+            found.add((rel, name))
+            continue
+        problems.append(f'{rel}: #include "{name}" breaks the layering rule')
+    for rel, name in sorted(set(EXCEPTIONS) - found):
+        problems.append(f'stale exception: {rel} no longer includes "{name}" against the rule; '
+                        "remove it from EXCEPTIONS")
+    return problems
+
+
+def link_violations(root: pathlib.Path):
+    problems = []
+    link_line = re.compile(r"target_link_libraries\s*\(\s*(\S+)([^)]*)\)", re.S)
+    for folder, library in LIBRARY_OF.items():
+        text = (root / folder / "CMakeLists.txt").read_text(encoding="utf-8")
+        for target, args in link_line.findall(text):
+            if target != library:
+                continue
+            for linked in re.findall(r"\bsluice_\w+", args):
+                if linked != "sluice_asio" and linked not in LINKS[library]:
+                    problems.append(f"{folder}/CMakeLists.txt: {library} links {linked}")
+    return problems
+
+
+class LayeringTest(unittest.TestCase):
+    root = pathlib.Path(__file__).resolve().parent.parent
+
+    def test_includes_follow_the_layering(self):
+        self.assertEqual(include_violations(self.root), [])
+
+    def test_libraries_link_along_the_same_arrows(self):
+        self.assertEqual(link_violations(self.root), [])
+
+    def test_the_rules_catch_what_they_forbid(self):
+        self.assertFalse(allowed("gateway/worker.cpp", "middleware/setup.hpp"))
+        self.assertFalse(allowed("middleware/setup.cpp", "gateway/worker.hpp"))
+        self.assertFalse(allowed("upstream/upstream_pool.cpp", "gateway/config.hpp"))
+        self.assertTrue(allowed("upstream/upstream_pool.cpp", "gateway/common/ascii.hpp"))
+        self.assertTrue(allowed("gateway/main.cpp", "middleware/setup.hpp"))
+        self.assertTrue(allowed("middleware/setup.cpp", "gateway/worker_services.hpp"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        LayeringTest.root = pathlib.Path(sys.argv.pop(1)).resolve()
+    unittest.main(verbosity=2)
