@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/worker.hpp"
-#include "middleware/rate_limit_middleware.hpp"
-#include "middleware/redis_rate_limiter.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/rate_limit_middleware.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+#include "upstream/redis/single_node_client.hpp"
 
 namespace sluice {
 namespace {
@@ -15,7 +17,7 @@ namespace {
 // The limiters of all workers, for /readyz (read from the main thread).
 bool has_limits(const Config& config) {
   for (const auto& route : config.routes) {
-    if (!route.limit_indexes.empty()) return true;
+    if (route_limits(route)) return true;
   }
   return false;
 }
@@ -33,8 +35,13 @@ ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
   // Each worker gets its own limiter (its own Redis connection) and chain.
   hooks.make_chain = [registry](Worker& worker) {
     auto executor = worker.io().get_executor();
-    auto limiter =
-        std::make_shared<RedisRateLimiter>(executor, worker.config()->redis, worker.metrics());
+    const RedisConfig& redis = worker.config()->redis;
+    // The limiter is handed its client, and the factory of the client that
+    // replaces it when a reload changes the Redis settings.
+    auto make_client = redis::single_node_factory(executor);
+    auto client = make_client(redis_options(redis));
+    auto limiter = std::make_shared<RedisRateLimiter>(executor, redis, worker.metrics(),
+                                                      std::move(client), std::move(make_client));
     if (has_limits(*worker.config())) limiter->connect();
     {
       std::lock_guard lock(registry->mutex);
