@@ -2,8 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "middleware/rate_limit_middleware.hpp"
-#include "middleware/redis_rate_limiter.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/rate_limit_middleware.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+#include "upstream/redis/single_node_client.hpp"
 
 namespace sluice {
 namespace {
@@ -11,7 +13,7 @@ namespace {
 // A configuration whose routes use no limit needs no Redis connection up front.
 bool has_limits(const Config& config) {
   for (const auto& route : config.routes) {
-    if (!route.limit_indexes.empty()) return true;
+    if (route_limits(route)) return true;
   }
   return false;
 }
@@ -21,7 +23,7 @@ class MiddlewareServices final : public WorkerServices {
   explicit MiddlewareServices(const WorkerContext& worker)
       : executor_(worker.executor),
         metrics_(worker.metrics),
-        limiter_(std::make_shared<RedisRateLimiter>(executor_, worker.config->redis, metrics_)) {
+        limiter_(make_limiter(worker)) {
     if (has_limits(*worker.config)) limiter_->connect();
   }
 
@@ -46,6 +48,16 @@ class MiddlewareServices final : public WorkerServices {
   }
 
  private:
+  // The limiter is handed its client, and the factory of the client that
+  // replaces it when a reload changes the Redis settings.
+  static std::shared_ptr<RedisRateLimiter> make_limiter(const WorkerContext& worker) {
+    const RedisConfig& redis = worker.config->redis;
+    auto make_client = redis::single_node_factory(worker.executor);
+    auto client = make_client(redis_options(redis));
+    return std::make_shared<RedisRateLimiter>(worker.executor, redis, worker.metrics,
+                                              std::move(client), std::move(make_client));
+  }
+
   boost::asio::io_context::executor_type executor_;
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;

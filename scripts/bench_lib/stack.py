@@ -29,13 +29,10 @@ START_TIMEOUT = 10  # seconds for a server to serve
 
 
 def load_script() -> str:
-    """The token-bucket Lua script, literally as middleware/ratelimit_script.cpp has it."""
-    with open(os.path.join(ROOT, "middleware", "ratelimit_script.cpp")) as f:
-        src = f.read()
-    m = re.search(r'R"lua\((.*?)\)lua"', src, re.S)
-    if not m:
-        raise RuntimeError("kRateLimitScript not found in middleware/ratelimit_script.cpp")
-    return m.group(1)
+    """The token-bucket Lua script, the very file the build embeds into the gateway."""
+    path = os.path.join(ROOT, "middleware", "ratelimit", "algorithms", "token_bucket.lua")
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
 
 
 def sluice_config(port: int, admin: int, upstream: int, redis_port: int,

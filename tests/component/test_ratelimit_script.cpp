@@ -20,9 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "middleware/ratelimit_script.hpp"
-#include "middleware/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/redis/key_namer.hpp"
 #include "support/redis_server_fixture.hpp"
+#include "upstream/redis/codec.hpp"
 
 namespace {
 
@@ -31,6 +34,23 @@ using sluice::LimitDescriptor;
 using sluice::RateDecision;
 
 static_assert(std::endian::native == std::endian::little, "the stored bucket is little-endian");
+
+constexpr std::string_view kKeyPrefix = "sluice-test:";
+const sluice::TokenBucketCodec kCodec;
+
+// A bucket of limit `limit` whose key value is `key`.
+LimitDescriptor bucket(std::string limit, std::string_view key, double capacity, double rate) {
+  return LimitDescriptor{std::move(limit), sluice::key_hash(key), capacity, rate};
+}
+
+// Its Redis key, as the limiter names it.
+std::string key_of(const LimitDescriptor& limit) {
+  return sluice::redis_key(kKeyPrefix, limit);
+}
+
+std::string script_sha1() {
+  return sluice::redis::script_sha1(sluice::kTokenBucketScript);
+}
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -84,11 +104,11 @@ class Redis {
   }
 
   std::vector<std::string> script_args(const std::vector<LimitDescriptor>& limits, double cost) {
-    const sluice::RateLimitScriptCall call = sluice::rate_limit_script_call(limits, cost);
-    std::vector<std::string> args = {"EVALSHA", std::string(sluice::rate_limit_script_sha1()),
-                                     std::to_string(call.keys.size())};
-    args.insert(args.end(), call.keys.begin(), call.keys.end());
-    args.insert(args.end(), call.args.begin(), call.args.end());
+    const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
+    const std::vector<std::string> argv = kCodec.encode_args(limits, cost);
+    std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(keys.size())};
+    args.insert(args.end(), keys.begin(), keys.end());
+    args.insert(args.end(), argv.begin(), argv.end());
     return args;
   }
 
@@ -108,7 +128,7 @@ class Redis {
       }
       values.push_back(v);
     }
-    std::optional<RateDecision> decision = sluice::parse_rate_limit_reply(values, limits.size());
+    std::optional<RateDecision> decision = kCodec.decode(values, limits.size());
     REQUIRE(decision);
     return *decision;
   }
@@ -144,9 +164,9 @@ bool have_redis() {
 }
 
 void load_script(Redis& redis) {
-  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kRateLimitScript)});
+  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kTokenBucketScript)});
   REQUIRE(r->type == REDIS_REPLY_STRING);
-  REQUIRE(std::string(r->str, r->len) == sluice::rate_limit_script_sha1());
+  REQUIRE(std::string(r->str, r->len) == script_sha1());
 }
 
 // A small deterministic generator (the same sequence on every run).
@@ -183,10 +203,8 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
   load_script(redis);
 
   // Slow and fast refill, fractional capacity; the order of limits varies.
-  const std::vector<LimitDescriptor> pool = {{"a", "eq:a", 5, 0.001},
-                                             {"b", "eq:b", 3, 20},
-                                             {"c", "eq:c", 10, 0.5},
-                                             {"d", "eq:d", 2.5, 200}};
+  const std::vector<LimitDescriptor> pool = {bucket("a", "a", 5, 0.001), bucket("b", "b", 3, 20),
+                                             bucket("c", "c", 10, 0.5), bucket("d", "d", 2.5, 200)};
   const double costs[] = {1, 0.5, 2, 0.25};
   std::map<std::string, BucketState> twin;
   Lcg rng;
@@ -196,7 +214,7 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
   for (int step = 0; step < 400; ++step) {
     CAPTURE(step);
     if (step % 40 == 0) {  // start over with fresh buckets, so both outcomes keep coming
-      for (const auto& l : pool) redis.command({"DEL", l.redis_key});
+      for (const auto& l : pool) redis.command({"DEL", key_of(l)});
       twin.clear();
     }
     std::vector<LimitDescriptor> limits;
@@ -208,7 +226,7 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
     }
     const double cost = costs[rng.next(4)];
     std::vector<BucketState> states;
-    for (const auto& l : limits) states.push_back(twin[l.redis_key]);
+    for (const auto& l : limits) states.push_back(twin[key_of(l)]);
 
     const std::int64_t t0 = redis.time_us();
     const RateDecision script = redis.decide(limits, cost);
@@ -217,20 +235,20 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
     if (script.allowed) {
       ++allowed;
       // The stored timestamp is the script's TIME: decide the twin at that moment.
-      const std::int64_t now = redis.stored(limits[0].redis_key).timestamp_us;
+      const std::int64_t now = redis.stored(key_of(limits[0])).timestamp_us;
       REQUIRE(now >= t0);
       REQUIRE(now <= t1);
       const RateDecision expected = sluice::decide_token_buckets(states, limits, cost, now);
       check_equal(script, expected);
       for (std::size_t i = 0; i < limits.size(); ++i) {
-        twin[limits[i].redis_key] = states[i];
-        const BucketState stored = redis.stored(limits[i].redis_key);
+        twin[key_of(limits[i])] = states[i];
+        const BucketState stored = redis.stored(key_of(limits[i]));
         CHECK(stored.tokens == states[i].tokens);
         CHECK(stored.timestamp_us == states[i].timestamp_us);
         // Every key written expires after about capacity / rate.
         const long long ttl =
             sluice::bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
-        const long long pttl = redis.pttl(limits[i].redis_key);
+        const long long pttl = redis.pttl(key_of(limits[i]));
         CHECK(pttl > 0);
         CHECK(pttl <= ttl);
         CHECK(pttl >= ttl - 2000);
@@ -259,7 +277,7 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
           CHECK(s.seconds_to_full >= l.seconds_to_full);
         }
         // A denial writes nothing.
-        const BucketState stored = redis.stored(limits[i].redis_key);
+        const BucketState stored = redis.stored(key_of(limits[i]));
         CHECK(stored.exists == states[i].exists);
         if (stored.exists) {
           CHECK(stored.tokens == states[i].tokens);
@@ -282,7 +300,7 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
   // after it takes the general path. Both must behave alike.
   const bool with_extra = GENERATE(false, true);
   CAPTURE(with_extra);
-  const LimitDescriptor extra = {"z", "st:z", 100, 1};
+  const LimitDescriptor extra = bucket("z", "z", 100, 1);
   auto with = [&](std::vector<LimitDescriptor> limits) {
     if (with_extra) limits.push_back(extra);
     return limits;
@@ -292,53 +310,54 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
   load_script(redis);
 
   SECTION("refill from a stored past state") {
-    const std::vector<LimitDescriptor> limits = with({{"p", "st:p", 4, 0.5}});
+    const std::vector<LimitDescriptor> limits = with({bucket("p", "p", 4, 0.5)});
     std::vector<BucketState> states(limits.size());
     states[0] = {1.25, redis.time_us() - 3'000'000, true};
-    redis.store("st:p", states[0]);
+    redis.store(key_of(bucket("p", "p", 0, 0)), states[0]);
     const RateDecision script = redis.decide(limits, 2);
     REQUIRE(script.allowed);
-    const std::int64_t now = redis.stored("st:p").timestamp_us;
+    const std::int64_t now = redis.stored(key_of(bucket("p", "p", 0, 0))).timestamp_us;
     check_equal(script, sluice::decide_token_buckets(states, limits, 2, now));
     CHECK(script.limits[0].remaining == Approx(0.75).margin(0.01));
   }
   SECTION("a timestamp in the future: no refill, the later time is kept") {
-    const std::vector<LimitDescriptor> limits = with({{"f", "st:f", 10, 1000}});
+    const std::vector<LimitDescriptor> limits = with({bucket("f", "f", 10, 1000)});
     const std::int64_t future = redis.time_us() + 10'000'000;
-    redis.store("st:f", {2.5, future, true});
+    redis.store(key_of(bucket("f", "f", 0, 0)), {2.5, future, true});
     const RateDecision script = redis.decide(limits, 1);
     REQUIRE(script.allowed);
     CHECK(script.limits[0].remaining == 1.5);
-    const BucketState stored = redis.stored("st:f");
+    const BucketState stored = redis.stored(key_of(bucket("f", "f", 0, 0)));
     CHECK(stored.tokens == 1.5);
     CHECK(stored.timestamp_us == future);
   }
   SECTION("a value of another shape counts as a new, full bucket") {
-    REQUIRE(redis.command({"SET", "st:g", "garbage"})->type == REDIS_REPLY_STATUS);
-    const RateDecision script = redis.decide(with({{"g", "st:g", 3, 1}}), 1);
+    REQUIRE(redis.command({"SET", key_of(bucket("g", "g", 0, 0)), "garbage"})->type ==
+            REDIS_REPLY_STATUS);
+    const RateDecision script = redis.decide(with({bucket("g", "g", 3, 1)}), 1);
     REQUIRE(script.allowed);
     CHECK(script.limits[0].remaining == 2);
-    CHECK(redis.stored("st:g").tokens == 2);
+    CHECK(redis.stored(key_of(bucket("g", "g", 0, 0))).tokens == 2);
   }
   SECTION("cost above capacity: denied, never available, nothing written") {
-    const RateDecision script = redis.decide(with({{"h", "st:h", 3, 1}}), 4);
+    const RateDecision script = redis.decide(with({bucket("h", "h", 3, 1)}), 4);
     CHECK_FALSE(script.allowed);
     CHECK_FALSE(script.limits[0].sufficient);
     CHECK(script.limits[0].remaining == 3);
     CHECK(script.limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
     CHECK(script.limits[0].seconds_to_full == 0);
-    CHECK(redis.command({"EXISTS", "st:h"})->integer == 0);
+    CHECK(redis.command({"EXISTS", key_of(bucket("h", "h", 0, 0))})->integer == 0);
     if (with_extra) {
       CHECK(script.limits[1].sufficient);
       CHECK(script.limits[1].remaining == 100);
       CHECK(script.limits[1].seconds_to_cost == 0);
-      CHECK(redis.command({"EXISTS", "st:z"})->integer == 0);
+      CHECK(redis.command({"EXISTS", key_of(bucket("z", "z", 0, 0))})->integer == 0);
     }
   }
   SECTION("a refill rate of 0: a short bucket never refills") {
-    const std::vector<LimitDescriptor> limits = with({{"r", "st:r", 2, 0}});
+    const std::vector<LimitDescriptor> limits = with({bucket("r", "r", 2, 0)});
     REQUIRE(redis.decide(limits, 1.5).allowed);
-    CHECK(redis.pttl("st:r") > sluice::kMaxBucketTtlMs - 10'000);
+    CHECK(redis.pttl(key_of(bucket("r", "r", 0, 0))) > sluice::kMaxBucketTtlMs - 10'000);
     const RateDecision script = redis.decide(limits, 1.5);
     CHECK_FALSE(script.allowed);
     CHECK(script.limits[0].remaining == 0.5);
@@ -346,19 +365,20 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     CHECK(script.limits[0].seconds_to_full == std::numeric_limits<double>::infinity());
   }
   SECTION("no keys: allowed") {
-    Reply r = redis.command({"EVALSHA", std::string(sluice::rate_limit_script_sha1()), "0", "1"});
+    Reply r = redis.command({"EVALSHA", script_sha1(), "0", "1"});
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
     REQUIRE(r->elements == 1);
     CHECK(r->element[0]->integer == 1);
     CHECK(redis.decide({}, 1).allowed);
   }
   SECTION("TTL about capacity / rate on every key written") {
-    const std::vector<LimitDescriptor> limits = {{"x", "st:x", 5, 0.001}, {"y", "st:y", 60, 30}};
+    const std::vector<LimitDescriptor> limits = {bucket("x", "x", 5, 0.001),
+                                                 bucket("y", "y", 60, 30)};
     REQUIRE(redis.decide(limits, 1).allowed);
-    CHECK(redis.pttl("st:x") <= 5'001'000);
-    CHECK(redis.pttl("st:x") > 4'999'000);
-    CHECK(redis.pttl("st:y") <= 3'000);
-    CHECK(redis.pttl("st:y") > 1'000);
+    CHECK(redis.pttl(key_of(bucket("x", "x", 0, 0))) <= 5'001'000);
+    CHECK(redis.pttl(key_of(bucket("x", "x", 0, 0))) > 4'999'000);
+    CHECK(redis.pttl(key_of(bucket("y", "y", 0, 0))) <= 3'000);
+    CHECK(redis.pttl(key_of(bucket("y", "y", 0, 0))) > 1'000);
   }
 }
 
@@ -381,55 +401,55 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::string numbers = raw_doubles({0.5, kInf, 1.25});
   std::vector<ScriptReplyValue> values = {{false, 0, {}}, {false, 0, {}}, {true, 0, numbers}};
-  auto d = sluice::parse_rate_limit_reply(values, 1);
+  auto d = kCodec.decode(values, 1);
   REQUIRE(d);
   CHECK_FALSE(d->allowed);
   CHECK_FALSE(d->limits[0].sufficient);
   CHECK(d->limits[0].remaining == 0.5);
   CHECK(d->limits[0].seconds_to_cost == kInf);
   CHECK(d->limits[0].seconds_to_full == 1.25);
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 2));
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 0));
+  CHECK_FALSE(kCodec.decode(values, 2));
+  CHECK_FALSE(kCodec.decode(values, 0));
 
   const std::string short_numbers = numbers.substr(0, 16);
   values[2].text = short_numbers;
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  CHECK_FALSE(kCodec.decode(values, 1));
   const std::string nan_numbers = raw_doubles({std::nan(""), 0, 0});
   values[2].text = nan_numbers;
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  CHECK_FALSE(kCodec.decode(values, 1));
   values[2] = {false, 1, {}};  // an integer where the numbers belong
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  CHECK_FALSE(kCodec.decode(values, 1));
   values[2] = {true, 0, numbers};
   values[1] = {true, 0, "1"};  // a string where a flag belongs
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  CHECK_FALSE(kCodec.decode(values, 1));
   values[1] = {false, 1, {}};
   values[0].integer = 2;
-  CHECK_FALSE(sluice::parse_rate_limit_reply(values, 1));
+  CHECK_FALSE(kCodec.decode(values, 1));
   values[0].integer = 1;
-  d = sluice::parse_rate_limit_reply(values, 1);
+  d = kCodec.decode(values, 1);
   REQUIRE(d);
   CHECK(d->allowed);
   CHECK(d->limits[0].sufficient);
 
   const std::vector<ScriptReplyValue> no_limits = {{false, 1, {}}};
-  d = sluice::parse_rate_limit_reply(no_limits, 0);
+  d = kCodec.decode(no_limits, 0);
   REQUIRE(d);
   CHECK(d->allowed);
   CHECK(d->limits.empty());
 
-  const std::vector<LimitDescriptor> limits = {{"a", "k:a", 50, 0.1}, {"b", "k:b", 3, 1.0 / 3}};
-  const auto call = sluice::rate_limit_script_call(limits, 1.5);
-  CHECK(call.keys == std::vector<std::string>{"k:a", "k:b"});
-  REQUIRE(call.args.size() == 3);
-  CHECK(call.args[0] == raw_doubles({1.5, 50, 0.1, 3, 1.0 / 3}));
-  CHECK(call.args[1] == "501000");
-  CHECK(call.args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
-  CHECK(sluice::rate_limit_script_call({}, 2).args == std::vector<std::string>{raw_doubles({2})});
-  CHECK(sluice::rate_limit_script_sha1().size() == 40);
+  const std::vector<LimitDescriptor> limits = {bucket("a", "a", 50, 0.1),
+                                               bucket("b", "b", 3, 1.0 / 3)};
+  const auto args = kCodec.encode_args(limits, 1.5);
+  REQUIRE(args.size() == 3);
+  CHECK(args[0] == raw_doubles({1.5, 50, 0.1, 3, 1.0 / 3}));
+  CHECK(args[1] == "501000");
+  CHECK(args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
+  CHECK(kCodec.encode_args({}, 2) == std::vector<std::string>{raw_doubles({2})});
+  CHECK(script_sha1().size() == 40);
 }
 
 TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
-  const std::string_view script = sluice::kRateLimitScript;
+  const std::string_view script = sluice::kTokenBucketScript;
   // redis.call is bound once to the local `call`; nothing else of redis.* is used.
   std::size_t redis_uses = 0;
   for (std::size_t at = script.find("redis."); at != std::string_view::npos;
@@ -490,9 +510,11 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
   baseline("baseline: TIME, GET, SET PX",
            "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) "
            "redis.call('SET', KEYS[1], 'x', 'PX', 100000000) return {1, 1, '2', '3', '4'}");
-  measure("1 limit, allowed", {{"a", "perf:a", 1e12, 1e6}}, 1);
-  measure("1 limit, denied", {{"b", "perf:b", 1, 1e-9}}, 1);
-  measure("2 limits, allowed", {{"a", "perf:a", 1e12, 1e6}, {"c", "perf:c", 1e12, 1e6}}, 1);
+  measure("1 limit, allowed", {bucket("a", "perf", 1e12, 1e6)}, 1);
+  measure("1 limit, denied", {bucket("b", "perf", 1, 1e-9)}, 1);
+  measure("2 limits, allowed", {bucket("a", "perf", 1e12, 1e6), bucket("c", "perf", 1e12, 1e6)}, 1);
   measure("3 limits, allowed",
-          {{"a", "perf:a", 1e12, 1e6}, {"c", "perf:c", 1e12, 1e6}, {"d", "perf:d", 1e12, 1e6}}, 1);
+          {bucket("a", "perf", 1e12, 1e6), bucket("c", "perf", 1e12, 1e6),
+           bucket("d", "perf", 1e12, 1e6)},
+          1);
 }

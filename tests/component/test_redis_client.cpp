@@ -12,17 +12,17 @@
 
 #include "support/io_loop.hpp"
 #include "support/redis_server_fixture.hpp"
-#include "upstream/redis_client.hpp"
+#include "upstream/redis/single_node_client.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using sluice::RedisClient;
-using sluice::RedisError;
-using sluice::RedisOptions;
-using sluice::RedisReply;
-using sluice::RedisScript;
-using sluice::RedisState;
+using RedisClient = sluice::redis::SingleNodeClient;
+using RedisError = sluice::redis::Error;
+using RedisOptions = sluice::redis::Options;
+using RedisReply = sluice::redis::Reply;
+using RedisScript = sluice::redis::Script;
+using RedisState = sluice::redis::State;
 using sluice::test::RedisServerFixture;
 using sluice::test::RedisServerOptions;
 using sluice::test::TempDir;
@@ -89,13 +89,13 @@ TEST_CASE("redis: error category, messages and metric kinds", "[redis]") {
   const std::error_code ec = RedisError::kTimeout;
   CHECK(ec.category().name() == std::string("redis"));
   CHECK(ec.message() == "redis command timed out");
-  CHECK(sluice::redis_error_kind(RedisError::kTimeout) == "timeout");
-  CHECK(sluice::redis_error_kind(RedisError::kServer) == "server");
-  CHECK(sluice::redis_error_kind(RedisError::kNoScript) == "noscript");
-  CHECK(sluice::redis_error_kind(RedisError::kProtocol) == "protocol");
-  CHECK(sluice::redis_error_kind(RedisError::kNotConnected) == "connect");
-  CHECK(sluice::redis_error_kind(RedisError::kTls) == "connect");
-  CHECK(sluice::to_string(RedisState::kBackoff) == "backoff");
+  CHECK(sluice::redis::error_kind(RedisError::kTimeout) == "timeout");
+  CHECK(sluice::redis::error_kind(RedisError::kServer) == "server");
+  CHECK(sluice::redis::error_kind(RedisError::kNoScript) == "noscript");
+  CHECK(sluice::redis::error_kind(RedisError::kProtocol) == "protocol");
+  CHECK(sluice::redis::error_kind(RedisError::kNotConnected) == "connect");
+  CHECK(sluice::redis::error_kind(RedisError::kTls) == "connect");
+  CHECK(sluice::redis::to_string(RedisState::kBackoff) == "backoff");
   // SHA1 of the empty string.
   CHECK(RedisScript("").sha1() == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
 }
@@ -555,8 +555,7 @@ TEST_CASE("redis: close completes pending work and stops reconnecting", "[redis]
   CHECK(client.stats().connects == 1);
 }
 
-TEST_CASE("redis: connect_now cuts a reconnect backoff short; connect waits it out",
-          "[redis]") {
+TEST_CASE("redis: connect_now cuts a reconnect backoff short; connect waits it out", "[redis]") {
   RedisServerFixture server;
   Loop loop;
   auto opts = options_for(server.port());

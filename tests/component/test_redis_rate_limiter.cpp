@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "gateway/metrics.hpp"
-#include "middleware/redis_rate_limiter.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "support/io_loop.hpp"
 #include "support/redis_server_fixture.hpp"
+#include "upstream/redis/single_node_client.hpp"
 
 namespace {
 
@@ -33,7 +35,7 @@ Outcome decide(Loop& loop, RedisRateLimiter& limiter) {
   std::optional<Outcome> outcome;
   LimitDescriptor d;
   d.limit = "lim";
-  d.redis_key = "sluice-test:lim:k";
+  d.key_hash = key_hash("k");
   d.capacity = 10;
   d.refill_per_second = 1;
   limiter.decide({d}, 1, [&](std::error_code ec, RateDecision decision) {
@@ -64,7 +66,9 @@ TEST_CASE("limiter: an open breaker closes by itself once Redis answers again",
   config.connect_timeout = 1000ms;
   config.circuit_breaker.failures = 2;
   config.circuit_breaker.open = 300ms;
-  RedisRateLimiter limiter(loop.io.get_executor(), config, metrics);
+  auto make_client = redis::single_node_factory(loop.io.get_executor());
+  RedisRateLimiter limiter(loop.io.get_executor(), config, metrics,
+                           make_client(redis_options(config)), make_client);
   limiter.connect();
   REQUIRE(loop.run_until([&] { return limiter.redis_ready(); }));
   REQUIRE_FALSE(decide(loop, limiter).ec);

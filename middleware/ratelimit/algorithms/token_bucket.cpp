@@ -1,0 +1,123 @@
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "middleware/ratelimit/descriptors.hpp"
+
+namespace sluice {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The bucket after refilling, before any debit. Mirrors the first loop of the
+// script: the same operations in the same order, so results are bit-identical.
+struct Refilled {
+  double tokens = 0;
+  std::int64_t timestamp_us = 0;
+};
+
+Refilled refill(const BucketState& state, double capacity, double rate, std::int64_t now_us) {
+  if (!state.exists) return {capacity, now_us};
+  double elapsed = 0;
+  std::int64_t timestamp_us = now_us;
+  if (now_us > state.timestamp_us) {
+    elapsed = static_cast<double>(now_us - state.timestamp_us);
+  } else {
+    timestamp_us = state.timestamp_us;  // clock went backwards: no refill, keep the later time
+  }
+  return {std::min(capacity, state.tokens + elapsed * rate / 1000000.0), timestamp_us};
+}
+
+}  // namespace
+
+std::int64_t bucket_ttl_ms(double capacity, double refill_per_second) {
+  if (!(refill_per_second > 0)) return kMaxBucketTtlMs;
+  const double ttl = std::min(
+      std::ceil(capacity / refill_per_second * 1000.0) + static_cast<double>(kBucketTtlMarginMs),
+      static_cast<double>(kMaxBucketTtlMs));
+  return static_cast<std::int64_t>(ttl);
+}
+
+RateDecision decide_token_buckets(std::span<BucketState> states,
+                                  std::span<const LimitDescriptor> limits, double cost,
+                                  std::int64_t now_us) {
+  const std::size_t n = std::min(states.size(), limits.size());
+  RateDecision decision;
+  decision.allowed = true;
+  decision.limits.resize(n);
+
+  // Refill every bucket; the request passes only if each has `cost` tokens.
+  std::vector<Refilled> refilled(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    refilled[i] = refill(states[i], limits[i].capacity, limits[i].refill_per_second, now_us);
+    if (refilled[i].tokens < cost) decision.allowed = false;
+  }
+
+  // Debit all or none, and report each bucket as the script does.
+  for (std::size_t i = 0; i < n; ++i) {
+    const double capacity = limits[i].capacity;
+    const double rate = limits[i].refill_per_second;
+    double tokens = refilled[i].tokens;
+    LimitState& out = decision.limits[i];
+    out.sufficient = tokens >= cost;
+    if (decision.allowed) {
+      tokens = tokens - cost;
+      states[i] = BucketState{tokens, refilled[i].timestamp_us, true};
+    }
+    out.remaining = tokens;
+    if (cost > capacity) {
+      out.seconds_to_cost = kInfinity;
+    } else if (tokens < cost) {
+      out.seconds_to_cost = (cost - tokens) / rate;
+    } else {
+      out.seconds_to_cost = 0;
+    }
+    out.seconds_to_full = tokens < capacity ? (capacity - tokens) / rate : 0;
+  }
+  return decision;
+}
+
+std::int64_t system_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+LocalBucketStore::LocalBucketStore(Clock now_us) : now_us_(std::move(now_us)) {}
+
+RateDecision LocalBucketStore::decide(std::span<const LimitDescriptor> limits, double cost) {
+  const std::int64_t now = now_us_();
+  if (++calls_ % kSweepInterval == 0) purge_expired();
+
+  // Gather the live states, decide, and write back on a debit (as SET ... PX).
+  std::vector<BucketState> states(limits.size());
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    auto it = entries_.find(bucket_name(limits[i]));
+    if (it != entries_.end() && it->second.expires_at_us > now) states[i] = it->second.state;
+  }
+  RateDecision decision = decide_token_buckets(states, limits, cost, now);
+  if (decision.allowed) {
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      const std::int64_t ttl_ms = bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
+      entries_[bucket_name(limits[i])] = Entry{states[i], now + ttl_ms * 1000};
+    }
+  }
+  return decision;
+}
+
+BucketState LocalBucketStore::state(const LimitDescriptor& bucket) const {
+  auto it = entries_.find(bucket_name(bucket));
+  if (it == entries_.end() || it->second.expires_at_us <= now_us_()) return {};
+  return it->second.state;
+}
+
+void LocalBucketStore::purge_expired() {
+  const std::int64_t now = now_us_();
+  std::erase_if(entries_, [now](const auto& entry) { return entry.second.expires_at_us <= now; });
+}
+
+}  // namespace sluice

@@ -1,0 +1,56 @@
+// The Lua script that decides all token buckets of one request atomically in
+// Redis, and its SHA1 for EVALSHA. middleware/ratelimit/algorithms/token_bucket.hpp
+// holds its pure C++ twin; the two must stay in step (a component test checks).
+//
+// Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the
+// script, memcpy here): exact, and far cheaper for Redis than decimal text.
+// Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N, where `numbers` is
+// the doubles cost, capacity_1, refill_1, .., capacity_N, refill_N (8 bytes
+// each) and ttl_i the decimal bucket_ttl_ms(capacity_i, refill_i).
+// Reply: a flat array {allowed, then per key: sufficient, numbers}: allowed and
+// sufficient are integers 0/1, numbers a 24-byte string holding the doubles
+// remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
+// ends: cost > capacity, or a refill rate of 0).
+// Time is Redis' TIME. A bucket is stored as one 16-byte string, two
+// little-endian IEEE doubles (tokens, timestamp in microseconds), written only
+// when the request is allowed, with its expiry in the same SET (PX
+// bucket_ttl_ms(capacity, refill)). A value of another shape counts as absent.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+// The bytes of token_bucket.lua.
+extern const std::string_view kTokenBucketScript;
+
+// One element of the script's reply as the Redis client decoded it: an
+// integer reply, or a string reply (`text`).
+struct ScriptReplyValue {
+  bool is_string = false;
+  long long integer = 0;
+  std::string_view text;
+};
+
+class TokenBucketCodec {
+ public:
+  std::string_view script() const { return kTokenBucketScript; }
+
+  // The ARGV of one call (KEYS, one per descriptor in the same order, are the
+  // caller's). The numbers are the raw doubles, so the script computes with
+  // exactly the doubles the gateway holds.
+  std::vector<std::string> encode_args(std::span<const LimitDescriptor> limits, double cost) const;
+
+  // The decision in a reply for `limit_count` buckets; nullopt when the reply
+  // does not have that shape (a protocol error for the caller).
+  std::optional<RateDecision> decode(std::span<const ScriptReplyValue> values,
+                                     std::size_t limit_count) const;
+};
+
+}  // namespace sluice

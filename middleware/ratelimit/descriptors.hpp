@@ -1,0 +1,144 @@
+// Rate-limit key extraction: which API key and plan a request carries, the key
+// value of each limit, and the bucket of each limit (its name and the hash of
+// the key value). Pure functions, no I/O.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/config.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+// Looks a request header up by name (case-insensitive); nullopt when absent.
+// With several lines of that header, the first one.
+using HeaderLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
+
+// How many lines of a request header there are, by name (case-insensitive).
+using HeaderCount = std::function<std::size_t(std::string_view name)>;
+
+// What key extraction sees of a request. The views must outlive the calls.
+struct RequestView {
+  std::string_view method;
+  std::string_view path;     // without the query string
+  std::string_view query;    // after '?', without it; empty when none
+  HeaderLookup header;       // may be empty: no headers
+  HeaderCount header_count;  // may be empty: a header that `header` finds is one line
+  IpAddress client_ip;
+  std::string_view route;  // the matched route's name
+};
+
+// API keys longer than this count as missing.
+inline constexpr std::size_t kMaxApiKeyBytes = 256;
+
+struct ApiKey {
+  std::optional<std::string_view> key;  // nullopt: missing (absent, too long, or not a consumer)
+  std::string_view plan;                // the consumer's plan, else default_plan (views `config`)
+  bool malformed = false;  // a Bearer credential not of the form below (key is then nullopt)
+};
+
+// Reads the API key from the configured header (the first line of it), without
+// surrounding whitespace. When that header is "Authorization" (any case), the
+// value must be exactly
+//   OWS "Bearer" 1*SP token68 OWS
+//   token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+// with the scheme case-insensitive, and the token68 is the key. A value whose
+// first word (up to the first space or tab) is not "Bearer" (another scheme
+// such as "Basic", or none) has no key; a value whose first word is "Bearer"
+// but that is not of that form ("Bearer", "Bearer tok,", "Bearer tok extra", a
+// tab after the scheme) is malformed: no key and `malformed` set. A key longer
+// than kMaxApiKeyBytes is missing, not malformed. When consumers are listed, an
+// unlisted key counts as missing.
+ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config);
+
+// Query parameters are read as an HTML form encodes them: names and values are
+// form-decoded, so "a+b", "a%20b" and "a%20%62" are the same value, and
+// "k%65y" is the parameter "key". A '%' not followed by two hex digits is kept
+// as it is ("100%" stays "100%", the same value as "100%25").
+
+// The value of query parameter `name` (form-decoded; the first occurrence
+// wins); nullopt when absent.
+std::optional<std::string> query_param(std::string_view query, std::string_view name);
+
+// How many times query parameter `name` occurs (with or without a value).
+std::size_t query_param_count(std::string_view query, std::string_view name);
+
+// Decodes %XX escapes; a malformed escape is kept as it is. '+' is kept.
+std::string percent_decode(std::string_view text);
+
+// '+' is a space, then %XX escapes are decoded as by percent_decode.
+std::string form_decode(std::string_view text);
+
+// Why the limits cannot key a request; such a request is refused with 400,
+// before any limit is debited and before anything reaches the upstream.
+struct KeyRefusal {
+  enum class Reason {
+    // A header or query parameter that a limit keys on appears more than once:
+    // the limiter would key on one while the upstream receives them all.
+    kDuplicateIdentity,
+    // A limit keys on api_key, api_keys.header is Authorization and its value
+    // is malformed (see extract_api_key).
+    kMalformedAuthorization,
+  };
+  Reason reason = Reason::kDuplicateIdentity;
+  std::string message;  // for the reply; names from the config only, never request data
+};
+
+// The refusal of a request by `limits` (a route's limits), if any. Only what
+// the limits key on is looked at: api_keys.header for api_key, NAME for
+// header:NAME (more than one line of it) and for query:NAME (more than one
+// occurrence, names compared after form-decoding).
+std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
+                                         const RequestView& request, const ApiKeysConfig& api_keys);
+
+// The value a limit's bucket is keyed by, as the input of the hash: every
+// part tagged with its source kind (and header/query name) and length-prefixed,
+// so parts cannot run together and "ip" 1.2.3.4 never equals a header
+// "1.2.3.4". It holds raw request data: hash it, never write it anywhere.
+struct LimitKeyValue {
+  std::string hash_input;
+  bool fell_back = false;  // a source was missing and the client IP was used in its place
+  KeySource::Kind missing_kind = KeySource::Kind::kIp;  // the first missing source, if fell_back
+  std::string missing_name;  // its header/query name from the config (never request data)
+};
+
+// Builds the key value of one limit. A missing part (no API key, no such
+// header or query parameter, or an empty value) is replaced by the client IP,
+// so a composite [api_key, path] falls back to [ip, path]. A header part is
+// the first line of that header and a query part the first occurrence
+// (check_identity refuses requests with more than one).
+LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
+                              std::optional<std::string_view> api_key);
+
+// The SHA-256 of the hash input, truncated to 128 bits.
+KeyHash key_hash(std::string_view hash_input);
+
+// A bucket's name: limit name + ":" + the key hash as 32 lower-case hex digits.
+std::string bucket_name(const LimitDescriptor& descriptor);
+
+// Whether a route has any limits: the one test of "does this route limit".
+bool route_limits(const RouteConfig& route);
+
+struct RateLimitKeys {
+  std::optional<KeyRefusal> refusal;  // set: refuse the request; descriptors and values empty
+  std::string plan;
+  bool has_api_key = false;
+  std::vector<LimitDescriptor> descriptors;  // one per route limit, in the route's order
+  std::vector<LimitKeyValue> values;  // same order; hash_input cleared (metrics use the rest)
+};
+
+// The descriptors of a request for `limits` (the route's limits, in order),
+// with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
+// check_identity, and no descriptors.
+RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
+                                      const RequestView& request, const ApiKeysConfig& api_keys);
+
+// The same for a route of `config` (its limit_indexes into config.limits).
+RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
+                                      const RequestView& request);
+
+}  // namespace sluice

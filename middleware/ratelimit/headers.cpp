@@ -1,0 +1,168 @@
+#include "middleware/ratelimit/headers.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice {
+
+namespace {
+
+constexpr double kTolerance = 1e-9;
+
+std::int64_t clamp_to_int(double value, double max) {
+  if (!(value > 0)) return 0;  // also NaN
+  if (value >= max) return static_cast<std::int64_t>(max);
+  return static_cast<std::int64_t>(value);
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20) {
+      out += "\\u00";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0x0f];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+// w = ceil(C/R): the window in which the whole capacity refills.
+std::int64_t window_seconds(const LimitDescriptor& limit) {
+  if (!(limit.refill_per_second > 0)) return kMaxHeaderSeconds;
+  return ceil_seconds(limit.capacity / limit.refill_per_second);
+}
+
+}  // namespace
+
+std::int64_t ceil_seconds(double seconds) {
+  return clamp_to_int(std::ceil(seconds - kTolerance), static_cast<double>(kMaxHeaderSeconds));
+}
+
+std::int64_t floor_tokens(double tokens) {
+  return clamp_to_int(std::floor(tokens + kTolerance), 9.0e15);
+}
+
+std::string sf_string(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte > 0x7e) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
+                                   const RateDecision& decision) {
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
+  // On a denial, only insufficient buckets compete (if the decision names any).
+  const bool violated_only =
+      !decision.allowed && std::any_of(decision.limits.begin(), decision.limits.begin() + n,
+                                       [](const LimitState& s) { return !s.sufficient; });
+  std::size_t best = limits.size();
+  double best_ratio = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (violated_only && decision.limits[i].sufficient) continue;
+    const double capacity = limits[i].capacity;
+    const double ratio = capacity > 0 ? decision.limits[i].remaining / capacity : 0;
+    if (best == limits.size() || ratio < best_ratio) {
+      best = i;
+      best_ratio = ratio;
+    }
+  }
+  return best;
+}
+
+double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDecision& decision) {
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
+  double seconds = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!decision.limits[i].sufficient)
+      seconds = std::max(seconds, decision.limits[i].seconds_to_cost);
+  }
+  return seconds;
+}
+
+RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
+                                       [[maybe_unused]] double cost, const RateDecision& decision) {
+  RateLimitHeaderList headers;
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
+  const std::size_t chosen = most_restrictive_limit(limits.first(n), decision);
+  if (chosen >= n) return headers;
+
+  // X-RateLimit-* for the most restrictive limit.
+  const LimitState& state = decision.limits[chosen];
+  headers.emplace_back("X-RateLimit-Limit", std::to_string(floor_tokens(limits[chosen].capacity)));
+  headers.emplace_back("X-RateLimit-Remaining", std::to_string(floor_tokens(state.remaining)));
+  headers.emplace_back("X-RateLimit-Reset", std::to_string(ceil_seconds(state.seconds_to_full)));
+
+  // RateLimit-Policy and RateLimit: one list item per limit, in route order.
+  std::string policy;
+  std::string current;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) {
+      policy += ", ";
+      current += ", ";
+    }
+    const std::string name = sf_string(limits[i].limit);
+    policy += name + ";q=" + std::to_string(floor_tokens(limits[i].capacity)) +
+              ";w=" + std::to_string(window_seconds(limits[i]));
+    current += name + ";r=" + std::to_string(floor_tokens(decision.limits[i].remaining)) +
+               ";t=" + std::to_string(ceil_seconds(decision.limits[i].seconds_to_cost));
+  }
+  headers.emplace_back("RateLimit-Policy", std::move(policy));
+  headers.emplace_back("RateLimit", std::move(current));
+
+  if (!decision.allowed) {
+    const std::int64_t retry_after =
+        std::max<std::int64_t>(1, ceil_seconds(retry_after_seconds(limits.first(n), decision)));
+    headers.emplace_back("Retry-After", std::to_string(retry_after));
+    headers.emplace_back("Cache-Control", "no-store");
+  }
+  return headers;
+}
+
+std::string too_many_requests_body(std::span<const LimitDescriptor> limits,
+                                   const RateDecision& decision) {
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
+  std::string body = R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+                     R"("title":"Too Many Requests","status":429,"violated-policies":[)";
+  bool first = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (decision.limits[i].sufficient) continue;
+    if (!first) body += ',';
+    first = false;
+    append_json_string(body, limits[i].limit);
+  }
+  const double ms = retry_after_seconds(limits.first(n), decision) * 1000.0;
+  const std::int64_t retry_after_ms = std::max<std::int64_t>(
+      1, clamp_to_int(std::ceil(ms - 1e-6), static_cast<double>(kMaxHeaderSeconds) * 1000.0));
+  body += R"(],"retry_after_ms":)";
+  body += std::to_string(retry_after_ms);
+  body += '}';
+  return body;
+}
+
+std::string rate_limit_unavailable_body() {
+  return R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
+         R"("detail":"rate limiter unavailable"})";
+}
+
+}  // namespace sluice

@@ -1,0 +1,242 @@
+#include "middleware/ratelimit/rate_limit_middleware.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+
+#include "gateway/local_reply.hpp"
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/headers.hpp"
+#include "upstream/redis/error.hpp"
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string_view kind_name(KeySource::Kind kind) {
+  switch (kind) {
+    case KeySource::Kind::kApiKey:
+      return "api_key";
+    case KeySource::Kind::kIp:
+      return "ip";
+    case KeySource::Kind::kPath:
+      return "path";
+    case KeySource::Kind::kRoute:
+      return "route";
+    case KeySource::Kind::kGlobal:
+      return "global";
+    case KeySource::Kind::kHeader:
+      return "header";
+    case KeySource::Kind::kQuery:
+      return "query";
+  }
+  return "unknown";
+}
+
+std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
+  switch (reason) {
+    case KeyRefusal::Reason::kDuplicateIdentity:
+      return "duplicate_identity";
+    case KeyRefusal::Reason::kMalformedAuthorization:
+      return "malformed_authorization";
+  }
+  return "unknown";
+}
+
+bool iequals_ascii(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+}  // namespace
+
+long unavailable_retry_after(const RateDecision& decision) {
+  const double wait = std::ceil(decision.unavailable_seconds);
+  return wait >= 1 ? static_cast<long>(wait) : 1;
+}
+
+void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
+  metrics.declare_histogram("sluice_ratelimit_check_duration_seconds", "");
+  for (const auto kind : redis::kErrorKinds) {
+    metrics.declare("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
+  }
+  for (const auto& route : config.routes) {
+    if (!route_limits(route)) continue;
+    metrics.declare(route.on_redis_failure == FailureMode::kOpen
+                        ? "sluice_ratelimit_fail_open_total"
+                        : "sluice_ratelimit_fail_closed_total",
+                    scratch_labels({{"route", route.name}}));
+    bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
+    bool keys_on_api_key = false;
+    std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
+    for (const auto index : route.limit_indexes) {
+      const LimitConfig& limit = config.limits[index];
+      for (const auto decision : {"allowed", "limited"}) {
+        metrics.declare(
+            "sluice_ratelimit_decisions_total",
+            scratch_labels({{"route", route.name}, {"limit", limit.name}, {"decision", decision}}));
+      }
+      if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
+      for (const auto& source : limit.key) {
+        const auto kind = source.kind;
+        if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
+            kind != KeySource::Kind::kQuery) {
+          continue;
+        }
+        keys_on_identity = true;
+        keys_on_api_key = keys_on_api_key || kind == KeySource::Kind::kApiKey;
+        if (std::find(missing.begin(), missing.end(), kind) == missing.end()) {
+          missing.push_back(kind);
+        }
+      }
+    }
+    for (const auto kind : missing) {
+      metrics.declare("sluice_ratelimit_missing_key_total",
+                      scratch_labels({{"route", route.name}, {"source", kind_name(kind)}}));
+    }
+    if (keys_on_identity) {
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
+    }
+    if (keys_on_api_key && iequals_ascii(config.api_keys.header, "Authorization")) {
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
+    }
+  }
+}
+
+void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
+  const RouteConfig& route = *ctx.route;
+  if (!route_limits(route)) {
+    // Completions are never invoked inside the call that started them.
+    return boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
+  }
+  const auto target = ctx.target;
+  const auto q = target.find('?');
+  RequestView view;
+  view.method = ctx.method;
+  view.path = ctx.route_path;  // what the route matched: one bucket per path, however spelled
+  view.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  view.header = ctx.header;
+  view.header_count = ctx.header_count;
+  view.client_ip = ctx.client_ip;
+  view.route = route.name;
+  auto keys = build_route_descriptors(*ctx.config, route, view);
+  if (keys.refusal) {
+    // An identity the limiter cannot key unambiguously: refused before any
+    // bucket is debited, and the connection closed after the reply.
+    metrics_.add("sluice_ratelimit_rejected_total",
+                 scratch_labels({{"route", route.name},
+                                 {"reason", refusal_reason_name(keys.refusal->reason)}}));
+    LocalReply reply = make_local_reply(400, keys.refusal->message, ctx.request_id);
+    reply.close_connection = true;
+    return boost::asio::post(executor_,
+                             [done = std::move(done), reply = std::move(reply)] { done(reply); });
+  }
+  for (std::size_t i = 0; i < keys.values.size(); ++i) {
+    if (keys.values[i].fell_back) {
+      metrics_.add("sluice_ratelimit_missing_key_total",
+                   scratch_labels({{"route", route.name},
+                                   {"source", kind_name(keys.values[i].missing_kind)}}));
+    }
+  }
+
+  const auto started = Clock::now();
+  // Shared with the completion, which formats the headers from them.
+  auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
+  limiter_->decide(
+      *descriptors, route.cost,
+      [self = shared_from_this(), &ctx, started, descriptors, done = std::move(done)](
+          std::error_code ec, RateDecision decision) {
+        auto& metrics_ = self->metrics_;
+        const RouteConfig& route = *ctx.route;
+        metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
+                         std::chrono::duration<double>(Clock::now() - started).count());
+        if (ec) {
+          if (route.on_redis_failure == FailureMode::kOpen) {
+            metrics_.add("sluice_ratelimit_fail_open_total",
+                         scratch_labels({{"route", route.name}}));
+            return done(std::nullopt);
+          }
+          metrics_.add("sluice_ratelimit_fail_closed_total",
+                       scratch_labels({{"route", route.name}}));
+          LocalReply reply;
+          reply.status = 503;
+          reply.content_type = std::string{kProblemJsonContentType};
+          reply.body = rate_limit_unavailable_body();
+          reply.headers.emplace_back("Cache-Control", "no-store");
+          reply.headers.emplace_back("Retry-After",
+                                     std::to_string(unavailable_retry_after(decision)));
+          return done(std::move(reply));
+        }
+        for (std::size_t i = 0; i < descriptors->size(); ++i) {
+          const bool limited = !decision.allowed && !decision.limits[i].sufficient;
+          metrics_.add("sluice_ratelimit_decisions_total",
+                       scratch_labels({{"route", route.name},
+                                       {"limit", (*descriptors)[i].limit},
+                                       {"decision", limited ? "limited" : "allowed"}}));
+        }
+        for (auto& header : rate_limit_headers(*descriptors, route.cost, decision)) {
+          ctx.response_headers.push_back(std::move(header));
+        }
+        if (decision.allowed) return done(std::nullopt);
+        LocalReply reply;
+        reply.status = 429;
+        reply.content_type = std::string{kProblemJsonContentType};
+        reply.body = too_many_requests_body(*descriptors, decision);
+        done(std::move(reply));
+      });
+}
+
+void AccessLogMiddleware::on_request(RequestContext&, MiddlewareDone done) {
+  // Nothing to decide before the request; the log line is written on completion.
+  boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
+}
+
+void AccessLogMiddleware::on_complete(const Config& config, const ExchangeSummary& s) {
+  if (!config.log.access_log) return;
+  const auto now = std::chrono::system_clock::now();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char ts[64];
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  nlohmann::json line = {
+      {"ts", ts},
+      {"request_id", s.request_id},
+      {"client_ip", s.client_ip.to_string()},
+      {"method", s.method},
+      {"path", s.target.substr(0, s.target.find('?'))},
+      {"route", s.route},
+      {"status", s.status},
+      {"duration_ms", s.duration_seconds * 1000.0},
+      {"upstream", s.upstream_server},
+      {"local", s.local},
+  };
+  auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace sluice

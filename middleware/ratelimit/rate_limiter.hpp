@@ -1,0 +1,58 @@
+// The limiter seen by the rate-limit middleware: descriptors in, a decision or
+// an error out. It knows nothing of Redis, so the middleware is tested with a
+// fake limiter completed by hand.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace sluice {
+
+// 128 bits of the SHA-256 of a limit's key value: which bucket of the limit.
+using KeyHash = std::array<std::uint8_t, 16>;
+
+// One bucket to check for a request: the limit and the key hash together name
+// the bucket; how a store names it (a Redis key, a map key) is the store's
+// business. Never holds raw request data.
+struct LimitDescriptor {
+  std::string limit;  // limit name from the config (used in headers and metrics)
+  KeyHash key_hash{};
+  double capacity = 0;
+  double refill_per_second = 0;
+};
+
+// The state of one bucket after the decision.
+struct LimitState {
+  bool sufficient = false;     // had at least `cost` tokens before this request
+  double remaining = 0;        // tokens left after the decision (fractions kept)
+  double seconds_to_cost = 0;  // until `cost` tokens are available (0 if they already are)
+  double seconds_to_full = 0;  // until the bucket is full again
+};
+
+struct RateDecision {
+  bool allowed = false;            // every bucket sufficient: all debited; else none debited
+  std::vector<LimitState> limits;  // same order as the descriptors
+  // With an error only: how long the limiter expects to stay unable to decide
+  // (an open circuit breaker's time left); 0 when it does not know.
+  double unavailable_seconds = 0;
+};
+
+using RateDecisionHandler = std::function<void(std::error_code, RateDecision)>;
+
+class RateLimiter {
+ public:
+  virtual ~RateLimiter() = default;
+  // Decides all descriptors atomically. The handler is called exactly once,
+  // never from inside decide(), on the executor the limiter belongs to (the
+  // worker's). An error means the limiter could not decide (Redis down,
+  // timeout, breaker open); the caller applies the route's failure mode.
+  // `descriptors` is only read during the call.
+  virtual void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+                      RateDecisionHandler handler) = 0;
+};
+
+}  // namespace sluice

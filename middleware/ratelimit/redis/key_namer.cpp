@@ -1,0 +1,23 @@
+#include "middleware/ratelimit/redis/key_namer.hpp"
+
+#include "middleware/ratelimit/descriptors.hpp"
+
+namespace sluice {
+
+std::string redis_key(std::string_view key_prefix, const LimitDescriptor& descriptor) {
+  std::string key(key_prefix);
+  key += bucket_name(descriptor);
+  return key;
+}
+
+std::vector<std::string> redis_keys(std::string_view key_prefix,
+                                    std::span<const LimitDescriptor> descriptors) {
+  std::vector<std::string> keys;
+  keys.reserve(descriptors.size());
+  for (const LimitDescriptor& descriptor : descriptors) {
+    keys.push_back(redis_key(key_prefix, descriptor));
+  }
+  return keys;
+}
+
+}  // namespace sluice

@@ -1,0 +1,355 @@
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+
+#include <atomic>
+#include <chrono>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/circuit_breaker.hpp"
+#include "middleware/ratelimit/redis/key_namer.hpp"
+
+namespace sluice {
+namespace {
+
+class LimiterCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "sluice.limiter"; }
+  std::string message(int ev) const override {
+    switch (static_cast<LimiterError>(ev)) {
+      case LimiterError::kCircuitOpen:
+        return "redis circuit breaker open";
+      case LimiterError::kBadReply:
+        return "unexpected rate-limit script reply";
+    }
+    return "limiter error";
+  }
+};
+
+}  // namespace
+
+redis::Options redis_options(const RedisConfig& c) {
+  redis::Options o;
+  o.host = c.host;
+  o.port = c.port;
+  o.user = c.user;
+  o.password = c.password;
+  o.db = c.db;
+  o.tls = c.tls;
+  o.ca_file = c.tls_ca_file;
+  o.cert_file = c.tls_cert_file;
+  o.key_file = c.tls_key_file;
+  o.server_name = c.tls_server_name;
+  o.connect_timeout = c.connect_timeout;
+  o.command_timeout = c.timeout;
+  return o;
+}
+
+namespace {
+
+double seconds(std::chrono::milliseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+std::error_code make_error_code(LimiterError e) noexcept {
+  static const LimiterCategory category;
+  return {static_cast<int>(e), category};
+}
+
+class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(boost::asio::any_io_executor executor, const RedisConfig& config, MetricsShard& metrics,
+       std::unique_ptr<redis::Client> client, redis::ClientFactory make_client)
+      : executor_(std::move(executor)),
+        metrics_(metrics),
+        script_(std::string{codec_.script()}),
+        key_prefix_(config.key_prefix),
+        make_client_(std::move(make_client)),
+        breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
+        breaker_failures_(config.circuit_breaker.failures),
+        breaker_open_(config.circuit_breaker.open) {
+    client->load_script(script_);
+    install(std::move(client));
+  }
+
+  // Connect now rather than on the first decision (which would then fail open).
+  void connect_now() { client_->connect({}); }
+
+  // The first client, or the switch to a pending one that is ready.
+  void install(std::unique_ptr<redis::Client> next) {
+    if (client_) {
+      const auto stats = client_->stats();
+      carried_.commands_sent += stats.commands_sent;
+      carried_.writes += stats.writes;
+      // Decisions in flight on the old connection finish there (a reload
+      // drops nothing); it is closed once they must have, and kept until the
+      // limiter goes, since other threads may still read its state.
+      auto timer = std::make_shared<boost::asio::steady_timer>(
+          executor_, client_->options().command_timeout * 2 + std::chrono::milliseconds(100));
+      timer->async_wait(
+          [timer, weak = weak_from_this(), old = client_.get()](boost::system::error_code) {
+            if (auto self = weak.lock()) old->close();
+          });
+      retired_.push_back(std::move(client_));
+    }
+    client_ = std::move(next);
+    current_ = client_.get();
+  }
+
+  // A reload to another Redis keeps deciding on the current connection until
+  // the new one is ready (or could not be within its connect timeout).
+  void maybe_switch() {
+    if (!pending_) return;
+    if (!pending_->is_ready() && CircuitBreaker::Clock::now() < pending_deadline_) return;
+    install(std::move(pending_));
+  }
+
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) {
+    maybe_switch();
+    const auto now = CircuitBreaker::Clock::now();
+    if (!breaker_.allow(now)) {
+      // Open breaker: no network time at all.
+      sync_circuit_state(now);
+      RateDecision unavailable;
+      unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      boost::asio::post(executor_, [handler = std::move(handler), unavailable]() mutable {
+        handler(make_error_code(LimiterError::kCircuitOpen), std::move(unavailable));
+      });
+      return;
+    }
+    const std::size_t count = descriptors.size();
+    client_->evalsha(script_, redis_keys(key_prefix_, descriptors),
+                     codec_.encode_args(descriptors, cost),
+                     [self = shared_from_this(), count, handler = std::move(handler)](
+                         std::error_code ec, redis::Reply reply) {
+                       self->on_reply(ec, std::move(reply), count, handler);
+                     });
+  }
+
+  void on_reply(std::error_code ec, redis::Reply reply, std::size_t count,
+                const RateDecisionHandler& handler) {
+    const auto now = CircuitBreaker::Clock::now();
+    std::optional<RateDecision> decision;
+    if (!ec) {
+      std::vector<ScriptReplyValue> values;
+      if (reply.type == redis::Reply::Type::kArray) {
+        values.reserve(reply.elements.size());
+        for (const auto& e : reply.elements) {
+          ScriptReplyValue v;
+          v.is_string = e.type == redis::Reply::Type::kString;
+          v.integer = e.integer;
+          v.text = e.str;
+          values.push_back(v);
+        }
+      }
+      decision = codec_.decode(values, count);
+      if (!decision) ec = make_error_code(LimiterError::kBadReply);
+    }
+    if (ec) {
+      const auto kind = ec == make_error_code(LimiterError::kBadReply)
+                            ? std::string_view{"protocol"}
+                            : redis::error_kind(ec);
+      metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
+      breaker_.on_failure(now);
+      if (sync_circuit_state(now)) {
+        spdlog::debug("redis circuit breaker open after: {}", ec.message());
+        probe_when_due(now);
+      }
+      RateDecision unavailable;
+      unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      return handler(ec, std::move(unavailable));
+    }
+    breaker_.on_success(now);
+    sync_circuit_state(now);
+    handler({}, std::move(*decision));
+  }
+
+  void reconfigure(const RedisConfig& config) {
+    if (config.circuit_breaker.failures != breaker_failures_ ||
+        config.circuit_breaker.open != breaker_open_) {
+      breaker_failures_ = config.circuit_breaker.failures;
+      breaker_open_ = config.circuit_breaker.open;
+      breaker_ = CircuitBreaker(breaker_failures_, breaker_open_);
+      sync_circuit_state(CircuitBreaker::Clock::now());
+      ++probe_seq_;  // a probe of the old breaker has nothing left to do
+      probe_timer_.cancel();
+    }
+    key_prefix_ = config.key_prefix;
+    auto options = redis_options(config);
+    const auto& target = pending_ ? pending_->options() : client_->options();
+    if (options != target) {
+      spdlog::info("redis settings changed: connecting to {}:{}", options.host, options.port);
+      pending_deadline_ = CircuitBreaker::Clock::now() + options.connect_timeout;
+      pending_ = make_client_(std::move(options));
+      pending_->load_script(script_);
+      pending_->connect({});
+    }
+  }
+
+  void export_metrics() {
+    maybe_switch();
+    const auto stats = client_->stats();
+    // Counters of replaced clients are carried so the totals never go down.
+    metrics_.set("sluice_redis_commands_total", "",
+                 static_cast<double>(carried_.commands_sent + stats.commands_sent));
+    metrics_.set("sluice_redis_writes_total", "",
+                 static_cast<double>(carried_.writes + stats.writes));
+    metrics_.set("sluice_redis_up", "", client_->is_ready() ? 1 : 0);
+    metrics_.set("sluice_redis_circuit_open", "", circuit_open_ ? 1 : 0);
+  }
+
+  // ---- Probing while the breaker is open --------------------------------
+  // Without traffic nothing would ever close an open breaker, and the gauge and
+  // /readyz would report it open long after Redis is back. So while it is open
+  // the limiter takes the half-open trial itself, with a PING, as soon as the
+  // open period is over; a failed PING re-opens it and the next probe follows
+  // one open period later. While the connection is not ready (the client is
+  // reconnecting with its own capped backoff) the probe waits for the outcome
+  // of the client's next connect attempt rather than failing at once.
+
+  void probe_when_due(CircuitBreaker::Clock::time_point now) {
+    arm_probe(std::max(breaker_.open_remaining(now), std::chrono::milliseconds{1}));
+  }
+
+  void arm_probe(std::chrono::milliseconds delay) {
+    if (closed_) return;
+    probe_timer_.expires_after(delay);
+    probe_timer_.async_wait(
+        [weak = weak_from_this(), seq = ++probe_seq_](boost::system::error_code ec) {
+          auto self = weak.lock();
+          if (ec || !self || seq != self->probe_seq_) return;
+          self->probe();
+        });
+  }
+
+  void probe() {
+    if (closed_) return;
+    maybe_switch();
+    const auto now = CircuitBreaker::Clock::now();
+    switch (breaker_.state(now)) {
+      case CircuitBreaker::State::kClosed:
+        sync_circuit_state(now);
+        return;
+      case CircuitBreaker::State::kOpen:
+        return probe_when_due(now);
+      case CircuitBreaker::State::kHalfOpen:
+        break;
+    }
+    if (!client_->is_ready()) {
+      // No trial on a connection that cannot carry it: connect now rather
+      // than after the client's own backoff (the probe is paced by open_ms),
+      // then look again; a failed attempt waits another open period.
+      const auto seq = ++probe_seq_;
+      client_->connect_now([weak = weak_from_this(), seq](std::error_code ec) {
+        auto self = weak.lock();
+        if (!self || seq != self->probe_seq_) return;
+        if (ec) return self->arm_probe(self->breaker_.open_for());
+        self->probe();
+      });
+      return;
+    }
+    if (!breaker_.allow(now)) {
+      // A request holds the trial; its outcome closes or re-opens the breaker
+      // (re-opening arms a probe). Look again after a trial's lifetime.
+      return arm_probe(breaker_.open_for());
+    }
+    const auto seq = ++probe_seq_;
+    client_->command({"PING"}, [weak = weak_from_this(), seq](std::error_code ec, redis::Reply) {
+      auto self = weak.lock();
+      if (!self || seq != self->probe_seq_) return;
+      self->on_probe_reply(ec);
+    });
+  }
+
+  void on_probe_reply(std::error_code ec) {
+    const auto now = CircuitBreaker::Clock::now();
+    if (!ec) {
+      breaker_.on_success(now);
+      if (!sync_circuit_state(now)) spdlog::info("redis circuit breaker closed: PING answered");
+      return;
+    }
+    metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", redis::error_kind(ec)}}));
+    breaker_.on_failure(now);
+    if (sync_circuit_state(now)) probe_when_due(now);
+  }
+
+  // The breaker's open state as every reader sees it (/readyz through
+  // circuit_open(), the sluice_redis_circuit_open gauge), refreshed from the
+  // breaker after each of its transitions. Returns it.
+  bool sync_circuit_state(CircuitBreaker::Clock::time_point now) {
+    const bool open = breaker_.is_open(now);
+    circuit_open_.store(open, std::memory_order_relaxed);
+    return open;
+  }
+
+  void close() {
+    closed_ = true;
+    ++probe_seq_;
+    probe_timer_.cancel();
+    client_->close();
+    if (pending_) pending_->close();
+    for (auto& old : retired_) old->close();
+  }
+
+  boost::asio::any_io_executor executor_;
+  MetricsShard& metrics_;
+  TokenBucketCodec codec_;
+  redis::Script script_;
+  std::string key_prefix_;
+  redis::ClientFactory make_client_;
+  CircuitBreaker breaker_;
+  unsigned breaker_failures_;
+  std::chrono::milliseconds breaker_open_;
+  std::unique_ptr<redis::Client> client_;
+  std::unique_ptr<redis::Client> pending_;  // after a reload to another Redis, until ready
+  CircuitBreaker::Clock::time_point pending_deadline_{};
+  std::vector<std::unique_ptr<redis::Client>> retired_;
+  std::atomic<redis::Client*> current_{nullptr};  // for readers on other threads
+  redis::Stats carried_;
+  std::atomic<bool> circuit_open_{false};
+  boost::asio::steady_timer probe_timer_{executor_};
+  std::uint64_t probe_seq_ = 0;  // a probe step runs only if nothing superseded it
+  bool closed_ = false;
+};
+
+RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
+                                   MetricsShard& metrics, std::unique_ptr<redis::Client> client,
+                                   redis::ClientFactory make_client)
+    : impl_(std::make_shared<Impl>(std::move(executor), config, metrics, std::move(client),
+                                   std::move(make_client))) {}
+
+RedisRateLimiter::~RedisRateLimiter() {
+  impl_->close();
+}
+
+void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+                              RateDecisionHandler handler) {
+  impl_->decide(descriptors, cost, std::move(handler));
+}
+
+void RedisRateLimiter::reconfigure(const RedisConfig& config) {
+  impl_->reconfigure(config);
+}
+void RedisRateLimiter::export_metrics() {
+  impl_->export_metrics();
+}
+bool RedisRateLimiter::redis_ready() const {
+  return impl_->current_.load()->is_ready();
+}
+bool RedisRateLimiter::circuit_open() const {
+  return impl_->circuit_open_.load(std::memory_order_relaxed);
+}
+void RedisRateLimiter::close() {
+  impl_->close();
+}
+void RedisRateLimiter::connect() {
+  impl_->connect_now();
+}
+
+}  // namespace sluice

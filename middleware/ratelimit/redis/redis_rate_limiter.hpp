@@ -1,0 +1,67 @@
+// The RateLimiter backed by Redis: one EVALSHA of the token-bucket script per
+// decision, on the worker's own Redis connection, behind a circuit breaker.
+// It is handed its redis::Client, and a factory for the client that replaces
+// it when a reload changes the Redis settings. Created, used and destroyed on
+// one worker's executor; completions arrive there. redis_ready() and
+// circuit_open() may be read from any thread.
+#pragma once
+
+#include <memory>
+#include <system_error>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include "gateway/config.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+#include "upstream/redis/client.hpp"
+
+namespace sluice {
+
+class MetricsShard;
+
+// Errors of the limiter itself (Redis errors come from redis::category()).
+enum class LimiterError { kCircuitOpen = 1, kBadReply };
+std::error_code make_error_code(LimiterError e) noexcept;
+
+// The Redis client options for `config`: the one mapping from the config to a
+// connection. Two configs need different connections exactly when their
+// options differ.
+redis::Options redis_options(const RedisConfig& config);
+
+class RedisRateLimiter final : public RateLimiter {
+ public:
+  RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
+                   MetricsShard& metrics, std::unique_ptr<redis::Client> client,
+                   redis::ClientFactory make_client);
+  ~RedisRateLimiter() override;
+
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) override;
+
+  // A reloaded config: changed Redis options (address, credentials, TLS,
+  // timeouts) replace the connection with one from the factory, which takes
+  // over once ready; breaker settings, the key prefix and the timeout apply
+  // to the next decision.
+  void reconfigure(const RedisConfig& config);
+
+  // Writes the gauges and Redis counters into the worker's metrics shard.
+  void export_metrics();
+
+  // Connects now and after every reconfigure (otherwise the first decision does).
+  void connect();
+
+  bool redis_ready() const;   // any thread
+  bool circuit_open() const;  // any thread; the same truth as sluice_redis_circuit_open
+  void close();
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace sluice
+
+namespace std {
+template <>
+struct is_error_code_enum<sluice::LimiterError> : true_type {};
+}  // namespace std

@@ -1,0 +1,232 @@
+// RedisRateLimiter driven through a fake redis::Client completed by hand: the
+// script call it sends, error mapping, the circuit breaker (opening after N
+// failures, the half-open trial), the one truth of the open state, and the
+// reload switch to a new client.
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+#include "support/fake_redis_client.hpp"
+#include "support/io_loop.hpp"
+#include "upstream/redis/codec.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using sluice::test::FakeRedisClient;
+using sluice::test::FakeRedisClients;
+using sluice::test::Loop;
+
+struct Outcome {
+  std::error_code ec;
+  RateDecision decision;
+};
+
+redis::Reply integer(long long value) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::kInteger;
+  r.integer = value;
+  return r;
+}
+
+// The script's reply for one bucket: allowed, sufficient, three raw doubles.
+redis::Reply script_reply(bool allowed, double remaining) {
+  redis::Reply numbers;
+  numbers.type = redis::Reply::Type::kString;
+  const double values[3] = {remaining, 0, 1};
+  numbers.str.assign(reinterpret_cast<const char*>(values), sizeof values);
+  redis::Reply r;
+  r.type = redis::Reply::Type::kArray;
+  r.elements = {integer(allowed ? 1 : 0), integer(allowed ? 1 : 0), numbers};
+  return r;
+}
+
+struct Harness {
+  Loop loop;
+  MetricsShard metrics;
+  RedisConfig config;
+  FakeRedisClients clients{loop.io.get_executor(), {}};
+  std::optional<RedisRateLimiter> limiter;
+  std::vector<std::optional<Outcome>> outcomes;
+
+  Harness() {
+    config.key_prefix = "sluice:";
+    config.circuit_breaker.failures = 2;
+    config.circuit_breaker.open = 50ms;
+    auto make_client = clients.factory();
+    limiter.emplace(loop.io.get_executor(), config, metrics, make_client(redis_options(config)),
+                    make_client);
+  }
+  ~Harness() {
+    // Unfired completions hold the limiter: drop them first.
+    for (FakeRedisClient* client : clients.made) client->calls.clear();
+    limiter->close();
+  }
+
+  FakeRedisClient& client(std::size_t i = 0) { return *clients.made.at(i); }
+
+  // Starts a decision for one bucket; returns its index in `outcomes`.
+  std::size_t decide() {
+    const std::size_t index = outcomes.size();
+    outcomes.emplace_back();
+    LimitDescriptor d{"per_ip", key_hash("abc"), 10, 1};
+    limiter->decide({d}, 1, [this, index](std::error_code ec, RateDecision decision) {
+      outcomes[index] = Outcome{ec, std::move(decision)};
+    });
+    return index;
+  }
+  Outcome wait(std::size_t index) {
+    REQUIRE(loop.run_until([&] { return outcomes[index].has_value(); }));
+    return *outcomes[index];
+  }
+  double gauge(const char* name, const std::string& labels = "") {
+    limiter->export_metrics();
+    MetricsSnapshot snapshot;
+    metrics.merge_into(snapshot);
+    return snapshot.value(name, labels);
+  }
+  // Fails decisions until the breaker opens.
+  void open_breaker() {
+    for (unsigned i = 0; i < config.circuit_breaker.failures; ++i) {
+      const auto index = decide();
+      client().complete(client().calls.size() - 1, redis::Error::kTimeout);
+      REQUIRE(wait(index).ec == redis::Error::kTimeout);
+    }
+    REQUIRE(limiter->circuit_open());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
+          "[ratelimit][limiter]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  CHECK(h.client().loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript)});
+  const auto index = h.decide();
+  REQUIRE(h.client().calls.size() == 1);
+  const auto& call = h.client().calls[0];
+  CHECK(call.script);
+  CHECK(call.sha1 == redis::script_sha1(kTokenBucketScript));
+  CHECK(call.keys == std::vector<std::string>{"sluice:per_ip:ba7816bf8f01cfea414140de5dae2223"});
+  const LimitDescriptor d{"per_ip", key_hash("abc"), 10, 1};
+  CHECK(call.args == TokenBucketCodec{}.encode_args({&d, 1}, 1));
+  h.loop.io.poll();
+  CHECK_FALSE(h.outcomes[index]);  // nothing until the client completes
+  h.client().complete(0, {}, script_reply(true, 9));
+  const auto outcome = h.wait(index);
+  CHECK_FALSE(outcome.ec);
+  CHECK(outcome.decision.allowed);
+  REQUIRE(outcome.decision.limits.size() == 1);
+  CHECK(outcome.decision.limits[0].remaining == 9);
+}
+
+TEST_CASE("fake redis: errors map to limiter errors and metric kinds", "[ratelimit][limiter]") {
+  Harness h;
+  h.config.circuit_breaker.failures = 100;
+  h.limiter->reconfigure(h.config);
+  SECTION("a reply of the wrong shape is kBadReply, counted as protocol") {
+    const auto index = h.decide();
+    h.client().complete(0, {}, integer(1));
+    CHECK(h.wait(index).ec == LimiterError::kBadReply);
+    CHECK(h.gauge("sluice_redis_errors_total", "kind=\"protocol\"") == 1);
+  }
+  SECTION("a timeout passes through, counted as timeout") {
+    const auto index = h.decide();
+    h.client().complete(0, redis::Error::kTimeout);
+    CHECK(h.wait(index).ec == redis::Error::kTimeout);
+    CHECK(h.gauge("sluice_redis_errors_total", "kind=\"timeout\"") == 1);
+  }
+  SECTION("a connection that is down is counted as connect") {
+    const auto index = h.decide();
+    h.client().complete(0, redis::Error::kNotConnected);
+    CHECK(h.wait(index).ec == redis::Error::kNotConnected);
+    CHECK(h.gauge("sluice_redis_errors_total", "kind=\"connect\"") == 1);
+  }
+  SECTION("NOSCRIPT that survived the client's own EVAL retry is counted as noscript") {
+    const auto index = h.decide();
+    h.client().complete(0, redis::Error::kNoScript);
+    CHECK(h.wait(index).ec == redis::Error::kNoScript);
+    CHECK(h.gauge("sluice_redis_errors_total", "kind=\"noscript\"") == 1);
+  }
+  CHECK_FALSE(h.limiter->circuit_open());
+}
+
+TEST_CASE("fake redis: the breaker opens after N failures and a PING closes it",
+          "[ratelimit][limiter][breaker]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  h.open_breaker();
+  // /readyz and the gauge read the same state.
+  CHECK(h.gauge("sluice_redis_circuit_open") == 1);
+  // Refused without touching the client.
+  const std::size_t calls = h.client().calls.size();
+  const auto refused = h.decide();
+  CHECK(h.wait(refused).ec == LimiterError::kCircuitOpen);
+  CHECK(h.client().calls.size() == calls);
+  // After the open period the limiter takes the half-open trial itself.
+  REQUIRE(h.loop.run_until([&] { return h.client().calls.size() == calls + 1; }, 2000ms));
+  CHECK(h.client().calls.back().args == std::vector<std::string>{"PING"});
+  CHECK(h.limiter->circuit_open());
+  // While the trial is in flight, decisions are refused.
+  const auto during = h.decide();
+  CHECK(h.wait(during).ec == LimiterError::kCircuitOpen);
+  SECTION("a failed trial re-opens the breaker") {
+    h.client().complete(calls, redis::Error::kTimeout);
+    h.loop.run_until([] { return false; }, 10ms);
+    CHECK(h.limiter->circuit_open());
+    CHECK(h.gauge("sluice_redis_circuit_open") == 1);
+  }
+  SECTION("an answered trial closes it") {
+    h.client().complete(calls, {}, integer(1));
+    REQUIRE(h.loop.run_until([&] { return !h.limiter->circuit_open(); }));
+    CHECK(h.gauge("sluice_redis_circuit_open") == 0);
+    const auto next = h.decide();
+    REQUIRE(h.client().calls.size() == calls + 2);
+    h.client().complete(calls + 1, {}, script_reply(true, 5));
+    CHECK_FALSE(h.wait(next).ec);
+  }
+}
+
+TEST_CASE("fake redis: a reload with new Redis settings replaces the client",
+          "[ratelimit][limiter][reload]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  SECTION("unchanged settings keep the client") {
+    h.config.circuit_breaker.failures = 7;  // not a connection setting
+    h.limiter->reconfigure(h.config);
+    CHECK(h.clients.made.size() == 1);
+  }
+  SECTION("a new address connects a new client, which takes over once ready") {
+    h.config.port = 6390;
+    h.limiter->reconfigure(h.config);
+    REQUIRE(h.clients.made.size() == 2);
+    FakeRedisClient& next = h.client(1);
+    CHECK(next.options().port == 6390);
+    CHECK(next.connects == 1);
+    CHECK(next.loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript)});
+    // Not ready yet: decisions stay on the current connection.
+    h.decide();
+    CHECK(h.client(0).calls.size() == 1);
+    CHECK(next.calls.empty());
+    next.finish_connect({});
+    h.loop.run_until([] { return false; }, 10ms);
+    h.decide();
+    CHECK(next.calls.size() == 1);
+    CHECK(h.limiter->redis_ready());
+    // The same settings again: no third client.
+    h.limiter->reconfigure(h.config);
+    CHECK(h.clients.made.size() == 2);
+    // The old client is closed once its decisions must have finished.
+    REQUIRE(h.loop.run_until([&] { return h.client(0).closed; }, 2000ms));
+  }
+}

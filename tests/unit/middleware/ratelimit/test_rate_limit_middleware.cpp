@@ -1,0 +1,311 @@
+// The rate-limit middleware against a fake limiter whose completion the test
+// fires by hand: allowed, limited, error + fail-open,
+// error + fail-closed, routes without limits, and requests refused before the
+// limiter is asked (a repeated or malformed key source).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/rate_limit_middleware.hpp"
+
+using namespace sluice;
+
+namespace {
+
+class FakeLimiter final : public RateLimiter {
+ public:
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) override {
+    calls.push_back({descriptors, cost});
+    pending = std::move(handler);
+  }
+  // Fires the pending completion as the real limiter would: later, on the executor.
+  void complete(boost::asio::io_context& io, std::error_code ec, RateDecision decision) {
+    REQUIRE(pending);
+    boost::asio::post(io, [h = std::move(pending), ec, decision] { h(ec, decision); });
+    pending = nullptr;
+  }
+  struct Call {
+    std::vector<LimitDescriptor> descriptors;
+    double cost;
+  };
+  std::vector<Call> calls;
+  RateDecisionHandler pending;
+};
+
+std::shared_ptr<const Config> make_config(FailureMode mode, bool limited_route = true,
+                                          const std::string& api_key_header = "X-API-Key") {
+  auto result = parse_config(R"(
+api_keys: { header: ")" + api_key_header +
+                                 R"(" }
+upstreams:
+  u: { servers: ["127.0.0.1:9"] }
+limits:
+  per_key: { key: api_key, capacity: 10, refill_per_second: 2 }
+routes:
+  - name: r
+    match: { path_prefix: "/" }
+    upstream: u
+    limits: [per_key]
+    cost: 2
+)",
+                             "t.yaml");
+  REQUIRE(result.config);
+  auto config = std::make_shared<Config>(*result.config);
+  config->routes[0].on_redis_failure = mode;
+  if (!limited_route) {
+    config->routes[0].limits.clear();
+    config->routes[0].limit_indexes.clear();
+  }
+  return config;
+}
+
+struct Harness {
+  explicit Harness(std::shared_ptr<const Config> config)
+      : limiter(std::make_shared<FakeLimiter>()),
+        middleware(std::make_shared<RateLimitMiddleware>(io.get_executor(), limiter, metrics)) {
+    ctx.config = std::move(config);
+    ctx.route = &ctx.config->routes[0];
+    ctx.method = "GET";
+    ctx.target = "/orders?x=1";
+    ctx.route_path = "/orders";
+    // Header names as the config spells them; each header has `lines` lines.
+    ctx.header = [this](std::string_view name) -> std::optional<std::string_view> {
+      auto it = headers.find(std::string(name));
+      if (it == headers.end()) return std::nullopt;
+      return std::string_view{it->second};
+    };
+    ctx.header_count = [this](std::string_view name) -> std::size_t {
+      return headers.count(std::string(name)) ? lines : 0;
+    };
+    ctx.client_ip = *parse_ip("10.1.2.3");
+  }
+  void start() {
+    middleware->on_request(ctx, [this](std::optional<LocalReply> r) {
+      ++done_calls;
+      reply = std::move(r);
+    });
+  }
+  // Runs what is ready; restart() since a poll with nothing to do stops the context.
+  void run() {
+    io.restart();
+    io.poll();
+  }
+  double metric(std::string_view family, std::string_view labels) {
+    MetricsSnapshot snapshot;
+    metrics.merge_into(snapshot);
+    return snapshot.value(family, labels);
+  }
+  std::optional<std::string> header(std::string_view name) {
+    for (auto& [n, v] : ctx.response_headers) {
+      if (n == name) return v;
+    }
+    return std::nullopt;
+  }
+
+  boost::asio::io_context io;
+  MetricsShard metrics;
+  std::shared_ptr<FakeLimiter> limiter;
+  std::shared_ptr<RateLimitMiddleware> middleware;  // held as in a chain (shared_from_this)
+  RequestContext ctx;
+  std::map<std::string, std::string> headers = {{"X-API-Key", "secret-key"}};
+  std::size_t lines = 1;
+  int done_calls = 0;
+  std::optional<LocalReply> reply;
+};
+
+RateDecision decision(bool allowed, double remaining, double to_cost, double to_full) {
+  RateDecision d;
+  d.allowed = allowed;
+  d.limits.push_back(LimitState{allowed, remaining, to_cost, to_full});
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("allowed: continues with rate-limit headers", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  h.start();
+  h.run();
+  CHECK(h.done_calls == 0);  // nothing completes until the limiter does
+  REQUIRE(h.limiter->calls.size() == 1);
+  const auto& call = h.limiter->calls[0];
+  CHECK(call.cost == 2);
+  REQUIRE(call.descriptors.size() == 1);
+  CHECK(call.descriptors[0].limit == "per_key");
+  CHECK(call.descriptors[0].capacity == 10);
+  CHECK(sluice::bucket_name(call.descriptors[0]).find("secret-key") == std::string::npos);
+  h.limiter->complete(h.io, {}, decision(true, 8, 0, 1));
+  h.run();
+  CHECK(h.done_calls == 1);
+  CHECK_FALSE(h.reply);
+  CHECK(h.header("X-RateLimit-Remaining") == "8");
+  CHECK(h.header("X-RateLimit-Limit") == "10");
+  CHECK(h.metric("sluice_ratelimit_decisions_total",
+                 "route=\"r\",limit=\"per_key\",decision=\"allowed\"") == 1);
+}
+
+TEST_CASE("limited: answers 429 problem+json", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  h.start();
+  h.limiter->complete(h.io, {}, decision(false, 1, 0.5, 4.5));
+  h.run();
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 429);
+  CHECK(h.reply->content_type == "application/problem+json");
+  CHECK(h.reply->body.find("\"violated-policies\":[\"per_key\"]") != std::string::npos);
+  CHECK(h.header("Retry-After") == "1");
+  CHECK(h.metric("sluice_ratelimit_decisions_total",
+                 "route=\"r\",limit=\"per_key\",decision=\"limited\"") == 1);
+}
+
+TEST_CASE("limiter error + fail-open: continues without headers", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  h.start();
+  h.limiter->complete(h.io, std::make_error_code(std::errc::timed_out), {});
+  h.run();
+  CHECK(h.done_calls == 1);
+  CHECK_FALSE(h.reply);
+  CHECK(h.ctx.response_headers.empty());
+  CHECK(h.metric("sluice_ratelimit_fail_open_total", "route=\"r\"") == 1);
+}
+
+TEST_CASE("limiter error + fail-closed: answers 503", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kClosed));
+  h.start();
+  h.limiter->complete(h.io, std::make_error_code(std::errc::connection_refused), {});
+  h.run();
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 503);
+  CHECK(h.reply->content_type == "application/problem+json");
+  CHECK(h.metric("sluice_ratelimit_fail_closed_total", "route=\"r\"") == 1);
+  CHECK(h.header("Retry-After") == std::nullopt);  // on the reply, not queued for a response
+  REQUIRE(std::find(h.reply->headers.begin(), h.reply->headers.end(),
+                    std::pair<std::string, std::string>{"Retry-After", "1"}) !=
+          h.reply->headers.end());  // nothing known about the outage: at least 1 s
+}
+
+TEST_CASE("fail-closed 503: Retry-After is the breaker's open time left, rounded up",
+          "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kClosed));
+  h.start();
+  RateDecision unavailable;
+  unavailable.unavailable_seconds = 2.2;
+  h.limiter->complete(h.io, std::make_error_code(std::errc::connection_refused), unavailable);
+  h.run();
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 503);
+  std::optional<std::string> retry_after;
+  for (const auto& [name, value] : h.reply->headers) {
+    if (name == "Retry-After") retry_after = value;
+  }
+  CHECK(retry_after == "3");
+
+  RateDecision d;
+  d.unavailable_seconds = 0;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 0.001;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 1.0;
+  CHECK(unavailable_retry_after(d) == 1);
+  d.unavailable_seconds = 1.001;
+  CHECK(unavailable_retry_after(d) == 2);
+}
+
+TEST_CASE("a route without limits never calls the limiter", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen, false));
+  h.start();
+  CHECK(h.done_calls == 0);  // posted, not called inline
+  h.run();
+  CHECK(h.done_calls == 1);
+  CHECK_FALSE(h.reply);
+  CHECK(h.limiter->calls.empty());
+}
+
+TEST_CASE("two API key lines: 400 that closes, limiter not asked", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  h.lines = 2;
+  h.ctx.request_id = "rid-1";
+  h.start();
+  CHECK(h.done_calls == 0);  // posted, not called inline
+  h.run();
+  CHECK(h.done_calls == 1);
+  CHECK(h.limiter->calls.empty());
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 400);
+  CHECK(h.reply->close_connection);
+  CHECK(h.reply->content_type == "application/json");
+  CHECK(h.reply->body.find("\"message\":\"more than one X-API-Key header\"") != std::string::npos);
+  CHECK(h.reply->body.find("\"request_id\":\"rid-1\"") != std::string::npos);
+  CHECK(h.reply->body.find("secret-key") == std::string::npos);
+  CHECK(h.ctx.response_headers.empty());
+  CHECK(h.metric("sluice_ratelimit_rejected_total", "route=\"r\",reason=\"duplicate_identity\"") ==
+        1);
+  CHECK(h.metric("sluice_ratelimit_missing_key_total", "route=\"r\",source=\"api_key\"") == 0);
+}
+
+TEST_CASE("malformed Authorization: 400, limiter not asked", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen, true, "Authorization"));
+  h.headers = {{"Authorization", "Bearer secret-key,"}};
+  h.start();
+  h.run();
+  CHECK(h.limiter->calls.empty());
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 400);
+  CHECK(h.reply->close_connection);
+  CHECK(h.reply->body.find("malformed Authorization header") != std::string::npos);
+  CHECK(h.reply->body.find("secret-key") == std::string::npos);
+  CHECK(h.metric("sluice_ratelimit_rejected_total",
+                 "route=\"r\",reason=\"malformed_authorization\"") == 1);
+
+  SECTION("a well-formed Bearer token is keyed as before") {
+    Harness ok(make_config(FailureMode::kOpen, true, "Authorization"));
+    ok.headers = {{"Authorization", "bearer  secret-key "}};
+    ok.start();
+    ok.run();
+    REQUIRE(ok.limiter->calls.size() == 1);
+    Harness plain(make_config(FailureMode::kOpen, true, "Authorization"));
+    plain.headers = {{"Authorization", "Bearer secret-key"}};
+    plain.start();
+    plain.run();
+    REQUIRE(plain.limiter->calls.size() == 1);
+    CHECK(ok.limiter->calls[0].descriptors[0].key_hash ==
+          plain.limiter->calls[0].descriptors[0].key_hash);
+    CHECK(ok.metric("sluice_ratelimit_rejected_total",
+                    "route=\"r\",reason=\"malformed_authorization\"") == 0);
+    // Unfired completions hold the middleware, which holds the limiter.
+    ok.limiter->pending = nullptr;
+    plain.limiter->pending = nullptr;
+  }
+}
+
+TEST_CASE("metrics render in Prometheus text format", "[metrics]") {
+  MetricsShard a, b;
+  a.add("sluice_http_requests_total", labels("route", "r", "code", "200"));
+  b.add("sluice_http_requests_total", labels("route", "r", "code", "200"), 2);
+  a.set("sluice_redis_up", "", 1);
+  b.set("sluice_redis_up", "", 0);
+  a.observe("sluice_ratelimit_check_duration_seconds", "", 0.0003);
+  MetricsSnapshot s;
+  a.merge_into(s);
+  b.merge_into(s);
+  auto text = s.render();
+  CHECK(text.find("# TYPE sluice_http_requests_total counter\n") != std::string::npos);
+  CHECK(text.find("sluice_http_requests_total{route=\"r\",code=\"200\"} 3\n") != std::string::npos);
+  CHECK(text.find("sluice_redis_up 0\n") != std::string::npos);  // all workers must be up
+  CHECK(text.find("sluice_ratelimit_check_duration_seconds_bucket{le=\"0.00025\"} 0\n") !=
+        std::string::npos);
+  CHECK(text.find("sluice_ratelimit_check_duration_seconds_bucket{le=\"0.0005\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("sluice_ratelimit_check_duration_seconds_count 1\n") != std::string::npos);
+  CHECK(text.find("# TYPE sluice_config_reloads_total counter\n") != std::string::npos);
+  CHECK(text.find("# TYPE sluice_ratelimit_rejected_total counter\n") != std::string::npos);
+  CHECK(label("route", "a\"b\\c") == "route=\"a\\\"b\\\\c\"");
+}

@@ -1,0 +1,109 @@
+// The Redis client seen by its users (the rate limiter): send a command or a
+// script call, each with its own deadline, and learn the outcome on the
+// client's executor. Implementations (a single node today; Cluster and
+// Sentinel beside it later) are constructed, used and destroyed on one
+// executor, the worker's, and take no locks. Every completion handler is
+// invoked on that executor, exactly once, and never from inside the call that
+// started the operation (completions are posted). Destroying a client closes it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "upstream/redis/codec.hpp"
+#include "upstream/redis/error.hpp"
+#include "upstream/redis/options.hpp"
+#include "upstream/redis/reply.hpp"
+
+namespace sluice::redis {
+
+enum class State {
+  kDisconnected,    // never connected yet (connect() or the first command starts it)
+  kConnecting,      // resolve, TCP connect, TLS handshake
+  kAuthenticating,  // AUTH, SELECT, PING and SCRIPT LOAD of known scripts
+  kReady,           // commands are sent
+  kBackoff,         // waiting before the next connect attempt
+  kClosed,          // close() was called; final
+};
+
+std::string_view to_string(State state) noexcept;
+
+// Counters since construction. Readable from any thread (metrics scrape).
+struct Stats {
+  std::uint64_t commands_sent = 0;     // commands written, incl. handshake and NOSCRIPT retries
+  std::uint64_t writes = 0;            // network writes; each carries one or more commands
+  std::uint64_t replies = 0;           // replies read
+  std::uint64_t timeouts = 0;          // commands completed with kTimeout
+  std::uint64_t late_replies = 0;      // replies to timed-out commands, read and dropped
+  std::uint64_t not_connected = 0;     // commands failed fast with kNotConnected
+  std::uint64_t server_errors = 0;     // commands completed with kServer or kNoScript
+  std::uint64_t noscript_retries = 0;  // evalsha calls retried with EVAL after NOSCRIPT
+  std::uint64_t connects = 0;          // connections that became ready
+  std::uint64_t connect_failures = 0;  // connect attempts that failed
+  std::uint64_t reconnects = 0;        // ready connections lost or replaced
+  std::uint64_t protocol_errors = 0;   // malformed or unexpected replies
+};
+
+class Client {
+ public:
+  using Handler = std::function<void(std::error_code, Reply)>;
+  using ConnectHandler = std::function<void(std::error_code)>;
+
+  virtual ~Client() = default;
+
+  // Starts connecting if the client has not yet (it reconnects by itself after
+  // that). The handler (may be empty) gets the outcome of the current or next
+  // connect attempt: success once ready, else kConnect, kTls, kAuth, kServer
+  // (SELECT rejected) or kClosed. It completes at once if already ready.
+  virtual void connect(ConnectHandler handler) = 0;
+  // As connect(), but a client waiting out its reconnect backoff tries at
+  // once: for a caller that paces its own attempts (the breaker's probe).
+  virtual void connect_now(ConnectHandler handler) = 0;
+
+  // Sends one command, e.g. {"SET", "k", "v"}. The handler gets:
+  //   success + the reply;
+  //   kServer / kNoScript + the error reply (reply.str holds Redis' message);
+  //   kTimeout after options().command_timeout (the late reply is dropped);
+  //   kNotConnected at once if the client is not ready (a connect attempt is
+  //   started unless one is in flight or backing off);
+  //   kConnectionLost, kProtocol or kClosed.
+  virtual void command(std::vector<std::string> args, Handler handler) = 0;
+
+  // EVALSHA script.sha1 with keys and args, completing as command() does. A
+  // NOSCRIPT reply is retried once with EVAL, invisibly to the caller and
+  // within the same deadline. Every script used here is also loaded with
+  // SCRIPT LOAD on each new connection, so a restarted Redis costs no failed call.
+  virtual void evalsha(const Script& script, std::vector<std::string> keys,
+                       std::vector<std::string> args, Handler handler) = 0;
+
+  // Loads a script on the current (if ready) and every future connection.
+  virtual void load_script(const Script& script) = 0;
+
+  // Closes the connection and stops reconnecting. Pending commands and
+  // connect handlers complete with kClosed. Idempotent.
+  virtual void close() = 0;
+
+  // Readable from any thread.
+  virtual State state() const = 0;
+  bool is_ready() const { return state() == State::kReady; }
+  virtual Stats stats() const = 0;
+
+  // Why the last connect attempt failed or the last connection was lost
+  // (empty when none has). On the client's executor only.
+  virtual std::error_code last_error() const = 0;
+  virtual std::string last_error_message() const = 0;
+
+  // What the client was built from; equal options mean the same connection.
+  virtual const Options& options() const = 0;
+};
+
+// Makes a client for `options` (on the executor the factory was made for):
+// how a user that must replace its connection (a reload) gets a new one.
+using ClientFactory = std::function<std::unique_ptr<Client>(Options options)>;
+
+}  // namespace sluice::redis

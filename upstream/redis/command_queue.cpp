@@ -1,0 +1,39 @@
+#include "upstream/redis/command_queue.hpp"
+
+namespace sluice::redis {
+
+CommandQueue::Action CommandQueue::classify(const Entry& entry, const Reply& reply) {
+  if (entry.kind != Kind::kUser) return Action::kInternal;
+  if (!entry.handler) return Action::kDropLate;
+  if (!reply.is_error()) return Action::kDeliver;
+  // The script cache was flushed (SCRIPT FLUSH, restart, failover): one EVAL
+  // runs and caches it, and the caller sees a single reply.
+  const bool noscript = reply.str.starts_with("NOSCRIPT");
+  if (noscript && entry.script && !entry.retried) return Action::kRetryWithEval;
+  return noscript ? Action::kNoScript : Action::kServerError;
+}
+
+void CommandQueue::push_internal(Kind kind, Clock::time_point now) {
+  Entry entry;
+  entry.kind = kind;
+  entry.enqueued = now;
+  entries_.push_back(std::move(entry));
+}
+
+CommandQueue::Clock::time_point CommandQueue::push_user(Entry entry, Clock::time_point now,
+                                                        std::chrono::milliseconds timeout) {
+  entry.enqueued = now;
+  if (!entry.retried) entry.deadline = now + timeout;
+  const auto deadline = entry.deadline;
+  entries_.push_back(std::move(entry));
+  return deadline;
+}
+
+CommandQueue::Entry CommandQueue::pop_front() {
+  Entry entry = std::move(entries_.front());
+  entries_.pop_front();
+  if (entry.kind == Kind::kUser && !entry.handler) --abandoned_;
+  return entry;
+}
+
+}  // namespace sluice::redis

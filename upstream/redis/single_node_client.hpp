@@ -1,0 +1,47 @@
+// The Client for one Redis server: one connection, owned by and used only on
+// the executor it was made with (the worker's), so it takes no lock. hiredis
+// only encodes commands and decodes replies; Asio does the I/O over plain TCP
+// or TLS. Commands issued while a write is in flight go out together in the
+// next write (automatic pipelining) and replies are matched in order. Every
+// command has a deadline; the connection has an explicit state and reconnects
+// with capped backoff. Completions are posted to that executor.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <memory>
+
+#include "upstream/redis/client.hpp"
+
+namespace sluice::redis {
+
+class SingleNodeClient final : public Client {
+ public:
+  SingleNodeClient(boost::asio::any_io_executor executor, Options options);
+  ~SingleNodeClient() override;
+  SingleNodeClient(const SingleNodeClient&) = delete;
+  SingleNodeClient& operator=(const SingleNodeClient&) = delete;
+
+  void connect(ConnectHandler handler = {}) override;
+  void connect_now(ConnectHandler handler = {}) override;
+  void command(std::vector<std::string> args, Handler handler) override;
+  void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
+               Handler handler) override;
+  void load_script(const Script& script) override;
+  void close() override;
+
+  State state() const override;
+  Stats stats() const override;
+  std::error_code last_error() const override;
+  std::string last_error_message() const override;
+  const Options& options() const override;
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Makes SingleNodeClients on `executor`.
+ClientFactory single_node_factory(boost::asio::any_io_executor executor);
+
+}  // namespace sluice::redis
