@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "middleware/rate_limiter.hpp"
 
 namespace sluice {

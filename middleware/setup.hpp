@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "gateway/application.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/rate_limit_middleware.hpp"
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 
