@@ -1,7 +1,7 @@
 // Loading a configuration: from a file or from YAML text, to either a whole
 // validated Config or every error as "file:line: key.path: message", never
 // both. Synchronous; used at start, by --check and by a reload, off the
-// request path. Exceptions do not leave these functions.
+// request path. Configuration errors are returned, never thrown.
 #pragma once
 
 #include <memory>
