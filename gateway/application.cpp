@@ -1,4 +1,5 @@
 #include "gateway/application.hpp"
+#include "gateway/config/load.hpp"
 
 #include <algorithm>
 #include <csignal>

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "gateway/admin/admin_routes.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

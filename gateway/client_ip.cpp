@@ -6,34 +6,42 @@
 #include <cstdio>
 #include <cstring>
 
+#include "gateway/common/ascii.hpp"
+
 namespace sluice {
 namespace {
+
+using ascii::all_digits;
+using ascii::trim;
 
 // Longer than any address text we accept ("[ffff:...:255.255.255.255]:65535").
 constexpr std::size_t kMaxAddressText = 64;
 
 constexpr std::array<std::uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t";
-  const auto first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(kSpace);
-  return s.substr(first, last - first + 1);
+// A bare address literal: "1.2.3.4", "::1" or "[::1]"; no port.
+std::optional<IpAddress> parse_literal(std::string_view text) {
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
+    return parse_ip_literal(text.substr(1, text.size() - 2), IpFamily::kV6);
+  }
+  if (text.find(':') == std::string_view::npos) return parse_ip_literal(text, IpFamily::kV4);
+  return parse_ip_literal(text, IpFamily::kV6);
 }
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+bool valid_port(std::string_view s) {
+  return all_digits(s) && s.size() <= 5;
 }
 
-// inet_pton needs a NUL-terminated copy.
-std::optional<IpAddress> pton(int family, std::string_view text) {
+}  // namespace
+
+std::optional<IpAddress> parse_ip_literal(std::string_view text, IpFamily family) {
+  // inet_pton needs a NUL-terminated copy.
   if (text.empty() || text.size() >= kMaxAddressText) return std::nullopt;
   char buf[kMaxAddressText];
   std::memcpy(buf, text.data(), text.size());
   buf[text.size()] = '\0';
   IpAddress ip;
-  if (family == AF_INET) {
+  if (family == IpFamily::kV4) {
     std::uint8_t v4[4];
     if (inet_pton(AF_INET, buf, v4) != 1) return std::nullopt;
     std::copy(kV4MappedPrefix.begin(), kV4MappedPrefix.end(), ip.bytes.begin());
@@ -43,21 +51,6 @@ std::optional<IpAddress> pton(int family, std::string_view text) {
   }
   return ip;
 }
-
-// A bare address literal: "1.2.3.4", "::1" or "[::1]"; no port.
-std::optional<IpAddress> parse_literal(std::string_view text) {
-  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
-    return pton(AF_INET6, text.substr(1, text.size() - 2));
-  }
-  if (text.find(':') == std::string_view::npos) return pton(AF_INET, text);
-  return pton(AF_INET6, text);
-}
-
-bool valid_port(std::string_view s) {
-  return all_digits(s) && s.size() <= 5;
-}
-
-}  // namespace
 
 bool IpAddress::is_v4() const {
   return std::equal(kV4MappedPrefix.begin(), kV4MappedPrefix.end(), bytes.begin());
@@ -113,13 +106,13 @@ std::optional<IpAddress> parse_ip(std::string_view text) {
     if (close == std::string_view::npos) return std::nullopt;
     const auto rest = text.substr(close + 1);
     if (!rest.empty() && !(rest.front() == ':' && valid_port(rest.substr(1)))) return std::nullopt;
-    return pton(AF_INET6, text.substr(1, close - 1));
+    return parse_ip_literal(text.substr(1, close - 1), IpFamily::kV6);
   }
   const auto colon = text.find(':');
   if (colon != std::string_view::npos && text.find(':', colon + 1) == std::string_view::npos) {
     // Exactly one colon can only be IPv4 with a port.
     if (!valid_port(text.substr(colon + 1))) return std::nullopt;
-    return pton(AF_INET, text.substr(0, colon));
+    return parse_ip_literal(text.substr(0, colon), IpFamily::kV4);
   }
   return parse_literal(text);
 }

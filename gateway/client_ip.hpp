@@ -22,6 +22,12 @@ struct IpAddress {
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 
+enum class IpFamily { kV4, kV6 };
+
+// The whole of `text` is an address of that family as inet_pton reads it: no
+// brackets, spaces or port. The one parser of IP literals; the others build on it.
+std::optional<IpAddress> parse_ip_literal(std::string_view text, IpFamily family);
+
 // Parses "1.2.3.4", "::1", "[::1]" (brackets allowed); surrounding spaces are trimmed.
 // An IPv4 address with a port ("1.2.3.4:5678") is accepted, the port dropped,
 // because some proxies write X-Forwarded-For that way.

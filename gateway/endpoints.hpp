@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

@@ -12,7 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "gateway/acceptor.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/session.hpp"
 

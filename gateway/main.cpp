@@ -15,7 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/application.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/load.hpp"
 #include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
 #include "middleware/setup.hpp"

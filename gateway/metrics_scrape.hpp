@@ -10,7 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 
 namespace sluice {

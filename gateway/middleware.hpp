@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 
 namespace sluice {

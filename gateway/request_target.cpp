@@ -1,22 +1,19 @@
 #include "gateway/request_target.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstring>
+
+#include "gateway/client_ip.hpp"
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/hex.hpp"
 
 namespace sluice {
 namespace {
 
+using ascii::is_alpha;
+using ascii::is_digit;
+
 constexpr char kUpperHex[] = "0123456789ABCDEF";
-
-bool is_alpha(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-bool is_digit(unsigned char c) {
-  return c >= '0' && c <= '9';
-}
 
 bool is_unreserved(unsigned char c) {
   return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
@@ -31,24 +28,8 @@ bool is_path_char(unsigned char c) {
   return is_unreserved(c) || is_sub_delim(c) || c == ':' || c == '@';
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool is_control(unsigned char c) {
   return c <= 0x20 || c == 0x7f;
-}
-
-bool ascii_iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 
 void append_escape(std::string& out, unsigned char c) {
@@ -110,7 +91,7 @@ bool is_ip_literal(std::string_view s) {
     const auto dot = inner.find('.');
     if (dot == std::string_view::npos || dot < 2 || dot + 1 == inner.size()) return false;
     for (std::size_t i = 1; i < dot; ++i) {
-      if (hex_value(inner[i]) < 0) return false;
+      if (hex::digit_value(inner[i]) < 0) return false;
     }
     for (std::size_t i = dot + 1; i < inner.size(); ++i) {
       const auto c = static_cast<unsigned char>(inner[i]);
@@ -118,12 +99,7 @@ bool is_ip_literal(std::string_view s) {
     }
     return true;
   }
-  char buf[64];
-  if (inner.size() >= sizeof buf) return false;
-  std::memcpy(buf, inner.data(), inner.size());
-  buf[inner.size()] = '\0';
-  unsigned char bytes[16];
-  return inet_pton(AF_INET6, buf, bytes) == 1;
+  return parse_ip_literal(inner, IpFamily::kV6).has_value();
 }
 
 bool is_reg_name(std::string_view s) {
@@ -131,7 +107,9 @@ bool is_reg_name(std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c == '%') {
-      if (i + 2 >= s.size() || hex_value(s[i + 1]) < 0 || hex_value(s[i + 2]) < 0) return false;
+      if (i + 2 >= s.size() || hex::digit_value(s[i + 1]) < 0 || hex::digit_value(s[i + 2]) < 0) {
+        return false;
+      }
       i += 2;
     } else if (!is_unreserved(c) && !is_sub_delim(c)) {
       return false;
@@ -178,8 +156,8 @@ std::string_view normalize_target(std::string_view target, NormalizedTarget& out
   for (std::size_t i = 0; !plain && i < path.size(); ++i) {
     auto c = static_cast<unsigned char>(path[i]);
     if (c == '%') {
-      const int hi = i + 2 < path.size() ? hex_value(path[i + 1]) : -1;
-      const int lo = i + 2 < path.size() ? hex_value(path[i + 2]) : -1;
+      const int hi = i + 2 < path.size() ? hex::digit_value(path[i + 1]) : -1;
+      const int lo = i + 2 < path.size() ? hex::digit_value(path[i + 2]) : -1;
       if (hi < 0 || lo < 0) return "malformed percent-escape in path";
       i += 2;
       c = static_cast<unsigned char>(hi * 16 + lo);
@@ -214,7 +192,7 @@ AbsoluteForm split_absolute_form(std::string_view target) {
     return result;
   }
   const auto scheme = target.substr(0, colon);
-  if (!ascii_iequals(scheme, "http") && !ascii_iequals(scheme, "https")) {
+  if (!ascii::iequals(scheme, "http") && !ascii::iequals(scheme, "https")) {
     result.error = "request target scheme is not http or https";
     return result;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "gateway/common/ascii.hpp"
 #include "gateway/request_target.hpp"
 
 namespace sluice {
@@ -20,13 +21,6 @@ std::string_view host_without_port(std::string_view host) {
   if (colon != std::string_view::npos) host = host.substr(0, colon);
   if (!host.empty() && host.back() == '.') host.remove_suffix(1);
   return host;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-           return lower(x) == lower(y);
-         });
 }
 
 bool path_matches(const RouteMatch& match, std::string_view path) {
@@ -48,7 +42,7 @@ bool path_matches(const RouteMatch& match, std::string_view path) {
 
 bool host_matches(const RouteMatch& match, std::string_view request_host) {
   if (match.host.empty()) return true;
-  return iequals(host_without_port(match.host), host_without_port(request_host));
+  return ascii::iequals(host_without_port(match.host), host_without_port(request_host));
 }
 
 bool method_allowed(const RouteMatch& match, std::string_view method) {

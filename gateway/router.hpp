@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

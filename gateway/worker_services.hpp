@@ -12,7 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json_fwd.hpp>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "gateway/acceptor.hpp"
 #include "gateway/admin/admin_routes.hpp"
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 
 namespace sluice {

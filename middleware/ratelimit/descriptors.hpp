@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/application.hpp"
+#include "gateway/config/load.hpp"
 #include "gateway/worker_services.hpp"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "upstream/redis/client.hpp"
 

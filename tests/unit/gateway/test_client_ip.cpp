@@ -69,6 +69,20 @@ TEST_CASE("parse_ip rejects garbage", "[client_ip]") {
   CHECK_FALSE(parse_ip(std::string(200, '1')));
 }
 
+TEST_CASE("parse_ip_literal takes the bare literal of one family only", "[client_ip]") {
+  CHECK(parse_ip_literal("10.0.0.1", IpFamily::kV4) == ip("10.0.0.1"));
+  CHECK(parse_ip_literal("fe80::1", IpFamily::kV6) == ip("fe80::1"));
+  for (const auto* bad : {"", "10.0.0.256", " 10.0.0.1", "10.0.0.1:80", "::1"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_ip_literal(bad, IpFamily::kV4));
+  }
+  for (const auto* bad : {"[::1]", "10.0.0.1", "::1 ", "fe80::zz"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_ip_literal(bad, IpFamily::kV6));
+  }
+  CHECK_FALSE(parse_ip_literal(std::string(64, '1'), IpFamily::kV6));
+}
+
 TEST_CASE("IPv6 text follows RFC 5952", "[client_ip]") {
   CHECK(ip("2001:0DB8:0000:0000:0000:0000:0000:0001").to_string() == "2001:db8::1");
   CHECK(ip("2001:db8:0:1:1:1:1:1").to_string() == "2001:db8:0:1:1:1:1:1");  // one zero group

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "gateway/config.hpp"
+#include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/process_metrics.hpp"
 #include "support/metrics_snapshot.hpp"

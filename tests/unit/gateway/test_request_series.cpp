@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "gateway/config.hpp"
+#include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/request_series.hpp"
 #include "support/metrics_snapshot.hpp"

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "gateway/config/load.hpp"
 #include "gateway/router.hpp"
 
 namespace sluice {

@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"

@@ -1,4 +1,4 @@
-#include "gateway/config_env.hpp"
+#include "gateway/config/env.hpp"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "gateway/config_checks.hpp"
+#include "gateway/config/checks.hpp"
 
 #include <regex>
 

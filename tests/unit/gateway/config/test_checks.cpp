@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "gateway/config.hpp"
-#include "gateway/config_checks.hpp"
+#include "gateway/config/checks.hpp"
+#include "gateway/config/keys.hpp"
+#include "gateway/config/load.hpp"
 #include "gateway/endpoints.hpp"
 
 namespace sluice {

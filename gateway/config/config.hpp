@@ -1,6 +1,6 @@
-// Sluice configuration: plain immutable structs, parsed and validated in full
-// from YAML. Loading is the only place exceptions are used;
-// callers get either a Config or every error as "file:line: key.path: message".
+// Sluice configuration: plain immutable structs, built and validated in full by
+// gateway/config/load.hpp and shared read-only (std::shared_ptr<const Config>);
+// a reload builds a new one. Nothing here does I/O.
 #pragma once
 
 #include <chrono>
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
-#include "gateway/config_env.hpp"
 #include "upstream/upstream_config.hpp"
 
 namespace sluice {
@@ -151,30 +150,5 @@ struct Config {
   const UpstreamConfig* find_upstream(std::string_view name) const;
   const LimitConfig* find_limit(std::string_view name) const;
 };
-
-struct ConfigResult {
-  std::shared_ptr<const Config> config;  // null when errors is non-empty
-  std::vector<std::string> errors;       // "file:line: key.path: message", in file order
-  // Valid but probably not what was meant, in the same form as errors.
-  std::vector<std::string> warnings;
-};
-
-// Parses and validates YAML text; `source` names the file in messages. Scalar
-// values have ${VAR} and ${VAR:-default} expanded from `env` (see
-// gateway/config_env.hpp); the first overload uses the process environment.
-ConfigResult parse_config(std::string_view yaml_text, std::string_view source);
-ConfigResult parse_config(std::string_view yaml_text, std::string_view source,
-                          const EnvLookup& env);
-// Reads and parses a file; a file that cannot be read is one error.
-ConfigResult load_config_file(const std::string& path);
-
-// Every key the parser accepts, as a path: "server.listen", "upstreams.NAME.servers",
-// "routes[].match.methods", "limits.NAME.plans.PLAN.capacity". Taken from the
-// same tables that reject unknown keys, so documentation can be checked against it.
-std::vector<std::string> config_key_paths();
-
-// Parses redis://[user:password@]host:port[/db] and rediss://; returns an
-// error message or fills the url-derived fields of `out`.
-std::optional<std::string> parse_redis_url(std::string_view url, RedisConfig& out);
 
 }  // namespace sluice

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gateway/config.hpp"
-#include "gateway/config_env.hpp"
+#include "gateway/config/env.hpp"
+#include "gateway/config/load.hpp"
 
 namespace sluice {
 namespace {

@@ -1,12 +1,12 @@
 // Checks over a parsed, valid configuration that find setups which are valid
-// but probably not what was meant; the config loader turns their findings into
-// --check warnings. Pure functions of the config: no I/O.
+// but probably not what was meant; the second pass (resolve.hpp) turns their
+// findings into --check warnings. Pure functions of the config: no I/O.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
-#include "gateway/config.hpp"
+#include "gateway/config/config.hpp"
 
 namespace sluice {
 

@@ -1,0 +1,73 @@
+#include "gateway/config/keys.hpp"
+
+namespace sluice {
+namespace config {
+namespace {
+
+constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",
+                                      "upstreams", "api_keys", "limits", "routes"};
+constexpr std::string_view kServer[] = {"listen",
+                                        "threads",
+                                        "max_header_bytes",
+                                        "max_body_bytes",
+                                        "header_timeout_ms",
+                                        "idle_timeout_ms",
+                                        "drain_timeout_ms",
+                                        "body_timeout_ms",
+                                        "send_timeout_ms",
+                                        "max_connections",
+                                        "headers_with_underscores",
+                                        "trusted_proxies"};
+constexpr std::string_view kAdmin[] = {"listen"};
+constexpr std::string_view kLog[] = {"level", "access_log"};
+constexpr std::string_view kRedis[] = {"url",           "timeout_ms",      "connect_timeout_ms",
+                                       "key_prefix",    "circuit_breaker", "tls_ca_file",
+                                       "tls_cert_file", "tls_key_file",    "tls_server_name"};
+constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
+constexpr std::string_view kUpstream[] = {
+    "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
+    "max_connections", "fail_cooldown_ms"};
+constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
+constexpr std::string_view kConsumer[] = {"key", "plan"};
+constexpr std::string_view kLimit[] = {"key", "capacity", "refill_per_second", "plans"};
+constexpr std::string_view kPlan[] = {"capacity", "refill_per_second"};
+constexpr std::string_view kRoute[] = {"name",   "match", "upstream",        "strip_prefix",
+                                       "limits", "cost",  "on_redis_failure"};
+constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
+                                       "host"};
+
+}  // namespace
+
+constexpr MappingKeys kRootKeys{"", kRoot};
+constexpr MappingKeys kServerKeys{"server", kServer};
+constexpr MappingKeys kAdminKeys{"admin", kAdmin};
+constexpr MappingKeys kLogKeys{"log", kLog};
+constexpr MappingKeys kRedisKeys{"redis", kRedis};
+constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
+constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
+constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
+constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
+constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
+constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
+constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
+constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
+
+}  // namespace config
+
+std::vector<std::string> config_key_paths() {
+  using namespace config;
+  const MappingKeys* const all[] = {
+      &kRootKeys,           &kServerKeys,   &kAdminKeys,   &kLogKeys,      &kRedisKeys,
+      &kCircuitBreakerKeys, &kUpstreamKeys, &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,
+      &kPlanKeys,           &kRouteKeys,    &kMatchKeys};
+  std::vector<std::string> out;
+  for (const MappingKeys* mapping : all) {
+    for (const auto key : mapping->keys) {
+      out.push_back(mapping->path.empty() ? std::string(key)
+                                          : std::string(mapping->path) + "." + std::string(key));
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice

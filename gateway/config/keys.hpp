@@ -1,0 +1,40 @@
+// The keys each mapping of the configuration accepts. The section readers
+// reject any other key with these tables, and config_key_paths() lists them
+// so that the documentation can be checked against the parser.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+namespace config {
+
+struct MappingKeys {
+  std::string_view path;  // as documented: "upstreams.NAME", "routes[].match"
+  std::span<const std::string_view> keys;
+};
+
+extern const MappingKeys kRootKeys;
+extern const MappingKeys kServerKeys;
+extern const MappingKeys kAdminKeys;
+extern const MappingKeys kLogKeys;
+extern const MappingKeys kRedisKeys;
+extern const MappingKeys kCircuitBreakerKeys;
+extern const MappingKeys kUpstreamKeys;
+extern const MappingKeys kApiKeysKeys;
+extern const MappingKeys kConsumerKeys;
+extern const MappingKeys kLimitKeys;
+extern const MappingKeys kPlanKeys;
+extern const MappingKeys kRouteKeys;
+extern const MappingKeys kMatchKeys;
+
+}  // namespace config
+
+// Every key the parser accepts, as a path: "server.listen", "upstreams.NAME.servers",
+// "routes[].match.methods", "limits.NAME.plans.PLAN.capacity".
+std::vector<std::string> config_key_paths();
+
+}  // namespace sluice

@@ -1,0 +1,173 @@
+#include "gateway/config/resolve.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "gateway/config/checks.hpp"
+#include "gateway/config/text.hpp"
+
+namespace sluice::config {
+namespace {
+
+void check_admin_listen(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (!notes.admin_listen || !notes.server_listen_valid) return;
+  const auto& server = c.server.listen;
+  if (listeners_overlap(c.admin.listen, server)) {
+    r.error_at(notes.admin_listen->mark, notes.admin_listen->field,
+               "conflicts with server.listen " + quoted(server.to_string()));
+  }
+}
+
+// A plan override applies only to a plan some key can have: the default plan
+// or a consumer's. Any other name is a typo that would silently give those
+// customers the base limits.
+void check_plan_names(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (!notes.api_keys_read || notes.plan_overrides.empty()) return;
+  std::set<std::string> known = notes.consumer_plans;
+  known.insert(c.api_keys.default_plan);
+  std::string list;
+  for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+  for (const auto& [plan, field] : notes.plan_overrides) {
+    if (plan.empty() || known.count(plan)) continue;
+    r.error_at(notes.plans_mark, field,
+               "unknown plan " + quoted(plan) +
+                   ": not api_keys.default_plan nor the plan of a consumer (known: " + list + ")");
+  }
+}
+
+void resolve_upstream(YamlReader& r, const ReadNotes& notes, const ReadValue& name, const Config& c,
+                      RouteConfig& route) {
+  const auto& ups = c.upstreams;
+  const auto it = std::find_if(ups.begin(), ups.end(),
+                               [&](const UpstreamConfig& u) { return u.name == name.text; });
+  if (it != ups.end()) {
+    route.upstream_index = static_cast<std::size_t>(it - ups.begin());
+  } else if (notes.upstreams_read) {
+    r.error_at(name.mark, name.field, "unknown upstream " + quoted(name.text));
+  }
+}
+
+void resolve_limits(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route& route_notes,
+                    const Config& c, RouteConfig& route) {
+  for (const auto& name : route_notes.limit_names) {
+    if (std::find(route.limits.begin(), route.limits.end(), name.text) != route.limits.end()) {
+      r.error_at(name.mark, name.field, "limit " + quoted(name.text) + " is listed twice");
+      continue;
+    }
+    const auto it = std::find_if(c.limits.begin(), c.limits.end(),
+                                 [&](const LimitConfig& l) { return l.name == name.text; });
+    if (it == c.limits.end()) {
+      if (notes.limits_read) {
+        r.error_at(name.mark, name.field, "unknown limit " + quoted(name.text));
+      }
+      continue;
+    }
+    route.limits.push_back(name.text);
+    route.limit_indexes.push_back(static_cast<std::size_t>(it - c.limits.begin()));
+  }
+}
+
+// A request that costs more than a bucket holds would be denied forever.
+void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, const Config& c,
+                const RouteConfig& route) {
+  const auto over = [&](const BucketParams& params) {
+    return "cost " + format_number(route.cost) + " is more than the capacity " +
+           format_number(params.capacity);
+  };
+  for (std::size_t i : route.limit_indexes) {
+    if (!notes.limit_valid[i]) continue;
+    const auto& l = c.limits[i];
+    if (route.cost > l.bucket.capacity) {
+      r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + quoted(l.name));
+    }
+    for (const auto& [plan, params] : l.plans) {
+      if (route.cost > params.capacity) {
+        r.error_at(cost.mark, cost.field,
+                   over(params) + " of limit " + quoted(l.name) + " plan " + quoted(plan));
+      }
+    }
+  }
+}
+
+// A header named with "_" never reaches the limiter unless
+// server.headers_with_underscores is allow.
+void warn_if_underscores_hide(YamlReader& r, const HeaderUse& use, const Config& c) {
+  using Underscores = ServerConfig::Underscores;
+  const auto policy = c.server.headers_with_underscores;
+  if (use.name.find('_') == std::string::npos || policy == Underscores::kAllow) return;
+  r.warning(use.field, "header " + quoted(use.name) +
+                           " has \"_\" in its name, and "
+                           "server.headers_with_underscores is " +
+                           (policy == Underscores::kDrop ? "drop: the header is removed before "
+                                                           "the limiter sees it"
+                                                         : "reject: requests with it get 400") +
+                           "; rename it or set headers_with_underscores: allow");
+}
+
+// With no consumers listed every API key is its own bucket, so a route whose
+// every limit is keyed by the API key never denies a client that sends a new
+// random key each time. A limit without api_key in its key (ip, global...) bounds it.
+void warn_if_keys_mint_buckets(YamlReader& r, const Field& f, const RouteConfig& route,
+                               const Config& c) {
+  if (route.limit_indexes.empty() || !c.api_keys.consumers.empty()) return;
+  for (std::size_t i : route.limit_indexes) {
+    const auto& key = c.limits[i].key;
+    const bool keyed_by_api_key = std::any_of(key.begin(), key.end(), [](const KeySource& k) {
+      return k.kind == KeySource::Kind::kApiKey;
+    });
+    if (!keyed_by_api_key) return;
+  }
+  r.warning(f,
+            "every limit is keyed by api_key and api_keys.consumers is empty: each new key "
+            "gets a fresh bucket, so random keys are never denied; add a limit keyed by ip "
+            "beside them or list the consumers");
+}
+
+// Routes fall through on a method they do not list. When the route they fall
+// to takes any method on the same paths and has no limits, listing methods
+// turned the limits into a choice of the client.
+void warn_method_bypasses(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  for (const auto& bypass : find_method_bypasses(c)) {
+    const auto& later = c.routes[bypass.unlimited];
+    const std::string later_path = index_path("routes", bypass.unlimited);
+    r.warning(notes.routes[bypass.limited].methods_or_route,
+              "requests with a method not listed here (TRACE, PURGE, a lower-case \"get\"...) "
+              "fall through to " +
+                  later_path + " (" + quoted(later.name) +
+                  "), which matches the same paths with no limits, so they bypass the "
+                  "limits of this route; give " +
+                  later_path + " limits, or drop methods here to limit every method");
+  }
+}
+
+}  // namespace
+
+bool listeners_overlap(const HostPort& a, const HostPort& b) {
+  const auto wildcard = [](const std::string& h) { return h == "0.0.0.0" || h == "::"; };
+  return a.port != 0 && a.port == b.port &&
+         (a.host == b.host || wildcard(a.host) || wildcard(b.host));
+}
+
+void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
+  // In the order of the marks, so that errors at one mark keep the reading order.
+  check_admin_listen(r, notes, c);
+  check_plan_names(r, notes, c);
+  for (std::size_t i = 0; i < c.routes.size(); ++i) {
+    const auto& route_notes = notes.routes[i];
+    auto& route = c.routes[i];
+    if (route_notes.upstream) resolve_upstream(r, notes, *route_notes.upstream, c, route);
+    resolve_limits(r, notes, route_notes, c, route);
+    if (route_notes.cost) check_cost(r, notes, *route_notes.cost, c, route);
+  }
+  // Warnings are given only with a valid configuration.
+  if (r.has_errors()) return;
+  for (const auto& use : notes.header_uses) warn_if_underscores_hide(r, use, c);
+  for (std::size_t i = 0; i < c.routes.size(); ++i) {
+    if (const auto& limits = notes.routes[i].limits) {
+      warn_if_keys_mint_buckets(r, *limits, c.routes[i], c);
+    }
+  }
+  warn_method_bypasses(r, notes, c);
+}
+
+}  // namespace sluice::config

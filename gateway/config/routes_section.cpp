@@ -1,0 +1,243 @@
+// routes: what each route matches (path, methods, host), the upstream it
+// sends to, its limits and their cost, and what it does when Redis fails.
+// The names of upstreams and limits are resolved by the second pass.
+#include <algorithm>
+#include <regex>
+#include <unordered_map>
+
+#include "gateway/common/ascii.hpp"
+#include "gateway/config/keys.hpp"
+#include "gateway/config/sections.hpp"
+#include "gateway/config/text.hpp"
+#include "gateway/config/values.hpp"
+#include "gateway/request_target.hpp"
+
+namespace sluice::config {
+namespace {
+
+constexpr std::string_view kPathKeys = "path_prefix, path_exact or path_regex";
+
+// Request paths reach path_regex unchecked (up to max_header_bytes), so the
+// regex must not recurse once per input character as libstdc++'s default
+// (backtracking) executor does: a 16 KB path can overflow a thread's stack.
+// The polynomial mode uses the breadth-first executor (no back-references).
+#if defined(__GLIBCXX__)
+constexpr auto kRegexFlags =
+    std::regex::ECMAScript | std::regex::optimize | std::regex_constants::__polynomial;
+#else
+constexpr auto kRegexFlags = std::regex::ECMAScript | std::regex::optimize;
+#endif
+
+std::string describe_regex_error(std::regex_constants::error_type code) {
+  namespace rc = std::regex_constants;
+  switch (code) {
+    case rc::error_collate:
+      return "invalid collating element";
+    case rc::error_ctype:
+      return "invalid character class";
+    case rc::error_escape:
+      return "invalid escape";
+    case rc::error_backref:
+      return "invalid back reference";
+    case rc::error_brack:
+      return "mismatched [ and ]";
+    case rc::error_paren:
+      return "mismatched ( and )";
+    case rc::error_brace:
+      return "mismatched { and }";
+    case rc::error_badbrace:
+      return "invalid range in { }";
+    case rc::error_range:
+      return "invalid character range";
+    case rc::error_badrepeat:
+      return "nothing to repeat before *, +, ? or {";
+    case rc::error_complexity:  // libstdc++ polynomial mode: a back-reference
+      return "back-references are not supported";
+    case rc::error_stack:
+    case rc::error_space:
+      return "too complex";
+    default:
+      return "syntax error";
+  }
+}
+
+void read_path(YamlReader& r, const Field& path, std::string_view key, RouteMatch& match) {
+  const auto s = r.string(path);
+  if (!s) return;
+  match.path = *s;
+  if (key == "path_regex") {
+    match.path_kind = RouteMatch::PathKind::kRegex;
+    try {
+      match.regex = std::make_shared<const std::regex>(*s, kRegexFlags);
+    } catch (const std::regex_error& e) {
+      r.error(path, "invalid regular expression: " + describe_regex_error(e.code()) + " in " +
+                        quoted(*s));
+    }
+    return;
+  }
+  match.path_kind =
+      key == "path_prefix" ? RouteMatch::PathKind::kPrefix : RouteMatch::PathKind::kExact;
+  if (!s->starts_with('/')) {
+    r.error(path, "must start with \"/\", got " + quoted(*s));
+  } else if (s->find('?') != std::string::npos) {
+    r.error(path, "must be a path without a query, got " + quoted(*s));
+  } else {
+    // Requests are routed on their normalized path, so a path written
+    // otherwise would never match.
+    NormalizedTarget normalized;
+    if (const auto why = normalize_target(*s, normalized); !why.empty()) {
+      r.error(path, "invalid path " + quoted(*s) + ": " + std::string(why));
+    } else if (normalized.route_path != *s) {
+      r.error(path, "requests are matched on their normalized path: write " +
+                        quoted(normalized.route_path) + " instead of " + quoted(*s));
+    }
+  }
+}
+
+void read_methods(YamlReader& r, const Field& v, RouteMatch& match) {
+  const auto items = r.list(v);
+  if (!items) return;
+  if (items->empty()) {
+    r.error(v, "must list at least one method (omit the key to allow any method)");
+  }
+  for (const auto& item : *items) {
+    auto s = r.string(item);
+    if (!s) continue;
+    if (!is_token(*s)) {
+      r.error(item, "invalid method " + quoted(*s));
+      continue;
+    }
+    ascii::to_upper_in_place(*s);
+    if (std::find(match.methods.begin(), match.methods.end(), *s) == match.methods.end()) {
+      match.methods.push_back(*s);
+    }
+  }
+}
+
+void read_host(YamlReader& r, const Field& v, RouteMatch& match) {
+  const auto s = r.nonempty_string(v);
+  if (!s) return;
+  std::string host = *s;
+  ascii::to_lower_in_place(host);
+  if (host.size() > 1 && host.back() == '.') host.pop_back();
+  const bool bracketed =
+      host.front() == '[' && host.back() == ']' &&
+      parse_ip_literal(std::string_view(host).substr(1, host.size() - 2), IpFamily::kV6);
+  if (!bracketed && host.find(':') != std::string::npos) {
+    r.error(v, "must be a host name without a port, got " + quoted(*s));
+  } else if (!bracketed && !is_host_name(host)) {
+    r.error(v, "invalid host " + quoted(*s));
+  } else {
+    match.host = host;
+  }
+}
+
+// Returns the path key used (nullopt when there is none); `methods_field` is
+// set to match.methods when the route lists methods.
+std::optional<std::string> read_match(YamlReader& r, const Field& f, RouteMatch& match,
+                                      Field& methods_field) {
+  const auto m = r.mapping(f, kMatchKeys.keys);
+  if (!m) return std::nullopt;
+  // Exactly one of the path keys, in file order.
+  const Field* path = nullptr;
+  std::optional<std::string> path_key;
+  for (const auto& e : m->entries) {
+    if (e.key != "path_prefix" && e.key != "path_exact" && e.key != "path_regex") continue;
+    if (path) {
+      r.error(e.value.line, f.path, "only one of " + std::string(kPathKeys) + " is allowed");
+      continue;
+    }
+    path = &e.value;
+    path_key = e.key;
+  }
+  if (!path) {
+    r.error(f, "missing one of " + std::string(kPathKeys));
+  } else {
+    read_path(r, *path, *path_key, match);
+  }
+  if (auto* v = m->get("methods")) {
+    methods_field = *v;
+    read_methods(r, *v, match);
+  }
+  if (auto* v = m->get("host")) read_host(r, *v, match);
+  return path_key;
+}
+
+void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Route& notes,
+                std::unordered_map<std::string, int>& first_line) {
+  const auto m = r.mapping(f, kRouteKeys.keys);
+  if (!m) return;
+  if (auto* v = r.required(*m, "name")) {
+    if (auto s = r.string(*v); s && check_name(r, *v, *s)) {
+      const auto [it, inserted] = first_line.emplace(*s, v->line);
+      if (!inserted) {
+        r.error(*v, "duplicate route name " + quoted(*s) + " (first at line " +
+                        std::to_string(it->second) + ")");
+      }
+      route.name = *s;
+    }
+  }
+  std::optional<std::string> path_key;
+  if (auto* v = r.required(*m, "match")) {
+    path_key = read_match(r, *v, route.match, notes.methods_or_route);
+  }
+  if (auto* v = r.required(*m, "upstream")) {
+    if (auto s = r.string(*v)) {
+      route.upstream = *s;
+      notes.upstream = ReadValue{*v, r.here(), *s};
+    }
+  }
+  if (auto* v = m->get("strip_prefix")) {
+    if (auto b = r.boolean(*v)) {
+      route.strip_prefix = *b;
+      if (*b && path_key && *path_key != "path_prefix") {
+        r.error(*v, "only valid with match.path_prefix");
+      }
+    }
+  }
+  const Field* cost = m->get("cost");
+  bool cost_valid = false;
+  if (cost) {
+    const auto n = r.positive_number(*cost);
+    if (n) route.cost = *n;
+    cost_valid = n.has_value();
+  }
+  if (auto* v = m->get("limits")) {
+    notes.limits = *v;
+    if (auto items = r.list(*v)) {
+      for (const auto& item : *items) {
+        if (auto name = r.string(item)) notes.limit_names.push_back({item, r.here(), *name});
+      }
+    }
+  }
+  if (auto* v = m->get("on_redis_failure")) {
+    if (auto s = r.string(*v)) {
+      if (*s == "open") {
+        route.on_redis_failure = FailureMode::kOpen;
+      } else if (*s == "closed") {
+        route.on_redis_failure = FailureMode::kClosed;
+      } else {
+        r.error(*v, "expected open or closed, got " + quoted(*s));
+      }
+    }
+  }
+  if (cost_valid) notes.cost = ReadValue{*cost, r.here(), {}};
+}
+
+}  // namespace
+
+void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
+  const auto items = r.list(f);
+  if (!items) return;
+  std::unordered_map<std::string, int> first_line;
+  for (const auto& item : *items) {
+    RouteConfig route;
+    ReadNotes::Route route_notes;
+    route_notes.methods_or_route = item;  // replaced by match.methods when the route has them
+    read_route(r, item, route, route_notes, first_line);
+    notes.routes.push_back(std::move(route_notes));
+    c.routes.push_back(std::move(route));
+  }
+}
+
+}  // namespace sluice::config

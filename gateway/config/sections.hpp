@@ -1,0 +1,71 @@
+// The readers of the configuration's top-level sections, one file each
+// (server_section.cpp, ...). A reader fills its part of the Config from its
+// YAML field, reports what is wrong within the section, and leaves notes for
+// the second pass (resolve.hpp) wherever a value names another section's entry
+// or must be checked against another section.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gateway/config/config.hpp"
+#include "gateway/config/yaml_reader.hpp"
+
+namespace sluice::config {
+
+// A value as read, and the mark of the reading where a check of it belongs.
+struct ReadValue {
+  Field field;
+  YamlReader::Mark mark = 0;
+  std::string text;  // the scalar after ${VAR} expansion, where the check needs it
+};
+
+// A header name the limiter reads, where it was configured.
+struct HeaderUse {
+  Field field;
+  std::string name;
+};
+
+// What the first pass leaves for the second.
+struct ReadNotes {
+  bool server_listen_valid = true;        // false when server.listen is given but invalid
+  std::optional<ReadValue> admin_listen;  // when admin.listen is a valid address
+
+  bool upstreams_read = false;    // false when the section is broken: names are not checked
+  bool limits_read = false;       // absent counts as read: then every limit name is unknown
+  std::vector<bool> limit_valid;  // per Config::limits entry: read without an error
+
+  // limits.NAME.key header sources, then api_keys.header, in reading order.
+  std::vector<HeaderUse> header_uses;
+
+  bool api_keys_read = true;  // false when api_keys is broken: plan names are not checked
+  std::set<std::string> consumer_plans;
+  struct PlanOverride {
+    std::string plan;
+    Field field;
+  };
+  std::vector<PlanOverride> plan_overrides;  // every limits.NAME.plans entry
+  YamlReader::Mark plans_mark = 0;           // plan names are checked once api_keys is read
+
+  struct Route {
+    std::optional<ReadValue> upstream;   // the upstream name, when it is a string
+    std::vector<ReadValue> limit_names;  // each name in limits that is a string
+    std::optional<Field> limits;         // the limits list itself
+    std::optional<ReadValue> cost;       // when valid; its mark is the end of the route
+    Field methods_or_route;              // where a method bypass is reported
+  };
+  std::vector<Route> routes;  // per Config::routes entry
+};
+
+void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_log(YamlReader& r, const Field& f, Config& c);
+void read_redis(YamlReader& r, const Field& f, Config& c);
+void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+
+}  // namespace sluice::config

@@ -1,0 +1,44 @@
+#include "gateway/config/values.hpp"
+
+#include <string>
+#include <variant>
+
+#include "gateway/config/text.hpp"
+
+namespace sluice::config {
+
+std::optional<Millis> read_duration(YamlReader& r, const Field& f) {
+  const auto v = r.integer(f, 1, kMaxDurationMs);
+  if (!v) return std::nullopt;
+  return Millis(*v);
+}
+
+std::optional<HostPort> read_address(YamlReader& r, const Field& f, bool listener) {
+  const auto text = r.string(f);
+  if (!text) return std::nullopt;
+  auto parsed = parse_address(*text, listener);
+  if (auto* message = std::get_if<std::string>(&parsed)) {
+    r.error(f, *message);
+    return std::nullopt;
+  }
+  return std::get<HostPort>(std::move(parsed));
+}
+
+std::optional<Cidr> read_cidr(YamlReader& r, const Field& f) {
+  const auto text = r.string(f);
+  if (!text) return std::nullopt;
+  auto c = parse_cidr(*text);
+  if (!c || text->find_first_of(" \t") != std::string::npos) {
+    r.error(f, "invalid CIDR " + quoted(*text));
+    return std::nullopt;
+  }
+  return c;
+}
+
+bool check_name(YamlReader& r, const Field& f, std::string_view name) {
+  if (is_valid_name(name)) return true;
+  r.error(f, "invalid name " + quoted(name) + ": use letters, digits, \"_\", \"-\" and \".\"");
+  return false;
+}
+
+}  // namespace sluice::config

@@ -1,0 +1,30 @@
+// Sluice's value types read from a YAML field: durations, addresses, CIDRs
+// and user-chosen names, each with its bounds. Errors go to the reader.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "gateway/config/config.hpp"
+#include "gateway/config/yaml_reader.hpp"
+
+namespace sluice::config {
+
+constexpr std::int64_t kMaxDurationMs = std::numeric_limits<std::int32_t>::max();  // ~24.8 days
+constexpr std::int64_t kMaxCount = 1000000;  // failures, connections
+
+// Milliseconds, at least 1.
+std::optional<Millis> read_duration(YamlReader& r, const Field& f);
+
+// "host:port" or "[v6]:port"; a listener's host must be an IP literal.
+std::optional<HostPort> read_address(YamlReader& r, const Field& f, bool listener);
+
+std::optional<Cidr> read_cidr(YamlReader& r, const Field& f);
+
+// A user-chosen name (a key of upstreams or limits, a route name); false, with
+// the error reported, when it is not a valid name.
+bool check_name(YamlReader& r, const Field& f, std::string_view name);
+
+}  // namespace sluice::config

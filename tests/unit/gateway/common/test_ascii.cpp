@@ -1,0 +1,53 @@
+// The shared ASCII and hex helpers.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <string>
+
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/hex.hpp"
+
+namespace sluice {
+namespace {
+
+TEST_CASE("ascii: classes and case folding touch ASCII only", "[common]") {
+  CHECK(ascii::is_digit('0'));
+  CHECK_FALSE(ascii::is_digit('a'));
+  CHECK(ascii::is_alpha('Z'));
+  CHECK_FALSE(ascii::is_alpha('\xc3'));
+  CHECK(ascii::to_lower('Q') == 'q');
+  CHECK(ascii::to_upper('q') == 'Q');
+  CHECK(ascii::to_lower('\xc4') == '\xc4');
+  std::string s = "GeT/\xc4";
+  ascii::to_upper_in_place(s);
+  CHECK(s == "GET/\xc4");
+  ascii::to_lower_in_place(s);
+  CHECK(s == "get/\xc4");
+  CHECK(ascii::all_digits("0123"));
+  CHECK_FALSE(ascii::all_digits(""));
+  CHECK_FALSE(ascii::all_digits("12a"));
+}
+
+TEST_CASE("ascii: iequals and trim", "[common]") {
+  CHECK(ascii::iequals("Authorization", "aUTHORIZATION"));
+  CHECK_FALSE(ascii::iequals("chunked", "chunked "));
+  CHECK(ascii::iequals("", ""));
+  CHECK(ascii::trim(" \t a b \t") == "a b");
+  CHECK(ascii::trim(" \t ").empty());
+  CHECK(ascii::trim("\na\r") == "\na\r");  // only spaces and tabs
+}
+
+TEST_CASE("hex: digit values and lower-case encoding", "[common]") {
+  CHECK(hex::digit_value('0') == 0);
+  CHECK(hex::digit_value('a') == 10);
+  CHECK(hex::digit_value('F') == 15);
+  CHECK(hex::digit_value('g') == -1);
+  const std::array<unsigned char, 4> bytes = {0x00, 0x0f, 0xab, 0xff};
+  CHECK(hex::encode(bytes) == "000fabff");
+  std::string out = "x";
+  hex::append_byte(out, 0x7f);
+  CHECK(out == "x7f");
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,204 @@
+// Every bad-config fixture and the exact messages it must produce.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gateway/config/load.hpp"
+
+namespace sluice {
+namespace {
+
+const std::string kFixtures = SLUICE_FIXTURES_DIR;
+
+struct BadFixture {
+  const char* file;
+  std::vector<std::string> errors;  // "LINE: key.path: message", the file name is prepended
+};
+
+// Every file under tests/fixtures/bad/ and the exact errors it must produce.
+const std::vector<BadFixture> kBadFixtures = {
+    {"syntax_error.yaml", {"4: syntax error: end of sequence flow not found"}},
+    {"empty_file.yaml", {"1: (root): expected a mapping"}},
+    {"unknown_key_top.yaml", {"1: listen: unknown key \"listen\""}},
+    {"unknown_key_nested.yaml", {"3: server.max_headers_bytes: unknown key \"max_headers_bytes\""}},
+    {"duplicate_key.yaml", {"3: server.threads: duplicate key \"threads\" (first at line 2)"}},
+    {"missing_routes.yaml", {"1: (root): missing required key \"routes\""}},
+    {"missing_route_upstream.yaml", {"5: routes[0]: missing required key \"upstream\""}},
+    {"missing_limit_key.yaml",
+     {"3: limits.per_ip: missing required key \"key\"",
+      "3: limits.per_ip: missing required key \"refill_per_second\""}},
+    {"expected_integer.yaml",
+     {"2: server.threads: expected an integer, got \"many\"",
+      "3: server.max_body_bytes: expected an integer, got \"1.5\""}},
+    {"expected_mapping.yaml",
+     {"1: server: expected a mapping, got \"0.0.0.0:8080\"",
+      "3: redis.circuit_breaker: expected a mapping, got \"5\"",
+      "4: upstreams: expected a mapping, got a list"}},
+    {"expected_list.yaml",
+     {"3: upstreams.app.servers: expected a list, got \"127.0.0.1:9000\"",
+      "4: routes: expected a list, got a mapping"}},
+    {"expected_string.yaml",
+     {"2: log.level: expected a string, got a list",
+      "4: redis.key_prefix: expected a string, got null"}},
+    {"expected_bool.yaml",
+     {"2: log.access_log: expected true or false, got \"yes\"",
+      "10: routes[0].strip_prefix: expected true or false, got \"1\""}},
+    {"expected_number.yaml",
+     {"5: limits.per_ip.capacity: expected a number, got \"lots\"",
+      "6: limits.per_ip.refill_per_second: expected a number, got \".inf\""}},
+    {"zero_timeout.yaml",
+     {"2: server.header_timeout_ms: must be greater than 0, got 0",
+      "4: redis.timeout_ms: must be greater than 0, got 0",
+      "8: upstreams.app.response_timeout_ms: must be greater than 0, got 0"}},
+    {"negative_size.yaml",
+     {"2: server.threads: must not be negative, got -1",
+      "3: server.max_header_bytes: must be greater than 0, got 0",
+      "4: server.max_body_bytes: must be greater than 0, got -10",
+      "8: upstreams.app.max_idle_connections: must not be negative, got -1"}},
+    {"bad_listen_address.yaml",
+     {"2: server.listen: host must be an IP address, not a name, got \"localhost:8080\"",
+      "4: admin.listen: port must be between 0 and 65535, got \"127.0.0.1:70000\""}},
+    {"admin_listen_conflict.yaml",
+     {"4: admin.listen: conflicts with server.listen \"0.0.0.0:8080\""}},
+    {"bad_upstream_server.yaml",
+     {"4: upstreams.orders.servers[0]: expected host:port, got \"127.0.0.1\"",
+      "5: upstreams.orders.servers[1]: IPv6 addresses need brackets, e.g. \"[::1]:8080\", got "
+      "\"::1:9001\"",
+      "6: upstreams.orders.servers[2]: port must be between 1 and 65535, got "
+      "\"orders.internal:0\"",
+      "7: upstreams.orders.servers[3]: invalid host \"bad host\"",
+      "8: upstreams.orders.servers[4]: invalid IPv4 address \"300.1.1.1\""}},
+    {"empty_servers.yaml",
+     {"3: upstreams.orders.servers: must list at least one server",
+      "4: upstreams.users: missing required key \"servers\""}},
+    {"bad_name.yaml",
+     {"2: upstreams.orders v2: invalid name \"orders v2\": use letters, digits, \"_\", \"-\" and "
+      "\".\"",
+      "5: routes[0].name: invalid name \"all/everything\": use letters, digits, \"_\", \"-\" and "
+      "\".\""}},
+    {"bad_log_level.yaml",
+     {"2: log.level: unknown log level \"verbose\" (expected trace, debug, info, warn or error)"}},
+    {"bad_cidr.yaml",
+     {"4: server.trusted_proxies[1]: invalid CIDR \"10.0.0.0/33\"",
+      "5: server.trusted_proxies[2]: invalid CIDR \"proxy.internal\"",
+      "6: server.trusted_proxies[3]: invalid CIDR \"::1/129\""}},
+    {"bad_redis_url.yaml",
+     {"2: redis.url: invalid url: must start with redis:// or rediss://, got "
+      "\"http://127.0.0.1:6379\""}},
+    // The password is never shown.
+    {"bad_redis_url_port.yaml",
+     {"2: redis.url: invalid url: port must be between 1 and 65535, got "
+      "\"redis://:***@127.0.0.1:0/0\""}},
+    {"redis_tls_without_rediss.yaml",
+     {"3: redis.tls_ca_file: only valid with a rediss:// url",
+      "4: redis.tls_cert_file: only valid with a rediss:// url",
+      "4: redis.tls_cert_file: requires redis.tls_key_file"}},
+    {"bad_api_key_header.yaml",
+     {"3: api_keys.header: invalid header name \"X API Key\"",
+      "4: api_keys.default_plan: must not be empty"}},
+    {"duplicate_consumer_key.yaml",
+     {"6: api_keys.consumers[2].key: duplicate consumer key (first at line 4)",
+      "7: api_keys.consumers[3]: missing required key \"key\""}},
+    {"bad_key_source.yaml",
+     {"4: limits.per_user.key: unknown key source \"user\" (expected api_key, ip, path, route, "
+      "global, header:NAME or query:NAME)",
+      "8: limits.per_header.key: invalid header name \"\" in \"header:\"",
+      "12: limits.composite.key[1]: missing parameter name in \"query:\"",
+      "16: limits.empty.key: must list at least one key source"}},
+    {"bad_plans.yaml",
+     {"8: limits.per_key.plans.pro: expected a mapping, got \"500\"",
+      "9: limits.per_key.plans.team.burst: unknown key \"burst\"",
+      "14: limits.per_ip.plans: expected a mapping, got a list"}},
+    {"unknown_plan.yaml",
+     {"13: limits.per_key.plans.por: unknown plan \"por\": not api_keys.default_plan nor the "
+      "plan of a consumer (known: free, pro)"}},
+    {"bad_capacity.yaml",
+     {"5: limits.per_ip.capacity: must be greater than 0, got 0",
+      "6: limits.per_ip.refill_per_second: must be greater than 0, got -0.5"}},
+    {"bad_cost.yaml", {"8: routes[0].cost: must be greater than 0, got 0"}},
+    {"cost_exceeds_capacity.yaml",
+     {"16: routes[0].cost: cost 5 is more than the capacity 2 of limit \"per_key\" plan "
+      "\"trial\""}},
+    {"bad_on_redis_failure.yaml",
+     {"8: routes[0].on_redis_failure: expected open or closed, got \"deny\""}},
+    {"duplicate_route_name.yaml",
+     {"8: routes[1].name: duplicate route name \"api\" (first at line 5)"}},
+    {"match_no_path.yaml",
+     {"6: routes[0].match: missing one of path_prefix, path_exact or path_regex"}},
+    {"match_two_paths.yaml",
+     {"8: routes[0].match: only one of path_prefix, path_exact or path_regex is allowed"}},
+    {"path_not_normalized.yaml",
+     {"6: routes[0].match.path_prefix: requests are matched on their normalized path: write "
+      "\"/api/v1/\" instead of \"/api//v1/\"",
+      "9: routes[1].match.path_exact: requests are matched on their normalized path: write "
+      "\"/api\" instead of \"/%61pi\"",
+      "12: routes[2].match.path_prefix: requests are matched on their normalized path: write "
+      "\"/api/\" instead of \"/api;jsessionid=x/\"",
+      "15: routes[3].match.path_prefix: invalid path \"/api/../admin\": dot segments in path"}},
+    {"path_not_absolute.yaml",
+     {"6: routes[0].match.path_prefix: must start with \"/\", got \"api/\"",
+      "9: routes[1].match.path_exact: must start with \"/\", got \"health\""}},
+    {"bad_regex.yaml",
+     {"7: routes[0].match.path_regex: invalid regular expression: mismatched ( and ) in "
+      "\"/users/([0-9]+\"",
+      "11: routes[1].match.path_regex: invalid regular expression: mismatched [ and ] in "
+      "\"/items/[0-9\""}},
+    {"bad_method.yaml",
+     {"8: routes[0].match.methods[1]: invalid method \"PO ST\"",
+      "13: routes[1].match.methods: must list at least one method (omit the key to allow any "
+      "method)"}},
+    {"bad_host.yaml",
+     {"8: routes[0].match.host: must be a host name without a port, got "
+      "\"api.example.com:8080\""}},
+    {"strip_prefix_without_prefix.yaml",
+     {"8: routes[0].strip_prefix: only valid with match.path_prefix"}},
+    {"unknown_upstream.yaml", {"7: routes[0].upstream: unknown upstream \"users\""}},
+    // The example of the product's configuration contract, line for line.
+    {"unknown_limit.yaml", {"14: routes[2].limits[0]: unknown limit \"per_user\""}},
+    {"duplicate_limit_in_route.yaml",
+     {"10: routes[0].limits[1]: limit \"per_ip\" is listed twice"}},
+    // YAML mistakes that yaml-cpp reports in words that do not name them.
+    {"tab_indentation.yaml",
+     {"3: syntax error: a tab in the indentation (YAML indents with spaces only)"}},
+    {"merge_key.yaml",
+     {"10: limits.per_path: YAML merge keys (\"<<\") are not supported: write the keys out (an "
+      "alias of a whole value, \"key: *anchor\", works)"}},
+    // Read with the process environment, where none of these variables is set.
+    {"env_not_set.yaml",
+     {"3: upstreams.app.servers[0]: environment variable SLUICE_FIXTURE_NEVER_SET_UPSTREAM is "
+      "not set",
+      "5: redis.url: environment variable SLUICE_FIXTURE_NEVER_SET_REDIS_URL is not set",
+      "7: redis.timeout_ms: expected an integer, got \"fifty\"",
+      "9: log.level: unterminated \"${\" (write \"$${\" for a literal \"${\")"}},
+};
+
+}  // namespace
+
+TEST_CASE("every bad fixture gives exactly its messages", "[config]") {
+  for (const auto& fixture : kBadFixtures) {
+    const std::string path = kFixtures + "/bad/" + fixture.file;
+    std::vector<std::string> expected;
+    for (const auto& e : fixture.errors) expected.push_back(path + ":" + e);
+    const auto result = load_config_file(path);
+    INFO(path);
+    CHECK_FALSE(result.config);
+    CHECK(result.errors == expected);
+  }
+}
+
+TEST_CASE("every file under fixtures/bad is in the table", "[config]") {
+  std::set<std::string> listed;
+  for (const auto& fixture : kBadFixtures) {
+    CHECK(listed.insert(fixture.file).second);  // no fixture listed twice
+  }
+  std::set<std::string> on_disk;
+  for (const auto& entry : std::filesystem::directory_iterator(kFixtures + "/bad")) {
+    on_disk.insert(entry.path().filename().string());
+  }
+  CHECK(on_disk == listed);
+}
+
+}  // namespace sluice
