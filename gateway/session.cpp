@@ -19,22 +19,24 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "gateway/guarded.hpp"
-#include "gateway/http_limits.hpp"
+#include "gateway/deadline.hpp"
+#include "gateway/exchange_log.hpp"
+#include "gateway/common/guarded.hpp"
+#include "gateway/common/http_limits.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/pipeline.hpp"
+#include "gateway/request_admission.hpp"
 #include "gateway/request_target.hpp"
 #include "gateway/router.hpp"
 #include "gateway/worker.hpp"
+#include "upstream/framing.hpp"
 #include "upstream/proxy_headers.hpp"
+#include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
 namespace {
-
-// Every `outcome` of sluice_upstream_requests_total that count_upstream() is given.
-constexpr std::string_view kUpstreamOutcomes[] = {"ok",    "connect_error",  "timeout",
-                                                  "reset", "protocol_error", "connection_limit"};
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -74,12 +76,6 @@ bool is_idempotent(http::verb v) {
          v == http::verb::put || v == http::verb::delete_;
 }
 
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 IpAddress to_ip(const asio::ip::address& a) {
   IpAddress ip;
   if (a.is_v4()) {
@@ -94,13 +90,18 @@ IpAddress to_ip(const asio::ip::address& a) {
   return ip;
 }
 
-class ProxySession final : public ClientSession, public std::enable_shared_from_this<ProxySession> {
+// Whose operation a session's deadline guards.
+enum class Side { kClient, kUpstream };
+
+class ProxySession final : public ClientSession,
+                           public MiddlewareLater,
+                           public std::enable_shared_from_this<ProxySession> {
  public:
   ProxySession(Worker& worker, WorkerSocket socket)
       : worker_(worker),
         stream_(std::move(socket)),
         head_timer_(stream_.get_executor()),
-        deadline_timer_(stream_.get_executor()) {
+        deadline_(stream_.get_executor()) {
     beast::error_code ec;
     auto endpoint = stream_.socket().remote_endpoint(ec);
     peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
@@ -130,7 +131,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
     head_timer_.cancel();
-    deadline_timer_.cancel();
+    deadline_.cancel();
     if (upstream_) upstream_->stream.socket().close(ec);
   }
 
@@ -225,7 +226,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     // one connection cannot grow the buffer without bound.
     buffer_.max_size(std::max(config_->server.max_header_bytes, buffer_.size()));
     idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
-    clear_deadline();
+    deadline_.clear();
     head_timed_out_ = false;
     head_timer_.expires_after(config_->server.header_timeout);
     const auto generation = ++head_generation_;
@@ -250,8 +251,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     head_timer_.cancel();
     ++head_generation_;
     started_ = Clock::now();
-    request_id_.clear();
-    route_ = nullptr;
+    info_.request_id.clear();
+    info_.route = nullptr;
     response_headers_.clear();
     if (head_timed_out_) {
       return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
@@ -273,124 +274,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     }
     ++requests_;
     auto& req = parser_->get();
-    // Both framings at once is request smuggling material: refuse it.
-    if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
-      return send_local(
-          make_local_reply(400, "both Content-Length and Transfer-Encoding", new_id()), true);
+    auto refusal =
+        admit_request(req, {parser_->chunked(), parser_->is_done()}, peer_, *config_, info_);
+    keep_alive_ = {.client_asked = info_.keep_alive};
+    if (refusal) {
+      const bool close = refusal->close_connection;
+      return send_local(std::move(*refusal), close);
     }
-    if (req.version() == 11 && req.count(http::field::host) == 0) {
-      return send_local(make_local_reply(400, "missing Host header", new_id()), true);
-    }
-    if (req.count(http::field::host) > 1) {
-      return send_local(make_local_reply(400, "more than one Host header", new_id()), true);
-    }
-    if (req.count(http::field::transfer_encoding) > 1) {
-      return send_local(make_local_reply(400, "more than one Transfer-Encoding header", new_id()),
-                        true);
-    }
-    if (req.count(http::field::transfer_encoding) &&
-        !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
-      // chunked twice, or not last, is faulty framing; anything else (gzip,
-      // chunked) is a coding Sluice does not implement.
-      std::size_t chunked = 0;
-      bool chunked_last = false;
-      for (const auto& coding : http::token_list{req[http::field::transfer_encoding]}) {
-        chunked_last = beast::iequals(coding, "chunked");
-        chunked += chunked_last ? 1 : 0;
-      }
-      return send_local(chunked > 1 || (chunked == 1 && !chunked_last)
-                            ? make_local_reply(400, "chunked must be the only transfer coding",
-                                               new_id())
-                            : make_local_reply(501, "transfer coding not supported", new_id()),
-                        true);
-    }
-    // HTTP/1.0 has no transfer codings: such a message's framing is faulty.
-    if (req.version() == 10 && req.count(http::field::transfer_encoding)) {
-      return send_local(make_local_reply(400, "Transfer-Encoding in an HTTP/1.0 request", new_id()),
-                        true);
-    }
-    // The asterisk form names the server itself, for OPTIONS only.
-    if (req.target() == "*" && req.method() != http::verb::options) {
-      return send_local(make_local_reply(400, "\"*\" target with a method other than OPTIONS",
-                                         new_id()),
-                        true);
-    }
-    // Host and request-target hygiene: see gateway/request_target.hpp.
-    if (req.count(http::field::host)) {
-      if (const auto error = check_host(req[http::field::host]); !error.empty()) {
-        return send_local(make_local_reply(400, error, new_id()), true);
-      }
-    }
-    // Absolute-form: the authority replaces Host and the target becomes
-    // origin-form, so routing and upstream see the same host.
-    if (!req.target().starts_with("/") && req.target() != "*") {
-      auto absolute = split_absolute_form(req.target());
-      if (!absolute.error.empty()) {
-        return send_local(make_local_reply(400, absolute.error, new_id()), true);
-      }
-      original_target_.assign(req.target());  // the access log shows what the client sent
-      req.set(http::field::host, absolute.authority);
-      req.target(absolute.target);
-    }
-    // One normalized target, forwarded; its route path is routed and keyed.
-    if (const auto error = normalize_target(req.target(), target_); !error.empty()) {
-      return send_local(make_local_reply(400, error, new_id()), true);
-    }
-    if (target_.target != req.target()) {
-      if (original_target_.empty()) original_target_.assign(req.target());
-      req.target(target_.target);
-    }
-    client_keep_alive_ = req.keep_alive() && !draining_;
-    // Hop-by-hop headers (and the names Connection lists) go before anything
-    // reads the head, so a client cannot hide X-Request-Id and the like.
-    request_chunked_ = parser_->chunked();
-    request_body_empty_ = parser_->is_done();
-    strip_hop_by_hop(req.base());
-    // Names with "_" reach CGI-style servers as the "-" names they resemble.
-    switch (config_->server.headers_with_underscores) {
-      case ServerConfig::Underscores::kAllow:
-        break;
-      case ServerConfig::Underscores::kDrop:
-        erase_underscore_fields(req.base());
-        break;
-      case ServerConfig::Underscores::kReject:
-        if (erase_underscore_fields(req.base()) > 0) {
-          return send_local(make_local_reply(400, "header name with an underscore", new_id()),
-                            true);
-        }
-        break;
-    }
-    auto incoming_id = req["X-Request-Id"];
-    if (is_acceptable_request_id(incoming_id)) {
-      request_id_.assign(incoming_id);
-    } else {
-      generate_request_id(request_id_);
-    }
-
-    // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
-    std::vector<std::string_view> xff;
-    for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
-      xff.emplace_back(it->value());
-    }
-    client_ip_ = resolve_client_ip(peer_, xff, config_->server.trusted_proxies);
-    // The scheme a trusted proxy saw is kept; anyone else's is replaced.
-    forwarded_proto_ = "http";
-    if (is_trusted(peer_, config_->server.trusted_proxies)) {
-      auto proto = req["X-Forwarded-Proto"];
-      if (beast::iequals(proto, "https")) forwarded_proto_ = "https";
-    }
-
-    auto decision =
-        select_route(*config_, req.method_string(), target_.route_path, req[http::field::host]);
-    if (decision.kind == RouteDecision::Kind::kNotFound) {
-      return send_local(make_local_reply(404, "no route matches", request_id_), !body_done());
-    }
-    if (decision.kind == RouteDecision::Kind::kMethodNotAllowed) {
-      auto reply = make_local_reply(405, "method not allowed", request_id_);
-      reply.headers.emplace_back("Allow", decision.allow);
-      return send_local(std::move(reply), !body_done());
-    }
-    route_ = decision.route;
     run_middleware();
   }
 
@@ -400,55 +290,46 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   void run_middleware() {
     auto& req = parser_->get();
-    if (!ctx_) {
-      // One context per connection, reused by its requests.
-      ctx_ = std::make_unique<RequestContext>();
-      ctx_->header = [this](std::string_view name) -> std::optional<std::string_view> {
-        auto& r = parser_->get();
-        auto it = r.find(name);
-        if (it == r.end()) return std::nullopt;
-        return std::string_view{it->value()};
-      };
-      ctx_->header_count = [this](std::string_view name) -> std::size_t {
-        return parser_->get().count(name);
-      };
-    }
-    ctx_->response_headers.clear();
-    ctx_->config = config_;
-    ctx_->route = route_;
-    ctx_->method = req.method_string();
-    ctx_->target = req.target();
-    ctx_->route_path = target_.route_path;
-    ctx_->client_ip = client_ip_;
-    ctx_->request_id = request_id_;
-    ctx_->started = started_;
-    next_middleware(0);
+    auto& ctx = pipeline_.begin(req.base());
+    ctx.config = config_;
+    ctx.route = info_.route;
+    ctx.method = req.method_string();
+    ctx.target = req.target();
+    ctx.route_path = info_.target.route_path;
+    ctx.client_ip = info_.client_ip;
+    ctx.request_id = info_.request_id;
+    ctx.started = started_;
+    run_pipeline();
   }
 
-  void next_middleware(std::size_t index) {
+  void run_pipeline() {
     if (closed_) return;  // the client is gone: nothing goes upstream for it
-    auto& chain = worker_.chain();
-    if (index >= chain.size()) {
-      response_headers_ = std::move(ctx_->response_headers);
-      return start_upstream();
-    }
-    if (!chain[index]->applies(*ctx_)) return next_middleware(index + 1);
-    chain[index]->on_request(
-        *ctx_, handler([index](ProxySession& self, std::optional<LocalReply> reply) {
-          if (reply) {
-            self.response_headers_ = std::move(self.ctx_->response_headers);
-            // A half-read body also ends the connection.
-            const bool close = reply->close_connection || !self.body_done();
-            return self.send_local(std::move(*reply), close);
-          }
-          self.next_middleware(index + 1);
-        }));
+    auto result = pipeline_.advance(worker_.chain(), *this);
+    if (result.step == MiddlewareStep::kPending) return;
+    on_middleware_outcome(std::move(result.reply));
+  }
+
+  // An asynchronous step's completion resumes the pipeline after that step.
+  MiddlewareDone take() override {
+    return handler([](ProxySession& self, std::optional<LocalReply> reply) {
+      if (reply) return self.on_middleware_outcome(std::move(reply));
+      self.run_pipeline();
+    });
+  }
+
+  // Every step continued (no reply), or one answered.
+  void on_middleware_outcome(std::optional<LocalReply> reply) {
+    response_headers_ = pipeline_.take_response_headers();
+    if (!reply) return start_upstream();
+    // A half-read body also ends the connection.
+    const bool close = reply->close_connection || !body_done();
+    send_local(std::move(*reply), close);
   }
 
   // ---- Upstream: choose, connect -----------------------------------------
 
   void start_upstream() {
-    upstream_cfg_ = &config_->upstreams[route_->upstream_index];
+    upstream_cfg_ = &config_->upstreams[info_.route->upstream_index];
     tried_.clear();
     try_next_server();
   }
@@ -456,12 +337,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   void try_next_server() {
     auto server = worker_.pools().pick(*upstream_cfg_, tried_);
     if (!server) {
-      if (tried_.empty()) {
-        return send_local(
-            make_local_reply(503, "no upstream server available (all in cool-down)", request_id_),
-            !body_done());
-      }
-      return upstream_failed(last_connect_timed_out_ ? 504 : 502, "upstream connect failed");
+      return upstream_failed(tried_.empty() ? UpstreamError::kNoServer
+                                            : connect_error(last_connect_timed_out_));
     }
     server_index_ = *server;
     tried_.push_back(*server);
@@ -525,9 +402,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
       self.waiting_for_slot_ = false;
       self.count_upstream("connection_limit");
-      self.send_local(
-          make_local_reply(503, "upstream connection limit reached", self.request_id_),
-          !self.body_done());
+      self.upstream_failed(UpstreamError::kConnectionLimit);
     }));
     worker_.pools().wait_for_slot(
         *upstream_cfg_, server_index_, [weak = weak_from_this(), generation]() -> bool {
@@ -579,7 +454,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       upstream_.reset();
       // Nothing was sent: an idempotent request may go to the next server, once.
       if (is_idempotent(parser_->get().method()) && tried_.size() < 2) return try_next_server();
-      return upstream_failed(timed_out ? 504 : 502, "upstream connect failed");
+      return upstream_failed(connect_error(timed_out));
     }
     worker_.pools().mark_ok(*upstream_cfg_, server_index_);
     worker_.metrics().add("sluice_upstream_connections_total",
@@ -598,11 +473,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
       request_rewritten_ = true;
       need_continue_ = !parser_->is_done() && req.version() == 11 &&
                        beast::iequals(req[http::field::expect], "100-continue");
-      serialize_request_head(req_head_, req.method_string(), upstream_target(*route_, req.target()),
+      serialize_request_head(req_head_, req.method_string(), upstream_target(*info_.route, req.target()),
                              req.base(),
-                             ForwardedInfo{peer_text_, forwarded_proto_, req[http::field::host],
-                                           request_id_, upstream_->server},
-                             request_chunked_, to_std(parser_->content_length()));
+                             ForwardedInfo{peer_text_, info_.forwarded_proto, req[http::field::host],
+                                           info_.request_id, upstream_->server},
+                             info_.body.chunked, to_std(parser_->content_length()));
     }
     req_head_pending_ = true;
     // Body bytes already read with the head: send head and body in one write.
@@ -618,21 +493,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   void write_piece(WorkerStream& stream, const std::string& head, bool& head_pending,
                    const char* data, std::size_t n, bool chunked, bool last,
                    std::chrono::milliseconds timeout, Handler&& handler) {
-    auto& buffers = out_buffers_;
-    std::size_t count = 0;
-    if (head_pending) {
-      buffers[count++] = asio::buffer(head);
-      head_pending = false;
-    }
-    if (chunked && n > 0) {
-      const int len = std::snprintf(chunk_prefix_, sizeof chunk_prefix_, "%zx\r\n", n);
-      buffers[count++] = asio::buffer(chunk_prefix_, static_cast<std::size_t>(len));
-    }
-    if (n > 0) buffers[count++] = asio::buffer(data, n);
-    if (chunked && n > 0) buffers[count++] = asio::buffer("\r\n", 2);
-    if (chunked && last) buffers[count++] = asio::buffer("0\r\n\r\n", 5);
+    const std::size_t count =
+        frame_piece(out_buffers_, std::exchange(head_pending, false) ? std::string_view{head} : "",
+                    data, n, chunked, last, chunk_prefix_);
     set_deadline(&stream == &stream_ ? Side::kClient : Side::kUpstream, timeout);
-    asio::async_write(stream, std::span<const asio::const_buffer>{buffers.data(), count},
+    asio::async_write(stream, std::span<const asio::const_buffer>{out_buffers_.data(), count},
                       std::forward<Handler>(handler));
   }
 
@@ -676,7 +541,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (ec == http::error::body_limit) {
       // Already partly sent: the upstream connection is spoiled, the client gets 413.
       drop_upstream();
-      return send_local(make_local_reply(413, "request body too large", request_id_), true);
+      return send_local(make_local_reply(413, "request body too large", info_.request_id), true);
     }
     if (ec) {
       if (client_timed_out_) {
@@ -684,19 +549,19 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         // the client told so (no response has started yet).
         drop_upstream();
         return send_local(
-            make_local_reply(408, "request body not received in time", request_id_), true);
+            make_local_reply(408, "request body not received in time", info_.request_id), true);
       }
       if (ec == http::error::buffer_overflow) {
         drop_upstream();
         return send_local(
-            make_local_reply(400, "chunk-size line or trailer section too long", request_id_),
+            make_local_reply(400, "chunk-size line or trailer section too long", info_.request_id),
             true);
       }
       if (ec != asio::error::eof && ec != asio::error::connection_reset &&
           ec != beast::error::timeout && ec != http::error::partial_message &&
           ec != asio::error::operation_aborted) {
         drop_upstream();
-        return send_local(make_local_reply(400, "bad request body: " + ec.message(), request_id_),
+        return send_local(make_local_reply(400, "bad request body: " + ec.message(), info_.request_id),
                           true);
       }
       return abort_exchange();
@@ -706,7 +571,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const bool last = parser_->is_done();
     if (n == 0 && !last) return read_client_body();  // only framing was read
     write_piece(upstream_->stream, req_head_, req_head_pending_, relay_buffer(), n,
-                request_chunked_, last, upstream_cfg_->response_timeout,
+                info_.body.chunked, last, upstream_cfg_->response_timeout,
                 handler(&ProxySession::on_upstream_body_written));
   }
 
@@ -742,14 +607,12 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
     // Sluice re-frames bodies itself, so a transfer coding other than chunked
     // (or chunked named twice) cannot be relayed faithfully.
-    if (res.count(http::field::transfer_encoding) > 1 ||
-        (res.count(http::field::transfer_encoding) == 1 &&
-         !beast::iequals(trim_ows(res[http::field::transfer_encoding]), "chunked"))) {
+    if (!relayable_transfer_coding(res.base())) {
       spdlog::warn("upstream {} server {}: unsupported response Transfer-Encoding",
                    upstream_cfg_->name, upstream_->server);
       count_upstream("protocol_error");
       drop_upstream();
-      return upstream_failed(502, "upstream response has an unsupported transfer coding");
+      return upstream_failed(UpstreamError::kUnsupportedTransferCoding);
     }
     upstream_status_ = res.result_int();
     upstream_server_ = upstream_->server;
@@ -759,20 +622,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const bool has_body = !res_parser_->is_done();
     const auto content_length = res_parser_->content_length();
 
-    // Framing towards the client: Content-Length passes through; a body of
-    // unknown length is chunked for HTTP/1.1 and ends with the connection for 1.0.
     const bool client_http11 = parser_->get().version() == 11;
-    res_chunked_out_ = false;
-    if (has_body && !content_length) {
-      if (client_http11) {
-        res_chunked_out_ = true;
-      } else {
-        client_keep_alive_ = false;
-      }
-    }
-    if (draining_) client_keep_alive_ = false;
+    const auto framing = frame_response(has_body, content_length.has_value(), client_http11);
+    res_chunked_out_ = framing.chunked;
+    keep_alive_.ends_with_close = framing.ends_with_close;
+    client_keep_alive_ = keep_client(false);
     ResponseHeadOptions options;
-    options.request_id = request_id_;
+    options.request_id = info_.request_id;
     options.extra = response_headers_;
     options.chunked = res_chunked_out_;
     options.content_length = to_std(content_length);
@@ -818,9 +674,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         const bool timed_out = upstream_timed_out_;
         drop_upstream();
         upstream_status_ = 0;
-        return upstream_failed(timed_out ? 504 : 502, timed_out
-                                                          ? "upstream response timed out"
-                                                          : "upstream response body is malformed");
+        return upstream_failed(timed_out ? UpstreamError::kResponseTimedOut
+                                         : UpstreamError::kMalformedResponseBody);
       }
       return abort_exchange();
     }
@@ -853,39 +708,19 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   // ---- Deadlines -------------------------------------------------------------
-  // One timer per session serves every I/O deadline, re-armed lazily: moving
-  // the deadline later (every read and write does) costs no syscall; the timer
-  // is re-armed only when it fires early or the deadline moves earlier. On
+  // One lazily re-armed deadline serves every I/O operation of the session. On
   // expiry the socket of that side is closed, failing its pending operation;
   // the *_timed_out_ flags tell a timeout from other errors.
 
-  enum class Side { kClient, kUpstream };
-
   void set_deadline(Side side, Clock::duration timeout) {
-    deadline_side_ = side;
     if (side == Side::kClient) client_timed_out_ = false;
-    deadline_ = Clock::now() + timeout;
-    if (!deadline_armed_ || deadline_ < deadline_timer_.expiry()) arm_deadline();
+    deadline_.expires_after(side, timeout, *this);
   }
 
-  void clear_deadline() { deadline_ = Clock::time_point::max(); }
-
-  void arm_deadline() {
-    deadline_armed_ = true;
-    deadline_timer_.expires_at(deadline_);  // a pending wait is superseded (generation)
-    const auto generation = ++deadline_generation_;
-    deadline_timer_.async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
-      if (generation != self.deadline_generation_) return;
-      self.deadline_armed_ = false;
-      if (ec || self.deadline_ == Clock::time_point::max()) return;   // closed, or cleared
-      if (Clock::now() < self.deadline_) return self.arm_deadline();  // moved later
-      self.on_deadline();
-    }));
-  }
-
-  void on_deadline() {
+ public:
+  void on_deadline(Side side) {
     beast::error_code ignored;
-    if (deadline_side_ == Side::kUpstream) {
+    if (side == Side::kUpstream) {
       if (!upstream_) return;
       upstream_timed_out_ = true;
       upstream_->stream.socket().close(ignored);
@@ -897,13 +732,14 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
         // of its system calls, so a short backstop closes it in that case.
         body_timeout_backstop_ = true;
         stream_.socket().cancel(ignored);
-        deadline_ = Clock::now() + kTimeoutBackstop;
-        arm_deadline();
+        deadline_.expires_after(Side::kClient, kTimeoutBackstop, *this);
         return;
       }
       stream_.socket().close(ignored);
     }
   }
+
+ private:
 
   // ---- Failures ------------------------------------------------------------
 
@@ -921,8 +757,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
                  upstream_ ? upstream_->server : "?", ec.message());
     count_upstream(timed_out ? "timeout" : "reset");
     drop_upstream();
-    upstream_failed(timed_out ? 504 : 502,
-                    timed_out ? "upstream response timed out" : "upstream connection failed");
+    upstream_failed(exchange_error(timed_out));
   }
 
   // A request that failed on a reused connection before any response byte
@@ -932,14 +767,15 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     const bool closed_early = ec == http::error::end_of_stream || ec == asio::error::eof ||
                               ec == asio::error::connection_reset ||
                               ec == asio::error::broken_pipe;
-    return closed_early && upstream_reused_ && !retried_on_fresh_ && request_body_empty_ &&
+    return closed_early && upstream_reused_ && !retried_on_fresh_ && info_.body.done &&
            is_idempotent(parser_->get().method()) && upstream_ &&
            upstream_->buffer.size() == 0 && (!res_parser_ || !res_parser_->got_some());
   }
 
-  void upstream_failed(unsigned status, std::string_view message) {
+  void upstream_failed(UpstreamError error) {
     // The request body may be half read: close after the reply unless it is done.
-    send_local(make_local_reply(status, message, request_id_), !parser_->is_done());
+    send_local(make_local_reply(status_for(error), message_for(error), info_.request_id),
+               !parser_->is_done());
   }
 
   void drop_upstream() {
@@ -962,13 +798,21 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
 
   // ---- Local replies and closing -----------------------------------------
 
+  // Whether the connection stays open after the response now being sent.
+  bool keep_client(bool must_close) const {
+    auto facts = keep_alive_;
+    facts.draining = draining_;
+    facts.must_close = must_close;
+    return keep_client_alive(facts);
+  }
+
   void send_local(LocalReply reply, bool close_after) {
-    if (request_id_.empty()) generate_request_id(request_id_);
+    if (info_.request_id.empty()) generate_request_id(info_.request_id);
     local_res_.emplace(static_cast<http::status>(reply.status), 11);
     auto& res = *local_res_;
     res.set(http::field::server, "sluice");
     res.set(http::field::content_type, reply.content_type);
-    res.set("X-Request-Id", request_id_);
+    res.set("X-Request-Id", info_.request_id);
     for (auto& [name, value] : response_headers_) res.set(name, value);
     for (auto& [name, value] : reply.headers) res.set(name, value);
     if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
@@ -976,7 +820,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     if (parser_ && parser_->get().method() == http::verb::head) {
       res.content_length(reply.body.size());
     }
-    const bool keep = !close_after && client_keep_alive_ && !draining_ && requests_ > 0;
+    const bool keep = keep_client(close_after || requests_ == 0);
     res.keep_alive(keep);
     if (keep && parser_ && parser_->get().version() == 10) {
       res.set(http::field::connection, "keep-alive");
@@ -1019,34 +863,29 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     beast::error_code ec;
     stream_.socket().close(ec);
     head_timer_.cancel();
-    deadline_timer_.cancel();
+    deadline_.cancel();
     if (slot_timer_) slot_timer_->cancel();
   }
 
   void record(unsigned status) {
     if (recorded_) return;
     recorded_ = true;
-    const std::string_view route = route_ ? std::string_view{route_->name} : std::string_view{};
-    const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
-    worker_.series().count_request(config_, route_, status, seconds);
-    if (worker_.chain().empty()) return;
-    ExchangeSummary summary;
-    summary.route = route;
-    const bool have_head = parser_ && parser_->is_header_done();
-    if (have_head) {
-      summary.method = parser_->get().method_string();
-      summary.target =
-          original_target_.empty() ? std::string_view{parser_->get().target()} : original_target_;
+    ExchangeRecord record;
+    record.route = info_.route;
+    record.have_head = parser_ && parser_->is_header_done();
+    if (record.have_head) {
+      record.method = parser_->get().method_string();
+      record.target = info_.original_target.empty() ? std::string_view{parser_->get().target()}
+                                                    : std::string_view{info_.original_target};
     }
-    summary.status = status;
-    summary.client_ip = have_head ? client_ip_ : peer_;
-    summary.request_id = request_id_;
-    // Both branches string_view: a ?: with a std::string would view a temporary.
-    summary.upstream_server =
-        upstream_status_ ? std::string_view{upstream_server_} : std::string_view{};
-    summary.duration_seconds = seconds;
-    summary.local = local_status_ == status && !upstream_status_;
-    for (auto& mw : worker_.chain()) mw->on_complete(*config_, summary);
+    record.client_ip = record.have_head ? info_.client_ip : peer_;
+    record.request_id = info_.request_id;
+    record.status = status;
+    record.upstream_status = upstream_status_;
+    record.local_status = local_status_;
+    record.upstream_server = upstream_server_;
+    record.started = started_;
+    log_exchange(record, config_, worker_.series(), worker_.chain().observers);
   }
 
   void reset_exchange() {
@@ -1054,7 +893,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
     upstream_status_ = 0;
     local_status_ = 0;
     upstream_server_.clear();
-    original_target_.clear();
+    info_.original_target.clear();
     upstream_reusable_ = false;
     request_rewritten_ = false;
     need_continue_ = false;
@@ -1066,8 +905,8 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   }
 
   std::string new_id() {
-    generate_request_id(request_id_);
-    return request_id_;
+    generate_request_id(info_.request_id);
+    return info_.request_id;
   }
 
   char* relay_buffer() {
@@ -1078,11 +917,7 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   Worker& worker_;
   WorkerStream stream_;
   asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor> head_timer_;
-  asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor> deadline_timer_;
-  Clock::time_point deadline_ = Clock::time_point::max();
-  std::uint64_t deadline_generation_ = 0;
-  Side deadline_side_ = Side::kClient;
-  bool deadline_armed_ = false;
+  Deadline<WorkerExecutor, Side> deadline_;
   bool upstream_timed_out_ = false;
   bool client_timed_out_ = false;
   beast::flat_buffer buffer_;
@@ -1094,11 +929,11 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   std::optional<http::response_parser<http::buffer_body>> res_parser_;
   std::string req_head_;  // serialized heads; their capacity is reused
   std::string res_head_;
-  char chunk_prefix_[24];
-  std::array<asio::const_buffer, 5> out_buffers_;  // one write in flight at a time
+  ChunkPrefix chunk_prefix_;
+  PieceBuffers out_buffers_;  // one write in flight at a time
   std::optional<http::response<http::string_body>> local_res_;
   std::unique_ptr<char[]> relay_buffer_;
-  std::unique_ptr<RequestContext> ctx_;
+  Pipeline pipeline_;
   std::unique_ptr<tcp::resolver> resolver_;
   std::unique_ptr<asio::steady_timer> resolve_timer_;
   using SessionTimer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, WorkerExecutor>;
@@ -1110,18 +945,13 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   bool reading_body_ = false;          // a request body read is in flight
   bool body_timeout_backstop_ = false;
 
-  const RouteConfig* route_ = nullptr;
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::unique_ptr<UpstreamConnection> upstream_;
   std::vector<std::size_t> tried_;
   std::size_t server_index_ = 0;
+  RequestInfo info_;  // the current request, as admitted
   HeaderList response_headers_;
-  std::string request_id_;
-  std::string original_target_;  // set only when the target was rewritten
-  NormalizedTarget target_;      // this request's forwarded target and route path
-  std::string_view forwarded_proto_ = "http";
   std::string upstream_server_;
-  IpAddress client_ip_;
   Clock::time_point started_{Clock::now()};
 
   std::uint64_t requests_ = 0;
@@ -1132,17 +962,16 @@ class ProxySession final : public ClientSession, public std::enable_shared_from_
   bool head_timed_out_ = false;
   bool idle_ = false;
   bool draining_ = false;
-  bool client_keep_alive_ = false;
+  KeepAliveFacts keep_alive_;     // what the current exchange knows of keep-alive
+  bool client_keep_alive_ = false;  // the response sent keeps the connection
   bool upstream_reusable_ = false;
   bool request_rewritten_ = false;
-  bool request_chunked_ = false;
   bool req_head_pending_ = false;
   bool res_head_pending_ = false;
   bool res_chunked_out_ = false;
   bool need_continue_ = false;
   bool recorded_ = false;
   bool last_connect_timed_out_ = false;
-  bool request_body_empty_ = false;  // the request had no body at all
   bool upstream_reused_ = false;     // upstream_ came from the pool
   bool retried_on_fresh_ = false;
   bool internal_error_ = false;
@@ -1156,21 +985,6 @@ void start_client_session(Worker& worker, WorkerSocket socket) {
   auto session = std::make_shared<ProxySession>(worker, std::move(socket));
   if (worker.draining()) session->on_drain();
   session->start();
-}
-
-void seed_session_metrics(const Config& config, MetricsShard& metrics) {
-  for (const auto& route : config.routes) {
-    metrics.declare_histogram("sluice_http_request_duration_seconds",
-                              scratch_labels({{"route", route.name}}));
-  }
-  for (const auto& upstream : config.upstreams) {
-    metrics.declare("sluice_upstream_connections_total",
-                    scratch_labels({{"upstream", upstream.name}}));
-    for (const auto outcome : kUpstreamOutcomes) {
-      metrics.declare("sluice_upstream_requests_total",
-                      scratch_labels({{"upstream", upstream.name}, {"outcome", outcome}}));
-    }
-  }
 }
 
 }  // namespace sluice

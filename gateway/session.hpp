@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "gateway/exchange_log.hpp"  // seed_session_metrics
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
@@ -17,10 +18,5 @@ using WorkerSocket = WorkerStream::socket_type;
 
 // Starts serving an accepted connection; `socket` must belong to the worker's io_context.
 void start_client_session(Worker& worker, WorkerSocket socket);
-
-// A zero series for every label combination the sessions of `config` can
-// count: request duration per route, upstream exchanges per upstream and
-// outcome, upstream connections per upstream. At startup and after a reload.
-void seed_session_metrics(const Config& config, MetricsShard& metrics);
 
 }  // namespace sluice

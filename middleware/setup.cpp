@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/worker.hpp"
+#include "middleware/access_log.hpp"
 #include "middleware/rate_limit_middleware.hpp"
 #include "middleware/redis_rate_limiter.hpp"
 
@@ -44,8 +45,9 @@ ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
       registry->by_worker[worker.index()] = limiter;
     }
     MiddlewareChain chain;
-    chain.push_back(std::make_shared<AccessLogMiddleware>(executor));
-    chain.push_back(std::make_shared<RateLimitMiddleware>(executor, limiter, worker.metrics()));
+    chain.steps.push_back(
+        std::make_shared<RateLimitMiddleware>(executor, limiter, worker.metrics()));
+    chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   };
   auto limiter_of = [registry](Worker& worker) -> std::shared_ptr<RedisRateLimiter> {
