@@ -1,6 +1,6 @@
-// One client connection: it owns its stream, read buffer
-// and parsers, and is kept alive only by the handlers that hold it. Every
-// handler runs on the owning worker's executor.
+// Where a worker's client connections start (gateway/client_session.hpp is
+// the connection itself): serving an accepted socket, and the metrics its
+// exchanges count. Every handler of a connection runs on its worker's executor.
 #pragma once
 
 #include <memory>

@@ -47,7 +47,7 @@ class ExchangeHost {
  public:
   virtual ~ExchangeHost() = default;
   virtual void set_deadline(Side side, std::chrono::steady_clock::duration timeout) = 0;
-  // The relay buffer, lent for the exchange.
+  // The relay buffer, lent until reset() (asked at most once per exchange).
   virtual std::span<char> relay_buffer() = 0;
   // The request head as sent upstream, serialized once per exchange.
   virtual void serialize_request_head(std::string& out, std::string_view upstream_host) = 0;
@@ -107,7 +107,8 @@ class UpstreamExchange {
   void drop_upstream();
   // Stops waiting for a free connection slot.
   void cancel_wait();
-  // Ends the exchange's state; the response parser is freed.
+  // Ends the exchange's state: the response parser is freed and the relay
+  // buffer no longer used.
   void reset();
 
   // The status the upstream answered with (0: none), and by which server.

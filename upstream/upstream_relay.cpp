@@ -90,7 +90,7 @@ void UpstreamExchange::read_client_body() {
   if (buffer_.size() == 0 && buffer_.capacity() < buffer_.max_size()) {
     buffer_.reserve(buffer_.max_size());
   }
-  relay_ = host_.relay_buffer();
+  if (relay_.empty()) relay_ = host_.relay_buffer();
   auto& body = parser_->get().body();
   body.data = relay_.data();
   body.size = relay_.size();
@@ -190,7 +190,7 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
 }
 
 void UpstreamExchange::read_upstream_body() {
-  relay_ = host_.relay_buffer();
+  if (relay_.empty()) relay_ = host_.relay_buffer();
   // Room for a whole relay piece once what was buffered is used up.
   const std::size_t piece = std::min(relay_.size(), upstream_->buffer.max_size());
   if (upstream_->buffer.size() == 0 && upstream_->buffer.capacity() < piece) {
