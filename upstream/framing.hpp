@@ -1,8 +1,8 @@
 // Message framing decisions, as pure functions: how one relayed piece goes on
 // the wire, how a response body is framed towards the client, which response
 // transfer codings can be relayed, and whether the client connection stays
-// open after a response. No I/O; the buffers they fill point at the caller's
-// memory.
+// open after a response (and the upstream connection goes back to the pool). No I/O; the buffers
+// they fill point at the caller's memory.
 #pragma once
 
 #include <array>
@@ -50,6 +50,19 @@ struct KeepAliveFacts {
 // nothing requires the close.
 constexpr bool keep_client_alive(const KeepAliveFacts& f) {
   return f.client_asked && !f.draining && !f.must_close && !f.ends_with_close;
+}
+
+// The upstream side of keep-alive: a connection goes back to the pool only
+// after a complete exchange (request and response read to their end) on a
+// connection the upstream keeps open, with no byte of it left unread.
+struct UpstreamReuseFacts {
+  bool upstream_keep_alive = false;  // the response allows keep-alive
+  bool response_done = false;
+  bool request_done = false;
+  bool nothing_buffered = false;  // no byte beyond the response was read
+};
+constexpr bool reuse_upstream(const UpstreamReuseFacts& f) {
+  return f.upstream_keep_alive && f.response_done && f.request_done && f.nothing_buffered;
 }
 
 }  // namespace sluice

@@ -42,7 +42,8 @@ using ClientParser = boost::beast::http::request_parser<boost::beast::http::buff
 enum class Side { kClient, kUpstream };
 
 // What an exchange needs of the client connection it serves, and tells it.
-// Called on the worker's executor, never from inside UpstreamExchange::start.
+// Called on the worker's executor; an end found at once (no server to try)
+// is reported from inside UpstreamExchange::start.
 class ExchangeHost {
  public:
   virtual ~ExchangeHost() = default;
@@ -61,11 +62,11 @@ class ExchangeHost {
   virtual void count_connection(const UpstreamConfig& upstream) = 0;
   virtual void count_retry() = 0;
 
-  // How it ends.
-  virtual void exchange_done() = 0;
-  virtual void upstream_failed(UpstreamError error) = 0;
-  virtual void request_body_failed(boost::beast::error_code ec) = 0;
-  virtual void exchange_aborted() = 0;
+  // How it ends, each time with the upstream connection pooled or dropped.
+  virtual void exchange_done() = 0;                       // the response was relayed whole
+  virtual void upstream_failed(UpstreamError error) = 0;  // no response byte sent yet
+  virtual void request_body_failed(boost::beast::error_code ec) = 0;  // reading it failed
+  virtual void exchange_aborted() = 0;  // nothing can be sent: cut the client connection
   virtual void on_internal_error(std::string_view what) noexcept = 0;
 };
 

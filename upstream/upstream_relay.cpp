@@ -241,9 +241,10 @@ void UpstreamExchange::on_response_piece_sent(beast::error_code ec) {
 }
 
 void UpstreamExchange::finish() {
-  // A connection goes back to the pool only after a complete, keep-alive exchange.
-  if (upstream_reusable_ && res_parser_->is_done() && parser_->is_done() &&
-      upstream_->buffer.size() == 0) {
+  if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
+                      .response_done = res_parser_->is_done(),
+                      .request_done = parser_->is_done(),
+                      .nothing_buffered = upstream_->buffer.size() == 0})) {
     if (upstream_->buffer.capacity() > kUpstreamHeadBytes) upstream_->buffer.shrink_to_fit();
     pools_.give_back(*upstream_cfg_, std::move(upstream_));
   }

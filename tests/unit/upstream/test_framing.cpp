@@ -94,3 +94,24 @@ TEST_CASE("the keep-alive decision", "[framing]") {
   CHECK_FALSE(keep_client_alive({.client_asked = true, .must_close = true}));
   CHECK_FALSE(keep_client_alive({.client_asked = true, .ends_with_close = true}));
 }
+
+TEST_CASE("an upstream connection is pooled only after a complete keep-alive exchange",
+          "[framing]") {
+  const UpstreamReuseFacts complete{.upstream_keep_alive = true,
+                                    .response_done = true,
+                                    .request_done = true,
+                                    .nothing_buffered = true};
+  CHECK(reuse_upstream(complete));
+  auto f = complete;
+  f.upstream_keep_alive = false;
+  CHECK_FALSE(reuse_upstream(f));
+  f = complete;
+  f.response_done = false;
+  CHECK_FALSE(reuse_upstream(f));
+  f = complete;
+  f.request_done = false;
+  CHECK_FALSE(reuse_upstream(f));
+  f = complete;
+  f.nothing_buffered = false;
+  CHECK_FALSE(reuse_upstream(f));
+}
