@@ -7,8 +7,6 @@
 
 #include <memory>
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include "gateway/middleware.hpp"
 #include "middleware/rate_limiter.hpp"
 
@@ -30,16 +28,14 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
  public:
-  RateLimitMiddleware(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> limiter,
-                      MetricsShard& metrics)
-      : executor_(std::move(executor)), limiter_(std::move(limiter)), metrics_(metrics) {}
+  RateLimitMiddleware(std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics)
+      : limiter_(std::move(limiter)), metrics_(metrics) {}
 
   // Continues at once for a route without limits, answers at once a request
   // whose key sources are refused, and otherwise completes when the limiter does.
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
-  boost::asio::any_io_executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
 };

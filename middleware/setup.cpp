@@ -45,8 +45,7 @@ ApplicationHooks make_middleware_hooks(const std::shared_ptr<const Config>&) {
       registry->by_worker[worker.index()] = limiter;
     }
     MiddlewareChain chain;
-    chain.steps.push_back(
-        std::make_shared<RateLimitMiddleware>(executor, limiter, worker.metrics()));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(limiter, worker.metrics()));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   };

@@ -71,7 +71,7 @@ routes:
 struct Harness final : MiddlewareLater {
   explicit Harness(std::shared_ptr<const Config> config)
       : limiter(std::make_shared<FakeLimiter>()),
-        middleware(std::make_shared<RateLimitMiddleware>(io.get_executor(), limiter, metrics)) {
+        middleware(std::make_shared<RateLimitMiddleware>(limiter, metrics)) {
     ctx.config = std::move(config);
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
