@@ -18,7 +18,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "gateway/deadline.hpp"
+#include "gateway/common/deadline.hpp"
 #include "gateway/pipeline.hpp"
 #include "gateway/request_admission.hpp"
 #include "gateway/worker.hpp"
@@ -47,7 +47,7 @@ class ProxySession final : public ClientSession,
   // count it once and close this connection; the process goes on serving.
   void on_internal_error(std::string_view what) noexcept override;
 
-  // The deadline of `side` passed (see gateway/deadline.hpp).
+  // The deadline of `side` passed (see gateway/common/deadline.hpp).
   void on_deadline(Side side);
 
   // MiddlewareLater: an asynchronous step's completion resumes the pipeline.

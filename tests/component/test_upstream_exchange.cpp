@@ -11,7 +11,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 
-#include "gateway/deadline.hpp"
+#include "gateway/common/deadline.hpp"
 #include "support/io_loop.hpp"
 #include "upstream/upstream_exchange.hpp"
 

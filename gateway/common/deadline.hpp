@@ -2,7 +2,8 @@
 // re-armed lazily: moving the deadline later (every read and write does)
 // costs no system call; the timer is re-armed only when it fires early or the
 // deadline moves earlier. The deadline carries a tag saying whose operation it
-// guards (for example the client or the upstream side of a session).
+// guards (for example the client or the upstream side of a session). Header-only
+// and generic, so that any folder (upstream/ too) can use it.
 //
 // The owner is held by a shared_ptr (enable_shared_from_this) and has
 // `void on_deadline(Tag)`. That is called on the timer's executor, through
