@@ -1,5 +1,6 @@
-// The middleware chain: each middleware either continues or
-// responds, exactly once, and never from inside the call that started it.
+// The middleware interface: each middleware continues, responds, or (only an
+// asynchronous one) completes later, exactly once, never from inside the call
+// that started it. Observers see each finished exchange.
 #pragma once
 
 #include <chrono>
@@ -58,23 +59,68 @@ struct ExchangeSummary {
   bool local = false;  // answered by Sluice itself
 };
 
-// The outcome of one middleware: continue (nullopt) or answer with a reply.
+// What a middleware decided about a request.
+enum class MiddlewareStep {
+  kContinue,  // go on with the next middleware (or the upstream)
+  kRespond,   // answer with `reply` instead of going upstream
+  kPending,   // decided later, through the completion taken from MiddlewareLater
+};
+
+struct MiddlewareResult {
+  MiddlewareStep step = MiddlewareStep::kContinue;
+  std::optional<LocalReply> reply;  // set with kRespond only
+
+  static MiddlewareResult next() { return {}; }
+  static MiddlewareResult respond(LocalReply r) { return {MiddlewareStep::kRespond, std::move(r)}; }
+  static MiddlewareResult pending() { return {MiddlewareStep::kPending, std::nullopt}; }
+};
+
+// The completion of an asynchronous middleware: continue (nullopt) or answer
+// with a reply.
 using MiddlewareDone = std::function<void(std::optional<LocalReply>)>;
 
+// Handed to on_request; only a middleware that goes asynchronous asks it for
+// its completion, so a synchronous outcome costs no completion object.
+class MiddlewareLater {
+ public:
+  virtual ~MiddlewareLater() = default;
+  // The completion of this request's step. Taken at most once per on_request,
+  // and only by a middleware that then returns kPending.
+  virtual MiddlewareDone take() = 0;
+};
+
+// One step of the request path. Called on the worker's executor. A synchronous
+// middleware returns kContinue or kRespond at once, with nothing posted. An
+// asynchronous one takes its completion from `later`, returns kPending and
+// calls the completion exactly once, later, on the worker's executor, and
+// never from inside on_request. A middleware with nothing to do for a request
+// returns kContinue.
 class Middleware {
  public:
   virtual ~Middleware() = default;
-  // Called on the session's (worker's) executor. `done` must be called exactly
-  // once, on that executor, and never from inside on_request (post it).
-  virtual void on_request(RequestContext& ctx, MiddlewareDone done) = 0;
-  // False when on_request would only continue for this request: the session
-  // then skips the call (and the posted completion that goes with it).
-  virtual bool applies(const RequestContext&) const { return true; }
-  // Called on the worker's executor once the response has been sent (or the
-  // exchange abandoned), for every request, routed or not.
-  virtual void on_complete(const Config&, const ExchangeSummary&) {}
+  virtual MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) = 0;
 };
 
-using MiddlewareChain = std::vector<std::shared_ptr<Middleware>>;
+// Told of every finished exchange (the access log and the like), routed or
+// not, once the response has been sent or the exchange abandoned. Called on
+// the worker's executor; it cannot change the exchange.
+class ExchangeObserver {
+ public:
+  virtual ~ExchangeObserver() = default;
+  virtual void on_exchange(const Config& config, const ExchangeSummary& summary) = 0;
+};
+
+// What a worker runs around each exchange: the middleware in order, then the
+// observers once it is over.
+struct MiddlewareChain {
+  std::vector<std::shared_ptr<Middleware>> steps;
+  std::vector<std::shared_ptr<ExchangeObserver>> observers;
+
+  bool empty() const { return steps.empty() && observers.empty(); }
+  void clear() {
+    steps.clear();
+    observers.clear();
+  }
+};
 
 }  // namespace sluice

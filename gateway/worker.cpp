@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "gateway/guarded.hpp"
+#include "gateway/common/guarded.hpp"
 
 namespace sluice {
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "middleware/access_log.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
@@ -21,16 +22,15 @@ bool has_limits(const Config& config) {
 class MiddlewareServices final : public WorkerServices {
  public:
   explicit MiddlewareServices(const WorkerContext& worker)
-      : executor_(worker.executor),
-        metrics_(worker.metrics),
+      : metrics_(worker.metrics),
         limiter_(make_limiter(worker)) {
     if (has_limits(*worker.config)) limiter_->connect();
   }
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.push_back(std::make_shared<AccessLogMiddleware>(executor_));
-    chain.push_back(std::make_shared<RateLimitMiddleware>(executor_, limiter_, metrics_));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(limiter_, metrics_));
+    chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
 
@@ -58,7 +58,6 @@ class MiddlewareServices final : public WorkerServices {
                                               std::move(client), std::move(make_client));
   }
 
-  boost::asio::io_context::executor_type executor_;
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
 };

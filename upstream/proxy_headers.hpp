@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <boost/beast/http/fields.hpp>
+#include <boost/optional/optional.hpp>
 
 namespace sluice {
 
@@ -62,6 +63,11 @@ struct ResponseHeadOptions {
 // and Connection.
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const http_fields::fields& fields, const ResponseHeadOptions& options);
+
+// A parser's content length as the serializers above take it.
+inline std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {
+  return v ? std::optional<std::uint64_t>{*v} : std::nullopt;
+}
 
 // A request id is kept when it is 1..128 visible ASCII characters; else a new one is made.
 bool is_acceptable_request_id(std::string_view id);

@@ -4,11 +4,6 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <ctime>
-
-#include <boost/asio/post.hpp>
-#include <nlohmann/json.hpp>
 
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
@@ -121,12 +116,9 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   }
 }
 
-void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
+MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
   const RouteConfig& route = *ctx.route;
-  if (!route_limits(route)) {
-    // Completions are never invoked inside the call that started them.
-    return boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
-  }
+  if (!route_limits(route)) return MiddlewareResult::next();
   const auto target = ctx.target;
   const auto q = target.find('?');
   RequestView view;
@@ -146,8 +138,7 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
                                  {"reason", refusal_reason_name(keys.refusal->reason)}}));
     LocalReply reply = make_local_reply(400, keys.refusal->message, ctx.request_id);
     reply.close_connection = true;
-    return boost::asio::post(executor_,
-                             [done = std::move(done), reply = std::move(reply)] { done(reply); });
+    return MiddlewareResult::respond(std::move(reply));
   }
   for (std::size_t i = 0; i < keys.values.size(); ++i) {
     if (keys.values[i].fell_back) {
@@ -162,7 +153,7 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
   limiter_->decide(
       *descriptors, route.cost,
-      [self = shared_from_this(), &ctx, started, descriptors, done = std::move(done)](
+      [self = shared_from_this(), &ctx, started, descriptors, done = later.take()](
           std::error_code ec, RateDecision decision) {
         auto& metrics_ = self->metrics_;
         const RouteConfig& route = *ctx.route;
@@ -202,41 +193,7 @@ void RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareDone done) {
         reply.body = too_many_requests_body(*descriptors, decision);
         done(std::move(reply));
       });
-}
-
-void AccessLogMiddleware::on_request(RequestContext&, MiddlewareDone done) {
-  // Nothing to decide before the request; the log line is written on completion.
-  boost::asio::post(executor_, [done = std::move(done)] { done(std::nullopt); });
-}
-
-void AccessLogMiddleware::on_complete(const Config& config, const ExchangeSummary& s) {
-  if (!config.log.access_log) return;
-  const auto now = std::chrono::system_clock::now();
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char ts[64];
-  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  nlohmann::json line = {
-      {"ts", ts},
-      {"request_id", s.request_id},
-      {"client_ip", s.client_ip.to_string()},
-      {"method", s.method},
-      {"path", s.target.substr(0, s.target.find('?'))},
-      {"route", s.route},
-      {"status", s.status},
-      {"duration_ms", s.duration_seconds * 1000.0},
-      {"upstream", s.upstream_server},
-      {"local", s.local},
-  };
-  auto text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  text += '\n';
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  return MiddlewareResult::pending();
 }
 
 }  // namespace sluice

@@ -7,8 +7,6 @@
 
 #include <memory>
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include "gateway/middleware.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
@@ -31,31 +29,16 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
  public:
-  RateLimitMiddleware(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> limiter,
-                      MetricsShard& metrics)
-      : executor_(std::move(executor)), limiter_(std::move(limiter)), metrics_(metrics) {}
+  RateLimitMiddleware(std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics)
+      : limiter_(std::move(limiter)), metrics_(metrics) {}
 
-  void on_request(RequestContext& ctx, MiddlewareDone done) override;
-  bool applies(const RequestContext& ctx) const override { return route_limits(*ctx.route); }
+  // Continues at once for a route without limits, answers at once a request
+  // whose key sources are refused, and otherwise completes when the limiter does.
+  MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
-  boost::asio::any_io_executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
-};
-
-// One JSON line per finished request to stdout, when log.access_log is on.
-// Never logs API keys or other header values.
-class AccessLogMiddleware final : public Middleware {
- public:
-  explicit AccessLogMiddleware(boost::asio::any_io_executor executor)
-      : executor_(std::move(executor)) {}
-  void on_request(RequestContext& ctx, MiddlewareDone done) override;
-  bool applies(const RequestContext&) const override { return false; }
-  void on_complete(const Config& config, const ExchangeSummary& summary) override;
-
- private:
-  boost::asio::any_io_executor executor_;
 };
 
 }  // namespace sluice

@@ -68,10 +68,12 @@ routes:
   return config;
 }
 
-struct Harness {
+// The pipeline's side: hands out the completion and records the outcome,
+// whether it came at once (kContinue / kRespond) or later.
+struct Harness final : MiddlewareLater {
   explicit Harness(std::shared_ptr<const Config> config)
       : limiter(std::make_shared<FakeLimiter>()),
-        middleware(std::make_shared<RateLimitMiddleware>(io.get_executor(), limiter, metrics)) {
+        middleware(std::make_shared<RateLimitMiddleware>(limiter, metrics)) {
     ctx.config = std::move(config);
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
@@ -88,11 +90,25 @@ struct Harness {
     };
     ctx.client_ip = *parse_ip("10.1.2.3");
   }
-  void start() {
-    middleware->on_request(ctx, [this](std::optional<LocalReply> r) {
+  MiddlewareDone take() override {
+    ++taken;
+    return [this](std::optional<LocalReply> r) {
       ++done_calls;
       reply = std::move(r);
-    });
+    };
+  }
+  void start() {
+    auto result = middleware->on_request(ctx, *this);
+    step = result.step;
+    if (step == MiddlewareStep::kPending) {
+      CHECK(taken == 1);
+      CHECK(done_calls == 0);  // never completed inside the call
+      return;
+    }
+    CHECK(taken == 0);  // a synchronous outcome takes no completion
+    ++done_calls;
+    reply = std::move(result.reply);
+    CHECK(reply.has_value() == (step == MiddlewareStep::kRespond));
   }
   // Runs what is ready; restart() since a poll with nothing to do stops the context.
   void run() {
@@ -119,6 +135,8 @@ struct Harness {
   std::map<std::string, std::string> headers = {{"X-API-Key", "secret-key"}};
   std::size_t lines = 1;
   int done_calls = 0;
+  int taken = 0;
+  MiddlewareStep step = MiddlewareStep::kContinue;
   std::optional<LocalReply> reply;
 };
 
@@ -134,6 +152,7 @@ RateDecision decision(bool allowed, double remaining, double to_cost, double to_
 TEST_CASE("allowed: continues with rate-limit headers", "[ratelimit][middleware]") {
   Harness h(make_config(FailureMode::kOpen));
   h.start();
+  CHECK(h.step == MiddlewareStep::kPending);
   h.run();
   CHECK(h.done_calls == 0);  // nothing completes until the limiter does
   REQUIRE(h.limiter->calls.size() == 1);
@@ -223,7 +242,8 @@ TEST_CASE("fail-closed 503: Retry-After is the breaker's open time left, rounded
 TEST_CASE("a route without limits never calls the limiter", "[ratelimit][middleware]") {
   Harness h(make_config(FailureMode::kOpen, false));
   h.start();
-  CHECK(h.done_calls == 0);  // posted, not called inline
+  CHECK(h.step == MiddlewareStep::kContinue);  // at once, nothing posted
+  CHECK(h.done_calls == 1);
   h.run();
   CHECK(h.done_calls == 1);
   CHECK_FALSE(h.reply);
@@ -235,7 +255,8 @@ TEST_CASE("two API key lines: 400 that closes, limiter not asked", "[ratelimit][
   h.lines = 2;
   h.ctx.request_id = "rid-1";
   h.start();
-  CHECK(h.done_calls == 0);  // posted, not called inline
+  CHECK(h.step == MiddlewareStep::kRespond);  // at once, nothing posted
+  CHECK(h.done_calls == 1);
   h.run();
   CHECK(h.done_calls == 1);
   CHECK(h.limiter->calls.empty());

@@ -1,5 +1,5 @@
 // Bounds on what one HTTP message may make Sluice hold, shared by the client
-// session (both parsers) and the parser fuzz test.
+// session and the upstream exchange (both parsers) and the parser fuzz test.
 #pragma once
 
 #include <cstddef>

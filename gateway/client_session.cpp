@@ -1,0 +1,333 @@
+#include "gateway/client_session.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/ip/address.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "gateway/local_reply.hpp"
+#include "gateway/metrics.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kLingerTimeout = std::chrono::seconds(2);
+constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
+// What an idle keep-alive connection reads the next request's first bytes
+// into (most heads fit): the read buffer it keeps while idle.
+constexpr std::size_t kIdleReadBytes = 1024;
+
+// After a timeout cancelled a read, the socket is closed this long later if
+// the read did not end (see on_deadline).
+constexpr auto kTimeoutBackstop = std::chrono::seconds(1);
+
+// Bytes a closing connection still sends are read into this and dropped.
+char* discard_buffer() {
+  thread_local std::array<char, 4096> buffer;
+  return buffer.data();
+}
+
+IpAddress to_ip(const asio::ip::address& a) {
+  IpAddress ip;
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    ip.bytes[10] = 0xff;
+    ip.bytes[11] = 0xff;
+    std::copy(b.begin(), b.end(), ip.bytes.begin() + 12);
+  } else {
+    auto b = a.to_v6().to_bytes();
+    std::copy(b.begin(), b.end(), ip.bytes.begin());
+  }
+  return ip;
+}
+
+}  // namespace
+
+ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket)
+    : worker_(worker),
+      stream_(std::move(socket)),
+      head_timer_(stream_.get_executor()),
+      deadline_(stream_.get_executor()),
+      exchange_(*this, stream_, buffer_, worker.pools()) {
+  beast::error_code ec;
+  auto endpoint = stream_.socket().remote_endpoint(ec);
+  peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
+  peer_text_ = peer_.to_string();
+  stream_.socket().set_option(tcp::no_delay(true), ec);
+  worker_.add_session(this);
+}
+
+ProxySession::~ProxySession() {
+  set_idle(false);
+  worker_.return_relay_buffer(std::move(relay_buffer_));
+  worker_.remove_session(this);
+}
+
+void ProxySession::on_drain() {
+  draining_ = true;
+  // Only a connection with no byte of a request yet is closed now.
+  if (idle_ && buffer_.size() == 0) force_close();
+}
+
+void ProxySession::force_close() {
+  closed_ = true;
+  exchange_.cancel_wait();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+  head_timer_.cancel();
+  deadline_.cancel();
+  exchange_.close_upstream_socket();
+}
+
+void ProxySession::on_internal_error(std::string_view what) noexcept {
+  if (internal_error_) return;
+  internal_error_ = true;
+  try {
+    spdlog::error("client {}: internal error, closing the connection: {}", peer_text_, what);
+    worker_.metrics().add("sluice_internal_errors_total", "");
+  } catch (...) {
+    // Logging failed too; closing is all that is left.
+  }
+  force_close();
+}
+
+// Keep-alive idleness, as the worker sees it (for closing the longest idle
+// connections near the connection cap).
+void ProxySession::set_idle(bool idle) {
+  if (idle == idle_since_.has_value()) return;
+  if (idle) {
+    idle_since_ = Clock::now();
+  } else {
+    idle_since_.reset();
+  }
+  worker_.idle_changed(idle ? 1 : -1);
+}
+
+// ---- Reading a request head ----------------------------------------------
+
+void ProxySession::do_read_head() {
+  if (draining_) return graceful_close();
+  if (buffer_.size() == 0 && requests_ > 0) {
+    // Keep-alive: wait until the next request's first byte is readable,
+    // under the idle timeout, holding no buffer meanwhile.
+    release_buffers();
+    idle_ = true;
+    set_idle(true);
+    set_deadline(Side::kClient, worker_.config()->server.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
+                            handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+                              self.on_first_bytes(ec, n);
+                            }));
+    return;
+  }
+  start_head_read();
+}
+
+void ProxySession::on_first_bytes(beast::error_code ec, std::size_t n) {
+  idle_ = false;
+  set_idle(false);
+  if (ec) return close();  // idle timeout or the client went away: close quietly
+  buffer_.commit(n);
+  start_head_read();
+}
+
+// An idle connection keeps little beyond the session itself: the relay
+// buffer goes back to the worker, the parsers are freed, and a read buffer
+// that a large request grew is given back.
+void ProxySession::release_buffers() {
+  worker_.return_relay_buffer(std::move(relay_buffer_));
+  if (buffer_.size() == 0 && buffer_.capacity() > 2 * kIdleReadBytes) buffer_.shrink_to_fit();
+  parser_.reset();
+  exchange_.reset();
+}
+
+void ProxySession::start_head_read() {
+  // Each request is served by the config current when it starts, even on a
+  // connection that was idle across a reload.
+  config_ = worker_.config();
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
+  parser_->body_limit(config_->server.max_body_bytes);
+  parser_->on_chunk_header(chunk_extension_limit_);
+  // Whatever the parser must hold at once (the head, a chunk-size line, the
+  // trailer section) fits within max_header_bytes or the request is refused:
+  // one connection cannot grow the buffer without bound.
+  buffer_.max_size(std::max(config_->server.max_header_bytes, buffer_.size()));
+  idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
+  deadline_.clear();
+  head_timed_out_ = false;
+  head_timer_.expires_after(config_->server.header_timeout);
+  const auto generation = ++head_generation_;
+  head_timer_.async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
+    // Cancelled, or a stale expiry that raced with a head that arrived in time.
+    if (ec || generation != self.head_generation_ || !self.parser_ ||
+        self.parser_->is_header_done()) {
+      return;
+    }
+    self.head_timed_out_ = true;
+    beast::error_code ignored;
+    self.stream_.socket().cancel(ignored);  // for the 408
+    // Cancelling misses a read between two of its system calls: then the
+    // socket is closed a little later.
+    self.set_deadline(Side::kClient, kTimeoutBackstop);
+  }));
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      handler([](ProxySession& self, beast::error_code ec, std::size_t) { self.on_head(ec); }));
+}
+
+void ProxySession::on_head(beast::error_code ec) {
+  idle_ = false;
+  head_timer_.cancel();
+  ++head_generation_;
+  started_ = Clock::now();
+  info_.request_id.clear();
+  info_.route = nullptr;
+  response_headers_.clear();
+  if (head_timed_out_) {
+    return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
+  }
+  if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    return send_local(make_local_reply(431, "request head too large", new_id()), true);
+  }
+  if (ec == http::error::body_limit) {
+    return send_local(make_local_reply(413, "request body too large", new_id()), true);
+  }
+  if (ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+      ec == asio::error::broken_pipe) {
+    return close();
+  }
+  if (ec) {
+    return send_local(make_local_reply(400, "malformed request: " + ec.message(), new_id()), true);
+  }
+  ++requests_;
+  auto& req = parser_->get();
+  auto refusal =
+      admit_request(req, {parser_->chunked(), parser_->is_done()}, peer_, *config_, info_);
+  keep_alive_ = {.client_asked = info_.keep_alive};
+  if (refusal) {
+    const bool close = refusal->close_connection;
+    return send_local(std::move(*refusal), close);
+  }
+  run_middleware();
+}
+
+// ---- Deadlines ------------------------------------------------------------
+// One lazily re-armed deadline serves every I/O operation of the connection.
+// On expiry the socket of that side is closed, failing its pending operation;
+// the *_timed_out_ flags tell a timeout from other errors.
+
+void ProxySession::set_deadline(Side side, Clock::duration timeout) {
+  if (side == Side::kClient) client_timed_out_ = false;
+  deadline_.expires_after(side, timeout, *this);
+}
+
+void ProxySession::on_deadline(Side side) {
+  if (side == Side::kUpstream) return exchange_.on_upstream_deadline();
+  client_timed_out_ = true;
+  // A stalled request body still gets its 408: the read is cancelled, not the
+  // socket closed; a short backstop closes it if the cancel missed the read.
+  if (exchange_.cancel_stalled_body_read()) {
+    deadline_.expires_after(Side::kClient, kTimeoutBackstop, *this);
+    return;
+  }
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+}
+
+// ---- Local replies and closing --------------------------------------------
+
+// Whether the connection stays open after the response now being sent.
+bool ProxySession::keep_open(bool must_close) const {
+  auto facts = keep_alive_;
+  facts.draining = draining_;
+  facts.must_close = must_close;
+  return keep_client_alive(facts);
+}
+
+void ProxySession::send_local(LocalReply reply, bool close_after) {
+  if (info_.request_id.empty()) generate_request_id(info_.request_id);
+  local_res_.emplace(static_cast<http::status>(reply.status), 11);
+  auto& res = *local_res_;
+  res.set(http::field::server, "sluice");
+  res.set(http::field::content_type, reply.content_type);
+  res.set("X-Request-Id", info_.request_id);
+  for (auto& [name, value] : response_headers_) res.set(name, value);
+  for (auto& [name, value] : reply.headers) res.set(name, value);
+  if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
+  res.prepare_payload();
+  if (parser_ && parser_->get().method() == http::verb::head) {
+    res.content_length(reply.body.size());
+  }
+  const bool keep = keep_open(close_after || requests_ == 0);
+  res.keep_alive(keep);
+  if (keep && parser_ && parser_->get().version() == 10) {
+    res.set(http::field::connection, "keep-alive");
+  }
+  local_status_ = reply.status;
+  set_deadline(Side::kClient, config_->server.send_timeout);
+  http::async_write(stream_, res,
+                    handler([keep](ProxySession& self, beast::error_code ec, std::size_t) {
+                      self.record(self.local_status_);
+                      self.local_res_.reset();
+                      self.reset_exchange();
+                      if (ec) return self.close();
+                      if (!keep) return self.graceful_close();
+                      self.do_read_head();
+                    }));
+}
+
+// Half-close and drain what the client still sends, so that it reads our
+// reply rather than a reset (like nginx's lingering close).
+void ProxySession::graceful_close() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) return close();
+  linger_bytes_ = 0;
+  set_deadline(Side::kClient, kLingerTimeout);
+  linger();
+}
+
+void ProxySession::linger() {
+  stream_.async_read_some(asio::buffer(discard_buffer(), 4096),
+                          handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+                            self.linger_bytes_ += n;
+                            if (ec || self.linger_bytes_ > kLingerMaxBytes) return self.close();
+                            self.linger();
+                          }));
+}
+
+void ProxySession::close() {
+  closed_ = true;
+  beast::error_code ec;
+  stream_.socket().close(ec);
+  head_timer_.cancel();
+  deadline_.cancel();
+  exchange_.cancel_wait();
+}
+
+void ProxySession::reset_exchange() {
+  exchange_.reset();
+  local_status_ = 0;
+  info_.original_target.clear();
+  recorded_ = false;
+}
+
+std::string ProxySession::new_id() {
+  generate_request_id(info_.request_id);
+  return info_.request_id;
+}
+
+}  // namespace sluice

@@ -1,0 +1,140 @@
+// One client connection: it owns its stream, read buffer and request parser,
+// and is kept alive only by the handlers that hold it. It reads each request
+// head (fresh parser, limits, deadline), admits it, hands it to the middleware
+// pipeline and then to its upstream exchange, sends Sluice's own replies,
+// loops for keep-alive and closes with a linger. Every handler runs on the
+// owning worker's executor, through guarded().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "gateway/common/deadline.hpp"
+#include "gateway/pipeline.hpp"
+#include "gateway/request_admission.hpp"
+#include "gateway/worker.hpp"
+#include "upstream/upstream_exchange.hpp"
+
+namespace sluice {
+
+class ProxySession final : public ClientSession,
+                           public MiddlewareLater,
+                           public ExchangeHost,
+                           public std::enable_shared_from_this<ProxySession> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  ProxySession(Worker& worker, WorkerStream::socket_type socket);
+  ~ProxySession() override;
+
+  void start() { do_read_head(); }
+
+  // ClientSession: what the worker asks of a connection.
+  void on_drain() override;
+  void force_close() override;
+  std::optional<Clock::time_point> idle_since() const override { return idle_since_; }
+
+  // An exception on this connection's data path (see gateway/common/guarded.hpp):
+  // count it once and close this connection; the process goes on serving.
+  void on_internal_error(std::string_view what) noexcept override;
+
+  // The deadline of `side` passed (see gateway/common/deadline.hpp).
+  void on_deadline(Side side);
+
+  // MiddlewareLater: an asynchronous step's completion resumes the pipeline.
+  MiddlewareDone take() override;
+
+  // ExchangeHost: what the upstream exchange needs of this connection.
+  void set_deadline(Side side, Clock::duration timeout) override;
+  std::span<char> relay_buffer() override;
+  void serialize_request_head(std::string& out, std::string_view upstream_host) override;
+  bool keep_client(bool ends_with_close) override;
+  bool draining() const override { return draining_; }
+  bool client_closed() const override { return closed_; }
+  void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) override;
+  void count_connection(const UpstreamConfig& upstream) override;
+  void count_retry() override;
+  void exchange_done() override;
+  void upstream_failed(UpstreamError error) override;
+  void request_body_failed(boost::beast::error_code ec) override;
+  void exchange_aborted() override;
+
+ private:
+  template <class Fn>
+  auto handler(Fn fn) {
+    return guarded(shared_from_this(), std::move(fn));
+  }
+
+  // Reading a request head (client_session.cpp).
+  void set_idle(bool idle);
+  void do_read_head();
+  void on_first_bytes(boost::beast::error_code ec, std::size_t n);
+  void release_buffers();
+  void start_head_read();
+  void on_head(boost::beast::error_code ec);
+  bool body_done() const { return parser_->is_done(); }
+
+  // The middleware and the exchange (client_session_exchange.cpp).
+  void run_middleware();
+  void run_pipeline();
+  void on_middleware_outcome(std::optional<LocalReply> reply);
+  void start_upstream();
+  void record(unsigned status);
+
+  // Local replies and closing (client_session.cpp).
+  bool keep_open(bool must_close) const;
+  void send_local(LocalReply reply, bool close_after);
+  void graceful_close();
+  void linger();
+  void close();
+  void reset_exchange();
+  std::string new_id();
+
+  using Timer =
+      boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
+
+  Worker& worker_;
+  WorkerStream stream_;
+  Timer head_timer_;
+  Deadline<WorkerExecutor, Side> deadline_;
+  bool client_timed_out_ = false;
+  boost::beast::flat_buffer buffer_;
+  IpAddress peer_;
+  std::string peer_text_;
+  std::shared_ptr<const Config> config_;
+
+  std::optional<ClientParser> parser_;
+  std::optional<boost::beast::http::response<boost::beast::http::string_body>> local_res_;
+  std::unique_ptr<char[]> relay_buffer_;
+  Pipeline pipeline_;
+  UpstreamExchange exchange_;
+  bool closed_ = false;  // the client socket was closed
+
+  RequestInfo info_;  // the current request, as admitted
+  HeaderList response_headers_;
+  Clock::time_point started_{Clock::now()};
+
+  std::uint64_t requests_ = 0;
+  std::uint64_t head_generation_ = 0;
+  std::size_t linger_bytes_ = 0;
+  unsigned local_status_ = 0;
+  bool head_timed_out_ = false;
+  bool idle_ = false;
+  bool draining_ = false;
+  KeepAliveFacts keep_alive_;  // what the current exchange knows of keep-alive
+  bool recorded_ = false;
+  bool internal_error_ = false;
+  std::optional<Clock::time_point> idle_since_;  // waiting for a kept-alive request
+  ChunkExtensionLimit chunk_extension_limit_;
+};
+
+}  // namespace sluice

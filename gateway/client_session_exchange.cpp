@@ -1,0 +1,188 @@
+// The client session's side of an exchange: the middleware pipeline, the
+// upstream exchange it then starts (as its ExchangeHost), and the record of
+// the finished exchange.
+#include "gateway/client_session.hpp"
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "gateway/exchange_log.hpp"
+#include "gateway/local_reply.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
+#include "gateway/session.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+}  // namespace
+
+// ---- Middleware -------------------------------------------------------------
+
+void ProxySession::run_middleware() {
+  auto& req = parser_->get();
+  auto& ctx = pipeline_.begin(req.base());
+  ctx.config = config_;
+  ctx.route = info_.route;
+  ctx.method = req.method_string();
+  ctx.target = req.target();
+  ctx.route_path = info_.target.route_path;
+  ctx.client_ip = info_.client_ip;
+  ctx.request_id = info_.request_id;
+  ctx.started = started_;
+  run_pipeline();
+}
+
+void ProxySession::run_pipeline() {
+  if (closed_) return;  // the client is gone: nothing goes upstream for it
+  auto result = pipeline_.advance(worker_.chain(), *this);
+  if (result.step == MiddlewareStep::kPending) return;
+  on_middleware_outcome(std::move(result.reply));
+}
+
+MiddlewareDone ProxySession::take() {
+  return handler([](ProxySession& self, std::optional<LocalReply> reply) {
+    if (reply) return self.on_middleware_outcome(std::move(reply));
+    self.run_pipeline();
+  });
+}
+
+// Every step continued (no reply), or one answered.
+void ProxySession::on_middleware_outcome(std::optional<LocalReply> reply) {
+  response_headers_ = pipeline_.take_response_headers();
+  if (!reply) return start_upstream();
+  // A half-read body also ends the connection.
+  const bool close = reply->close_connection || !body_done();
+  send_local(std::move(*reply), close);
+}
+
+// ---- The upstream exchange ------------------------------------------------------
+
+void ProxySession::start_upstream() {
+  ExchangeRequest request;
+  request.upstream = &config_->upstreams[info_.route->upstream_index];
+  request.request_id = info_.request_id;
+  request.response_headers = response_headers_;
+  request.send_timeout = config_->server.send_timeout;
+  request.body_timeout = config_->server.body_timeout;
+  request.chunked = info_.body.chunked;
+  request.body_empty = info_.body.done;
+  exchange_.start(request, *parser_,
+                  std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
+}
+
+std::span<char> ProxySession::relay_buffer() {
+  if (!relay_buffer_) relay_buffer_ = worker_.take_relay_buffer();
+  return {relay_buffer_.get(), Worker::kRelayBufferSize};
+}
+
+void ProxySession::serialize_request_head(std::string& out, std::string_view upstream_host) {
+  auto& req = parser_->get();
+  sluice::serialize_request_head(
+      out, req.method_string(), upstream_target(*info_.route, req.target()), req.base(),
+      ForwardedInfo{peer_text_, info_.forwarded_proto, req[http::field::host], info_.request_id,
+                    upstream_host},
+      info_.body.chunked, to_std(parser_->content_length()));
+}
+
+bool ProxySession::keep_client(bool ends_with_close) {
+  keep_alive_.ends_with_close = ends_with_close;
+  return keep_open(false);
+}
+
+void ProxySession::count_upstream(const UpstreamConfig& upstream, std::string_view outcome) {
+  worker_.series().count_upstream(config_, upstream, outcome);
+}
+
+void ProxySession::count_connection(const UpstreamConfig& upstream) {
+  worker_.metrics().add("sluice_upstream_connections_total",
+                        scratch_labels({{"upstream", upstream.name}}));
+}
+
+void ProxySession::count_retry() {
+  worker_.metrics().add("sluice_upstream_retries_total", "");
+}
+
+void ProxySession::exchange_done() {
+  record(exchange_.upstream_status());
+  const bool keep = exchange_.client_keep_alive();
+  reset_exchange();
+  if (!keep) return graceful_close();
+  do_read_head();
+}
+
+void ProxySession::upstream_failed(UpstreamError error) {
+  // The request body may be half read: close after the reply unless it is done.
+  send_local(make_local_reply(status_for(error), message_for(error), info_.request_id),
+             !parser_->is_done());
+}
+
+// The request body could not be read (the upstream connection is dropped
+// already): the client is told why when it can still read a reply.
+void ProxySession::request_body_failed(beast::error_code ec) {
+  if (ec == http::error::body_limit) {
+    return send_local(make_local_reply(413, "request body too large", info_.request_id), true);
+  }
+  if (client_timed_out_) {
+    // No body byte for body_timeout: the request is cut off upstream and
+    // the client told so (no response has started yet).
+    return send_local(make_local_reply(408, "request body not received in time", info_.request_id),
+                      true);
+  }
+  if (ec == http::error::buffer_overflow) {
+    return send_local(
+        make_local_reply(400, "chunk-size line or trailer section too long", info_.request_id),
+        true);
+  }
+  if (ec != asio::error::eof && ec != asio::error::connection_reset &&
+      ec != beast::error::timeout && ec != http::error::partial_message &&
+      ec != asio::error::operation_aborted) {
+    return send_local(make_local_reply(400, "bad request body: " + ec.message(), info_.request_id),
+                      true);
+  }
+  exchange_aborted();
+}
+
+void ProxySession::exchange_aborted() {
+  exchange_.drop_upstream();
+  // 499 (nginx's "client closed request") when no status was sent yet.
+  if (parser_ && parser_->is_header_done()) {
+    const auto status = exchange_.upstream_status();
+    record(status ? status : 499);
+  }
+  close();
+}
+
+void ProxySession::record(unsigned status) {
+  if (recorded_) return;
+  recorded_ = true;
+  ExchangeRecord record;
+  record.route = info_.route;
+  record.have_head = parser_ && parser_->is_header_done();
+  if (record.have_head) {
+    record.method = parser_->get().method_string();
+    record.target = info_.original_target.empty() ? std::string_view{parser_->get().target()}
+                                                  : std::string_view{info_.original_target};
+  }
+  record.client_ip = record.have_head ? info_.client_ip : peer_;
+  record.request_id = info_.request_id;
+  record.status = status;
+  record.upstream_status = exchange_.upstream_status();
+  record.local_status = local_status_;
+  record.upstream_server = exchange_.upstream_server();
+  record.started = started_;
+  log_exchange(record, config_, worker_.series(), worker_.chain().observers);
+}
+
+void start_client_session(Worker& worker, WorkerSocket socket) {
+  auto session = std::make_shared<ProxySession>(worker, std::move(socket));
+  if (worker.draining()) session->on_drain();
+  session->start();
+}
+
+}  // namespace sluice

@@ -1,0 +1,49 @@
+#include "gateway/exchange_log.hpp"
+
+#include "gateway/metrics.hpp"
+
+namespace sluice {
+namespace {
+
+// Every `outcome` of sluice_upstream_requests_total that a session counts.
+constexpr std::string_view kUpstreamOutcomes[] = {"ok",    "connect_error",  "timeout",
+                                                  "reset", "protocol_error", "connection_limit"};
+
+}  // namespace
+
+void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Config>& config,
+                  RequestSeries& series,
+                  std::span<const std::shared_ptr<ExchangeObserver>> observers) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - record.started).count();
+  series.count_request(config, record.route, record.status, seconds);
+  if (observers.empty()) return;
+  ExchangeSummary summary;
+  summary.route = record.route ? std::string_view{record.route->name} : std::string_view{};
+  summary.method = record.method;
+  summary.target = record.target;
+  summary.status = record.status;
+  summary.client_ip = record.client_ip;
+  summary.request_id = record.request_id;
+  summary.upstream_server = record.upstream_status ? record.upstream_server : std::string_view{};
+  summary.duration_seconds = seconds;
+  summary.local = record.local_status == record.status && !record.upstream_status;
+  for (const auto& observer : observers) observer->on_exchange(*config, summary);
+}
+
+void seed_session_metrics(const Config& config, MetricsShard& metrics) {
+  for (const auto& route : config.routes) {
+    metrics.declare_histogram("sluice_http_request_duration_seconds",
+                              scratch_labels({{"route", route.name}}));
+  }
+  for (const auto& upstream : config.upstreams) {
+    metrics.declare("sluice_upstream_connections_total",
+                    scratch_labels({{"upstream", upstream.name}}));
+    for (const auto outcome : kUpstreamOutcomes) {
+      metrics.declare("sluice_upstream_requests_total",
+                      scratch_labels({{"upstream", upstream.name}, {"outcome", outcome}}));
+    }
+  }
+}
+
+}  // namespace sluice

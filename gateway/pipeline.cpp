@@ -1,0 +1,29 @@
+#include "gateway/pipeline.hpp"
+
+namespace sluice {
+
+Pipeline::Pipeline() {
+  ctx_.header = [this](std::string_view name) -> std::optional<std::string_view> {
+    auto it = head_->find(name);
+    if (it == head_->end()) return std::nullopt;
+    return std::string_view{it->value()};
+  };
+  ctx_.header_count = [this](std::string_view name) -> std::size_t { return head_->count(name); };
+}
+
+RequestContext& Pipeline::begin(const boost::beast::http::fields& head) {
+  head_ = &head;
+  next_ = 0;
+  ctx_.response_headers.clear();
+  return ctx_;
+}
+
+MiddlewareResult Pipeline::advance(const MiddlewareChain& chain, MiddlewareLater& later) {
+  while (next_ < chain.steps.size()) {
+    auto result = chain.steps[next_++]->on_request(ctx_, later);
+    if (result.step != MiddlewareStep::kContinue) return result;
+  }
+  return MiddlewareResult::next();
+}
+
+}  // namespace sluice

@@ -1,0 +1,41 @@
+// The middleware pipeline of one client connection: the request context its
+// middleware see, and the walk through the chain. A synchronous step's outcome
+// is used at once (nothing posted); an asynchronous step's completion, on the
+// worker's executor, resumes the walk after that step. Used on the worker's
+// executor only; reused by the connection's requests.
+#pragma once
+
+#include <cstddef>
+
+#include <boost/beast/http/fields.hpp>
+
+#include "gateway/middleware.hpp"
+
+namespace sluice {
+
+class Pipeline {
+ public:
+  Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Starts a request whose header lookups read `head` (which outlives the
+  // request): the walk starts at the first step, with no response headers.
+  // The caller fills in the rest of the context.
+  RequestContext& begin(const boost::beast::http::fields& head);
+  RequestContext& context() { return ctx_; }
+
+  // Runs the steps after the last one run until one responds or goes pending;
+  // kContinue when every step continued.
+  MiddlewareResult advance(const MiddlewareChain& chain, MiddlewareLater& later);
+
+  // The headers the middleware queued for whatever response goes back.
+  HeaderList take_response_headers() { return std::move(ctx_.response_headers); }
+
+ private:
+  RequestContext ctx_;
+  const boost::beast::http::fields* head_ = nullptr;
+  std::size_t next_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,165 @@
+#include "gateway/request_admission.hpp"
+
+#include <vector>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+
+#include "gateway/local_reply.hpp"
+#include "gateway/router.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// Framing and Host rules: the reason a head is refused with a 400 (or 501), or
+// an empty view.
+struct Refusal {
+  unsigned status = 0;
+  std::string_view message;
+};
+
+Refusal check_transfer_coding(const ProxiedRequest& req) {
+  if (req.count(http::field::transfer_encoding) > 1) {
+    return {400, "more than one Transfer-Encoding header"};
+  }
+  if (req.count(http::field::transfer_encoding) &&
+      !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
+    // chunked twice, or not last, is faulty framing; anything else (gzip,
+    // chunked) is a coding Sluice does not implement.
+    std::size_t chunked = 0;
+    bool chunked_last = false;
+    for (const auto& coding : http::token_list{req[http::field::transfer_encoding]}) {
+      chunked_last = beast::iequals(coding, "chunked");
+      chunked += chunked_last ? 1 : 0;
+    }
+    if (chunked > 1 || (chunked == 1 && !chunked_last)) {
+      return {400, "chunked must be the only transfer coding"};
+    }
+    return {501, "transfer coding not supported"};
+  }
+  // HTTP/1.0 has no transfer codings: such a message's framing is faulty.
+  if (req.version() == 10 && req.count(http::field::transfer_encoding)) {
+    return {400, "Transfer-Encoding in an HTTP/1.0 request"};
+  }
+  return {};
+}
+
+Refusal check_framing_and_host(const ProxiedRequest& req) {
+  // Both framings at once is request smuggling material: refuse it.
+  if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
+    return {400, "both Content-Length and Transfer-Encoding"};
+  }
+  if (req.version() == 11 && req.count(http::field::host) == 0) {
+    return {400, "missing Host header"};
+  }
+  if (req.count(http::field::host) > 1) return {400, "more than one Host header"};
+  if (const auto refusal = check_transfer_coding(req); refusal.status) return refusal;
+  // The asterisk form names the server itself, for OPTIONS only.
+  if (req.target() == "*" && req.method() != http::verb::options) {
+    return {400, "\"*\" target with a method other than OPTIONS"};
+  }
+  if (req.count(http::field::host)) {
+    if (const auto error = check_host(req[http::field::host]); !error.empty()) return {400, error};
+  }
+  return {};
+}
+
+// The target as forwarded: absolute-form made origin-form (its authority
+// replaces Host, so routing and upstream see the same host), then normalized.
+// The message of the refusal, or an empty view.
+std::string_view rewrite_target(ProxiedRequest& req, RequestInfo& info) {
+  if (!req.target().starts_with("/") && req.target() != "*") {
+    auto absolute = split_absolute_form(req.target());
+    if (!absolute.error.empty()) return absolute.error;
+    info.original_target.assign(req.target());  // the access log shows what the client sent
+    req.set(http::field::host, absolute.authority);
+    req.target(absolute.target);
+  }
+  if (const auto error = normalize_target(req.target(), info.target); !error.empty()) return error;
+  if (info.target.target != req.target()) {
+    if (info.original_target.empty()) info.original_target.assign(req.target());
+    req.target(info.target.target);
+  }
+  return {};
+}
+
+LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) {
+  generate_request_id(info.request_id);
+  auto reply = make_local_reply(status, message, info.request_id);
+  reply.close_connection = true;
+  return reply;
+}
+
+}  // namespace
+
+std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
+                                        const Config& config, RequestInfo& info) {
+  info.route = nullptr;
+  info.original_target.clear();
+  info.keep_alive = false;
+  if (const auto refusal = check_framing_and_host(req); refusal.status) {
+    return refuse(refusal.status, refusal.message, info);
+  }
+  if (const auto error = rewrite_target(req, info); !error.empty()) {
+    return refuse(400, error, info);
+  }
+  info.keep_alive = req.keep_alive();
+  info.body = body;
+  // Hop-by-hop headers (and the names Connection lists) go before anything
+  // reads the head, so a client cannot hide X-Request-Id and the like.
+  strip_hop_by_hop(req.base());
+  // Names with "_" reach CGI-style servers as the "-" names they resemble.
+  switch (config.server.headers_with_underscores) {
+    case ServerConfig::Underscores::kAllow:
+      break;
+    case ServerConfig::Underscores::kDrop:
+      erase_underscore_fields(req.base());
+      break;
+    case ServerConfig::Underscores::kReject:
+      if (erase_underscore_fields(req.base()) > 0) {
+        return refuse(400, "header name with an underscore", info);
+      }
+      break;
+  }
+  auto incoming_id = req["X-Request-Id"];
+  if (is_acceptable_request_id(incoming_id)) {
+    info.request_id.assign(incoming_id);
+  } else {
+    generate_request_id(info.request_id);
+  }
+
+  // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
+  std::vector<std::string_view> xff;
+  for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
+    xff.emplace_back(it->value());
+  }
+  info.client_ip = resolve_client_ip(peer, xff, config.server.trusted_proxies);
+  // The scheme a trusted proxy saw is kept; anyone else's is replaced.
+  info.forwarded_proto = "http";
+  if (is_trusted(peer, config.server.trusted_proxies) &&
+      beast::iequals(req["X-Forwarded-Proto"], "https")) {
+    info.forwarded_proto = "https";
+  }
+
+  auto decision =
+      select_route(config, req.method_string(), info.target.route_path, req[http::field::host]);
+  if (decision.kind == RouteDecision::Kind::kMatched) {
+    info.route = decision.route;
+    return std::nullopt;
+  }
+  // A request whose body is not read yet cannot be followed by another.
+  LocalReply reply = decision.kind == RouteDecision::Kind::kNotFound
+                         ? make_local_reply(404, "no route matches", info.request_id)
+                         : make_local_reply(405, "method not allowed", info.request_id);
+  if (decision.kind == RouteDecision::Kind::kMethodNotAllowed) {
+    reply.headers.emplace_back("Allow", decision.allow);
+  }
+  reply.close_connection = !body.done;
+  return reply;
+}
+
+}  // namespace sluice

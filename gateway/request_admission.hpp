@@ -1,0 +1,54 @@
+// Request admission: a pure function (no I/O) from a parsed request head, the
+// TCP peer and the config to what the gateway knows of the request, or the
+// local reply that refuses it. It holds the framing rules against request
+// smuggling (Content-Length with Transfer-Encoding, repeated Host or
+// Transfer-Encoding, codings other than chunked, Transfer-Encoding in
+// HTTP/1.0), Host and request-target hygiene (absolute form, dot segments:
+// see request_target.hpp), hop-by-hop stripping, underscore header names, the
+// request id, the client IP and forwarded scheme, and the route.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/message.hpp>
+
+#include "gateway/client_ip.hpp"
+#include "gateway/config/config.hpp"
+#include "gateway/middleware.hpp"
+#include "gateway/request_target.hpp"
+
+namespace sluice {
+
+using ProxiedRequest = boost::beast::http::request<boost::beast::http::buffer_body>;
+
+// What the parser knows of the request's body when the head is read.
+struct BodyFacts {
+  bool chunked = false;  // framed as chunked
+  bool done = false;     // no body at all: the whole request has been read
+};
+
+// What is known of an admitted request. Reused by a connection's requests:
+// its strings keep their capacity.
+struct RequestInfo {
+  NormalizedTarget target;      // forwarded target and route path
+  std::string original_target;  // as received, set only when the target was rewritten
+  std::string request_id;       // kept from X-Request-Id or generated; also set on refusal
+  IpAddress client_ip;          // the peer or the right-most untrusted X-Forwarded-For entry
+  std::string_view forwarded_proto = "http";  // "https" only from a trusted proxy
+  const RouteConfig* route = nullptr;
+  bool keep_alive = false;  // the request allows keep-alive
+  BodyFacts body;
+};
+
+// Admits `req` (its head as parsed) or refuses it. Admission rewrites the head
+// it forwards: an absolute-form target becomes origin-form with its authority
+// as Host, the target is normalized, hop-by-hop headers and (as configured)
+// underscore names are dropped. A refusal's close_connection is set when the
+// connection cannot carry another request after it.
+std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
+                                        const Config& config, RequestInfo& info);
+
+}  // namespace sluice

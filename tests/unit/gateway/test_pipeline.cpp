@@ -1,0 +1,109 @@
+// The middleware pipeline: synchronous outcomes are used at once, a pending
+// step resumes the walk after it, and the first reply ends the walk.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "gateway/pipeline.hpp"
+
+namespace http = boost::beast::http;
+using namespace sluice;
+
+namespace {
+
+// A step that answers as told and records that it ran.
+class Step final : public Middleware {
+ public:
+  Step(std::string name, MiddlewareStep step, std::vector<std::string>& ran)
+      : name_(std::move(name)), step_(step), ran_(ran) {}
+  MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override {
+    ran_.push_back(name_);
+    ctx.response_headers.emplace_back("X-Step", name_);
+    switch (step_) {
+      case MiddlewareStep::kContinue:
+        return MiddlewareResult::next();
+      case MiddlewareStep::kRespond: {
+        LocalReply reply;
+        reply.status = 418;
+        return MiddlewareResult::respond(std::move(reply));
+      }
+      case MiddlewareStep::kPending:
+        done = later.take();
+        return MiddlewareResult::pending();
+    }
+    return MiddlewareResult::next();
+  }
+  MiddlewareDone done;
+
+ private:
+  std::string name_;
+  MiddlewareStep step_;
+  std::vector<std::string>& ran_;
+};
+
+struct Later final : MiddlewareLater {
+  MiddlewareDone take() override {
+    ++taken;
+    return [](std::optional<LocalReply>) {};
+  }
+  int taken = 0;
+};
+
+}  // namespace
+
+TEST_CASE("synchronous steps run in order with nothing taken", "[pipeline]") {
+  std::vector<std::string> ran;
+  MiddlewareChain chain;
+  chain.steps.push_back(std::make_shared<Step>("a", MiddlewareStep::kContinue, ran));
+  chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
+  Pipeline pipeline;
+  Later later;
+  http::fields head;
+  head.set("X-Api-Key", "k");
+  auto& ctx = pipeline.begin(head);
+  CHECK(ctx.header("x-api-key") == "k");
+  CHECK(ctx.header_count("X-Api-Key") == 1);
+  CHECK_FALSE(ctx.header("X-Other"));
+  auto result = pipeline.advance(chain, later);
+  CHECK(result.step == MiddlewareStep::kContinue);
+  CHECK(ran == std::vector<std::string>{"a", "b"});
+  CHECK(later.taken == 0);
+  CHECK(pipeline.take_response_headers().size() == 2);
+}
+
+TEST_CASE("a reply ends the walk", "[pipeline]") {
+  std::vector<std::string> ran;
+  MiddlewareChain chain;
+  chain.steps.push_back(std::make_shared<Step>("a", MiddlewareStep::kRespond, ran));
+  chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
+  Pipeline pipeline;
+  Later later;
+  http::fields head;
+  pipeline.begin(head);
+  auto result = pipeline.advance(chain, later);
+  REQUIRE(result.step == MiddlewareStep::kRespond);
+  REQUIRE(result.reply);
+  CHECK(result.reply->status == 418);
+  CHECK(ran == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("a pending step resumes after itself; a new request starts over", "[pipeline]") {
+  std::vector<std::string> ran;
+  MiddlewareChain chain;
+  chain.steps.push_back(std::make_shared<Step>("a", MiddlewareStep::kPending, ran));
+  chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
+  Pipeline pipeline;
+  Later later;
+  http::fields head;
+  pipeline.begin(head);
+  CHECK(pipeline.advance(chain, later).step == MiddlewareStep::kPending);
+  CHECK(later.taken == 1);
+  CHECK(pipeline.advance(chain, later).step == MiddlewareStep::kContinue);
+  CHECK(ran == std::vector<std::string>{"a", "b"});
+
+  auto& ctx = pipeline.begin(head);
+  CHECK(ctx.response_headers.empty());
+  CHECK(pipeline.advance(chain, later).step == MiddlewareStep::kPending);
+  CHECK(ran == std::vector<std::string>{"a", "b", "a"});
+}

@@ -1,0 +1,43 @@
+#include "upstream/upstream_error.hpp"
+
+namespace sluice {
+
+unsigned status_for(UpstreamError error) {
+  switch (error) {
+    case UpstreamError::kNoServer:
+    case UpstreamError::kConnectionLimit:
+      return 503;
+    case UpstreamError::kConnectTimedOut:
+    case UpstreamError::kResponseTimedOut:
+      return 504;
+    case UpstreamError::kConnectFailed:
+    case UpstreamError::kConnectionFailed:
+    case UpstreamError::kUnsupportedTransferCoding:
+    case UpstreamError::kMalformedResponseBody:
+      return 502;
+  }
+  return 502;
+}
+
+std::string_view message_for(UpstreamError error) {
+  switch (error) {
+    case UpstreamError::kNoServer:
+      return "no upstream server available (all in cool-down)";
+    case UpstreamError::kConnectionLimit:
+      return "upstream connection limit reached";
+    case UpstreamError::kConnectFailed:
+    case UpstreamError::kConnectTimedOut:
+      return "upstream connect failed";
+    case UpstreamError::kConnectionFailed:
+      return "upstream connection failed";
+    case UpstreamError::kResponseTimedOut:
+      return "upstream response timed out";
+    case UpstreamError::kUnsupportedTransferCoding:
+      return "upstream response has an unsupported transfer coding";
+    case UpstreamError::kMalformedResponseBody:
+      return "upstream response body is malformed";
+  }
+  return "upstream connection failed";
+}
+
+}  // namespace sluice

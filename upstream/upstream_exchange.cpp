@@ -1,0 +1,252 @@
+#include "upstream/upstream_exchange.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+bool is_idempotent(http::verb v) {
+  return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
+         v == http::verb::put || v == http::verb::delete_;
+}
+
+}  // namespace
+
+void UpstreamExchange::start(const ExchangeRequest& request, ClientParser& parser,
+                             const std::shared_ptr<UpstreamExchange>& self) {
+  self_ = self;
+  request_ = request;
+  parser_ = &parser;
+  upstream_cfg_ = request.upstream;
+  tried_.clear();
+  try_next_server();
+}
+
+// ---- Choose, connect ------------------------------------------------------
+
+void UpstreamExchange::try_next_server() {
+  auto server = pools_.pick(*upstream_cfg_, tried_);
+  if (!server) {
+    return host_.upstream_failed(tried_.empty() ? UpstreamError::kNoServer
+                                                : connect_error(last_connect_timed_out_));
+  }
+  server_index_ = *server;
+  tried_.push_back(*server);
+  upstream_timed_out_ = false;
+  upstream_ = pools_.take_idle(*upstream_cfg_, *server);
+  upstream_reused_ = upstream_ != nullptr;
+  if (upstream_) return send_request_head();
+  connect_fresh();
+}
+
+// A new connection to server_index_, once the server is under its
+// max_connections.
+void UpstreamExchange::connect_fresh() {
+  upstream_reused_ = false;
+  upstream_timed_out_ = false;
+  upstream_ = pools_.open(*upstream_cfg_, server_index_);
+  if (!upstream_) return wait_for_connection();
+  const auto& hp = upstream_cfg_->servers[server_index_];
+  upstream_->address = hp;
+  upstream_->server = hp.to_string();
+  beast::error_code ec;
+  auto address = asio::ip::make_address(hp.host, ec);
+  if (!ec) return connect_to({tcp::endpoint{address, hp.port}});
+  resolve(hp);
+}
+
+// A host name: resolve it (rare: connections are pooled), within the connect
+// deadline.
+void UpstreamExchange::resolve(const HostPort& hp) {
+  resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{client_.get_executor()});
+  resolve_timer_ = std::make_unique<asio::steady_timer>(
+      asio::any_io_executor{client_.get_executor()}, upstream_cfg_->connect_timeout);
+  resolve_timer_->async_wait(handler([](UpstreamExchange& self, beast::error_code ec) {
+    if (!ec && self.resolver_) self.resolver_->cancel();
+  }));
+  resolver_->async_resolve(hp.host, std::to_string(hp.port),
+                           handler([](UpstreamExchange& self, beast::error_code ec,
+                                      tcp::resolver::results_type results) {
+                             const bool timed_out = ec == asio::error::operation_aborted &&
+                                                    self.resolve_timer_->expiry() <=
+                                                        asio::steady_timer::clock_type::now();
+                             self.resolve_timer_->cancel();
+                             if (timed_out) return self.on_connect(beast::error::timeout);
+                             if (ec) return self.on_connect(ec);
+                             std::vector<tcp::endpoint> endpoints;
+                             for (const auto& r : results) endpoints.push_back(r.endpoint());
+                             self.connect_to(std::move(endpoints));
+                           }));
+}
+
+// The server has max_connections already: wait up to connect_timeout for one
+// of them to close or come back idle, then answer 503.
+void UpstreamExchange::wait_for_connection() {
+  const auto generation = ++slot_generation_;
+  waiting_for_slot_ = true;
+  if (!slot_timer_) slot_timer_ = std::make_unique<Timer>(client_.get_executor());
+  // One deadline per exchange, however often a woken request loses its turn.
+  if (slot_deadline_ == Clock::time_point{}) {
+    slot_deadline_ = Clock::now() + upstream_cfg_->connect_timeout;
+  }
+  slot_timer_->expires_at(slot_deadline_);
+  slot_timer_->async_wait(handler([generation](UpstreamExchange& self, beast::error_code ec) {
+    if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
+    self.waiting_for_slot_ = false;
+    self.host_.count_upstream(*self.upstream_cfg_, "connection_limit");
+    self.host_.upstream_failed(UpstreamError::kConnectionLimit);
+  }));
+  pools_.wait_for_slot(*upstream_cfg_, server_index_, [weak = self_, generation]() -> bool {
+    auto self = weak.lock();
+    return self && self->take_slot(generation);
+  });
+}
+
+// A connection to the server closed or came back idle: this request takes
+// it, unless it gave up waiting.
+bool UpstreamExchange::take_slot(std::uint64_t generation) {
+  if (host_.client_closed() || generation != slot_generation_ || !waiting_for_slot_) return false;
+  waiting_for_slot_ = false;
+  slot_timer_->cancel();
+  try {
+    upstream_ = pools_.take_idle(*upstream_cfg_, server_index_);
+    upstream_reused_ = upstream_ != nullptr;
+    if (upstream_) {
+      send_request_head();
+    } else {
+      connect_fresh();
+    }
+  } catch (const std::exception& e) {
+    on_internal_error(e.what());
+    guarded_detail::reported = false;  // handled here, not by run_guarded
+  }
+  return true;
+}
+
+void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
+  host_.set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
+  upstream_->stream.async_connect(
+      endpoints, handler([](UpstreamExchange& self, beast::error_code ec, const tcp::endpoint&) {
+        self.on_connect(ec);
+      }));
+}
+
+void UpstreamExchange::on_connect(beast::error_code ec) {
+  if (ec && host_.draining() && ec == asio::error::operation_aborted) {
+    // Closed by a drain timeout, not by the server: no cool-down, no retry.
+    upstream_.reset();
+    return host_.exchange_aborted();
+  }
+  if (ec) {
+    const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
+    last_connect_timed_out_ = timed_out;
+    spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
+                 upstream_ ? upstream_->server : "?", ec.message());
+    host_.count_upstream(*upstream_cfg_, timed_out ? "timeout" : "connect_error");
+    pools_.mark_failed(*upstream_cfg_, server_index_);
+    upstream_.reset();
+    // Nothing was sent: an idempotent request may go to the next server, once.
+    if (is_idempotent(parser_->get().method()) && tried_.size() < 2) return try_next_server();
+    return host_.upstream_failed(connect_error(timed_out));
+  }
+  pools_.mark_ok(*upstream_cfg_, server_index_);
+  host_.count_connection(*upstream_cfg_);
+  beast::error_code ignored;
+  upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
+  send_request_head();
+}
+
+// ---- Deadlines and failures -----------------------------------------------
+
+void UpstreamExchange::on_upstream_deadline() {
+  if (!upstream_) return;
+  upstream_timed_out_ = true;
+  beast::error_code ignored;
+  upstream_->stream.socket().close(ignored);
+}
+
+bool UpstreamExchange::cancel_stalled_body_read() {
+  if (!reading_body_ || body_timeout_backstop_) return false;
+  // Cancelling misses a read that is between two of its system calls: the
+  // host then closes the socket a little later.
+  body_timeout_backstop_ = true;
+  beast::error_code ignored;
+  client_.socket().cancel(ignored);
+  return true;
+}
+
+void UpstreamExchange::io_failed(beast::error_code ec) {
+  const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
+  if (!timed_out && may_retry_on_fresh_connection(ec)) {
+    // A pooled connection the server had closed: nothing of this request
+    // was answered, so it goes once more on a new connection.
+    host_.count_retry();
+    drop_upstream();
+    retried_on_fresh_ = true;
+    return connect_fresh();
+  }
+  spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
+               upstream_ ? upstream_->server : "?", ec.message());
+  host_.count_upstream(*upstream_cfg_, timed_out ? "timeout" : "reset");
+  drop_upstream();
+  host_.upstream_failed(exchange_error(timed_out));
+}
+
+// A request that failed on a reused connection before any response byte may
+// be sent again once, on a new connection, when it is idempotent and has no
+// body (so nothing of it is lost by having been sent).
+bool UpstreamExchange::may_retry_on_fresh_connection(beast::error_code ec) const {
+  const bool closed_early = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                            ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+  return closed_early && upstream_reused_ && !retried_on_fresh_ && request_.body_empty &&
+         is_idempotent(parser_->get().method()) && upstream_ && upstream_->buffer.size() == 0 &&
+         (!res_parser_ || !res_parser_->got_some());
+}
+
+void UpstreamExchange::abort() {
+  drop_upstream();
+  host_.exchange_aborted();
+}
+
+void UpstreamExchange::close_upstream_socket() {
+  if (!upstream_) return;
+  beast::error_code ignored;
+  upstream_->stream.socket().close(ignored);
+}
+
+void UpstreamExchange::drop_upstream() {
+  if (!upstream_) return;
+  beast::error_code ignored;
+  upstream_->stream.socket().close(ignored);
+  upstream_.reset();
+}
+
+void UpstreamExchange::cancel_wait() {
+  if (slot_timer_) slot_timer_->cancel();
+}
+
+void UpstreamExchange::reset() {
+  res_parser_.reset();
+  relay_ = {};  // the host may take its relay buffer back
+  upstream_status_ = 0;
+  upstream_server_.clear();
+  upstream_reusable_ = false;
+  request_rewritten_ = false;
+  need_continue_ = false;
+  last_connect_timed_out_ = false;
+  upstream_reused_ = false;
+  retried_on_fresh_ = false;
+  slot_deadline_ = {};
+}
+
+}  // namespace sluice

@@ -1,0 +1,210 @@
+// The upstream leg of one exchange: pick a server, take a pooled connection
+// or connect (within connect_timeout, resolving a host name if need be), the
+// retry rule, relay the request (head, 100 Continue, body) and the response
+// (head, body) through the client connection's relay buffer, and give the
+// connection back to the pool after a complete keep-alive exchange.
+//
+// One per client connection, reused by its requests, living inside the object
+// that owns the client connection (its host). Every handler runs on the
+// worker's executor through guarded(), holding the host alive by an aliasing
+// shared_ptr. The exchange ends with exactly one call to the host: done,
+// upstream_failed (nothing of the response sent yet: a local reply),
+// request_body_failed, or aborted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include "gateway/common/guarded.hpp"
+#include "gateway/common/http_limits.hpp"
+#include "upstream/framing.hpp"
+#include "upstream/upstream_error.hpp"
+#include "upstream/upstream_pool.hpp"
+
+namespace sluice {
+
+using ClientParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
+
+// Whose operation the client connection's one I/O deadline guards.
+enum class Side { kClient, kUpstream };
+
+// What an exchange needs of the client connection it serves, and tells it.
+// Called on the worker's executor; an end found at once (no server to try)
+// is reported from inside UpstreamExchange::start.
+class ExchangeHost {
+ public:
+  virtual ~ExchangeHost() = default;
+  virtual void set_deadline(Side side, std::chrono::steady_clock::duration timeout) = 0;
+  // The relay buffer, lent until reset() (asked at most once per exchange).
+  virtual std::span<char> relay_buffer() = 0;
+  // The request head as sent upstream, serialized once per exchange.
+  virtual void serialize_request_head(std::string& out, std::string_view upstream_host) = 0;
+  // A response head is about to go: whether the client connection stays
+  // open after it (its body ends with the connection, or not).
+  virtual bool keep_client(bool ends_with_close) = 0;
+  virtual bool draining() const = 0;
+  virtual bool client_closed() const = 0;
+  // Metrics: an upstream exchange by outcome, a new connection, a retry.
+  virtual void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) = 0;
+  virtual void count_connection(const UpstreamConfig& upstream) = 0;
+  virtual void count_retry() = 0;
+
+  // How it ends, each time with the upstream connection pooled or dropped.
+  virtual void exchange_done() = 0;                       // the response was relayed whole
+  virtual void upstream_failed(UpstreamError error) = 0;  // no response byte sent yet
+  virtual void request_body_failed(boost::beast::error_code ec) = 0;  // reading it failed
+  virtual void exchange_aborted() = 0;  // nothing can be sent: cut the client connection
+  virtual void on_internal_error(std::string_view what) noexcept = 0;
+};
+
+// What the exchange is asked to do; the views outlive it.
+struct ExchangeRequest {
+  const UpstreamConfig* upstream = nullptr;
+  std::string_view request_id;
+  // Headers set by Sluice for the response (rate-limit headers).
+  std::span<const std::pair<std::string, std::string>> response_headers;
+  std::chrono::milliseconds send_timeout{};  // a write to the client
+  std::chrono::milliseconds body_timeout{};  // a read of the request body
+  bool chunked = false;                      // the request body is chunked
+  bool body_empty = false;                   // the request has no body at all
+};
+
+class UpstreamExchange {
+ public:
+  UpstreamExchange(ExchangeHost& host, WorkerStream& client, boost::beast::flat_buffer& buffer,
+                   UpstreamPools& pools)
+      : host_(host), client_(client), buffer_(buffer), pools_(pools) {}
+  UpstreamExchange(const UpstreamExchange&) = delete;
+  UpstreamExchange& operator=(const UpstreamExchange&) = delete;
+
+  // Starts the exchange of the request `parser` holds (its head read).
+  // `self` is this object, sharing ownership with its host.
+  void start(const ExchangeRequest& request, ClientParser& parser,
+             const std::shared_ptr<UpstreamExchange>& self);
+
+  // The deadline passed on the upstream side: the connection is closed.
+  void on_upstream_deadline();
+  // The deadline passed on the client side: a pending request body read is
+  // cancelled, once, so that the client still gets its 408. False when
+  // there was none to cancel (the host then closes the client socket).
+  bool cancel_stalled_body_read();
+
+  // Closes the upstream connection's socket, failing what is pending on it.
+  void close_upstream_socket();
+  // Closes the upstream connection, if any, and lets it go; nothing more is relayed.
+  void drop_upstream();
+  // Stops waiting for a free connection slot.
+  void cancel_wait();
+  // Ends the exchange's state: the response parser is freed and the relay
+  // buffer no longer used.
+  void reset();
+
+  // The status the upstream answered with (0: none), and by which server.
+  unsigned upstream_status() const { return upstream_status_; }
+  std::string_view upstream_server() const { return upstream_server_; }
+  // The response sent keeps the client connection open.
+  bool client_keep_alive() const { return client_keep_alive_; }
+
+  void on_internal_error(std::string_view what) noexcept { host_.on_internal_error(what); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Timer =
+      boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
+  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+
+  template <class Fn>
+  auto handler(Fn fn);
+
+  void try_next_server();
+  void connect_fresh();
+  void resolve(const HostPort& server);
+  void wait_for_connection();
+  bool take_slot(std::uint64_t generation);
+  void connect_to(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
+  void on_connect(boost::beast::error_code ec);
+  void send_request_head();
+  template <class Handler>
+  void write_piece(WorkerStream& stream, const std::string& head, bool& head_pending,
+                   const char* data, std::size_t n, bool chunked, bool last,
+                   std::chrono::milliseconds timeout, Handler&& handler);
+  void on_request_head_sent(boost::beast::error_code ec);
+  void read_client_body();
+  void on_client_body(boost::beast::error_code ec);
+  void on_upstream_body_written(boost::beast::error_code ec);
+  void read_response_head();
+  void on_response_head(boost::beast::error_code ec);
+  void read_upstream_body();
+  void on_upstream_body(boost::beast::error_code ec);
+  void on_response_piece_sent(boost::beast::error_code ec);
+  void finish();
+  void io_failed(boost::beast::error_code ec);
+  // Nothing more can be relayed: the upstream connection is dropped and the
+  // host cuts the client connection.
+  void abort();
+  bool may_retry_on_fresh_connection(boost::beast::error_code ec) const;
+
+  ExchangeHost& host_;
+  WorkerStream& client_;
+  boost::beast::flat_buffer& buffer_;  // the client connection's read buffer
+  UpstreamPools& pools_;
+  std::weak_ptr<UpstreamExchange> self_;
+  ExchangeRequest request_;
+  ClientParser* parser_ = nullptr;
+  std::optional<ResponseParser> res_parser_;
+  std::span<char> relay_;
+
+  const UpstreamConfig* upstream_cfg_ = nullptr;
+  std::unique_ptr<UpstreamConnection> upstream_;
+  std::vector<std::size_t> tried_;
+  std::size_t server_index_ = 0;
+  std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
+  std::unique_ptr<boost::asio::steady_timer> resolve_timer_;
+  std::unique_ptr<Timer> slot_timer_;  // waiting for an upstream connection
+  std::uint64_t slot_generation_ = 0;
+  Clock::time_point slot_deadline_{};  // set once per exchange
+  bool waiting_for_slot_ = false;
+
+  std::string req_head_;  // serialized heads; their capacity is reused
+  std::string res_head_;
+  ChunkPrefix chunk_prefix_;
+  PieceBuffers out_buffers_;  // one write in flight at a time
+  std::string upstream_server_;
+  unsigned upstream_status_ = 0;
+  bool upstream_timed_out_ = false;
+  bool last_connect_timed_out_ = false;
+  bool upstream_reused_ = false;  // upstream_ came from the pool
+  bool retried_on_fresh_ = false;
+  bool upstream_reusable_ = false;
+  bool request_rewritten_ = false;
+  bool req_head_pending_ = false;
+  bool res_head_pending_ = false;
+  bool res_chunked_out_ = false;
+  bool need_continue_ = false;
+  bool reading_body_ = false;  // a request body read is in flight
+  bool body_timeout_backstop_ = false;
+  bool client_keep_alive_ = false;
+  ChunkExtensionLimit chunk_extension_limit_;
+};
+
+// Completion handlers go through guarded(): an exception ends the client
+// connection, never the worker.
+template <class Fn>
+auto UpstreamExchange::handler(Fn fn) {
+  return guarded(self_.lock(), std::move(fn));
+}
+
+}  // namespace sluice
