@@ -4,6 +4,13 @@
 #include "gateway/worker_services.hpp"
 
 namespace sluice {
+namespace {
+
+// A worker that has not answered by then (busy, or its loop stopped) counts as
+// not ready, so that /readyz answers within a health probe's timeout.
+constexpr std::chrono::milliseconds kGatherDeadline{250};
+
+}  // namespace
 
 void gather_dependencies(const std::vector<std::unique_ptr<Worker>>& workers,
                          boost::asio::io_context& home, const WorkerServicesFactory* services,
@@ -13,7 +20,8 @@ void gather_dependencies(const std::vector<std::unique_ptr<Worker>>& workers,
       workers, home, [](Worker& worker) { return worker.readiness(); },
       [services, done = std::move(done)](std::vector<DependencyState> states) {
         done(services->readiness(states));
-      });
+      },
+      kGatherDeadline);
 }
 
 nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies) {

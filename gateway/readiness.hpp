@@ -1,7 +1,8 @@
 // What /readyz shows: whether the gateway takes traffic (200 "ready", or 503
 // "not ready" while it starts or drains) and, under "dependencies", what the
 // worker services report of their outside dependencies. Gathering asks every
-// worker on its own thread and completes on the main thread.
+// worker on its own thread and completes on the main thread, within 250 ms
+// (a worker that has not answered by then counts as not ready).
 #pragma once
 
 #include <functional>

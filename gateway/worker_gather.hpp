@@ -3,39 +3,63 @@
 // read from outside its thread and no lock is needed.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "gateway/worker.hpp"
 
 namespace sluice {
 
 // Runs `part(worker)` on each worker's thread; once every worker has answered,
-// runs `done(results)` on `home` with the results in worker order.
+// runs `done(results)` on `home` with the results in worker order. With a
+// `deadline`, `done` runs at the latest that long after the call, with a
+// default-constructed result for each worker that has not answered by then (a
+// worker busy for that long, or one whose loop has stopped); later answers are
+// dropped. `done` runs exactly once.
 template <class Part, class Done>
 void gather_from_workers(const std::vector<std::unique_ptr<Worker>>& workers,
-                         boost::asio::io_context& home, Part part, Done done) {
+                         boost::asio::io_context& home, Part part, Done done,
+                         std::optional<std::chrono::milliseconds> deadline = std::nullopt) {
   using Result = std::invoke_result_t<Part&, Worker&>;
   struct Gather {
     std::vector<Result> results;
     std::size_t pending;
     Done done;
+    bool finished = false;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+
+    void finish() {  // on `home`
+      if (finished) return;
+      finished = true;
+      if (timer) timer->cancel();
+      done(std::move(results));
+    }
   };
   auto gather = std::make_shared<Gather>(
       Gather{std::vector<Result>(workers.size()), workers.size(), std::move(done)});
-  if (workers.empty()) return gather->done(std::move(gather->results));
+  if (workers.empty()) return gather->finish();
+  if (deadline) {
+    gather->timer = std::make_unique<boost::asio::steady_timer>(home, *deadline);
+    gather->timer->async_wait([gather](boost::system::error_code ec) {
+      if (!ec) gather->finish();
+    });
+  }
   for (std::size_t i = 0; i < workers.size(); ++i) {
     Worker& worker = *workers[i];
     boost::asio::post(worker.io(), [&worker, &home, gather, i, part]() mutable {
       boost::asio::post(home, [gather, i, result = part(worker)]() mutable {
+        if (gather->finished) return;
         gather->results[i] = std::move(result);
-        if (--gather->pending == 0) gather->done(std::move(gather->results));
+        if (--gather->pending == 0) gather->finish();
       });
     });
   }

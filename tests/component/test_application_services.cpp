@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -30,6 +32,9 @@ struct Record {
   std::atomic<int> scrapes{0};
   std::atomic<int> stopped{0};
   std::atomic<int> destroyed{0};
+  // While set, worker 1's readiness() blocks (up to 5 s) until it is cleared.
+  std::atomic<bool> block_readiness{false};
+  std::condition_variable released;
 };
 
 class FakeServices final : public sluice::WorkerServices {
@@ -39,7 +44,14 @@ class FakeServices final : public sluice::WorkerServices {
   sluice::MiddlewareChain make_chain() override { return {}; }
   void before_scrape() override { ++record_.scrapes; }
   void on_stop() override { ++record_.stopped; }
-  DependencyState readiness() const override { return {index_ == 0, index_ == 1}; }
+  DependencyState readiness() const override {
+    if (index_ == 1 && record_.block_readiness) {
+      std::unique_lock lock(record_.mutex);
+      record_.released.wait_for(lock, std::chrono::seconds(5),
+                                [this] { return !record_.block_readiness; });
+    }
+    return {index_ == 0, index_ == 1};
+  }
 
  private:
   Record& record_;
@@ -111,4 +123,39 @@ TEST_CASE("application: each worker owns services built on its own thread") {
   CHECK(record.built_on.count(std::this_thread::get_id()) == 0);
   CHECK(record.stopped.load() == 2);
   CHECK(record.destroyed.load() == 2);
+}
+
+TEST_CASE("application: /readyz answers while a worker is busy, counting it not ready") {
+  auto result = sluice::parse_config(
+      "server: {listen: \"127.0.0.1:0\", threads: 2}\n"
+      "admin: {listen: \"127.0.0.1:0\"}\n"
+      "upstreams: {app: {servers: [\"127.0.0.1:9\"]}}\n"
+      "routes: [{name: all, match: {path_prefix: \"/\"}, upstream: app}]\n",
+      "test.yaml");
+  REQUIRE(result.config);
+  Record record;
+  sluice::ApplicationOptions options;
+  options.services = std::make_shared<FakeFactory>(record);
+  sluice::Application app("test.yaml", result.config, options);
+  REQUIRE(app.start());
+  std::thread runner([&app] { app.run(); });
+
+  record.block_readiness = true;
+  const auto busy = get(app.admin_port(), "/readyz");
+  {
+    std::lock_guard lock(record.mutex);
+    record.block_readiness = false;
+  }
+  record.released.notify_all();
+  CHECK(busy.result() == http::status::ok);
+  // Worker 1 has not answered: its state is the default one (not ready, closed).
+  CHECK(busy.body() ==
+        "{\"status\":\"ready\",\"dependencies\":{\"workers\":[[true,false],[false,false]]}}\n");
+  // Once it is free again, its own state is back.
+  const auto free = get(app.admin_port(), "/readyz");
+  CHECK(free.body() ==
+        "{\"status\":\"ready\",\"dependencies\":{\"workers\":[[true,false],[false,true]]}}\n");
+
+  app.request_stop();
+  runner.join();
 }
