@@ -5,31 +5,17 @@
 #include <algorithm>
 #include <array>
 
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/hex.hpp"
+
 namespace sluice {
 
 namespace {
 
 constexpr std::string_view kBearer = "bearer";
 
-char ascii_lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return ascii_lower(x) == ascii_lower(y);
-         });
-}
-
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
+using ascii::iequals;
+using ascii::trim;
 
 std::optional<std::string_view> lookup_header(const RequestView& request, std::string_view name) {
   if (!request.header) return std::nullopt;
@@ -41,14 +27,10 @@ std::size_t count_header(const RequestView& request, std::string_view name) {
   return lookup_header(request, name) ? 1 : 0;
 }
 
-bool is_alpha_or_digit(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
 // token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 bool is_token68(std::string_view s) {
   std::size_t i = 0;
-  while (i < s.size() && (is_alpha_or_digit(s[i]) ||
+  while (i < s.size() && (ascii::is_alpha(s[i]) || ascii::is_digit(s[i]) ||
                           std::string_view("-._~+/").find(s[i]) != std::string_view::npos)) {
     ++i;
   }
@@ -90,24 +72,16 @@ const std::string* consumer_plan(const ApiKeysConfig& config, std::string_view k
   return nullptr;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // The decoded character at text[i], advancing i past what it consumed: a %XX
 // escape, '+' as a space when `plus_is_space`, else the character itself.
 char decode_next(std::string_view text, std::size_t& i, bool plus_is_space) {
   const char c = text[i++];
   if (c == '+' && plus_is_space) return ' ';
-  if (c == '%' && i + 1 < text.size()) {
-    const int hi = hex_value(text[i]);
-    const int lo = hex_value(text[i + 1]);
-    if (hi >= 0 && lo >= 0) {
+  if (c == '%') {
+    const int value = hex::pair_value(text.substr(i));
+    if (value >= 0) {
       i += 2;
-      return static_cast<char>(hi * 16 + lo);
+      return static_cast<char>(value);
     }
   }
   return c;
@@ -329,7 +303,7 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
           fall_back(source);
         } else {
           std::string name(source.name);
-          std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+          ascii::to_lower_in_place(name);
           out += kind_tag(source.kind);
           append_field(out, name);
           append_field(out, *value);
@@ -379,15 +353,11 @@ KeyHash key_hash(std::string_view hash_input) {
 }
 
 std::string bucket_name(const LimitDescriptor& descriptor) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string name;
   name.reserve(descriptor.limit.size() + 1 + 2 * descriptor.key_hash.size());
   name += descriptor.limit;
   name += ':';
-  for (const std::uint8_t byte : descriptor.key_hash) {
-    name += kHex[byte >> 4];
-    name += kHex[byte & 0x0f];
-  }
+  hex::append(name, descriptor.key_hash);
   return name;
 }
 

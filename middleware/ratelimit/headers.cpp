@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gateway/common/hex.hpp"
+
 namespace sluice {
 
 namespace {
@@ -16,7 +18,6 @@ std::int64_t clamp_to_int(double value, double max) {
 }
 
 void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   for (char c : text) {
     const auto byte = static_cast<unsigned char>(c);
@@ -25,8 +26,7 @@ void append_json_string(std::string& out, std::string_view text) {
       out += c;
     } else if (byte < 0x20) {
       out += "\\u00";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0x0f];
+      hex::append_byte(out, byte);
     } else {
       out += c;
     }
