@@ -100,7 +100,7 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
               {{"route", route.name},
                {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
     }
-    if (keys_on_api_key && ascii::iequals(config.api_keys.header, "Authorization")) {
+    if (keys_on_api_key && reads_bearer_credential(config.api_keys)) {
       metrics.declare(
           "sluice_ratelimit_rejected_total",
           scratch_labels(
