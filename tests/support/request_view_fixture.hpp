@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/common/ascii.hpp"
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 
@@ -25,10 +26,6 @@ inline IpAddress ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8
   return ip;
 }
 
-inline char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
 // A request with headers held in a map (names compared case-insensitively);
 // a header given by repeat() has that many lines, its value being the first.
 struct Request {
@@ -40,13 +37,13 @@ struct Request {
   std::string route = "orders";
 
   Request& header(std::string name, std::string value) {
-    for (char& c : name) c = lower(c);
+    ascii::to_lower_in_place(name);
     headers[name] = std::move(value);
     return *this;
   }
   Request& repeat(std::string name, std::string first_value, std::size_t count) {
     header(name, std::move(first_value));
-    for (char& c : name) c = lower(c);
+    ascii::to_lower_in_place(name);
     lines[name] = count;
     return *this;
   }
@@ -59,14 +56,14 @@ struct Request {
     v.route = route;
     v.header = [this](std::string_view name) -> std::optional<std::string_view> {
       std::string key(name);
-      for (char& c : key) c = lower(c);
+      ascii::to_lower_in_place(key);
       auto it = headers.find(key);
       if (it == headers.end()) return std::nullopt;
       return std::string_view(it->second);
     };
     v.header_count = [this](std::string_view name) -> std::size_t {
       std::string key(name);
-      for (char& c : key) c = lower(c);
+      ascii::to_lower_in_place(key);
       if (auto it = lines.find(key); it != lines.end()) return it->second;
       return headers.count(key);
     };
@@ -75,7 +72,7 @@ struct Request {
 };
 
 inline LimitConfig make_limit(std::string name, std::vector<KeySource> key, double capacity = 10,
-                       double rate = 1) {
+                              double rate = 1) {
   LimitConfig limit;
   limit.name = std::move(name);
   limit.key = std::move(key);
