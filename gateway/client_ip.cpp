@@ -1,7 +1,5 @@
 #include "gateway/client_ip.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -35,19 +33,14 @@ bool valid_port(std::string_view s) {
 }  // namespace
 
 std::optional<IpAddress> parse_ip_literal(std::string_view text, IpFamily family) {
-  // inet_pton needs a NUL-terminated copy.
-  if (text.empty() || text.size() >= kMaxAddressText) return std::nullopt;
-  char buf[kMaxAddressText];
-  std::memcpy(buf, text.data(), text.size());
-  buf[text.size()] = '\0';
   IpAddress ip;
   if (family == IpFamily::kV4) {
     std::uint8_t v4[4];
-    if (inet_pton(AF_INET, buf, v4) != 1) return std::nullopt;
+    if (!parse_ip_literal_bytes(text, family, v4)) return std::nullopt;
     std::copy(kV4MappedPrefix.begin(), kV4MappedPrefix.end(), ip.bytes.begin());
     std::copy(v4, v4 + 4, ip.bytes.begin() + 12);
   } else {
-    if (inet_pton(AF_INET6, buf, ip.bytes.data()) != 1) return std::nullopt;
+    if (!parse_ip_literal_bytes(text, family, ip.bytes.data())) return std::nullopt;
   }
   return ip;
 }

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/common/ip_literal.hpp"
+
 namespace sluice {
 
 // An IPv4 or IPv6 address. IPv4 is kept as an IPv4-mapped IPv6 address so that
@@ -22,10 +24,9 @@ struct IpAddress {
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 
-enum class IpFamily { kV4, kV6 };
-
 // The whole of `text` is an address of that family as inet_pton reads it: no
-// brackets, spaces or port. The one parser of IP literals; the others build on it.
+// brackets, spaces or port (see parse_ip_literal_bytes), as an IpAddress. The
+// other address parsers here build on it.
 std::optional<IpAddress> parse_ip_literal(std::string_view text, IpFamily family);
 
 // Parses "1.2.3.4", "::1", "[::1]" (brackets allowed); surrounding spaces are trimmed.

@@ -6,14 +6,13 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/hex.hpp"
+#include "gateway/common/target_parts.hpp"
 
 namespace sluice {
 namespace {
 
 using ascii::is_alpha;
 using ascii::is_digit;
-
-constexpr char kUpperHex[] = "0123456789ABCDEF";
 
 bool is_unreserved(unsigned char c) {
   return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
@@ -34,8 +33,7 @@ bool is_control(unsigned char c) {
 
 void append_escape(std::string& out, unsigned char c) {
   out += '%';
-  out += kUpperHex[c >> 4];
-  out += kUpperHex[c & 0xf];
+  hex::append_byte_upper(out, c);
 }
 
 // Walks a normalized path as its route path: ';' starts parameters that run to
@@ -107,9 +105,7 @@ bool is_reg_name(std::string_view s) {
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c == '%') {
-      if (i + 2 >= s.size() || hex::digit_value(s[i + 1]) < 0 || hex::digit_value(s[i + 2]) < 0) {
-        return false;
-      }
+      if (hex::pair_value(s.substr(i + 1)) < 0) return false;
       i += 2;
     } else if (!is_unreserved(c) && !is_sub_delim(c)) {
       return false;
@@ -143,8 +139,7 @@ std::string_view normalize_target(std::string_view target, NormalizedTarget& out
     if (c == '#') return "fragment in request target";
     if (is_control(static_cast<unsigned char>(c))) return "control character in request target";
   }
-  const auto query_pos = target.find('?');
-  const auto path = target.substr(0, query_pos);
+  const auto path = split_target(target).path;
   // The usual path needs no change: no escape, backslash, "//" or byte to escape.
   const bool plain = std::ranges::adjacent_find(path, [](char a, char b) {
                        return a == '/' && b == '/';
@@ -156,11 +151,10 @@ std::string_view normalize_target(std::string_view target, NormalizedTarget& out
   for (std::size_t i = 0; !plain && i < path.size(); ++i) {
     auto c = static_cast<unsigned char>(path[i]);
     if (c == '%') {
-      const int hi = i + 2 < path.size() ? hex::digit_value(path[i + 1]) : -1;
-      const int lo = i + 2 < path.size() ? hex::digit_value(path[i + 2]) : -1;
-      if (hi < 0 || lo < 0) return "malformed percent-escape in path";
+      const int value = hex::pair_value(path.substr(i + 1));
+      if (value < 0) return "malformed percent-escape in path";
       i += 2;
-      c = static_cast<unsigned char>(hi * 16 + lo);
+      c = static_cast<unsigned char>(value);
       if (c == '/' || c == '\\' || c == '\0') return "encoded '/', '\\' or NUL in path";
       if (!is_unreserved(c)) {
         append_escape(out.target, c);
@@ -180,7 +174,7 @@ std::string_view normalize_target(std::string_view target, NormalizedTarget& out
   }
   append_route_path(out.target, out.route_path);
   if (has_dot_segment(out.route_path)) return "dot segments in path";
-  if (query_pos != std::string_view::npos) out.target += target.substr(query_pos);
+  out.target += target.substr(path.size());  // "?query" as received, if any
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "gateway/common/ascii.hpp"
+#include "gateway/common/target_parts.hpp"
 #include "gateway/request_target.hpp"
 
 namespace sluice {
@@ -53,7 +54,7 @@ bool method_allowed(const RouteMatch& match, std::string_view method) {
 }  // namespace
 
 std::string_view target_path(std::string_view target) {
-  auto path = target.substr(0, target.find('?'));
+  auto path = split_target(target).path;
   // absolute-form (RFC 9112 3.2.2): "http://host:port/path" -> "/path".
   if (!path.empty() && path.front() != '/') {
     const auto scheme_end = path.find("://");
@@ -99,9 +100,7 @@ std::string upstream_target(const RouteConfig& route, std::string_view target) {
   const auto path = target_path(target);
   const auto prefix_end = forwarded_prefix_length(path, route.match.path);
   if (!prefix_end) return std::string(target);
-  const auto query_pos = target.find('?');
-  const auto query =
-      query_pos == std::string_view::npos ? std::string_view{} : target.substr(query_pos);
+  const auto query = target.substr(split_target(target).path.size());  // "?query" or ""
 
   std::string out;
   auto rest = path.substr(*prefix_end);

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/common/target_parts.hpp"
+
 namespace sluice {
 
 void AccessLog::on_exchange(const Config& config, const ExchangeSummary& s) {
@@ -25,7 +27,7 @@ void AccessLog::on_exchange(const Config& config, const ExchangeSummary& s) {
       {"request_id", s.request_id},
       {"client_ip", s.client_ip.to_string()},
       {"method", s.method},
-      {"path", s.target.substr(0, s.target.find('?'))},
+      {"path", split_target(s.target).path},
       {"route", s.route},
       {"status", s.status},
       {"duration_ms", s.duration_seconds * 1000.0},

@@ -4,16 +4,12 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "gateway/common/ascii.hpp"
+
 namespace sluice {
 namespace {
 
 namespace http = boost::beast::http;
-
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 
@@ -45,7 +41,7 @@ bool relayable_transfer_coding(const http::fields& fields) {
   const auto count = fields.count(http::field::transfer_encoding);
   if (count == 0) return true;
   return count == 1 &&
-         boost::beast::iequals(trim_ows(fields[http::field::transfer_encoding]), "chunked");
+         boost::beast::iequals(ascii::trim(fields[http::field::transfer_encoding]), "chunked");
 }
 
 }  // namespace sluice

@@ -10,6 +10,9 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/hex.hpp"
+
 namespace sluice {
 namespace {
 
@@ -35,16 +38,6 @@ bool is_hop_by_hop(const http::fields::value_type& f) {
   return false;
 }
 
-bool beast_iequals(std::string_view a, std::string_view b) {
-  return boost::beast::iequals(a, b);
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // The names listed by every Connection header line of `fields`.
 std::vector<std::string_view> connection_tokens(const http::fields& fields) {
   std::vector<std::string_view> listed;
@@ -52,7 +45,7 @@ std::vector<std::string_view> connection_tokens(const http::fields& fields) {
     std::string_view value = it->value();
     while (!value.empty()) {
       auto comma = value.find(',');
-      auto token = trim(value.substr(0, comma));
+      auto token = ascii::trim(value.substr(0, comma));
       if (!token.empty()) listed.push_back(token);
       if (comma == std::string_view::npos) break;
       value.remove_prefix(comma + 1);
@@ -90,7 +83,7 @@ void strip_hop_by_hop(http::fields& fields) {
   for (const auto& name : listed) {
     // Framing and Host are never the client's to hide: a body without its
     // length would be read upstream as a second request (smuggling).
-    if (beast_iequals(name, "Content-Length") || beast_iequals(name, "Host")) continue;
+    if (ascii::iequals(name, "Content-Length") || ascii::iequals(name, "Host")) continue;
     fields.erase(name);
   }
   for (auto it = fields.begin(); it != fields.end();) {
@@ -106,7 +99,7 @@ void append_field(std::string& out, std::string_view name, std::string_view valu
 
 // Appends `value` to a comma-separated list.
 void append_list(std::string& list, std::string_view value) {
-  value = trim(value);
+  value = ascii::trim(value);
   if (value.empty()) return;
   if (!list.empty()) list.append(", ");
   list.append(value);
@@ -131,11 +124,11 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
     } else if (name == http::field::expect || name == http::field::transfer_encoding ||
                name == http::field::content_length) {
       // Expect is answered by Sluice itself; framing is redone below.
-    } else if (name == http::field::unknown && beast_iequals(name_string, "X-Forwarded-For")) {
+    } else if (name == http::field::unknown && ascii::iequals(name_string, "X-Forwarded-For")) {
       append_list(xff, f.value());
-    } else if (name == http::field::unknown && (beast_iequals(name_string, "X-Forwarded-Proto") ||
-                                                beast_iequals(name_string, "X-Forwarded-Host") ||
-                                                beast_iequals(name_string, "X-Request-Id"))) {
+    } else if (name == http::field::unknown && (ascii::iequals(name_string, "X-Forwarded-Proto") ||
+                                                ascii::iequals(name_string, "X-Forwarded-Host") ||
+                                                ascii::iequals(name_string, "X-Request-Id"))) {
       // Replaced below.
     } else {
       append_field(out, name_string, f.value());
@@ -170,9 +163,9 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
   for (const auto& f : fields) {
     if (is_hop_by_hop(f) || f.name() == http::field::content_length) continue;
     const std::string_view name = f.name_string();
-    bool skip = beast_iequals(name, "X-Request-Id");
-    for (auto l : listed) skip = skip || beast_iequals(name, l);
-    for (const auto& e : options.extra) skip = skip || beast_iequals(name, e.first);
+    bool skip = ascii::iequals(name, "X-Request-Id");
+    for (auto l : listed) skip = skip || ascii::iequals(name, l);
+    for (const auto& e : options.extra) skip = skip || ascii::iequals(name, e.first);
     if (!skip) append_field(out, name, f.value());
   }
   for (const auto& [name, value] : options.extra) append_field(out, name, value);
@@ -204,12 +197,11 @@ void generate_request_id(std::string& out) {
     std::random_device rd;
     return (std::uint64_t{rd()} << 32) ^ rd();
   }()};
-  static constexpr char kHex[] = "0123456789abcdef";
   out.resize(32);
   for (int half = 0; half < 2; ++half) {
     std::uint64_t v = rng();
     for (int i = 0; i < 16; ++i) {
-      out[half * 16 + i] = kHex[v & 0xf];
+      out[half * 16 + i] = hex::digit(v & 0xf);
       v >>= 4;
     }
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "gateway/common/target_parts.hpp"
+
 namespace sluice {
 namespace {
 
@@ -52,7 +54,7 @@ const AdminRoutes::Endpoint* AdminRoutes::find(std::string_view path) const {
 
 void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const {
   const std::string_view target = request.target();
-  const auto* endpoint = find(target.substr(0, target.find('?')));
+  const auto* endpoint = find(split_target(target).path);
   const auto method = request.method();
   if (!endpoint) {
     if (!is_read(method)) return reply(method_not_allowed({http::verb::get, http::verb::head}));

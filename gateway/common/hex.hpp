@@ -1,10 +1,12 @@
-// Hexadecimal digits: the value of one digit, and bytes written as lower-case
-// hex (digests, script hashes, escapes in messages). Header-only and pure.
+// Hexadecimal digits: the value of one digit or of a two-digit pair, and bytes
+// written as hex digits (lower-case for digests, script hashes, ids and
+// escapes in messages; upper-case for percent-escapes). Header-only and pure.
 #pragma once
 
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace sluice::hex {
 
@@ -16,18 +18,47 @@ constexpr int digit_value(char c) {
   return -1;
 }
 
+// The value (0..255) of the two hex digits that start `s`, or -1 when `s` is
+// shorter than two characters or either one is not a hex digit.
+constexpr int pair_value(std::string_view s) {
+  if (s.size() < 2) return -1;
+  const int hi = digit_value(s[0]);
+  const int lo = digit_value(s[1]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+// The lower-case hex digit of the low four bits of `nibble`.
+constexpr char digit(unsigned nibble) {
+  return "0123456789abcdef"[nibble & 0x0f];
+}
+
+// The upper-case hex digit of the low four bits of `nibble`.
+constexpr char upper_digit(unsigned nibble) {
+  return "0123456789ABCDEF"[nibble & 0x0f];
+}
+
 // Appends two lower-case hex digits for `byte`.
 inline void append_byte(std::string& out, unsigned char byte) {
-  constexpr char kDigits[] = "0123456789abcdef";
-  out += kDigits[byte >> 4];
-  out += kDigits[byte & 0x0f];
+  out += digit(byte >> 4);
+  out += digit(byte);
+}
+
+// Appends two upper-case hex digits for `byte`.
+inline void append_byte_upper(std::string& out, unsigned char byte) {
+  out += upper_digit(byte >> 4);
+  out += upper_digit(byte);
+}
+
+// Appends two lower-case hex digits per byte, in order.
+inline void append(std::string& out, std::span<const unsigned char> bytes) {
+  for (const unsigned char byte : bytes) append_byte(out, byte);
 }
 
 // Two lower-case hex digits per byte, in order.
 inline std::string encode(std::span<const unsigned char> bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);
-  for (const unsigned char byte : bytes) append_byte(out, byte);
+  append(out, bytes);
   return out;
 }
 

@@ -18,11 +18,9 @@ std::optional<std::string> percent_decode(std::string_view s) {
       out += s[i];
       continue;
     }
-    if (i + 2 >= s.size()) return std::nullopt;
-    const int hi = hex::digit_value(s[i + 1]);
-    const int lo = hex::digit_value(s[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
+    const int value = hex::pair_value(s.substr(i + 1));
+    if (value < 0) return std::nullopt;
+    out += static_cast<char>(value);
     i += 2;
   }
   return out;

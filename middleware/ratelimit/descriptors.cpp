@@ -5,146 +5,11 @@
 #include <algorithm>
 #include <array>
 
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/hex.hpp"
+
 namespace sluice {
-
 namespace {
-
-constexpr std::string_view kBearer = "bearer";
-
-char ascii_lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return ascii_lower(x) == ascii_lower(y);
-         });
-}
-
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<std::string_view> lookup_header(const RequestView& request, std::string_view name) {
-  if (!request.header) return std::nullopt;
-  return request.header(name);
-}
-
-std::size_t count_header(const RequestView& request, std::string_view name) {
-  if (request.header_count) return request.header_count(name);
-  return lookup_header(request, name) ? 1 : 0;
-}
-
-bool is_alpha_or_digit(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-// token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-bool is_token68(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size() && (is_alpha_or_digit(s[i]) ||
-                          std::string_view("-._~+/").find(s[i]) != std::string_view::npos)) {
-    ++i;
-  }
-  if (i == 0) return false;
-  while (i < s.size() && s[i] == '=') ++i;
-  return i == s.size();
-}
-
-struct BearerCredential {
-  bool is_bearer = false;                 // the first word is the Bearer scheme
-  std::optional<std::string_view> token;  // set when the whole value is well-formed
-};
-
-// Parses OWS "Bearer" 1*SP token68 OWS (scheme case-insensitive).
-BearerCredential parse_bearer(std::string_view value) {
-  value = trim(value);
-  const std::size_t scheme_end = value.find_first_of(" \t");
-  if (!iequals(value.substr(0, scheme_end), kBearer)) return {};
-  BearerCredential result;
-  result.is_bearer = true;
-  if (scheme_end == std::string_view::npos) return result;  // no token
-  const std::string_view rest = value.substr(scheme_end);
-  // `rest` ends with a non-whitespace character (trimmed), so a token follows.
-  const std::size_t token_start = rest.find_first_not_of(' ');
-  if (token_start == 0) return result;  // a tab after the scheme
-  const std::string_view token = rest.substr(token_start);
-  if (is_token68(token)) result.token = token;
-  return result;
-}
-
-const std::string* consumer_plan(const ApiKeysConfig& config, std::string_view key) {
-  if (!config.plan_by_key.empty()) {
-    auto it = config.plan_by_key.find(std::string(key));
-    return it == config.plan_by_key.end() ? nullptr : &it->second;
-  }
-  for (const Consumer& consumer : config.consumers) {
-    if (consumer.key == key) return &consumer.plan;
-  }
-  return nullptr;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// The decoded character at text[i], advancing i past what it consumed: a %XX
-// escape, '+' as a space when `plus_is_space`, else the character itself.
-char decode_next(std::string_view text, std::size_t& i, bool plus_is_space) {
-  const char c = text[i++];
-  if (c == '+' && plus_is_space) return ' ';
-  if (c == '%' && i + 1 < text.size()) {
-    const int hi = hex_value(text[i]);
-    const int lo = hex_value(text[i + 1]);
-    if (hi >= 0 && lo >= 0) {
-      i += 2;
-      return static_cast<char>(hi * 16 + lo);
-    }
-  }
-  return c;
-}
-
-std::string decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) out += decode_next(text, i, plus_is_space);
-  return out;
-}
-
-// form_decode(raw) == decoded, without building the decoded string.
-bool form_decoded_equals(std::string_view raw, std::string_view decoded) {
-  std::size_t i = 0;
-  std::size_t j = 0;
-  while (i < raw.size()) {
-    if (j == decoded.size() || decode_next(raw, i, true) != decoded[j]) return false;
-    ++j;
-  }
-  return j == decoded.size();
-}
-
-// Calls on_param(raw name, raw value or nullopt) for each '&'-separated pair.
-template <class F>
-void for_each_param(std::string_view query, F on_param) {
-  while (!query.empty()) {
-    const std::size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    const std::size_t eq = pair.find('=');
-    const std::optional<std::string_view> value =
-        eq == std::string_view::npos ? std::nullopt
-                                     : std::optional<std::string_view>(pair.substr(eq + 1));
-    if (!on_param(pair.substr(0, eq), value)) return;
-  }
-}
 
 KeyRefusal duplicate_header(std::string_view name) {
   return {KeyRefusal::Reason::kDuplicateIdentity, "more than one " + std::string(name) + " header"};
@@ -228,56 +93,6 @@ void append_ip(std::string& out, const IpAddress& ip) {
 
 }  // namespace
 
-ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config) {
-  ApiKey result;
-  result.plan = config.default_plan;
-  std::optional<std::string_view> value = lookup_header(request, config.header);
-  if (!value) return result;
-  std::optional<std::string_view> key;
-  if (iequals(config.header, "Authorization")) {
-    const BearerCredential bearer = parse_bearer(*value);
-    result.malformed = bearer.is_bearer && !bearer.token;
-    key = bearer.token;
-  } else {
-    key = trim(*value);
-  }
-  if (!key || key->empty() || key->size() > kMaxApiKeyBytes) return result;
-  if (const std::string* plan = consumer_plan(config, *key)) {
-    result.key = key;
-    result.plan = *plan;
-  } else if (config.consumers.empty()) {
-    result.key = key;
-  }
-  return result;
-}
-
-std::string percent_decode(std::string_view text) {
-  return decode(text, false);
-}
-
-std::string form_decode(std::string_view text) {
-  return decode(text, true);
-}
-
-std::optional<std::string> query_param(std::string_view query, std::string_view name) {
-  std::optional<std::string> result;
-  for_each_param(query, [&](std::string_view raw_name, std::optional<std::string_view> value) {
-    if (!form_decoded_equals(raw_name, name)) return true;
-    result = value ? form_decode(*value) : std::string{};
-    return false;
-  });
-  return result;
-}
-
-std::size_t query_param_count(std::string_view query, std::string_view name) {
-  std::size_t count = 0;
-  for_each_param(query, [&](std::string_view raw_name, std::optional<std::string_view>) {
-    if (form_decoded_equals(raw_name, name)) ++count;
-    return true;
-  });
-  return count;
-}
-
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
                                          const RequestView& request,
                                          const ApiKeysConfig& api_keys) {
@@ -324,12 +139,12 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
         break;
       case KeySource::Kind::kHeader: {
         std::optional<std::string_view> value = lookup_header(request, source.name);
-        if (value) value = trim(*value);
+        if (value) value = ascii::trim(*value);
         if (!value || value->empty()) {
           fall_back(source);
         } else {
           std::string name(source.name);
-          std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+          ascii::to_lower_in_place(name);
           out += kind_tag(source.kind);
           append_field(out, name);
           append_field(out, *value);
@@ -379,15 +194,11 @@ KeyHash key_hash(std::string_view hash_input) {
 }
 
 std::string bucket_name(const LimitDescriptor& descriptor) {
-  static constexpr char kHex[] = "0123456789abcdef";
   std::string name;
   name.reserve(descriptor.limit.size() + 1 + 2 * descriptor.key_hash.size());
   name += descriptor.limit;
   name += ':';
-  for (const std::uint8_t byte : descriptor.key_hash) {
-    name += kHex[byte >> 4];
-    name += kHex[byte & 0x0f];
-  }
+  hex::append(name, descriptor.key_hash);
   return name;
 }
 

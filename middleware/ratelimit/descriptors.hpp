@@ -1,77 +1,21 @@
-// Rate-limit key extraction: which API key and plan a request carries, the key
+// Rate-limit key extraction: which requests the limits refuse to key, the key
 // value of each limit, and the bucket of each limit (its name and the hash of
-// the key value). Pure functions, no I/O.
+// the key value). The API key (api_key.hpp) and query parameters
+// (query_params.hpp) are read by their own modules. Pure functions, no I/O.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/api_key.hpp"
+#include "middleware/ratelimit/query_params.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "middleware/ratelimit/request_view.hpp"
 
 namespace sluice {
-
-// Looks a request header up by name (case-insensitive); nullopt when absent.
-// With several lines of that header, the first one.
-using HeaderLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
-
-// How many lines of a request header there are, by name (case-insensitive).
-using HeaderCount = std::function<std::size_t(std::string_view name)>;
-
-// What key extraction sees of a request. The views must outlive the calls.
-struct RequestView {
-  std::string_view method;
-  std::string_view path;     // without the query string
-  std::string_view query;    // after '?', without it; empty when none
-  HeaderLookup header;       // may be empty: no headers
-  HeaderCount header_count;  // may be empty: a header that `header` finds is one line
-  IpAddress client_ip;
-  std::string_view route;  // the matched route's name
-};
-
-// API keys longer than this count as missing.
-inline constexpr std::size_t kMaxApiKeyBytes = 256;
-
-struct ApiKey {
-  std::optional<std::string_view> key;  // nullopt: missing (absent, too long, or not a consumer)
-  std::string_view plan;                // the consumer's plan, else default_plan (views `config`)
-  bool malformed = false;  // a Bearer credential not of the form below (key is then nullopt)
-};
-
-// Reads the API key from the configured header (the first line of it), without
-// surrounding whitespace. When that header is "Authorization" (any case), the
-// value must be exactly
-//   OWS "Bearer" 1*SP token68 OWS
-//   token68 = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
-// with the scheme case-insensitive, and the token68 is the key. A value whose
-// first word (up to the first space or tab) is not "Bearer" (another scheme
-// such as "Basic", or none) has no key; a value whose first word is "Bearer"
-// but that is not of that form ("Bearer", "Bearer tok,", "Bearer tok extra", a
-// tab after the scheme) is malformed: no key and `malformed` set. A key longer
-// than kMaxApiKeyBytes is missing, not malformed. When consumers are listed, an
-// unlisted key counts as missing.
-ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config);
-
-// Query parameters are read as an HTML form encodes them: names and values are
-// form-decoded, so "a+b", "a%20b" and "a%20%62" are the same value, and
-// "k%65y" is the parameter "key". A '%' not followed by two hex digits is kept
-// as it is ("100%" stays "100%", the same value as "100%25").
-
-// The value of query parameter `name` (form-decoded; the first occurrence
-// wins); nullopt when absent.
-std::optional<std::string> query_param(std::string_view query, std::string_view name);
-
-// How many times query parameter `name` occurs (with or without a value).
-std::size_t query_param_count(std::string_view query, std::string_view name);
-
-// Decodes %XX escapes; a malformed escape is kept as it is. '+' is kept.
-std::string percent_decode(std::string_view text);
-
-// '+' is a space, then %XX escapes are decoded as by percent_decode.
-std::string form_decode(std::string_view text);
 
 // Why the limits cannot key a request; such a request is refused with 400,
 // before any limit is debited and before anything reaches the upstream.

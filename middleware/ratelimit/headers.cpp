@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gateway/common/hex.hpp"
+
 namespace sluice {
 
 namespace {
@@ -15,23 +17,32 @@ std::int64_t clamp_to_int(double value, double max) {
   return static_cast<std::int64_t>(value);
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
+// Appends `text` in double quotes, '"' and '\\' escaped by a backslash and
+// every other byte written by `other(out, byte)`.
+template <class Other>
+void append_quoted(std::string& out, std::string_view text, Other other) {
   out += '"';
   for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
-    } else if (byte < 0x20) {
-      out += "\\u00";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0x0f];
     } else {
-      out += c;
+      other(out, static_cast<unsigned char>(c));
     }
   }
   out += '"';
+}
+
+// A JSON string: control characters as \u00XX, everything else as it is.
+void append_json_string(std::string& out, std::string_view text) {
+  append_quoted(out, text, [](std::string& o, unsigned char byte) {
+    if (byte < 0x20) {
+      o += "\\u00";
+      hex::append_byte(o, byte);
+    } else {
+      o += static_cast<char>(byte);
+    }
+  });
 }
 
 // w = ceil(C/R): the window in which the whole capacity refills.
@@ -53,19 +64,9 @@ std::int64_t floor_tokens(double tokens) {
 std::string sf_string(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
-  out += '"';
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20 || byte > 0x7e) {
-      out += '?';
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
+  append_quoted(out, text, [](std::string& o, unsigned char byte) {
+    o += byte < 0x20 || byte > 0x7e ? '?' : static_cast<char>(byte);
+  });
   return out;
 }
 

@@ -1,10 +1,11 @@
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 
+#include "gateway/common/ascii.hpp"
+#include "gateway/common/target_parts.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -44,13 +45,6 @@ std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
       return "malformed_authorization";
   }
   return "unknown";
-}
-
-bool iequals_ascii(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 }  // namespace
@@ -106,7 +100,7 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
               {{"route", route.name},
                {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
     }
-    if (keys_on_api_key && iequals_ascii(config.api_keys.header, "Authorization")) {
+    if (keys_on_api_key && reads_bearer_credential(config.api_keys)) {
       metrics.declare(
           "sluice_ratelimit_rejected_total",
           scratch_labels(
@@ -119,12 +113,10 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
 MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
   const RouteConfig& route = *ctx.route;
   if (!route_limits(route)) return MiddlewareResult::next();
-  const auto target = ctx.target;
-  const auto q = target.find('?');
   RequestView view;
   view.method = ctx.method;
   view.path = ctx.route_path;  // what the route matched: one bucket per path, however spelled
-  view.query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  view.query = split_target(ctx.target).query;
   view.header = ctx.header;
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;

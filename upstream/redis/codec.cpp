@@ -3,20 +3,15 @@
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
 
+#include "gateway/common/hex.hpp"
+
 namespace sluice::redis {
 
 std::string script_sha1(std::string_view body) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(body.data(), body.size(), digest, &len, EVP_sha1(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 0xf]);
-  }
-  return out;
+  return hex::encode(std::span<const unsigned char>(digest, len));
 }
 
 Script::Script(std::string body)

@@ -5,20 +5,12 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 
+#include "gateway/common/ip_literal.hpp"
+
 namespace sluice::redis {
 
 namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
-
-namespace {
-
-bool is_ip_literal(const std::string& host) {
-  boost::system::error_code ec;
-  asio::ip::make_address(host, ec);
-  return !ec;
-}
-
-}  // namespace
 
 std::shared_ptr<ssl::context> make_tls_context(const Options& opts, std::string& error) {
   if (!opts.tls) return nullptr;
@@ -61,7 +53,8 @@ Stream::Stream(const asio::any_io_executor& executor, std::shared_ptr<ssl::conte
 }
 
 boost::system::error_code Stream::prepare_tls(const std::string& verify_name) {
-  if (!is_ip_literal(verify_name)) {
+  // SNI carries names only, never an address; c_str(): the name as OpenSSL reads it.
+  if (!is_ip_address(verify_name.c_str())) {
     SSL_set_tlsext_host_name(tls_->native_handle(), verify_name.c_str());
   }
   boost::system::error_code ec;

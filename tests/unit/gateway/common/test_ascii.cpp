@@ -47,6 +47,19 @@ TEST_CASE("hex: digit values and lower-case encoding", "[common]") {
   std::string out = "x";
   hex::append_byte(out, 0x7f);
   CHECK(out == "x7f");
+  hex::append_byte_upper(out, 0xab);
+  CHECK(out == "x7fAB");
+  CHECK(hex::digit(0x1a) == 'a');  // the low four bits
+  CHECK(hex::upper_digit(0xc) == 'C');
+}
+
+TEST_CASE("hex: the value of a two-digit pair", "[common]") {
+  CHECK(hex::pair_value("2F") == 0x2f);
+  CHECK(hex::pair_value("ff/") == 0xff);  // only the first two count
+  CHECK(hex::pair_value("2") == -1);
+  CHECK(hex::pair_value("") == -1);
+  CHECK(hex::pair_value("2g") == -1);
+  CHECK(hex::pair_value("x2") == -1);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Rate-limit key extraction: API key, plan, key values and bucket names.
+// Rate-limit key extraction: identity checks, key values and bucket names.
 #include <catch2/catch.hpp>
 #include <map>
 #include <optional>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "middleware/ratelimit/descriptors.hpp"
+#include "support/request_view_fixture.hpp"
 
 namespace {
 
@@ -16,82 +17,10 @@ using sluice::KeySource;
 using sluice::LimitConfig;
 using sluice::RequestView;
 using Kind = sluice::KeySource::Kind;
-
-IpAddress ipv4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
-  IpAddress ip;
-  ip.bytes[10] = 0xff;
-  ip.bytes[11] = 0xff;
-  ip.bytes[12] = a;
-  ip.bytes[13] = b;
-  ip.bytes[14] = c;
-  ip.bytes[15] = d;
-  return ip;
-}
-
-char lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-// A request with headers held in a map (names compared case-insensitively);
-// a header given by repeat() has that many lines, its value being the first.
-struct Request {
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::map<std::string, std::size_t> lines;    // lower-case names; absent: 1 if in headers
-  std::string path = "/api/orders/1";
-  std::string query;
-  IpAddress ip = ipv4(1, 2, 3, 4);
-  std::string route = "orders";
-
-  Request& header(std::string name, std::string value) {
-    for (char& c : name) c = lower(c);
-    headers[name] = std::move(value);
-    return *this;
-  }
-  Request& repeat(std::string name, std::string first_value, std::size_t count) {
-    header(name, std::move(first_value));
-    for (char& c : name) c = lower(c);
-    lines[name] = count;
-    return *this;
-  }
-  RequestView view() const {
-    RequestView v;
-    v.method = "GET";
-    v.path = path;
-    v.query = query;
-    v.client_ip = ip;
-    v.route = route;
-    v.header = [this](std::string_view name) -> std::optional<std::string_view> {
-      std::string key(name);
-      for (char& c : key) c = lower(c);
-      auto it = headers.find(key);
-      if (it == headers.end()) return std::nullopt;
-      return std::string_view(it->second);
-    };
-    v.header_count = [this](std::string_view name) -> std::size_t {
-      std::string key(name);
-      for (char& c : key) c = lower(c);
-      if (auto it = lines.find(key); it != lines.end()) return it->second;
-      return headers.count(key);
-    };
-    return v;
-  }
-};
-
-LimitConfig make_limit(std::string name, std::vector<KeySource> key, double capacity = 10,
-                       double rate = 1) {
-  LimitConfig limit;
-  limit.name = std::move(name);
-  limit.key = std::move(key);
-  limit.bucket = {capacity, rate};
-  return limit;
-}
-
-ApiKeysConfig with_consumers() {
-  ApiKeysConfig config;
-  config.consumers = {{"demo-pro-key", "pro"}, {"other-key", "gold"}};
-  for (const auto& c : config.consumers) config.plan_by_key[c.key] = c.plan;
-  return config;
-}
+using sluice::testing::ipv4;
+using sluice::testing::make_limit;
+using sluice::testing::Request;
+using sluice::testing::with_consumers;
 
 std::string hash_input(const LimitConfig& limit, const Request& request,
                        std::optional<std::string_view> api_key = std::nullopt) {
@@ -99,166 +28,6 @@ std::string hash_input(const LimitConfig& limit, const Request& request,
 }
 
 }  // namespace
-
-TEST_CASE("api key from the configured header", "[ratelimit][keys]") {
-  ApiKeysConfig config;  // X-API-Key, no consumers, default plan "free"
-  Request request;
-  CHECK_FALSE(sluice::extract_api_key(request.view(), config).key);
-  CHECK(sluice::extract_api_key(request.view(), config).plan == "free");
-
-  request.header("x-api-key", "  abc123 ");
-  auto key = sluice::extract_api_key(request.view(), config);
-  REQUIRE(key.key);
-  CHECK(*key.key == "abc123");
-  CHECK(key.plan == "free");
-
-  request.header("X-API-Key", "");
-  CHECK_FALSE(sluice::extract_api_key(request.view(), config).key);
-
-  SECTION("keys longer than 256 bytes count as missing") {
-    request.header("X-API-Key", std::string(256, 'k'));
-    CHECK(sluice::extract_api_key(request.view(), config).key);
-    request.header("X-API-Key", std::string(257, 'k'));
-    CHECK_FALSE(sluice::extract_api_key(request.view(), config).key);
-  }
-  SECTION("a request without a header lookup has no key") {
-    RequestView view = request.view();
-    view.header = nullptr;
-    CHECK_FALSE(sluice::extract_api_key(view, config).key);
-  }
-}
-
-TEST_CASE("api key from Authorization: Bearer", "[ratelimit][keys]") {
-  ApiKeysConfig config;
-  config.header = "Authorization";
-  Request request;
-  auto key_of = [&](std::string value) {
-    request.header("Authorization", std::move(value));
-    auto key = sluice::extract_api_key(request.view(), config).key;
-    return key ? std::optional<std::string>(std::string(*key)) : std::nullopt;
-  };
-  CHECK(key_of("Bearer tok-1") == std::optional<std::string>("tok-1"));
-  CHECK(key_of("bearer tok-2") == std::optional<std::string>("tok-2"));
-  CHECK(key_of("BEARER   tok-3  ") == std::optional<std::string>("tok-3"));
-  CHECK(key_of("Basic dXNlcjpwYXNz") == std::nullopt);
-  CHECK(key_of("Bearer") == std::nullopt);
-  CHECK(key_of("Bearer ") == std::nullopt);
-  CHECK(key_of("Bearertok") == std::nullopt);
-  CHECK(key_of("tok-4") == std::nullopt);
-  CHECK(key_of("\tBearer  AZaz09-._~+/== \t") == std::optional<std::string>("AZaz09-._~+/=="));
-  config.header = "authorization";  // the header name is matched case-insensitively
-  CHECK(key_of("Bearer tok-5") == std::optional<std::string>("tok-5"));
-}
-
-TEST_CASE("Authorization: Bearer values not of the form Bearer <token68> are malformed",
-          "[ratelimit][keys]") {
-  ApiKeysConfig config;
-  config.header = "Authorization";
-  Request request;
-  auto parse = [&](std::string value) {
-    request.header("Authorization", std::move(value));
-    return sluice::extract_api_key(request.view(), config);
-  };
-  for (const char* value :
-       {"Bearer", "Bearer ", "bearer   ", "Bearer tok,", "Bearer tok extra", "Bearer tok ,",
-        "Bearer\ttok", "Bearer \ttok", "Bearer to=k", "Bearer =", "Bearer tok=a", "Bearer t\"k\"",
-        "Bearer tok;x", "Bearer t%6Fk", "Bearer t\xc3\xa9"}) {
-    auto key = parse(value);
-    INFO(value);
-    CHECK(key.malformed);
-    CHECK_FALSE(key.key);
-    CHECK(key.plan == "free");
-  }
-  // Another scheme, or none, is a missing key, not a malformed one.
-  for (const char* value : {"Basic dXNlcjpwYXNz", "Bearertok", "tok", "", "  ", "Token a b,"}) {
-    auto key = parse(value);
-    INFO(value);
-    CHECK_FALSE(key.malformed);
-    CHECK_FALSE(key.key);
-  }
-  // Equivalent spellings give the same key.
-  for (const char* value : {"Bearer tok==", "bearer tok==", "BEARER    tok==", " Bearer tok==\t"}) {
-    auto key = parse(value);
-    INFO(value);
-    CHECK_FALSE(key.malformed);
-    CHECK(key.key == std::optional<std::string_view>("tok=="));
-  }
-  SECTION("a token longer than 256 bytes is missing, not malformed") {
-    auto key = parse("Bearer " + std::string(257, 'k'));
-    CHECK_FALSE(key.malformed);
-    CHECK_FALSE(key.key);
-    CHECK(parse("Bearer " + std::string(256, 'k')).key);
-  }
-  SECTION("other headers are never malformed") {
-    config.header = "X-API-Key";
-    request.header("X-API-Key", "Bearer tok,");
-    auto key = sluice::extract_api_key(request.view(), config);
-    CHECK_FALSE(key.malformed);
-    CHECK(key.key == std::optional<std::string_view>("Bearer tok,"));
-  }
-}
-
-TEST_CASE("consumers: plans, and unlisted keys count as missing", "[ratelimit][keys]") {
-  ApiKeysConfig config = with_consumers();
-  Request request;
-  request.header("X-API-Key", "demo-pro-key");
-  auto key = sluice::extract_api_key(request.view(), config);
-  REQUIRE(key.key);
-  CHECK(key.plan == "pro");
-
-  request.header("X-API-Key", "random-key");
-  key = sluice::extract_api_key(request.view(), config);
-  CHECK_FALSE(key.key);
-  CHECK(key.plan == "free");
-
-  SECTION("consumers without the lookup map") {
-    config.plan_by_key.clear();
-    request.header("X-API-Key", "other-key");
-    key = sluice::extract_api_key(request.view(), config);
-    REQUIRE(key.key);
-    CHECK(key.plan == "gold");
-  }
-}
-
-TEST_CASE("query parameters: form-decoded, first occurrence wins", "[ratelimit][keys]") {
-  using sluice::query_param;
-  CHECK(query_param("a=1&b=2", "b") == std::optional<std::string>("2"));
-  CHECK(query_param("b=first&b=second", "b") == std::optional<std::string>("first"));
-  CHECK(query_param("key=a%20b%2Fc", "key") == std::optional<std::string>("a b/c"));
-  CHECK(query_param("k%65y=v", "key") == std::optional<std::string>("v"));
-  CHECK(query_param("key=100%", "key") == std::optional<std::string>("100%"));
-  CHECK(query_param("key=%zz%4", "key") == std::optional<std::string>("%zz%4"));
-  CHECK(query_param("key=a+b", "key") == std::optional<std::string>("a b"));
-  CHECK(query_param("key=a%2Bb", "key") == std::optional<std::string>("a+b"));
-  CHECK(query_param("key=a%2bb+%2B", "key") == std::optional<std::string>("a+b +"));
-  CHECK(query_param("my+key=1", "my key") == std::optional<std::string>("1"));
-  CHECK(query_param("my%20key=1", "my key") == std::optional<std::string>("1"));
-  CHECK(query_param("my+key=1", "my+key") == std::nullopt);
-  CHECK(query_param("my%2Bkey=1", "my+key") == std::optional<std::string>("1"));
-  CHECK(query_param("key", "key") == std::optional<std::string>(""));
-  CHECK(query_param("key=", "key") == std::optional<std::string>(""));
-  CHECK(query_param("&&key=x&", "key") == std::optional<std::string>("x"));
-  CHECK(query_param("keys=1&akey=2&ke=3&k%65=4", "key") == std::nullopt);
-  CHECK(query_param("", "key") == std::nullopt);
-  CHECK(query_param("key%=1&key=2", "key") == std::optional<std::string>("2"));
-  CHECK(sluice::percent_decode("%41%42%43") == "ABC");
-  CHECK(sluice::percent_decode("a+b%2") == "a+b%2");
-  CHECK(sluice::form_decode("a+b%2") == "a b%2");
-  CHECK(sluice::form_decode("%2B+%25%") == "+ %%");
-}
-
-TEST_CASE("query parameters: occurrences counted by decoded name", "[ratelimit][keys]") {
-  using sluice::query_param_count;
-  CHECK(query_param_count("", "user") == 0);
-  CHECK(query_param_count("users=1&auser=2", "user") == 0);
-  CHECK(query_param_count("user=a", "user") == 1);
-  CHECK(query_param_count("user=a&x=1&x=2", "user") == 1);
-  CHECK(query_param_count("user=a&user=b", "user") == 2);
-  CHECK(query_param_count("user=a&us%65r=b", "user") == 2);
-  CHECK(query_param_count("user&user=", "user") == 2);
-  CHECK(query_param_count("user=a&&user=a&%75ser", "user") == 3);
-  CHECK(query_param_count("my+id=1&my%20id=2", "my id") == 2);
-}
 
 TEST_CASE("key values: sources, composite keys and fallback to IP", "[ratelimit][keys]") {
   Request request;

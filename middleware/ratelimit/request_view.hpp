@@ -1,0 +1,46 @@
+// What rate-limit key extraction sees of a request: method, path, query,
+// headers, client IP and route, as views. Header-only and pure; the views must
+// outlive the calls that read them.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "gateway/client_ip.hpp"
+
+namespace sluice {
+
+// Looks a request header up by name (case-insensitive); nullopt when absent.
+// With several lines of that header, the first one.
+using HeaderLookup = std::function<std::optional<std::string_view>(std::string_view name)>;
+
+// How many lines of a request header there are, by name (case-insensitive).
+using HeaderCount = std::function<std::size_t(std::string_view name)>;
+
+// What key extraction sees of a request. The views must outlive the calls.
+struct RequestView {
+  std::string_view method;
+  std::string_view path;     // without the query string
+  std::string_view query;    // after '?', without it; empty when none
+  HeaderLookup header;       // may be empty: no headers
+  HeaderCount header_count;  // may be empty: a header that `header` finds is one line
+  IpAddress client_ip;
+  std::string_view route;  // the matched route's name
+};
+
+// The first line of header `name`; nullopt when absent or the view has no headers.
+inline std::optional<std::string_view> lookup_header(const RequestView& request,
+                                                     std::string_view name) {
+  if (!request.header) return std::nullopt;
+  return request.header(name);
+}
+
+// How many lines of header `name` the request carries.
+inline std::size_t count_header(const RequestView& request, std::string_view name) {
+  if (request.header_count) return request.header_count(name);
+  return lookup_header(request, name) ? 1 : 0;
+}
+
+}  // namespace sluice

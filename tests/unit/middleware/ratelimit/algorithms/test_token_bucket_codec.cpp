@@ -1,0 +1,118 @@
+// The token-bucket codec and script text, without Redis: how a call's
+// arguments are encoded, how a reply is decoded (and refused when malformed),
+// and which Redis commands the script may use.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "upstream/redis/codec.hpp"
+
+namespace {
+
+using sluice::LimitDescriptor;
+
+const sluice::TokenBucketCodec kCodec;
+
+// A bucket of limit `limit` whose key value is `key`.
+LimitDescriptor bucket(std::string limit, std::string_view key, double capacity, double rate) {
+  return LimitDescriptor{std::move(limit), sluice::key_hash(key), capacity, rate};
+}
+
+std::string script_sha1() {
+  return sluice::redis::script_sha1(sluice::kTokenBucketScript);
+}
+
+std::string raw_doubles(std::initializer_list<double> values) {
+  std::string out;
+  for (double value : values) {
+    char bytes[sizeof(double)];
+    std::memcpy(bytes, &value, sizeof(double));
+    out.append(bytes, sizeof(double));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
+  using sluice::ScriptReplyValue;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::string numbers = raw_doubles({0.5, kInf, 1.25});
+  std::vector<ScriptReplyValue> values = {{false, 0, {}}, {false, 0, {}}, {true, 0, numbers}};
+  auto d = kCodec.decode(values, 1);
+  REQUIRE(d);
+  CHECK_FALSE(d->allowed);
+  CHECK_FALSE(d->limits[0].sufficient);
+  CHECK(d->limits[0].remaining == 0.5);
+  CHECK(d->limits[0].seconds_to_cost == kInf);
+  CHECK(d->limits[0].seconds_to_full == 1.25);
+  CHECK_FALSE(kCodec.decode(values, 2));
+  CHECK_FALSE(kCodec.decode(values, 0));
+
+  const std::string short_numbers = numbers.substr(0, 16);
+  values[2].text = short_numbers;
+  CHECK_FALSE(kCodec.decode(values, 1));
+  const std::string nan_numbers = raw_doubles({std::nan(""), 0, 0});
+  values[2].text = nan_numbers;
+  CHECK_FALSE(kCodec.decode(values, 1));
+  values[2] = {false, 1, {}};  // an integer where the numbers belong
+  CHECK_FALSE(kCodec.decode(values, 1));
+  values[2] = {true, 0, numbers};
+  values[1] = {true, 0, "1"};  // a string where a flag belongs
+  CHECK_FALSE(kCodec.decode(values, 1));
+  values[1] = {false, 1, {}};
+  values[0].integer = 2;
+  CHECK_FALSE(kCodec.decode(values, 1));
+  values[0].integer = 1;
+  d = kCodec.decode(values, 1);
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK(d->limits[0].sufficient);
+
+  const std::vector<ScriptReplyValue> no_limits = {{false, 1, {}}};
+  d = kCodec.decode(no_limits, 0);
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK(d->limits.empty());
+
+  const std::vector<LimitDescriptor> limits = {bucket("a", "a", 50, 0.1),
+                                               bucket("b", "b", 3, 1.0 / 3)};
+  const auto args = kCodec.encode_args(limits, 1.5);
+  REQUIRE(args.size() == 3);
+  CHECK(args[0] == raw_doubles({1.5, 50, 0.1, 3, 1.0 / 3}));
+  CHECK(args[1] == "501000");
+  CHECK(args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
+  CHECK(kCodec.encode_args({}, 2) == std::vector<std::string>{raw_doubles({2})});
+  CHECK(script_sha1().size() == 40);
+}
+
+TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
+  const std::string_view script = sluice::kTokenBucketScript;
+  // redis.call is bound once to the local `call`; nothing else of redis.* is used.
+  std::size_t redis_uses = 0;
+  for (std::size_t at = script.find("redis."); at != std::string_view::npos;
+       at = script.find("redis.", at + 1)) {
+    ++redis_uses;
+    CHECK(script.substr(at, 11) == "redis.call,");
+  }
+  CHECK(redis_uses == 1);
+  int calls = 0;
+  for (std::size_t at = script.find("call('"); at != std::string_view::npos;
+       at = script.find("call('", at + 1)) {
+    const std::size_t name = at + 6;
+    const std::string command(script.substr(name, script.find('\'', name) - name));
+    CAPTURE(command);
+    // What a restricted ACL user is granted (tests/integration/test_redis_failure.py).
+    CHECK((command == "TIME" || command == "MGET" || command == "SET"));
+    ++calls;
+  }
+  CHECK(calls == 5);  // TIME; MGET, SET (one limit); MGET, SET (several)
+}
