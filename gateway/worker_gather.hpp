@@ -45,7 +45,7 @@ void gather_from_workers(const std::vector<std::unique_ptr<Worker>>& workers,
     }
   };
   auto gather = std::make_shared<Gather>(
-      Gather{std::vector<Result>(workers.size()), workers.size(), std::move(done)});
+      Gather{std::vector<Result>(workers.size()), workers.size(), std::move(done), false, nullptr});
   if (workers.empty()) return gather->finish();
   if (deadline) {
     gather->timer = std::make_unique<boost::asio::steady_timer>(home, *deadline);

@@ -193,12 +193,20 @@ KeyHash key_hash(std::string_view hash_input) {
   return hash;
 }
 
+std::size_t bucket_name_size(const LimitDescriptor& descriptor) {
+  return descriptor.limit.size() + 1 + 2 * descriptor.key_hash.size();
+}
+
+void append_bucket_name(std::string& out, const LimitDescriptor& descriptor) {
+  out += descriptor.limit;
+  out += ':';
+  hex::append(out, descriptor.key_hash);
+}
+
 std::string bucket_name(const LimitDescriptor& descriptor) {
   std::string name;
-  name.reserve(descriptor.limit.size() + 1 + 2 * descriptor.key_hash.size());
-  name += descriptor.limit;
-  name += ':';
-  hex::append(name, descriptor.key_hash);
+  name.reserve(bucket_name_size(descriptor));
+  append_bucket_name(name, descriptor);
   return name;
 }
 

@@ -63,6 +63,9 @@ KeyHash key_hash(std::string_view hash_input);
 
 // A bucket's name: limit name + ":" + the key hash as 32 lower-case hex digits.
 std::string bucket_name(const LimitDescriptor& descriptor);
+// The same name appended to `out`, and its length (to reserve for it).
+void append_bucket_name(std::string& out, const LimitDescriptor& descriptor);
+std::size_t bucket_name_size(const LimitDescriptor& descriptor);
 
 // Whether a route has any limits: the one test of "does this route limit".
 bool route_limits(const RouteConfig& route);

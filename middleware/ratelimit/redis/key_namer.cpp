@@ -5,8 +5,10 @@
 namespace sluice {
 
 std::string redis_key(std::string_view key_prefix, const LimitDescriptor& descriptor) {
-  std::string key(key_prefix);
-  key += bucket_name(descriptor);
+  std::string key;
+  key.reserve(key_prefix.size() + bucket_name_size(descriptor));
+  key += key_prefix;
+  append_bucket_name(key, descriptor);
   return key;
 }
 
