@@ -67,8 +67,11 @@ class Application::Impl {
   // Zero series of the running config, rebuilt on reload (so a removed route's
   // series that never moved go away); merged under the others at scrape time.
   MetricsShard seed_metrics_;
+  // Declared before the workers, so that it outlives them: a worker's answer to
+  // a gather (readiness, scrape) is posted back to it.
   asio::io_context main_io_{1};
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<DependencyState> last_readiness_;  // each worker's last answer to /readyz
   Listener listener_{main_io_, workers_, main_metrics_};
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
@@ -86,7 +89,7 @@ void Application::Impl::add_admin_endpoints() {
   });
   admin_routes_.add("/readyz", [this](const AdminRequest&, AdminReply reply) {
     gather_dependencies(
-        workers_, main_io_, options_.services.get(),
+        workers_, main_io_, options_.services.get(), last_readiness_,
         [this, reply = std::move(reply)](nlohmann::json dependencies) {
           const bool ready = ready_ && !stopping_;
           reply(json_response(ready ? http::status::ok : http::status::service_unavailable,

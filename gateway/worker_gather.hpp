@@ -21,15 +21,17 @@ namespace sluice {
 
 // Runs `part(worker)` on each worker's thread; once every worker has answered,
 // runs `done(results)` on `home` with the results in worker order. With a
-// `deadline`, `done` runs at the latest that long after the call, with a
-// default-constructed result for each worker that has not answered by then (a
-// worker busy for that long, or one whose loop has stopped); later answers are
-// dropped. `done` runs exactly once.
-template <class Part, class Done>
+// `deadline`, `done` runs at the latest that long after the call; a worker
+// that has not answered by then (busy for that long, or its loop stopped)
+// keeps its entry of `fallback` (default-constructed results when it is
+// empty), and its later answer is dropped. `done` runs exactly once, on
+// `home`, and everything the gather holds is released there: a worker only
+// ever passes its answer on.
+template <class Part, class Done, class Result = std::invoke_result_t<Part&, Worker&>>
 void gather_from_workers(const std::vector<std::unique_ptr<Worker>>& workers,
                          boost::asio::io_context& home, Part part, Done done,
-                         std::optional<std::chrono::milliseconds> deadline = std::nullopt) {
-  using Result = std::invoke_result_t<Part&, Worker&>;
+                         std::optional<std::chrono::milliseconds> deadline = std::nullopt,
+                         std::vector<Result> fallback = {}) {
   struct Gather {
     std::vector<Result> results;
     std::size_t pending;
@@ -41,11 +43,13 @@ void gather_from_workers(const std::vector<std::unique_ptr<Worker>>& workers,
       if (finished) return;
       finished = true;
       if (timer) timer->cancel();
-      done(std::move(results));
+      Done complete = std::move(done);
+      complete(std::move(results));
     }
   };
+  fallback.resize(workers.size());
   auto gather = std::make_shared<Gather>(
-      Gather{std::vector<Result>(workers.size()), workers.size(), std::move(done), false, nullptr});
+      Gather{std::move(fallback), workers.size(), std::move(done), false, nullptr});
   if (workers.empty()) return gather->finish();
   if (deadline) {
     gather->timer = std::make_unique<boost::asio::steady_timer>(home, *deadline);
@@ -55,8 +59,10 @@ void gather_from_workers(const std::vector<std::unique_ptr<Worker>>& workers,
   }
   for (std::size_t i = 0; i < workers.size(); ++i) {
     Worker& worker = *workers[i];
+    // The worker hands its reference to the gather on with its answer, so the
+    // gather is never released on a worker thread.
     boost::asio::post(worker.io(), [&worker, &home, gather, i, part]() mutable {
-      boost::asio::post(home, [gather, i, result = part(worker)]() mutable {
+      boost::asio::post(home, [gather = std::move(gather), i, result = part(worker)]() mutable {
         if (gather->finished) return;
         gather->results[i] = std::move(result);
         if (--gather->pending == 0) gather->finish();
