@@ -1,0 +1,55 @@
+#include <catch2/catch.hpp>
+
+#include "upstream/redis/cluster/redirect.hpp"
+
+using sluice::redis::cluster::parse_redirect;
+using Kind = sluice::redis::cluster::Redirect::Kind;
+
+TEST_CASE("cluster redirect: MOVED and ASK name a slot and an address") {
+  auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381");
+  REQUIRE(moved);
+  CHECK(moved->kind == Kind::kMoved);
+  CHECK(moved->slot == 3999);
+  CHECK(moved->host == "127.0.0.1");
+  CHECK(moved->port == 6381);
+
+  auto ask = parse_redirect("ASK 16383 redis-2.internal:7000");
+  REQUIRE(ask);
+  CHECK(ask->kind == Kind::kAsk);
+  CHECK(ask->slot == 16383);
+  CHECK(ask->host == "redis-2.internal");
+  CHECK(ask->port == 7000);
+}
+
+TEST_CASE("cluster redirect: IPv6 hosts and an unknown host") {
+  auto v6 = parse_redirect("MOVED 0 ::1:6380");
+  REQUIRE(v6);
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == 6380);
+  auto unknown = parse_redirect("MOVED 12 :6380");  // the answering node's own host
+  REQUIRE(unknown);
+  CHECK(unknown->host.empty());
+  CHECK(unknown->port == 6380);
+}
+
+TEST_CASE("cluster redirect: TRYAGAIN and CLUSTERDOWN") {
+  auto again = parse_redirect("TRYAGAIN Multiple keys request during rehashing of slot");
+  REQUIRE(again);
+  CHECK(again->kind == Kind::kTryAgain);
+  auto down = parse_redirect("CLUSTERDOWN The cluster is down");
+  REQUIRE(down);
+  CHECK(down->kind == Kind::kClusterDown);
+  CHECK(parse_redirect("CLUSTERDOWN"));
+}
+
+TEST_CASE("cluster redirect: anything else is not a redirect") {
+  for (const char* error : {
+           "ERR unknown command", "NOSCRIPT No matching script", "READONLY You can't write",
+           "MOVED", "MOVED 3999", "MOVED 3999 127.0.0.1", "MOVED 16384 127.0.0.1:6379",
+           "MOVED -1 127.0.0.1:6379", "MOVED x 127.0.0.1:6379", "MOVED 1 127.0.0.1:0",
+           "MOVED 1 127.0.0.1:65536", "MOVED 1 127.0.0.1:6379x", "MOVED 1 a b:6379",
+           "MOVEDX 1 127.0.0.1:6379", "ASKING", "TRYAGAINX", "moved 1 127.0.0.1:6379", ""}) {
+    INFO("error: " << error);
+    CHECK_FALSE(parse_redirect(error));
+  }
+}
