@@ -94,22 +94,47 @@ http::response<http::string_body> get(std::uint16_t port, const std::string& tar
   return res;
 }
 
+// A two-worker Application with the fake services, running on its own thread
+// until stop() (or the end of the test).
+struct RunningApp {
+  explicit RunningApp(Record& record)
+      : config(sluice::parse_config(
+                   "server: {listen: \"127.0.0.1:0\", threads: 2}\n"
+                   "admin: {listen: \"127.0.0.1:0\"}\n"
+                   "upstreams: {app: {servers: [\"127.0.0.1:9\"]}}\n"
+                   "routes: [{name: all, match: {path_prefix: \"/\"}, upstream: app}]\n",
+                   "test.yaml")
+                   .config),
+        app("test.yaml", config, options_for(record)) {
+    REQUIRE(config);
+    REQUIRE(app.start());
+    runner = std::thread([this] { app.run(); });
+  }
+  ~RunningApp() { stop(); }
+
+  void stop() {
+    if (!runner.joinable()) return;
+    app.request_stop();
+    runner.join();
+  }
+
+  static sluice::ApplicationOptions options_for(Record& record) {
+    sluice::ApplicationOptions options;
+    options.services = std::make_shared<FakeFactory>(record);
+    return options;
+  }
+
+  std::shared_ptr<const sluice::Config> config;
+  sluice::Application app;
+  std::thread runner;
+};
+
 }  // namespace
 
 TEST_CASE("application: each worker owns services built on its own thread") {
-  auto result = sluice::parse_config(
-      "server: {listen: \"127.0.0.1:0\", threads: 2}\n"
-      "admin: {listen: \"127.0.0.1:0\"}\n"
-      "upstreams: {app: {servers: [\"127.0.0.1:9\"]}}\n"
-      "routes: [{name: all, match: {path_prefix: \"/\"}, upstream: app}]\n",
-      "test.yaml");
-  REQUIRE(result.config);
   Record record;
-  sluice::ApplicationOptions options;
-  options.services = std::make_shared<FakeFactory>(record);
-  sluice::Application app("test.yaml", result.config, options);
-  REQUIRE(app.start());
-  std::thread runner([&app] { app.run(); });
+  RunningApp running(record);
+  sluice::Application& app = running.app;
 
   const auto ready = get(app.admin_port(), "/readyz");
   CHECK(ready.result() == http::status::ok);
@@ -119,8 +144,7 @@ TEST_CASE("application: each worker owns services built on its own thread") {
   CHECK(metrics.body().find("fake_seeded_total 0") != std::string::npos);
   CHECK(record.scrapes.load() == 2);
 
-  app.request_stop();
-  runner.join();
+  running.stop();
   CHECK(record.built_on.size() == 2);
   CHECK(record.built_on.count(std::this_thread::get_id()) == 0);
   CHECK(record.stopped.load() == 2);
@@ -128,19 +152,9 @@ TEST_CASE("application: each worker owns services built on its own thread") {
 }
 
 TEST_CASE("application: /readyz answers while a worker is busy, with its last reported state") {
-  auto result = sluice::parse_config(
-      "server: {listen: \"127.0.0.1:0\", threads: 2}\n"
-      "admin: {listen: \"127.0.0.1:0\"}\n"
-      "upstreams: {app: {servers: [\"127.0.0.1:9\"]}}\n"
-      "routes: [{name: all, match: {path_prefix: \"/\"}, upstream: app}]\n",
-      "test.yaml");
-  REQUIRE(result.config);
   Record record;
-  sluice::ApplicationOptions options;
-  options.services = std::make_shared<FakeFactory>(record);
-  sluice::Application app("test.yaml", result.config, options);
-  REQUIRE(app.start());
-  std::thread runner([&app] { app.run(); });
+  RunningApp running(record);
+  sluice::Application& app = running.app;
 
   // Worker 1 answers while free: not ready, circuit open (asked again, a few
   // times at most, should a loaded machine keep it past the deadline).
@@ -162,6 +176,5 @@ TEST_CASE("application: /readyz answers while a worker is busy, with its last re
   CHECK(busy.result() == http::status::ok);
   // Worker 1 has not answered this time: it is shown with its last answer.
   CHECK(busy.body() == first.body());
-  app.request_stop();
-  runner.join();
+  running.stop();
 }
