@@ -47,6 +47,24 @@ struct Stats {
   std::uint64_t connect_failures = 0;  // connect attempts that failed
   std::uint64_t reconnects = 0;        // ready connections lost or replaced
   std::uint64_t protocol_errors = 0;   // malformed or unexpected replies
+  // Sentinel and Cluster clients only (0 for a single node):
+  std::uint64_t redirects_moved = 0;          // MOVED replies followed
+  std::uint64_t redirects_ask = 0;            // ASK replies followed
+  std::uint64_t topology_refresh_ok = 0;      // slot map / primary address learned
+  std::uint64_t topology_refresh_error = 0;   // attempts that learned nothing
+  std::uint64_t topology_changes = 0;         // the map or the primary's address changed
+
+  // Adds every counter of `other` (a client's totals are the sum of its nodes').
+  Stats& operator+=(const Stats& other);
+};
+
+// One Redis server a client talks to, for /readyz.
+struct NodeStatus {
+  std::string address;     // host:port
+  std::string role;        // "primary", "sentinel" or "standalone"
+  State state = State::kDisconnected;
+  std::size_t slots = 0;   // cluster: slots this primary owns
+  std::string last_error;  // why it last failed, if it has
 };
 
 class Client {
@@ -100,10 +118,21 @@ class Client {
 
   // What the client was built from; equal options mean the same connection.
   virtual const Options& options() const = 0;
+
+  // The servers behind the client and their state. On the client's executor only.
+  virtual std::vector<NodeStatus> nodes() const { return {}; }
+
+  // True for a Redis Cluster: the keys of one evalsha must then share a hash
+  // slot (the caller splits its calls by slot), and the call goes to the
+  // slot's owner.
+  virtual bool routes_by_slot() const { return false; }
 };
 
 // Makes a client for `options` (on the executor the factory was made for):
 // how a user that must replace its connection (a reload) gets a new one.
 using ClientFactory = std::function<std::unique_ptr<Client>(Options options)>;
+
+// "host:port", with brackets around an IPv6 host.
+std::string format_address(std::string_view host, std::uint16_t port);
 
 }  // namespace sluice::redis

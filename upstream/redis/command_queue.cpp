@@ -23,7 +23,8 @@ void CommandQueue::push_internal(Kind kind, Clock::time_point now) {
 CommandQueue::Clock::time_point CommandQueue::push_user(Entry entry, Clock::time_point now,
                                                         std::chrono::milliseconds timeout) {
   entry.enqueued = now;
-  if (!entry.retried) entry.deadline = now + timeout;
+  // A retry keeps its first deadline, and a caller may have set one.
+  if (!entry.retried && entry.deadline == Clock::time_point::max()) entry.deadline = now + timeout;
   const auto deadline = entry.deadline;
   entries_.push_back(std::move(entry));
   return deadline;

@@ -53,7 +53,8 @@ class CommandQueue {
 
   // A handshake or SCRIPT LOAD command (no handler, no deadline).
   void push_internal(Kind kind, Clock::time_point now);
-  // A user command; its deadline is now + timeout unless it is a retry.
+  // A user command; its deadline is now + timeout unless it is a retry or
+  // the entry already has one.
   // Returns the deadline.
   Clock::time_point push_user(Entry entry, Clock::time_point now,
                               std::chrono::milliseconds timeout);

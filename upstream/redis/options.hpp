@@ -6,8 +6,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice::redis {
+
+// How the Redis deployment is laid out (config redis.topology).
+enum class Topology {
+  kStandalone,  // one server at host:port
+  kSentinel,    // the primary named sentinel_master, found through the sentinels
+  kCluster,     // a Redis Cluster; host:port and nodes are seeds
+};
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
 
 struct Options {
   std::string host = "127.0.0.1";  // IP literal or name
@@ -29,6 +43,21 @@ struct Options {
   // max_abandoned timed-out commands still wait for their late replies.
   std::chrono::milliseconds stuck_timeout{1000};
   std::size_t max_abandoned = 1024;
+
+  // The handshake also sends ROLE and fails unless the server is a primary
+  // ("master"): how a Sentinel client checks the address it was given.
+  bool require_primary = false;
+
+  // Topology. For kSentinel, host:port and `nodes` are the sentinels; for
+  // kCluster they are the seed nodes. Credentials, db, TLS and timings above
+  // apply to every data node.
+  Topology topology = Topology::kStandalone;
+  std::vector<Endpoint> nodes;      // further sentinels or seed nodes
+  std::string sentinel_master;      // kSentinel: the monitored primary's name
+  std::string sentinel_user;        // kSentinel: the sentinels' own ACL user ...
+  std::string sentinel_password;    // ... and password (empty = no AUTH)
+  // kCluster: the slot map is also refreshed this often without any trigger.
+  std::chrono::milliseconds topology_refresh{10000};
 
   bool operator==(const Options&) const = default;
 };

@@ -66,7 +66,8 @@ void SingleNodeClient::Impl::connect_now(ConnectHandler handler) {
   start_connect();
 }
 
-void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler handler) {
+void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler handler,
+                                     Clock::time_point deadline) {
   if (!handler) handler = [](std::error_code, Reply) {};
   if (state() != State::kReady) {
     fail_fast(std::move(handler));
@@ -79,11 +80,13 @@ void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler hand
   }
   CommandQueue::Entry entry;
   entry.handler = std::move(handler);
+  entry.deadline = deadline;
   send_user(std::move(entry));
 }
 
 void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::string> keys,
-                                     std::vector<std::string> args, Handler handler) {
+                                     std::vector<std::string> args, Handler handler,
+                                     Clock::time_point deadline) {
   if (!handler) handler = [](std::error_code, Reply) {};
   const bool new_script = remember_script(script);
   if (state() != State::kReady) {
@@ -107,6 +110,7 @@ void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::stri
   CommandQueue::Entry entry;
   entry.handler = std::move(handler);
   entry.script = std::move(call);
+  entry.deadline = deadline;
   send_user(std::move(entry));
 }
 
@@ -356,6 +360,15 @@ void SingleNodeClient::evalsha(const Script& script, std::vector<std::string> ke
                                std::vector<std::string> args, Handler handler) {
   impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler));
 }
+void SingleNodeClient::command_until(TimePoint deadline, std::vector<std::string> args,
+                                     Handler handler) {
+  impl_->command(std::move(args), std::move(handler), deadline);
+}
+void SingleNodeClient::evalsha_until(TimePoint deadline, const Script& script,
+                                     std::vector<std::string> keys, std::vector<std::string> args,
+                                     Handler handler) {
+  impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler), deadline);
+}
 void SingleNodeClient::load_script(const Script& script) {
   impl_->load_script(script);
 }
@@ -376,6 +389,14 @@ std::string SingleNodeClient::last_error_message() const {
 }
 const Options& SingleNodeClient::options() const {
   return impl_->opts_;
+}
+std::vector<NodeStatus> SingleNodeClient::nodes() const {
+  NodeStatus node;
+  node.address = format_address(impl_->opts_.host, impl_->opts_.port);
+  node.role = impl_->opts_.require_primary ? "primary" : "standalone";
+  node.state = impl_->state();
+  node.last_error = impl_->last_error_message_;
+  return {std::move(node)};
 }
 
 ClientFactory single_node_factory(asio::any_io_executor executor) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <chrono>
 #include <memory>
 
 #include "upstream/redis/client.hpp"
@@ -27,6 +28,15 @@ class SingleNodeClient final : public Client {
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler) override;
   void load_script(const Script& script) override;
+
+  // As command() and evalsha(), with the deadline given rather than now +
+  // command_timeout: for a caller whose deadline covers several attempts
+  // (a Cluster redirect, a Sentinel failover).
+  using TimePoint = std::chrono::steady_clock::time_point;
+  void command_until(TimePoint deadline, std::vector<std::string> args, Handler handler);
+  void evalsha_until(TimePoint deadline, const Script& script, std::vector<std::string> keys,
+                     std::vector<std::string> args, Handler handler);
+
   void close() override;
 
   State state() const override;
@@ -34,6 +44,7 @@ class SingleNodeClient final : public Client {
   std::error_code last_error() const override;
   std::string last_error_message() const override;
   const Options& options() const override;
+  std::vector<NodeStatus> nodes() const override;
 
   class Impl;
 

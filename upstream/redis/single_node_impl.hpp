@@ -31,9 +31,11 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   // Public operations (single_node_client.cpp).
   void connect(ConnectHandler handler);
   void connect_now(ConnectHandler handler);
-  void command(std::vector<std::string> args, Handler handler);
+  // deadline max() = now + command_timeout.
+  void command(std::vector<std::string> args, Handler handler,
+               Clock::time_point deadline = Clock::time_point::max());
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
-               Handler handler);
+               Handler handler, Clock::time_point deadline = Clock::time_point::max());
   void load_script(const Script& script);
   void close();
 
