@@ -115,6 +115,7 @@ bool Application::Impl::start() {
   main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"), 0);
   main_metrics_.set("sluice_build_info", label("version", version()), 1);
   seed_metrics_ = seed_series(*config_, options_.services.get());
+  if (options_.services) options_.services->on_config_loaded(*config_);
 
   start_workers();
   listener_.start();
@@ -176,6 +177,7 @@ void Application::Impl::reload() {
     spdlog::warn("reload: server.max_connections changed; takes effect on restart");
   }
   for (const auto& w : result.warnings) spdlog::warn("{}", w);
+  if (options_.services) options_.services->on_config_loaded(*result.config);
   config_ = result.config;
   if (!options_.log_level_from_command_line) {
     spdlog::set_level(spdlog::level::from_str(config_->log.level));

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -26,10 +27,22 @@ struct WorkerContext {
   MetricsShard& metrics;                        // the worker's shard
 };
 
+// One server behind a dependency (a Redis node), as one worker sees it.
+struct EndpointState {
+  std::string address;     // host:port
+  std::string role;        // what it is to the dependency ("primary", "sentinel", ...)
+  bool ready = false;      // the worker's connection to it can take commands now
+  std::string state;       // the connection's state in words
+  std::size_t slots = 0;   // its share of the work (cluster slots), 0 when not split
+  std::string last_error;  // why it last failed, if it has
+};
+
 // One worker's view of an outside dependency, for /readyz.
 struct DependencyState {
   bool ready = false;         // its connection can take commands now
   bool circuit_open = false;  // calls to it are refused without being tried
+  std::string last_error;     // why it is not ready, when it is not
+  std::vector<EndpointState> endpoints;
 };
 
 // One worker's services. Every call comes on that worker's thread.
@@ -55,6 +68,9 @@ class WorkerServicesFactory {
   // Declares a zero series for every label combination the services can count
   // under `config` (main thread, at startup and after each reload, never per request).
   virtual void seed_metrics(const Config& config, MetricsShard& metrics) const = 0;
+  // A configuration about to be put in force, at startup or on a reload (main
+  // thread): where the services log what they find risky in it.
+  virtual void on_config_loaded(const Config&) const {}
   // The "dependencies" object of /readyz from every worker's state, in worker
   // order; a worker whose services are gone reports a default state (main thread).
   virtual nlohmann::json readiness(const std::vector<DependencyState>& workers) const = 0;

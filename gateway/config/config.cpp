@@ -21,4 +21,16 @@ const LimitConfig* Config::find_limit(std::string_view name) const {
   return it == limits.end() ? nullptr : &*it;
 }
 
+std::string_view to_string(RedisConfig::Topology topology) noexcept {
+  switch (topology) {
+    case RedisConfig::Topology::kStandalone:
+      return "standalone";
+    case RedisConfig::Topology::kSentinel:
+      return "sentinel";
+    case RedisConfig::Topology::kCluster:
+      return "cluster";
+  }
+  return "standalone";
+}
+
 }  // namespace sluice

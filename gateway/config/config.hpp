@@ -61,6 +61,8 @@ struct CircuitBreakerConfig {
 };
 
 struct RedisConfig {
+  enum class Topology { kStandalone, kSentinel, kCluster };
+
   std::string url = "redis://127.0.0.1:6379/0";
   // Parsed from url: redis://[user:password@]host:port[/db], rediss:// = TLS.
   bool tls = false;
@@ -78,7 +80,21 @@ struct RedisConfig {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_server_name;  // SNI and name checked in the certificate; default = host
+  // How the Redis deployment is laid out. host:port from the url is the first
+  // sentinel (sentinel) or seed node (cluster); `nodes` are more of them.
+  Topology topology = Topology::kStandalone;
+  std::vector<HostPort> nodes;
+  std::string sentinel_master;    // sentinel: the monitored primary's name
+  std::string sentinel_username;  // sentinel: the sentinels' own credentials
+  std::string sentinel_password;
+  // key_secret_file as given, and the secret read from it at load (trailing
+  // newline removed): key values are then hashed with HMAC-SHA-256 under it.
+  // Empty = plain SHA-256.
+  std::string key_secret_file;
+  std::string key_secret;
 };
+
+std::string_view to_string(RedisConfig::Topology topology) noexcept;
 
 struct Consumer {
   std::string key;

@@ -20,9 +20,21 @@ constexpr std::string_view kServer[] = {"listen",
                                         "trusted_proxies"};
 constexpr std::string_view kAdmin[] = {"listen"};
 constexpr std::string_view kLog[] = {"level", "access_log"};
-constexpr std::string_view kRedis[] = {"url",           "timeout_ms",      "connect_timeout_ms",
-                                       "key_prefix",    "circuit_breaker", "tls_ca_file",
-                                       "tls_cert_file", "tls_key_file",    "tls_server_name"};
+constexpr std::string_view kRedis[] = {"url",
+                                       "timeout_ms",
+                                       "connect_timeout_ms",
+                                       "key_prefix",
+                                       "circuit_breaker",
+                                       "tls_ca_file",
+                                       "tls_cert_file",
+                                       "tls_key_file",
+                                       "tls_server_name",
+                                       "topology",
+                                       "nodes",
+                                       "sentinel_master",
+                                       "sentinel_username",
+                                       "sentinel_password",
+                                       "key_secret_file"};
 constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",

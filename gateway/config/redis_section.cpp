@@ -1,5 +1,11 @@
-// redis: where the rate-limit state lives, its timeouts, key prefix, circuit
+// redis: where the rate-limit state lives (one server, a Sentinel-watched
+// primary or a Cluster), its timeouts, key prefix, key secret, circuit
 // breaker and TLS files.
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
 #include "gateway/config/keys.hpp"
 #include "gateway/config/redis_url.hpp"
 #include "gateway/config/sections.hpp"
@@ -34,6 +40,87 @@ void read_circuit_breaker(YamlReader& r, const Field& f, CircuitBreakerConfig& o
   }
 }
 
+void read_topology(YamlReader& r, const Field& f, RedisConfig& out) {
+  const auto s = r.string(f);
+  if (!s) return;
+  constexpr RedisConfig::Topology kAll[] = {RedisConfig::Topology::kStandalone,
+                                            RedisConfig::Topology::kSentinel,
+                                            RedisConfig::Topology::kCluster};
+  for (const auto topology : kAll) {
+    if (*s == to_string(topology)) {
+      out.topology = topology;
+      return;
+    }
+  }
+  r.error(f, "expected standalone, sentinel or cluster" + YamlReader::got(f, *s));
+}
+
+// The shortest secret accepted: a shorter one could be guessed.
+constexpr std::size_t kMinSecretBytes = 16;
+
+// Reads the key secret: the file's bytes, without trailing line breaks.
+void read_key_secret(YamlReader& r, const Field& f, RedisConfig& out) {
+  const auto path = r.nonempty_string(f);
+  if (!path) return;
+  std::ifstream file(*path, std::ios::binary);
+  if (!file) {
+    r.error(f, "cannot read " + quoted(*path) + ": " + std::strerror(errno));
+    return;
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  std::string secret = std::move(text).str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.size() < kMinSecretBytes) {
+    r.error(f, quoted(*path) + " holds " + std::to_string(secret.size()) +
+                   " bytes; a key secret needs at least " + std::to_string(kMinSecretBytes));
+    return;
+  }
+  out.key_secret_file = *path;
+  out.key_secret = std::move(secret);
+}
+
+// topology, nodes and the sentinel keys, and how they fit together.
+void read_layout(YamlReader& r, const Mapping& m, bool url_ok, RedisConfig& redis) {
+  if (auto* v = m.get("topology")) read_topology(r, *v, redis);
+  if (auto* v = m.get("nodes")) {
+    if (auto items = r.list(*v)) {
+      for (const auto& item : *items) {
+        if (auto a = read_address(r, item, false)) redis.nodes.push_back(*a);
+      }
+    }
+    if (redis.topology == RedisConfig::Topology::kStandalone) {
+      r.error(*v, "only valid with topology sentinel or cluster");
+    }
+  }
+  const bool sentinel = redis.topology == RedisConfig::Topology::kSentinel;
+  const std::pair<std::string_view, std::string*> sentinel_keys[] = {
+      {"sentinel_master", &redis.sentinel_master},
+      {"sentinel_username", &redis.sentinel_username},
+      {"sentinel_password", &redis.sentinel_password}};
+  for (const auto& [key, target] : sentinel_keys) {
+    const Field* given = m.get(key);
+    if (!given) continue;
+    Field v = *given;
+    v.secret = key == "sentinel_password";
+    if (auto s = r.string(v)) *target = *s;
+    if (!sentinel) r.error(v, "only valid with topology sentinel");
+  }
+  if (sentinel && redis.sentinel_master.empty()) {
+    if (const Field* v = m.get("topology")) r.error(*v, "sentinel requires redis.sentinel_master");
+  }
+  if (redis.topology != RedisConfig::Topology::kCluster) return;
+  if (url_ok && redis.db != 0) {
+    if (const Field* v = m.get("url")) r.error(*v, "a Redis Cluster has only db 0");
+  }
+  // A brace in the prefix would make it the hash tag: every bucket in one slot.
+  if (redis.key_prefix.find('{') != std::string::npos) {
+    if (const Field* v = m.get("key_prefix")) {
+      r.error(*v, "must not contain '{' with topology cluster: the bucket's hash tag picks its slot");
+    }
+  }
+}
+
 }  // namespace
 
 void read_redis(YamlReader& r, const Field& f, Config& c) {
@@ -52,6 +139,8 @@ void read_redis(YamlReader& r, const Field& f, Config& c) {
     if (auto s = r.string(*v)) redis.key_prefix = *s;
   }
   if (auto* v = m->get("circuit_breaker")) read_circuit_breaker(r, *v, redis.circuit_breaker);
+  read_layout(r, *m, url_ok, redis);
+  if (auto* v = m->get("key_secret_file")) read_key_secret(r, *v, redis);
   const std::pair<std::string_view, std::string*> tls_keys[] = {
       {"tls_ca_file", &redis.tls_ca_file},
       {"tls_cert_file", &redis.tls_cert_file},

@@ -1,6 +1,8 @@
 #include "middleware/ratelimit/descriptors.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 
 #include <algorithm>
 #include <array>
@@ -167,27 +169,51 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
   return result;
 }
 
-KeyHash key_hash(std::string_view hash_input) {
+KeyHash key_hash(std::string_view hash_input, std::string_view secret) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int digest_size = 0;
-  // The digest and a context are fetched once per thread: EVP_Digest would
-  // look the algorithm up and allocate a context on every call.
-  struct Sha256 {
-    EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    ~Sha256() {
-      EVP_MD_CTX_free(ctx);
-      EVP_MD_free(md);
-    }
-  };
-  thread_local Sha256 sha;
+  bool ok = false;
+  if (secret.empty()) {
+    // The digest and a context are fetched once per thread: EVP_Digest would
+    // look the algorithm up and allocate a context on every call.
+    struct Sha256 {
+      EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+      ~Sha256() {
+        EVP_MD_CTX_free(ctx);
+        EVP_MD_free(md);
+      }
+    };
+    thread_local Sha256 sha;
+    unsigned int size = 0;
+    ok = sha.md && sha.ctx && EVP_DigestInit_ex2(sha.ctx, sha.md, nullptr) == 1 &&
+         EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) == 1 &&
+         EVP_DigestFinal_ex(sha.ctx, digest.data(), &size) == 1;
+  } else {
+    // HMAC-SHA-256, with the MAC and a context likewise fetched once per thread.
+    struct Hmac {
+      EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+      EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+      ~Hmac() {
+        EVP_MAC_CTX_free(ctx);
+        EVP_MAC_free(mac);
+      }
+    };
+    thread_local Hmac hmac;
+    char digest_name[] = "SHA256";
+    const OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+        OSSL_PARAM_construct_end()};
+    std::size_t size = 0;
+    ok = hmac.ctx &&
+         EVP_MAC_init(hmac.ctx, reinterpret_cast<const unsigned char*>(secret.data()),
+                      secret.size(), params) == 1 &&
+         EVP_MAC_update(hmac.ctx, reinterpret_cast<const unsigned char*>(hash_input.data()),
+                        hash_input.size()) == 1 &&
+         EVP_MAC_final(hmac.ctx, digest.data(), &size, digest.size()) == 1;
+  }
   // These only fail on allocation failure; a zero digest then still yields a
   // well-formed bucket (and no request data in it).
-  if (!sha.md || !sha.ctx || EVP_DigestInit_ex2(sha.ctx, sha.md, nullptr) != 1 ||
-      EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) != 1 ||
-      EVP_DigestFinal_ex(sha.ctx, digest.data(), &digest_size) != 1) {
-    digest.fill(0);
-  }
+  if (!ok) digest.fill(0);
   KeyHash hash;
   std::copy_n(digest.begin(), hash.size(), hash.begin());
   return hash;
@@ -215,7 +241,8 @@ bool route_limits(const RouteConfig& route) {
 }
 
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
-                                      const RequestView& request, const ApiKeysConfig& api_keys) {
+                                      const RequestView& request, const ApiKeysConfig& api_keys,
+                                      std::string_view key_secret) {
   RateLimitKeys result;
   const ApiKey api_key = extract_api_key(request, api_keys);
   result.refusal = refusal_for(limits, request, api_keys, api_key);
@@ -228,7 +255,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     if (limit == nullptr) continue;
     LimitKeyValue value = limit_key_value(*limit, request, api_key.key);
     const BucketParams& params = limit->for_plan(result.plan);
-    result.descriptors.push_back(LimitDescriptor{limit->name, key_hash(value.hash_input),
+    result.descriptors.push_back(LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret),
                                                  params.capacity, params.refill_per_second});
     value.hash_input.clear();  // raw request data: not kept beyond hashing
     result.values.push_back(std::move(value));
@@ -252,7 +279,7 @@ RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& r
       if (it != config.limits.end()) limits.push_back(&*it);
     }
   }
-  return build_limit_descriptors(limits, request, config.api_keys);
+  return build_limit_descriptors(limits, request, config.api_keys, config.redis.key_secret);
 }
 
 }  // namespace sluice

@@ -58,8 +58,10 @@ struct LimitKeyValue {
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
                               std::optional<std::string_view> api_key);
 
-// The SHA-256 of the hash input, truncated to 128 bits.
-KeyHash key_hash(std::string_view hash_input);
+// The SHA-256 of the hash input, or with a secret its HMAC-SHA-256 under the
+// secret (so a bucket cannot be traced back by hashing guesses), truncated to
+// 128 bits.
+KeyHash key_hash(std::string_view hash_input, std::string_view secret = {});
 
 // A bucket's name: limit name + ":" + the key hash as 32 lower-case hex digits.
 std::string bucket_name(const LimitDescriptor& descriptor);
@@ -80,11 +82,14 @@ struct RateLimitKeys {
 
 // The descriptors of a request for `limits` (the route's limits, in order),
 // with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
-// check_identity, and no descriptors.
+// check_identity, and no descriptors. Key values are hashed under
+// `key_secret` (see key_hash).
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
-                                      const RequestView& request, const ApiKeysConfig& api_keys);
+                                      const RequestView& request, const ApiKeysConfig& api_keys,
+                                      std::string_view key_secret = {});
 
-// The same for a route of `config` (its limit_indexes into config.limits).
+// The same for a route of `config` (its limit_indexes into config.limits),
+// under config.redis.key_secret.
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
                                       const RequestView& request);
 

@@ -59,6 +59,13 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto kind : redis::kErrorKinds) {
     metrics.declare("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
   }
+  for (const auto kind : {"moved", "ask"}) {
+    metrics.declare("sluice_redis_redirects_total", scratch_labels({{"kind", kind}}));
+  }
+  for (const auto result : {"ok", "error"}) {
+    metrics.declare("sluice_redis_topology_refresh_total", scratch_labels({{"result", result}}));
+    metrics.declare("sluice_ratelimit_refunds_total", scratch_labels({{"result", result}}));
+  }
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
     metrics.declare(route.on_redis_failure == FailureMode::kOpen

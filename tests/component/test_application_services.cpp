@@ -52,7 +52,10 @@ class FakeServices final : public sluice::WorkerServices {
                                 [this] { return !record_.block_readiness; });
       record_.blocked_call_returned = true;
     }
-    return {index_ == 0, index_ == 1};
+    DependencyState state;
+    state.ready = index_ == 0;
+    state.circuit_open = index_ == 1;
+    return state;
   }
 
  private:

@@ -381,6 +381,52 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
   }
 }
 
+TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone buckets gone",
+          "[ratelimit][script][redis]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+  // A refill so slow that no token comes back during the test.
+  const LimitDescriptor a = bucket("a", "x", 10, 1e-9);
+  const LimitDescriptor b = bucket("b", "x", 5, 1e-9);
+  auto refund = [&](const std::vector<LimitDescriptor>& limits, double cost) {
+    std::vector<std::string> args = redis.script_args(limits, cost);
+    args[0] = "EVAL";
+    args[1] = std::string(sluice::kTokenBucketRefundScript);
+    Reply r = redis.command(args);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_INTEGER);
+    return r->integer;
+  };
+  SECTION("one bucket: debit 3 twice, refund 3: 7 tokens, and the expiry is renewed") {
+    REQUIRE(redis.decide({a}, 3).allowed);
+    REQUIRE(redis.decide({a}, 3).allowed);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(4));
+    CHECK(refund({a}, 3) == 1);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(7));
+    CHECK(redis.pttl(key_of(a)) > 1'000);
+  }
+  SECTION("two buckets: each gets its cost back, capped at its own capacity") {
+    REQUIRE(redis.decide({a, b}, 2).allowed);
+    CHECK(refund({a, b}, 2) == 2);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(10));
+    CHECK(redis.stored(key_of(b)).tokens == Approx(5));
+    CHECK(refund({a, b}, 2) == 2);  // a second refund cannot overfill
+    CHECK(redis.stored(key_of(a)).tokens == Approx(10));
+    CHECK(redis.stored(key_of(b)).tokens == Approx(5));
+  }
+  SECTION("a bucket that expired stays absent (it is full anyway)") {
+    REQUIRE(redis.decide({a}, 3).allowed);
+    redis.command({"DEL", key_of(a)});
+    CHECK(refund({a}, 3) == 0);
+    CHECK_FALSE(redis.stored(key_of(a)).exists);
+  }
+}
+
 // Not run by default: prints the Redis CPU time per call (INFO commandstats),
 // next to two baselines on the same server: an empty script, and the bare
 // redis.calls of an allowed one-limit decision (TIME, GET, SET ... PX).

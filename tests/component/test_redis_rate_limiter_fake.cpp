@@ -16,6 +16,7 @@
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "support/fake_redis_client.hpp"
 #include "support/io_loop.hpp"
+#include "support/script_replies.hpp"
 #include "upstream/redis/codec.hpp"
 
 namespace {
@@ -24,31 +25,14 @@ using namespace std::chrono_literals;
 using namespace sluice;
 using sluice::test::FakeRedisClient;
 using sluice::test::FakeRedisClients;
+using sluice::test::integer_reply;
 using sluice::test::Loop;
+using sluice::test::one_bucket_reply;
 
 struct Outcome {
   std::error_code ec;
   RateDecision decision;
 };
-
-redis::Reply integer(long long value) {
-  redis::Reply r;
-  r.type = redis::Reply::Type::kInteger;
-  r.integer = value;
-  return r;
-}
-
-// The script's reply for one bucket: allowed, sufficient, three raw doubles.
-redis::Reply script_reply(bool allowed, double remaining) {
-  redis::Reply numbers;
-  numbers.type = redis::Reply::Type::kString;
-  const double values[3] = {remaining, 0, 1};
-  numbers.str.assign(reinterpret_cast<const char*>(values), sizeof values);
-  redis::Reply r;
-  r.type = redis::Reply::Type::kArray;
-  r.elements = {integer(allowed ? 1 : 0), integer(allowed ? 1 : 0), numbers};
-  return r;
-}
 
 struct Harness {
   Loop loop;
@@ -111,7 +95,8 @@ TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
           "[ratelimit][limiter]") {
   Harness h;
   h.client().set_state(redis::State::kReady);
-  CHECK(h.client().loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript)});
+  CHECK(h.client().loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript),
+                                                      redis::script_sha1(kTokenBucketRefundScript)});
   const auto index = h.decide();
   REQUIRE(h.client().calls.size() == 1);
   const auto& call = h.client().calls[0];
@@ -122,7 +107,7 @@ TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
   CHECK(call.args == TokenBucketCodec{}.encode_args({&d, 1}, 1));
   h.loop.io.poll();
   CHECK_FALSE(h.outcomes[index]);  // nothing until the client completes
-  h.client().complete(0, {}, script_reply(true, 9));
+  h.client().complete(0, {}, one_bucket_reply(true, 9));
   const auto outcome = h.wait(index);
   CHECK_FALSE(outcome.ec);
   CHECK(outcome.decision.allowed);
@@ -136,7 +121,7 @@ TEST_CASE("fake redis: errors map to limiter errors and metric kinds", "[ratelim
   h.limiter->reconfigure(h.config);
   SECTION("a reply of the wrong shape is kBadReply, counted as protocol") {
     const auto index = h.decide();
-    h.client().complete(0, {}, integer(1));
+    h.client().complete(0, {}, integer_reply(1));
     CHECK(h.wait(index).ec == LimiterError::kBadReply);
     CHECK(h.gauge("sluice_redis_errors_total", "kind=\"protocol\"") == 1);
   }
@@ -187,12 +172,12 @@ TEST_CASE("fake redis: the breaker opens after N failures and a PING closes it",
     CHECK(h.gauge("sluice_redis_circuit_open") == 1);
   }
   SECTION("an answered trial closes it") {
-    h.client().complete(calls, {}, integer(1));
+    h.client().complete(calls, {}, integer_reply(1));
     REQUIRE(h.loop.run_until([&] { return !h.limiter->circuit_open(); }));
     CHECK(h.gauge("sluice_redis_circuit_open") == 0);
     const auto next = h.decide();
     REQUIRE(h.client().calls.size() == calls + 2);
-    h.client().complete(calls + 1, {}, script_reply(true, 5));
+    h.client().complete(calls + 1, {}, one_bucket_reply(true, 5));
     CHECK_FALSE(h.wait(next).ec);
   }
 }
@@ -213,7 +198,8 @@ TEST_CASE("fake redis: a reload with new Redis settings replaces the client",
     FakeRedisClient& next = h.client(1);
     CHECK(next.options().port == 6390);
     CHECK(next.connects == 1);
-    CHECK(next.loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript)});
+    CHECK(next.loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript),
+                                                 redis::script_sha1(kTokenBucketRefundScript)});
     // Not ready yet: decisions stay on the current connection.
     h.decide();
     CHECK(h.client(0).calls.size() == 1);

@@ -54,6 +54,7 @@ class FakeRedisClient final : public redis::Client {
   std::error_code last_error() const override { return {}; }
   std::string last_error_message() const override { return {}; }
   const redis::Options& options() const override { return options_; }
+  bool routes_by_slot() const override { return by_slot; }
 
   // ---- Test controls ----
   void set_state(redis::State state) { state_ = state; }
@@ -81,6 +82,7 @@ class FakeRedisClient final : public redis::Client {
   std::vector<std::string> loaded;  // SHA-1s of load_script calls
   int connects = 0;
   bool closed = false;
+  bool by_slot = false;  // acts as a Redis Cluster client
 
  private:
   boost::asio::any_io_executor executor_;

@@ -15,6 +15,11 @@
 // little-endian IEEE doubles (tokens, timestamp in microseconds), written only
 // when the request is allowed, with its expiry in the same SET (PX
 // bucket_ttl_ms(capacity, refill)). A value of another shape counts as absent.
+//
+// The refund script (token_bucket_refund.lua) takes the same KEYS and ARGV and
+// gives `cost` back to each bucket that exists, refilled to now and capped at
+// capacity: what a Redis Cluster decision sends to the slots that allowed a
+// request another slot denied. Reply: an integer, the buckets refunded.
 #pragma once
 
 #include <optional>
@@ -27,8 +32,9 @@
 
 namespace sluice {
 
-// The bytes of token_bucket.lua.
+// The bytes of token_bucket.lua and token_bucket_refund.lua.
 extern const std::string_view kTokenBucketScript;
+extern const std::string_view kTokenBucketRefundScript;
 
 // One element of the script's reply as the Redis client decoded it: an
 // integer reply, or a string reply (`text`).
@@ -41,6 +47,7 @@ struct ScriptReplyValue {
 class TokenBucketCodec {
  public:
   std::string_view script() const { return kTokenBucketScript; }
+  std::string_view refund_script() const { return kTokenBucketRefundScript; }
 
   // The ARGV of one call (KEYS, one per descriptor in the same order, are the
   // caller's). The numbers are the raw doubles, so the script computes with

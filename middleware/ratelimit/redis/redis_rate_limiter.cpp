@@ -10,7 +10,10 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/circuit_breaker.hpp"
+#include "middleware/ratelimit/redis/cross_slot_call.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
+#include "middleware/ratelimit/redis/script_reply.hpp"
+#include "middleware/ratelimit/redis/slot_plan.hpp"
 
 namespace sluice {
 namespace {
@@ -45,6 +48,21 @@ redis::Options redis_options(const RedisConfig& c) {
   o.server_name = c.tls_server_name;
   o.connect_timeout = c.connect_timeout;
   o.command_timeout = c.timeout;
+  switch (c.topology) {
+    case RedisConfig::Topology::kStandalone:
+      o.topology = redis::Topology::kStandalone;
+      break;
+    case RedisConfig::Topology::kSentinel:
+      o.topology = redis::Topology::kSentinel;
+      break;
+    case RedisConfig::Topology::kCluster:
+      o.topology = redis::Topology::kCluster;
+      break;
+  }
+  for (const auto& node : c.nodes) o.nodes.push_back(redis::Endpoint{node.host, node.port});
+  o.sentinel_master = c.sentinel_master;
+  o.sentinel_user = c.sentinel_username;
+  o.sentinel_password = c.sentinel_password;
   return o;
 }
 
@@ -68,12 +86,14 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       : executor_(std::move(executor)),
         metrics_(metrics),
         script_(std::string{codec_.script()}),
+        refund_script_(std::string{codec_.refund_script()}),
         key_prefix_(config.key_prefix),
         make_client_(std::move(make_client)),
         breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
         breaker_failures_(config.circuit_breaker.failures),
         breaker_open_(config.circuit_breaker.open) {
     client->load_script(script_);
+    client->load_script(refund_script_);
     install(std::move(client));
   }
 
@@ -83,9 +103,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // The first client, or the switch to a pending one that is ready.
   void install(std::unique_ptr<redis::Client> next) {
     if (client_) {
-      const auto stats = client_->stats();
-      carried_.commands_sent += stats.commands_sent;
-      carried_.writes += stats.writes;
+      carried_ += client_->stats();
       // Decisions in flight on the old connection finish there (a reload
       // drops nothing); it is closed once they must have, and kept until the
       // limiter goes, since other threads may still read its state.
@@ -109,11 +127,17 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     install(std::move(pending_));
   }
 
+  // On a Redis Cluster the breaker stays closed: a dead node fails only the
+  // requests whose slots it owned (its client fails them at once), and one
+  // breaker for the whole cluster would fail every other slot with them.
+  bool uses_breaker() const { return !client_->routes_by_slot(); }
+
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) {
     maybe_switch();
     const auto now = CircuitBreaker::Clock::now();
-    if (!breaker_.allow(now)) {
+    const bool by_slot = client_->routes_by_slot();
+    if (!by_slot && !breaker_.allow(now)) {
       // Open breaker: no network time at all.
       sync_circuit_state(now);
       RateDecision unavailable;
@@ -123,9 +147,22 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       });
       return;
     }
+    auto keys =
+        redis_keys(key_prefix_, descriptors, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain);
+    if (by_slot && descriptors.size() > 1 && !common_slot(keys)) {
+      return decide_across_slots(
+          CrossSlotContext{*client_, script_, refund_script_, codec_, shared_from_this(),
+                           [weak = weak_from_this()](std::error_code ec) {
+                             if (auto self = weak.lock()) self->on_refund(ec);
+                           }},
+          descriptors, std::move(keys), cost,
+          [self = shared_from_this(), handler = std::move(handler)](std::error_code ec,
+                                                                    RateDecision decision) {
+            self->on_outcome(ec, std::move(decision), handler);
+          });
+    }
     const std::size_t count = descriptors.size();
-    client_->evalsha(script_, redis_keys(key_prefix_, descriptors),
-                     codec_.encode_args(descriptors, cost),
+    client_->evalsha(script_, std::move(keys), codec_.encode_args(descriptors, cost),
                      [self = shared_from_this(), count, handler = std::move(handler)](
                          std::error_code ec, redis::Reply reply) {
                        self->on_reply(ec, std::move(reply), count, handler);
@@ -134,40 +171,43 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
 
   void on_reply(std::error_code ec, redis::Reply reply, std::size_t count,
                 const RateDecisionHandler& handler) {
-    const auto now = CircuitBreaker::Clock::now();
     std::optional<RateDecision> decision;
     if (!ec) {
-      std::vector<ScriptReplyValue> values;
-      if (reply.type == redis::Reply::Type::kArray) {
-        values.reserve(reply.elements.size());
-        for (const auto& e : reply.elements) {
-          ScriptReplyValue v;
-          v.is_string = e.type == redis::Reply::Type::kString;
-          v.integer = e.integer;
-          v.text = e.str;
-          values.push_back(v);
-        }
-      }
-      decision = codec_.decode(values, count);
+      decision = decode_script_reply(codec_, reply, count);
       if (!decision) ec = make_error_code(LimiterError::kBadReply);
     }
+    on_outcome(ec, decision ? std::move(*decision) : RateDecision{}, handler);
+  }
+
+  // A decision's outcome: counted, fed to the breaker, handed on.
+  void on_outcome(std::error_code ec, RateDecision decision, const RateDecisionHandler& handler) {
+    const auto now = CircuitBreaker::Clock::now();
     if (ec) {
       const auto kind = ec == make_error_code(LimiterError::kBadReply)
                             ? std::string_view{"protocol"}
                             : redis::error_kind(ec);
       metrics_.add("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
-      breaker_.on_failure(now);
-      if (sync_circuit_state(now)) {
-        spdlog::debug("redis circuit breaker open after: {}", ec.message());
-        probe_when_due(now);
-      }
       RateDecision unavailable;
-      unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      if (uses_breaker()) {
+        breaker_.on_failure(now);
+        if (sync_circuit_state(now)) {
+          spdlog::debug("redis circuit breaker open after: {}", ec.message());
+          probe_when_due(now);
+        }
+        unavailable.unavailable_seconds = seconds(breaker_.open_remaining(now));
+      }
       return handler(ec, std::move(unavailable));
     }
-    breaker_.on_success(now);
-    sync_circuit_state(now);
-    handler({}, std::move(*decision));
+    if (uses_breaker()) {
+      breaker_.on_success(now);
+      sync_circuit_state(now);
+    }
+    handler({}, std::move(decision));
+  }
+
+  void on_refund(std::error_code ec) {
+    metrics_.add("sluice_ratelimit_refunds_total", scratch_labels({{"result", ec ? "error" : "ok"}}));
+    if (ec) spdlog::debug("redis: refund of a denied cross-slot request failed: {}", ec.message());
   }
 
   void reconfigure(const RedisConfig& config) {
@@ -188,21 +228,32 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       pending_deadline_ = CircuitBreaker::Clock::now() + options.connect_timeout;
       pending_ = make_client_(std::move(options));
       pending_->load_script(script_);
+      pending_->load_script(refund_script_);
       pending_->connect({});
     }
   }
 
   void export_metrics() {
     maybe_switch();
-    const auto stats = client_->stats();
     // Counters of replaced clients are carried so the totals never go down.
-    metrics_.set("sluice_redis_commands_total", "",
-                 static_cast<double>(carried_.commands_sent + stats.commands_sent));
-    metrics_.set("sluice_redis_writes_total", "",
-                 static_cast<double>(carried_.writes + stats.writes));
+    redis::Stats stats = carried_;
+    stats += client_->stats();
+    const auto count = [](std::uint64_t n) { return static_cast<double>(n); };
+    metrics_.set("sluice_redis_commands_total", "", count(stats.commands_sent));
+    metrics_.set("sluice_redis_writes_total", "", count(stats.writes));
+    metrics_.set("sluice_redis_redirects_total", scratch_labels({{"kind", "moved"}}),
+                 count(stats.redirects_moved));
+    metrics_.set("sluice_redis_redirects_total", scratch_labels({{"kind", "ask"}}),
+                 count(stats.redirects_ask));
+    metrics_.set("sluice_redis_topology_refresh_total", scratch_labels({{"result", "ok"}}),
+                 count(stats.topology_refresh_ok));
+    metrics_.set("sluice_redis_topology_refresh_total", scratch_labels({{"result", "error"}}),
+                 count(stats.topology_refresh_error));
     metrics_.set("sluice_redis_up", "", client_->is_ready() ? 1 : 0);
     metrics_.set("sluice_redis_circuit_open", "", circuit_open_ ? 1 : 0);
   }
+
+  std::vector<redis::NodeStatus> nodes() const { return client_->nodes(); }
 
   // ---- Probing while the breaker is open --------------------------------
   // Without traffic nothing would ever close an open breaker, and the gauge and
@@ -301,6 +352,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   MetricsShard& metrics_;
   TokenBucketCodec codec_;
   redis::Script script_;
+  redis::Script refund_script_;
   std::string key_prefix_;
   redis::ClientFactory make_client_;
   CircuitBreaker breaker_;
@@ -338,6 +390,12 @@ void RedisRateLimiter::reconfigure(const RedisConfig& config) {
 }
 void RedisRateLimiter::export_metrics() {
   impl_->export_metrics();
+}
+std::vector<redis::NodeStatus> RedisRateLimiter::nodes() const {
+  return impl_->nodes();
+}
+std::string RedisRateLimiter::last_error_message() const {
+  return impl_->client_->last_error_message();
 }
 bool RedisRateLimiter::redis_ready() const {
   return impl_->current_.load()->is_ready();

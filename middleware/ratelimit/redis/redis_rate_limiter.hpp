@@ -50,6 +50,11 @@ class RedisRateLimiter final : public RateLimiter {
   // Connects now and after every reconfigure (otherwise the first decision does).
   void connect();
 
+  // The servers behind the connection and their state; on the limiter's executor.
+  std::vector<redis::NodeStatus> nodes() const;
+  // Why the connection is not ready (empty if it is); on the limiter's executor.
+  std::string last_error_message() const;
+
   bool redis_ready() const;   // any thread
   bool circuit_open() const;  // any thread; the same truth as sluice_redis_circuit_open
   void close();

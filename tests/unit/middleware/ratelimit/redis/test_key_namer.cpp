@@ -1,10 +1,12 @@
-// Redis keys of buckets: prefix + limit name + ":" + the 128-bit key hash in hex.
+// Redis keys of buckets: prefix + limit name + ":" + the 128-bit key hash in hex
+// (a hash tag for a cluster), and the hash with and without a secret.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
+#include "upstream/redis/cluster/slot.hpp"
 
 TEST_CASE("redis keys: prefix, limit name and a 128-bit hash", "[ratelimit][keys]") {
   const sluice::LimitDescriptor d{"per_key", sluice::key_hash("k6:secret"), 1, 1};
@@ -27,4 +29,36 @@ TEST_CASE("redis keys: one per descriptor, in order", "[ratelimit][keys]") {
         std::vector<std::string>{"x:a:ba7816bf8f01cfea414140de5dae2223",
                                  "x:b:ba7816bf8f01cfea414140de5dae2223"});
   CHECK(sluice::redis_keys("x:", {}).empty());
+}
+
+TEST_CASE("redis keys for a cluster: the hash is a hash tag, so one key value is one slot",
+          "[ratelimit][keys]") {
+  using sluice::KeyStyle;
+  const sluice::LimitDescriptor a{"per_key", sluice::key_hash("abc"), 1, 1};
+  const sluice::LimitDescriptor b{"per_key_burst", sluice::key_hash("abc"), 1, 1};
+  const sluice::LimitDescriptor other{"per_key", sluice::key_hash("abd"), 1, 1};
+  CHECK(sluice::redis_key("sluice:", a, KeyStyle::kHashTag) ==
+        "sluice:per_key:{ba7816bf8f01cfea414140de5dae2223}");
+  const auto slot = [](const sluice::LimitDescriptor& d) {
+    return sluice::redis::cluster::key_slot(sluice::redis_key("sluice:", d, KeyStyle::kHashTag));
+  };
+  CHECK(slot(a) == slot(b));
+  CHECK(slot(a) == sluice::redis::cluster::key_slot("ba7816bf8f01cfea414140de5dae2223"));
+  CHECK(slot(a) != slot(other));  // these two happen to differ; most pairs do
+  CHECK(sluice::redis_keys("x:", std::vector{a, b}, KeyStyle::kHashTag) ==
+        std::vector<std::string>{"x:per_key:{ba7816bf8f01cfea414140de5dae2223}",
+                                 "x:per_key_burst:{ba7816bf8f01cfea414140de5dae2223}"});
+}
+
+TEST_CASE("key hashes with a secret are HMAC-SHA-256, and differ from plain SHA-256",
+          "[ratelimit][keys]") {
+  // RFC 4231 test case 2: HMAC-SHA-256(key "Jefe", "what do ya want for nothing?").
+  const sluice::LimitDescriptor d{"l", sluice::key_hash("what do ya want for nothing?", "Jefe"),
+                                  1, 1};
+  CHECK(sluice::redis_key("", d) == "l:5bdcc146bf60754e6a042426089575c7");
+  CHECK(sluice::key_hash("abc", "secret-one-0123456") != sluice::key_hash("abc"));
+  CHECK(sluice::key_hash("abc", "secret-one-0123456") !=
+        sluice::key_hash("abc", "secret-two-0123456"));
+  CHECK(sluice::key_hash("abc", "secret-one-0123456") ==
+        sluice::key_hash("abc", "secret-one-0123456"));
 }

@@ -1,0 +1,24 @@
+#include "middleware/ratelimit/redis/script_reply.hpp"
+
+#include <vector>
+
+namespace sluice {
+
+std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
+                                                const redis::Reply& reply,
+                                                std::size_t limit_count) {
+  std::vector<ScriptReplyValue> values;
+  if (reply.type == redis::Reply::Type::kArray) {
+    values.reserve(reply.elements.size());
+    for (const auto& e : reply.elements) {
+      ScriptReplyValue v;
+      v.is_string = e.type == redis::Reply::Type::kString;
+      v.integer = e.integer;
+      v.text = e.str;
+      values.push_back(v);
+    }
+  }
+  return codec.decode(values, limit_count);
+}
+
+}  // namespace sluice

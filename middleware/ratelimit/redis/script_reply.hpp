@@ -1,0 +1,19 @@
+// The token-bucket script's reply as the Redis client returns it, turned into
+// a decision by the codec. Pure.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "upstream/redis/reply.hpp"
+
+namespace sluice {
+
+// The decision in `reply` for `limit_count` buckets; nullopt when the reply
+// does not have the script's shape.
+std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
+                                                const redis::Reply& reply,
+                                                std::size_t limit_count);
+
+}  // namespace sluice

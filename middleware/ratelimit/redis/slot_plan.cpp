@@ -1,0 +1,95 @@
+#include "middleware/ratelimit/redis/slot_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "upstream/redis/cluster/slot.hpp"
+
+namespace sluice {
+namespace {
+
+// A bucket's state once `cost` is given back: as if the request had never
+// been taken from it.
+LimitState refunded(const LimitState& debited, const LimitDescriptor& descriptor, double cost) {
+  LimitState state = debited;
+  state.remaining = std::min(descriptor.capacity, debited.remaining + cost);
+  state.seconds_to_cost = 0;  // it had enough for this request
+  const double missing = descriptor.capacity - state.remaining;
+  state.seconds_to_full = missing <= 0 ? 0
+                          : descriptor.refill_per_second > 0
+                              ? missing / descriptor.refill_per_second
+                              : std::numeric_limits<double>::infinity();
+  return state;
+}
+
+}  // namespace
+
+std::optional<std::uint16_t> common_slot(std::span<const std::string> keys) {
+  if (keys.empty()) return std::nullopt;
+  const std::uint16_t first = redis::cluster::key_slot(keys.front());
+  for (std::size_t i = 1; i < keys.size(); ++i) {
+    if (redis::cluster::key_slot(keys[i]) != first) return std::nullopt;
+  }
+  return first;
+}
+
+std::vector<SlotGroup> group_by_slot(std::span<const std::string> keys) {
+  std::vector<SlotGroup> groups;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::uint16_t slot = redis::cluster::key_slot(keys[i]);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [slot](const SlotGroup& g) { return g.slot == slot; });
+    if (it == groups.end()) {
+      groups.push_back(SlotGroup{slot, {}});
+      it = groups.end() - 1;
+    }
+    it->indexes.push_back(i);
+  }
+  return groups;
+}
+
+CombinedDecision combine_parts(std::span<const SlotGroup> groups,
+                               std::span<const PartOutcome> parts,
+                               std::span<const LimitDescriptor> descriptors, double cost) {
+  CombinedDecision out;
+  bool denied = false;
+  std::error_code failure;
+  for (const PartOutcome& part : parts) {
+    if (part.error) {
+      if (!failure) failure = part.error;
+    } else if (!part.decision.allowed) {
+      denied = true;
+    }
+  }
+  const bool allowed = !denied && !failure;
+  for (std::size_t g = 0; g < parts.size(); ++g) {
+    if (!allowed && !parts[g].error && parts[g].decision.allowed) out.refunds.push_back(g);
+  }
+  if (!denied && failure) {
+    out.error = failure;
+    return out;
+  }
+  out.decision.allowed = allowed;
+  out.decision.limits.resize(descriptors.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const PartOutcome& part = parts[g];
+    if (part.error) {
+      // A failed part next to a denial: its buckets' states are unknown, and
+      // they are reported as full, never as the limit that denied.
+      for (const std::size_t i : groups[g].indexes) {
+        out.decision.limits[i] = LimitState{true, descriptors[i].capacity, 0, 0};
+      }
+      continue;
+    }
+    const bool refund = !allowed && part.decision.allowed;
+    const auto& indexes = groups[g].indexes;
+    for (std::size_t k = 0; k < indexes.size() && k < part.decision.limits.size(); ++k) {
+      const std::size_t i = indexes[k];
+      out.decision.limits[i] =
+          refund ? refunded(part.decision.limits[k], descriptors[i], cost) : part.decision.limits[k];
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice
