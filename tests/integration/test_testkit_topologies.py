@@ -170,7 +170,7 @@ class TopologyConfigTest(unittest.TestCase):
                                       ["127.0.0.1:26380"], "mymaster")
         self.assertEqual(redis_settings(sentinel)["nodes"], ["127.0.0.1:26380"])
         self.assertEqual(redis_settings(sentinel)["sentinel_master"], "mymaster")
-        self.assertEqual(sentinel.count("topology:"), 1)
+        self.assertEqual(sentinel.count("\n  topology:"), 1)  # the old one replaced
         # Everything outside the redis section is untouched.
         self.assertEqual(sentinel[sentinel.index("\nupstreams:"):],
                          text[text.index("\nupstreams:"):])
