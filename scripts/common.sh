@@ -12,12 +12,13 @@ fi
 SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 
 # What building and running the gateway needs (scripts/run): the compiler and
-# build tools, the -dev libraries, redis-server, and python3 to read the
-# endpoints the binary prints.
+# build tools, the -dev libraries, redis-server, redis-sentinel and redis-tools
+# (redis-cli, which creates a local cluster), and python3 to read the endpoints
+# the binary prints and to bring up a local cluster or sentinel set.
 SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
-  libspdlog-dev libfmt-dev libssl-dev redis-server python3
+  libspdlog-dev libfmt-dev libssl-dev redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that
 # integration tests call (openssl for certificates, curl, procps, and hey and

@@ -6,6 +6,12 @@ cleanup; a Sluice that died on its own before cleanup fails the test with its
 stderr. Everything else a test needs (ports, clients, configs, RESP, metrics) is
 the testkit's, imported here under the names the tests use.
 
+For the Redis topology tests (a cluster or a sentinel set from the testkit):
+require_topology_support() fails at once when the binary rejects redis.topology,
+topology_redis() writes the redis section, Load sends requests from many threads
+and keeps every answer, assert_serves_without_redis() checks a gateway whose Redis
+is unusable for a stated reason.
+
 Environment: SLUICE_BIN, SLUICE_ECHO_BIN, SLUICE_SOURCE_DIR (defaults: the
 repository this file lives in, binaries in build/).
 """
@@ -13,11 +19,15 @@ repository this file lives in, binaries in build/).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -149,3 +159,213 @@ def metric_sum(sluice: Sluice, name: str, **labels) -> float:
 
 RATE_LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
                       "RateLimit-Policy", "RateLimit")
+
+
+class Holder:
+    """A plain TCP server (not HTTP, not Redis) holding a loopback port (a free one
+    when 0): it answers every connection with `reply` and closes it."""
+
+    def __init__(self, port: int = 0, reply: bytes = b"hello from something else\r\n"):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.reply = reply
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                try:
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(5)
+
+
+# -- Redis topologies (tests/testkit/cluster.py, sentinel.py)
+
+def require_binaries(*names):
+    """Skips the module or test when a binary the topology needs is not installed."""
+    missing = [n for n in names if not shutil.which(n)]
+    if missing:
+        raise unittest.SkipTest(f"not installed: {', '.join(missing)}")
+
+
+def require_topology_support(topology: str):
+    """Fails at once, with the binary's own words, when sluice rejects a config with
+    redis.topology `topology` (a binary built before the topologies existed)."""
+    workdir = tempfile.mkdtemp(prefix="sluice-it-check-")
+    try:
+        path = os.path.join(workdir, "check.yaml")
+        redis = {"url": "redis://127.0.0.1:7000/0", "topology": topology,
+                 "nodes": ["127.0.0.1:7001"]}
+        if topology == "sentinel":
+            redis["sentinel_master"] = "mymaster"
+        with open(path, "w") as f:
+            f.write(to_yaml(gateway_config(
+                {"u": ["127.0.0.1:9"]},
+                [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "u",
+                  "limits": ["l"]}],
+                redis=redis, limits={"l": {"key": "ip", "capacity": 1,
+                                           "refill_per_second": 1}})) + "\n")
+        checked = run_cli(["--config", path, "--check"])
+    finally:
+        shutil.rmtree(workdir, True)
+    if checked.returncode != 0:
+        raise AssertionError(f"sluice rejects redis.topology: {topology}:\n{checked.stderr}")
+
+
+def topology_redis(url_node: str, nodes, topology: str, **extra) -> dict:
+    """The redis section of a config naming a cluster's seeds or a set's sentinels."""
+    return {"url": f"redis://{url_node}/0", "topology": topology, "nodes": list(nodes),
+            **extra}
+
+
+def redis_nodes(sluice: Sluice) -> list[dict]:
+    """/readyz dependencies.redis_nodes: one object per node (address, role, state,
+    slots, last_error)."""
+    return readyz(sluice)[1].get("dependencies", {}).get("redis_nodes", [])
+
+
+class Load:
+    """Requests sent from `clients` threads, each with a keep-alive connection per
+    port, until the jobs run out or stop() is called. A job is (port, target,
+    headers, tag); every answer is kept as a Result, every exception (a socket error,
+    a timeout) in `errors`."""
+
+    class Result:
+        __slots__ = ("tag", "target", "status", "remaining", "at")
+
+        def __init__(self, tag, target, status, remaining, at):
+            self.tag, self.target, self.status = tag, target, status
+            self.remaining, self.at = remaining, at
+
+        @property
+        def decided(self) -> bool:
+            """Redis decided it (an answer of a failed decision has no rate-limit headers)."""
+            return self.remaining is not None
+
+        def __repr__(self):
+            return f"{self.status} {self.target} {self.tag} remaining={self.remaining}"
+
+    def __init__(self, jobs, clients: int = 16, timeout: float = 10.0):
+        self._jobs = iter(jobs)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.timeout = timeout
+        self.results: list[Load.Result] = []
+        self.errors: list[str] = []
+        self.threads = [threading.Thread(target=self._client, daemon=True)
+                        for _ in range(clients)]
+
+    def _next(self):
+        with self._lock:
+            return None if self._stop.is_set() else next(self._jobs, None)
+
+    def _client(self):
+        conns: dict[int, Client] = {}
+        try:
+            while (job := self._next()) is not None:
+                port, target, headers, tag = job
+                try:
+                    conn = conns.setdefault(port, Client(port, timeout=self.timeout))
+                    status, h, _ = conn.request("GET", target, headers=headers)
+                    remaining = h.get("X-RateLimit-Remaining")
+                    result = Load.Result(tag, target, status,
+                                         None if remaining is None else int(remaining),
+                                         time.monotonic())
+                    with self._lock:
+                        self.results.append(result)
+                except Exception as e:  # noqa: BLE001  reported by the test
+                    with self._lock:
+                        self.errors.append(f"{target} {tag}: {e!r}")
+                    conns.pop(port).close()
+        finally:
+            for conn in conns.values():
+                conn.close()
+
+    def start(self) -> "Load":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+
+    def join(self, timeout: float = 120.0) -> "Load":
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self.threads):
+            self.stop()
+            raise AssertionError(f"load clients still running after {timeout}s")
+        return self
+
+    def run(self, timeout: float = 120.0) -> "Load":
+        return self.start().join(timeout)
+
+    def by_tag(self) -> dict:
+        """tag -> [Result] in the order the answers came."""
+        tags: dict = {}
+        for r in sorted(self.results, key=lambda r: r.at):
+            tags.setdefault(r.tag, []).append(r)
+        return tags
+
+    def allowed_remaining(self) -> dict:
+        """tag -> X-RateLimit-Remaining of the answers Redis allowed, in arrival order."""
+        return {tag: [r.remaining for r in results if r.status == 200 and r.decided]
+                for tag, results in self.by_tag().items()}
+
+    def statuses(self, results=None) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for r in self.results if results is None else results:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        return counts
+
+
+TINY_RATE = 0.001  # a refill that refills nothing within a test
+
+
+def limit(key, capacity, rate=TINY_RATE, **extra) -> dict:
+    return {"key": key, "capacity": capacity, "refill_per_second": rate, **extra}
+
+
+def route(name, prefix, limits, upstream="echo", **extra) -> dict:
+    return {"name": name, "match": {"path_prefix": prefix}, "upstream": upstream,
+            "limits": list(limits), **extra}
+
+
+def assert_serves_without_redis(case: unittest.TestCase, sluice: Sluice, reason: str,
+                                open_target="/open/x", closed_target="/closed/x"):
+    """Redis is unusable for a reason the operator must be told: the process serves,
+    fails open (no rate-limit headers) and closed (503), /readyz reports redis not
+    ready with `reason` in its dependencies, sluice_redis_up is 0, the log says it."""
+    def not_ready():
+        status, doc = readyz(sluice)
+        deps = doc.get("dependencies", {})
+        return ((status, doc) if deps.get("redis") != "ready" and reason in json.dumps(deps)
+                else None)
+    status, doc = wait_until(not_ready, 10, interval=0.05,
+                             message=f"/readyz to say redis is not ready: {reason}")
+    case.assertEqual(status, 200, doc)  # the gateway itself takes traffic
+    status, h, _ = request(sluice.port, "GET", open_target)
+    case.assertEqual(status, 200)
+    case.assertIsNone(h.get("X-RateLimit-Remaining"), dict(h))
+    case.assertEqual(request(sluice.port, "GET", closed_target)[0], 503)
+    case.assertEqual(sluice.metric("sluice_redis_up"), 0)
+    wait_until(lambda: reason in sluice.stdout() + sluice.stderr(), 5,
+               message=f"the log to say {reason!r}")

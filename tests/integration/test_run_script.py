@@ -19,8 +19,8 @@ import threading
 import time
 import unittest
 
-from harness import (ECHO_BIN, SLUICE_BIN, SOURCE_DIR, ProcessTestCase, free_port,
-                     gateway_config, request, to_yaml, wait_until)
+from harness import (ECHO_BIN, SLUICE_BIN, SOURCE_DIR, Holder, ProcessTestCase, free_port,
+                     gateway_config, redis_call, request, to_yaml, wait_until)
 
 RUN = os.path.join(SOURCE_DIR, "scripts", "run")
 START_TIMEOUT = 30.0  # scripts/run validates the config and probes ports first
@@ -70,38 +70,6 @@ def echo_stats(port: int) -> dict:
     return json.loads(body)
 
 
-class Holder:
-    """A plain TCP server (not HTTP, not Redis) holding a port: it answers every
-    connection with one line of text and closes it."""
-
-    def __init__(self, port: int):
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(16)
-        self.connections = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                try:
-                    conn.sendall(b"hello from something else\r\n")
-                except OSError:
-                    pass
-
-    def close(self):
-        self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(5)
-
-
 class NotEchoHandler(http.server.BaseHTTPRequestHandler):
     """An HTTP server that answers GET /__stats with JSON, but is not sluice-echo."""
     server_version = "other-server"
@@ -140,9 +108,9 @@ class RunScriptTest(ProcessTestCase):
             f.write(config if isinstance(config, str) else to_yaml(config) + "\n")
         return path
 
-    def run_script(self, config_path: str, pipe: bool = False) -> subprocess.Popen:
-        """Starts scripts/run; its output goes to files, or with pipe=True to one
-        pipe (self.script.stdout) as in `scripts/run | tee`."""
+    def run_script(self, config_path: str, pipe: bool = False, options=()) -> subprocess.Popen:
+        """Starts scripts/run [options] CONFIG; its output goes to files, or with
+        pipe=True to one pipe (self.script.stdout) as in `scripts/run | tee`."""
         env = {**os.environ, "SLUICE_SKIP_INSTALL": "1", "SLUICE_SKIP_BUILD": "1",
                "SLUICE_BUILD": os.path.dirname(os.path.abspath(SLUICE_BIN))}
         self.stderr_path = os.path.join(self.workdir, "run.stderr")
@@ -160,7 +128,8 @@ class RunScriptTest(ProcessTestCase):
                     "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):\n"
                     "    signal.signal(s, signal.SIG_DFL)\n"
                     "os.execv(sys.argv[1], sys.argv[1:])\n")
-        self.script = subprocess.Popen([sys.executable, "-c", launcher, RUN, config_path],
+        self.script = subprocess.Popen([sys.executable, "-c", launcher, RUN, *options,
+                                        config_path],
                                        stdin=subprocess.DEVNULL, stdout=self.stdout,
                                        stderr=self.stderr, env=env, cwd=self.workdir)
         self.addCleanup(self.stop_everything)
@@ -190,7 +159,7 @@ class RunScriptTest(ProcessTestCase):
             if hasattr(f, "close"):
                 f.close()
 
-    def wait_serving(self, admin_port: int, redis: bool = True):
+    def wait_serving(self, admin_port: int, redis: bool = True, timeout=START_TIMEOUT):
         """Until the gateway answers /readyz with Redis ready (or /healthz without
         Redis); then records what scripts/run started."""
         def ready():
@@ -202,7 +171,7 @@ class RunScriptTest(ProcessTestCase):
             return status == 200 and (not redis or json.loads(body)["dependencies"]
                                       .get("redis") == "ready")
         try:
-            wait_until(ready, START_TIMEOUT, interval=0.05, message="the gateway serving")
+            wait_until(ready, timeout, interval=0.05, message="the gateway serving")
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.script_stderr()}") from None
         self.started = descendants(self.script.pid)
@@ -351,6 +320,55 @@ routes:
         self.assert_all_gone()
         self.assertTrue(echo.alive() and redis.alive(), "scripts/run stopped what it did not start")
         self.assertIn("requests", echo_stats(echo.port))
+
+    def assert_decides_then_stops(self, config, signum, code):
+        """Requests are decided by Redis; the signal stops the script with `code` and
+        everything it started."""
+        port = int(config["server"]["listen"].rsplit(":", 1)[1])
+        for expected in ("99", "98"):
+            status, h, _ = request(port, "GET", "/x")
+            self.assertEqual((status, h.get("X-RateLimit-Remaining")), (200, expected),
+                             self.script_stderr())
+        self.script.send_signal(signum)
+        self.assertEqual(self.script.wait(30), code, self.script_stderr())
+        self.assert_all_gone()
+
+    def redis_processes(self) -> list:
+        return sorted(c for c in self.started.values() if c.startswith("redis"))
+
+    def test_redis_cluster_option_brings_up_a_local_cluster(self):
+        if not shutil.which("redis-cli"):
+            self.skipTest("redis-cli not installed")
+        config = self.limited_config(free_port(), free_port())
+        self.run_script(self.write_config(config), options=("--redis", "cluster"))
+        self.wait_serving(int(config["admin"]["listen"].rsplit(":", 1)[1]), timeout=90)
+        self.assertEqual(self.redis_processes(), ["redis-server"] * 6, self.script_stderr())
+        self.assertIn("with its redis section pointed at a local cluster", self.script_stderr())
+        self.assert_decides_then_stops(config, signal.SIGINT, 130)
+
+    def test_a_sentinel_config_on_free_loopback_ports_gets_a_local_sentinel_set(self):
+        if not shutil.which("redis-sentinel"):
+            self.skipTest("redis-sentinel not installed")
+        sentinels = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+        config = self.limited_config(free_port(), 6379)
+        config["redis"] = {"url": f"redis://{sentinels[0]}/0", "topology": "sentinel",
+                           "nodes": sentinels[1:], "sentinel_master": "local-primary"}
+        self.run_script(self.write_config(config))
+        self.wait_serving(int(config["admin"]["listen"].rsplit(":", 1)[1]), timeout=90)
+        self.assertEqual(len(self.redis_processes()), 5, self.started)  # 2 servers, 3 sentinels
+        port = int(sentinels[1].rsplit(":", 1)[1])
+        master = redis_call(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "local-primary")
+        self.assertIsInstance(master, list, master)
+        self.assert_decides_then_stops(config, signal.SIGTERM, 143)
+
+    def test_topology_nodes_partly_running_are_refused(self):
+        config = self.limited_config(free_port(), free_port())
+        redis = self.start_redis()
+        config["redis"] = {"url": f"redis://{redis.address}/0", "topology": "cluster",
+                           "nodes": [f"127.0.0.1:{free_port()}"]}
+        stderr = self.refused(config)
+        self.assertIn("some answer and some are free", stderr)
+        self.assertTrue(redis.alive())
 
     def refused(self, config) -> str:
         """Runs scripts/run on a config it must refuse; returns its stderr."""

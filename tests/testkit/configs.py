@@ -127,3 +127,72 @@ def set_limit(text: str, name: str, capacity: str, rate: str, source: str = "the
     body = re.sub(r"(?m)^(    capacity:) *\S+", r"\g<1> " + str(capacity), block.group(1))
     body = re.sub(r"(?m)^(    refill_per_second:) *\S+", r"\g<1> " + str(rate), body)
     return text[:block.start(1)] + body + text[block.end(1):]
+
+
+def _scalar_text(value: str) -> str:
+    """A YAML scalar as written in a config line: comment and quotes removed."""
+    value = re.sub(r"\s+#.*$", "", value).strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return value
+
+
+def _section(text: str, name: str) -> tuple[int, int]:
+    """(start, end) offsets of the body of top-level section `name` ((0, 0) if absent)."""
+    m = re.search(r"(?m)^%s:[^\n]*\n" % re.escape(name), text)
+    if not m:
+        return 0, 0
+    end = re.search(r"(?m)^[^\s#]", text[m.end():])
+    return m.end(), m.end() + end.start() if end else len(text)
+
+
+def redis_settings(text: str) -> dict:
+    """url, topology (default standalone), nodes (a list) and sentinel_master of the
+    redis section of a config, read from its text (flow or block lists; "${VAR}" and
+    "${VAR:-default}" taken from the environment as the gateway does)."""
+    import os
+    expand = (lambda s: re.sub(r"\$\{(\w+)(?::-([^}]*))?\}",
+                               lambda m: os.environ.get(m.group(1)) or (m.group(2) or ""), s))
+    start, end = _section(text, "redis")
+    settings = {"url": "", "topology": "standalone", "nodes": [], "sentinel_master": ""}
+    key = None
+    for line in text[start:end].splitlines():
+        item = re.match(r"^  ([a-z_]+):\s*(.*)$", line)
+        if item:
+            key, value = item.group(1), _scalar_text(item.group(2))
+            if key == "nodes" and value.startswith("["):
+                settings["nodes"] = [_scalar_text(v) for v in value.strip("[]").split(",")
+                                     if v.strip()]
+            elif key in settings and key != "nodes":
+                settings[key] = expand(value)
+            continue
+        entry = re.match(r"^\s+-\s*(.+)$", line)
+        if entry and key == "nodes":
+            settings["nodes"].append(_scalar_text(entry.group(1)))
+    settings["nodes"] = [expand(n) for n in settings["nodes"]]
+    return settings
+
+
+def set_redis_topology(text: str, topology: str, url: str, nodes: list[str],
+                       sentinel_master: str = "", source: str = "the config") -> str:
+    """The config with redis.url set and the topology keys (topology, nodes,
+    sentinel_master) replaced by the given ones, written right after url."""
+    start, end = _section(text, "redis")
+    assert end > start, f"no redis section in {source}"
+    body, kept, skipping = text[start:end], [], False
+    for line in body.splitlines(keepends=True):
+        if re.match(r"^  (topology|nodes|sentinel_master):", line):
+            skipping = True  # the key and its block list, if any
+            continue
+        if skipping and re.match(r"^\s{3,}-|^\s{4,}\S", line):
+            continue
+        skipping = False
+        kept.append(line)
+    extra = [f"  topology: {topology}\n", f"  nodes: {json.dumps(nodes)}\n"]
+    if sentinel_master:
+        extra.append(f"  sentinel_master: {json.dumps(sentinel_master)}\n")
+    body = _replace_once("".join(kept), r'(?m)^(  url: )"?[^"\s]*"?',
+                         r"\g<1>" + json.dumps(url).replace("\\", "\\\\"), source)
+    at = re.search(r"(?m)^  url:[^\n]*\n", body).end()
+    body = body[:at] + "".join(extra) + body[at:]
+    return text[:start] + body + text[end:]

@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from . import procfs
@@ -185,6 +186,8 @@ class Redis(Process):
                  extra_args=(), wrapper=(), tls: tuple[str, str, str] | None = None,
                  **options):
         self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.extra_args = tuple(extra_args)
         self.ssl_context = None
         listen = ["--port", str(self.port)]
         if tls:
@@ -202,7 +205,7 @@ class Redis(Process):
 
     def _pong(self) -> bool:
         if not self.alive():
-            raise AssertionError(f"redis-server exited early\n{self.output_tail()}")
+            raise AssertionError(f"{self.name} exited early\n{self.output_tail()}")
         return redis_call(self.port, "PING", timeout=1.0, ssl_context=self.ssl_context) == "PONG"
 
 
@@ -262,6 +265,56 @@ class Sluice(Process):
         """(status, parsed body) of GET /readyz on the admin listener."""
         status, _, body = request(self.admin_port, "GET", "/readyz", timeout=timeout)
         return status, json.loads(body)
+
+
+class ProcessGroup:
+    """Processes started and stopped together (a Redis Cluster, a Sentinel set), in
+    `workdir` (a temporary directory of its own, removed by stop(), when not given).
+    A context manager: leaving the block stops every process by PID."""
+
+    def __init__(self, workdir: str | None = None, pid_file: str | None = None,
+                 prefix: str = "sluice-redis-"):
+        self._own_workdir = workdir is None
+        self.workdir = workdir or tempfile.mkdtemp(prefix=prefix)
+        self.pid_file = pid_file
+        self.processes: list[Process] = []
+
+    def _own(self, process: Process) -> Process:
+        self.processes.append(process)
+        return process
+
+    def _starting(self, start):
+        """Runs start(); if it fails, whatever had started is stopped before the error
+        propagates (the caller never got hold of the group, so cannot)."""
+        try:
+            return start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes if p.alive()]
+
+    def stop(self):
+        """SIGTERM to every process at once, then each is waited for (SIGKILL after
+        STOP_TIMEOUT); the group's own workdir is removed."""
+        stop_all(self.processes)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def stop_all(processes):
+    """Stops processes together: every one is sent SIGTERM first, so the waits overlap."""
+    for process in processes:
+        process.signal(signal.SIGTERM)
+    for process in reversed(processes):
+        process.stop()
 
 
 def stop_recorded(pid_file: str, timeout: float = STOP_TIMEOUT):

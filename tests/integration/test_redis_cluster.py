@@ -1,0 +1,310 @@
+"""Rate limiting on a real Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout
+1000 ms, started by tests/testkit/cluster.py and shared by the whole module).
+
+Counts must be exact across slots, across two gateway instances, while slots move
+(redis-cli --cluster reshard) and after a primary dies. Every test writes under a
+key_prefix of its own, so buckets of one test never meet another's. The primary
+kill comes last (tests run in name order) and the killed node is brought back.
+"""
+
+import json
+import re
+import struct
+import os
+import time
+import unittest
+
+from harness import (SOURCE_DIR, Holder, Load, ProcessTestCase, assert_serves_without_redis,
+                     closed_port, gateway_config, limit, metric_sum, readyz, redis_call,
+                     redis_nodes, request, require_binaries, require_topology_support, route,
+                     run_cli, topology_redis, wait_redis_ready, wait_until)
+from testkit.cluster import RedisCluster
+
+CLUSTER: RedisCluster | None = None
+JUNK = b"HTTP/1.1 400 Bad Request\r\n\r\n\x00\xff not RESP\r\n"  # what a "node" answers
+
+
+def setUpModule():
+    global CLUSTER
+    require_binaries("redis-server", "redis-cli")
+    require_topology_support("cluster")
+    CLUSTER = RedisCluster()
+    unittest.addModuleCleanup(CLUSTER.stop)
+
+
+class ClusterCase(ProcessTestCase):
+    timeout_ms = 1000  # decisions must not time out under load: it would blur the counts
+    serial = 0
+
+    def setUp(self):
+        super().setUp()
+        self.echo = self.start_echo()
+        ClusterCase.serial += 1
+        self.prefix = f"it{ClusterCase.serial}:"
+
+    def start_gateway(self, routes, limits, name="sluice", seeds=None, wait_ready=True,
+                      **redis):
+        seeds = seeds or CLUSTER.seeds()
+        config = gateway_config(
+            {"echo": [self.echo.address]}, routes, server={"threads": 2},
+            redis=topology_redis(seeds[0], seeds[1:], "cluster", timeout_ms=self.timeout_ms,
+                                 connect_timeout_ms=500, key_prefix=self.prefix, **redis),
+            limits=limits)
+        gateway = self.start_sluice(config, name=name)
+        if wait_ready:
+            wait_redis_ready(gateway)
+        return gateway
+
+    def buckets(self) -> dict[bytes, object]:
+        """Bucket key -> the primary holding it, for this test's prefix."""
+        found = {}
+        for node, _ in CLUSTER.primaries():
+            for key in redis_call(node.port, "KEYS", f"{self.prefix}*"):
+                m = re.fullmatch(rb"[^:]+:([a-z_]+):\{([0-9a-f]{32})\}", key)
+                self.assertTrue(m, f"bucket key not prefix + limit + ':{{' + 32 hex + '}}': "
+                                   f"{key!r}")
+                found[key] = node
+        return found
+
+    def tokens(self, key: bytes) -> float:
+        """The tokens of a bucket: its value is two little-endian doubles (tokens,
+        timestamp in microseconds), read from the slot's owner."""
+        node = CLUSTER.node_for_slot(CLUSTER.key_slot(key))
+        value = redis_call(node.port, "GET", key)
+        self.assertIsInstance(value, bytes, key)
+        self.assertEqual(len(value), 16, value)
+        return struct.unpack("<dd", value)[0]
+
+    def assert_exact(self, load: Load, capacity: int, what: str):
+        """Every tag got exactly `capacity` allowed answers, remaining capacity-1 .. 0."""
+        for tag, remaining in load.allowed_remaining().items():
+            self.assertEqual(sorted(remaining), list(range(capacity)), f"{what}: key {tag}")
+
+
+class ClusterTest(ClusterCase):
+    def test_1_one_key_two_instances_64_clients_exactly_capacity(self):
+        capacity, clients, per_client = 50, 64, 4
+        routes = [route("conc", "/conc", ["shared"], on_redis_failure="closed")]
+        gateways = [self.start_gateway(routes, {"shared": limit("api_key", capacity)},
+                                       name=f"sluice-{i}") for i in range(2)]
+        jobs = [(gateways[(i + n) % 2].port, f"/conc/{i}/{n}", {"X-API-Key": "one-key"}, "k")
+                for i in range(clients) for n in range(per_client)]
+        load = Load(jobs, clients=clients, timeout=30).run()
+        self.assertEqual(load.errors, [])
+        self.assertEqual(load.statuses(), {200: capacity, 429: clients * per_client - capacity})
+        self.assert_exact(load, capacity, "one key")
+        self.assertEqual(sum(metric_sum(gw, "sluice_ratelimit_decisions_total",
+                                        decision="allowed") for gw in gateways), capacity)
+        for gw in gateways:
+            self.assertEqual(gw.metric("sluice_redis_up"), 1)
+            self.assertGreaterEqual(
+                metric_sum(gw, "sluice_redis_topology_refresh_total", result="ok"), 1)
+
+    def test_2_thousand_keys_two_instances_64_clients_exact_per_key(self):
+        capacity, keys, per_key = 2, 1000, 3
+        routes = [route("many", "/many", ["per_key"], on_redis_failure="closed")]
+        gateways = [self.start_gateway(routes, {"per_key": limit("api_key", capacity)},
+                                       name=f"sluice-{i}") for i in range(2)]
+        jobs = [(gateways[(k + n) % 2].port, f"/many/{n}", {"X-API-Key": f"key-{k}"}, k)
+                for n in range(per_key) for k in range(keys)]
+        load = Load(jobs, clients=64, timeout=30).run()
+        self.assertEqual(load.errors, [])
+        self.assertEqual(load.statuses(), {200: capacity * keys, 429: (per_key - capacity) * keys})
+        self.assert_exact(load, capacity, "1000 keys")
+        holders = self.buckets()
+        self.assertEqual(len(holders), keys)
+        self.assertEqual({n.port for n in holders.values()},
+                         {n.port for n, _ in CLUSTER.primaries()}, "keys on every primary")
+        nodes = redis_nodes(gateways[0])
+        primaries = {n.address for n, _ in CLUSTER.primaries()}
+        self.assertEqual({n["address"] for n in nodes if n.get("role") == "primary"}, primaries,
+                         nodes)
+        self.assertTrue(all(n["state"] == "ready" for n in nodes if n["address"] in primaries),
+                        nodes)
+
+    def test_3_denial_by_a_limit_in_another_slot_leaves_the_other_bucket_untouched(self):
+        routes = [route("both", "/both", ["per_key", "global"], on_redis_failure="closed")]
+        gw = self.start_gateway(routes, {"per_key": limit("api_key", 10),
+                                         "global": limit("global", 3)})
+        status, h, _ = request(gw.port, "GET", "/both", headers={"X-API-Key": "alice"})
+        self.assertEqual(status, 200)
+        keys = self.buckets()
+        [alice] = [k for k in keys if b":per_key:" in k]
+        [global_key] = [k for k in keys if b":global:" in k]
+        self.assertNotEqual(CLUSTER.key_slot(alice), CLUSTER.key_slot(global_key),
+                            "the two buckets share a slot: pick another API key")
+        for other in ("bob", "carol"):  # the global bucket's last two tokens
+            self.assertEqual(request(gw.port, "GET", "/both",
+                                     headers={"X-API-Key": other})[0], 200)
+        before = self.tokens(alice)
+        self.assertAlmostEqual(before, 9, delta=0.01)
+        for attempt in range(3):
+            status, h, body = request(gw.port, "GET", "/both", headers={"X-API-Key": "alice"})
+            self.assertEqual(status, 429, body[:300])
+            self.assertEqual(json.loads(body)["violated-policies"], ["global"])
+            # Refunds land at once: the per-key bucket never lost the token.
+            self.assertAlmostEqual(self.tokens(alice), before, delta=0.01,
+                                   msg=f"denied request {attempt} debited the per-key bucket")
+        self.assertAlmostEqual(self.tokens(global_key), 0, delta=0.01)
+        self.assertEqual(gw.metric("sluice_ratelimit_decisions_total", route="both",
+                                   limit="per_key", decision="allowed"), 3)
+
+    def test_4_reshard_under_load_keeps_deciding_and_keeps_bucket_state(self):
+        capacity, keys, per_key = 3, 300, 8
+        routes = [route("moving", "/moving", ["per_key"], on_redis_failure="closed")]
+        gateways = [self.start_gateway(routes, {"per_key": limit("api_key", capacity)},
+                                       name=f"sluice-{i}") for i in range(2)]
+        # Every bucket exists before the slots move, with one token taken.
+        first = Load([(gateways[k % 2].port, "/moving/0", {"X-API-Key": f"m-{k}"}, k)
+                      for k in range(keys)], clients=16).run()
+        self.assertEqual(first.statuses(), {200: keys})
+        (source, _), (target, _) = CLUSTER.primaries()[:2]
+        moving = sum(1 for n in self.buckets().values() if n is source)
+        self.assertGreater(moving, 0)
+        before = {gw: metric_sum(gw, "sluice_redis_redirects_total") for gw in gateways}
+
+        jobs = [(gateways[(k + n) % 2].port, f"/moving/{n}", {"X-API-Key": f"m-{k}"}, k)
+                for n in range(1, per_key) for k in range(keys)]
+        load = Load(jobs, clients=32, timeout=30).start()
+        resharding = CLUSTER.reshard_async(2000, source, target)
+        self.addCleanup(lambda: resharding.poll() is None and resharding.kill())
+        self.assertEqual(resharding.wait(120), 0, "redis-cli --cluster reshard failed")
+        resharded = time.monotonic()
+        load.join()
+        CLUSTER.wait_until_ok()
+        self.assertEqual(load.errors, [])
+        self.assertEqual(load.statuses(), {200: (capacity - 1) * keys,
+                                           429: (per_key - capacity) * keys},
+                         "a decision failed or counted wrong while slots moved")
+        self.assertLess(min(r.at for r in load.results), resharded, "no load during reshard")
+        for tag, remaining in load.allowed_remaining().items():
+            self.assertEqual(sorted(remaining), list(range(capacity - 1)), f"key m-{tag}")
+        self.assertGreater(sum(metric_sum(gw, "sluice_redis_redirects_total") - before[gw]
+                               for gw in gateways), 0, "no MOVED or ASK was followed")
+
+    def test_9_killed_primary_fails_only_its_slots_and_exact_limiting_returns(self):
+        capacity, keys = 5, 60
+        routes = [route("open", "/open", ["per_key"], on_redis_failure="open"),
+                  route("closed", "/closed", ["per_key"], on_redis_failure="closed")]
+        gw = self.start_gateway(routes, {"per_key": limit("api_key", capacity)},
+                                timeout_ms=500,
+                                # The breaker would stop every slot: this test is about slots.
+                                circuit_breaker={"failures": 1000000, "open_ms": 1000})
+        # Which primary holds which key's bucket: one request each, then look.
+        owner, bucket = {}, {}
+        for k in range(keys):
+            seen = set(self.buckets())
+            self.assertEqual(request(gw.port, "GET", "/open", headers={"X-API-Key": f"v-{k}"})[0],
+                             200)
+            [bucket[k]] = set(self.buckets()) - seen
+            owner[k] = CLUSTER.node_for_slot(CLUSTER.key_slot(bucket[k]))
+        victim = owner[0]
+        dead = {k for k in range(keys) if owner[k] is victim}
+        self.assertTrue(dead and len(dead) < keys, dead)
+
+        def jobs():
+            n = 0
+            while True:
+                k = n % keys
+                target = "/open" if n % 2 else "/closed"
+                yield gw.port, target, {"X-API-Key": f"v-{k}"}, k
+                n += 1
+        load = Load(jobs(), clients=16, timeout=10).start()
+        self.addCleanup(load.stop)
+        wait_until(lambda: len(load.results) > 200, 20, message="load running")
+        killed_at = time.monotonic()
+        CLUSTER.kill(victim)
+        self.addCleanup(lambda: CLUSTER.restart(victim) and CLUSTER.wait_until_ok(30))
+        CLUSTER.wait_until_ok(10)
+        took_over = time.monotonic()
+        # Exact again within cluster-node-timeout + 2 s after the replica took over.
+        bound = CLUSTER.node_timeout_ms / 1000 + 2
+
+        def decided_again():
+            recent = [r for r in load.results if r.at > time.monotonic() - 0.3 and r.tag in dead]
+            return recent and all(r.decided for r in recent)
+        wait_until(decided_again, bound, interval=0.05,
+                   message=f"decisions for the dead primary's keys (killed "
+                           f"{took_over - killed_at:.1f}s before the replica took over)")
+        load.stop()
+        load.join()
+        self.assertEqual(load.errors, [])
+        for r in load.results:
+            if r.tag not in dead:
+                self.assertIn(r.status, (200, 429), f"a key on a live primary: {r}")
+                self.assertTrue(r.decided, f"a key on a live primary was not decided: {r}")
+            elif r.target == "/closed":
+                self.assertIn(r.status, (200, 429, 503), r)
+            else:
+                self.assertIn(r.status, (200, 429), r)
+        alive = {tag: v for tag, v in load.allowed_remaining().items() if tag not in dead}
+        for tag, remaining in alive.items():
+            self.assertEqual(sorted(remaining), list(range(capacity - 1)), f"key v-{tag}")
+        self.assertGreater(sum(1 for r in load.results if r.tag in dead and not r.decided), 0,
+                           "no request failed over the dead slots: was the primary killed?")
+
+        # Fresh buckets, some on the promoted replica: exact from the first request.
+        heir = CLUSTER.node_for_slot(CLUSTER.key_slot(bucket[min(dead)]))
+        self.assertIsNot(heir, victim)
+        seen = set(self.buckets())
+        for k in range(30):
+            for expected in range(capacity - 1, -1, -1):
+                status, h, _ = request(gw.port, "GET", "/closed",
+                                       headers={"X-API-Key": f"fresh-{k}"})
+                self.assertEqual((status, h.get("X-RateLimit-Remaining")), (200, str(expected)))
+            self.assertEqual(request(gw.port, "GET", "/closed",
+                                     headers={"X-API-Key": f"fresh-{k}"})[0], 429)
+        fresh = set(self.buckets()) - seen
+        self.assertEqual(len(fresh), 30)
+        self.assertTrue(any(CLUSTER.node_for_slot(CLUSTER.key_slot(b)) is heir for b in fresh),
+                        "no fresh bucket landed on the promoted replica: pick more keys")
+        wait_until(lambda: gw.metric("sluice_redis_up") == 1, 5, message="sluice_redis_up 1")
+        self.assertEqual(readyz(gw)[1]["dependencies"]["redis"], "ready")
+
+
+class ClusterBadInputTest(ClusterCase):
+    routes = [route("open", "/open", ["lim"], on_redis_failure="open"),
+              route("closed", "/closed", ["lim"], on_redis_failure="closed")]
+    limits = {"lim": limit("ip", 5)}
+
+    def assert_serves_without_redis(self, gw, reason: str):
+        """Serves without Redis and says why; the slot map could not be read."""
+        assert_serves_without_redis(self, gw, reason)
+        self.assertGreaterEqual(metric_sum(gw, "sluice_redis_topology_refresh_total",
+                                           result="error"), 1)
+
+    def test_seed_that_is_not_a_cluster_member(self):
+        plain = self.start_redis()
+        gw = self.start_gateway(self.routes, self.limits, seeds=[plain.address],
+                                wait_ready=False)
+        self.assert_serves_without_redis(gw, "cluster support disabled")
+        self.assertIn(plain.address, gw.stdout() + gw.stderr())
+
+    def test_node_answering_garbage(self):
+        junk = Holder(reply=JUNK)
+        self.addCleanup(junk.close)
+        gw = self.start_gateway(self.routes, self.limits, seeds=[junk.address],
+                                wait_ready=False)
+        self.assert_serves_without_redis(gw, junk.address)
+
+    def test_garbage_and_dead_seeds_first_then_a_good_one(self):
+        junk = Holder(reply=JUNK)
+        self.addCleanup(junk.close)
+        dead = f"127.0.0.1:{closed_port()}"
+        gw = self.start_gateway(self.routes, self.limits,
+                                seeds=[junk.address, dead, CLUSTER.seeds()[0]])
+        for expected in (4, 3, 2, 1, 0):
+            status, h, _ = request(gw.port, "GET", "/closed/x")
+            self.assertEqual((status, h.get("X-RateLimit-Remaining")), (200, str(expected)))
+        self.assertEqual(request(gw.port, "GET", "/closed/x")[0], 429)
+
+
+class ExampleConfigTest(unittest.TestCase):
+    def test_conf_cluster_yaml_passes_the_check(self):
+        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "cluster.yaml"), "--check"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("configuration OK", result.stdout + result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
