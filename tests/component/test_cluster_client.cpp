@@ -1,5 +1,6 @@
 // ClusterClient against a real Redis Cluster (3 primaries, 3 replicas):
-// routing by slot, hash tags, MOVED and ASK during a slot migration, NOSCRIPT
+// routing by slot, hash tags, MOVED, ASK and TRYAGAIN during a slot
+// migration, NOSCRIPT
 // on one node, and the seed list's bad cases (a plain redis-server, a dead
 // seed, a node that answers garbage). The failover of a killed primary is in
 // test_cluster_failover.cpp.
@@ -188,6 +189,39 @@ TEST_CASE("cluster client: a slot being migrated is followed once with ASKING (A
 
   // Restore: the key goes, the slot is stable on its old owner again.
   CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"DEL", key}}).back() == "(integer) 1");
+  CHECK(cluster.command(to, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
+  CHECK(cluster.command(from, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
+}
+
+TEST_CASE("cluster client: TRYAGAIN is sent again after a pause, a bounded number of times",
+          "[cluster]") {
+  auto& cluster = ClusterFixture::shared();
+  ClusterDriver driver(cluster.owner(0));
+  REQUIRE(driver.connect());
+  const std::string a = "{split}.a";
+  const std::string b = "{split}.b";
+  const std::string s = std::to_string(key_slot(a));
+  const std::uint16_t from = cluster.owner(key_slot(a));
+  const std::uint16_t to = other_primary(cluster, from);
+  REQUIRE(cluster.command(from, {"MSET", a, "1", b, "1"}) == "OK");
+  REQUIRE(cluster.command(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", cluster.id_of(from)}) == "OK");
+  REQUIRE(cluster.command(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", cluster.id_of(to)}) == "OK");
+  REQUIRE(cluster.command(from, {"MIGRATE", "127.0.0.1", std::to_string(to), a, "0", "5000"}) ==
+          "OK");
+
+  // One key moved, one not: the old owner answers TRYAGAIN for as long as
+  // the migration lasts; the client tries again, then passes the reply on.
+  const auto started = std::chrono::steady_clock::now();
+  const auto [ec, reply] = driver.call(driver.set_two_script, {a, b}, {"2"});
+  const auto took = std::chrono::steady_clock::now() - started;
+  CHECK(ec == Error::kServer);
+  CHECK(reply.str.starts_with("TRYAGAIN"));
+  CHECK(took >= std::chrono::milliseconds(60));  // five pauses of 15 ms
+  CHECK(took < std::chrono::milliseconds(1000));
+  CHECK(driver.client->stats().redirects_ask == 0);
+
+  CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"DEL", a}}).back() == "(integer) 1");
+  CHECK(cluster.command(from, {"DEL", b}) == "(integer) 1");
   CHECK(cluster.command(to, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
   CHECK(cluster.command(from, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
 }
