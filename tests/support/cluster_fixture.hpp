@@ -2,9 +2,10 @@
 // cluster-enabled redis-server processes on free 127.0.0.1 ports (each in its
 // own temporary directory, with a 1000 ms cluster-node-timeout, no
 // persistence, and cluster-require-full-coverage off so that the slots of a
-// dead primary fail alone), joined with `redis-cli --cluster create --cluster-replicas 1`
-// and ready once every node reports cluster_state:ok. Processes are stopped
-// by PID. shared() starts one cluster per test process, lazily; a test that
+// dead primary fail alone), joined with `redis-cli --cluster create
+// --cluster-replicas 1` and ready once every node reports cluster_state:ok
+// and every replica has synced with its primary. Processes are stopped by
+// PID. shared() starts one cluster per test process, lazily; a test that
 // changes it restores it.
 #pragma once
 
@@ -131,8 +132,8 @@ class ClusterFixture {
     return 0;
   }
 
-  // Polls until every running node reports cluster_state:ok and agrees on
-  // the owner of every primary's slots (no failed primary).
+  // Polls until every running node reports cluster_state:ok, sees no
+  // failed primary, and every replica's link to its primary is up.
   bool wait_ok(std::chrono::milliseconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -156,6 +157,12 @@ class ClusterFixture {
         if (node->pid() <= 0) continue;
         if (command(node->port(), {"CLUSTER", "INFO"}).find("cluster_state:ok") ==
             std::string::npos) {
+          return false;
+        }
+        // A replica that never synced cannot take over from its primary.
+        const std::string replication = command(node->port(), {"INFO", "replication"});
+        if (replication.find("role:slave") != std::string::npos &&
+            replication.find("master_link_status:up") == std::string::npos) {
           return false;
         }
         for (const NodeView& v : view(node->port())) {
