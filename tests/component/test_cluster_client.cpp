@@ -38,14 +38,33 @@ std::string key_owned_by(ClusterFixture& cluster, std::uint16_t owner, int start
   return {};
 }
 
+// Starts moving `slot` from `from` to `to` (IMPORTING, MIGRATING) and moves
+// `key` over (if not empty), as a resharding does halfway through.
+void begin_migration(ClusterFixture& cluster, const std::string& slot, std::uint16_t from,
+                     std::uint16_t to, const std::string& key) {
+  REQUIRE(cluster.command(to, {"CLUSTER", "SETSLOT", slot, "IMPORTING", cluster.id_of(from)}) ==
+          "OK");
+  REQUIRE(cluster.command(from, {"CLUSTER", "SETSLOT", slot, "MIGRATING", cluster.id_of(to)}) ==
+          "OK");
+  if (key.empty()) return;
+  REQUIRE(cluster.command(from, {"MIGRATE", "127.0.0.1", std::to_string(to), key, "0", "5000"}) ==
+          "OK");
+}
+
+// Undoes begin_migration: `key` is deleted where it went, the slot stays with `from`.
+void abandon_migration(ClusterFixture& cluster, const std::string& slot, std::uint16_t from,
+                       std::uint16_t to, const std::string& key) {
+  CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"DEL", key}}).back() == "(integer) 1");
+  CHECK(cluster.command(to, {"CLUSTER", "SETSLOT", slot, "STABLE"}) == "OK");
+  CHECK(cluster.command(from, {"CLUSTER", "SETSLOT", slot, "STABLE"}) == "OK");
+}
+
 // Moves `slot` with its keys from `from` to `to` (IMPORTING / MIGRATING,
 // MIGRATE, SETSLOT NODE on every primary) and waits until every node agrees.
 void migrate_slot(ClusterFixture& cluster, int slot, std::uint16_t from, std::uint16_t to) {
   const std::string s = std::to_string(slot);
-  const std::string from_id = cluster.id_of(from);
   const std::string to_id = cluster.id_of(to);
-  REQUIRE(cluster.command(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", from_id}) == "OK");
-  REQUIRE(cluster.command(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}) == "OK");
+  begin_migration(cluster, s, from, to, "");
   const std::string keys = cluster.command(from, {"CLUSTER", "GETKEYSINSLOT", s, "1000"});
   if (keys != "[]") {
     std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(to), "", "0",
@@ -175,10 +194,7 @@ TEST_CASE("cluster client: a slot being migrated is followed once with ASKING (A
   const std::uint16_t to = other_primary(cluster, from);
   REQUIRE(cluster.command(from, {"SET", key, "old"}) == "OK");
 
-  REQUIRE(cluster.command(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", cluster.id_of(from)}) == "OK");
-  REQUIRE(cluster.command(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", cluster.id_of(to)}) == "OK");
-  REQUIRE(cluster.command(from, {"MIGRATE", "127.0.0.1", std::to_string(to), key, "0", "5000"}) ==
-          "OK");
+  begin_migration(cluster, s, from, to, key);
 
   const auto [ec, reply] = driver.call(driver.set_script, {key}, {"new"});
   REQUIRE_FALSE(ec);
@@ -188,9 +204,7 @@ TEST_CASE("cluster client: a slot being migrated is followed once with ASKING (A
   CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"GET", key}}).back() == "new");
 
   // Restore: the key goes, the slot is stable on its old owner again.
-  CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"DEL", key}}).back() == "(integer) 1");
-  CHECK(cluster.command(to, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
-  CHECK(cluster.command(from, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
+  abandon_migration(cluster, s, from, to, key);
 }
 
 TEST_CASE("cluster client: TRYAGAIN is sent again after a pause, a bounded number of times",
@@ -204,10 +218,7 @@ TEST_CASE("cluster client: TRYAGAIN is sent again after a pause, a bounded numbe
   const std::uint16_t from = cluster.owner(key_slot(a));
   const std::uint16_t to = other_primary(cluster, from);
   REQUIRE(cluster.command(from, {"MSET", a, "1", b, "1"}) == "OK");
-  REQUIRE(cluster.command(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", cluster.id_of(from)}) == "OK");
-  REQUIRE(cluster.command(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", cluster.id_of(to)}) == "OK");
-  REQUIRE(cluster.command(from, {"MIGRATE", "127.0.0.1", std::to_string(to), a, "0", "5000"}) ==
-          "OK");
+  begin_migration(cluster, s, from, to, a);
 
   // One key moved, one not: the old owner answers TRYAGAIN for as long as
   // the migration lasts; the client tries again, then passes the reply on.
@@ -220,10 +231,8 @@ TEST_CASE("cluster client: TRYAGAIN is sent again after a pause, a bounded numbe
   CHECK(took < std::chrono::milliseconds(1000));
   CHECK(driver.client->stats().redirects_ask == 0);
 
-  CHECK(sluice::test::sync_commands(to, {{"ASKING"}, {"DEL", a}}).back() == "(integer) 1");
   CHECK(cluster.command(from, {"DEL", b}) == "(integer) 1");
-  CHECK(cluster.command(to, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
-  CHECK(cluster.command(from, {"CLUSTER", "SETSLOT", s, "STABLE"}) == "OK");
+  abandon_migration(cluster, s, from, to, a);
 }
 
 TEST_CASE("cluster client: a node that lost its scripts still runs them (NOSCRIPT per node)",
