@@ -166,6 +166,25 @@ inline std::vector<std::string> sync_commands(
   return replies;
 }
 
+// Starts `args` (args[0] a full path) with stdin from /dev/null and stdout
+// and stderr appended to `output`; returns its PID. Throws if it cannot start.
+inline pid_t spawn_process(std::vector<std::string> args, const std::string& output) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("posix_spawn " + args[0] + " failed");
+  return pid;
+}
+
 struct RedisServerOptions {
   bool tls = false;                     // port() is then a TLS-only port (--port 0 --tls-port P)
   std::vector<std::string> extra_args;  // e.g. TLS files, --requirepass
@@ -257,22 +276,7 @@ class RedisServerFixture {
       args.insert(args.end(), {"--port", port});
     }
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    const std::string out = dir_.file("stdout.log");
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("posix_spawn redis-server failed");
-    pid_ = pid;
+    pid_ = spawn_process(std::move(args), dir_.file("stdout.log"));
     return wait_ready();
   }
 

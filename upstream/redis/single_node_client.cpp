@@ -87,6 +87,17 @@ void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler hand
 void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::string> keys,
                                      std::vector<std::string> args, Handler handler,
                                      Clock::time_point deadline) {
+  auto call = std::make_shared<CommandQueue::ScriptCall>();
+  call->body = script.shared_body();
+  call->numkeys = std::to_string(keys.size());
+  call->keys = std::move(keys);
+  call->args = std::move(args);
+  evalsha_call(script, std::move(call), std::move(handler), deadline);
+}
+
+void SingleNodeClient::Impl::evalsha_call(const Script& script,
+                                          std::shared_ptr<CommandQueue::ScriptCall> call,
+                                          Handler handler, Clock::time_point deadline) {
   if (!handler) handler = [](std::error_code, Reply) {};
   const bool new_script = remember_script(script);
   if (state() != State::kReady) {
@@ -96,11 +107,6 @@ void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::stri
   // A script seen for the first time is loaded in the same write, ahead of
   // its EVALSHA, so not even the first call pays a NOSCRIPT round trip.
   if (new_script) encode_script_load(script.body());
-  auto call = std::make_shared<CommandQueue::ScriptCall>();
-  call->body = script.shared_body();
-  call->numkeys = std::to_string(keys.size());
-  call->keys = std::move(keys);
-  call->args = std::move(args);
   encoder_.add("EVALSHA");
   encoder_.add(script.sha1());
   encoder_.add(call->numkeys);
@@ -368,6 +374,11 @@ void SingleNodeClient::evalsha_until(TimePoint deadline, const Script& script,
                                      std::vector<std::string> keys, std::vector<std::string> args,
                                      Handler handler) {
   impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler), deadline);
+}
+void SingleNodeClient::evalsha_shared(TimePoint deadline, const Script& script,
+                                      std::shared_ptr<CommandQueue::ScriptCall> call,
+                                      Handler handler) {
+  impl_->evalsha_call(script, std::move(call), std::move(handler), deadline);
 }
 void SingleNodeClient::load_script(const Script& script) {
   impl_->load_script(script);

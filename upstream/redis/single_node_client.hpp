@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "upstream/redis/client.hpp"
+#include "upstream/redis/command_queue.hpp"
 
 namespace sluice::redis {
 
@@ -36,6 +37,12 @@ class SingleNodeClient final : public Client {
   void command_until(TimePoint deadline, std::vector<std::string> args, Handler handler);
   void evalsha_until(TimePoint deadline, const Script& script, std::vector<std::string> keys,
                      std::vector<std::string> args, Handler handler);
+  // As evalsha_until, with the keys and arguments (and numkeys and body)
+  // already in `call`, which is shared rather than moved: for a caller that
+  // may resend the same call to another node (a Cluster redirect) without
+  // copying it. `call` must not change while any node holds it.
+  void evalsha_shared(TimePoint deadline, const Script& script,
+                      std::shared_ptr<CommandQueue::ScriptCall> call, Handler handler);
 
   void close() override;
 

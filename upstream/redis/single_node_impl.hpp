@@ -36,6 +36,8 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
                Clock::time_point deadline = Clock::time_point::max());
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler, Clock::time_point deadline = Clock::time_point::max());
+  void evalsha_call(const Script& script, std::shared_ptr<CommandQueue::ScriptCall> call,
+                    Handler handler, Clock::time_point deadline);
   void load_script(const Script& script);
   void close();
 

@@ -8,8 +8,9 @@
 // a redirect, after a node's connection is lost, and every
 // options().topology_refresh. A slot without a reachable owner fails the
 // commands that need it (kNotConnected, at once) and only those; CLUSTERDOWN
-// is a kServer failure. Used on one executor, like every Client; completions
-// are posted to it.
+// is a kServer failure (the other slots keep serving only where the servers
+// run with cluster-require-full-coverage no). Used on one executor, like
+// every Client; completions are posted to it.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>

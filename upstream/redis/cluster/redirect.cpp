@@ -52,4 +52,20 @@ std::optional<Redirect> parse_redirect(std::string_view error) {
   return std::nullopt;
 }
 
+NextStep next_step(bool is_error, std::string_view error_text, std::string_view answering_host,
+                   unsigned resends) {
+  using Kind = NextStep::Kind;
+  if (!is_error) return {};
+  auto redirect = parse_redirect(error_text);
+  if (!redirect) return {};
+  if (redirect->kind == Redirect::Kind::kClusterDown) return {Kind::kClusterDown, 0, {}};
+  if (resends >= kMaxRedirects) return {};
+  if (redirect->kind == Redirect::Kind::kTryAgain) return {Kind::kRetryLater, 0, {}};
+  NodeAddress target{redirect->host.empty() ? std::string(answering_host) : redirect->host,
+                     redirect->port};
+  const Kind kind =
+      redirect->kind == Redirect::Kind::kMoved ? Kind::kFollowMoved : Kind::kFollowAsk;
+  return {kind, redirect->slot, std::move(target)};
+}
+
 }  // namespace sluice::redis::cluster
