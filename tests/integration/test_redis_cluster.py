@@ -47,7 +47,8 @@ class ClusterCase(ProcessTestCase):
         seeds = seeds or CLUSTER.seeds()
         config = gateway_config(
             {"echo": [self.echo.address]}, routes, server={"threads": 2},
-            redis=topology_redis(seeds[0], seeds[1:], "cluster", timeout_ms=self.timeout_ms,
+            redis=topology_redis(seeds[0], seeds[1:], "cluster",
+                                 timeout_ms=redis.pop("timeout_ms", self.timeout_ms),
                                  connect_timeout_ms=500, key_prefix=self.prefix, **redis),
             limits=limits)
         gateway = self.start_sluice(config, name=name)
@@ -146,8 +147,13 @@ class ClusterTest(ClusterCase):
             self.assertAlmostEqual(self.tokens(alice), before, delta=0.01,
                                    msg=f"denied request {attempt} debited the per-key bucket")
         self.assertAlmostEqual(self.tokens(global_key), 0, delta=0.01)
+        # Per limit, a decision says whether that limit had room: per_key did
+        # on all six requests, global said no on the last three.
         self.assertEqual(gw.metric("sluice_ratelimit_decisions_total", route="both",
-                                   limit="per_key", decision="allowed"), 3)
+                                   limit="per_key", decision="allowed"), 6)
+        self.assertEqual(gw.metric("sluice_ratelimit_decisions_total", route="both",
+                                   limit="global", decision="limited"), 3)
+        self.assertEqual(gw.metric("sluice_ratelimit_refunds_total", result="ok"), 3)
 
     def test_4_reshard_under_load_keeps_deciding_and_keeps_bucket_state(self):
         capacity, keys, per_key = 3, 300, 8
