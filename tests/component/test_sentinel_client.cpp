@@ -110,11 +110,13 @@ struct Load {
     });
   }
 
-  // Runs until the client decides on the primary at `port` again.
+  // Runs until the client is connected to the primary at `port` and the
+  // latest command succeeded.
   bool until_on(std::uint16_t port, std::chrono::milliseconds limit) {
     const std::string want = address(port);
-    return loop_.run_until([&] { return last_ok && client_.nodes().front().address == want; },
-                           limit);
+    return loop_.run_until(
+        [&] { return last_ok && client_.is_ready() && client_.nodes().front().address == want; },
+        limit);
   }
 
   void stop() {
@@ -256,6 +258,49 @@ TEST_CASE("sentinel: a sentinel naming an unreachable primary fails commands fas
   CHECK(nodes.front().address == address(nobody));
   CHECK_FALSE(nodes.front().last_error.empty());
   CHECK(client.stats().topology_refresh_ok >= 1);
+}
+
+TEST_CASE("sentinel: a READONLY reply makes the client ask the sentinels again", "[sentinel]") {
+  sluice::test::RedisServerFixture primary;
+  sluice::test::RedisServerFixture other;
+  sluice::test::SentinelProcess lone(primary.port());  // one sentinel: it never fails over
+  Loop loop;
+  SentinelClient client(loop.io.get_executor(), sentinel_options({lone.port()}));
+  REQUIRE_FALSE(connect(loop, client));
+  const auto asked = client.stats().topology_refresh_ok;
+
+  // Demoted behind the sentinel's back: writes now answer READONLY.
+  REQUIRE(primary.command({"REPLICAOF", "127.0.0.1", std::to_string(other.port())}) == "OK");
+  const auto r = run_evalsha(loop, client, "k");
+  CHECK(r.ec == Error::kServer);
+  CHECK(r.reply.str.starts_with("READONLY"));
+  REQUIRE(loop.run_until([&] { return client.stats().topology_refresh_ok > asked; }));
+}
+
+TEST_CASE("sentinel: the subscription moves to the next sentinel when its own dies", "[sentinel]") {
+  SentinelFixture f;
+  Loop loop;
+  SentinelClient client(loop.io.get_executor(), sentinel_options(sentinel_ports(f)));
+  REQUIRE_FALSE(connect(loop, client));
+  // Only the first sentinel has been talked to: it answered and holds the subscription.
+  CHECK(client.nodes()[2].state == State::kDisconnected);
+
+  f.sentinel(0).stop();
+  REQUIRE(loop.run_until([&] { return client.nodes()[2].state == State::kReady; }));
+  const auto nodes = client.nodes();
+  CHECK(nodes[1].state == State::kDisconnected);
+  CHECK_FALSE(nodes[1].last_error.empty());
+  CHECK(client.is_ready());  // the primary connection is not affected
+
+  // A failover is still followed, announced by the sentinels that remain.
+  REQUIRE(SentinelFixture::poll([&] {
+    return f.sentinel(1)
+               .commands({{"SENTINEL", "FAILOVER", sluice::test::kSentinelMaster}})
+               .front() == "OK";
+  }));
+  REQUIRE(loop.run_until(
+      [&] { return client.nodes().front().address == address(f.replica().port()); }, 20s));
+  REQUIRE(loop.run_until([&] { return !run_evalsha(loop, client, "k").ec; }, 5s));
 }
 
 TEST_CASE("sentinel: SENTINEL FAILOVER under load moves the client to the new primary",
