@@ -21,7 +21,7 @@ class CommandQueue {
   using Clock = std::chrono::steady_clock;
   using Handler = Client::Handler;
 
-  enum class Kind : std::uint8_t { kUser, kAuth, kSelect, kPing, kScriptLoad };
+  enum class Kind : std::uint8_t { kUser, kAuth, kSelect, kPing, kRole, kScriptLoad };
 
   // The arguments of an evalsha call, kept for a possible EVAL retry.
   struct ScriptCall {

@@ -276,6 +276,7 @@ void SingleNodeClient::Impl::on_reply(Reply reply) {
       return post_result(std::move(entry.handler), Error::kNoScript, std::move(reply));
     case CommandQueue::Action::kServerError:
       bump(counters_.server_errors);
+      emit(Event::kErrorReply, reply.str);
       return post_result(std::move(entry.handler), Error::kServer, std::move(reply));
   }
 }
@@ -382,6 +383,9 @@ void SingleNodeClient::evalsha_shared(TimePoint deadline, const Script& script,
 }
 void SingleNodeClient::load_script(const Script& script) {
   impl_->load_script(script);
+}
+void SingleNodeClient::on_event(EventHandler handler) {
+  impl_->on_event_ = std::move(handler);
 }
 void SingleNodeClient::close() {
   impl_->close();

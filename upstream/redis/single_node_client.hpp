@@ -44,6 +44,15 @@ class SingleNodeClient final : public Client {
   void evalsha_shared(TimePoint deadline, const Script& script,
                       std::shared_ptr<CommandQueue::ScriptCall> call, Handler handler);
 
+  // What happened to the connection, for an owner that picks the server (a
+  // Sentinel client): a connect attempt failed, a ready connection was lost,
+  // or a command got an error reply (detail: Redis' message). Called on the
+  // executor from inside the client's own handlers, so it must not destroy
+  // the client; set once, before connecting.
+  enum class Event { kConnectFailed, kConnectionLost, kErrorReply };
+  using EventHandler = std::function<void(Event, std::string_view detail)>;
+  void on_event(EventHandler handler);
+
   void close() override;
 
   State state() const override;

@@ -1,7 +1,8 @@
 // The connect / handshake / backoff state machine of SingleNodeClient:
 // Disconnected -> Connecting (resolve, TCP, TLS) -> Authenticating (AUTH,
-// SELECT, PING, SCRIPT LOAD pipelined in one write) -> Ready; a failure leads
-// to Backoff and a new attempt, close() to Closed.
+// SELECT, PING, ROLE when a primary is required, SCRIPT LOAD pipelined in one
+// write) -> Ready; a failure leads to Backoff and a new attempt, close() to
+// Closed. A server that is not a primary fails a require_primary attempt.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/connect.hpp>
@@ -13,6 +14,25 @@ namespace sluice::redis {
 
 namespace asio = boost::asio;
 using tcp = boost::asio::ip::tcp;
+
+namespace {
+
+// ROLE answers an array whose first element names the role: "master",
+// "slave" or "sentinel".
+bool is_primary_role(const Reply& reply) {
+  return reply.type == Reply::Type::kArray && !reply.elements.empty() &&
+         reply.elements.front().str == "master";
+}
+
+std::string describe_role(const Reply& reply) {
+  if (reply.type != Reply::Type::kArray || reply.elements.empty()) return "of an unknown role";
+  const std::string& role = reply.elements.front().str;
+  if (role == "slave") return "a replica";
+  if (role == "sentinel") return "a sentinel";
+  return "of role \"" + role + "\"";
+}
+
+}  // namespace
 
 void SingleNodeClient::Impl::start_connect() {
   set_state(State::kConnecting);
@@ -105,8 +125,8 @@ void SingleNodeClient::Impl::on_tls_handshake(const ConnPtr& conn,
 }
 
 void SingleNodeClient::Impl::start_handshake() {
-  // AUTH, SELECT, PING and SCRIPT LOAD of known scripts, pipelined in one
-  // write; the client is ready once every reply is in.
+  // AUTH, SELECT, PING, ROLE and SCRIPT LOAD of known scripts, pipelined in
+  // one write; the client is ready once every reply is in.
   set_state(State::kAuthenticating);
   handshake_remaining_ = 0;
   const std::string db = std::to_string(opts_.db);
@@ -123,6 +143,10 @@ void SingleNodeClient::Impl::start_handshake() {
   }
   encoder_.add("PING");
   send_internal(Kind::kPing);
+  if (opts_.require_primary) {
+    encoder_.add("ROLE");
+    send_internal(Kind::kRole);
+  }
   for (const auto& [sha, body] : scripts_) encode_script_load(*body);
   start_write();
   do_read();
@@ -137,9 +161,17 @@ void SingleNodeClient::Impl::on_internal_reply(Kind kind, const Reply& reply) {
   } else if (reply.is_error()) {
     const bool auth = kind == Kind::kAuth || reply.str.starts_with("NOAUTH") ||
                       reply.str.starts_with("WRONGPASS") || reply.str.starts_with("NOPERM");
-    const char* what = kind == Kind::kAuth ? "AUTH" : kind == Kind::kSelect ? "SELECT" : "PING";
+    const char* what = kind == Kind::kAuth     ? "AUTH"
+                       : kind == Kind::kSelect ? "SELECT"
+                       : kind == Kind::kRole   ? "ROLE"
+                                               : "PING";
     on_connection_error(auth ? Error::kAuth : Error::kServer,
                         std::string(what) + " rejected: " + reply.str);
+    return;
+  }
+  if (kind == Kind::kRole && !is_primary_role(reply)) {
+    on_connection_error(Error::kServer, "ROLE: " + format_address(opts_.host, opts_.port) + " is " +
+                                            describe_role(reply) + ", not a primary");
     return;
   }
   if (state() == State::kAuthenticating && --handshake_remaining_ == 0) become_ready();
@@ -169,6 +201,7 @@ void SingleNodeClient::Impl::fail_connect(Error error, std::string detail) {
               make_error_code(error).message());
   notify_waiters(error);
   schedule_reconnect();
+  emit(Event::kConnectFailed, last_error_message_);
 }
 
 void SingleNodeClient::Impl::drop_connection(Error error, std::string detail) {
@@ -180,6 +213,7 @@ void SingleNodeClient::Impl::drop_connection(Error error, std::string detail) {
   spdlog::warn("redis {}:{}: connection dropped: {} ({})", opts_.host, opts_.port,
                last_error_message_, make_error_code(error).message());
   schedule_reconnect();
+  emit(Event::kConnectionLost, last_error_message_);
 }
 
 void SingleNodeClient::Impl::on_connection_error(Error error, std::string detail) {

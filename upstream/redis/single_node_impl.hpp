@@ -25,6 +25,7 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
  public:
   using Clock = std::chrono::steady_clock;
   using Kind = CommandQueue::Kind;
+  using Event = SingleNodeClient::Event;
 
   Impl(boost::asio::any_io_executor ex, Options options);
 
@@ -70,6 +71,9 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   void schedule_reconnect();
   void teardown();
   void set_state(State s) { state_.store(s, std::memory_order_relaxed); }
+  void emit(Event event, std::string_view detail) {
+    if (on_event_) on_event_(event, detail);
+  }
 
   // Commands and I/O (single_node_client.cpp).
   void fail_fast(Handler handler);
@@ -119,6 +123,7 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   std::error_code last_error_;
   std::string last_error_message_;
   Counters counters_;
+  EventHandler on_event_;
 };
 
 }  // namespace sluice::redis

@@ -1,12 +1,16 @@
 // The Client for a primary watched by Redis Sentinel: the primary's address
-// is asked of the sentinels (options().host:port and options().nodes, the
-// first that answers SENTINEL GET-MASTER-ADDR-BY-NAME), checked with ROLE in
-// the handshake, and asked again after the connection to it is lost, after a
-// READONLY reply (it was demoted) and on a +switch-master event from a
-// subscription kept open to one sentinel. Commands go to the primary only,
-// over one pipelined SingleNodeClient with the usual deadlines, TLS and ACL;
-// while no primary is known they fail at once with kNotConnected. Used on
-// one executor, like every Client; completions are posted to it.
+// is asked of the sentinels (options().host:port and options().nodes, in
+// order, each over a short connection of its own; the first address wins),
+// checked with ROLE in the handshake, and asked again after the connection to
+// it is lost or a connect attempt fails, after a READONLY reply (it was
+// demoted), and taken from a +switch-master event of the subscription kept
+// open to one sentinel. Commands go to the primary only, over one pipelined
+// SingleNodeClient with the usual deadlines, TLS and ACL; while no primary is
+// known, or a new one is not ready yet, they fail at once with kNotConnected.
+// A replaced connection finishes the commands it carries and is closed after
+// command_timeout * 2. Sentinels are reached with sentinel_user /
+// sentinel_password and the same TLS settings as the data nodes. Used on one
+// executor, like every Client; completions are posted to it.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -37,7 +41,7 @@ class SentinelClient final : public Client {
   std::string last_error_message() const override;
   const Options& options() const override;
   std::vector<NodeStatus> nodes() const override;  // the primary, then each sentinel
-  
+
   class Impl;
 
  private:

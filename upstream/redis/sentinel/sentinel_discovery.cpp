@@ -1,0 +1,212 @@
+// SentinelClient discovery: asking the sentinels for the primary's address
+// (one short connection each, in order, the first address wins; a round
+// that learns nothing is retried with capped backoff), and the +switch-master
+// subscription kept open on one sentinel (on the next one when it dies).
+#include <spdlog/spdlog.h>
+
+#include "upstream/redis/sentinel/sentinel_impl.hpp"
+
+namespace sluice::redis {
+
+namespace asio = boost::asio;
+using sentinel::MasterAnswer;
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts) {
+    if (!out.empty()) out += "; ";
+    out += part;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<sentinel::SentinelLink> SentinelClient::Impl::make_link(std::size_t index) {
+  return std::make_shared<sentinel::SentinelLink>(ex_, opts_, tls_ctx_, sentinels_[index].address);
+}
+
+// --- resolving the primary --------------------------------------------------
+
+void SentinelClient::Impl::request_resolve(std::string reason) {
+  if (closed_) return;
+  resolve_reason_ = std::move(reason);
+  if (resolving_ || resolve_timer_armed_) return;  // the round under way or due answers it
+  // Rounds triggered by the primary connection come at most once per
+  // backoff_initial, so a primary refusing every attempt cannot spin.
+  const auto earliest = last_resolve_end_ + opts_.backoff_initial;
+  if (Clock::now() >= earliest) return resolve_now();
+  resolve_timer_armed_ = true;
+  resolve_timer_.expires_at(earliest);
+  resolve_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->resolve_timer_armed_) return;
+    self->resolve_now();
+  });
+}
+
+void SentinelClient::Impl::resolve_now() {
+  if (closed_) return;
+  resolve_timer_armed_ = false;
+  resolve_timer_.cancel();
+  stop_resolve();
+  resolving_ = true;
+  resolve_errors_.clear();
+  unknown_master_ = false;
+  ask_sentinel(0);
+}
+
+void SentinelClient::Impl::ask_sentinel(std::size_t index) {
+  if (index == sentinels_.size()) return resolve_failed();
+  if (!tls_setup_error_.empty()) return on_sentinel_failed(index, tls_setup_error_);
+  query_ = make_link(index);
+  query_->start(
+      {{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", opts_.sentinel_master}},
+      [weak = weak_from_this(), index](const Reply& reply) {
+        if (auto self = weak.lock()) self->on_answer(index, reply);
+      },
+      [weak = weak_from_this(), index](std::string reason) {
+        if (auto self = weak.lock()) self->on_sentinel_failed(index, std::move(reason));
+      });
+}
+
+void SentinelClient::Impl::on_answer(std::size_t index, const Reply& reply) {
+  Sentinel& s = sentinels_[index];
+  query_->close();
+  if (reply.is_error()) return on_sentinel_failed(index, s.name + ": " + reply.str);
+  Endpoint address;
+  switch (sentinel::parse_master_address(reply, address)) {
+    case MasterAnswer::kAddress:
+      s.answered = true;
+      s.last_error.clear();
+      return resolve_succeeded(address, resolve_reason_);
+    case MasterAnswer::kUnknownMaster:
+      s.answered = true;
+      s.last_error = "does not know master \"" + opts_.sentinel_master + "\"";
+      unknown_master_ = true;
+      return ask_sentinel(index + 1);
+    case MasterAnswer::kMalformed:
+      return on_sentinel_failed(index, s.name + ": unexpected answer to GET-MASTER-ADDR-BY-NAME");
+  }
+}
+
+void SentinelClient::Impl::on_sentinel_failed(std::size_t index, std::string reason) {
+  Sentinel& s = sentinels_[index];
+  s.answered = false;
+  s.last_error = reason;
+  resolve_errors_.push_back(std::move(reason));
+  ask_sentinel(index + 1);
+}
+
+void SentinelClient::Impl::resolve_succeeded(const Endpoint& address, std::string_view reason) {
+  stop_resolve();
+  last_resolve_end_ = Clock::now();
+  refresh_ok_.fetch_add(1, std::memory_order_relaxed);
+  resolve_backoff_.reset();
+  resolve_error_ = {};
+  resolve_error_message_.clear();
+  resolve_failure_streak_ = 0;
+  if (primary_address_ != address) switch_primary(address, reason);
+}
+
+void SentinelClient::Impl::resolve_failed() {
+  resolving_ = false;
+  query_.reset();
+  last_resolve_end_ = Clock::now();
+  refresh_error_.fetch_add(1, std::memory_order_relaxed);
+  if (unknown_master_) {
+    resolve_error_ = Error::kServer;
+    resolve_error_message_ = "no sentinel knows master \"" + opts_.sentinel_master + "\"";
+    if (!resolve_errors_.empty()) resolve_error_message_ += " (" + join(resolve_errors_) + ")";
+  } else {
+    resolve_error_ = Error::kConnect;
+    resolve_error_message_ = "no sentinel answered: " + join(resolve_errors_);
+  }
+  // Warn once per streak of failures; the retries are logged at debug.
+  const auto level = ++resolve_failure_streak_ == 1 ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level, "redis sentinel: {}", resolve_error_message_);
+  if (!primary_) {
+    own_state_.store(State::kBackoff, std::memory_order_relaxed);
+    for (ConnectHandler& waiter : waiters_) {
+      asio::post(ex_, [h = std::move(waiter), ec = resolve_error_] { h(ec); });
+    }
+    waiters_.clear();
+  }
+  resolve_timer_armed_ = true;
+  resolve_timer_.expires_after(resolve_backoff_.next());
+  resolve_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (ec || !self || !self->resolve_timer_armed_) return;
+    if (!self->primary_) self->own_state_.store(State::kConnecting, std::memory_order_relaxed);
+    self->resolve_now();
+  });
+}
+
+void SentinelClient::Impl::stop_resolve() {
+  if (query_) query_->close();
+  query_.reset();
+  resolving_ = false;
+}
+
+// --- the +switch-master subscription ----------------------------------------
+
+void SentinelClient::Impl::subscribe() {
+  if (closed_) return;
+  const std::size_t index = subscription_index_;
+  subscription_ = make_link(index);
+  subscription_->start(
+      {{"SUBSCRIBE", std::string(sentinel::kSwitchMasterChannel)}},
+      [weak = weak_from_this(), index](const Reply& reply) {
+        if (auto self = weak.lock()) self->on_subscription_reply(index, reply);
+      },
+      [weak = weak_from_this(), index](std::string reason) {
+        if (auto self = weak.lock()) self->on_subscription_down(index, std::move(reason));
+      });
+}
+
+void SentinelClient::Impl::on_subscription_reply(std::size_t index, const Reply& reply) {
+  const auto payload = sentinel::pubsub_payload(reply, sentinel::kSwitchMasterChannel);
+  if (!payload) {
+    if (reply.type != Reply::Type::kArray || reply.elements.empty() ||
+        reply.elements.front().str != "subscribe") {
+      return on_subscription_down(index,
+                                  sentinels_[index].name + ": unexpected reply to SUBSCRIBE");
+    }
+    subscription_->settle();
+    sentinels_[index].answered = true;
+    sentinels_[index].last_error.clear();
+    subscribe_backoff_.reset();
+    // A failover announced while no subscription was open would be missed.
+    if (subscribed_once_) request_resolve("subscription restored");
+    subscribed_once_ = true;
+    return;
+  }
+  const auto event = sentinel::parse_switch_master(*payload);
+  if (!event) {
+    spdlog::warn("redis sentinel: unreadable +switch-master event: {}", *payload);
+    return;
+  }
+  if (event->master != opts_.sentinel_master) return;
+  // The announcement is newer than any answer still on its way.
+  resolve_succeeded(event->to, "+switch-master");
+}
+
+void SentinelClient::Impl::on_subscription_down(std::size_t index, std::string reason) {
+  if (closed_) return;
+  if (subscription_) subscription_->close();
+  subscription_.reset();
+  sentinels_[index].answered = false;
+  sentinels_[index].last_error = reason;
+  spdlog::debug("redis sentinel: subscription lost: {}", reason);
+  // The next sentinel, after a pause that grows while none keeps it.
+  subscription_index_ = (index + 1) % sentinels_.size();
+  subscribe_timer_.expires_after(subscribe_backoff_.next());
+  subscribe_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+    auto self = weak.lock();
+    if (!ec && self) self->subscribe();
+  });
+}
+
+}  // namespace sluice::redis

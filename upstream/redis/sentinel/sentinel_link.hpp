@@ -1,0 +1,68 @@
+// One connection to one sentinel, for the Sentinel client: connect (plain
+// TCP, or TLS with the data nodes' TLS settings), AUTH with the sentinel
+// credentials when they are set, then the given commands in one write; every
+// later reply goes to the reply handler. Connecting, AUTH and the first reply
+// must all come within connect_timeout; after settle() the link has no
+// deadline (a subscription that waits for events). The down handler is
+// called once when the link fails and never after close(). Handlers run on
+// the executor the link was made with, from the link's own completions (so
+// they may close it); the link is kept alive by its pending operations.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "upstream/redis/codec.hpp"
+#include "upstream/redis/connection.hpp"
+#include "upstream/redis/options.hpp"
+
+namespace sluice::redis::sentinel {
+
+class SentinelLink : public std::enable_shared_from_this<SentinelLink> {
+ public:
+  using ReplyHandler = std::function<void(const Reply&)>;
+  using DownHandler = std::function<void(std::string reason)>;
+
+  // `options` gives the sentinel credentials, the TLS server name and
+  // connect_timeout (copied).
+  SentinelLink(const boost::asio::any_io_executor& executor, const Options& options,
+               std::shared_ptr<boost::asio::ssl::context> tls_context, Endpoint sentinel);
+
+  void start(std::vector<std::vector<std::string>> commands, ReplyHandler on_reply,
+             DownHandler on_down);
+  // The expected replies are in: no deadline from now on.
+  void settle();
+  // Stops everything; no handler is called afterwards. Idempotent.
+  void close();
+
+ private:
+  void on_connect(const boost::system::error_code& ec);
+  void send_commands();
+  void do_read();
+  void on_read(const boost::system::error_code& ec, std::size_t n);
+  void on_reply(const Reply& reply);
+  void fail(std::string reason);
+
+  const std::string user_;
+  const std::string password_;
+  const std::chrono::milliseconds timeout_;
+  const Endpoint sentinel_;
+  const std::string verify_name_;
+  Connection conn_;
+  boost::asio::steady_timer deadline_;
+  std::vector<std::vector<std::string>> commands_;
+  CommandEncoder encoder_;
+  bool auth_pending_ = false;
+  bool settled_ = false;
+  bool closed_ = false;
+  ReplyHandler on_reply_;
+  DownHandler on_down_;
+};
+
+}  // namespace sluice::redis::sentinel
