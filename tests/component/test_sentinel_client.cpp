@@ -167,7 +167,7 @@ Load::Counts failover_under_load(SentinelFixture& f, std::chrono::milliseconds l
 }  // namespace
 
 TEST_CASE("sentinel: resolves the primary and decides on it", "[sentinel]") {
-  SentinelFixture f;
+  SentinelFixture f(SentinelFixture::Wait::kMonitoring);
   Loop loop;
   SentinelClient client(loop.io.get_executor(), sentinel_options(sentinel_ports(f)));
   CHECK(client.state() == State::kDisconnected);
@@ -220,7 +220,7 @@ TEST_CASE("sentinel: a dead first sentinel is skipped; all dead fails fast and s
     CHECK_FALSE(nodes[1].last_error.empty());
   }
 
-  SentinelFixture f;
+  SentinelFixture f(SentinelFixture::Wait::kMonitoring);
   auto ports = sentinel_ports(f);
   ports.insert(ports.begin(), dead);
   SentinelClient client(loop.io.get_executor(), sentinel_options(ports));
@@ -231,7 +231,7 @@ TEST_CASE("sentinel: a dead first sentinel is skipped; all dead fails fast and s
 }
 
 TEST_CASE("sentinel: a master name no sentinel knows leaves the client not ready", "[sentinel]") {
-  SentinelFixture f;
+  SentinelFixture f(SentinelFixture::Wait::kMonitoring);
   Loop loop;
   SentinelClient client(loop.io.get_executor(), sentinel_options(sentinel_ports(f), "nosuch"));
   CHECK(connect(loop, client) == Error::kServer);

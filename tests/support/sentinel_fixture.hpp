@@ -2,9 +2,9 @@
 // one replica of it (--replicaof) and three redis-sentinel processes
 // monitoring it as "mymaster" with quorum 2, down-after-milliseconds 1000 and
 // a short failover timeout. Each process has a temporary directory of its
-// own and is stopped by PID (SIGKILL), never by name. ready() returns once
-// every sentinel knows the replica and the two other sentinels, so that a
-// failover can be asked for or provoked.
+// own and is stopped by PID (SIGKILL), never by name. By default the
+// constructor returns once every sentinel knows the replica and the two other
+// sentinels, so that a failover can be asked for or provoked.
 #pragma once
 
 #include <fcntl.h>
@@ -103,8 +103,13 @@ class SentinelProcess {
 
 class SentinelFixture {
  public:
-  SentinelFixture()
-      : primary_(),
+  // kReadyForFailover waits (a few seconds) until every sentinel knows the
+  // replica and the others; kMonitoring only until they answer.
+  enum class Wait { kReadyForFailover, kMonitoring };
+
+  explicit SentinelFixture(Wait wait = Wait::kReadyForFailover)
+      // No delay before the replica's first sync (diskless sync waits 5 s by default).
+      : primary_(RedisServerOptions{false, {"--repl-diskless-sync-delay", "0"}}),
         replica_(RedisServerOptions{
             false, {"--replicaof", "127.0.0.1", std::to_string(primary_.port())}}) {
     // The replica must be attached before the sentinels look (they learn
@@ -122,7 +127,7 @@ class SentinelFixture {
       }
       return true;
     };
-    if (!poll(knows_all, std::chrono::seconds(20))) {
+    if (wait == Wait::kReadyForFailover && !poll(knows_all, std::chrono::seconds(20))) {
       throw std::runtime_error("the sentinels did not discover the replica and each other");
     }
   }
