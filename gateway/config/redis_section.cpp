@@ -106,6 +106,10 @@ void read_layout(YamlReader& r, const Mapping& m, bool url_ok, RedisConfig& redi
     if (auto s = r.string(v)) *target = *s;
     if (!sentinel) r.error(v, "only valid with topology sentinel");
   }
+  // AUTH needs a password; a user alone would silently send none.
+  if (sentinel && !redis.sentinel_username.empty() && redis.sentinel_password.empty()) {
+    r.error(*m.get("sentinel_username"), "requires redis.sentinel_password");
+  }
   if (sentinel && redis.sentinel_master.empty()) {
     if (const Field* v = m.get("topology")) r.error(*v, "sentinel requires redis.sentinel_master");
   }

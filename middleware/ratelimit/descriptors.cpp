@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/hex.hpp"
@@ -189,26 +190,36 @@ KeyHash key_hash(std::string_view hash_input, std::string_view secret) {
          EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) == 1 &&
          EVP_DigestFinal_ex(sha.ctx, digest.data(), &size) == 1;
   } else {
-    // HMAC-SHA-256, with the MAC and a context likewise fetched once per thread.
+    // HMAC-SHA-256. The MAC, a context and its digest are set up once per
+    // thread, and the context is re-keyed only when the secret changes (a
+    // reload): a digest parameter on every init would fetch SHA-256 from the
+    // provider store, under its lock, on every request.
     struct Hmac {
       EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
       EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+      std::string key;  // the secret ctx is keyed with; empty = not keyed yet
       ~Hmac() {
         EVP_MAC_CTX_free(ctx);
         EVP_MAC_free(mac);
       }
     };
     thread_local Hmac hmac;
-    char digest_name[] = "SHA256";
-    const OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-        OSSL_PARAM_construct_end()};
+    const auto* data = reinterpret_cast<const unsigned char*>(hash_input.data());
     std::size_t size = 0;
-    ok = hmac.ctx &&
-         EVP_MAC_init(hmac.ctx, reinterpret_cast<const unsigned char*>(secret.data()),
-                      secret.size(), params) == 1 &&
-         EVP_MAC_update(hmac.ctx, reinterpret_cast<const unsigned char*>(hash_input.data()),
-                        hash_input.size()) == 1 &&
+    if (hmac.ctx && hmac.key != secret) {
+      char digest_name[] = "SHA256";
+      const OSSL_PARAM params[] = {
+          OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+          OSSL_PARAM_construct_end()};
+      hmac.key.clear();
+      if (EVP_MAC_init(hmac.ctx, reinterpret_cast<const unsigned char*>(secret.data()),
+                       secret.size(), params) == 1) {
+        hmac.key = secret;
+      }
+    }
+    // A null key re-starts the MAC with the key it already has.
+    ok = !hmac.key.empty() && EVP_MAC_init(hmac.ctx, nullptr, 0, nullptr) == 1 &&
+         EVP_MAC_update(hmac.ctx, data, hash_input.size()) == 1 &&
          EVP_MAC_final(hmac.ctx, digest.data(), &size, digest.size()) == 1;
   }
   // These only fail on allocation failure; a zero digest then still yields a

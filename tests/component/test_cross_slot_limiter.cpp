@@ -144,7 +144,7 @@ TEST_CASE("cluster limiter: every slot allows: admitted, nothing refunded", "[ra
   CHECK(out->decision.allowed);
   CHECK(out->decision.limits[0].remaining == 9);
   CHECK(out->decision.limits[1].remaining == 99);
-  h.loop.io.run_for(std::chrono::milliseconds(20));
+  // Refunds go out before the answer is handed on: none was sent.
   CHECK(c.calls.size() == 2);
 }
 

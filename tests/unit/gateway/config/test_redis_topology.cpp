@@ -80,6 +80,9 @@ TEST_CASE("redis topology: what each topology refuses", "[config][redis]") {
             "test.yaml:4: redis.key_prefix: must not contain '{' with topology cluster: the "
             "bucket's hash tag picks its slot"});
   CHECK(errors_of("  topology: cluster\n  nodes: [\"10.0.0.2\"]\n").size() == 1);
+  CHECK(errors_of("  topology: sentinel\n  sentinel_master: m\n  sentinel_username: u\n") ==
+        std::vector<std::string>{
+            "test.yaml:4: redis.sentinel_username: requires redis.sentinel_password"});
 }
 
 TEST_CASE("redis key secret: read from its file, trailing newline dropped; short or missing refused",
