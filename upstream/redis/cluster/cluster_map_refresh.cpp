@@ -139,14 +139,14 @@ void Impl::candidate_failed(const NodeAddress& address, std::string why) {
 }
 
 void Impl::apply_map(cluster::SlotMap map) {
-  pacer_.finish();
+  const std::string change = cluster::describe_change(refreshed_map_, map);
+  pacer_.finish(!change.empty());
   ++refresh_seq_;
   asked_ = nullptr;
   close_probes();
   bump(counters_.topology_refresh_ok);
   backoff_.reset();
   refresh_failures_ = 0;
-  const std::string change = cluster::describe_change(refreshed_map_, map);
   if (!change.empty()) {
     bump(counters_.topology_changes);
     spdlog::info("redis cluster: slot map changed after {}: {}", refresh_reason_, change);
@@ -166,7 +166,7 @@ void Impl::apply_map(cluster::SlotMap map) {
 }
 
 void Impl::refresh_failed() {
-  pacer_.finish();
+  pacer_.finish(false);
   ++refresh_seq_;
   bump(counters_.topology_refresh_error);
   set_error(Error::kConnect, "no seed node gave a slot map: " + candidate_errors_);

@@ -16,6 +16,8 @@ using Impl = ClusterClient::Impl;
 namespace {
 // Refreshes start at least this far apart, however many triggers arrive.
 constexpr std::chrono::milliseconds kMinRefreshGap{100};
+// ... and at most this much apart while refreshes keep finding the same map.
+constexpr std::chrono::milliseconds kMaxRefreshGap{300};
 // How often readiness and the retired nodes are looked at.
 constexpr std::chrono::milliseconds kTick{100};
 }  // namespace
@@ -24,7 +26,7 @@ Impl::Impl(asio::any_io_executor ex, Options options)
     : ex_(std::move(ex)),
       opts_(std::move(options)),
       route_(cluster::kSlotCount, kNoNode),
-      pacer_(kMinRefreshGap),
+      pacer_(kMinRefreshGap, kMaxRefreshGap),
       backoff_(opts_.backoff_initial, opts_.backoff_max),
       refresh_timer_(ex_),
       tick_timer_(ex_) {

@@ -9,7 +9,7 @@
 namespace sluice::redis::cluster {
 
 void RefreshPacer::want(TimePoint at, const char* reason) {
-  if (started_once_) at = std::max(at, last_start_ + min_gap_);
+  if (started_once_) at = std::max(at, last_start_ + gap_);
   if (at < due_) {
     due_ = at;
     reason_ = reason;

@@ -20,11 +20,17 @@ class RefreshPacer {
   using Clock = std::chrono::steady_clock;
   using TimePoint = Clock::time_point;
 
-  explicit RefreshPacer(std::chrono::milliseconds min_gap) : min_gap_(min_gap) {}
+  // The gap between two starts is min_gap, doubled (up to max_gap) after
+  // each refresh that learned nothing new, and back to min_gap after one
+  // that did: while a slot has no owner every failing request asks for a
+  // refresh, and an unchanged answer must not be asked for ten times a second.
+  explicit RefreshPacer(std::chrono::milliseconds min_gap, std::chrono::milliseconds max_gap)
+      : min_gap_(min_gap), max_gap_(std::max(min_gap, max_gap)), gap_(min_gap) {}
+  explicit RefreshPacer(std::chrono::milliseconds min_gap) : RefreshPacer(min_gap, min_gap) {}
 
   // A refresh is wanted for `reason` (a string literal), not before `at`.
-  // The earliest wish wins; its start is held back to min_gap after the
-  // previous start, and until the one in flight has finished.
+  // The earliest wish wins; its start is held back to the current gap after
+  // the previous start, and until the one in flight has finished.
   void want(TimePoint at, const char* reason);
   // When a refresh is due (TimePoint::max() when none is wanted); it may
   // start then unless one is still in flight.
@@ -33,10 +39,17 @@ class RefreshPacer {
   bool in_flight() const { return in_flight_; }
   // Starts the due refresh; returns its reason.
   const char* start(TimePoint now);
-  void finish() { in_flight_ = false; }
+  // The refresh in flight ended; `learned` = it changed the map.
+  void finish(bool learned = true) {
+    in_flight_ = false;
+    gap_ = learned ? min_gap_ : std::min(gap_ * 2, max_gap_);
+  }
+  std::chrono::milliseconds gap() const { return gap_; }
 
  private:
   std::chrono::milliseconds min_gap_;
+  std::chrono::milliseconds max_gap_;
+  std::chrono::milliseconds gap_;
   TimePoint due_ = TimePoint::max();
   TimePoint last_start_{};
   bool started_once_ = false;

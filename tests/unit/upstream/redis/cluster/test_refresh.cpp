@@ -121,3 +121,23 @@ TEST_CASE("cluster map change: one line naming where slots went") {
         "5461 slots moved to 127.0.0.1:7000, 5462 slots moved to 127.0.0.1:7001, 5461 slots "
         "moved to 127.0.0.1:7002; 3 primaries");
 }
+
+TEST_CASE("cluster refresh pacer: unchanged answers widen the gap, a change narrows it",
+          "[cluster]") {
+  RefreshPacer pacer(100ms, 1000ms);
+  auto t = RefreshPacer::TimePoint{} + 1h;
+  const std::chrono::milliseconds expected[] = {200ms, 400ms, 800ms, 1000ms, 1000ms};
+  for (const auto gap : expected) {
+    pacer.want(t, "a slot without an owner");
+    REQUIRE(pacer.can_start(pacer.due()));
+    t = pacer.due();
+    pacer.start(t);
+    pacer.finish(false);  // the same map again
+    CHECK(pacer.gap() == gap);
+    pacer.want(t, "a slot without an owner");
+    CHECK(pacer.due() == t + gap);
+  }
+  pacer.start(pacer.due());
+  pacer.finish(true);  // the map changed
+  CHECK(pacer.gap() == 100ms);
+}
