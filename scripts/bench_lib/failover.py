@@ -30,6 +30,7 @@ PROBE_PERIOD = 0.1  # seconds between two probes (the resolution of "resumed")
 STEADY = 3.0  # seconds of load before the change
 TAIL = 3.0  # seconds of exact limiting after it resumed, then the load stops
 MAX_WAIT = 40.0  # seconds after the change at most
+TIMEOUT_MS = 50  # the gateways' redis.timeout_ms (the default)
 MODES = ("cluster", "sentinel-failover", "sentinel-kill")
 HISTOGRAM = "sluice_ratelimit_check_duration_seconds"
 
@@ -44,7 +45,8 @@ def bucket_tag(api_key: str) -> str:
 def gateway_config(redis: dict) -> dict:
     probe = {"key": "api_key", "capacity": PROBE_CAPACITY, "refill_per_second": 0.001}
     return {"upstream": None, "redis_port": None, "limit": ALLOW_ALL, "key": "api_key",
-            "key_prefix": PREFIX, "redis": redis, "more_limits": {"probe": probe},
+            "key_prefix": PREFIX, "redis": {**redis, "timeout_ms": TIMEOUT_MS},
+            "more_limits": {"probe": probe},
             "more_routes": [{"name": "probe", "match": {"path_prefix": "/probe"},
                              "upstream": "echo", "limits": ["probe"],
                              "on_redis_failure": "open"}]}
@@ -82,6 +84,11 @@ class Topology:
 
     def holder_port(self, slot: int) -> int:
         return self.group.node_for_slot(slot).port if self.dead else self.victim.port
+
+    def bucket(self, limit: str, api_key: str) -> str:
+        """The bucket's Redis key: in a cluster its hash part is a hash tag."""
+        tag = bucket_tag(api_key)
+        return f"{PREFIX}{limit}:" + ("{%s}" % tag if self.dead else tag)
 
     def change(self):
         if self.mode == "sentinel-failover":
@@ -163,7 +170,7 @@ def failover_run(stack: Stack, mode: str, clients: int, log) -> dict:
     slot_of = dict(zip(load_keys, topo.slots(load_keys)))
     status, headers, _ = request(gateways[0].port, "GET", "/load",
                                  headers={"X-API-Key": load_keys[0]})
-    bucket = f"{PREFIX}bench:{{{bucket_tag(load_keys[0])}}}"
+    bucket = topo.bucket("bench", load_keys[0])
     if status != 200 or redis_call(topo.holder_port(slot_of[load_keys[0]]), "EXISTS",
                                    bucket) != 1:
         raise RuntimeError(f"bucket {bucket} not found where expected ({status})")
@@ -199,7 +206,7 @@ def analyse(driver: Driver, t_change: float, t_settled: float, slot_of: dict,
     answers = sorted(driver.answers, key=lambda a: a.sent)
     resumed, _ = resumed_at(driver, t_change)
     end = resumed if resumed is not None else answers[-1].done
-    window = [a for a in answers if t_change <= a.sent <= end]
+    window = [a for a in answers if a.done >= t_change and a.sent <= end]
     opened = [a for a in answers if a.fail_open]
     dead_window = [a for a in window if topo.affected(slot_of[a.key])]
     live_window = [a for a in window if not topo.affected(slot_of[a.key])]
@@ -215,10 +222,13 @@ def analyse(driver: Driver, t_change: float, t_settled: float, slot_of: dict,
         "window_requests": len(window), "window_dead": len(dead_window),
         "window_live": len(live_window),
         "fail_open": len(opened),
-        "fail_open_before": sum(a.sent < t_change for a in opened),
+        "fail_open_before": sum(a.done < t_change for a in opened),
         "fail_open_before_at": [(round(a.sent - answers[0].sent, 3), round(1000 * a.latency, 1))
-                                for a in opened if a.sent < t_change][:5],
+                                for a in opened if a.done < t_change][:5],
         "fail_open_live_keys": sum(not topo.affected(slot_of[a.key]) for a in opened),
+        "fail_open_live_keys_ms": [round(1000 * a.latency, 1) for a in opened
+                                   if not topo.affected(slot_of[a.key])][:8],
+        "fail_open_slow": sum(a.latency >= TIMEOUT_MS / 1000 for a in opened),
         "last_fail_open_s": max((a.done - t_change for a in opened), default=None),
         "undecided_not_200": sum(not a.decided and a.status != 200 for a in answers),
         "max_latency_ms": 1000 * max(a.latency for a in answers),

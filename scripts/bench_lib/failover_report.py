@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 
-from failover import LOAD_KEYS, PROBE_CAPACITY, PROBE_PERIOD, STEADY, TAIL
+from failover import LOAD_KEYS, PROBE_CAPACITY, PROBE_PERIOD, STEADY, TAIL, TIMEOUT_MS
 
 CHANGES = {
     "cluster": "Redis Cluster: SIGKILL of one primary (of 3, each with a replica)",
@@ -39,8 +39,8 @@ def report(results: list[dict], info: dict, started: datetime.datetime, command:
     w("")
     w(f"- Machine: {info['nproc']} CPUs, {info['cpu']}; {info['sluice']}; {info['redis']}; "
       f"load average at start {' '.join(info['load'])}")
-    w("- Two Sluice instances (one thread each, `timeout_ms: 50`, circuit breaker at its "
-      "defaults, `on_redis_failure: open`); route `/load` limited per `X-API-Key` (allowing "
+    w(f"- Two Sluice instances (one thread each, `timeout_ms: {TIMEOUT_MS}`, circuit breaker "
+      "at its defaults, `on_redis_failure: open`); route `/load` limited per `X-API-Key` (allowing "
       f"all) over {LOAD_KEYS} keys, route `/probe` limited per key to {PROBE_CAPACITY} "
       "(refill 0.001/s).")
     w(f"- Load: {results[0]['clients']} Python clients, one keep-alive connection per gateway "
@@ -84,6 +84,12 @@ def report(results: list[dict], info: dict, started: datetime.datetime, command:
                          f"{r['window_dead']:,} requests went to those keys, "
                          f"{r['window_live']:,} to the others (max latency of the others "
                          f"{r['live_window_max_ms']:.1f} ms)")
+        if r["fail_open_live_keys"]:
+            notes.append(f"**fail-open answers for keys outside the dead slots**, their "
+                         f"latencies ms: {r['fail_open_live_keys_ms']}")
+        if r["fail_open_slow"]:
+            notes.append(f"{r['fail_open_slow']} fail-open answers took ≥ {TIMEOUT_MS} ms "
+                         "(the decision deadline ran out, rather than a refused connection)")
         if r["fail_open_before"] or r["probes_inexact_before"]:
             notes.append(f"**before the change: {r['fail_open_before']} fail-open answers, "
                          f"{r['probes_inexact_before']} inexact probes** (fail-open "
@@ -101,7 +107,8 @@ def report(results: list[dict], info: dict, started: datetime.datetime, command:
                      f"{r['metrics_after']['fail_open'] - r['metrics_before']['fail_open']:.0f}")
         w(f"- {CHANGES[r['mode']]}: " + "; ".join(notes) + ".")
     w("")
-    w("The window runs from the change (the SIGKILL, or SENTINEL FAILOVER sent) to the moment "
+    w("The window holds the requests answered after the change (the SIGKILL, or SENTINEL "
+      "FAILOVER sent; requests in flight then included) and sent before the moment "
       "exact limiting resumed: the later of the last fail-open answer and the start of the "
       f"run of exact probes that lasted to the end (so its resolution is {PROBE_PERIOD:g} s). "
       "A fail-open answer is a 200 without X-RateLimit-* headers. 'Topology settled': every "

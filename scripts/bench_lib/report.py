@@ -96,10 +96,10 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
          if pin_cpu is not None else "no pinning (one CPU)."))
     w("- Upstream: one `sluice-echo` (a small JSON echo) for every row; each gateway is one "
       "thread/worker; Sluice `access_log: false`; limits keyed by client IP (one bucket), "
-      "except rows 9 and 10: keyed by `X-API-Key`, wrk sending 10,000 keys in turn, so the "
-      "buckets spread over the slots of a 3-primary Redis Cluster (no replicas, "
+      "except rows 9-11: keyed by `X-API-Key`, wrk sending 10,000 keys in turn, so in rows 9 "
+      "and 10 the buckets spread over the slots of a 3-primary Redis Cluster (no replicas, "
       "`redis.topology: cluster`); row 10 adds a global limit, whose bucket is in another "
-      "slot than almost every key's. Redis 7 on loopback, `CONFIG RESETSTAT` (every "
+      "slot than almost every key's; row 11 is the same load on row 5's one Redis. Redis 7 on loopback, `CONFIG RESETSTAT` (every "
       "primary) before every measurement.")
     w(f"- Whole run: {elapsed:.0f} s. Command: `scripts/bench{' --quick' if opts.quick else ''}`.")
     w("")
@@ -141,7 +141,7 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
         w(f"| {r.num} | {r.name} | {m['rps'] / r2:.2f} | {m['rps'] / r8:.2f} | "
           f"{m['cpu_us'] / c2:.2f} | {total / c8:.2f} |")
     w("")
-    cluster_section(w, rows, med)
+    cluster_section(w, rows, med, goals["baselines"].get("one_redis", []))
     w("## Goals")
     w("")
     w("| goal | figure | met |")
@@ -195,21 +195,23 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     return "\n".join(lines)
 
 
-def cluster_section(w, rows: list[Row], med: dict[int, dict], single: int = 5):
-    """Rows on a Redis Cluster (those reaching more than one Redis) beside the row
-    `single` (the same limit on one Redis)."""
+def cluster_section(w, rows: list[Row], med: dict[int, dict], refs: list[int]):
+    """Rows on a Redis Cluster (those reaching more than one Redis) beside the rows
+    `refs` (limits on one Redis)."""
     cluster = [r for r in rows if len(r.redis) > 1]
-    if not cluster or single not in med:
+    refs = [r for r in refs if r in med]
+    if not cluster or not refs:
         return
-    base = med[single]
-    w(f"## Redis Cluster against one Redis (row {single})")
+    w(f"## Redis Cluster against one Redis (rows {', '.join(map(str, refs))})")
     w("")
-    w(f"| # | setup | req/s | ÷ row {single} | CPU µs/req | Redis CPU µs/req "
-      "| script calls/req | EVALSHA µs/call | Redis µs per decision |")
-    w("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in [next(r for r in rows if r.num == single), *cluster]:
+    w("| # | setup | req/s | " + " | ".join(f"÷ row {n}" for n in refs) +
+      " | CPU µs/req | Redis CPU µs/req | script calls/req | EVALSHA µs/call "
+      "| Redis µs per decision |")
+    w("|---|---|---:|" + "---:|" * len(refs) + "---:|---:|---:|---:|---:|")
+    for r in [r for r in rows if r.num in refs] + cluster:
         m = med[r.num]
-        w(f"| {r.num} | {r.name} | {m['rps']:,.0f} | {m['rps'] / base['rps']:.2f} | "
+        ratios = " | ".join(f"{m['rps'] / med[n]['rps']:.2f}" for n in refs)
+        w(f"| {r.num} | {r.name} | {m['rps']:,.0f} | {ratios} | "
           f"{fmt(m['cpu_us'], 1)} | {fmt(m.get('redis_cpu_us'), 1)} | "
           f"{fmt(m.get('calls_per_req'))} | {fmt(m.get('usec_per_call'))} | "
           f"{fmt(m.get('script_us_per_req'))} |")

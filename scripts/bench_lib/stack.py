@@ -214,9 +214,10 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
-    """Starts the servers of the ten rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the eleven rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
-    3-primary Redis Cluster (no replicas: none of the other rows has one either)."""
+    3-primary Redis Cluster (no replicas: none of the other rows has one either);
+    row 11 is row 9's load and limit on row 5's single Redis."""
     echo = stack.echo()
     up = echo.port
     redis = stack.redis("redis")
@@ -239,8 +240,10 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                       key="api_key", redis=cluster_redis(seeds))
     s10 = stack.sluice("sluice-cluster-global", upstream=up, redis_port=None, limit=ALLOW_ALL,
                        key="api_key", global_limit=ALLOW_ALL, redis=cluster_redis(seeds))
+    s11 = stack.sluice("sluice-keys", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
+                       key="api_key")
 
-    for gateway in (s5, s6, s7, s9, s10):
+    for gateway in (s5, s6, s7, s9, s10, s11):
         stack.wait_redis(gateway)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
@@ -263,4 +266,6 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
         sluice_row(9, "Sluice + Redis Cluster limit (allowing all)", s9, primaries, keyed),
         sluice_row(10, "Sluice + Redis Cluster, per-key + global limit in different slots "
                    "(allowing all)", s10, primaries, keyed),
+        sluice_row(11, "Sluice + Redis limit per API key, one Redis (allowing all)", s11,
+                   [redis], keyed),
     ]
