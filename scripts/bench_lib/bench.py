@@ -4,8 +4,8 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 10 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
-Cluster) behind one sluice-echo upstream, all
+Default run: 11 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Cluster, row 11 their load on one Redis) behind one sluice-echo upstream, all
 servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every row. Pinned pass: wrk on
 CPU 0, every server on the other CPUs (taskset), REPS repetitions taken round
@@ -146,7 +146,8 @@ def main(argv=None) -> int:
                     help="a Redis failover under load instead of the speed table: cluster "
                          "(SIGKILL of a primary), sentinel (SENTINEL FAILOVER, then SIGKILL "
                          "of the primary), or one of the two sentinel runs alone")
-    ap.add_argument("--failover-clients", type=int, default=8)
+    ap.add_argument("--failover-clients", type=int, default=8,
+                    help="--failover: concurrent load clients (threads of this process)")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
