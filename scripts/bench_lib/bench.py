@@ -4,7 +4,8 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 8 rows (stack.start_rows) behind one sluice-echo upstream, all
+Default run: 11 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Cluster, row 11 their load on one Redis) behind one sluice-echo upstream, all
 servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every row. Pinned pass: wrk on
 CPU 0, every server on the other CPUs (taskset), REPS repetitions taken round
@@ -13,12 +14,16 @@ median reported; then a single-connection pass (latency each layer adds) and
 one unpinned pass. Output: a Markdown report on stdout and in
 loadtest/results/<date>.md.
 
+--failover cluster|sentinel: a Redis failover under load (failover.py), with
+two Sluice instances on a 3+3 Redis Cluster or a Sentinel set; nothing pinned.
+
 --accuracy: three Sluice instances on one Redis, wrk against all three at once
 on one key, then on 1000 keys; allowed requests against the ideal C + R*T.
 
 The parts: stack.py brings the servers up, measure.py runs wrk and reads CPU
 and counters, report.py writes the Markdown, goals.json holds what the rows are
-expected to reach, accuracy.py is the --accuracy run.
+expected to reach, accuracy.py is the --accuracy run, failover.py (with
+failover_load.py and failover_report.py) the --failover run.
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))  # the testkit
 
 from accuracy import accuracy  # noqa: E402
+from failover import MODES, failover_run  # noqa: E402
+from failover_report import report as failover_report  # noqa: E402
 from measure import measure, run_wrk, wrk_command  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
 from stack import ROOT, Stack, load_script, start_rows  # noqa: E402
 from testkit import procfs  # noqa: E402
 from testkit.processes import ECHO_BIN, SLUICE_BIN  # noqa: E402
-from testkit.resp import Connection  # noqa: E402
 
 
 def log(msg: str):
@@ -72,37 +78,55 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     sha = hashlib.sha1(script.encode()).hexdigest()
 
     log("starting servers")
-    rows, redis_proc = start_rows(stack, script_file, sha)
-    redis = Connection(redis_proc.port, timeout=5.0)
+    rows = start_rows(stack, script_file, sha)
     total_runs = len(rows) * (opts.reps + (0 if opts.no_single else 1)
                               + (0 if opts.no_unpinned else 1))
     log(f"{len(rows)} rows; warm-up {opts.warmup:g} s each, then {total_runs} measurements")
 
     for r in rows:
-        run_wrk(wrk_command(r.port, opts.connections, opts.warmup, pin_cpu), opts.warmup)
+        run_wrk(wrk_command(r.port, opts.connections, opts.warmup, pin_cpu, args=r.wrk_args),
+                opts.warmup)
         check_alive(stack, "during warm-up")
 
     for rep in range(opts.reps):
         for r in rows:
-            m = measure(r, redis, redis_proc, opts.connections, opts.duration, pin_cpu)
+            m = measure(r, opts.connections, opts.duration, pin_cpu)
             r.pinned.append(m)
             log(f"pinned rep {rep + 1}/{opts.reps} row {r.num}: {m['rps']:,.0f} req/s, "
                 f"p99 {m['p99']:.2f} ms, CPU {m['cpu_us']:.1f} µs/req")
 
     if not opts.no_single:
         for r in rows:
-            r.single = measure(r, redis, redis_proc, 1, opts.single_duration, pin_cpu)
+            r.single = measure(r, 1, opts.single_duration, pin_cpu)
             log(f"-c1 row {r.num}: p50 {r.single['p50'] * 1000:.0f} µs")
 
     if not opts.no_unpinned:
         all_cpus = set(range(os.cpu_count() or 1))
         procfs.set_affinity([pid for p in stack.started for pid in p.pids()], all_cpus)
         for r in rows:
-            r.unpinned = measure(r, redis, redis_proc, opts.connections, opts.duration, None)
+            r.unpinned = measure(r, opts.connections, opts.duration, None)
             log(f"unpinned row {r.num}: {r.unpinned['rps']:,.0f} req/s")
 
     check_alive(stack, "during the run")
     return rows
+
+
+def run_failovers(opts, stack: Stack) -> list[dict]:
+    """--failover: each run on a topology and gateways of its own, stopped after it."""
+    modes = {"sentinel": MODES[1:]}.get(opts.failover, (opts.failover,))
+    results = []
+    for mode in modes:
+        log(f"failover: {mode}")
+        try:
+            results.append(failover_run(stack, mode, opts.failover_clients, log))
+        finally:
+            stack.stop_all()
+    return results
+
+
+def suffix(opts) -> str:
+    return ("-accuracy" if opts.accuracy else
+            f"-failover-{opts.failover}" if opts.failover else "")
 
 
 def main(argv=None) -> int:
@@ -118,6 +142,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-unpinned", action="store_true")
     ap.add_argument("--no-single", action="store_true")
     ap.add_argument("--no-pin", action="store_true", help="never pin (one pass, unpinned)")
+    ap.add_argument("--failover", choices=["cluster", "sentinel", *MODES[1:]],
+                    help="a Redis failover under load instead of the speed table: cluster "
+                         "(SIGKILL of a primary), sentinel (SENTINEL FAILOVER, then SIGKILL "
+                         "of the primary), or one of the two sentinel runs alone")
+    ap.add_argument("--failover-clients", type=int, default=8,
+                    help="--failover: concurrent load clients (threads of this process)")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -140,9 +170,12 @@ def main(argv=None) -> int:
     started, t0 = datetime.datetime.now(), time.monotonic()
     info = machine_info()
     pin_cpu, server_cpus = cpu_layout(opts)
-    stack = Stack(workdir, server_cpus)
+    stack = Stack(workdir, None if opts.failover else server_cpus)
     try:
-        if opts.accuracy:
+        if opts.failover:
+            text = failover_report(run_failovers(opts, stack), info, started,
+                                   f"scripts/bench --failover {opts.failover}")
+        elif opts.accuracy:
             duration = 3.0 if opts.quick else opts.accuracy_duration
             text = accuracy_report(accuracy(opts, stack, pin_cpu, log), opts, info, started,
                                    duration)
@@ -157,7 +190,7 @@ def main(argv=None) -> int:
     print(text)
     out = opts.out or os.path.join(
         ROOT, "loadtest", "results",
-        f"{datetime.datetime.now():%Y-%m-%d-%H%M%S}{'-accuracy' if opts.accuracy else ''}.md")
+        f"{datetime.datetime.now():%Y-%m-%d-%H%M%S}{suffix(opts)}.md")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         f.write(text + "\n")

@@ -63,14 +63,36 @@ def sluice_counters(admin: int) -> dict[str, float]:
     }
 
 
-def measure(row: Row, redis: Connection, redis_proc: Process, conns: int, duration: float,
-            pin_cpu: str | None) -> dict:
+_connections: dict[int, Connection] = {}
+
+
+def redis_connection(port: int) -> Connection:
+    """One connection per Redis port, kept for every measurement."""
+    if port not in _connections:
+        _connections[port] = Connection(port, timeout=5.0)
+    return _connections[port]
+
+
+def script_stats(redis: list[Process]) -> tuple[float, float]:
+    """(calls, usec) of the rate-limit script (EVALSHA and EVAL) summed over `redis`."""
+    calls = usec = 0.0
+    for server in redis:
+        stats = redis_connection(server.port).commandstats()
+        calls += sum(stats.get(c, {}).get("calls", 0) for c in ("evalsha", "eval"))
+        usec += sum(stats.get(c, {}).get("usec", 0) for c in ("evalsha", "eval"))
+    return calls, usec
+
+
+def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
+    """wrk against the row; the gateway's and its Redis servers' CPU and counters."""
     gw_pids = row.gateway.pids()
-    redis_pids = redis_proc.pids() if row.redis else []
-    redis("CONFIG", "RESETSTAT")
+    redis_pids = [pid for server in row.redis for pid in server.pids()]
+    for server in row.redis:
+        redis_connection(server.port)("CONFIG", "RESETSTAT")
     before_metrics = sluice_counters(row.admin) if row.admin else None
     cpu0, rcpu0 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
-    figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu), duration)
+    figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu, args=row.wrk_args),
+                      duration)
     cpu1, rcpu1 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
     n = max(1.0, figures["requests"])
     out = {
@@ -83,12 +105,11 @@ def measure(row: Row, redis: Connection, redis_proc: Process, conns: int, durati
         "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024,
     }
     if row.redis:
-        stats = redis.commandstats()
-        calls = sum(stats.get(c, {}).get("calls", 0) for c in ("evalsha", "eval"))
-        usec = sum(stats.get(c, {}).get("usec", 0) for c in ("evalsha", "eval"))
+        calls, usec = script_stats(row.redis)
         out.update({
             "redis_cpu_us": (rcpu1 - rcpu0) * 1e6 / n,
             "usec_per_call": usec / calls if calls else float("nan"),
+            "script_us_per_req": usec / n,
             "calls_per_req": calls / n,
         })
     if row.admin:

@@ -1,6 +1,23 @@
--- wrk script for scripts/bench: adds nothing per request; at the end prints
--- machine-readable figures (latencies in microseconds) that wrk's own report
--- lacks, p99.9 in particular. Lines start with "BENCH " for the parser.
+-- wrk script for scripts/bench: at the end prints machine-readable figures
+-- (latencies in microseconds) that wrk's own report lacks, p99.9 in particular.
+-- Lines start with "BENCH " for the parser. With arguments after "--" (a key
+-- count N) every request carries X-API-Key bench-0 .. bench-<N-1> in turn; the
+-- N requests are formatted once in init. Without arguments no request()
+-- is defined, so wrk keeps sending its one fixed request.
+init = function(args)
+  local count = tonumber(args[1] or 0)
+  if count > 0 then
+    local formatted, n = {}, 0
+    for i = 1, count do
+      formatted[i] = wrk.format("GET", nil, { ["X-API-Key"] = "bench-" .. (i - 1) })
+    end
+    request = function()
+      n = n % count + 1
+      return formatted[n]
+    end
+  end
+end
+
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("BENCH requests %d\n", summary.requests))

@@ -14,10 +14,13 @@ import json
 import os
 import re
 
+from testkit import procfs
+from testkit.cluster import RedisCluster
 from testkit.configs import to_yaml
 from testkit.http import request
 from testkit.ports import free_port, port_open
 from testkit.processes import SOURCE_DIR, Echo, Process, Redis, Sluice, wait_until
+from testkit.sentinel import RedisSentinelSet
 
 ROOT = SOURCE_DIR
 NGINX_DIR = os.path.join(ROOT, "loadtest", "nginx")
@@ -26,6 +29,7 @@ NGINX_MODULES = "/usr/lib/nginx/modules"
 ALLOW_ALL = (1_000_000_000, 1_000_000_000)  # capacity, refill/s: never empties
 DENY_MOST = (100, 100)  # ~100 allowed per second, the rest 429
 START_TIMEOUT = 10  # seconds for a server to serve
+CLUSTER_KEYS = 10_000  # rows 9 and 10: API keys sent in turn, their buckets on every primary
 
 
 def load_script() -> str:
@@ -35,24 +39,41 @@ def load_script() -> str:
         return f.read()
 
 
-def sluice_config(port: int, admin: int, upstream: int, redis_port: int,
+def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   limit: tuple[float, float] | None, threads: int = 1,
-                  key: str = "ip", key_prefix: str = "sluice:") -> dict:
+                  key: str = "ip", key_prefix: str = "sluice:",
+                  global_limit: tuple[float, float] | None = None,
+                  redis: dict | None = None, more_limits: dict | None = None,
+                  more_routes: list[dict] = ()) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
-    or not limited when None; fail-open when Redis fails."""
+    and by `global_limit` on one bucket shared by every request when given, or not
+    limited when `limit` is None; fail-open when Redis fails. `redis`: keys that
+    replace or add to the redis section (a cluster's or a sentinel set's url,
+    topology and nodes; timeout_ms). more_limits / more_routes: further limits and
+    routes, the routes matched before the catch-all one."""
     capacity, rate = limit or ALLOW_ALL
+    limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
+    if global_limit:
+        limits["global"] = {"key": "global", "capacity": global_limit[0],
+                            "refill_per_second": global_limit[1]}
     return {
         "server": {"listen": f"127.0.0.1:{port}", "threads": threads},
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "log": {"level": "warn", "access_log": False},
         "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
-                  "key_prefix": key_prefix},
+                  "key_prefix": key_prefix, **(redis or {})},
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
                                "max_idle_connections": 64}},
-        "limits": {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}},
-        "routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
-                    "limits": ["bench"] if limit else [], "on_redis_failure": "open"}],
+        "limits": {**limits, **(more_limits or {})},
+        "routes": [*more_routes,
+                   {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
+                    "limits": list(limits) if limit else [], "on_redis_failure": "open"}],
     }
+
+
+def cluster_redis(seeds: list[str]) -> dict:
+    """The redis keys of sluice_config() for a Redis Cluster known by its seed nodes."""
+    return {"url": f"redis://{seeds[0]}/0", "topology": "cluster", "nodes": seeds[1:]}
 
 
 def redis_state(admin: int) -> str | None:
@@ -75,13 +96,15 @@ class Row:
     """One line of the speed table: a server on `port` and what was measured on it."""
 
     def __init__(self, num: int, name: str, port: int, gateway: Process,
-                 admin: int | None = None, redis: Process | None = None):
+                 admin: int | None = None, redis: list[Process] = (),
+                 wrk_args: list[str] = ()):
         self.num = num
         self.name = name
         self.port = port
         self.gateway = gateway
         self.admin = admin  # Sluice rows: the admin port (metrics)
-        self.redis = redis  # rows whose requests reach Redis
+        self.redis = list(redis)  # the Redis servers (a cluster's primaries) it reaches
+        self.wrk_args = list(wrk_args)  # after "--" of report.lua: the key count
         self.pinned: list[dict] = []
         self.unpinned: dict | None = None
         self.single: dict | None = None
@@ -93,6 +116,8 @@ class Stack:
     def __init__(self, workdir: str, server_cpus: str | None):
         self.workdir = workdir
         self.started: list[Process] = []
+        first, _, last = (server_cpus or "").partition("-")
+        self.cpus = set(range(int(first), int(last or first) + 1)) if server_cpus else set()
         self.options = {"wrapper": ("taskset", "-c", server_cpus) if server_cpus else (),
                         "cwd": workdir, "new_session": True,
                         "pid_file": os.path.join(workdir, "pids")}
@@ -147,6 +172,27 @@ class Stack:
                    START_TIMEOUT, interval=0.05, message=f"{name} on {port}")
         return proc, port
 
+    def cluster(self, name: str, primaries: int = 3, replicas: int = 0) -> RedisCluster:
+        """A Redis Cluster (tests/testkit/cluster.py) in a directory of its own, its
+        nodes pinned like every server and stopped by stop_all()."""
+        workdir = os.path.join(self.workdir, name)
+        os.makedirs(workdir)
+        cluster = RedisCluster(workdir, primaries=primaries, replicas=replicas,
+                               pid_file=self.options["pid_file"])
+        return self._adopt(cluster)
+
+    def sentinel_set(self, name: str) -> RedisSentinelSet:
+        """A Sentinel set (tests/testkit/sentinel.py), like cluster()."""
+        workdir = os.path.join(self.workdir, name)
+        os.makedirs(workdir)
+        return self._adopt(RedisSentinelSet(workdir, pid_file=self.options["pid_file"]))
+
+    def _adopt(self, group):
+        if self.cpus:
+            procfs.set_affinity(group.pids(), self.cpus)
+        self.started.extend(group.processes)
+        return group
+
     def dead(self, spared=()) -> Process | None:
         """The first started process that is not running, other than those `spared`."""
         return next((p for p in self.started if not p.alive() and p not in spared), None)
@@ -155,18 +201,29 @@ class Stack:
         process.stop()
         self.started.remove(process)
 
+    def stop_group(self, group):
+        """Stops a cluster or sentinel set of cluster() / sentinel_set()."""
+        for process in group.processes:
+            if process in self.started:
+                self.started.remove(process)
+        group.stop()
+
     def stop_all(self):
         while self.started:
             self.started.pop().stop()
 
 
-def start_rows(stack: Stack, script_file: str, sha: str) -> tuple[list[Row], Redis]:
-    """Starts the servers of the eight rows; returns the rows and the Redis they share.
-    Row 7's own Redis is stopped (and forgotten) once its Sluice had connected."""
+def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
+    """Starts the servers of the eleven rows and returns the rows. Row 7's own Redis is
+    stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
+    3-primary Redis Cluster (no replicas: none of the other rows has one either);
+    row 11 is row 9's load and limit on row 5's single Redis."""
     echo = stack.echo()
     up = echo.port
     redis = stack.redis("redis")
     doomed = stack.redis("redis-row7")
+    cluster = stack.cluster("cluster")
+    seeds = cluster.seeds()
 
     n2 = stack.nginx("nginx-plain", "plain.conf.in", up)
     n3 = stack.nginx("nginx-limit-req", "limit_req.conf.in", up)
@@ -179,23 +236,36 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> tuple[list[Row], Red
     s5 = stack.sluice("sluice-allow", upstream=up, redis_port=redis.port, limit=ALLOW_ALL)
     s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST)
     s7 = stack.sluice("sluice-failopen", upstream=up, redis_port=doomed.port, limit=ALLOW_ALL)
+    s9 = stack.sluice("sluice-cluster", upstream=up, redis_port=None, limit=ALLOW_ALL,
+                      key="api_key", redis=cluster_redis(seeds))
+    s10 = stack.sluice("sluice-cluster-global", upstream=up, redis_port=None, limit=ALLOW_ALL,
+                       key="api_key", global_limit=ALLOW_ALL, redis=cluster_redis(seeds))
+    s11 = stack.sluice("sluice-keys", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
+                       key="api_key")
 
-    for gateway in (s5, s6, s7):
+    for gateway in (s5, s6, s7, s9, s10, s11):
         stack.wait_redis(gateway)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
 
-    def sluice_row(num, name, gateway, redis=None):
-        return Row(num, name, gateway.port, gateway, admin=gateway.admin_port, redis=redis)
+    def sluice_row(num, name, gateway, redis=(), wrk_args=()):
+        return Row(num, name, gateway.port, gateway, admin=gateway.admin_port, redis=redis,
+                   wrk_args=wrk_args)
 
-    rows = [
+    primaries = [node for node, _ in cluster.primaries()]
+    keyed = [str(CLUSTER_KEYS)]
+    return [
         Row(1, "upstream direct (sluice-echo)", up, echo),
         Row(2, "nginx reverse proxy (keep-alive pool)", n2[1], n2[0]),
         Row(3, "nginx + limit_req (allows all)", n3[1], n3[0]),
         sluice_row(4, "Sluice, no limits", s4),
-        sluice_row(5, "Sluice + Redis limit (allows all)", s5, redis),
-        sluice_row(6, "Sluice + Redis limit (denies most: 429)", s6, redis),
+        sluice_row(5, "Sluice + Redis limit (allows all)", s5, [redis]),
+        sluice_row(6, "Sluice + Redis limit (denies most: 429)", s6, [redis]),
         sluice_row(7, "Sluice, Redis down, fail-open", s7),
-        Row(8, "nginx + Lua + Redis (EVALSHA, cosocket pool)", n8[1], n8[0], redis=redis),
+        Row(8, "nginx + Lua + Redis (EVALSHA, cosocket pool)", n8[1], n8[0], redis=[redis]),
+        sluice_row(9, "Sluice + Redis Cluster limit (allowing all)", s9, primaries, keyed),
+        sluice_row(10, "Sluice + Redis Cluster, per-key + global limit in different slots "
+                   "(allowing all)", s10, primaries, keyed),
+        sluice_row(11, "Sluice + Redis limit per API key, one Redis (allowing all)", s11,
+                   [redis], keyed),
     ]
-    return rows, redis
