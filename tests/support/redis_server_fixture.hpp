@@ -166,6 +166,16 @@ inline std::vector<std::string> sync_commands(
   return replies;
 }
 
+// SIGKILLs the process `pid` (when > 0), reaps it, and sets `pid` to -1.
+// Safe on a stopped process, idempotent.
+inline void kill_and_reap(pid_t& pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  pid = -1;
+}
+
 // Starts `args` (args[0] a full path) with stdin from /dev/null and stdout
 // and stderr appended to `output`; returns its PID. Throws if it cannot start.
 inline pid_t spawn_process(std::vector<std::string> args, const std::string& output) {
@@ -210,13 +220,7 @@ class RedisServerFixture {
   const TempDir& dir() const { return dir_; }
 
   // SIGKILL by PID and reap. Safe on a stopped process, idempotent.
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void stop() { kill_and_reap(pid_); }
 
   // Starts again on the same port (redis binds with SO_REUSEADDR).
   void start() {

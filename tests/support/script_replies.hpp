@@ -1,6 +1,11 @@
-// Test helper: Redis replies as the token-bucket script gives them, for tests
-// that complete a fake client's calls by hand.
+// Test helper: Redis replies built by hand (integers, strings, errors,
+// arrays), and the token-bucket script's reply, for tests that complete a
+// fake client's calls or feed parsers.
 #pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "upstream/redis/reply.hpp"
 
@@ -10,6 +15,22 @@ inline redis::Reply integer_reply(long long value) {
   redis::Reply r;
   r.type = redis::Reply::Type::kInteger;
   r.integer = value;
+  return r;
+}
+
+// A string reply, or with `type` kError / kStatus an error or status reply.
+inline redis::Reply text_reply(std::string text,
+                               redis::Reply::Type type = redis::Reply::Type::kString) {
+  redis::Reply r;
+  r.type = type;
+  r.str = std::move(text);
+  return r;
+}
+
+inline redis::Reply array_reply(std::vector<redis::Reply> elements) {
+  redis::Reply r;
+  r.type = redis::Reply::Type::kArray;
+  r.elements = std::move(elements);
   return r;
 }
 

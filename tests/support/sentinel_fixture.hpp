@@ -44,13 +44,7 @@ class SentinelProcess {
 
   std::uint16_t port() const { return port_; }
 
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void stop() { kill_and_reap(pid_); }
 
   std::vector<std::string> commands(const std::vector<std::vector<std::string>>& cmds) {
     return sync_commands(port_, cmds);

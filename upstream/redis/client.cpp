@@ -1,5 +1,7 @@
 #include "upstream/redis/client.hpp"
 
+#include "upstream/upstream_config.hpp"
+
 namespace sluice::redis {
 
 std::string_view to_string(State state) noexcept {
@@ -42,14 +44,7 @@ Stats& Stats::operator+=(const Stats& o) {
 }
 
 std::string format_address(std::string_view host, std::uint16_t port) {
-  std::string out;
-  const bool v6 = host.find(':') != std::string_view::npos;
-  if (v6) out += '[';
-  out += host;
-  if (v6) out += ']';
-  out += ':';
-  out += std::to_string(port);
-  return out;
+  return HostPort{std::string(host), port}.to_string();
 }
 
 }  // namespace sluice::redis

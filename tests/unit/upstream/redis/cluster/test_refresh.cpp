@@ -1,7 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include "support/script_replies.hpp"
+
 #include "upstream/redis/cluster/refresh.hpp"
-#include "upstream/redis/reply.hpp"
 
 using sluice::redis::Reply;
 using sluice::redis::cluster::describe_change;
@@ -9,38 +10,22 @@ using sluice::redis::cluster::NodeAddress;
 using sluice::redis::cluster::refresh_candidates;
 using sluice::redis::cluster::RefreshPacer;
 using sluice::redis::cluster::SlotMap;
+using sluice::test::array_reply;
+using sluice::test::integer_reply;
+using sluice::test::text_reply;
 using namespace std::chrono_literals;
 
 namespace {
-
-Reply integer(long long v) {
-  Reply r;
-  r.type = Reply::Type::kInteger;
-  r.integer = v;
-  return r;
-}
-Reply text(std::string s) {
-  Reply r;
-  r.type = Reply::Type::kString;
-  r.str = std::move(s);
-  return r;
-}
-Reply array(std::vector<Reply> elements) {
-  Reply r;
-  r.type = Reply::Type::kArray;
-  r.elements = std::move(elements);
-  return r;
-}
 
 // A CLUSTER SLOTS reply: each range [first, last] owned by 127.0.0.1:port.
 SlotMap slots_map(std::vector<std::tuple<int, int, int>> ranges) {
   std::vector<Reply> out;
   for (const auto& [first, last, port] : ranges) {
-    out.push_back(
-        array({integer(first), integer(last), array({text("127.0.0.1"), integer(port)})}));
+    out.push_back(array_reply({integer_reply(first), integer_reply(last),
+                               array_reply({text_reply("127.0.0.1"), integer_reply(port)})}));
   }
   std::string error;
-  auto map = SlotMap::from_slots(array(std::move(out)), "127.0.0.1", error);
+  auto map = SlotMap::from_slots(array_reply(std::move(out)), "127.0.0.1", error);
   REQUIRE(map);
   return *map;
 }

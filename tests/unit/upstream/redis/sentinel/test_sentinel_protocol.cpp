@@ -2,27 +2,17 @@
 // GET-MASTER-ADDR-BY-NAME, pub/sub messages and +switch-master payloads.
 #include <catch2/catch.hpp>
 
+#include "support/script_replies.hpp"
+
 #include "upstream/redis/sentinel/sentinel_protocol.hpp"
 
 namespace {
 
 using sluice::redis::Endpoint;
 using sluice::redis::Reply;
+using sluice::test::array_reply;
+using sluice::test::text_reply;
 namespace sentinel = sluice::redis::sentinel;
-
-Reply text(std::string s, Reply::Type type = Reply::Type::kString) {
-  Reply r;
-  r.type = type;
-  r.str = std::move(s);
-  return r;
-}
-
-Reply array(std::vector<Reply> elements) {
-  Reply r;
-  r.type = Reply::Type::kArray;
-  r.elements = std::move(elements);
-  return r;
-}
 
 }  // namespace
 
@@ -59,34 +49,38 @@ TEST_CASE("sentinel: ports are decimal 1..65535", "[sentinel][unit]") {
 TEST_CASE("sentinel: GET-MASTER-ADDR-BY-NAME answers", "[sentinel][unit]") {
   Endpoint address;
   using sentinel::MasterAnswer;
-  CHECK(sentinel::parse_master_address(array({text("10.0.0.5"), text("6380")}), address) ==
-        MasterAnswer::kAddress);
+  CHECK(sentinel::parse_master_address(array_reply({text_reply("10.0.0.5"), text_reply("6380")}),
+                                       address) == MasterAnswer::kAddress);
   CHECK(address == Endpoint{"10.0.0.5", 6380});
 
   // An unknown master name is a nil reply.
   CHECK(sentinel::parse_master_address(Reply{}, address) == MasterAnswer::kUnknownMaster);
 
-  CHECK(sentinel::parse_master_address(array({text("10.0.0.5")}), address) ==
+  CHECK(sentinel::parse_master_address(array_reply({text_reply("10.0.0.5")}), address) ==
         MasterAnswer::kMalformed);
-  CHECK(sentinel::parse_master_address(array({text(""), text("6380")}), address) ==
+  CHECK(sentinel::parse_master_address(array_reply({text_reply(""), text_reply("6380")}),
+                                       address) == MasterAnswer::kMalformed);
+  CHECK(sentinel::parse_master_address(array_reply({text_reply("10.0.0.5"), text_reply("port")}),
+                                       address) == MasterAnswer::kMalformed);
+  CHECK(sentinel::parse_master_address(text_reply("10.0.0.5:6380"), address) ==
         MasterAnswer::kMalformed);
-  CHECK(sentinel::parse_master_address(array({text("10.0.0.5"), text("port")}), address) ==
-        MasterAnswer::kMalformed);
-  CHECK(sentinel::parse_master_address(text("10.0.0.5:6380"), address) == MasterAnswer::kMalformed);
   CHECK(address == Endpoint{"10.0.0.5", 6380});  // left as it was
 }
 
 TEST_CASE("sentinel: pub/sub messages on one channel", "[sentinel][unit]") {
-  const auto message = array({text("message"), text("+switch-master"), text("m a 1 b 2")});
+  const auto message =
+      array_reply({text_reply("message"), text_reply("+switch-master"), text_reply("m a 1 b 2")});
   const auto payload = sentinel::pubsub_payload(message, sentinel::kSwitchMasterChannel);
   REQUIRE(payload);
   CHECK(*payload == "m a 1 b 2");
 
-  Reply confirmation = array({text("subscribe"), text("+switch-master"), Reply{}});
+  Reply confirmation =
+      array_reply({text_reply("subscribe"), text_reply("+switch-master"), Reply{}});
   confirmation.elements[2].type = Reply::Type::kInteger;
   confirmation.elements[2].integer = 1;
   CHECK_FALSE(sentinel::pubsub_payload(confirmation, sentinel::kSwitchMasterChannel));
-  CHECK_FALSE(sentinel::pubsub_payload(array({text("message"), text("+sdown"), text("x")}),
-                                       sentinel::kSwitchMasterChannel));
-  CHECK_FALSE(sentinel::pubsub_payload(text("message"), sentinel::kSwitchMasterChannel));
+  CHECK_FALSE(sentinel::pubsub_payload(
+      array_reply({text_reply("message"), text_reply("+sdown"), text_reply("x")}),
+      sentinel::kSwitchMasterChannel));
+  CHECK_FALSE(sentinel::pubsub_payload(text_reply("message"), sentinel::kSwitchMasterChannel));
 }
