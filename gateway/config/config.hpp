@@ -96,6 +96,18 @@ struct RedisConfig {
 
 std::string_view to_string(RedisConfig::Topology topology) noexcept;
 
+// The local layer: what an instance may decide without Redis.
+struct LocalConfig {
+  // Answer a bucket Redis just reported short of tokens without asking again
+  // until it can have refilled (at most 1 s).
+  bool deny_cache = true;
+  // Instances sharing the buckets, for on_redis_failure: local (each enforces
+  // 1/N of every limit); 0 = the number of live instances last seen in Redis.
+  unsigned fleet_size = 0;
+  // Most buckets the local fallback holds per instance (least recently used go first).
+  std::size_t max_buckets = 100000;
+};
+
 struct Consumer {
   std::string key;
   std::string plan;
@@ -125,6 +137,9 @@ struct LimitConfig {
   std::vector<KeySource> key;  // one entry, or several for a composite key
   BucketParams bucket;
   std::map<std::string, BucketParams> plans;  // plan name -> override
+  // Take up to this many tokens from Redis at a time and spend them locally
+  // (hot keys); 0 = every request asks Redis.
+  double lease_tokens = 0;
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
 };
@@ -138,7 +153,9 @@ struct RouteMatch {
   std::string host;  // empty = any host (compared without port, case-insensitive)
 };
 
-enum class FailureMode { kOpen, kClosed };
+// What a limited route does while Redis cannot decide: let requests through,
+// answer 503, or enforce each limit's share locally (LocalConfig::fleet_size).
+enum class FailureMode { kOpen, kClosed, kLocal };
 
 struct RouteConfig {
   std::string name;
@@ -158,6 +175,7 @@ struct Config {
   AdminConfig admin;
   LogConfig log;
   RedisConfig redis;
+  LocalConfig local;
   std::vector<UpstreamConfig> upstreams;
   ApiKeysConfig api_keys;
   std::vector<LimitConfig> limits;

@@ -4,7 +4,7 @@ namespace sluice {
 namespace config {
 namespace {
 
-constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",
+constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",    "local",
                                       "upstreams", "api_keys", "limits", "routes"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
@@ -41,7 +41,9 @@ constexpr std::string_view kUpstream[] = {
     "max_connections", "fail_cooldown_ms"};
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
-constexpr std::string_view kLimit[] = {"key", "capacity", "refill_per_second", "plans"};
+constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
+constexpr std::string_view kLimit[] = {"key", "capacity", "refill_per_second", "plans",
+                                       "lease_tokens"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second"};
 constexpr std::string_view kRoute[] = {"name",   "match", "upstream",        "strip_prefix",
                                        "limits", "cost",  "on_redis_failure"};
@@ -56,6 +58,7 @@ constexpr MappingKeys kAdminKeys{"admin", kAdmin};
 constexpr MappingKeys kLogKeys{"log", kLog};
 constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
+constexpr MappingKeys kLocalKeys{"local", kLocal};
 constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
 constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
 constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
@@ -70,7 +73,7 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys,           &kServerKeys,   &kAdminKeys,   &kLogKeys,      &kRedisKeys,
-      &kCircuitBreakerKeys, &kUpstreamKeys, &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,
+      &kLocalKeys,          &kCircuitBreakerKeys, &kUpstreamKeys, &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,
       &kPlanKeys,           &kRouteKeys,    &kMatchKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {

@@ -22,6 +22,7 @@ extern const MappingKeys kServerKeys;
 extern const MappingKeys kAdminKeys;
 extern const MappingKeys kLogKeys;
 extern const MappingKeys kRedisKeys;
+extern const MappingKeys kLocalKeys;
 extern const MappingKeys kCircuitBreakerKeys;
 extern const MappingKeys kUpstreamKeys;
 extern const MappingKeys kApiKeysKeys;

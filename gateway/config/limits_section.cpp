@@ -108,6 +108,7 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   const Field* refill = r.required(*m, "refill_per_second");
   ok = refill && read_bucket_number(r, refill, l.bucket.refill_per_second) && ok;
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
+  if (auto* v = m->get("lease_tokens")) ok = read_bucket_number(r, v, l.lease_tokens) && ok;
   return ok;
 }
 

@@ -216,8 +216,10 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
         route.on_redis_failure = FailureMode::kOpen;
       } else if (*s == "closed") {
         route.on_redis_failure = FailureMode::kClosed;
+      } else if (*s == "local") {
+        route.on_redis_failure = FailureMode::kLocal;
       } else {
-        r.error(*v, "expected open or closed, got " + quoted(*s));
+        r.error(*v, "expected open, closed or local, got " + quoted(*s));
       }
     }
   }

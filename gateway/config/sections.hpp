@@ -63,6 +63,7 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
 void read_redis(YamlReader& r, const Field& f, Config& c);
+void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

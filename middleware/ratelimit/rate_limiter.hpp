@@ -23,6 +23,10 @@ struct LimitDescriptor {
   KeyHash key_hash{};
   double capacity = 0;
   double refill_per_second = 0;
+  // Tokens to take as a lease on top of `cost` if the request is admitted (the
+  // local layer asks; 0 = none). The store grants at most half of what the
+  // bucket holds after the request, in whole tokens.
+  double lease_want = 0;
 };
 
 // The state of one bucket after the decision.
@@ -31,6 +35,15 @@ struct LimitState {
   double remaining = 0;        // tokens left after the decision (fractions kept)
   double seconds_to_cost = 0;  // until `cost` tokens are available (0 if they already are)
   double seconds_to_full = 0;  // until the bucket is full again
+  double leased = 0;           // tokens granted as a lease (debited besides `cost`)
+};
+
+// Who answered: the store, or the local layer without asking it.
+enum class LocalDecision {
+  kNone,       // the store (Redis) decided
+  kDenyCache,  // a bucket the store recently reported short of tokens
+  kLease,      // tokens leased from the store earlier
+  kFallback,   // the store could not decide: the instance's share, decided locally
 };
 
 struct RateDecision {
@@ -39,7 +52,17 @@ struct RateDecision {
   // With an error only: how long the limiter expects to stay unable to decide
   // (an open circuit breaker's time left); 0 when it does not know.
   double unavailable_seconds = 0;
+  LocalDecision local = LocalDecision::kNone;
 };
+
+// Tokens to give back to a bucket: a lease's unspent rest, or the debit of a
+// request that another part of the decision denied.
+struct BucketRefund {
+  LimitDescriptor bucket;
+  double tokens = 0;
+};
+
+using RefundHandler = std::function<void(std::error_code)>;
 
 using RateDecisionHandler = std::function<void(std::error_code, RateDecision)>;
 
@@ -53,6 +76,11 @@ class RateLimiter {
   // `descriptors` is only read during the call.
   virtual void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                       RateDecisionHandler handler) = 0;
+
+  // Gives tokens back: each bucket that still exists is refilled to now and
+  // gets its tokens, capped at its capacity. `done` (may be empty) is called
+  // once, like decide()'s handler, after every bucket was refunded or not.
+  virtual void refund(std::vector<BucketRefund> refunds, RefundHandler done) = 0;
 };
 
 }  // namespace sluice

@@ -118,7 +118,7 @@ TEST_CASE("cluster limiter: a denial in one slot refunds the other slot at once"
   const auto& refund = c.calls[2];
   CHECK(refund.sha1 == h.refund_sha);
   CHECK(refund.keys == std::vector<std::string>{keys[0]});
-  CHECK(refund.args == c.calls[0].args);
+  CHECK(refund.args == codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[0], 1}}));
   if (!requester_gone) {
     REQUIRE(out);
     CHECK_FALSE(out->ec);
@@ -170,4 +170,43 @@ TEST_CASE("cluster limiter: a failed slot fails the request, refunds the other, 
   CHECK_FALSE(h.limiter->circuit_open());
   REQUIRE(h.loop.run_until(
       [&] { return h.counter("sluice_ratelimit_refunds_total", "result=\"error\"") == 3; }));
+}
+
+TEST_CASE("cluster limiter: a denied request gives back the lease its other slot granted",
+          "[ratelimit][cluster][lease]") {
+  ClusterHarness h;
+  std::optional<Outcome> out;
+  h.limiter->decide(h.descriptors, 1,
+                    [&out](std::error_code ec, RateDecision d) { out = Outcome{ec, d}; });
+  auto& c = h.client();
+  REQUIRE(c.calls.size() == 2);
+  c.complete(0, {}, one_bucket_reply(true, 5, 4));  // debited 1 and leased 4
+  c.complete(1, {}, one_bucket_reply(false, 0.5));
+  REQUIRE(h.loop.run_until([&] { return c.calls.size() == 3; }));
+  const TokenBucketCodec codec;
+  CHECK(c.calls[2].args ==
+        codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[0], 5}}));
+  REQUIRE(h.loop.run_until([&] { return out.has_value(); }));
+  CHECK(out->decision.limits[0].leased == 0);
+  CHECK(out->decision.limits[0].remaining == 10);
+}
+
+TEST_CASE("cluster limiter: refunds go one call per slot", "[ratelimit][cluster][lease]") {
+  ClusterHarness h;
+  std::optional<std::error_code> done;
+  h.limiter->refund({{h.descriptors[0], 3}, {h.descriptors[1], 2}},
+                    [&done](std::error_code ec) { done = ec; });
+  auto& c = h.client();
+  REQUIRE(c.calls.size() == 2);
+  const TokenBucketCodec codec;
+  CHECK(c.calls[0].sha1 == h.refund_sha);
+  CHECK(c.calls[0].args ==
+        codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[0], 3}}));
+  CHECK(c.calls[1].args ==
+        codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[1], 2}}));
+  c.complete(0, {}, integer_reply(1));
+  CHECK_FALSE(h.loop.run_until([&] { return done.has_value(); }, std::chrono::milliseconds(20)));
+  c.complete(1, {}, integer_reply(1));
+  REQUIRE(h.loop.run_until([&] { return done.has_value(); }));
+  CHECK_FALSE(*done);
 }

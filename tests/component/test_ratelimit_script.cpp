@@ -186,6 +186,7 @@ void check_equal(const RateDecision& script, const RateDecision& twin) {
     CHECK(script.limits[i].remaining == twin.limits[i].remaining);
     CHECK(script.limits[i].seconds_to_cost == twin.limits[i].seconds_to_cost);
     CHECK(script.limits[i].seconds_to_full == twin.limits[i].seconds_to_full);
+    CHECK(script.limits[i].leased == twin.limits[i].leased);
   }
 }
 
@@ -223,6 +224,9 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
       const std::uint32_t k = (i + rotate) % 4;
       if (mask & (1u << k)) limits.push_back(pool[k]);
     }
+    // Some buckets ask for a lease: none, fewer than half of what remains, or more.
+    const double wants[] = {0, 0, 1, 2.5, 1000};
+    for (auto& l : limits) l.lease_want = wants[rng.next(5)];
     const double cost = costs[rng.next(4)];
     std::vector<BucketState> states;
     for (const auto& l : limits) states.push_back(twin[key_of(l)]);
@@ -393,10 +397,15 @@ TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone
   // A refill so slow that no token comes back during the test.
   const LimitDescriptor a = bucket("a", "x", 10, 1e-9);
   const LimitDescriptor b = bucket("b", "x", 5, 1e-9);
-  auto refund = [&](const std::vector<LimitDescriptor>& limits, double cost) {
-    std::vector<std::string> args = redis.script_args(limits, cost);
-    args[0] = "EVAL";
-    args[1] = std::string(sluice::kTokenBucketRefundScript);
+  auto refund = [&](const std::vector<LimitDescriptor>& limits, double tokens) {
+    std::vector<sluice::BucketRefund> refunds;
+    for (const auto& l : limits) refunds.push_back({l, tokens});
+    const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
+    std::vector<std::string> args = {"EVAL", std::string(sluice::kTokenBucketRefundScript),
+                                     std::to_string(keys.size())};
+    args.insert(args.end(), keys.begin(), keys.end());
+    const auto argv = kCodec.encode_refund_args(refunds);
+    args.insert(args.end(), argv.begin(), argv.end());
     Reply r = redis.command(args);
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     REQUIRE(r->type == REDIS_REPLY_INTEGER);
@@ -418,6 +427,19 @@ TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone
     CHECK(refund({a, b}, 2) == 2);  // a second refund cannot overfill
     CHECK(redis.stored(key_of(a)).tokens == Approx(10));
     CHECK(redis.stored(key_of(b)).tokens == Approx(5));
+  }
+  SECTION("a lease is taken with the request and its rest given back") {
+    LimitDescriptor leased = a;
+    leased.lease_want = 3;
+    const RateDecision d = redis.decide({leased}, 1);
+    REQUIRE(d.allowed);
+    CHECK(d.limits[0].leased == 3);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(6));
+    leased.lease_want = 100;  // at most half of what is left after the cost
+    CHECK(redis.decide({leased}, 1).limits[0].leased == 2);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(3));
+    CHECK(refund({a}, 2.5) == 1);
+    CHECK(redis.stored(key_of(a)).tokens == Approx(5.5));
   }
   SECTION("a bucket that expired stays absent (it is full anyway)") {
     REQUIRE(redis.decide({a}, 3).allowed);

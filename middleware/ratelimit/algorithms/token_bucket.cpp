@@ -57,7 +57,8 @@ RateDecision decide_token_buckets(std::span<BucketState> states,
     if (refilled[i].tokens < cost) decision.allowed = false;
   }
 
-  // Debit all or none, and report each bucket as the script does.
+  // Debit all or none (with each bucket's lease), and report each bucket as
+  // the script does.
   for (std::size_t i = 0; i < n; ++i) {
     const double capacity = limits[i].capacity;
     const double rate = limits[i].refill_per_second;
@@ -65,7 +66,13 @@ RateDecision decide_token_buckets(std::span<BucketState> states,
     LimitState& out = decision.limits[i];
     out.sufficient = tokens >= cost;
     if (decision.allowed) {
-      tokens = tokens - cost;
+      double grant = 0;
+      if (limits[i].lease_want > 0) {
+        grant = std::floor((tokens - cost) / 2);
+        if (grant > limits[i].lease_want) grant = limits[i].lease_want;
+      }
+      tokens = tokens - cost - grant;
+      out.leased = grant;
       states[i] = BucketState{tokens, refilled[i].timestamp_us, true};
     }
     out.remaining = tokens;

@@ -38,6 +38,8 @@ std::int64_t bucket_ttl_ms(double capacity, double refill_per_second);
 // when the clock went backwards). If every bucket holds at least `cost`
 // tokens, all are debited and `states` updated (tokens, timestamp = the later
 // of now and the stored timestamp, exists = true); otherwise nothing changes.
+// An admitted request also takes each bucket's lease: floor((tokens - cost) / 2)
+// capped at its lease_want (LimitState::leased).
 // `states` and `limits` have the same size and order (extra entries ignored).
 // seconds_to_cost is +infinity when cost > capacity (it can never be met) or
 // when the refill rate is 0 and tokens are short.

@@ -1,12 +1,14 @@
 -- sluice: token buckets of one request
 local n = #KEYS
 if n == 0 then return {1} end
-local call, pack, unpack_d, nums = redis.call, struct.pack, struct.unpack, ARGV[1]
+local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 -- A bucket is stored as two little-endian doubles: tokens, timestamp_us.
+-- An admitted request takes `cost` from each bucket, and a lease of up to
+-- `want` more: whole tokens, at most half of what the bucket holds after cost.
 if n == 1 then
-  local cost, capacity, rate = unpack_d('<ddd', nums)
+  local cost, capacity, rate, want = unpack_d('<dddd', nums)
   local t, ts = capacity, now
   local v = call('MGET', KEYS[1])[1]
   if v and #v == 16 then
@@ -16,15 +18,19 @@ if n == 1 then
     t = st + elapsed * rate / 1000000
     if t > capacity then t = capacity end
   end
-  local allowed = 0
+  local allowed, grant = 0, 0
   if t >= cost then
-    allowed, t = 1, t - cost
+    if want > 0 then
+      grant = floor((t - cost) / 2)
+      if grant > want then grant = want end
+    end
+    allowed, t = 1, t - cost - grant
     call('SET', KEYS[1], pack('<dd', t, ts), 'PX', ARGV[2])
   end
   local to_cost, to_full = 0, 0
   if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
   if t < capacity then to_full = (capacity - t) / rate end
-  return {allowed, allowed, pack('<ddd', t, to_cost, to_full)}
+  return {allowed, allowed, pack('<dddd', t, to_cost, to_full, grant)}
 end
 local cost = unpack_d('<d', nums)
 -- The reply doubles as scratch space: until the second loop, slots 2i and
@@ -32,7 +38,7 @@ local cost = unpack_d('<d', nums)
 local reply = {1, 0, 0, 0, 0}
 local stored = call('MGET', unpack(KEYS))
 for i = 1, n do
-  local capacity, rate = unpack_d('<dd', nums, 16 * i - 7)
+  local capacity, rate = unpack_d('<dd', nums, 24 * i - 15)
   local t, ts = capacity, now
   local v = stored[i]
   if v and #v == 16 then
@@ -48,17 +54,21 @@ end
 -- Debit all or none; nothing is written on a denial.
 local allowed = reply[1]
 for i = 1, n do
-  local capacity, rate = unpack_d('<dd', nums, 16 * i - 7)
+  local capacity, rate, want = unpack_d('<ddd', nums, 24 * i - 15)
   local t = reply[2 * i]
-  local sufficient = 0
+  local sufficient, grant = 0, 0
   if t >= cost then sufficient = 1 end
   if allowed == 1 then
-    t = t - cost
+    if want > 0 then
+      grant = floor((t - cost) / 2)
+      if grant > want then grant = want end
+    end
+    t = t - cost - grant
     call('SET', KEYS[i], pack('<dd', t, reply[2 * i + 1]), 'PX', ARGV[i + 1])
   end
   local to_cost, to_full = 0, 0
   if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
   if t < capacity then to_full = (capacity - t) / rate end
-  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<ddd', t, to_cost, to_full)
+  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<dddd', t, to_cost, to_full, grant)
 end
 return reply

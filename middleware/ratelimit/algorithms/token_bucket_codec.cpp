@@ -15,8 +15,8 @@ static_assert(std::endian::native == std::endian::little,
               "the script's numbers are little-endian doubles");
 static_assert(sizeof(double) == 8);
 
-// The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full.
-constexpr std::size_t kReplyNumbersSize = 3 * sizeof(double);
+// The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full, leased.
+constexpr std::size_t kReplyNumbersSize = 4 * sizeof(double);
 
 void append_double(std::string& out, double value) {
   char bytes[sizeof(double)];
@@ -42,12 +42,29 @@ std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDesc
   std::vector<std::string> args;
   args.reserve(1 + limits.size());
   std::string& numbers = args.emplace_back();
-  numbers.reserve(sizeof(double) * (1 + 2 * limits.size()));
+  numbers.reserve(sizeof(double) * (1 + 3 * limits.size()));
   append_double(numbers, cost);
   for (const LimitDescriptor& limit : limits) {
     append_double(numbers, limit.capacity);
     append_double(numbers, limit.refill_per_second);
+    append_double(numbers, limit.lease_want);
     args.push_back(std::to_string(bucket_ttl_ms(limit.capacity, limit.refill_per_second)));
+  }
+  return args;
+}
+
+std::vector<std::string> TokenBucketCodec::encode_refund_args(
+    std::span<const BucketRefund> refunds) const {
+  std::vector<std::string> args;
+  args.reserve(1 + refunds.size());
+  std::string& numbers = args.emplace_back();
+  numbers.reserve(sizeof(double) * 3 * refunds.size());
+  for (const BucketRefund& refund : refunds) {
+    const LimitDescriptor& bucket = refund.bucket;
+    append_double(numbers, refund.tokens);
+    append_double(numbers, bucket.capacity);
+    append_double(numbers, bucket.refill_per_second);
+    args.push_back(std::to_string(bucket_ttl_ms(bucket.capacity, bucket.refill_per_second)));
   }
   return args;
 }
@@ -68,9 +85,9 @@ std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReply
     }
     const char* bytes = numbers.text.data();
     const LimitState state{*sufficient, read_double(bytes), read_double(bytes + 8),
-                           read_double(bytes + 16)};
+                           read_double(bytes + 16), read_double(bytes + 24)};
     if (std::isnan(state.remaining) || std::isnan(state.seconds_to_cost) ||
-        std::isnan(state.seconds_to_full)) {
+        std::isnan(state.seconds_to_full) || !(state.leased >= 0)) {
       return std::nullopt;
     }
     decision.limits[i] = state;

@@ -5,21 +5,22 @@
 // Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the
 // script, memcpy here): exact, and far cheaper for Redis than decimal text.
 // Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N, where `numbers` is
-// the doubles cost, capacity_1, refill_1, .., capacity_N, refill_N (8 bytes
-// each) and ttl_i the decimal bucket_ttl_ms(capacity_i, refill_i).
+// the doubles cost, then per key capacity, refill, lease_want (8 bytes each)
+// and ttl_i the decimal bucket_ttl_ms(capacity_i, refill_i).
 // Reply: a flat array {allowed, then per key: sufficient, numbers}: allowed and
-// sufficient are integers 0/1, numbers a 24-byte string holding the doubles
+// sufficient are integers 0/1, numbers a 32-byte string holding the doubles
 // remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
-// ends: cost > capacity, or a refill rate of 0).
+// ends: cost > capacity, or a refill rate of 0) and leased.
 // Time is Redis' TIME. A bucket is stored as one 16-byte string, two
 // little-endian IEEE doubles (tokens, timestamp in microseconds), written only
 // when the request is allowed, with its expiry in the same SET (PX
 // bucket_ttl_ms(capacity, refill)). A value of another shape counts as absent.
 //
-// The refund script (token_bucket_refund.lua) takes the same KEYS and ARGV and
-// gives `cost` back to each bucket that exists, refilled to now and capped at
-// capacity: what a Redis Cluster decision sends to the slots that allowed a
-// request another slot denied. Reply: an integer, the buckets refunded.
+// The refund script (token_bucket_refund.lua) takes the same KEYS and ttls,
+// with `numbers` holding per key tokens, capacity, refill; it gives the tokens
+// back to each bucket that exists, refilled to now and capped at capacity: a
+// lease's unspent rest, or what a Redis Cluster decision debited in a slot for
+// a request another slot denied. Reply: an integer, the buckets refunded.
 #pragma once
 
 #include <optional>
@@ -53,6 +54,9 @@ class TokenBucketCodec {
   // caller's). The numbers are the raw doubles, so the script computes with
   // exactly the doubles the gateway holds.
   std::vector<std::string> encode_args(std::span<const LimitDescriptor> limits, double cost) const;
+
+  // The ARGV of a refund call (KEYS: one per refund, in the same order).
+  std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;
 
   // The decision in a reply for `limit_count` buckets; nullopt when the reply
   // does not have that shape (a protocol error for the caller).

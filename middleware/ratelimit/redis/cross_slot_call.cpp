@@ -17,23 +17,19 @@ struct CrossSlotCall {
   double cost;
   RateDecisionHandler done;
   std::vector<SlotGroup> groups;
-  // Per group: its keys and ARGV (kept for a refund) and what it answered.
+  // Per group: its keys (kept for a refund) and what it answered.
   std::vector<std::vector<std::string>> keys;
-  std::vector<std::vector<std::string>> args;
   std::vector<PartOutcome> parts;
   std::size_t waiting = 0;
 };
 
 void send_refunds(const std::shared_ptr<CrossSlotCall>& call, const std::vector<std::size_t>& groups) {
   for (const std::size_t g : groups) {
-    call->context.client.evalsha(
-        call->context.refund_script, call->keys[g], call->args[g],
-        [call](std::error_code ec, redis::Reply reply) {
-          if (!ec && reply.type != redis::Reply::Type::kInteger) {
-            ec = redis::make_error_code(redis::Error::kProtocol);
-          }
-          if (call->context.on_refund) call->context.on_refund(ec);
-        });
+    send_refund(call->context, call->keys[g],
+                part_refunds(call->groups[g], call->parts[g], call->descriptors, call->cost),
+                [call](std::error_code ec) {
+                  if (call->context.on_refund) call->context.on_refund(ec);
+                });
   }
 }
 
@@ -63,7 +59,6 @@ void decide_across_slots(CrossSlotContext context, std::span<const LimitDescript
   call->groups = group_by_slot(keys);
   const std::size_t n = call->groups.size();
   call->keys.resize(n);
-  call->args.resize(n);
   call->parts.resize(n);
   call->waiting = n;
   std::vector<LimitDescriptor> subset;
@@ -73,14 +68,25 @@ void decide_across_slots(CrossSlotContext context, std::span<const LimitDescript
       call->keys[g].push_back(std::move(keys[i]));
       subset.push_back(call->descriptors[i]);
     }
-    call->args[g] = call->context.codec.encode_args(subset, cost);
-  }
-  for (std::size_t g = 0; g < n; ++g) {
-    call->context.client.evalsha(call->context.decide_script, call->keys[g], call->args[g],
+    call->context.client.evalsha(call->context.decide_script, call->keys[g],
+                                 call->context.codec.encode_args(subset, cost),
                                  [call, g](std::error_code ec, redis::Reply reply) {
                                    on_part(call, g, ec, reply);
                                  });
   }
+}
+
+void send_refund(const CrossSlotContext& context, std::vector<std::string> keys,
+                 std::vector<BucketRefund> refunds, RefundHandler done) {
+  context.client.evalsha(context.refund_script, std::move(keys),
+                         context.codec.encode_refund_args(refunds),
+                         [owner = context.owner, done = std::move(done)](std::error_code ec,
+                                                                         redis::Reply reply) {
+                           if (!ec && reply.type != redis::Reply::Type::kInteger) {
+                             ec = redis::make_error_code(redis::Error::kProtocol);
+                           }
+                           if (done) done(ec);
+                         });
 }
 
 }  // namespace sluice

@@ -35,4 +35,9 @@ struct CrossSlotContext {
 void decide_across_slots(CrossSlotContext context, std::span<const LimitDescriptor> descriptors,
                          std::vector<std::string> keys, double cost, RateDecisionHandler done);
 
+// One refund script call for buckets that share a slot (or any buckets on a
+// single Redis); `done` (may be empty) gets its outcome.
+void send_refund(const CrossSlotContext& context, std::vector<std::string> keys,
+                 std::vector<BucketRefund> refunds, RefundHandler done);
+
 }  // namespace sluice

@@ -151,11 +151,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         redis_keys(key_prefix_, descriptors, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain);
     if (by_slot && descriptors.size() > 1 && !common_slot(keys)) {
       return decide_across_slots(
-          CrossSlotContext{*client_, script_, refund_script_, codec_, shared_from_this(),
-                           [weak = weak_from_this()](std::error_code ec) {
-                             if (auto self = weak.lock()) self->on_refund(ec);
-                           }},
-          descriptors, std::move(keys), cost,
+          cross_slot_context(), descriptors, std::move(keys), cost,
           [self = shared_from_this(), handler = std::move(handler)](std::error_code ec,
                                                                     RateDecision decision) {
             self->on_outcome(ec, std::move(decision), handler);
@@ -167,6 +163,57 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                          std::error_code ec, redis::Reply reply) {
                        self->on_reply(ec, std::move(reply), count, handler);
                      });
+  }
+
+  CrossSlotContext cross_slot_context() {
+    return CrossSlotContext{*client_, script_, refund_script_, codec_, shared_from_this(),
+                            [weak = weak_from_this()](std::error_code ec) {
+                              if (auto self = weak.lock()) self->on_refund(ec);
+                            }};
+  }
+
+  // One refund call per slot (one in all on a single Redis). Not behind the
+  // breaker: a refund that fails loses nothing but the tokens it carried.
+  void refund(std::vector<BucketRefund> refunds, RefundHandler done) {
+    maybe_switch();
+    if (refunds.empty()) {
+      if (done) boost::asio::post(executor_, [done = std::move(done)] { done({}); });
+      return;
+    }
+    const bool by_slot = client_->routes_by_slot();
+    std::vector<std::string> keys;
+    keys.reserve(refunds.size());
+    for (const auto& r : refunds) {
+      keys.push_back(redis_key(key_prefix_, r.bucket, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain));
+    }
+    const CrossSlotContext context = cross_slot_context();
+    struct Pending {
+      std::size_t waiting = 0;
+      std::error_code first_error;
+      RefundHandler done;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->done = std::move(done);
+    const auto counted = [this, pending](std::error_code ec) {
+      on_refund(ec);
+      if (ec && !pending->first_error) pending->first_error = ec;
+      if (--pending->waiting == 0 && pending->done) pending->done(pending->first_error);
+    };
+    if (!by_slot || refunds.size() == 1 || common_slot(keys)) {
+      pending->waiting = 1;
+      return send_refund(context, std::move(keys), std::move(refunds), counted);
+    }
+    const auto groups = group_by_slot(keys);
+    pending->waiting = groups.size();
+    for (const auto& group : groups) {
+      std::vector<std::string> group_keys;
+      std::vector<BucketRefund> group_refunds;
+      for (const std::size_t i : group.indexes) {
+        group_keys.push_back(std::move(keys[i]));
+        group_refunds.push_back(refunds[i]);
+      }
+      send_refund(context, std::move(group_keys), std::move(group_refunds), counted);
+    }
   }
 
   void on_reply(std::error_code ec, redis::Reply reply, std::size_t count,
@@ -207,7 +254,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
 
   void on_refund(std::error_code ec) {
     metrics_.add("sluice_ratelimit_refunds_total", scratch_labels({{"result", ec ? "error" : "ok"}}));
-    if (ec) spdlog::debug("redis: refund of a denied cross-slot request failed: {}", ec.message());
+    if (ec) spdlog::debug("redis: a refund failed: {}", ec.message());
   }
 
   void reconfigure(const RedisConfig& config) {
@@ -383,6 +430,10 @@ RedisRateLimiter::~RedisRateLimiter() {
 void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                               RateDecisionHandler handler) {
   impl_->decide(descriptors, cost, std::move(handler));
+}
+
+void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
+  impl_->refund(std::move(refunds), std::move(done));
 }
 
 void RedisRateLimiter::reconfigure(const RedisConfig& config) {

@@ -37,6 +37,7 @@ class RedisRateLimiter final : public RateLimiter {
 
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override;
+  void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
 
   // A reloaded config: changed Redis options (address, credentials, TLS,
   // timeouts) replace the connection with one from the factory, which takes

@@ -8,11 +8,12 @@
 namespace sluice {
 namespace {
 
-// A bucket's state once `cost` is given back: as if the request had never
-// been taken from it.
+// A bucket's state once `cost` and its lease are given back: as if the
+// request had never been taken from it.
 LimitState refunded(const LimitState& debited, const LimitDescriptor& descriptor, double cost) {
   LimitState state = debited;
-  state.remaining = std::min(descriptor.capacity, debited.remaining + cost);
+  state.remaining = std::min(descriptor.capacity, debited.remaining + cost + debited.leased);
+  state.leased = 0;
   state.seconds_to_cost = 0;  // it had enough for this request
   const double missing = descriptor.capacity - state.remaining;
   state.seconds_to_full = missing <= 0 ? 0
@@ -88,6 +89,16 @@ CombinedDecision combine_parts(std::span<const SlotGroup> groups,
       out.decision.limits[i] =
           refund ? refunded(part.decision.limits[k], descriptors[i], cost) : part.decision.limits[k];
     }
+  }
+  return out;
+}
+
+std::vector<BucketRefund> part_refunds(const SlotGroup& group, const PartOutcome& part,
+                                       std::span<const LimitDescriptor> descriptors, double cost) {
+  std::vector<BucketRefund> out;
+  const auto& indexes = group.indexes;
+  for (std::size_t k = 0; k < indexes.size() && k < part.decision.limits.size(); ++k) {
+    out.push_back(BucketRefund{descriptors[indexes[k]], cost + part.decision.limits[k].leased});
   }
   return out;
 }

@@ -49,4 +49,9 @@ CombinedDecision combine_parts(std::span<const SlotGroup> groups,
                                std::span<const PartOutcome> parts,
                                std::span<const LimitDescriptor> descriptors, double cost);
 
+// What a part that debited gives back for a request that is not admitted:
+// `cost` and the lease it granted, per bucket of its group.
+std::vector<BucketRefund> part_refunds(const SlotGroup& group, const PartOutcome& part,
+                                       std::span<const LimitDescriptor> descriptors, double cost);
+
 }  // namespace sluice

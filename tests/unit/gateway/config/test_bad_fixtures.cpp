@@ -123,7 +123,7 @@ const std::vector<BadFixture> kBadFixtures = {
      {"16: routes[0].cost: cost 5 is more than the capacity 2 of limit \"per_key\" plan "
       "\"trial\""}},
     {"bad_on_redis_failure.yaml",
-     {"8: routes[0].on_redis_failure: expected open or closed, got \"deny\""}},
+     {"8: routes[0].on_redis_failure: expected open, closed or local, got \"deny\""}},
     {"duplicate_route_name.yaml",
      {"8: routes[1].name: duplicate route name \"api\" (first at line 5)"}},
     {"match_no_path.yaml",

@@ -55,7 +55,7 @@ TEST_CASE("resolve: cross-section errors keep the reading order on one line", "[
                              "\"3\"",
                              "test.yaml:1: routes[0].limits[1]: limit \"x\" is listed twice",
                              "test.yaml:1: routes[0].limits[2]: unknown limit \"y\"",
-                             "test.yaml:1: routes[0].on_redis_failure: expected open or closed, "
+                             "test.yaml:1: routes[0].on_redis_failure: expected open, closed or local, "
                              "got \"maybe\"",
                              "test.yaml:1: routes[0].cost: cost 2 is more than the capacity 1 "
                              "of limit \"x\"",

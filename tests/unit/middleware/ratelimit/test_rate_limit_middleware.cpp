@@ -27,6 +27,9 @@ class FakeLimiter final : public RateLimiter {
     calls.push_back({descriptors, cost});
     pending = std::move(handler);
   }
+  void refund(std::vector<BucketRefund> r, RefundHandler) override {
+    refunds.insert(refunds.end(), r.begin(), r.end());
+  }
   // Fires the pending completion as the real limiter would: later, on the executor.
   void complete(boost::asio::io_context& io, std::error_code ec, RateDecision decision) {
     REQUIRE(pending);
@@ -38,6 +41,7 @@ class FakeLimiter final : public RateLimiter {
     double cost;
   };
   std::vector<Call> calls;
+  std::vector<BucketRefund> refunds;
   RateDecisionHandler pending;
 };
 
