@@ -61,10 +61,10 @@ double LeaseTable::want(const LimitDescriptor& bucket, double cost) const {
   return lease_size(it->second.rate, bucket.lease_tokens, cost);
 }
 
-void LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const LimitState& after,
+bool LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const LimitState& after,
                           std::int64_t now_us) {
   auto it = entries_.find(BucketKey::of(bucket));
-  if (it == entries_.end()) return;  // not asked by this table: cannot happen
+  if (it == entries_.end()) return false;
   Entry& e = it->second;
   // An unspent rest (less than one request) joins the new lease: it was debited too.
   e.tokens += tokens;
@@ -72,6 +72,7 @@ void LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const Li
   e.store_remaining = after.remaining;
   e.granted_us = now_us;
   e.expires_us = now_us + lease_lifetime_us(after.remaining, bucket.capacity);
+  return true;
 }
 
 LimitState LeaseTable::state(const LimitDescriptor& bucket, double cost, std::int64_t now_us) const {

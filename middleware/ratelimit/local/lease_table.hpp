@@ -57,8 +57,10 @@ class LeaseTable {
   // The lease to ask the store for along with a request of `cost` (0: none).
   double want(const LimitDescriptor& bucket, double cost) const;
   // The store admitted a request and granted `tokens` with it; `after` is the
-  // bucket's state it reported (tokens left in the store).
-  void on_grant(const LimitDescriptor& bucket, double tokens, const LimitState& after,
+  // bucket's state it reported (tokens left in the store). False when the
+  // table no longer tracks the bucket (emptied meanwhile): the caller gives
+  // the tokens back.
+  bool on_grant(const LimitDescriptor& bucket, double tokens, const LimitState& after,
                 std::int64_t now_us);
 
   // The state to report for a request of `cost` served from the lease: what

@@ -140,7 +140,11 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
     for (std::size_t j = 0; j < call.asked.size(); ++j) {
       const double granted = decision.limits[j].leased;
       if (!(granted > 0)) continue;
-      leases_.on_grant(call.asked[j], granted, decision.limits[j], now);
+      // A lease that arrives after a reload or the drain emptied the table goes back.
+      if (draining_ || !leases_.on_grant(call.asked[j], granted, decision.limits[j], now)) {
+        give_back({BucketRefund{call.asked[j], granted}});
+        continue;
+      }
       metrics_.add("sluice_ratelimit_leases_total",
                    scratch_labels({{"limit", call.asked[j].limit}}));
     }

@@ -264,3 +264,22 @@ TEST_CASE("local layer: a reload empties the denial cache", "[ratelimit][local]"
   CHECK_FALSE(h.decide({b}));
   CHECK(h.store->calls.size() == 1);
 }
+
+TEST_CASE("local layer: a lease granted after a reload emptied the table goes back",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  // Spend the lease so that the next request asks the store for another.
+  while (h.layer->leases().held_tokens() >= 1) REQUIRE(h.decide({g}));
+  CHECK_FALSE(h.decide({g}));
+  const double want = h.store->calls.back().descriptors[0].lease_want;
+  REQUIRE(want > 0);
+  const auto refunded_before = h.store->refunds.size();
+  h.layer->reconfigure(LocalConfig{});  // the table is emptied while the call is out
+  h.store->answer(true, {state(true, 800, 0, want)});
+  CHECK(h.await().allowed);
+  REQUIRE(h.store->refunds.size() == refunded_before + 1);
+  CHECK(h.store->refunds.back().tokens == want);
+  CHECK(h.layer->leases().held_tokens() == 0);
+}
