@@ -145,7 +145,10 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
                                                     for a, b in zip(after, before)),
         "local": sum(a["lease"] + a["deny_cache"] - b["lease"] - b["deny_cache"]
                      for a, b in zip(after, before)),
-        "series": [((t0 + t1) / 2e6 - start_us / 1e6, allowed) for t0, t1, allowed in samples],
+        # Allowed so far against seconds since the start, from 0 at the start.
+        "series": [(0.0, 0.0)] + [((t0 + t1) / 2e6 - start_us / 1e6,
+                                   allowed - sum(b["allowed"] for b in before))
+                                  for t0, t1, allowed in samples],
     }
 
 

@@ -62,20 +62,21 @@ def lease_chart(results: list[dict], png: str, copy_to: str | None = None) -> st
                 f.write(f"{t1:.3f} {0.1 * (a1 - a0) / (t1 - t0):.2f}\n")
             f.write("\n\n")
     rate = results[0]["R"]
-    plots = [f'"{data}" index {i} using 1:2 with lines lw 2 title "{r["label"]}"'
+    plots = [f'"{data}" index {i} using 1:2 with fsteps lw 2 title "{r["label"]}"'
              for i, r in enumerate(results)]
     plots.append(f'{rate / 10:g} with lines lw 2 dt 2 lc rgb "black" title '
                  f'"configured rate ({rate:g}/s = {rate / 10:g} per 100 ms)"')
     script = "\n".join([
-        'set terminal pngcairo size 960,440 font "sans,10"',
+        'set terminal pngcairo size 960,440 font "sans,10" noenhanced',
         f'set output "{png}"',
         f'set title "Three Sluice instances on one global key (capacity {results[0]["C"]:g}, '
         f'refill {rate:g}/s), load well above the limit: allowed per 100 ms"',
-        'set xlabel "time since the first decision (s)"',
+        'set xlabel "time since the load started (s)"',
         'set ylabel "allowed per 100 ms (all instances)"',
         "set key outside below horizontal maxrows 1",
         "set grid ytics",
         "set yrange [0:*]",
+        "set xrange [0:*]",
         "plot " + ", ".join(plots), ""])
     subprocess.run(["gnuplot"], input=script, text=True, check=True, timeout=60)
     if copy_to:
