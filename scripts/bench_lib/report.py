@@ -165,7 +165,7 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     w("|---|---|---|")
     for text, figure, ok in (evaluate_goal(g, med) for g in goals["goals"]
                              if all(med_has(med, g, k) for k in ("row", "over", "at_most_row"))):
-        fig = f"{figure:.2f}" if isinstance(figure, float) else str(figure)
+        fig = f"{figure:.3g}" if isinstance(figure, float) else str(figure)
         w(f"| {text} | {fig} | {'yes' if ok else '**no**'} |")
     w("")
     if any(r.single for r in rows):
