@@ -9,6 +9,7 @@
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
+#include "middleware/ratelimit/local/local_layer.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "upstream/redis/client_factory.hpp"
@@ -45,6 +46,8 @@ class MiddlewareServices final : public WorkerServices {
   MiddlewareServices(const WorkerContext& worker, const ProcessState& process)
       : metrics_(worker.metrics),
         limiter_(make_limiter(worker)),
+        local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
+                                            worker.config->local)),
         fallback_(process.fallback) {
     if (has_limits(*worker.config)) limiter_->connect();
     // One worker per process renews the heartbeat, on its own connection.
@@ -61,7 +64,7 @@ class MiddlewareServices final : public WorkerServices {
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(limiter_, metrics_, fallback_));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(local_, metrics_, fallback_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -73,15 +76,18 @@ class MiddlewareServices final : public WorkerServices {
 
   void on_config(const std::shared_ptr<const Config>& next) override {
     limiter_->reconfigure(next->redis);
+    local_->reconfigure(next->local);
     if (has_limits(*next)) limiter_->connect();
     if (heartbeat_) heartbeat_->enable(learns_fleet_size(*next));
   }
 
-  // The heartbeat's leave goes out on the limiter's connection, so the
-  // limiter is closed once Redis answered it (within the command timeout).
+  // Leases go back to Redis, and the heartbeat's member is removed, before
+  // the connection closes; the worker's loop runs until those calls are
+  // answered or time out.
   void on_stop() override {
-    if (!heartbeat_) return limiter_->close();
-    heartbeat_->leave([limiter = limiter_] { limiter->close(); });
+    auto close = [limiter = limiter_] { limiter->close(); };
+    if (!heartbeat_) return local_->drain(close);
+    local_->drain([heartbeat = heartbeat_, close] { heartbeat->leave(close); });
   }
 
   DependencyState readiness() const override {
@@ -111,6 +117,7 @@ class MiddlewareServices final : public WorkerServices {
 
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
+  std::shared_ptr<LocalLayer> local_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<FleetHeartbeat> heartbeat_;  // worker 0 only
 };

@@ -3,8 +3,8 @@
 // rate-limit headers queued for the response, answers 429, or applies the
 // route's failure mode when the limiter cannot decide: forward (open), 503
 // (closed), or decide at this instance's share with the process's
-// FallbackStore (local), answered like any decision. Every decision of the
-// limiter empties the fallback store (Redis decides again). Runs on the
+// FallbackStore (local), answered like any decision. A decision Redis
+// itself made empties the fallback store (Redis decides again). Runs on the
 // worker's executor; the limiter's completion arrives there too.
 #pragma once
 

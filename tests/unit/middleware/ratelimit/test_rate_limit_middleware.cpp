@@ -277,6 +277,16 @@ TEST_CASE("limiter error + local: the instance's share decides; Redis' next deci
                         "route=\"r\",limit=\"per_key\",decision=\"limited\"") == 1);
   CHECK(fallback->size() == 1);
 
+  // A lease spent locally says nothing of Redis now: the local buckets stay.
+  Harness leased(config, fallback);
+  leased.start();
+  RateDecision from_lease = decision(true, 8, 0, 1);
+  from_lease.local = LocalDecision::kLease;
+  leased.limiter->complete(leased.io, {}, from_lease);
+  leased.run();
+  CHECK_FALSE(leased.reply);
+  CHECK(fallback->size() == 1);
+
   // Redis decides again: the local buckets go.
   Harness back(config, fallback);
   back.start();
