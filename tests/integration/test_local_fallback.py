@@ -4,7 +4,8 @@
   its own, and together they admit at most C + R*T plus one starting share per
   instance; with Redis back on the same port, Redis alone decides again.
 - The fleet size learned from heartbeats (local.fleet_size 0): two instances
-  count 2, and an instance that stops removes its member.
+  count 2, an instance that stops removes its member, and a size set by a
+  reload wins over the count.
 """
 
 import re
@@ -132,6 +133,12 @@ class LocalFallbackTest(ProcessTestCase):
         self.assertEqual(redis_call(redis.port, "ZCARD", "sluice:fleet"), 1)
         wait_until(lambda: first.metric("sluice_fleet_size") == 1, 10,
                    message="sluice_fleet_size 1")
+
+        # A configured size wins over the count, from the reload on.
+        self.assertIn("fleet_size: 0", first.config_text)
+        first.reload(first.config_text.replace("fleet_size: 0", "fleet_size: 5"))
+        wait_until(lambda: first.metric("sluice_fleet_size") == 5, 10,
+                   message="sluice_fleet_size 5 after the reload")
 
 
 def script_calls(port):
