@@ -55,10 +55,28 @@ void LeaseTable::put_back(const LimitDescriptor& bucket, double cost) {
   if (it != entries_.end()) it->second.tokens += cost;
 }
 
-double LeaseTable::want(const LimitDescriptor& bucket, double cost) const {
+double LeaseTable::ask(const LimitDescriptor& bucket, double cost) {
+  auto it = entries_.find(BucketKey::of(bucket));
+  if (it == entries_.end() || it->second.asking) return 0;
+  Entry& e = it->second;
+  const double size = lease_size(e.rate, bucket.lease_tokens, cost);
+  const double wanted = std::floor(size - e.tokens);
+  if (wanted < cost) return 0;
+  e.asking = true;
+  return wanted;
+}
+
+double LeaseTable::top_up(const LimitDescriptor& bucket, double cost) {
   auto it = entries_.find(BucketKey::of(bucket));
   if (it == entries_.end()) return 0;
-  return lease_size(it->second.rate, bucket.lease_tokens, cost);
+  const Entry& e = it->second;
+  if (e.tokens * 4 >= lease_size(e.rate, bucket.lease_tokens, cost)) return 0;
+  return ask(bucket, cost);
+}
+
+void LeaseTable::answered(const LimitDescriptor& bucket) {
+  auto it = entries_.find(BucketKey::of(bucket));
+  if (it != entries_.end()) it->second.asking = false;
 }
 
 bool LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const LimitState& after,
@@ -66,7 +84,8 @@ bool LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const Li
   auto it = entries_.find(BucketKey::of(bucket));
   if (it == entries_.end()) return false;
   Entry& e = it->second;
-  // An unspent rest (less than one request) joins the new lease: it was debited too.
+  e.asking = false;
+  // What is left of the last lease joins the new one: it was debited too.
   e.tokens += tokens;
   e.bucket = bucket;
   e.store_remaining = after.remaining;

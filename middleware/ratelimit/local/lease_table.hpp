@@ -59,8 +59,19 @@ class LeaseTable {
   // Puts back what try_spend took (the request was not admitted after all).
   void put_back(const LimitDescriptor& bucket, double cost);
 
-  // The lease to ask the store for along with a request of `cost` (0: none).
-  double want(const LimitDescriptor& bucket, double cost) const;
+  // The lease to ask the store for along with a request of `cost`: the
+  // bucket's lease size less what is still held, in whole tokens; 0 when the
+  // bucket is too cold, when the rest still covers it, or when an ask is
+  // already out (one per bucket at a time, so a burst of requests does not
+  // lease the bucket many times over). A positive answer marks the ask as
+  // out until on_grant() or answered().
+  double ask(const LimitDescriptor& bucket, double cost);
+  // After a request was served from the lease: the top-up to ask for now, as
+  // ask() does, once what is left has fallen below a quarter of the lease
+  // size, so that the next lease arrives before this one runs out.
+  double top_up(const LimitDescriptor& bucket, double cost);
+  // An ask came back without a lease (denied, failed, or nothing granted).
+  void answered(const LimitDescriptor& bucket);
   // The store admitted a request and granted `tokens` with it; `after` is the
   // bucket's state it reported (tokens left in the store). False when the
   // table no longer tracks the bucket (emptied meanwhile): the caller gives
@@ -95,6 +106,7 @@ class LeaseTable {
     double window_count = 0;
     double rate = 0;
     std::int64_t last_seen_us = 0;
+    bool asking = false;  // an ask for this bucket's lease is out
   };
 
   Entry* touch(const LimitDescriptor& bucket, std::int64_t now_us);

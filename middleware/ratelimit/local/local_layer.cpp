@@ -105,6 +105,14 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
     put_back(descriptors, cost, call->from_lease);
     return answer_now(std::move(handler), std::move(*denial));
   }
+  // Served from a lease that is running low: top it up in the background,
+  // while its rest covers the requests that come meanwhile.
+  for (std::size_t i = 0; i < descriptors.size(); ++i) {
+    if (!call->from_lease[i]) continue;
+    if (const double tokens = leases_.top_up(descriptors[i], cost); tokens > 0) {
+      send_top_up(descriptors[i], tokens);
+    }
+  }
   if (all_leased) {
     RateDecision decision;
     decision.allowed = true;
@@ -116,7 +124,7 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
   for (std::size_t i = 0; i < descriptors.size(); ++i) {
     if (call->from_lease[i]) continue;
     LimitDescriptor& asked = call->asked.emplace_back(descriptors[i]);
-    if (asked.lease_tokens > 0) asked.lease_want = leases_.want(asked, cost);
+    if (asked.lease_tokens > 0) asked.lease_want = leases_.ask(asked, cost);
     call->positions.push_back(i);
   }
   store_->decide(call->asked, cost,
@@ -132,23 +140,10 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
                                   std::error_code ec, RateDecision decision,
                                   const RateDecisionHandler& handler) {
   if (ec || !decision.allowed) put_back(descriptors, cost, call.from_lease);
-  if (ec || decision.limits.size() != call.asked.size()) return handler(ec, std::move(decision));
   const std::int64_t now = now_us_();
-  if (!decision.allowed) {
-    remember_denials(call.asked, cost, decision, call.sent_us);
-  } else {
-    for (std::size_t j = 0; j < call.asked.size(); ++j) {
-      const double granted = decision.limits[j].leased;
-      if (!(granted > 0)) continue;
-      // A lease that arrives after a reload or the drain emptied the table goes back.
-      if (draining_ || !leases_.on_grant(call.asked[j], granted, decision.limits[j], now)) {
-        give_back({BucketRefund{call.asked[j], granted}});
-        continue;
-      }
-      metrics_.add("sluice_ratelimit_leases_total",
-                   scratch_labels({{"limit", call.asked[j].limit}}));
-    }
-  }
+  take_leases(call.asked, ec, decision, now);
+  if (ec || decision.limits.size() != call.asked.size()) return handler(ec, std::move(decision));
+  if (!decision.allowed) remember_denials(call.asked, cost, decision, call.sent_us);
   RateDecision full;
   full.allowed = decision.allowed;
   full.limits.resize(descriptors.size());
@@ -159,6 +154,35 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
     if (call.from_lease[i]) full.limits[i] = leases_.state(descriptors[i], cost, now);
   }
   handler({}, std::move(full));
+}
+
+void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_code ec,
+                             const RateDecision& decision, std::int64_t now) {
+  const bool answered = !ec && decision.limits.size() == asked.size();
+  for (std::size_t j = 0; j < asked.size(); ++j) {
+    if (!(asked[j].lease_want > 0)) continue;
+    const double granted = answered && decision.allowed ? decision.limits[j].leased : 0;
+    if (!(granted > 0)) {
+      leases_.answered(asked[j]);
+      continue;
+    }
+    // A lease that arrives after a reload or the drain emptied the table goes back.
+    if (draining_ || !leases_.on_grant(asked[j], granted, decision.limits[j], now)) {
+      give_back({BucketRefund{asked[j], granted}});
+      continue;
+    }
+    metrics_.add("sluice_ratelimit_leases_total", scratch_labels({{"limit", asked[j].limit}}));
+  }
+}
+
+// A call that decides no request (cost 0) and only takes a lease.
+void LocalLayer::send_top_up(const LimitDescriptor& bucket, double tokens) {
+  auto asked = std::make_shared<std::vector<LimitDescriptor>>(1, bucket);
+  (*asked)[0].lease_want = tokens;
+  store_->decide(*asked, 0,
+                 [self = shared_from_this(), asked](std::error_code ec, RateDecision decision) {
+                   self->take_leases(*asked, ec, decision, self->now_us_());
+                 });
 }
 
 void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double cost,

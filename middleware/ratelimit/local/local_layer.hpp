@@ -5,9 +5,10 @@
 //   of tokens is denied locally until it can have refilled (at most 1 s);
 // - leases (lease_table.hpp): on a busy bucket of a limit with lease_tokens,
 //   the store's call for one request also takes a few tokens ahead, debited
-//   in the store at once, which this worker then spends locally; the unspent
-//   rest goes back when the lease expires, the configuration changes, or the
-//   worker drains.
+//   in the store at once, which this worker then spends locally; a lease
+//   running low is topped up in the background by a call that decides no
+//   request (cost 0); the unspent rest goes back when the lease expires, the
+//   configuration changes, or the worker drains.
 // A request whose buckets are all covered by leases, or one of whose buckets
 // is cached as denied, needs no store call; the others go to the store in one
 // call, which renews the leases of their busy buckets in passing.
@@ -73,6 +74,11 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   void on_leased_answer(const LeasedCall& call, const std::vector<LimitDescriptor>& descriptors,
                         double cost, std::error_code ec, RateDecision decision,
                         const RateDecisionHandler& handler);
+  // The leases a store call asked for: kept, given back when no longer
+  // wanted, or their ask closed when none came.
+  void take_leases(std::span<const LimitDescriptor> asked, std::error_code ec,
+                   const RateDecision& decision, std::int64_t now);
+  void send_top_up(const LimitDescriptor& bucket, double tokens);
   void remember_denials(std::span<const LimitDescriptor> asked, double cost,
                         const RateDecision& decision, std::int64_t asked_at);
   void put_back(const std::vector<LimitDescriptor>& descriptors, double cost,

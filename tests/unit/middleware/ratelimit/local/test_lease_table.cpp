@@ -21,6 +21,13 @@ void requests(LeaseTable& t, const LimitDescriptor& b, int count, std::int64_t f
   for (int i = 0; i < count; ++i) t.try_spend(b, cost, from + span * i / count);
 }
 
+// What ask() would answer, without leaving the ask out.
+double peek(LeaseTable& t, const LimitDescriptor& b) {
+  const double wanted = t.ask(b, 1);
+  t.answered(b);
+  return wanted;
+}
+
 }  // namespace
 
 TEST_CASE("lease size: cold buckets never lease; a lease is what 200 ms use, capped",
@@ -48,25 +55,25 @@ TEST_CASE("leases: the rate is measured per bucket, then a lease is spent locall
           "[ratelimit][local]") {
   LeaseTable t;
   const auto b = leased("all", 1000, 100, 50);
-  CHECK(t.want(b, 1) == 0);  // never seen
+  CHECK(peek(t, b) == 0);  // never seen
   requests(t, b, 3, 0, 100'000);
   t.try_spend(b, 1, 100'000);  // closes the first window: 3 in 0.1 s = 30/s
-  CHECK(t.want(b, 1) == 6);
+  CHECK(peek(t, b) == 6);
   requests(t, b, 100, 100'001, 100'000);
   t.try_spend(b, 1, 200'001);  // ~1000/s
-  CHECK(t.want(b, 1) == 50);
+  CHECK(peek(t, b) == 50);
   CHECK_FALSE(t.try_spend(b, 1, 200'002));  // no lease yet
   // A key that turns hot is measured within milliseconds: 40 requests in 5 ms.
   const auto burst = leased("burst", 1000, 100, 50);
   requests(t, burst, 40, 0, 5'000);
-  CHECK(t.want(burst, 1) == 0);
+  CHECK(peek(t, burst) == 0);
   t.try_spend(burst, 1, 5'000);
-  CHECK(t.want(burst, 1) == 50);
+  CHECK(peek(t, burst) == 50);
   // A few requests close together are no reason to lease.
   const auto few = leased("few", 1000, 100, 50);
   requests(t, few, 10, 0, 1'000);
   t.try_spend(few, 1, 6'000);
-  CHECK(t.want(few, 1) == 0);
+  CHECK(peek(t, few) == 0);
 
   LimitState after;
   after.remaining = 900;
@@ -142,4 +149,28 @@ TEST_CASE("leases: the table is bounded", "[ratelimit][local]") {
   // Once a and b are idle, c finds room.
   t.try_spend(c, 1, LeaseTable::kIdleUs + 1);
   CHECK(t.size() == 1);
+}
+
+TEST_CASE("leases: one ask per bucket at a time; a low lease is topped up to its size",
+          "[ratelimit][local]") {
+  LeaseTable t;
+  const auto b = leased("all", 1000, 100, 50);
+  requests(t, b, 200, 0, 200'000);  // 1000/s: a lease of 50
+  CHECK(t.ask(b, 1) == 50);
+  CHECK(t.ask(b, 1) == 0);  // a burst on one worker asks once
+  t.answered(b);            // denied or failed: the next request may ask
+  CHECK(t.ask(b, 1) == 50);
+  LimitState after;
+  after.remaining = 900;
+  CHECK(t.on_grant(b, 50, after, 200'000));
+  CHECK(t.held_tokens() == 50);
+  CHECK(t.ask(b, 1) == 0);  // holds its lease size
+  // Spent down to 13 (more than a quarter of 50): no top-up yet; at 12, one.
+  for (int i = 0; i < 37; ++i) REQUIRE(t.try_spend(b, 1, 200'001));
+  CHECK(t.top_up(b, 1) == 0);
+  REQUIRE(t.try_spend(b, 1, 200'002));
+  CHECK(t.top_up(b, 1) == 38);  // back to 50 with what is held
+  CHECK(t.top_up(b, 1) == 0);   // already out
+  CHECK(t.on_grant(b, 38, after, 200'003));
+  CHECK(t.held_tokens() == 50);
 }

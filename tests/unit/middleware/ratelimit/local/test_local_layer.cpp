@@ -185,17 +185,28 @@ TEST_CASE("local layer: a hot leased bucket asks for a lease, then spends it loc
   CHECK(h.await().allowed);
   CHECK(h.layer->leases().held_tokens() == 40);
 
+  // Spent locally; below a quarter of the lease (10), one top-up goes out in
+  // the background: a call that decides no request (cost 0).
   for (int i = 0; i < 40; ++i) {
     auto d = h.decide({g});
     REQUIRE(d);
     CHECK(d->allowed);
     CHECK(d->local == LocalDecision::kLease);
+    CHECK(h.store->calls.size() == (i < 30 ? 0u : 1u));
   }
-  CHECK(h.store->calls.empty());
-  CHECK_FALSE(h.decide({g}));  // spent: back to the store, asking again
-  CHECK(h.store->calls[0].descriptors[0].lease_want > 0);
-  h.store->answer(true, {state(true, 800)});
-  h.await();
+  REQUIRE(h.store->calls.size() == 1);
+  CHECK(h.store->calls[0].cost == 0);
+  CHECK(h.store->calls[0].descriptors[0].lease_want == 31);
+  CHECK_FALSE(h.decide({g}));  // spent, and the top-up not back: this one asks the store
+  REQUIRE(h.store->calls.size() == 2);
+  CHECK(h.store->calls[1].descriptors[0].lease_want == 0);  // one ask at a time
+  h.store->answer(true, {state(true, 800, 0, 31)});          // the top-up
+  REQUIRE(h.loop.run_until([&] { return h.layer->leases().held_tokens() == 31; }));
+  h.store->answer(true, {state(true, 799)});
+  CHECK(h.await().allowed);
+  auto d = h.decide({g});
+  REQUIRE(d);
+  CHECK(d->local == LocalDecision::kLease);
 }
 
 TEST_CASE("local layer: a request's other limits still go to the store; a denial puts the "
@@ -270,16 +281,14 @@ TEST_CASE("local layer: a lease granted after a reload emptied the table goes ba
   Harness h;
   const auto g = bucket("global", "all", 1000, 100, 50);
   warm_lease(h, g);
-  // Spend the lease so that the next request asks the store for another.
-  while (h.layer->leases().held_tokens() >= 1) REQUIRE(h.decide({g}));
-  CHECK_FALSE(h.decide({g}));
+  // Spend the lease until a top-up is out.
+  while (h.store->calls.empty()) REQUIRE(h.decide({g}));
   const double want = h.store->calls.back().descriptors[0].lease_want;
   REQUIRE(want > 0);
-  const auto refunded_before = h.store->refunds.size();
   h.layer->reconfigure(LocalConfig{});  // the table is emptied while the call is out
+  const auto refunded_before = h.store->refunds.size();
   h.store->answer(true, {state(true, 800, 0, want)});
-  CHECK(h.await().allowed);
-  REQUIRE(h.store->refunds.size() == refunded_before + 1);
+  REQUIRE(h.loop.run_until([&] { return h.store->refunds.size() == refunded_before + 1; }));
   CHECK(h.store->refunds.back().tokens == want);
   CHECK(h.layer->leases().held_tokens() == 0);
 }
