@@ -55,7 +55,11 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_redis_topology_refresh_total", "counter",
      "Redis Cluster slot map or Sentinel primary lookups, by result."},
     {"sluice_ratelimit_refunds_total", "counter",
-     "Refunds of debits in other slots when a cross-slot request was not admitted, by result."},
+     "Refund calls to Redis (unspent leases, and debits of cross-slot requests that were not "
+     "admitted), by result."},
+    {"sluice_ratelimit_local_decisions_total", "counter",
+     "Rate-limit decisions made without Redis: by the denial cache or from leased tokens."},
+    {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},

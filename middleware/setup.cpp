@@ -7,6 +7,7 @@
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/local_layer.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "upstream/redis/client_factory.hpp"
@@ -26,13 +27,15 @@ class MiddlewareServices final : public WorkerServices {
  public:
   explicit MiddlewareServices(const WorkerContext& worker)
       : metrics_(worker.metrics),
-        limiter_(make_limiter(worker)) {
+        limiter_(make_limiter(worker)),
+        local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
+                                            worker.config->local)) {
     if (has_limits(*worker.config)) limiter_->connect();
   }
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(limiter_, metrics_));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(local_, metrics_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -41,10 +44,15 @@ class MiddlewareServices final : public WorkerServices {
 
   void on_config(const std::shared_ptr<const Config>& next) override {
     limiter_->reconfigure(next->redis);
+    local_->reconfigure(next->local);
     if (has_limits(*next)) limiter_->connect();
   }
 
-  void on_stop() override { limiter_->close(); }
+  // Leases go back to Redis before its connection closes; the worker's loop
+  // runs until that call is answered or times out.
+  void on_stop() override {
+    local_->drain([limiter = limiter_] { limiter->close(); });
+  }
 
   DependencyState readiness() const override {
     DependencyState state;
@@ -73,6 +81,7 @@ class MiddlewareServices final : public WorkerServices {
 
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
+  std::shared_ptr<LocalLayer> local_;
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {

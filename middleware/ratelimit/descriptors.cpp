@@ -266,8 +266,10 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     if (limit == nullptr) continue;
     LimitKeyValue value = limit_key_value(*limit, request, api_key.key);
     const BucketParams& params = limit->for_plan(result.plan);
-    result.descriptors.push_back(LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret),
-                                                 params.capacity, params.refill_per_second});
+    LimitDescriptor& descriptor = result.descriptors.emplace_back(
+        LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
+                        params.refill_per_second});
+    descriptor.lease_tokens = limit->lease_tokens;
     value.hash_input.clear();  // raw request data: not kept beyond hashing
     result.values.push_back(std::move(value));
   }

@@ -66,6 +66,11 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     metrics.declare("sluice_redis_topology_refresh_total", scratch_labels({{"result", result}}));
     metrics.declare("sluice_ratelimit_refunds_total", scratch_labels({{"result", result}}));
   }
+  for (const auto& limit : config.limits) {
+    if (limit.lease_tokens > 0) {
+      metrics.declare("sluice_ratelimit_leases_total", scratch_labels({{"limit", limit.name}}));
+    }
+  }
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
     metrics.declare(route.on_redis_failure == FailureMode::kOpen
@@ -75,6 +80,17 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
     bool keys_on_api_key = false;
     std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
+    const bool leases = std::any_of(
+        route.limit_indexes.begin(), route.limit_indexes.end(),
+        [&config](std::size_t index) { return config.limits[index].lease_tokens > 0; });
+    if (config.local.deny_cache) {
+      metrics.declare("sluice_ratelimit_local_decisions_total",
+                      scratch_labels({{"route", route.name}, {"kind", "deny_cache"}}));
+    }
+    if (leases) {
+      metrics.declare("sluice_ratelimit_local_decisions_total",
+                      scratch_labels({{"route", route.name}, {"kind", "lease"}}));
+    }
     for (const auto index : route.limit_indexes) {
       const LimitConfig& limit = config.limits[index];
       for (const auto decision : {"allowed", "limited"}) {
@@ -174,6 +190,13 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
           reply.headers.emplace_back("Retry-After",
                                      std::to_string(unavailable_retry_after(decision)));
           return done(std::move(reply));
+        }
+        if (decision.local == LocalDecision::kDenyCache || decision.local == LocalDecision::kLease) {
+          metrics_.add("sluice_ratelimit_local_decisions_total",
+                       scratch_labels({{"route", route.name},
+                                       {"kind", decision.local == LocalDecision::kLease
+                                                    ? "lease"
+                                                    : "deny_cache"}}));
         }
         for (std::size_t i = 0; i < descriptors->size(); ++i) {
           const bool limited = !decision.allowed && !decision.limits[i].sufficient;

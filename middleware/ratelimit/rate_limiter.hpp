@@ -27,6 +27,9 @@ struct LimitDescriptor {
   // local layer asks; 0 = none). The store grants at most half of what the
   // bucket holds after the request, in whole tokens.
   double lease_want = 0;
+  // The limit's lease_tokens: how many tokens the local layer may hold at
+  // once for this bucket (0 = never leased).
+  double lease_tokens = 0;
 };
 
 // The state of one bucket after the decision.

@@ -43,14 +43,14 @@ class ClusterCase(ProcessTestCase):
         self.prefix = f"it{ClusterCase.serial}:"
 
     def start_gateway(self, routes, limits, name="sluice", seeds=None, wait_ready=True,
-                      **redis):
+                      local=None, **redis):
         seeds = seeds or CLUSTER.seeds()
         config = gateway_config(
             {"echo": [self.echo.address]}, routes, server={"threads": 2},
             redis=topology_redis(seeds[0], seeds[1:], "cluster",
                                  timeout_ms=redis.pop("timeout_ms", self.timeout_ms),
                                  connect_timeout_ms=500, key_prefix=self.prefix, **redis),
-            limits=limits)
+            limits=limits, **({"local": local} if local else {}))
         gateway = self.start_sluice(config, name=name)
         if wait_ready:
             wait_redis_ready(gateway)
@@ -125,8 +125,11 @@ class ClusterTest(ClusterCase):
 
     def test_3_denial_by_a_limit_in_another_slot_leaves_the_other_bucket_untouched(self):
         routes = [route("both", "/both", ["per_key", "global"], on_redis_failure="closed")]
+        # Every denial must reach Redis here (it is what sends the refunds):
+        # no denial cache.
         gw = self.start_gateway(routes, {"per_key": limit("api_key", 10),
-                                         "global": limit("global", 3)})
+                                         "global": limit("global", 3)},
+                                local={"deny_cache": False})
         status, h, _ = request(gw.port, "GET", "/both", headers={"X-API-Key": "alice"})
         self.assertEqual(status, 200)
         keys = self.buckets()
@@ -158,7 +161,9 @@ class ClusterTest(ClusterCase):
     def test_4_reshard_under_load_keeps_deciding_and_keeps_bucket_state(self):
         capacity, keys, per_key = 3, 300, 8
         routes = [route("moving", "/moving", ["per_key"], on_redis_failure="closed")]
+        # The denials must reach Redis too, so that they meet the moving slots.
         gateways = [self.start_gateway(routes, {"per_key": limit("api_key", capacity)},
+                                       local={"deny_cache": False},
                                        name=f"sluice-{i}") for i in range(2)]
         # Every bucket exists before the slots move, with one token taken.
         first = Load([(gateways[k % 2].port, "/moving/0", {"X-API-Key": f"m-{k}"}, k)

@@ -1,0 +1,73 @@
+// The denial cache: buckets the store (Redis) recently reported short of
+// tokens, so that a worker denies their next requests without asking again.
+//
+// Exact for the token bucket: a bucket gains tokens only by refilling, so one
+// that needed `seconds_to_cost` more seconds to hold `cost` tokens when it was
+// asked still lacks them, for that cost or any higher one, until those seconds
+// have passed, whatever other instances do (they can only take tokens). An
+// entry counts from the moment the request was sent, which is before the
+// store read its clock, so it never outlives the store's own answer; and it
+// lives at most kMaxEntryUs. Only a refund (a lease given back, a cross-slot
+// request undone), a reload that changes a limit or an admin reset can give a
+// bucket tokens sooner: whoever sees those clears the cache.
+//
+// One per worker, used on its executor only; bounded by `max_entries` (a full
+// cache first drops expired entries, then stops remembering new ones).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+
+#include "middleware/ratelimit/local/bucket_key.hpp"
+
+namespace sluice {
+
+class DenyCache {
+ public:
+  static constexpr std::int64_t kMaxEntryUs = 1'000'000;
+
+  explicit DenyCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
+
+  // Records the store's denial of a request sent at `asked_us`: each bucket
+  // short of `cost` is denied until it can have refilled (at most
+  // kMaxEntryUs); the request's other buckets, which the denial did not
+  // debit, are remembered as they were for as long, so that local denials
+  // can report them.
+  void remember(std::span<const LimitDescriptor> buckets, double cost,
+                const RateDecision& decision, std::int64_t asked_us);
+
+  // The bucket's state at `now_us` if a request of `cost` on it is known to
+  // be denied; nullopt when the store must be asked.
+  std::optional<LimitState> denied(const LimitDescriptor& bucket, double cost, std::int64_t now_us);
+  // The bucket's last reported state, refilled to `now_us` (an upper bound:
+  // others may have taken tokens since), for a request of `cost`.
+  std::optional<LimitState> known(const LimitDescriptor& bucket, double cost, std::int64_t now_us);
+
+  // The bucket got tokens back (a refund): ask the store next time.
+  void forget(const LimitDescriptor& bucket) { entries_.erase(BucketKey::of(bucket)); }
+  void clear() { entries_.clear(); }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    bool denies = false;   // false: a bucket only known, from a denial of another
+    double cost = 0;       // the cost that was denied
+    double remaining = 0;  // tokens the store reported
+    double capacity = 0;   // the parameters it was decided with
+    double refill = 0;
+    std::int64_t asked_us = 0;
+    std::int64_t until_us = 0;  // denied until then
+  };
+
+  void put(const LimitDescriptor& bucket, const Entry& entry);
+  // The live entry of a bucket decided with these parameters.
+  const Entry* find(const LimitDescriptor& bucket, std::int64_t now_us);
+  void purge_expired(std::int64_t now_us);
+
+  std::size_t max_entries_;
+  std::unordered_map<BucketKey, Entry, BucketKeyHash> entries_;
+};
+
+}  // namespace sluice

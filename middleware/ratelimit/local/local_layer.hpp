@@ -1,0 +1,97 @@
+// The local layer: a RateLimiter in front of the store's limiter (Redis) that
+// answers what it can without asking it, and never admits what the store
+// would not have:
+// - the denial cache (deny_cache.hpp): a bucket the store just reported short
+//   of tokens is denied locally until it can have refilled (at most 1 s);
+// - leases (lease_table.hpp): on a busy bucket of a limit with lease_tokens,
+//   the store's call for one request also takes a few tokens ahead, debited
+//   in the store at once, which this worker then spends locally; the unspent
+//   rest goes back when the lease expires, the configuration changes, or the
+//   worker drains.
+// A request whose buckets are all covered by leases, or one of whose buckets
+// is cached as denied, needs no store call; the others go to the store in one
+// call, which renews the leases of their busy buckets in passing.
+//
+// One per worker, created, used and destroyed on its executor; every handler
+// is called there, never from inside decide(). The store's limiter must stay
+// valid while the layer lives. The descriptors passed to decide() must stay
+// valid until its handler has been called (they are read again then).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "gateway/config/config.hpp"
+#include "middleware/ratelimit/local/deny_cache.hpp"
+#include "middleware/ratelimit/local/lease_table.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+class MetricsShard;
+
+// Microseconds of the steady clock.
+std::int64_t steady_now_us();
+
+class LocalLayer final : public RateLimiter, public std::enable_shared_from_this<LocalLayer> {
+ public:
+  using Clock = std::function<std::int64_t()>;  // microseconds, steady
+
+  LocalLayer(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> store,
+             MetricsShard& metrics, const LocalConfig& config, Clock now_us = steady_now_us);
+
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) override;
+  // Forwards to the store; the refunded buckets leave this worker's cache.
+  void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
+
+  // A new configuration: the cache is emptied (limits may have changed) and
+  // every lease given back.
+  void reconfigure(const LocalConfig& config);
+  // Gives every lease back, then calls `done` once the store has answered
+  // (or failed to). Later decisions go straight to the store.
+  void drain(std::function<void()> done);
+
+  const DenyCache& deny_cache() const { return cache_; }
+  const LeaseTable& leases() const { return leases_; }
+
+ private:
+  struct LeasedCall;
+
+  std::optional<RateDecision> cached_denial(const std::vector<LimitDescriptor>& descriptors,
+                                            double cost, std::int64_t now,
+                                            const std::vector<std::uint8_t>& from_lease);
+  void decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
+                          std::int64_t now, RateDecisionHandler handler);
+  void on_leased_answer(const LeasedCall& call, const std::vector<LimitDescriptor>& descriptors,
+                        double cost, std::error_code ec, RateDecision decision,
+                        const RateDecisionHandler& handler);
+  void remember_denials(std::span<const LimitDescriptor> asked, double cost,
+                        const RateDecision& decision, std::int64_t asked_at);
+  void put_back(const std::vector<LimitDescriptor>& descriptors, double cost,
+                const std::vector<std::uint8_t>& from_lease);
+  void answer_now(RateDecisionHandler handler, RateDecision decision);
+  void give_back(std::vector<BucketRefund> refunds, RefundHandler done = nullptr);
+  void arm_sweep();
+  void sweep();
+
+  boost::asio::any_io_executor executor_;
+  std::shared_ptr<RateLimiter> store_;
+  MetricsShard& metrics_;
+  Clock now_us_;
+  bool deny_cache_on_;
+  bool draining_ = false;
+  DenyCache cache_;
+  LeaseTable leases_;
+  boost::asio::steady_timer sweep_timer_;
+  bool sweep_armed_ = false;
+};
+
+}  // namespace sluice

@@ -1,0 +1,285 @@
+// The local layer in front of a fake store completed by hand, with a manual
+// clock: what it answers itself (denial cache, leases), what it asks the
+// store and with which lease, and what it gives back (expiry, reload, drain).
+#include <catch2/catch.hpp>
+
+#include <optional>
+
+#include <boost/asio/post.hpp>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/local_layer.hpp"
+#include "tests/support/io_loop.hpp"
+
+using namespace sluice;
+
+namespace {
+
+class FakeStore final : public RateLimiter {
+ public:
+  explicit FakeStore(boost::asio::io_context& io) : io_(io) {}
+  void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
+              RateDecisionHandler handler) override {
+    calls.push_back({descriptors, cost, std::move(handler)});
+  }
+  void refund(std::vector<BucketRefund> r, RefundHandler done) override {
+    refunds.insert(refunds.end(), r.begin(), r.end());
+    if (done) boost::asio::post(io_, [done] { done({}); });
+  }
+  // Answers the oldest open call with one state per bucket.
+  void answer(bool allowed, std::vector<LimitState> states) {
+    REQUIRE(!calls.empty());
+    RateDecision d;
+    d.allowed = allowed;
+    d.limits = std::move(states);
+    auto h = std::move(calls.front().handler);
+    calls.erase(calls.begin());
+    boost::asio::post(io_, [h = std::move(h), d] { h({}, d); });
+  }
+  struct Call {
+    std::vector<LimitDescriptor> descriptors;
+    double cost;
+    RateDecisionHandler handler;
+  };
+  std::vector<Call> calls;
+  std::vector<BucketRefund> refunds;
+
+ private:
+  boost::asio::io_context& io_;
+};
+
+LimitState state(bool sufficient, double remaining, double to_cost = 0, double leased = 0) {
+  LimitState s;
+  s.sufficient = sufficient;
+  s.remaining = remaining;
+  s.seconds_to_cost = to_cost;
+  s.leased = leased;
+  return s;
+}
+
+struct Harness {
+  test::Loop loop;
+  MetricsShard metrics;
+  std::int64_t now = 1'000'000;
+  std::shared_ptr<FakeStore> store = std::make_shared<FakeStore>(loop.io);
+  std::shared_ptr<LocalLayer> layer;
+  std::optional<RateDecision> last;
+
+  explicit Harness(bool deny_cache = true) {
+    LocalConfig config;
+    config.deny_cache = deny_cache;
+    layer = std::make_shared<LocalLayer>(loop.io.get_executor(), store, metrics, config,
+                                         [this] { return now; });
+  }
+  // Decides and runs the loop until answered; nullopt if the store was asked
+  // and has not answered.
+  std::optional<RateDecision> decide(const std::vector<LimitDescriptor>& ds, double cost = 1) {
+    last.reset();
+    kept = ds;
+    layer->decide(kept, cost, [this](std::error_code ec, RateDecision d) {
+      REQUIRE_FALSE(ec);
+      last = std::move(d);
+    });
+    loop.run_until([&] { return last.has_value(); }, std::chrono::milliseconds(20));
+    return last;
+  }
+  RateDecision await() {
+    REQUIRE(loop.run_until([&] { return last.has_value(); }));
+    return *last;
+  }
+  std::vector<LimitDescriptor> kept;  // outlives the decision, as the middleware's does
+};
+
+LimitDescriptor bucket(const char* limit, const char* key, double capacity, double rate,
+                       double lease_tokens = 0) {
+  LimitDescriptor d{limit, key_hash(key), capacity, rate};
+  d.lease_tokens = lease_tokens;
+  return d;
+}
+
+// Requests on `g` every 4 ms until the store granted a lease, each store call
+// answered with the lease it asked for.
+void warm_lease(Harness& h, const LimitDescriptor& g) {
+  for (int i = 0; i < 30 && h.layer->leases().held_tokens() == 0; ++i) {
+    h.now += 4'000;
+    if (h.decide({g})) continue;
+    const double want = h.store->calls.back().descriptors[0].lease_want;
+    h.store->answer(true, {state(true, 900, 0, want)});
+    h.await();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
+          "[ratelimit][local]") {
+  Harness h;
+  const auto b = bucket("per_key", "alice", 2, 0.5);
+  CHECK_FALSE(h.decide({b}));
+  REQUIRE(h.store->calls.size() == 1);
+  h.store->answer(false, {state(false, 0.5, 1.0)});  // 1 s to the next token
+  CHECK_FALSE(h.await().allowed);
+
+  h.now += 500'000;
+  auto d = h.decide({b});
+  REQUIRE(d);  // answered without the store
+  CHECK(h.store->calls.empty());
+  CHECK_FALSE(d->allowed);
+  CHECK(d->local == LocalDecision::kDenyCache);
+  CHECK(d->limits[0].seconds_to_cost == Approx(0.5));
+  CHECK(d->limits[0].remaining == Approx(0.75));
+
+  h.now += 500'000;  // the bucket may hold a token again: ask
+  CHECK_FALSE(h.decide({b}));
+  CHECK(h.store->calls.size() == 1);
+}
+
+TEST_CASE("local layer: without the denial cache every request asks the store",
+          "[ratelimit][local]") {
+  Harness h(false);
+  const auto b = bucket("per_key", "alice", 2, 0.5);
+  h.decide({b});
+  h.store->answer(false, {state(false, 0.5, 1.0)});
+  h.await();
+  CHECK_FALSE(h.decide({b}));
+  CHECK(h.store->calls.size() == 1);
+}
+
+TEST_CASE("local layer: one denied bucket denies a request; the others report what is known",
+          "[ratelimit][local]") {
+  Harness h;
+  const auto per_key = bucket("per_key", "alice", 2, 0.5);
+  const auto global = bucket("global", "all", 100, 10);
+  h.decide({per_key, global});
+  h.store->answer(false, {state(false, 0, 2.0), state(true, 50)});
+  h.await();
+  const auto route = bucket("route", "r", 30, 1);
+  auto d = h.decide({global, per_key, route});
+  REQUIRE(d);
+  CHECK_FALSE(d->allowed);
+  CHECK(d->limits[0].sufficient);  // as the store reported it with the denial
+  CHECK(d->limits[0].remaining == 50);
+  CHECK_FALSE(d->limits[1].sufficient);
+  CHECK(d->limits[1].seconds_to_cost == Approx(2.0));
+  CHECK(d->limits[2].sufficient);  // never reported: at its capacity
+  CHECK(d->limits[2].remaining == 30);
+}
+
+TEST_CASE("local layer: a hot leased bucket asks for a lease, then spends it locally",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  // 20 requests in 100 ms: 200/s, a 40-token lease once measured.
+  for (int i = 0; i < 20; ++i) {
+    h.decide({g});
+    REQUIRE(h.store->calls.back().descriptors[0].lease_want == 0);
+    h.store->answer(true, {state(true, 900)});
+    h.await();
+    h.now += 5'000;
+  }
+  h.decide({g});
+  REQUIRE(h.store->calls.size() == 1);
+  CHECK(h.store->calls[0].descriptors[0].lease_want == 40);
+  h.store->answer(true, {state(true, 860, 0, 40)});
+  CHECK(h.await().allowed);
+  CHECK(h.layer->leases().held_tokens() == 40);
+
+  for (int i = 0; i < 40; ++i) {
+    auto d = h.decide({g});
+    REQUIRE(d);
+    CHECK(d->allowed);
+    CHECK(d->local == LocalDecision::kLease);
+  }
+  CHECK(h.store->calls.empty());
+  CHECK_FALSE(h.decide({g}));  // spent: back to the store, asking again
+  CHECK(h.store->calls[0].descriptors[0].lease_want > 0);
+  h.store->answer(true, {state(true, 800)});
+  h.await();
+}
+
+TEST_CASE("local layer: a request's other limits still go to the store; a denial puts the "
+          "leased tokens back",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  const auto k = bucket("per_key", "alice", 5, 1);
+  h.decide({g, k});
+  h.store->answer(true, {state(true, 900), state(true, 4)});
+  h.await();
+  warm_lease(h, g);
+  const double held = h.layer->leases().held_tokens();
+  REQUIRE(held >= 2);
+  h.decide({g, k});
+  REQUIRE(h.store->calls.size() == 1);
+  REQUIRE(h.store->calls[0].descriptors.size() == 1);  // only per_key
+  CHECK(h.store->calls[0].descriptors[0].limit == "per_key");
+  CHECK(h.layer->leases().held_tokens() == held - 1);
+  h.store->answer(false, {state(false, 0.2, 0.8)});
+  auto d = h.await();
+  CHECK_FALSE(d.allowed);
+  REQUIRE(d.limits.size() == 2);
+  CHECK(d.limits[0].sufficient);  // global, from the lease
+  CHECK_FALSE(d.limits[1].sufficient);
+  CHECK(h.layer->leases().held_tokens() == held);  // put back
+}
+
+TEST_CASE("local layer: leases are given back on expiry, on reload and on drain",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  const double held = h.layer->leases().held_tokens();
+  REQUIRE(held > 0);
+  SECTION("expiry: the sweep refunds the rest") {
+    h.now += LeaseTable::kMaxLifetimeUs;
+    REQUIRE(h.loop.run_until([&] { return !h.store->refunds.empty(); }));
+    CHECK(h.store->refunds[0].tokens == held);
+    CHECK(h.layer->leases().held_tokens() == 0);
+  }
+  SECTION("reload") {
+    h.layer->reconfigure(LocalConfig{});
+    REQUIRE(h.store->refunds.size() == 1);
+    CHECK(h.store->refunds[0].tokens == held);
+  }
+  SECTION("drain: done once the refund is answered, and later requests go to the store") {
+    bool done = false;
+    h.layer->drain([&done] { done = true; });
+    REQUIRE(h.loop.run_until([&] { return done; }));
+    REQUIRE(h.store->refunds.size() == 1);
+    CHECK(h.store->refunds[0].tokens == held);
+    CHECK_FALSE(h.decide({g}));
+    CHECK(h.store->calls.back().descriptors[0].lease_want == 0);
+  }
+}
+
+TEST_CASE("local layer: a reload empties the denial cache", "[ratelimit][local]") {
+  Harness h;
+  const auto b = bucket("per_key", "alice", 2, 0.5);
+  h.decide({b});
+  h.store->answer(false, {state(false, 0.5, 1.0)});
+  h.await();
+  REQUIRE(h.decide({b}));
+  h.layer->reconfigure(LocalConfig{});
+  CHECK_FALSE(h.decide({b}));
+  CHECK(h.store->calls.size() == 1);
+}
+
+TEST_CASE("local layer: a lease granted after a reload emptied the table goes back",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  // Spend the lease so that the next request asks the store for another.
+  while (h.layer->leases().held_tokens() >= 1) REQUIRE(h.decide({g}));
+  CHECK_FALSE(h.decide({g}));
+  const double want = h.store->calls.back().descriptors[0].lease_want;
+  REQUIRE(want > 0);
+  const auto refunded_before = h.store->refunds.size();
+  h.layer->reconfigure(LocalConfig{});  // the table is emptied while the call is out
+  h.store->answer(true, {state(true, 800, 0, want)});
+  CHECK(h.await().allowed);
+  REQUIRE(h.store->refunds.size() == refunded_before + 1);
+  CHECK(h.store->refunds.back().tokens == want);
+  CHECK(h.layer->leases().held_tokens() == 0);
+}
