@@ -245,9 +245,9 @@ class LeaseTest(LocalLayerCase):
 
 
 class HotKeyTest(LocalLayerCase):
-    """3 instances x 64 clients (hey, 4 requests/s each) on one leased global key."""
+    """3 instances x 64 clients (hey, 8 requests/s each) on one leased global key."""
 
-    CLIENTS, QPS = 64, 4  # per instance: 768 requests/s in all
+    CLIENTS, QPS = 64, 8  # per instance: 1536 requests/s in all
 
     def load(self, capacity, rate, lease, seconds):
         """Starts the instances and runs the load. Returns (gateways, admitted, T, Redis
@@ -293,7 +293,7 @@ class HotKeyTest(LocalLayerCase):
                            f"no request served from a lease: {summary}")
 
     def test_three_instances_admit_at_most_c_plus_rt_and_at_least_97_percent(self):
-        # 3.8 times the refill asked for: the bucket empties within a second, then
+        # 7.7 times the refill asked for: the bucket empties within a second, then
         # every token is wanted as soon as it refills. Redis calls per request stay
         # near 1 here by design: a denial may be cached only until the next token
         # (5 ms at 200/s), and a nearly empty bucket is not leased.
@@ -306,13 +306,16 @@ class HotKeyTest(LocalLayerCase):
         self.assert_leased(gateways, summary)
 
     def test_leases_answer_most_requests_of_a_hot_key_without_redis(self):
-        # Less is asked than the refill (2000/s): the bucket never runs low.
+        # Less is asked than the refill (2000/s): the bucket never runs low, so no
+        # request may be denied. Without leases every request would be a Redis call;
+        # with them, at most every other one (the clients send in bursts, and the
+        # requests of a burst that arrive before its lease do ask Redis).
         capacity, rate = 5000, 2000
         gateways, admitted, elapsed, calls, statuses, summary = self.load(capacity, rate, 50, 3)
         self.assertEqual(set(statuses), {200}, summary)
         self.assert_leased(gateways, summary)
         self.assertLessEqual(admitted, capacity + rate * elapsed, summary)
-        self.assertLess(calls / sum(statuses.values()), 0.25, summary)
+        self.assertLess(calls / sum(statuses.values()), 0.5, summary)
 
 
 class ClusterLeaseTest(ProcessTestCase):
