@@ -40,6 +40,9 @@ constexpr FamilyInfo kFamilies[] = {
      "Requests forwarded unlimited because Redis could not decide."},
     {"sluice_ratelimit_fail_closed_total", "counter",
      "Requests refused with 503 because Redis could not decide."},
+    {"sluice_ratelimit_fail_local_total", "counter",
+     "Requests decided by the instance's local share of each limit because Redis could not "
+     "decide."},
     {"sluice_ratelimit_missing_key_total", "counter",
      "Requests whose key source was missing and fell back to the client IP."},
     {"sluice_ratelimit_rejected_total", "counter",
@@ -61,6 +64,9 @@ constexpr FamilyInfo kFamilies[] = {
      "Rate-limit decisions made without Redis: by the denial cache or from leased tokens."},
     {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},
+    {"sluice_fleet_size", "gauge",
+     "Instances the local fallback divides each limit by: local.fleet_size, else the live "
+     "instances last seen in Redis, else 1."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
     {"sluice_connections_active", "gauge", "Open client connections."},
@@ -189,10 +195,11 @@ void MetricsSnapshot::add(std::string_view family, std::string_view labels, doub
   auto& samples = values_[std::string{family}];
   auto [it, inserted] = samples.try_emplace(std::string{labels}, value);
   if (inserted) return;
-  // Health gauges merge as "all workers up" / "any breaker open"; the rest add up.
+  // Health gauges merge as "all workers up" / "any breaker open", a
+  // process-wide value set by every worker as itself; the rest add up.
   if (family == "sluice_redis_up") {
     it->second = std::min(it->second, value);
-  } else if (family == "sluice_redis_circuit_open") {
+  } else if (family == "sluice_redis_circuit_open" || family == "sluice_fleet_size") {
     it->second = std::max(it->second, value);
   } else {
     it->second += value;

@@ -7,6 +7,8 @@
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/local/fleet_heartbeat.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
@@ -23,35 +25,69 @@ bool has_limits(const Config& config) {
   return false;
 }
 
+// The fleet size is learned only when some route falls back locally and no
+// size is configured: otherwise nobody reads it, and Redis sees no heartbeat.
+bool learns_fleet_size(const Config& config) {
+  if (config.local.fleet_size > 0) return false;
+  return std::any_of(config.routes.begin(), config.routes.end(), [](const RouteConfig& route) {
+    return route.on_redis_failure == FailureMode::kLocal && route_limits(route);
+  });
+}
+
+// What the workers of one process share: the local fallback's buckets, and
+// the instance's member in the fleet.
+struct ProcessState {
+  std::shared_ptr<FallbackStore> fallback = std::make_shared<FallbackStore>();
+  std::string instance_id = random_instance_id();
+};
+
 class MiddlewareServices final : public WorkerServices {
  public:
-  explicit MiddlewareServices(const WorkerContext& worker)
+  MiddlewareServices(const WorkerContext& worker, const ProcessState& process)
       : metrics_(worker.metrics),
         limiter_(make_limiter(worker)),
         local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
-                                            worker.config->local)) {
+                                            worker.config->local)),
+        fallback_(process.fallback) {
     if (has_limits(*worker.config)) limiter_->connect();
+    // One worker per process renews the heartbeat, on its own connection.
+    if (worker.index == 0) {
+      heartbeat_ = std::make_shared<FleetHeartbeat>(
+          worker.executor,
+          [limiter = limiter_.get(), id = process.instance_id](bool leave, FleetHandler done) {
+            limiter->fleet_heartbeat(id, kFleetHeartbeatTtl, leave, std::move(done));
+          },
+          fallback_);
+      heartbeat_->enable(learns_fleet_size(*worker.config));
+    }
   }
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(local_, metrics_));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(local_, metrics_, fallback_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
 
-  void before_scrape() override { limiter_->export_metrics(); }
+  void before_scrape() override {
+    limiter_->export_metrics();
+    metrics_.set("sluice_fleet_size", "", fallback_->fleet_size());
+  }
 
   void on_config(const std::shared_ptr<const Config>& next) override {
     limiter_->reconfigure(next->redis);
     local_->reconfigure(next->local);
     if (has_limits(*next)) limiter_->connect();
+    if (heartbeat_) heartbeat_->enable(learns_fleet_size(*next));
   }
 
-  // Leases go back to Redis before its connection closes; the worker's loop
-  // runs until that call is answered or times out.
+  // Leases go back to Redis, and the heartbeat's member is removed, before
+  // the connection closes; the worker's loop runs until those calls are
+  // answered or time out.
   void on_stop() override {
-    local_->drain([limiter = limiter_] { limiter->close(); });
+    auto close = [limiter = limiter_] { limiter->close(); };
+    if (!heartbeat_) return local_->drain(close);
+    local_->drain([heartbeat = heartbeat_, close] { heartbeat->leave(close); });
   }
 
   DependencyState readiness() const override {
@@ -82,21 +118,30 @@ class MiddlewareServices final : public WorkerServices {
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
   std::shared_ptr<LocalLayer> local_;
+  std::shared_ptr<FallbackStore> fallback_;
+  std::shared_ptr<FleetHeartbeat> heartbeat_;  // worker 0 only
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
   std::unique_ptr<WorkerServices> make(const WorkerContext& worker) override {
-    return std::make_unique<MiddlewareServices>(worker);
+    return std::make_unique<MiddlewareServices>(worker, process_);
   }
 
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
     seed_rate_limit_metrics(config, metrics);
   }
 
+  // Process-wide settings of the local layer, and the warnings.
+  void on_config_loaded(const Config& config) const override {
+    process_.fallback->set_configured_fleet_size(config.local.fleet_size);
+    process_.fallback->set_max_buckets(config.local.max_buckets);
+    warn_plain_ip_keys(config);
+  }
+
   // A bucket key is a hash of the key value. Without a secret it is plain
   // SHA-256, and hashing all 2^32 IPv4 addresses finds the address of a bucket.
-  void on_config_loaded(const Config& config) const override {
+  static void warn_plain_ip_keys(const Config& config) {
     if (!config.redis.key_secret.empty()) return;
     std::string names;
     for (const auto& limit : config.limits) {
@@ -137,6 +182,8 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   }
 
  private:
+  ProcessState process_;
+
   // One entry per server, in the order workers first name them: "ready" when
   // every worker that knows it reaches it, "down" when none does, else "partial".
   static nlohmann::json merge_endpoints(const std::vector<DependencyState>& workers) {

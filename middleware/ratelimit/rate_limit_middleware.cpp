@@ -10,6 +10,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/headers.hpp"
+#include "middleware/ratelimit/local/fallback_store.hpp"
 #include "upstream/redis/error.hpp"
 
 namespace sluice {
@@ -47,6 +48,19 @@ std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
   return "unknown";
 }
 
+// What counts a request the limiter could not decide, by the route's failure mode.
+std::string_view fail_counter(FailureMode mode) {
+  switch (mode) {
+    case FailureMode::kOpen:
+      return "sluice_ratelimit_fail_open_total";
+    case FailureMode::kClosed:
+      return "sluice_ratelimit_fail_closed_total";
+    case FailureMode::kLocal:
+      return "sluice_ratelimit_fail_local_total";
+  }
+  return "sluice_ratelimit_fail_closed_total";
+}
+
 }  // namespace
 
 long unavailable_retry_after(const RateDecision& decision) {
@@ -73,10 +87,7 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   }
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
-    metrics.declare(route.on_redis_failure == FailureMode::kOpen
-                        ? "sluice_ratelimit_fail_open_total"
-                        : "sluice_ratelimit_fail_closed_total",
-                    scratch_labels({{"route", route.name}}));
+    metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
     bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
     bool keys_on_api_key = false;
     std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
@@ -174,7 +185,13 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         const RouteConfig& route = *ctx.route;
         metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
                          std::chrono::duration<double>(Clock::now() - started).count());
-        if (ec) {
+        auto& fallback = self->fallback_;
+        if (ec && fallback && route.on_redis_failure == FailureMode::kLocal) {
+          // Redis cannot decide: this instance's share decides, answered as Redis' would be.
+          metrics_.add("sluice_ratelimit_fail_local_total",
+                       scratch_labels({{"route", route.name}}));
+          decision = fallback->decide(*descriptors, route.cost);
+        } else if (ec) {
           if (route.on_redis_failure == FailureMode::kOpen) {
             metrics_.add("sluice_ratelimit_fail_open_total",
                          scratch_labels({{"route", route.name}}));
@@ -190,6 +207,8 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
           reply.headers.emplace_back("Retry-After",
                                      std::to_string(unavailable_retry_after(decision)));
           return done(std::move(reply));
+        } else if (fallback && decision.local == LocalDecision::kNone) {
+          fallback->clear_if_used();  // Redis itself decided: it is back
         }
         if (decision.local == LocalDecision::kDenyCache || decision.local == LocalDecision::kLease) {
           metrics_.add("sluice_ratelimit_local_decisions_total",

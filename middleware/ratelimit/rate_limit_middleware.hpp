@@ -1,8 +1,11 @@
 // The rate-limit middleware: builds the request's bucket descriptors from the
 // route's limits, asks the RateLimiter, and either continues with the
 // rate-limit headers queued for the response, answers 429, or applies the
-// route's failure mode when the limiter cannot decide. Runs on the worker's
-// executor; the limiter's completion arrives there too.
+// route's failure mode when the limiter cannot decide: forward (open), 503
+// (closed), or decide at this instance's share with the process's
+// FallbackStore (local), answered like any decision. A decision Redis
+// itself made empties the fallback store (Redis decides again). Runs on the
+// worker's executor; the limiter's completion arrives there too.
 #pragma once
 
 #include <memory>
@@ -13,6 +16,7 @@
 
 namespace sluice {
 
+class FallbackStore;
 class MetricsShard;
 
 // Retry-After of a fail-closed 503: the limiter's expected unavailable time in
@@ -21,7 +25,7 @@ long unavailable_retry_after(const RateDecision& decision);
 
 // A zero series for every label combination the rate-limit middleware and the
 // Redis limiter can count under `config`: decisions per route, limit and
-// decision; fail-open or fail-closed per route (by its failure mode); missing
+// decision; fail-open, fail-closed or fail-local per route (by its failure mode); missing
 // key sources and refusal reasons the route's limits make possible; Redis
 // errors by kind; the decision latency histogram. Startup and reload only.
 void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
@@ -29,8 +33,11 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
  public:
-  RateLimitMiddleware(std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics)
-      : limiter_(std::move(limiter)), metrics_(metrics) {}
+  // `fallback` decides for routes with on_redis_failure: local; without one
+  // (tests) those routes fail closed.
+  RateLimitMiddleware(std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics,
+                      std::shared_ptr<FallbackStore> fallback = nullptr)
+      : limiter_(std::move(limiter)), metrics_(metrics), fallback_(std::move(fallback)) {}
 
   // Continues at once for a route without limits, answers at once a request
   // whose key sources are refused, and otherwise completes when the limiter does.
@@ -39,6 +46,7 @@ class RateLimitMiddleware final : public Middleware,
  private:
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
+  std::shared_ptr<FallbackStore> fallback_;
 };
 
 }  // namespace sluice

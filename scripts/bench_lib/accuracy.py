@@ -1,24 +1,37 @@
 """scripts/bench --accuracy: three Sluice instances on one Redis, wrk against all
-three at once on one key, then on 1000 keys; the allowed requests against the
-ideal C + R*T, with Redis's clock at both ends of the window.
+three at once on one key, then on 1000 keys, then on one `global` key without and
+with lease_tokens; the allowed requests against the ideal C + R*T, with Redis's
+clock at both ends of the window.
+
+The per-key cases end the window at each key's last debit (the timestamp in its
+bucket). The global cases cannot: a lease's refund after the load moves that
+timestamp. Their window ends at the last sample of the instances' allowed counters
+taken while every wrk still ran (samples every SAMPLE_PERIOD, also the data of the
+allowed-rate chart), so tokens still held in leases then count as not admitted.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import struct
 import subprocess
 import time
 
-from measure import KEYS_LUA, parse_bench_lines, sluice_counters, wrk_command
+from measure import KEYS_LUA, parse_bench_lines, script_stats, sluice_counters, wrk_command
 from stack import Stack
 from testkit.resp import Connection
 
+SAMPLE_PERIOD = 0.1  # seconds between two samples of the global cases
+SAMPLE_MARGIN = 0.3  # seconds before wrk's end the samples stop (every wrk still runs)
+LEASE_TOKENS = 50
+BUCKETS = "{}bench:*"  # the buckets of limit "bench" under a key prefix
 
-def bucket_stamps(redis: Connection, prefix: str) -> dict[bytes, tuple[float, float]]:
-    """key -> (tokens, timestamp_us) of every bucket under `prefix`."""
+
+def bucket_stamps(redis: Connection, pattern: str) -> dict[bytes, tuple[float, float]]:
+    """key -> (tokens, timestamp_us) of every bucket matching `pattern`."""
     out, cursor = {}, b"0"
     for _ in range(100_000):
-        cursor, keys = redis("SCAN", cursor, "MATCH", prefix + "*", "COUNT", 1000)
+        cursor, keys = redis("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
         for k in keys:
             v = redis("GET", k)
             if v and len(v) == 16:
@@ -28,39 +41,60 @@ def bucket_stamps(redis: Connection, prefix: str) -> dict[bytes, tuple[float, fl
     return out
 
 
+def allowed_sample(redis: Connection, gateways, pool) -> tuple[int, int, float]:
+    """(Redis TIME before, after, allowed decisions summed over the gateways), the
+    gateways read at once (`pool`: a thread pool) to keep the sample short."""
+    t0 = redis.time_us()
+    counters = pool.map(lambda g: sluice_counters(g.admin_port)["allowed"], gateways)
+    allowed = sum(counters)
+    return t0, redis.time_us(), allowed
+
+
 def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, label: str,
                   capacity: float, rate: float, nkeys: int, duration: float, conns: int,
-                  pin_cpu: str | None) -> dict:
+                  pin_cpu: str | None, lease_tokens: int | None = None) -> dict:
+    """nkeys = 0: one limit with `key: global` (the X-API-Key is then ignored)."""
     run = f"{int(time.time() * 1000) % 10**9}"
     prefix = f"acc{run}:"
+    windowed = nkeys == 0
     gateways = [stack.sluice(f"sluice-acc{run}-{i}", upstream=up, redis_port=redis_port,
-                             limit=(capacity, rate), key="api_key", key_prefix=prefix)
+                             limit=(capacity, rate), key="global" if windowed else "api_key",
+                             key_prefix=prefix, lease_tokens=lease_tokens)
                 for i in range(3)]
+    nkeys = max(1, nkeys)
     try:
         for gateway in gateways:
             stack.wait_redis(gateway)
         before = [sluice_counters(g.admin_port) for g in gateways]
-        redis("FLUSHALL")  # this Redis is ours: an empty DB marks "no request decided yet"
-        wrks = []
+        redis("FLUSHALL")  # this Redis is ours: no bucket marks "no request decided yet"
+        redis("CONFIG", "RESETSTAT")
+        start_us = all_keys_us = redis.time_us()
+        wrks, launched = [], time.monotonic()
         for i, gateway in enumerate(gateways):
             cmd = wrk_command(gateway.port, conns, duration, pin_cpu, script=KEYS_LUA,
                               args=[run, str(nkeys), str(i * nkeys // 3)])
             wrks.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          text=True))
-        # The window starts at the last moment (Redis TIME) the DB was still empty: the
+        # The window starts at the last moment (Redis TIME) no bucket existed yet: the
         # first decision comes after it. Polled, as wrk takes a while to start.
         # Polling goes on until every key has its bucket: that bounds when each key's
         # first request came, hence how far the ideal below may overestimate.
-        start_us = all_keys_us = redis.time_us()
+        # Only the limit's buckets count (an instance may keep other keys there).
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            size, now = redis.pipeline(("DBSIZE",), ("TIME",))
+            found, now = redis.pipeline(("KEYS", BUCKETS.format(prefix)), ("TIME",))
+            size = len(found)
             now_us = int(now[0]) * 1_000_000 + int(now[1])
             if not size:
                 start_us = now_us
             if size >= nkeys:
                 all_keys_us = now_us
                 break
+        samples = []
+        with concurrent.futures.ThreadPoolExecutor(len(gateways)) as pool:
+            while windowed and time.monotonic() < launched + round(duration) - SAMPLE_MARGIN:
+                samples.append(allowed_sample(redis, gateways, pool))
+                time.sleep(max(0.0, SAMPLE_PERIOD - (samples[-1][1] - samples[-1][0]) / 1e6))
         outputs = []
         for p in wrks:
             out, err = p.communicate(timeout=duration + 60)
@@ -68,7 +102,8 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
             if p.returncode != 0 or "requests" not in outputs[-1]:
                 raise RuntimeError(f"wrk failed: {out}\n{err}")
         end_us = redis.time_us()
-        buckets = bucket_stamps(redis, prefix)
+        script_calls = script_stats(redis.commandstats())[0]
+        buckets = bucket_stamps(redis, BUCKETS.format(prefix))
         after = [sluice_counters(g.admin_port) for g in gateways]
     finally:
         for gateway in gateways:
@@ -91,12 +126,29 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
     # refilled but never asked for.
     leftover = sum(tokens for tokens, _ in buckets.values())
     skew = rate * spread * nkeys + leftover
+    window = None
+    if windowed:
+        # The window ends at the last sample: its count read between its two TIMEs.
+        allowed = samples[-1][2] - sum(b["allowed"] for b in before)
+        read_s = (samples[-1][1] - samples[-1][0]) / 1e6
+        ideal = capacity + rate * (samples[-1][1] - start_us) / 1e6
+        skew = rate * (spread + read_s)
+        window = (samples[-1][1] - start_us) / 1e6
     return {
         "label": label, "C": capacity, "R": rate, "keys": nkeys, "T": duration,
         "requests": requests, "allowed": allowed, "limited": limited, "ok": ok_responses,
         "fail_open": fail_open, "ideal": ideal, "buckets": len(buckets),
         "error_pct": 100 * (allowed - ideal) / ideal, "skew_pct": 100 * skew / ideal,
         "load_rate": load_rate, "spread_ms": spread * 1000, "leftover": leftover,
+        "lease_tokens": lease_tokens, "windowed": windowed, "window_s": window,
+        "script_calls": script_calls, "leases": sum(a["leases"] - b["leases"]
+                                                    for a, b in zip(after, before)),
+        "local": sum(a["lease"] + a["deny_cache"] - b["lease"] - b["deny_cache"]
+                     for a, b in zip(after, before)),
+        # Allowed so far against seconds since the start, from 0 at the start.
+        "series": [(0.0, 0.0)] + [((t0 + t1) / 2e6 - start_us / 1e6,
+                                   allowed - sum(b["allowed"] for b in before))
+                                  for t0, t1, allowed in samples],
     }
 
 
@@ -107,12 +159,14 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     redis = Connection(redis_port, timeout=5.0)
     duration = 3.0 if opts.quick else opts.accuracy_duration
     cases = [
-        ("one key", 500, 200, 1),
-        ("1000 keys", 20, 1, 1000),
+        ("one key", 500, 200, 1, None),
+        ("1000 keys", 20, 1, 1000, None),
+        ("one global key", 500, 1000, 0, None),
+        (f"one global key, lease_tokens {LEASE_TOKENS}", 500, 1000, 0, LEASE_TOKENS),
     ]
     results = []
-    for label, c, r, k in cases:
+    for label, c, r, k, lease in cases:
         log(f"accuracy: {label}, C={c}, R={r}/s, {duration:g} s, 3 instances")
         results.append(accuracy_case(stack, redis, up, redis_port, label, c, r, k, duration,
-                                     opts.accuracy_connections, pin_cpu))
+                                     opts.accuracy_connections, pin_cpu, lease))
     return results

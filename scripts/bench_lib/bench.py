@@ -4,8 +4,9 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 11 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
-Cluster, row 11 their load on one Redis) behind one sluice-echo upstream, all
+Default run: 13 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Cluster, row 11 their load on one Redis, row 12 the denial cache, row 13 a
+leased global key) behind one sluice-echo upstream, all
 servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every row. Pinned pass: wrk on
 CPU 0, every server on the other CPUs (taskset), REPS repetitions taken round
@@ -17,13 +18,20 @@ loadtest/results/<date>.md.
 --failover cluster|sentinel: a Redis failover under load (failover.py), with
 two Sluice instances on a 3+3 Redis Cluster or a Sentinel set; nothing pinned.
 
+--outage [open|local|closed]: Redis down for 10 s under load (outage.py), three
+Sluice instances per on_redis_failure mode; admitted requests against C + R*T.
+
 --accuracy: three Sluice instances on one Redis, wrk against all three at once
-on one key, then on 1000 keys; allowed requests against the ideal C + R*T.
+on one key, then on 1000 keys, then on one global key without and with leases;
+allowed requests against the ideal C + R*T, and a chart of the global-key runs'
+allowed rate (loadtest/leases.png, copied there by a full run).
 
 The parts: stack.py brings the servers up, measure.py runs wrk and reads CPU
 and counters, report.py writes the Markdown, goals.json holds what the rows are
 expected to reach, accuracy.py is the --accuracy run, failover.py (with
-failover_load.py and failover_report.py) the --failover run.
+failover_load.py and failover_report.py) the --failover run, outage.py the
+--outage run (its load is failover_load.py's); local_report.py writes the local
+layer's parts of the reports (the global-key accuracy table and chart, --outage).
 """
 
 from __future__ import annotations
@@ -45,10 +53,15 @@ from accuracy import accuracy  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
 from measure import measure, run_wrk, wrk_command  # noqa: E402
+from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
+from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
 from stack import ROOT, Stack, load_script, start_rows  # noqa: E402
 from testkit import procfs  # noqa: E402
 from testkit.processes import ECHO_BIN, SLUICE_BIN  # noqa: E402
+
+# The chart of the latest full --accuracy run, beside sustained.png.
+LEASES_PNG = os.path.join(ROOT, "loadtest", "leases.png")
 
 
 def log(msg: str):
@@ -79,6 +92,10 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
 
     log("starting servers")
     rows = start_rows(stack, script_file, sha)
+    if opts.rows:
+        base = load_goals()["baselines"]
+        wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
+        rows = [r for r in rows if r.num in wanted]
     total_runs = len(rows) * (opts.reps + (0 if opts.no_single else 1)
                               + (0 if opts.no_unpinned else 1))
     log(f"{len(rows)} rows; warm-up {opts.warmup:g} s each, then {total_runs} measurements")
@@ -126,7 +143,8 @@ def run_failovers(opts, stack: Stack) -> list[dict]:
 
 def suffix(opts) -> str:
     return ("-accuracy" if opts.accuracy else
-            f"-failover-{opts.failover}" if opts.failover else "")
+            f"-failover-{opts.failover}" if opts.failover else
+            "-outage" if opts.outage else "")
 
 
 def main(argv=None) -> int:
@@ -142,12 +160,21 @@ def main(argv=None) -> int:
     ap.add_argument("--no-unpinned", action="store_true")
     ap.add_argument("--no-single", action="store_true")
     ap.add_argument("--no-pin", action="store_true", help="never pin (one pass, unpinned)")
+    ap.add_argument("--rows", type=lambda v: [int(n) for n in v.split(",")],
+                    help="measure only these rows (comma-separated numbers) and the "
+                         "baselines 1, 2 and 8; every server is started all the same")
     ap.add_argument("--failover", choices=["cluster", "sentinel", *MODES[1:]],
                     help="a Redis failover under load instead of the speed table: cluster "
                          "(SIGKILL of a primary), sentinel (SENTINEL FAILOVER, then SIGKILL "
                          "of the primary), or one of the two sentinel runs alone")
     ap.add_argument("--failover-clients", type=int, default=8,
-                    help="--failover: concurrent load clients (threads of this process)")
+                    help="--failover / --outage: concurrent load clients (threads of this "
+                         "process)")
+    ap.add_argument("--outage", nargs="?", const="all", choices=["all", *OUTAGE_MODES],
+                    help="Redis down under load instead of the speed table, for "
+                         "on_redis_failure open, local and closed (all) or one of them")
+    ap.add_argument("--outage-seconds", type=float, default=10.0,
+                    help="--outage: how long Redis is down")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -164,21 +191,32 @@ def main(argv=None) -> int:
             print(f"bench: {binary} not built", file=sys.stderr)
             return 2
 
+    out = opts.out or os.path.join(
+        ROOT, "loadtest", "results",
+        f"{datetime.datetime.now():%Y-%m-%d-%H%M%S}{suffix(opts)}.md")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
     workdir = os.environ.get("SLUICE_BENCH_WORKDIR") or tempfile.mkdtemp(prefix="sluice-bench-")
     os.chmod(workdir, 0o755)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started, t0 = datetime.datetime.now(), time.monotonic()
     info = machine_info()
     pin_cpu, server_cpus = cpu_layout(opts)
-    stack = Stack(workdir, None if opts.failover else server_cpus)
+    stack = Stack(workdir, None if opts.failover or opts.outage else server_cpus)
     try:
         if opts.failover:
             text = failover_report(run_failovers(opts, stack), info, started,
                                    f"scripts/bench --failover {opts.failover}")
+        elif opts.outage:
+            text = outage_report(run_outages(opts, stack, log), info, started,
+                                 f"scripts/bench --outage {opts.outage}")
         elif opts.accuracy:
             duration = 3.0 if opts.quick else opts.accuracy_duration
-            text = accuracy_report(accuracy(opts, stack, pin_cpu, log), opts, info, started,
-                                   duration)
+            results = accuracy(opts, stack, pin_cpu, log)
+            chart = lease_chart([r for r in results if r["windowed"]],
+                                os.path.splitext(out)[0] + "-leases.png",
+                                None if opts.quick or opts.out else LEASES_PNG)
+            text = accuracy_report(results, opts, info, started, duration,
+                                   chart and os.path.relpath(chart, ROOT))
         else:
             rows = benchmark(opts, stack, pin_cpu)
             text = report(rows, opts, info, started, time.monotonic() - t0, pin_cpu,
@@ -188,10 +226,6 @@ def main(argv=None) -> int:
     finally:
         stack.stop_all()
     print(text)
-    out = opts.out or os.path.join(
-        ROOT, "loadtest", "results",
-        f"{datetime.datetime.now():%Y-%m-%d-%H%M%S}{suffix(opts)}.md")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         f.write(text + "\n")
     log(f"report written to {os.path.relpath(out, ROOT)}")

@@ -60,6 +60,12 @@ def sluice_counters(admin: int) -> dict[str, float]:
         "fail_open": metric_sum(text, "sluice_ratelimit_fail_open_total"),
         "allowed": metric_sum(text, "sluice_ratelimit_decisions_total", decision="allowed"),
         "limited": metric_sum(text, "sluice_ratelimit_decisions_total", decision="limited"),
+        "fail_local": metric_sum(text, "sluice_ratelimit_fail_local_total"),
+        "fail_closed": metric_sum(text, "sluice_ratelimit_fail_closed_total"),
+        "deny_cache": metric_sum(text, "sluice_ratelimit_local_decisions_total",
+                                 kind="deny_cache"),
+        "lease": metric_sum(text, "sluice_ratelimit_local_decisions_total", kind="lease"),
+        "leases": metric_sum(text, "sluice_ratelimit_leases_total"),
     }
 
 
@@ -73,14 +79,16 @@ def redis_connection(port: int) -> Connection:
     return _connections[port]
 
 
-def script_stats(redis: list[Process]) -> tuple[float, float]:
-    """(calls, usec) of the rate-limit script (EVALSHA and EVAL) summed over `redis`."""
-    calls = usec = 0.0
-    for server in redis:
-        stats = redis_connection(server.port).commandstats()
-        calls += sum(stats.get(c, {}).get("calls", 0) for c in ("evalsha", "eval"))
-        usec += sum(stats.get(c, {}).get("usec", 0) for c in ("evalsha", "eval"))
-    return calls, usec
+def script_stats(stats: dict[str, dict[str, float]]) -> tuple[float, float]:
+    """(calls, usec) of the scripts (EVALSHA and EVAL) in one INFO commandstats."""
+    return tuple(sum(stats.get(c, {}).get(field, 0) for c in ("evalsha", "eval"))
+                 for field in ("calls", "usec"))
+
+
+def script_totals(redis: list[Process]) -> tuple[float, float]:
+    """script_stats() summed over `redis`."""
+    figures = [script_stats(redis_connection(server.port).commandstats()) for server in redis]
+    return sum(f[0] for f in figures), sum(f[1] for f in figures)
 
 
 def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
@@ -105,12 +113,13 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
         "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024,
     }
     if row.redis:
-        calls, usec = script_stats(row.redis)
+        calls, usec = script_totals(row.redis)
         out.update({
             "redis_cpu_us": (rcpu1 - rcpu0) * 1e6 / n,
             "usec_per_call": usec / calls if calls else float("nan"),
             "script_us_per_req": usec / n,
             "calls_per_req": calls / n,
+            "calls_per_denied": calls / max(1.0, figures["non2xx"]),
         })
     if row.admin:
         after = sluice_counters(row.admin)
@@ -118,6 +127,8 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
         out["writes_per_req"] = d["writes"] / n
         out["commands_per_req"] = d["commands"] / n
         out["fail_open"] = d["fail_open"]
+        out["local_per_req"] = (d["deny_cache"] + d["lease"]) / n
+        out["leases_per_req"] = d["leases"] / n
     return out
 
 

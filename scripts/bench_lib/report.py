@@ -12,7 +12,9 @@ import platform
 import statistics
 import subprocess
 
+from local_report import lease_section
 from measure import PATH, Row, median_of
+from stack import DENY_ALL, LEASE_TOKENS
 from testkit.processes import SLUICE_BIN
 
 GOALS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goals.json")
@@ -34,6 +36,11 @@ def evaluate_goal(goal: dict, med: dict[int, dict]) -> tuple[str, object, bool]:
     met = value is not None and (value >= goal["at_least"] if "at_least" in goal
                                  else value <= goal["at_most"])
     return goal["goal"], value, met
+
+
+def med_has(med: dict[int, dict], goal: dict, key: str) -> bool:
+    """False when the goal names a row (under `key`) that was not measured (--rows)."""
+    return key not in goal or goal[key] in med
 
 
 def fmt(v, digits=2, unit=""):
@@ -81,7 +88,11 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
            pin_cpu: str | None, server_cpus: str | None, goals: dict) -> str:
     by = {r.num: r for r in rows}
     med = {r.num: median_of(r.pinned) for r in rows}
-    notes = sanity_notes(med, goals["checks"])
+    notes = sanity_notes(med, {k: v if k == "all_met" else prune(v, med)
+                               for k, v in goals["checks"].items()})
+    if opts.rows:
+        notes.append("only the rows of the table were measured (--rows): the checks of the "
+                     "others were skipped.")
     b1, b2, b8 = (goals["baselines"][k] for k in ("upstream", "proxy", "redis_proxy"))
     lines = []
     w = lines.append
@@ -99,9 +110,14 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
       "except rows 9-11: keyed by `X-API-Key`, wrk sending 10,000 keys in turn, so in rows 9 "
       "and 10 the buckets spread over the slots of a 3-primary Redis Cluster (no replicas, "
       "`redis.topology: cluster`); row 10 adds a global limit, whose bucket is in another "
-      "slot than almost every key's; row 11 is the same load on row 5's one Redis. Redis 7 on loopback, `CONFIG RESETSTAT` (every "
-      "primary) before every measurement.")
-    w(f"- Whole run: {elapsed:.0f} s. Command: `scripts/bench{' --quick' if opts.quick else ''}`.")
+      "slot than almost every key's; row 11 is the same load on row 5's one Redis. Row 6 turns the denial cache off "
+      "(`local.deny_cache: false`: every 429 asks Redis); row 12 has one bucket of capacity "
+      f"{DENY_ALL[0]} refilling {DENY_ALL[1]:g}/s (every request of the run denied, the denial "
+      "cache on); row 13 one `global` limit allowing all with `lease_tokens: "
+      f"{LEASE_TOKENS}`; rows 12 and 13 each on a Redis of their own. Redis 7 on loopback, "
+      "`CONFIG RESETSTAT` (every primary) before every measurement.")
+    w(f"- Whole run: {elapsed:.0f} s. Command: `scripts/bench{' --quick' if opts.quick else ''}"
+      f"{' --rows ' + ','.join(map(str, opts.rows)) if opts.rows else ''}`.")
     w("")
     w("## Throughput and cost (pinned)")
     w("")
@@ -142,12 +158,14 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
           f"{m['cpu_us'] / c2:.2f} | {total / c8:.2f} |")
     w("")
     cluster_section(w, rows, med, goals["baselines"].get("one_redis", []))
+    local_section(w, rows, med, goals["baselines"].get("local"))
     w("## Goals")
     w("")
     w("| goal | figure | met |")
     w("|---|---|---|")
-    for text, figure, ok in (evaluate_goal(g, med) for g in goals["goals"]):
-        fig = f"{figure:.2f}" if isinstance(figure, float) else str(figure)
+    for text, figure, ok in (evaluate_goal(g, med) for g in goals["goals"]
+                             if all(med_has(med, g, k) for k in ("row", "over", "at_most_row"))):
+        fig = f"{figure:.3g}" if isinstance(figure, float) else str(figure)
         w(f"| {text} | {fig} | {'yes' if ok else '**no**'} |")
     w("")
     if any(r.single for r in rows):
@@ -195,6 +213,20 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     return "\n".join(lines)
 
 
+def ratio_table(w, shown: list[Row], med: dict[int, dict], refs: list[int],
+                columns: list[str], cells):
+    """Rows `shown`: req/s, its ratio to each row of `refs`, then `columns`, whose
+    cells cells(median) gives; an empty line after the table."""
+    w("| # | setup | req/s | " + "".join(f"÷ row {n} | " for n in refs) +
+      " | ".join(columns) + " |")
+    w("|---|---|---:|" + "---:|" * (len(refs) + len(columns)))
+    for r in shown:
+        m = med[r.num]
+        ratios = "".join(f"{m['rps'] / med[n]['rps']:.2f} | " for n in refs)
+        w(f"| {r.num} | {r.name} | {m['rps']:,.0f} | {ratios}" + " | ".join(cells(m)) + " |")
+    w("")
+
+
 def cluster_section(w, rows: list[Row], med: dict[int, dict], refs: list[int]):
     """Rows on a Redis Cluster (those reaching more than one Redis) beside the rows
     `refs` (limits on one Redis)."""
@@ -204,22 +236,45 @@ def cluster_section(w, rows: list[Row], med: dict[int, dict], refs: list[int]):
         return
     w(f"## Redis Cluster against one Redis (rows {', '.join(map(str, refs))})")
     w("")
-    w("| # | setup | req/s | " + " | ".join(f"÷ row {n}" for n in refs) +
-      " | CPU µs/req | Redis CPU µs/req | script calls/req | EVALSHA µs/call "
-      "| Redis µs per decision |")
-    w("|---|---|---:|" + "---:|" * len(refs) + "---:|---:|---:|---:|---:|")
-    for r in [r for r in rows if r.num in refs] + cluster:
-        m = med[r.num]
-        ratios = " | ".join(f"{m['rps'] / med[n]['rps']:.2f}" for n in refs)
-        w(f"| {r.num} | {r.name} | {m['rps']:,.0f} | {ratios} | "
-          f"{fmt(m['cpu_us'], 1)} | {fmt(m.get('redis_cpu_us'), 1)} | "
-          f"{fmt(m.get('calls_per_req'))} | {fmt(m.get('usec_per_call'))} | "
-          f"{fmt(m.get('script_us_per_req'))} |")
-    w("")
+    ratio_table(w, [r for r in rows if r.num in refs] + cluster, med, refs,
+                ["CPU µs/req", "Redis CPU µs/req", "script calls/req", "EVALSHA µs/call",
+                 "Redis µs per decision"],
+                lambda m: [fmt(m["cpu_us"], 1), fmt(m.get("redis_cpu_us"), 1),
+                           fmt(m.get("calls_per_req")), fmt(m.get("usec_per_call")),
+                           fmt(m.get("script_us_per_req"))])
     w("Redis µs per decision: the script's `usec` from `INFO commandstats`, summed over "
       "the primaries, divided by the requests (one decision each). Redis CPU µs/req is "
       "the whole redis-server CPU (all primaries), event loop and networking included.")
     w("")
+
+
+def local_section(w, rows: list[Row], med: dict[int, dict], local: dict | None):
+    """The rows of the local layer (denial cache, leases) beside the rows `local["beside"]`."""
+    if not local or not all(n in med for n in local["rows"] + local["beside"]):
+        return
+    shown = [r for r in rows if r.num in local["beside"] + local["rows"]]
+    refs = [n for n in local["beside"] if "calls_per_req" not in med[n]]  # rows without Redis
+    w(f"## The local layer (rows {', '.join(map(str, local['rows']))})")
+    w("")
+    ratio_table(w, shown, med, refs,
+                ["CPU µs/req", "Redis CPU µs/req", "script calls/req", "script calls per 429",
+                 "local decisions/req", "leases/req"],
+                lambda m: [fmt(m["cpu_us"], 1), fmt(m.get("redis_cpu_us"), 1),
+                           fmt(m.get("calls_per_req"), 4),
+                           fmt(m.get("calls_per_denied") if m["non2xx"] else None, 4),
+                           fmt(m.get("local_per_req"), 3), fmt(m.get("leases_per_req"), 4)])
+    w("script calls: EVALSHA + EVAL on the row's Redis over the measurement (decisions, "
+      "lease refunds included) from `INFO commandstats`, per request and per 429 answer. "
+      "local decisions/req: `sluice_ratelimit_local_decisions_total` (denial cache and "
+      "lease) per request; leases/req: `sluice_ratelimit_leases_total` per request.")
+    w("")
+
+
+def prune(check, med: dict[int, dict]):
+    """A check's row list (or lists by expected value) without the rows not measured."""
+    if isinstance(check, dict):
+        return {k: prune(v, med) for k, v in check.items()}
+    return [n for n in check if n in med]
 
 
 def sanity_notes(med: dict[int, dict], checks: dict) -> list[str]:
@@ -248,7 +303,10 @@ def sanity_notes(med: dict[int, dict], checks: dict) -> list[str]:
 
 
 def accuracy_report(results: list[dict], opts, info: dict, started: datetime.datetime,
-                    duration: float) -> str:
+                    duration: float, chart: str | None = None) -> str:
+    """The per-key cases in one table, the global-key cases (local_report) after it."""
+    windowed = [r for r in results if r["windowed"]]
+    results = [r for r in results if not r["windowed"]]
     lines = []
     w = lines.append
     w(f"# Sluice limit accuracy — {started:%Y-%m-%d %H:%M}")
@@ -257,7 +315,8 @@ def accuracy_report(results: list[dict], opts, info: dict, started: datetime.dat
     w(f"- Three Sluice instances (one thread each) on one Redis; one `wrk -t1 "
       f"-c{opts.accuracy_connections}` per instance, all three at once, {duration:g} s; "
       "every request carries `X-API-Key` (limit `key: api_key`, no consumers listed, so every "
-      "key is its own bucket). Command: `scripts/bench --accuracy`.")
+      "key is its own bucket; the global-key cases: `key: global`, one bucket for every "
+      "request). Command: `scripts/bench --accuracy`.")
     w("- allowed = Sluice's `sluice_ratelimit_decisions_total{decision=\"allowed\"}` summed over "
       "the instances; ideal = Σ over keys of C + R·T, T from the start of the load (the last "
       "moment Redis's DB was still empty, polled with DBSIZE + TIME) to the key's last debit "
@@ -290,4 +349,5 @@ def accuracy_report(results: list[dict], opts, info: dict, started: datetime.dat
       "by wrk' can be a little below 'allowed': requests in flight when wrk stops were "
       "allowed but not counted by wrk.")
     w("")
+    lease_section(w, windowed, chart)
     return "\n".join(lines)

@@ -28,6 +28,8 @@ NGINX_MODULES = "/usr/lib/nginx/modules"
 
 ALLOW_ALL = (1_000_000_000, 1_000_000_000)  # capacity, refill/s: never empties
 DENY_MOST = (100, 100)  # ~100 allowed per second, the rest 429
+DENY_ALL = (1, 0.001)  # one request allowed, then every one 429 for the whole run
+LEASE_TOKENS = 50  # row 13's lease_tokens
 START_TIMEOUT = 10  # seconds for a server to serve
 CLUSTER_KEYS = 10_000  # rows 9 and 10: API keys sent in turn, their buckets on every primary
 
@@ -44,15 +46,19 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   key: str = "ip", key_prefix: str = "sluice:",
                   global_limit: tuple[float, float] | None = None,
                   redis: dict | None = None, more_limits: dict | None = None,
-                  more_routes: list[dict] = ()) -> dict:
+                  more_routes: list[dict] = (), lease_tokens: int | None = None,
+                  local: dict | None = None, on_redis_failure: str = "open") -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
-    limited when `limit` is None; fail-open when Redis fails. `redis`: keys that
-    replace or add to the redis section (a cluster's or a sentinel set's url,
+    limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
+    that replace or add to the redis section (a cluster's or a sentinel set's url,
     topology and nodes; timeout_ms). more_limits / more_routes: further limits and
-    routes, the routes matched before the catch-all one."""
+    routes, the routes matched before the catch-all one. lease_tokens: the `limit`'s
+    lease size; local: the local section (deny_cache, fleet_size)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
+    if lease_tokens:
+        limits["bench"]["lease_tokens"] = lease_tokens
     if global_limit:
         limits["global"] = {"key": "global", "capacity": global_limit[0],
                             "refill_per_second": global_limit[1]}
@@ -60,6 +66,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "server": {"listen": f"127.0.0.1:{port}", "threads": threads},
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "log": {"level": "warn", "access_log": False},
+        **({"local": local} if local else {}),
         "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
                   "key_prefix": key_prefix, **(redis or {})},
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
@@ -67,7 +74,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "limits": {**limits, **(more_limits or {})},
         "routes": [*more_routes,
                    {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
-                    "limits": list(limits) if limit else [], "on_redis_failure": "open"}],
+                    "limits": list(limits) if limit else [],
+                    "on_redis_failure": on_redis_failure}],
     }
 
 
@@ -129,9 +137,10 @@ class Stack:
     def echo(self) -> Echo:
         return self._own(Echo(self.workdir, **self.options))
 
-    def redis(self, name: str) -> Redis:
-        return self._own(Redis(self.workdir, name=name, extra_args=("--loglevel", "warning"),
-                               **self.options))
+    def redis(self, name: str, port: int | None = None) -> Redis:
+        """A redis-server on `port` (a free one when None)."""
+        return self._own(Redis(self.workdir, port=port, name=name,
+                               extra_args=("--loglevel", "warning"), **self.options))
 
     def sluice(self, name: str, **config) -> Sluice:
         """A Sluice of sluice_config(free ports, **config), healthy."""
@@ -214,14 +223,19 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
-    """Starts the servers of the eleven rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the thirteen rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
     3-primary Redis Cluster (no replicas: none of the other rows has one either);
-    row 11 is row 9's load and limit on row 5's single Redis."""
+    row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
+    cache off (every 429 asks Redis); rows 12 (the denial cache) and 13 (leases)
+    each have a Redis of their own, so its counters hold only that row's calls
+    (lease refunds after a measurement included)."""
     echo = stack.echo()
     up = echo.port
     redis = stack.redis("redis")
     doomed = stack.redis("redis-row7")
+    deny_redis = stack.redis("redis-row12")
+    lease_redis = stack.redis("redis-row13")
     cluster = stack.cluster("cluster")
     seeds = cluster.seeds()
 
@@ -234,7 +248,8 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                      RATE=ALLOW_ALL[1])
     s4 = stack.sluice("sluice-nolimit", upstream=up, redis_port=redis.port, limit=None)
     s5 = stack.sluice("sluice-allow", upstream=up, redis_port=redis.port, limit=ALLOW_ALL)
-    s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST)
+    s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST,
+                      local={"deny_cache": False})
     s7 = stack.sluice("sluice-failopen", upstream=up, redis_port=doomed.port, limit=ALLOW_ALL)
     s9 = stack.sluice("sluice-cluster", upstream=up, redis_port=None, limit=ALLOW_ALL,
                       key="api_key", redis=cluster_redis(seeds))
@@ -242,8 +257,12 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                        key="api_key", global_limit=ALLOW_ALL, redis=cluster_redis(seeds))
     s11 = stack.sluice("sluice-keys", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key")
+    s12 = stack.sluice("sluice-deny-cache", upstream=up, redis_port=deny_redis.port,
+                       limit=DENY_ALL)
+    s13 = stack.sluice("sluice-lease", upstream=up, redis_port=lease_redis.port,
+                       limit=ALLOW_ALL, key="global", lease_tokens=LEASE_TOKENS)
 
-    for gateway in (s5, s6, s7, s9, s10, s11):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13):
         stack.wait_redis(gateway)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
@@ -260,7 +279,7 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
         Row(3, "nginx + limit_req (allows all)", n3[1], n3[0]),
         sluice_row(4, "Sluice, no limits", s4),
         sluice_row(5, "Sluice + Redis limit (allows all)", s5, [redis]),
-        sluice_row(6, "Sluice + Redis limit (denies most: 429)", s6, [redis]),
+        sluice_row(6, "Sluice + Redis limit (denies most: 429), denial cache off", s6, [redis]),
         sluice_row(7, "Sluice, Redis down, fail-open", s7),
         Row(8, "nginx + Lua + Redis (EVALSHA, cosocket pool)", n8[1], n8[0], redis=[redis]),
         sluice_row(9, "Sluice + Redis Cluster limit (allowing all)", s9, primaries, keyed),
@@ -268,4 +287,8 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                    "(allowing all)", s10, primaries, keyed),
         sluice_row(11, "Sluice + Redis limit per API key, one Redis (allowing all)", s11,
                    [redis], keyed),
+        sluice_row(12, "Sluice + Redis limit, 429 path with the denial cache (denies all)", s12,
+                   [deny_redis]),
+        sluice_row(13, f"Sluice + hot global key with leasing (lease_tokens {LEASE_TOKENS}, "
+                   "allowing all)", s13, [lease_redis]),
     ]

@@ -1,7 +1,7 @@
 // RedisRateLimiter driven through a fake redis::Client completed by hand: the
 // script call it sends, error mapping, the circuit breaker (opening after N
-// failures, the half-open trial), the one truth of the open state, and the
-// reload switch to a new client.
+// failures, the half-open trial), the one truth of the open state, the
+// reload switch to a new client, and the fleet heartbeat's call.
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -89,14 +89,19 @@ struct Harness {
   }
 };
 
+// The scripts loaded on every connection: decision, refund, fleet heartbeat.
+std::vector<std::string> every_script() {
+  return {redis::script_sha1(kTokenBucketScript), redis::script_sha1(kTokenBucketRefundScript),
+          redis::script_sha1(kFleetHeartbeatScript)};
+}
+
 }  // namespace
 
 TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
           "[ratelimit][limiter]") {
   Harness h;
   h.client().set_state(redis::State::kReady);
-  CHECK(h.client().loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript),
-                                                      redis::script_sha1(kTokenBucketRefundScript)});
+  CHECK(h.client().loaded == every_script());
   const auto index = h.decide();
   REQUIRE(h.client().calls.size() == 1);
   const auto& call = h.client().calls[0];
@@ -198,8 +203,7 @@ TEST_CASE("fake redis: a reload with new Redis settings replaces the client",
     FakeRedisClient& next = h.client(1);
     CHECK(next.options().port == 6390);
     CHECK(next.connects == 1);
-    CHECK(next.loaded == std::vector<std::string>{redis::script_sha1(kTokenBucketScript),
-                                                 redis::script_sha1(kTokenBucketRefundScript)});
+    CHECK(next.loaded == every_script());
     // Not ready yet: decisions stay on the current connection.
     h.decide();
     CHECK(h.client(0).calls.size() == 1);
@@ -215,4 +219,31 @@ TEST_CASE("fake redis: a reload with new Redis settings replaces the client",
     // The old client is closed once its decisions must have finished.
     REQUIRE(h.loop.run_until([&] { return h.client(0).closed; }, 2000ms));
   }
+}
+
+TEST_CASE("fake redis: the fleet heartbeat is one script call on the fleet key",
+          "[ratelimit][limiter]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  std::vector<std::pair<std::error_code, long long>> answers;
+  const auto record = [&answers](std::error_code ec, long long live) {
+    answers.emplace_back(ec, live);
+  };
+  h.limiter->fleet_heartbeat("0123abcd", 3000ms, false, record);
+  h.limiter->fleet_heartbeat("0123abcd", 3000ms, true, record);
+  REQUIRE(h.client().calls.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& call = h.client().calls[i];
+    CHECK(call.sha1 == redis::script_sha1(kFleetHeartbeatScript));
+    CHECK(call.keys == std::vector<std::string>{"sluice:fleet"});
+    CHECK(call.args == std::vector<std::string>{"0123abcd", "3000", i == 0 ? "0" : "1"});
+  }
+  h.client().complete(0, {}, integer_reply(3));
+  h.client().complete(1, redis::Error::kTimeout);
+  REQUIRE(h.loop.run_until([&] { return answers.size() == 2; }));
+  CHECK(answers[0] == std::pair<std::error_code, long long>{{}, 3});
+  CHECK(answers[1].first == redis::Error::kTimeout);
+  // Not a decision: the breaker and the error counters do not see it.
+  CHECK(h.gauge("sluice_redis_errors_total", "kind=\"timeout\"") == 0);
+  CHECK_FALSE(h.limiter->circuit_open());
 }

@@ -4,8 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
-
-#include "middleware/ratelimit/descriptors.hpp"
+#include <vector>
 
 namespace sluice {
 
@@ -92,39 +91,6 @@ std::int64_t system_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-LocalBucketStore::LocalBucketStore(Clock now_us) : now_us_(std::move(now_us)) {}
-
-RateDecision LocalBucketStore::decide(std::span<const LimitDescriptor> limits, double cost) {
-  const std::int64_t now = now_us_();
-  if (++calls_ % kSweepInterval == 0) purge_expired();
-
-  // Gather the live states, decide, and write back on a debit (as SET ... PX).
-  std::vector<BucketState> states(limits.size());
-  for (std::size_t i = 0; i < limits.size(); ++i) {
-    auto it = entries_.find(bucket_name(limits[i]));
-    if (it != entries_.end() && it->second.expires_at_us > now) states[i] = it->second.state;
-  }
-  RateDecision decision = decide_token_buckets(states, limits, cost, now);
-  if (decision.allowed) {
-    for (std::size_t i = 0; i < limits.size(); ++i) {
-      const std::int64_t ttl_ms = bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
-      entries_[bucket_name(limits[i])] = Entry{states[i], now + ttl_ms * 1000};
-    }
-  }
-  return decision;
-}
-
-BucketState LocalBucketStore::state(const LimitDescriptor& bucket) const {
-  auto it = entries_.find(bucket_name(bucket));
-  if (it == entries_.end() || it->second.expires_at_us <= now_us_()) return {};
-  return it->second.state;
-}
-
-void LocalBucketStore::purge_expired() {
-  const std::int64_t now = now_us_();
-  std::erase_if(entries_, [now](const auto& entry) { return entry.second.expires_at_us <= now; });
 }
 
 }  // namespace sluice

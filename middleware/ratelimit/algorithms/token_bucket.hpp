@@ -2,15 +2,11 @@
 // (time is passed in). decide_token_buckets() computes exactly what
 // token_bucket.lua computes inside Redis: same formulas, same
 // order of floating-point operations, same replies. It serves the unit tests
-// (with a manual clock) and LocalBucketStore, a local fallback.
+// (with a manual clock) and the local fallback (local/fallback_store.hpp).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
-#include <string>
-#include <unordered_map>
-#include <vector>
 
 #include "middleware/ratelimit/rate_limiter.hpp"
 
@@ -49,36 +45,5 @@ RateDecision decide_token_buckets(std::span<BucketState> states,
 
 // Microseconds since the Unix epoch from the system clock.
 std::int64_t system_now_us();
-
-// In-memory buckets keyed by bucket_name() of their descriptor, deciding with the
-// twin arithmetic and an injected clock. For unit tests and as a local
-// fallback. Not thread-safe: one store per worker. Entries expire like the
-// Redis keys do (bucket_ttl_ms after their last debit).
-class LocalBucketStore {
- public:
-  using Clock = std::function<std::int64_t()>;  // microseconds
-
-  explicit LocalBucketStore(Clock now_us = system_now_us);
-
-  RateDecision decide(std::span<const LimitDescriptor> limits, double cost);
-
-  // The stored state of a bucket (exists = false when absent or expired).
-  BucketState state(const LimitDescriptor& bucket) const;
-  std::size_t size() const { return entries_.size(); }
-  // Drops expired entries; decide() also does this every kSweepInterval calls.
-  void purge_expired();
-
- private:
-  static constexpr std::uint64_t kSweepInterval = 4096;
-
-  struct Entry {
-    BucketState state;
-    std::int64_t expires_at_us = 0;
-  };
-
-  Clock now_us_;
-  std::unordered_map<std::string, Entry> entries_;
-  std::uint64_t calls_ = 0;
-};
 
 }  // namespace sluice

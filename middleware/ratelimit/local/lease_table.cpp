@@ -33,7 +33,7 @@ LeaseTable::Entry* LeaseTable::touch(const LimitDescriptor& bucket, std::int64_t
   }
   Entry& e = it->second;
   const std::int64_t window = now_us - e.window_start_us;
-  if (window >= kWindowUs) {
+  if (window >= kWindowUs || (e.window_count >= kEarlyCount && window >= kMinWindowUs)) {
     e.rate = e.window_count * 1e6 / static_cast<double>(window);
     e.window_start_us = now_us;
     e.window_count = 0;

@@ -40,7 +40,12 @@ class LeaseTable {
  public:
   static constexpr double kMinRate = 5;                   // requests per second
   static constexpr std::int64_t kHorizonUs = 200'000;     // a lease is what this time uses
-  static constexpr std::int64_t kWindowUs = 100'000;      // rate measurement window
+  // The rate is measured over windows of kWindowUs, or of at least
+  // kMinWindowUs once kEarlyCount requests came (a key that turns hot is
+  // leasing within milliseconds, not after a whole window).
+  static constexpr std::int64_t kWindowUs = 100'000;
+  static constexpr std::int64_t kMinWindowUs = 5'000;
+  static constexpr double kEarlyCount = 32;
   static constexpr std::int64_t kMaxLifetimeUs = 1'000'000;
   static constexpr std::int64_t kMinLifetimeUs = 100'000;
   static constexpr std::int64_t kIdleUs = 2'000'000;      // an unused, empty entry goes

@@ -87,14 +87,20 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         metrics_(metrics),
         script_(std::string{codec_.script()}),
         refund_script_(std::string{codec_.refund_script()}),
+        fleet_script_(std::string{kFleetHeartbeatScript}),
         key_prefix_(config.key_prefix),
         make_client_(std::move(make_client)),
         breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
         breaker_failures_(config.circuit_breaker.failures),
         breaker_open_(config.circuit_breaker.open) {
-    client->load_script(script_);
-    client->load_script(refund_script_);
+    load_scripts(*client);
     install(std::move(client));
+  }
+
+  void load_scripts(redis::Client& client) {
+    client.load_script(script_);
+    client.load_script(refund_script_);
+    client.load_script(fleet_script_);
   }
 
   // Connect now rather than on the first decision (which would then fail open).
@@ -252,6 +258,19 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     handler({}, std::move(decision));
   }
 
+  void fleet_heartbeat(const std::string& instance_id, std::chrono::milliseconds ttl, bool leave,
+                       FleetHandler handler) {
+    maybe_switch();
+    client_->evalsha(fleet_script_, {key_prefix_ + "fleet"},
+                     {instance_id, std::to_string(ttl.count()), leave ? "1" : "0"},
+                     [handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
+                       if (!ec && reply.type != redis::Reply::Type::kInteger) {
+                         ec = make_error_code(LimiterError::kBadReply);
+                       }
+                       handler(ec, ec ? 0 : reply.integer);
+                     });
+  }
+
   void on_refund(std::error_code ec) {
     metrics_.add("sluice_ratelimit_refunds_total", scratch_labels({{"result", ec ? "error" : "ok"}}));
     if (ec) spdlog::debug("redis: a refund failed: {}", ec.message());
@@ -274,8 +293,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       spdlog::info("redis settings changed: connecting to {}:{}", options.host, options.port);
       pending_deadline_ = CircuitBreaker::Clock::now() + options.connect_timeout;
       pending_ = make_client_(std::move(options));
-      pending_->load_script(script_);
-      pending_->load_script(refund_script_);
+      load_scripts(*pending_);
       pending_->connect({});
     }
   }
@@ -400,6 +418,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   TokenBucketCodec codec_;
   redis::Script script_;
   redis::Script refund_script_;
+  redis::Script fleet_script_;
   std::string key_prefix_;
   redis::ClientFactory make_client_;
   CircuitBreaker breaker_;
@@ -434,6 +453,12 @@ void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, d
 
 void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
   impl_->refund(std::move(refunds), std::move(done));
+}
+
+void RedisRateLimiter::fleet_heartbeat(const std::string& instance_id,
+                                       std::chrono::milliseconds ttl, bool leave,
+                                       FleetHandler handler) {
+  impl_->fleet_heartbeat(instance_id, ttl, leave, std::move(handler));
 }
 
 void RedisRateLimiter::reconfigure(const RedisConfig& config) {

@@ -3,10 +3,15 @@
 // It is handed its redis::Client, and a factory for the client that replaces
 // it when a reload changes the Redis settings. Created, used and destroyed on
 // one worker's executor; completions arrive there. redis_ready() and
-// circuit_open() may be read from any thread.
+// circuit_open() may be read from any thread. The same connection carries the
+// fleet heartbeat (fleet_heartbeat.lua) that counts the live instances.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <system_error>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -28,6 +33,12 @@ std::error_code make_error_code(LimiterError e) noexcept;
 // options differ.
 redis::Options redis_options(const RedisConfig& config);
 
+// The bytes of fleet_heartbeat.lua.
+extern const std::string_view kFleetHeartbeatScript;
+
+// The number of live instances, or the error that kept Redis from answering.
+using FleetHandler = std::function<void(std::error_code, long long live)>;
+
 class RedisRateLimiter final : public RateLimiter {
  public:
   RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
@@ -44,6 +55,13 @@ class RedisRateLimiter final : public RateLimiter {
   // over once ready; breaker settings, the key prefix and the timeout apply
   // to the next decision.
   void reconfigure(const RedisConfig& config);
+
+  // Renews this instance's heartbeat in the fleet's sorted set
+  // (<key_prefix>fleet: one key, so one call on any topology) and learns how
+  // many instances renewed theirs within `ttl`; `leave` removes the member
+  // instead. Not behind the breaker, and not counted as a Redis error.
+  void fleet_heartbeat(const std::string& instance_id, std::chrono::milliseconds ttl, bool leave,
+                       FleetHandler handler);
 
   // Writes the gauges and Redis counters into the worker's metrics shard.
   void export_metrics();

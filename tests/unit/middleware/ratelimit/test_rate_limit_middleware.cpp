@@ -1,7 +1,7 @@
 // The rate-limit middleware against a fake limiter whose completion the test
 // fires by hand: allowed, limited, error + fail-open,
-// error + fail-closed, routes without limits, and requests refused before the
-// limiter is asked (a repeated or malformed key source).
+// error + fail-closed, error + local fallback, routes without limits, and
+// requests refused before the limiter is asked (a repeated or malformed key source).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 
 using namespace sluice;
@@ -75,9 +76,10 @@ routes:
 // The pipeline's side: hands out the completion and records the outcome,
 // whether it came at once (kContinue / kRespond) or later.
 struct Harness final : MiddlewareLater {
-  explicit Harness(std::shared_ptr<const Config> config)
+  explicit Harness(std::shared_ptr<const Config> config,
+                   std::shared_ptr<FallbackStore> fallback = nullptr)
       : limiter(std::make_shared<FakeLimiter>()),
-        middleware(std::make_shared<RateLimitMiddleware>(limiter, metrics)) {
+        middleware(std::make_shared<RateLimitMiddleware>(limiter, metrics, std::move(fallback))) {
     ctx.config = std::move(config);
     ctx.route = &ctx.config->routes[0];
     ctx.method = "GET";
@@ -241,6 +243,77 @@ TEST_CASE("fail-closed 503: Retry-After is the breaker's open time left, rounded
   CHECK(unavailable_retry_after(d) == 1);
   d.unavailable_seconds = 1.001;
   CHECK(unavailable_retry_after(d) == 2);
+}
+
+TEST_CASE("limiter error + local: the instance's share decides; Redis' next decision clears it",
+          "[ratelimit][middleware]") {
+  // per_key: capacity 10, refill 2/s, cost 2; two instances: a share of 5 at 1/s.
+  const auto config = make_config(FailureMode::kLocal);
+  auto fallback = std::make_shared<FallbackStore>();
+  fallback->set_configured_fleet_size(2);
+  const auto fail = [&] {
+    auto h = std::make_unique<Harness>(config, fallback);
+    h->start();
+    CHECK(h->step == MiddlewareStep::kPending);
+    h->limiter->complete(h->io, std::make_error_code(std::errc::connection_refused), {});
+    h->run();
+    CHECK(h->done_calls == 1);
+    CHECK(h->metric("sluice_ratelimit_fail_local_total", "route=\"r\"") == 1);
+    CHECK(h->metric("sluice_ratelimit_fail_closed_total", "route=\"r\"") == 0);
+    return h;
+  };
+  for (const char* remaining : {"3", "1"}) {
+    auto h = fail();
+    CHECK_FALSE(h->reply);
+    CHECK(h->header("X-RateLimit-Remaining") == remaining);
+    CHECK(h->metric("sluice_ratelimit_decisions_total",
+                    "route=\"r\",limit=\"per_key\",decision=\"allowed\"") == 1);
+  }
+  auto limited = fail();
+  REQUIRE(limited->reply);
+  CHECK(limited->reply->status == 429);
+  CHECK(limited->header("Retry-After") == "1");  // 1 token short at 1/s
+  CHECK(limited->metric("sluice_ratelimit_decisions_total",
+                        "route=\"r\",limit=\"per_key\",decision=\"limited\"") == 1);
+  CHECK(fallback->size() == 1);
+
+  // A lease spent locally says nothing of Redis now: the local buckets stay.
+  Harness leased(config, fallback);
+  leased.start();
+  RateDecision from_lease = decision(true, 8, 0, 1);
+  from_lease.local = LocalDecision::kLease;
+  leased.limiter->complete(leased.io, {}, from_lease);
+  leased.run();
+  CHECK_FALSE(leased.reply);
+  CHECK(fallback->size() == 1);
+
+  // Redis decides again: the local buckets go.
+  Harness back(config, fallback);
+  back.start();
+  back.limiter->complete(back.io, {}, decision(true, 8, 0, 1));
+  back.run();
+  CHECK_FALSE(back.reply);
+  CHECK(back.metric("sluice_ratelimit_fail_local_total", "route=\"r\"") == 0);
+  CHECK(fallback->size() == 0);
+  CHECK_FALSE(fail()->reply);  // a full share again
+
+  SECTION("without a fallback store a local route fails closed") {
+    Harness h(config);
+    h.start();
+    h.limiter->complete(h.io, std::make_error_code(std::errc::connection_refused), {});
+    h.run();
+    REQUIRE(h.reply);
+    CHECK(h.reply->status == 503);
+  }
+  SECTION("seeded: fail_local for a local route, not fail_open or fail_closed") {
+    MetricsShard shard;
+    seed_rate_limit_metrics(*config, shard);
+    MetricsSnapshot snapshot;
+    shard.merge_into(snapshot);
+    CHECK(snapshot.has("sluice_ratelimit_fail_local_total", "route=\"r\""));
+    CHECK_FALSE(snapshot.has("sluice_ratelimit_fail_open_total", "route=\"r\""));
+    CHECK_FALSE(snapshot.has("sluice_ratelimit_fail_closed_total", "route=\"r\""));
+  }
 }
 
 TEST_CASE("a route without limits never calls the limiter", "[ratelimit][middleware]") {

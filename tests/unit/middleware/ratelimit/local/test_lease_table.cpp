@@ -56,6 +56,17 @@ TEST_CASE("leases: the rate is measured per bucket, then a lease is spent locall
   t.try_spend(b, 1, 200'001);  // ~1000/s
   CHECK(t.want(b, 1) == 50);
   CHECK_FALSE(t.try_spend(b, 1, 200'002));  // no lease yet
+  // A key that turns hot is measured within milliseconds: 40 requests in 5 ms.
+  const auto burst = leased("burst", 1000, 100, 50);
+  requests(t, burst, 40, 0, 5'000);
+  CHECK(t.want(burst, 1) == 0);
+  t.try_spend(burst, 1, 5'000);
+  CHECK(t.want(burst, 1) == 50);
+  // A few requests close together are no reason to lease.
+  const auto few = leased("few", 1000, 100, 50);
+  requests(t, few, 10, 0, 1'000);
+  t.try_spend(few, 1, 6'000);
+  CHECK(t.want(few, 1) == 0);
 
   LimitState after;
   after.remaining = 900;

@@ -1,0 +1,202 @@
+// The local fallback's buckets: the share of each limit (capacity / N, refill
+// / N), which N applies, the LRU bound and its eviction order, clearing; and
+// the fleet heartbeat that feeds N, with a hand-completed sender. A manual
+// clock, no sleeping.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/local/fleet_heartbeat.hpp"
+
+using namespace sluice;
+
+namespace {
+
+struct ManualClock {
+  std::int64_t now_us = 1'700'000'000'000'000;
+  void advance_ms(std::int64_t ms) { now_us += ms * 1000; }
+};
+
+LimitDescriptor bucket(std::string limit, std::uint8_t key, double capacity, double rate) {
+  LimitDescriptor d{std::move(limit), {}, capacity, rate};
+  d.key_hash[0] = key;
+  return d;
+}
+
+struct Fixture {
+  explicit Fixture(std::size_t max_buckets = FallbackStore::kDefaultMaxBuckets)
+      : store(max_buckets, [this] { return clock.now_us; }) {}
+  RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost = 1) {
+    return store.decide(limits, cost);
+  }
+  int admit_all(const std::vector<LimitDescriptor>& limits) {
+    int admitted = 0;
+    while (decide(limits).allowed) ++admitted;
+    return admitted;
+  }
+  ManualClock clock;
+  FallbackStore store;
+};
+
+}  // namespace
+
+TEST_CASE("fallback: each instance holds capacity / N and refills at refill / N",
+          "[ratelimit][fallback]") {
+  Fixture f;
+  f.store.set_configured_fleet_size(4);
+  auto limit = bucket("api", 1, 100, 20);
+  limit.lease_want = 10;  // no lease is taken locally
+  const std::vector<LimitDescriptor> limits = {limit};
+
+  const RateDecision first = f.decide(limits);
+  CHECK(first.allowed);
+  CHECK(first.local == LocalDecision::kFallback);
+  CHECK(first.limits[0].remaining == 24);  // a full share of 25, minus 1
+  CHECK(first.limits[0].leased == 0);
+  CHECK(first.limits[0].seconds_to_full == Approx(0.2));  // 1 token at 5/s
+  CHECK(f.admit_all(limits) == 24);
+
+  const RateDecision denied = f.decide(limits);
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.local == LocalDecision::kFallback);
+  CHECK(denied.limits[0].seconds_to_cost == Approx(0.2));
+  CHECK(denied.limits[0].seconds_to_full == Approx(5));
+
+  f.clock.advance_ms(1000);  // 5 tokens at refill / N
+  CHECK(f.admit_all(limits) == 5);
+  f.clock.advance_ms(60'000);  // refilled to the share, not to the capacity
+  CHECK(f.admit_all(limits) == 25);
+}
+
+TEST_CASE("fallback: all buckets of a request or none, each at its share",
+          "[ratelimit][fallback]") {
+  Fixture f;
+  f.store.set_configured_fleet_size(2);
+  const auto small = bucket("small", 1, 4, 1);  // share 2
+  const auto big = bucket("big", 1, 100, 1);    // share 50
+  CHECK(f.admit_all({big, small}) == 2);
+  CHECK(f.store.state(big).tokens == 48);  // the denied request debited nothing
+  CHECK(f.decide({big}).limits[0].remaining == 47);
+}
+
+TEST_CASE("fallback: N is the configured size, else the learned count, else 1",
+          "[ratelimit][fallback]") {
+  FallbackStore store;
+  CHECK(store.fleet_size() == 1);  // never learned
+  store.set_learned_fleet_size(3);
+  CHECK(store.fleet_size() == 3);
+  store.set_learned_fleet_size(0);  // not an answer: the last count stays
+  CHECK(store.fleet_size() == 3);
+  store.set_configured_fleet_size(5);
+  CHECK(store.fleet_size() == 5);
+  store.set_learned_fleet_size(2);
+  CHECK(store.fleet_size() == 5);
+  store.set_configured_fleet_size(0);
+  CHECK(store.fleet_size() == 2);
+}
+
+TEST_CASE("fallback: at most max_buckets, the least recently used evicted first",
+          "[ratelimit][fallback]") {
+  Fixture f(3);
+  const auto a = bucket("l", 1, 10, 1);
+  const auto b = bucket("l", 2, 10, 1);
+  const auto c = bucket("l", 3, 10, 1);
+  const auto d = bucket("l", 4, 10, 1);
+  for (const auto& x : {a, b, c}) REQUIRE(f.decide({x}).allowed);
+  REQUIRE(f.decide({a}).allowed);  // a is now the most recently used; b the least
+  REQUIRE(f.decide({d}).allowed);
+  CHECK(f.store.size() == 3);
+  CHECK_FALSE(f.store.state(b).exists);
+  CHECK(f.store.state(a).tokens == 8);
+  CHECK(f.store.state(c).exists);
+  CHECK(f.store.state(d).exists);
+  // An evicted bucket starts full again.
+  CHECK(f.decide({b}).limits[0].remaining == 9);
+  CHECK_FALSE(f.store.state(c).exists);  // c was the least recently used then
+
+  // A denied request touches its buckets too.
+  for (int i = 0; i < 8; ++i) REQUIRE(f.decide({a}).allowed);
+  REQUIRE_FALSE(f.decide({a}).allowed);  // order now: a, b, d
+  REQUIRE(f.decide({c}).allowed);
+  CHECK_FALSE(f.store.state(d).exists);
+  CHECK(f.store.state(a).exists);
+
+  f.store.set_max_buckets(1);
+  CHECK(f.store.size() == 1);
+  CHECK(f.store.state(c).exists);
+}
+
+TEST_CASE("fallback: clear forgets every bucket; clear_if_used only when used",
+          "[ratelimit][fallback]") {
+  Fixture f;
+  const std::vector<LimitDescriptor> limits = {bucket("l", 1, 3, 1)};
+  f.store.clear_if_used();  // nothing held: nothing to do
+  CHECK(f.store.size() == 0);
+  CHECK(f.admit_all(limits) == 3);
+  CHECK(f.store.size() == 1);
+  f.store.clear_if_used();
+  CHECK(f.store.size() == 0);
+  CHECK(f.admit_all(limits) == 3);  // full again
+  f.store.clear();
+  CHECK_FALSE(f.store.state(limits[0]).exists);
+}
+
+TEST_CASE("fleet heartbeat: beats at once, learns the live count, keeps it on errors, leaves",
+          "[ratelimit][fallback]") {
+  boost::asio::io_context io;
+  auto store = std::make_shared<FallbackStore>();
+  struct Sent {
+    bool leave;
+    std::function<void(std::error_code, long long)> done;
+  };
+  std::vector<Sent> sent;
+  auto heartbeat = std::make_shared<FleetHeartbeat>(
+      io.get_executor(),
+      [&sent](bool leave, std::function<void(std::error_code, long long)> done) {
+        sent.push_back({leave, std::move(done)});
+      },
+      store);
+
+  bool left = false;
+  SECTION("an instance that never beat has nothing to remove") {
+    heartbeat->leave([&left] { left = true; });
+    CHECK_FALSE(left);  // never inside the call
+    io.poll();
+    CHECK(left);
+    CHECK(sent.empty());
+  }
+  SECTION("enabled") {
+    heartbeat->enable(true);
+    heartbeat->enable(true);  // idempotent: one beat
+    REQUIRE(sent.size() == 1);
+    CHECK_FALSE(sent[0].leave);
+    sent[0].done({}, 3);
+    CHECK(store->fleet_size() == 3);
+    CHECK(store->fleet_size() == 3);
+    heartbeat->enable(false);
+    heartbeat->enable(true);
+    REQUIRE(sent.size() == 2);
+    sent[1].done(std::make_error_code(std::errc::timed_out), 0);
+    CHECK(store->fleet_size() == 3);  // Redis did not answer: the last count stays
+
+    heartbeat->leave([&left] { left = true; });
+    REQUIRE(sent.size() == 3);
+    CHECK(sent[2].leave);
+    CHECK_FALSE(left);
+    sent[2].done({}, 2);
+    CHECK(left);
+    CHECK(store->fleet_size() == 3);  // the count after leaving is not ours
+  }
+}
+
+TEST_CASE("fleet heartbeat: the instance id is 16 random bytes in hex", "[ratelimit][fallback]") {
+  const std::string a = random_instance_id();
+  CHECK(a.size() == 32);
+  CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(a != random_instance_id());
+}
