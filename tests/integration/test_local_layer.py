@@ -55,6 +55,8 @@ class LocalLayerCase(ProcessTestCase):
         return gateway
 
     def calls(self) -> int:
+        """Scripts Redis ran: decisions and refunds only, as no route here falls back
+        locally (the fleet heartbeat, a script too, runs only for such routes)."""
         return script_calls(self.redis.port)
 
     def bucket_keys(self, limit_name) -> list[bytes]:
