@@ -44,7 +44,8 @@ from testkit.procfs import rss_kib  # noqa: E402,F401
 from testkit.resp import ReplyError as RedisReplyError  # noqa: E402,F401
 from testkit.resp import encode as resp_encode  # noqa: E402,F401
 from testkit.resp import raw_command as redis_command  # noqa: E402,F401
-from testkit.resp import redis_call, redis_pipeline  # noqa: E402,F401
+from testkit.resp import (bucket_state, redis_call, redis_pipeline,  # noqa: E402,F401
+                          script_calls)
 
 # Set (to e.g. "address,undefined") when the binaries are built with sanitizers:
 # memory figures are then meaningless and tracing conflicts with LeakSanitizer.

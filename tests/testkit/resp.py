@@ -4,13 +4,16 @@ Connection keeps one socket: pipeline() writes every command in one write and
 returns the replies in order, an error reply returned in place as a ReplyError;
 call() returns one reply and raises a ReplyError instead. redis_pipeline() and
 redis_call() open a connection for one exchange; raw_command() returns the reply
-bytes exactly as received, for tests that assert the wire.
+bytes exactly as received, for tests that assert the wire. script_calls() and
+bucket_state() read what Sluice left in a Redis: how many scripts it ran, what a
+bucket holds.
 """
 
 from __future__ import annotations
 
 import re
 import socket
+import struct
 
 
 class ReplyError(Exception):
@@ -151,3 +154,21 @@ def raw_command(port: int, *args, timeout: float = 1.0) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(encode(*args))
         return s.recv(65536)
+
+
+def script_calls(port: int, ssl_context=None) -> int:
+    """Scripts Redis has run (EVALSHA and EVAL calls in INFO commandstats): one per
+    rate-limit decision or refund call that reached this node."""
+    with Connection(port, ssl_context=ssl_context) as conn:
+        stats = conn.commandstats()
+    return int(sum(stats.get(name, {}).get("calls", 0) for name in ("evalsha", "eval")))
+
+
+def bucket_state(port: int, key, ssl_context=None) -> tuple[float, float] | None:
+    """(tokens, timestamp in microseconds) of a token bucket: its value is two
+    little-endian doubles. None when the key does not exist."""
+    value = redis_call(port, "GET", key, ssl_context=ssl_context)
+    if value is None:
+        return None
+    assert isinstance(value, bytes) and len(value) == 16, f"not a bucket: {key!r} = {value!r}"
+    return struct.unpack("<dd", value)
