@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -96,10 +96,9 @@ class MiddlewareServices final : public WorkerServices {
     state.circuit_open = limiter_->circuit_open();
     if (!state.ready) state.last_error = limiter_->last_error_message();
     for (auto& node : limiter_->nodes()) {
-      state.endpoints.push_back(EndpointState{std::move(node.address), std::move(node.role),
-                                              node.state == redis::State::kReady,
-                                              std::string(redis::to_string(node.state)),
-                                              node.slots, std::move(node.last_error)});
+      state.endpoints.push_back(EndpointState{
+          std::move(node.address), std::move(node.role), node.state == redis::State::kReady,
+          std::string(redis::to_string(node.state)), node.slots, std::move(node.last_error)});
     }
     return state;
   }

@@ -72,9 +72,9 @@ constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
 std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
-      &kRootKeys,           &kServerKeys,   &kAdminKeys,   &kLogKeys,      &kRedisKeys,
-      &kLocalKeys,          &kCircuitBreakerKeys, &kUpstreamKeys, &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,
-      &kPlanKeys,           &kRouteKeys,    &kMatchKeys};
+      &kRootKeys,     &kServerKeys,  &kAdminKeys,    &kLogKeys,   &kRedisKeys,
+      &kLocalKeys,    &kCircuitBreakerKeys,          &kUpstreamKeys,          &kApiKeysKeys,
+      &kConsumerKeys, &kLimitKeys,   &kPlanKeys,     &kRouteKeys, &kMatchKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

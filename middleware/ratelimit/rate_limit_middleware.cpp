@@ -91,9 +91,9 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
     bool keys_on_api_key = false;
     std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
-    const bool leases = std::any_of(
-        route.limit_indexes.begin(), route.limit_indexes.end(),
-        [&config](std::size_t index) { return config.limits[index].lease_tokens > 0; });
+    const bool leases =
+        std::any_of(route.limit_indexes.begin(), route.limit_indexes.end(),
+                    [&config](std::size_t index) { return config.limits[index].lease_tokens > 0; });
     if (config.local.deny_cache) {
       metrics.declare("sluice_ratelimit_local_decisions_total",
                       scratch_labels({{"route", route.name}, {"kind", "deny_cache"}}));
@@ -208,14 +208,15 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
                                      std::to_string(unavailable_retry_after(decision)));
           return done(std::move(reply));
         } else if (fallback && decision.local == LocalDecision::kNone) {
-          fallback->clear_if_used();  // Redis itself decided: it is back
+          fallback->on_store_decided(*descriptors);  // Redis decides these buckets again
         }
-        if (decision.local == LocalDecision::kDenyCache || decision.local == LocalDecision::kLease) {
-          metrics_.add("sluice_ratelimit_local_decisions_total",
-                       scratch_labels({{"route", route.name},
-                                       {"kind", decision.local == LocalDecision::kLease
-                                                    ? "lease"
-                                                    : "deny_cache"}}));
+        if (decision.local == LocalDecision::kDenyCache ||
+            decision.local == LocalDecision::kLease) {
+          metrics_.add(
+              "sluice_ratelimit_local_decisions_total",
+              scratch_labels(
+                  {{"route", route.name},
+                   {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
         }
         for (std::size_t i = 0; i < descriptors->size(); ++i) {
           const bool limited = !decision.allowed && !decision.limits[i].sufficient;

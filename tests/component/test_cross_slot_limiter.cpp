@@ -131,11 +131,13 @@ TEST_CASE("cluster limiter: a denial in one slot refunds the other slot at once"
       [&] { return h.counter("sluice_ratelimit_refunds_total", "result=\"ok\"") == 1; }));
 }
 
-TEST_CASE("cluster limiter: every slot allows: admitted, nothing refunded", "[ratelimit][cluster]") {
+TEST_CASE("cluster limiter: every slot allows: admitted, nothing refunded",
+          "[ratelimit][cluster]") {
   ClusterHarness h;
   std::optional<Outcome> out;
-  h.limiter->decide(h.descriptors, 1,
-                    [&out](std::error_code ec, RateDecision d) { out = Outcome{ec, d}; });
+  h.limiter->decide(h.descriptors, 1, [&out](std::error_code ec, RateDecision d) {
+    out = Outcome{ec, d};
+  });
   auto& c = h.client();
   REQUIRE(c.calls.size() == 2);
   c.complete(1, {}, one_bucket_reply(true, 99));
@@ -155,8 +157,9 @@ TEST_CASE("cluster limiter: a failed slot fails the request, refunds the other, 
   for (int round = 0; round < 3; ++round) {
     std::optional<Outcome> out;
     const std::size_t first = c.calls.size();
-    h.limiter->decide(h.descriptors, 1,
-                      [&out](std::error_code ec, RateDecision d) { out = Outcome{ec, d}; });
+    h.limiter->decide(h.descriptors, 1, [&out](std::error_code ec, RateDecision d) {
+      out = Outcome{ec, d};
+    });
     REQUIRE(c.calls.size() == first + 2);
     c.complete(first, {}, one_bucket_reply(true, 9));
     c.complete(first + 1, redis::Error::kNotConnected);
@@ -176,8 +179,9 @@ TEST_CASE("cluster limiter: a denied request gives back the lease its other slot
           "[ratelimit][cluster][lease]") {
   ClusterHarness h;
   std::optional<Outcome> out;
-  h.limiter->decide(h.descriptors, 1,
-                    [&out](std::error_code ec, RateDecision d) { out = Outcome{ec, d}; });
+  h.limiter->decide(h.descriptors, 1, [&out](std::error_code ec, RateDecision d) {
+    out = Outcome{ec, d};
+  });
   auto& c = h.client();
   REQUIRE(c.calls.size() == 2);
   c.complete(0, {}, one_bucket_reply(true, 5, 4));  // debited 1 and leased 4

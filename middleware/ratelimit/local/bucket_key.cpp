@@ -6,8 +6,8 @@
 namespace sluice {
 
 double refilled_tokens(const LimitDescriptor& bucket, double tokens, std::int64_t elapsed_us) {
-  const double refill = static_cast<double>(std::max<std::int64_t>(elapsed_us, 0)) *
-                        bucket.refill_per_second / 1e6;
+  const double refill =
+      static_cast<double>(std::max<std::int64_t>(elapsed_us, 0)) * bucket.refill_per_second / 1e6;
   return std::min(bucket.capacity, tokens + refill);
 }
 

@@ -16,11 +16,12 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
   const double wait_us = std::min(wait_s * 1e6, static_cast<double>(kMaxEntryUs));
   for (std::size_t i = 0; i < n; ++i) {
     const LimitState& s = decision.limits[i];
-    const double own_us =
-        s.sufficient ? wait_us : std::min(s.seconds_to_cost * 1e6, wait_us);  // denied: its own wait
-    put(buckets[i], Entry{!s.sufficient, cost, s.remaining, buckets[i].capacity,
-                          buckets[i].refill_per_second, asked_us,
-                          asked_us + static_cast<std::int64_t>(own_us)});
+    const double own_us = s.sufficient
+                              ? wait_us
+                              : std::min(s.seconds_to_cost * 1e6, wait_us);  // denied: its own wait
+    put(buckets[i],
+        Entry{!s.sufficient, cost, s.remaining, buckets[i].capacity, buckets[i].refill_per_second,
+              asked_us, asked_us + static_cast<std::int64_t>(own_us)});
   }
 }
 
@@ -30,7 +31,10 @@ void DenyCache::put(const LimitDescriptor& bucket, const Entry& entry) {
     it->second = entry;
     return;
   }
-  if (entries_.size() >= max_entries_) purge_expired(entry.asked_us);
+  if (entries_.size() >= max_entries_ && entry.asked_us - last_purge_us_ >= kPurgeIntervalUs) {
+    last_purge_us_ = entry.asked_us;  // a full cache is swept at most once an interval
+    purge_expired(entry.asked_us);
+  }
   if (entries_.size() >= max_entries_) return;
   entries_.emplace(BucketKey::of(bucket), entry);
 }

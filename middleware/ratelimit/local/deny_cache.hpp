@@ -12,7 +12,8 @@
 // bucket tokens sooner: whoever sees those clears the cache.
 //
 // One per worker, used on its executor only; bounded by `max_entries` (a full
-// cache first drops expired entries, then stops remembering new ones).
+// cache drops its expired entries, at most every 100 ms, and otherwise
+// remembers nothing new).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ namespace sluice {
 class DenyCache {
  public:
   static constexpr std::int64_t kMaxEntryUs = 1'000'000;
+  static constexpr std::int64_t kPurgeIntervalUs = 100'000;
 
   explicit DenyCache(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
 
@@ -35,8 +37,8 @@ class DenyCache {
   // kMaxEntryUs); the request's other buckets, which the denial did not
   // debit, are remembered as they were for as long, so that local denials
   // can report them.
-  void remember(std::span<const LimitDescriptor> buckets, double cost,
-                const RateDecision& decision, std::int64_t asked_us);
+  void remember(std::span<const LimitDescriptor> buckets, double cost, const RateDecision& decision,
+                std::int64_t asked_us);
 
   // The bucket's state at `now_us` if a request of `cost` on it is known to
   // be denied; nullopt when the store must be asked.
@@ -68,6 +70,7 @@ class DenyCache {
 
   std::size_t max_entries_;
   std::unordered_map<BucketKey, Entry, BucketKeyHash> entries_;
+  std::int64_t last_purge_us_ = 0;
 };
 
 }  // namespace sluice

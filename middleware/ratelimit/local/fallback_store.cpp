@@ -48,7 +48,8 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
     lru_.splice(lru_.begin(), lru_, held[i]);
     states[i] = held[i]->state;
   }
-  RateDecision decision = decide_token_buckets(states, shares, cost, now_us_());
+  last_decided_us_ = now_us_();
+  RateDecision decision = decide_token_buckets(states, shares, cost, last_decided_us_);
   decision.local = LocalDecision::kFallback;
   if (!decision.allowed) return decision;
   for (std::size_t i = 0; i < shares.size(); ++i) {
@@ -87,6 +88,22 @@ void FallbackStore::clear() {
   index_.clear();
   lru_.clear();
   used_.store(false, std::memory_order_release);
+}
+
+void FallbackStore::forget(std::span<const LimitDescriptor> buckets) {
+  std::lock_guard lock(mutex_);
+  if (now_us_() - last_decided_us_ >= kQuietUs) {
+    index_.clear();
+    lru_.clear();
+  } else {
+    for (const auto& bucket : buckets) {
+      auto it = index_.find(bucket_name(bucket));
+      if (it == index_.end()) continue;
+      lru_.erase(it->second);
+      index_.erase(it);
+    }
+  }
+  used_.store(!lru_.empty(), std::memory_order_release);
 }
 
 std::size_t FallbackStore::size() const {

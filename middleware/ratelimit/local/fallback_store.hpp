@@ -7,7 +7,7 @@
 //
 // One store per process, shared by the workers: every call is synchronous and
 // takes a mutex (the path runs only while Redis cannot decide), except
-// clear_if_used(), a lock-free check when the store is empty, so the
+// on_store_decided(), a lock-free check when the store is empty, so the
 // middleware may call it after every Redis decision.
 // Memory is bounded: at most max_buckets buckets, the least recently used
 // evicted first. An evicted or never-seen bucket starts full at the share.
@@ -51,12 +51,15 @@ class FallbackStore {
   // Lowers or raises the bound; the least recently used buckets over it go now.
   void set_max_buckets(std::size_t max_buckets);
 
-  // Forgets every bucket (Redis decides again).
+  // Forgets every bucket.
   void clear();
-  // clear() when the store holds anything; without a lock when it does not.
-  void clear_if_used() {
-    if (used_.load(std::memory_order_acquire)) clear();
+  // Redis decided `buckets` again: they are forgotten here, and the whole
+  // store once no request has needed it for kQuietUs (Redis is back for
+  // everyone, not only for some slots). Without a lock when nothing is held.
+  void on_store_decided(std::span<const LimitDescriptor> buckets) {
+    if (used_.load(std::memory_order_acquire)) forget(buckets);
   }
+  static constexpr std::int64_t kQuietUs = 1'000'000;
 
   std::size_t size() const;
   // A bucket's stored state at the share (exists = false when not held).
@@ -70,6 +73,7 @@ class FallbackStore {
   using Lru = std::list<Entry>;  // most recently used first
 
   void evict_over_bound();
+  void forget(std::span<const LimitDescriptor> buckets);
 
   Clock now_us_;
   mutable std::mutex mutex_;
@@ -77,6 +81,7 @@ class FallbackStore {
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator> index_;
   std::atomic<bool> used_{false};
+  std::int64_t last_decided_us_ = 0;  // the last decision made here
   std::atomic<unsigned> configured_fleet_size_{0};
   std::atomic<unsigned> learned_fleet_size_{0};
 };

@@ -7,7 +7,8 @@ namespace sluice {
 
 double lease_size(double rate, double max_tokens, double cost) {
   if (rate < LeaseTable::kMinRate || max_tokens < cost) return 0;
-  const double wanted = std::floor(std::min(max_tokens, rate * cost * LeaseTable::kHorizonUs / 1e6));
+  const double wanted =
+      std::floor(std::min(max_tokens, rate * cost * LeaseTable::kHorizonUs / 1e6));
   return wanted >= cost ? wanted : 0;
 }
 
@@ -50,9 +51,11 @@ bool LeaseTable::try_spend(const LimitDescriptor& bucket, double cost, std::int6
   return true;
 }
 
-void LeaseTable::put_back(const LimitDescriptor& bucket, double cost) {
+bool LeaseTable::put_back(const LimitDescriptor& bucket, double cost) {
   auto it = entries_.find(BucketKey::of(bucket));
-  if (it != entries_.end()) it->second.tokens += cost;
+  if (it == entries_.end()) return false;
+  it->second.tokens += cost;
+  return true;
 }
 
 double LeaseTable::ask(const LimitDescriptor& bucket, double cost) {
@@ -94,7 +97,8 @@ bool LeaseTable::on_grant(const LimitDescriptor& bucket, double tokens, const Li
   return true;
 }
 
-LimitState LeaseTable::state(const LimitDescriptor& bucket, double cost, std::int64_t now_us) const {
+LimitState LeaseTable::state(const LimitDescriptor& bucket, double cost,
+                             std::int64_t now_us) const {
   auto it = entries_.find(BucketKey::of(bucket));
   if (it == entries_.end()) return local_state(bucket, bucket.capacity, cost, true);
   const Entry& e = it->second;

@@ -38,17 +38,18 @@ std::int64_t lease_lifetime_us(double remaining_after, double capacity);
 
 class LeaseTable {
  public:
-  static constexpr double kMinRate = 5;                   // requests per second
-  static constexpr std::int64_t kHorizonUs = 200'000;     // a lease is what this time uses
+  static constexpr double kMinRate = 5;                // requests per second
+  static constexpr std::int64_t kHorizonUs = 200'000;  // a lease is what this time uses
   // The rate is measured over windows of kWindowUs, or of at least
   // kMinWindowUs once kEarlyCount requests came (a key that turns hot is
   // leasing within milliseconds, not after a whole window).
   static constexpr std::int64_t kWindowUs = 100'000;
   static constexpr std::int64_t kMinWindowUs = 5'000;
   static constexpr double kEarlyCount = 32;
-  static constexpr std::int64_t kMaxLifetimeUs = 1'000'000;
+  // 0.9 s, so that with the sweep's period a lease is back within 1 s.
+  static constexpr std::int64_t kMaxLifetimeUs = 900'000;
   static constexpr std::int64_t kMinLifetimeUs = 100'000;
-  static constexpr std::int64_t kIdleUs = 2'000'000;      // an unused, empty entry goes
+  static constexpr std::int64_t kIdleUs = 2'000'000;  // an unused, empty entry goes
 
   explicit LeaseTable(std::size_t max_entries = 65536) : max_entries_(max_entries) {}
 
@@ -57,7 +58,8 @@ class LeaseTable {
   // the tokens are spent).
   bool try_spend(const LimitDescriptor& bucket, double cost, std::int64_t now_us);
   // Puts back what try_spend took (the request was not admitted after all).
-  void put_back(const LimitDescriptor& bucket, double cost);
+  // False when the table no longer tracks the bucket: the caller refunds.
+  bool put_back(const LimitDescriptor& bucket, double cost);
 
   // The lease to ask the store for along with a request of `cost`: the
   // bucket's lease size less what is still held, in whole tokens; 0 when the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 
 #include <boost/asio/post.hpp>
 
@@ -45,8 +46,8 @@ void LocalLayer::decide(const std::vector<LimitDescriptor>& descriptors, double 
   }
   if (!deny_cache_on_) return store_->decide(descriptors, cost, std::move(handler));
   store_->decide(descriptors, cost,
-                 [self = shared_from_this(), &descriptors, cost, now,
-                  handler = std::move(handler)](std::error_code ec, RateDecision decision) {
+                 [self = shared_from_this(), &descriptors, cost, now, handler = std::move(handler)](
+                     std::error_code ec, RateDecision decision) {
                    if (!ec && !decision.allowed) {
                      self->remember_denials(descriptors, cost, decision, now);
                    }
@@ -127,11 +128,14 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
     if (asked.lease_tokens > 0) asked.lease_want = leases_.ask(asked, cost);
     call->positions.push_back(i);
   }
+  ++calls_out_;
   store_->decide(call->asked, cost,
                  [self = shared_from_this(), call, &descriptors, cost,
                   handler = std::move(handler)](std::error_code ec, RateDecision decision) {
+                   --self->calls_out_;
                    self->on_leased_answer(*call, descriptors, cost, ec, std::move(decision),
                                           handler);
+                   self->finish_drain_when_idle();
                  });
 }
 
@@ -139,10 +143,14 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
                                   const std::vector<LimitDescriptor>& descriptors, double cost,
                                   std::error_code ec, RateDecision decision,
                                   const RateDecisionHandler& handler) {
+  if (!ec && decision.limits.size() != call.asked.size()) {
+    ec = std::make_error_code(std::errc::bad_message);  // never from a sane store
+    decision = RateDecision{};
+  }
   if (ec || !decision.allowed) put_back(descriptors, cost, call.from_lease);
+  take_leases(call.asked, ec, decision, call.sent_us);
+  if (ec) return handler(ec, std::move(decision));
   const std::int64_t now = now_us_();
-  take_leases(call.asked, ec, decision, now);
-  if (ec || decision.limits.size() != call.asked.size()) return handler(ec, std::move(decision));
   if (!decision.allowed) remember_denials(call.asked, cost, decision, call.sent_us);
   RateDecision full;
   full.allowed = decision.allowed;
@@ -157,7 +165,7 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
 }
 
 void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_code ec,
-                             const RateDecision& decision, std::int64_t now) {
+                             const RateDecision& decision, std::int64_t sent_us) {
   const bool answered = !ec && decision.limits.size() == asked.size();
   for (std::size_t j = 0; j < asked.size(); ++j) {
     if (!(asked[j].lease_want > 0)) continue;
@@ -167,7 +175,7 @@ void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_
       continue;
     }
     // A lease that arrives after a reload or the drain emptied the table goes back.
-    if (draining_ || !leases_.on_grant(asked[j], granted, decision.limits[j], now)) {
+    if (draining_ || !leases_.on_grant(asked[j], granted, decision.limits[j], sent_us)) {
       give_back({BucketRefund{asked[j], granted}});
       continue;
     }
@@ -179,9 +187,13 @@ void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_
 void LocalLayer::send_top_up(const LimitDescriptor& bucket, double tokens) {
   auto asked = std::make_shared<std::vector<LimitDescriptor>>(1, bucket);
   (*asked)[0].lease_want = tokens;
+  ++calls_out_;
   store_->decide(*asked, 0,
-                 [self = shared_from_this(), asked](std::error_code ec, RateDecision decision) {
-                   self->take_leases(*asked, ec, decision, self->now_us_());
+                 [self = shared_from_this(), asked, sent = now_us_()](std::error_code ec,
+                                                                      RateDecision decision) {
+                   --self->calls_out_;
+                   self->take_leases(*asked, ec, decision, sent);
+                   self->finish_drain_when_idle();
                  });
 }
 
@@ -192,15 +204,20 @@ void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double
 
 void LocalLayer::put_back(const std::vector<LimitDescriptor>& descriptors, double cost,
                           const std::vector<std::uint8_t>& from_lease) {
+  std::vector<BucketRefund> gone;  // leases a reload or the drain took meanwhile
   for (std::size_t i = 0; i < descriptors.size(); ++i) {
-    if (from_lease[i]) leases_.put_back(descriptors[i], cost);
+    if (from_lease[i] && !leases_.put_back(descriptors[i], cost)) {
+      gone.push_back(BucketRefund{descriptors[i], cost});
+    }
   }
+  if (!gone.empty()) give_back(std::move(gone));
 }
 
 void LocalLayer::answer_now(RateDecisionHandler handler, RateDecision decision) {
-  boost::asio::post(executor_, [handler = std::move(handler), decision = std::move(decision)]() mutable {
-    handler({}, std::move(decision));
-  });
+  boost::asio::post(executor_,
+                    [handler = std::move(handler), decision = std::move(decision)]() mutable {
+                      handler({}, std::move(decision));
+                    });
 }
 
 void LocalLayer::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
@@ -209,7 +226,13 @@ void LocalLayer::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
 
 void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done) {
   for (const auto& r : refunds) cache_.forget(r.bucket);
-  store_->refund(std::move(refunds), std::move(done));
+  ++calls_out_;
+  store_->refund(std::move(refunds),
+                 [self = shared_from_this(), done = std::move(done)](std::error_code ec) {
+                   --self->calls_out_;
+                   if (done) done(ec);
+                   self->finish_drain_when_idle();
+                 });
 }
 
 void LocalLayer::reconfigure(const LocalConfig& config) {
@@ -220,11 +243,21 @@ void LocalLayer::reconfigure(const LocalConfig& config) {
 
 void LocalLayer::drain(std::function<void()> done) {
   draining_ = true;
+  drained_ = std::move(done);
   sweep_timer_.cancel();
   cache_.clear();
-  auto refunds = leases_.take_all();
-  if (refunds.empty()) return boost::asio::post(executor_, std::move(done));
-  give_back(std::move(refunds), [done = std::move(done)](std::error_code) { done(); });
+  if (auto refunds = leases_.take_all(); !refunds.empty()) give_back(std::move(refunds));
+  if (calls_out_ == 0)
+    boost::asio::post(executor_, [self = shared_from_this()] { self->finish_drain_when_idle(); });
+}
+
+// The drain ends once no call that may carry or return leased tokens is out:
+// the last refund has been answered (or failed).
+void LocalLayer::finish_drain_when_idle() {
+  if (!draining_ || calls_out_ != 0 || !drained_) return;
+  auto done = std::move(drained_);
+  drained_ = nullptr;
+  done();
 }
 
 // While the table holds anything, a sweep every lease window gives back the

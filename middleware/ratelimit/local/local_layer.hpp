@@ -57,7 +57,8 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   // every lease given back.
   void reconfigure(const LocalConfig& config);
   // Gives every lease back, then calls `done` once the store has answered
-  // (or failed to). Later decisions go straight to the store.
+  // every call that may grant or give back tokens (or they failed). Later
+  // decisions go straight to the store.
   void drain(std::function<void()> done);
 
   const DenyCache& deny_cache() const { return cache_; }
@@ -77,7 +78,8 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   // The leases a store call asked for: kept, given back when no longer
   // wanted, or their ask closed when none came.
   void take_leases(std::span<const LimitDescriptor> asked, std::error_code ec,
-                   const RateDecision& decision, std::int64_t now);
+                   const RateDecision& decision, std::int64_t sent_us);
+  void finish_drain_when_idle();
   void send_top_up(const LimitDescriptor& bucket, double tokens);
   void remember_denials(std::span<const LimitDescriptor> asked, double cost,
                         const RateDecision& decision, std::int64_t asked_at);
@@ -94,6 +96,9 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   Clock now_us_;
   bool deny_cache_on_;
   bool draining_ = false;
+  std::function<void()> drained_;  // the drain's completion, until it has run
+  // Store calls out that may grant leases, return leased tokens or refund.
+  std::size_t calls_out_ = 0;
   DenyCache cache_;
   LeaseTable leases_;
   boost::asio::steady_timer sweep_timer_;

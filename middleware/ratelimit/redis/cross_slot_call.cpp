@@ -10,7 +10,10 @@ namespace {
 struct CrossSlotCall {
   CrossSlotCall(CrossSlotContext c, std::span<const LimitDescriptor> d, double cost_,
                 RateDecisionHandler done_)
-      : context(std::move(c)), descriptors(d.begin(), d.end()), cost(cost_), done(std::move(done_)) {}
+      : context(std::move(c)),
+        descriptors(d.begin(), d.end()),
+        cost(cost_),
+        done(std::move(done_)) {}
 
   CrossSlotContext context;
   std::vector<LimitDescriptor> descriptors;
@@ -23,7 +26,8 @@ struct CrossSlotCall {
   std::size_t waiting = 0;
 };
 
-void send_refunds(const std::shared_ptr<CrossSlotCall>& call, const std::vector<std::size_t>& groups) {
+void send_refunds(const std::shared_ptr<CrossSlotCall>& call,
+                  const std::vector<std::size_t>& groups) {
   for (const std::size_t g : groups) {
     send_refund(call->context, call->keys[g],
                 part_refunds(call->groups[g], call->parts[g], call->descriptors, call->cost),
@@ -45,7 +49,8 @@ void on_part(const std::shared_ptr<CrossSlotCall>& call, std::size_t g, std::err
     part.error = redis::make_error_code(redis::Error::kProtocol);
   }
   if (--call->waiting != 0) return;
-  CombinedDecision combined = combine_parts(call->groups, call->parts, call->descriptors, call->cost);
+  CombinedDecision combined =
+      combine_parts(call->groups, call->parts, call->descriptors, call->cost);
   send_refunds(call, combined.refunds);
   auto done = std::move(call->done);
   done(combined.error, std::move(combined.decision));
@@ -55,7 +60,8 @@ void on_part(const std::shared_ptr<CrossSlotCall>& call, std::size_t g, std::err
 
 void decide_across_slots(CrossSlotContext context, std::span<const LimitDescriptor> descriptors,
                          std::vector<std::string> keys, double cost, RateDecisionHandler done) {
-  auto call = std::make_shared<CrossSlotCall>(std::move(context), descriptors, cost, std::move(done));
+  auto call =
+      std::make_shared<CrossSlotCall>(std::move(context), descriptors, cost, std::move(done));
   call->groups = group_by_slot(keys);
   const std::size_t n = call->groups.size();
   call->keys.resize(n);
@@ -68,25 +74,22 @@ void decide_across_slots(CrossSlotContext context, std::span<const LimitDescript
       call->keys[g].push_back(std::move(keys[i]));
       subset.push_back(call->descriptors[i]);
     }
-    call->context.client.evalsha(call->context.decide_script, call->keys[g],
-                                 call->context.codec.encode_args(subset, cost),
-                                 [call, g](std::error_code ec, redis::Reply reply) {
-                                   on_part(call, g, ec, reply);
-                                 });
+    call->context.client.evalsha(
+        call->context.decide_script, call->keys[g], call->context.codec.encode_args(subset, cost),
+        [call, g](std::error_code ec, redis::Reply reply) { on_part(call, g, ec, reply); });
   }
 }
 
 void send_refund(const CrossSlotContext& context, std::vector<std::string> keys,
                  std::vector<BucketRefund> refunds, RefundHandler done) {
-  context.client.evalsha(context.refund_script, std::move(keys),
-                         context.codec.encode_refund_args(refunds),
-                         [owner = context.owner, done = std::move(done)](std::error_code ec,
-                                                                         redis::Reply reply) {
-                           if (!ec && reply.type != redis::Reply::Type::kInteger) {
-                             ec = redis::make_error_code(redis::Error::kProtocol);
-                           }
-                           if (done) done(ec);
-                         });
+  context.client.evalsha(
+      context.refund_script, std::move(keys), context.codec.encode_refund_args(refunds),
+      [owner = context.owner, done = std::move(done)](std::error_code ec, redis::Reply reply) {
+        if (!ec && reply.type != redis::Reply::Type::kInteger) {
+          ec = redis::make_error_code(redis::Error::kProtocol);
+        }
+        if (done) done(ec);
+      });
 }
 
 }  // namespace sluice

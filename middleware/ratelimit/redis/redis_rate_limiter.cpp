@@ -156,12 +156,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     auto keys =
         redis_keys(key_prefix_, descriptors, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain);
     if (by_slot && descriptors.size() > 1 && !common_slot(keys)) {
-      return decide_across_slots(
-          cross_slot_context(), descriptors, std::move(keys), cost,
-          [self = shared_from_this(), handler = std::move(handler)](std::error_code ec,
-                                                                    RateDecision decision) {
-            self->on_outcome(ec, std::move(decision), handler);
-          });
+      return decide_across_slots(cross_slot_context(), descriptors, std::move(keys), cost,
+                                 [self = shared_from_this(), handler = std::move(handler)](
+                                     std::error_code ec, RateDecision decision) {
+                                   self->on_outcome(ec, std::move(decision), handler);
+                                 });
     }
     const std::size_t count = descriptors.size();
     client_->evalsha(script_, std::move(keys), codec_.encode_args(descriptors, cost),
@@ -172,7 +171,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   CrossSlotContext cross_slot_context() {
-    return CrossSlotContext{*client_, script_, refund_script_, codec_, shared_from_this(),
+    return CrossSlotContext{*client_,
+                            script_,
+                            refund_script_,
+                            codec_,
+                            shared_from_this(),
                             [weak = weak_from_this()](std::error_code ec) {
                               if (auto self = weak.lock()) self->on_refund(ec);
                             }};
@@ -190,7 +193,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     std::vector<std::string> keys;
     keys.reserve(refunds.size());
     for (const auto& r : refunds) {
-      keys.push_back(redis_key(key_prefix_, r.bucket, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain));
+      keys.push_back(
+          redis_key(key_prefix_, r.bucket, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain));
     }
     const CrossSlotContext context = cross_slot_context();
     struct Pending {
@@ -272,7 +276,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void on_refund(std::error_code ec) {
-    metrics_.add("sluice_ratelimit_refunds_total", scratch_labels({{"result", ec ? "error" : "ok"}}));
+    metrics_.add("sluice_ratelimit_refunds_total",
+                 scratch_labels({{"result", ec ? "error" : "ok"}}));
     if (ec) spdlog::debug("redis: a refund failed: {}", ec.message());
   }
 

@@ -86,8 +86,8 @@ CombinedDecision combine_parts(std::span<const SlotGroup> groups,
     const auto& indexes = groups[g].indexes;
     for (std::size_t k = 0; k < indexes.size() && k < part.decision.limits.size(); ++k) {
       const std::size_t i = indexes[k];
-      out.decision.limits[i] =
-          refund ? refunded(part.decision.limits[k], descriptors[i], cost) : part.decision.limits[k];
+      out.decision.limits[i] = refund ? refunded(part.decision.limits[k], descriptors[i], cost)
+                                      : part.decision.limits[k];
     }
   }
   return out;

@@ -37,9 +37,9 @@ struct PartOutcome {
 };
 
 struct CombinedDecision {
-  std::error_code error;               // set when no part denied and some part failed
-  RateDecision decision;               // limits in the request's descriptor order
-  std::vector<std::size_t> refunds;    // the groups whose debit must be given back
+  std::error_code error;             // set when no part denied and some part failed
+  RateDecision decision;             // limits in the request's descriptor order
+  std::vector<std::size_t> refunds;  // the groups whose debit must be given back
 };
 
 // Combines the parts: denied when any part denied (the others' debits are

@@ -49,17 +49,18 @@ TEST_CASE("resolve: cross-section errors keep the reading order on one line", "[
       "{upstreams: {a: {servers: [\"127.0.0.1:9000\"]}}, limits: {x: {key: ip, capacity: 1, "
       "refill_per_second: 1}}, routes: [{name: r, match: {path_prefix: /}, upstream: nope, "
       "strip_prefix: 3, limits: [x, x, y], on_redis_failure: maybe, cost: 2}]}\n");
-  CHECK(result.errors == std::vector<std::string>{
-                             "test.yaml:1: routes[0].upstream: unknown upstream \"nope\"",
-                             "test.yaml:1: routes[0].strip_prefix: expected true or false, got "
-                             "\"3\"",
-                             "test.yaml:1: routes[0].limits[1]: limit \"x\" is listed twice",
-                             "test.yaml:1: routes[0].limits[2]: unknown limit \"y\"",
-                             "test.yaml:1: routes[0].on_redis_failure: expected open, closed or local, "
-                             "got \"maybe\"",
-                             "test.yaml:1: routes[0].cost: cost 2 is more than the capacity 1 "
-                             "of limit \"x\"",
-                         });
+  CHECK(result.errors ==
+        std::vector<std::string>{
+            "test.yaml:1: routes[0].upstream: unknown upstream \"nope\"",
+            "test.yaml:1: routes[0].strip_prefix: expected true or false, got "
+            "\"3\"",
+            "test.yaml:1: routes[0].limits[1]: limit \"x\" is listed twice",
+            "test.yaml:1: routes[0].limits[2]: unknown limit \"y\"",
+            "test.yaml:1: routes[0].on_redis_failure: expected open, closed or local, "
+            "got \"maybe\"",
+            "test.yaml:1: routes[0].cost: cost 2 is more than the capacity 1 "
+            "of limit \"x\"",
+        });
 }
 
 TEST_CASE("resolve: limits listed twice, unknown limits and plans", "[config]") {

@@ -92,8 +92,7 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK(d->allowed);
   CHECK(d->limits.empty());
 
-  std::vector<LimitDescriptor> limits = {bucket("a", "a", 50, 0.1),
-                                         bucket("b", "b", 3, 1.0 / 3)};
+  std::vector<LimitDescriptor> limits = {bucket("a", "a", 50, 0.1), bucket("b", "b", 3, 1.0 / 3)};
   limits[1].lease_want = 20;
   const auto args = kCodec.encode_args(limits, 1.5);
   REQUIRE(args.size() == 3);

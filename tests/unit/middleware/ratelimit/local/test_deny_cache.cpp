@@ -61,8 +61,7 @@ TEST_CASE("deny cache: the same or a higher cost only, and the same parameters",
   CHECK_FALSE(cache.denied(bucket("per_key", "bob", 10, 1), 2, 100));
 }
 
-TEST_CASE("deny cache: the other buckets of a denial are known, not denied",
-          "[ratelimit][local]") {
+TEST_CASE("deny cache: the other buckets of a denial are known, not denied", "[ratelimit][local]") {
   DenyCache cache;
   const auto small = bucket("small", "k", 2, 1);
   const auto big = bucket("big", "k", 10, 1);
@@ -105,8 +104,7 @@ TEST_CASE("deny cache: a sufficient answer is not remembered; forget and clear",
   CHECK_FALSE(cache.denied(b, 1, 10));
 }
 
-TEST_CASE("deny cache: bounded; a full cache drops expired entries first",
-          "[ratelimit][local]") {
+TEST_CASE("deny cache: bounded; a full cache drops expired entries first", "[ratelimit][local]") {
   DenyCache cache(2);
   const auto a = bucket("a", "1", 10, 1);
   const auto b = bucket("a", "2", 10, 1);
@@ -115,7 +113,7 @@ TEST_CASE("deny cache: bounded; a full cache drops expired entries first",
   remember(cache, b, 1, short_of(b, 0, 1), 0);    // at 1 s
   remember(cache, c, 1, short_of(c, 0, 1), 50'000);
   CHECK(cache.size() == 2);
-  CHECK_FALSE(cache.denied(c, 1, 60'000));  // full: not remembered
+  CHECK_FALSE(cache.denied(c, 1, 60'000));            // full: not remembered
   remember(cache, c, 1, short_of(c, 0, 1), 200'000);  // a's entry has expired: room
   CHECK(cache.size() == 2);
   CHECK(cache.denied(c, 1, 210'000));

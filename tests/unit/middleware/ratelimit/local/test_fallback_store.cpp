@@ -131,19 +131,28 @@ TEST_CASE("fallback: at most max_buckets, the least recently used evicted first"
   CHECK(f.store.state(c).exists);
 }
 
-TEST_CASE("fallback: clear forgets every bucket; clear_if_used only when used",
+TEST_CASE("fallback: Redis deciding a bucket again forgets it; a quiet second forgets all",
           "[ratelimit][fallback]") {
   Fixture f;
-  const std::vector<LimitDescriptor> limits = {bucket("l", 1, 3, 1)};
-  f.store.clear_if_used();  // nothing held: nothing to do
+  const std::vector<LimitDescriptor> a = {bucket("l", 1, 3, 1)};
+  const std::vector<LimitDescriptor> b = {bucket("l", 2, 3, 1)};
+  f.store.on_store_decided(a);  // nothing held: nothing to do
   CHECK(f.store.size() == 0);
-  CHECK(f.admit_all(limits) == 3);
+  CHECK(f.admit_all(a) == 3);
+  CHECK(f.admit_all(b) == 3);
+  CHECK(f.store.size() == 2);
+  // Redis decides a again (another slot may still be down): only a goes.
+  f.store.on_store_decided(a);
   CHECK(f.store.size() == 1);
-  f.store.clear_if_used();
+  CHECK_FALSE(f.store.state(a[0]).exists);
+  CHECK(f.store.state(b[0]).exists);
+  // No request needed the store for a second: Redis is back for everyone.
+  f.clock.now_us += FallbackStore::kQuietUs;
+  f.store.on_store_decided(a);
   CHECK(f.store.size() == 0);
-  CHECK(f.admit_all(limits) == 3);  // full again
+  CHECK(f.admit_all(b) == 3);  // full again
   f.store.clear();
-  CHECK_FALSE(f.store.state(limits[0]).exists);
+  CHECK_FALSE(f.store.state(b[0]).exists);
 }
 
 TEST_CASE("fleet heartbeat: beats at once, learns the live count, keeps it on errors, leaves",

@@ -43,10 +43,10 @@ TEST_CASE("lease size: cold buckets never lease; a lease is what 200 ms use, cap
   CHECK(lease_size(6, 50, 0.5) == 0);  // 0.6 tokens: less than... one whole token
 }
 
-TEST_CASE("lease lifetime: a second while the bucket is at least half full, shorter below",
+TEST_CASE("lease lifetime: 0.9 s while the bucket is at least half full, shorter below",
           "[ratelimit][local]") {
-  CHECK(lease_lifetime_us(500, 1000) == 1'000'000);
-  CHECK(lease_lifetime_us(250, 1000) == 500'000);
+  CHECK(lease_lifetime_us(500, 1000) == 900'000);
+  CHECK(lease_lifetime_us(250, 1000) == 450'000);
   CHECK(lease_lifetime_us(10, 1000) == 100'000);  // floor
   CHECK(lease_lifetime_us(0, 1000) == 100'000);
 }
@@ -79,7 +79,7 @@ TEST_CASE("leases: the rate is measured per bucket, then a lease is spent locall
   after.remaining = 900;
   t.on_grant(b, 3, after, 300'000);
   CHECK(t.held_tokens() == 3);
-  CHECK(t.next_expiry() == 1'300'000);
+  CHECK(t.next_expiry() == 1'200'000);
   CHECK(t.try_spend(b, 1, 300'001));
   CHECK(t.try_spend(b, 1, 300'002));
   const LimitState s = t.state(b, 1, 300'002);
@@ -97,13 +97,13 @@ TEST_CASE("leases: an expired lease is not spent and its rest is refunded", "[ra
   const auto b = leased("all", 1000, 100, 50);
   t.try_spend(b, 1, 0);
   LimitState after;
-  after.remaining = 100;  // a fifth full: the lease lives 0.2 s
+  after.remaining = 100;  // a fifth full: the lease lives a fifth of 0.9 s
   t.on_grant(b, 10, after, 0);
-  CHECK(t.next_expiry() == 200'000);
-  CHECK(t.try_spend(b, 1, 199'999));
-  CHECK_FALSE(t.try_spend(b, 1, 200'000));
+  CHECK(t.next_expiry() == 180'000);
+  CHECK(t.try_spend(b, 1, 179'999));
+  CHECK_FALSE(t.try_spend(b, 1, 180'000));
   CHECK(t.take_expired(150'000).empty());
-  const auto refunds = t.take_expired(200'000);
+  const auto refunds = t.take_expired(180'000);
   REQUIRE(refunds.size() == 1);
   CHECK(refunds[0].tokens == 9);
   CHECK(refunds[0].bucket.limit == "global");
@@ -112,7 +112,7 @@ TEST_CASE("leases: an expired lease is not spent and its rest is refunded", "[ra
   CHECK_FALSE(t.next_expiry());
   // An idle, empty bucket leaves the table.
   CHECK(t.size() == 1);
-  CHECK(t.take_expired(200'000 + LeaseTable::kIdleUs).empty());
+  CHECK(t.take_expired(180'000 + LeaseTable::kIdleUs).empty());
   CHECK(t.size() == 0);
 }
 

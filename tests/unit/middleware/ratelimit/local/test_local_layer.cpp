@@ -200,7 +200,7 @@ TEST_CASE("local layer: a hot leased bucket asks for a lease, then spends it loc
   CHECK_FALSE(h.decide({g}));  // spent, and the top-up not back: this one asks the store
   REQUIRE(h.store->calls.size() == 2);
   CHECK(h.store->calls[1].descriptors[0].lease_want == 0);  // one ask at a time
-  h.store->answer(true, {state(true, 800, 0, 31)});          // the top-up
+  h.store->answer(true, {state(true, 800, 0, 31)});         // the top-up
   REQUIRE(h.loop.run_until([&] { return h.layer->leases().held_tokens() == 31; }));
   h.store->answer(true, {state(true, 799)});
   CHECK(h.await().allowed);
@@ -209,9 +209,10 @@ TEST_CASE("local layer: a hot leased bucket asks for a lease, then spends it loc
   CHECK(d->local == LocalDecision::kLease);
 }
 
-TEST_CASE("local layer: a request's other limits still go to the store; a denial puts the "
-          "leased tokens back",
-          "[ratelimit][local][lease]") {
+TEST_CASE(
+    "local layer: a request's other limits still go to the store; a denial puts the "
+    "leased tokens back",
+    "[ratelimit][local][lease]") {
   Harness h;
   const auto g = bucket("global", "all", 1000, 100, 50);
   const auto k = bucket("per_key", "alice", 5, 1);
@@ -291,4 +292,42 @@ TEST_CASE("local layer: a lease granted after a reload emptied the table goes ba
   REQUIRE(h.loop.run_until([&] { return h.store->refunds.size() == refunded_before + 1; }));
   CHECK(h.store->refunds.back().tokens == want);
   CHECK(h.layer->leases().held_tokens() == 0);
+}
+
+TEST_CASE("local layer: the drain waits for a lease call in flight and gives its lease back",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  while (h.store->calls.empty()) REQUIRE(h.decide({g}));  // a top-up is out
+  const double want = h.store->calls.back().descriptors[0].lease_want;
+  const double held = h.layer->leases().held_tokens();
+  bool done = false;
+  h.layer->drain([&done] { done = true; });
+  CHECK_FALSE(h.loop.run_until([&] { return done; }, std::chrono::milliseconds(30)));
+  h.store->answer(true, {state(true, 800, 0, want)});
+  REQUIRE(h.loop.run_until([&] { return done; }));
+  double refunded = 0;
+  for (const auto& r : h.store->refunds) refunded += r.tokens;
+  CHECK(refunded == held + want);
+}
+
+TEST_CASE(
+    "local layer: leased tokens of a denied request go back to Redis when a reload took "
+    "the lease meanwhile",
+    "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  const auto k = bucket("per_key", "alice", 5, 1);
+  warm_lease(h, g);
+  const double held = h.layer->leases().held_tokens();
+  REQUIRE(held >= 1);
+  CHECK_FALSE(h.decide({g, k}));  // g from the lease, k asked
+  h.layer->reconfigure(LocalConfig{});
+  REQUIRE(h.store->refunds.size() == 1);
+  CHECK(h.store->refunds[0].tokens == held - 1);
+  h.store->answer(false, {state(false, 0.2, 0.8)});
+  CHECK_FALSE(h.await().allowed);
+  REQUIRE(h.store->refunds.size() == 2);
+  CHECK(h.store->refunds[1].tokens == 1);  // the denied request's token
 }
