@@ -77,6 +77,11 @@ double LeaseTable::top_up(const LimitDescriptor& bucket, double cost) {
   return ask(bucket, cost);
 }
 
+bool LeaseTable::asking(const LimitDescriptor& bucket) const {
+  auto it = entries_.find(BucketKey::of(bucket));
+  return it != entries_.end() && it->second.asking;
+}
+
 void LeaseTable::answered(const LimitDescriptor& bucket) {
   auto it = entries_.find(BucketKey::of(bucket));
   if (it != entries_.end()) it->second.asking = false;

@@ -74,6 +74,8 @@ class LeaseTable {
   double top_up(const LimitDescriptor& bucket, double cost);
   // An ask came back without a lease (denied, failed, or nothing granted).
   void answered(const LimitDescriptor& bucket);
+  // Whether an ask for the bucket's lease is out.
+  bool asking(const LimitDescriptor& bucket) const;
   // The store admitted a request and granted `tokens` with it; `after` is the
   // bucket's state it reported (tokens left in the store). False when the
   // table no longer tracks the bucket (emptied meanwhile): the caller gives

@@ -88,7 +88,7 @@ std::optional<RateDecision> LocalLayer::cached_denial(
 }
 
 void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
-                                    std::int64_t now, RateDecisionHandler handler) {
+                                    std::int64_t now, RateDecisionHandler handler, bool may_wait) {
   auto call = std::make_shared<LeasedCall>();
   call->sent_us = now;
   call->from_lease.assign(descriptors.size(), 0);
@@ -105,6 +105,14 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
   if (auto denial = cached_denial(descriptors, cost, now, call->from_lease)) {
     put_back(descriptors, cost, call->from_lease);
     return answer_now(std::move(handler), std::move(*denial));
+  }
+  if (may_wait && descriptors.size() == 1 && !call->from_lease[0] &&
+      leases_.asking(descriptors[0])) {
+    auto& queue = waiters_[BucketKey::of(descriptors[0])];
+    if (queue.size() < kMaxWaiters) {
+      queue.push_back(Waiter{&descriptors, cost, std::move(handler)});
+      return;
+    }
   }
   // Served from a lease that is running low: top it up in the background,
   // while its rest covers the requests that come meanwhile.
@@ -172,14 +180,33 @@ void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_
     const double granted = answered && decision.allowed ? decision.limits[j].leased : 0;
     if (!(granted > 0)) {
       leases_.answered(asked[j]);
+      release_waiters(asked[j], false);
       continue;
     }
     // A lease that arrives after a reload or the drain emptied the table goes back.
     if (draining_ || !leases_.on_grant(asked[j], granted, decision.limits[j], sent_us)) {
       give_back({BucketRefund{asked[j], granted}});
+      release_waiters(asked[j], false);
       continue;
     }
     metrics_.add("sluice_ratelimit_leases_total", scratch_labels({{"limit", asked[j].limit}}));
+    release_waiters(asked[j], true);
+  }
+}
+
+void LocalLayer::release_waiters(const LimitDescriptor& bucket, bool granted) {
+  if (waiters_.empty()) return;
+  auto it = waiters_.find(BucketKey::of(bucket));
+  if (it == waiters_.end()) return;
+  std::vector<Waiter> queue = std::move(it->second);
+  waiters_.erase(it);
+  const std::int64_t now = now_us_();
+  for (Waiter& w : queue) {
+    if (draining_) {
+      store_->decide(*w.descriptors, w.cost, std::move(w.handler));
+    } else {
+      decide_with_leases(*w.descriptors, w.cost, now, std::move(w.handler), granted);
+    }
   }
 }
 
@@ -246,6 +273,11 @@ void LocalLayer::drain(std::function<void()> done) {
   drained_ = std::move(done);
   sweep_timer_.cancel();
   cache_.clear();
+  auto waiting = std::move(waiters_);
+  waiters_.clear();
+  for (auto& [bucket, queue] : waiting) {
+    for (Waiter& w : queue) store_->decide(*w.descriptors, w.cost, std::move(w.handler));
+  }
   if (auto refunds = leases_.take_all(); !refunds.empty()) give_back(std::move(refunds));
   if (calls_out_ == 0)
     boost::asio::post(executor_, [self = shared_from_this()] { self->finish_drain_when_idle(); });

@@ -11,7 +11,9 @@
 //   configuration changes, or the worker drains.
 // A request whose buckets are all covered by leases, or one of whose buckets
 // is cached as denied, needs no store call; the others go to the store in one
-// call, which renews the leases of their busy buckets in passing.
+// call, which renews the leases of their busy buckets in passing. A request
+// on a single leased bucket whose lease ran out while the next one is on its
+// way waits for that lease instead of a call of its own.
 //
 // One per worker, created, used and destroyed on its executor; every handler
 // is called there, never from inside decide(). The store's limiter must stay
@@ -24,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -70,8 +73,14 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   std::optional<RateDecision> cached_denial(const std::vector<LimitDescriptor>& descriptors,
                                             double cost, std::int64_t now,
                                             const std::vector<std::uint8_t>& from_lease);
+  // `may_wait`: a request on one leased bucket whose lease is spent while
+  // the next one is on its way waits for it (up to kMaxWaiters per bucket)
+  // rather than asking Redis on its own.
   void decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
-                          std::int64_t now, RateDecisionHandler handler);
+                          std::int64_t now, RateDecisionHandler handler, bool may_wait = true);
+  // The ask for `bucket`'s lease came back: its waiters are decided again,
+  // from the new lease (`granted`), else by Redis, without waiting again.
+  void release_waiters(const LimitDescriptor& bucket, bool granted);
   void on_leased_answer(const LeasedCall& call, const std::vector<LimitDescriptor>& descriptors,
                         double cost, std::error_code ec, RateDecision decision,
                         const RateDecisionHandler& handler);
@@ -101,6 +110,13 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   std::size_t calls_out_ = 0;
   DenyCache cache_;
   LeaseTable leases_;
+  struct Waiter {
+    const std::vector<LimitDescriptor>* descriptors;
+    double cost;
+    RateDecisionHandler handler;
+  };
+  static constexpr std::size_t kMaxWaiters = 256;
+  std::unordered_map<BucketKey, std::vector<Waiter>, BucketKeyHash> waiters_;
   boost::asio::steady_timer sweep_timer_;
   bool sweep_armed_ = false;
 };

@@ -197,13 +197,11 @@ TEST_CASE("local layer: a hot leased bucket asks for a lease, then spends it loc
   REQUIRE(h.store->calls.size() == 1);
   CHECK(h.store->calls[0].cost == 0);
   CHECK(h.store->calls[0].descriptors[0].lease_want == 31);
-  CHECK_FALSE(h.decide({g}));  // spent, and the top-up not back: this one asks the store
-  REQUIRE(h.store->calls.size() == 2);
-  CHECK(h.store->calls[1].descriptors[0].lease_want == 0);  // one ask at a time
-  h.store->answer(true, {state(true, 800, 0, 31)});         // the top-up
-  REQUIRE(h.loop.run_until([&] { return h.layer->leases().held_tokens() == 31; }));
-  h.store->answer(true, {state(true, 799)});
-  CHECK(h.await().allowed);
+  CHECK_FALSE(h.decide({g}));  // spent, and the top-up not back: this one waits for it
+  CHECK(h.store->calls.size() == 1);
+  h.store->answer(true, {state(true, 800, 0, 31)});  // the top-up
+  CHECK(h.await().local == LocalDecision::kLease);
+  CHECK(h.layer->leases().held_tokens() == 30);
   auto d = h.decide({g});
   REQUIRE(d);
   CHECK(d->local == LocalDecision::kLease);
@@ -330,4 +328,40 @@ TEST_CASE(
   CHECK_FALSE(h.await().allowed);
   REQUIRE(h.store->refunds.size() == 2);
   CHECK(h.store->refunds[1].tokens == 1);  // the denied request's token
+}
+
+TEST_CASE("local layer: requests that find the lease spent wait for the top-up on its way",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  while (h.store->calls.empty()) REQUIRE(h.decide({g}));  // a top-up is out
+  const double want = h.store->calls.back().descriptors[0].lease_want;
+  while (h.layer->leases().held_tokens() >= 1) REQUIRE(h.decide({g}));
+  // Three requests now: no call of their own, they wait.
+  std::vector<std::vector<LimitDescriptor>> kept(3, std::vector<LimitDescriptor>{g});
+  std::vector<RateDecision> answers;
+  for (auto& ds : kept) {
+    h.layer->decide(ds, 1, [&answers](std::error_code ec, RateDecision d) {
+      REQUIRE_FALSE(ec);
+      answers.push_back(std::move(d));
+    });
+  }
+  CHECK_FALSE(h.loop.run_until([&] { return !answers.empty(); }, std::chrono::milliseconds(20)));
+  CHECK(h.store->calls.size() == 1);
+  SECTION("the top-up arrives: they are served from it") {
+    h.store->answer(true, {state(true, 800, 0, want)});
+    REQUIRE(h.loop.run_until([&] { return answers.size() == 3; }));
+    for (const auto& d : answers) {
+      CHECK(d.allowed);
+      CHECK(d.local == LocalDecision::kLease);
+    }
+    CHECK(h.store->calls.empty());
+  }
+  SECTION("nothing is granted: they ask Redis, each at once") {
+    h.store->answer(true, {state(true, 0.5)});
+    REQUIRE(h.loop.run_until([&] { return h.store->calls.size() == 3; }));
+    for (int i = 0; i < 3; ++i) h.store->answer(true, {state(true, 0.5)});
+    REQUIRE(h.loop.run_until([&] { return answers.size() == 3; }));
+  }
 }
