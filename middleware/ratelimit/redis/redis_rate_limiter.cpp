@@ -143,7 +143,12 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     maybe_switch();
     const auto now = CircuitBreaker::Clock::now();
     const bool by_slot = client_->routes_by_slot();
-    if (!by_slot && !breaker_.allow(now)) {
+    // A half-open breaker's trial on a connection that is not up would fail
+    // at once and hold the breaker open for another period: the trial is
+    // left to the probe, which connects first.
+    const bool trial_pending = !by_slot && !client_->is_ready() &&
+                               breaker_.state(now) == CircuitBreaker::State::kHalfOpen;
+    if (!by_slot && (trial_pending || !breaker_.allow(now))) {
       // Open breaker: no network time at all.
       sync_circuit_state(now);
       RateDecision unavailable;
