@@ -57,6 +57,10 @@ void CircuitBreaker::on_failure(Clock::time_point now) {
   }
 }
 
+void CircuitBreaker::reopen(Clock::time_point now) {
+  if (state(now) != State::kClosed) open(now);
+}
+
 void CircuitBreaker::open(Clock::time_point now) {
   state_ = State::kOpen;
   opened_at_ = now;

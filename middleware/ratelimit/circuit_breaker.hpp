@@ -30,6 +30,9 @@ class CircuitBreaker {
   void on_failure(Clock::time_point now);
 
   // The state at `now` (open turns half-open once open_for has passed).
+  // A probe outside the trial found Redis still unreachable: a breaker that
+  // is not closed opens for another period from now.
+  void reopen(Clock::time_point now);
   State state(Clock::time_point now) const;
   bool is_open(Clock::time_point now) const { return state(now) != State::kClosed; }
   // How long calls stay refused from `now`: the rest of the open period while

@@ -55,6 +55,8 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
   for (std::size_t i = 0; i < shares.size(); ++i) {
     if (held[i] != lru_.end()) {
       held[i]->state = states[i];
+      held[i]->capacity = shares[i].capacity;
+      held[i]->refill = shares[i].refill_per_second;
       continue;
     }
     // A bucket named twice in one request is inserted once.
@@ -64,6 +66,8 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
       it->second = lru_.begin();
     }
     it->second->state = states[i];
+    it->second->capacity = shares[i].capacity;
+    it->second->refill = shares[i].refill_per_second;
   }
   evict_over_bound();
   used_.store(true, std::memory_order_release);
@@ -92,9 +96,19 @@ void FallbackStore::clear() {
 
 void FallbackStore::forget(std::span<const LimitDescriptor> buckets) {
   std::lock_guard lock(mutex_);
-  if (now_us_() - last_decided_us_ >= kQuietUs) {
-    index_.clear();
-    lru_.clear();
+  const std::int64_t now = now_us_();
+  if (now - last_decided_us_ >= kQuietUs) {
+    for (auto it = lru_.begin(); it != lru_.end();) {
+      const BucketState& st = it->state;
+      const double elapsed_s =
+          static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
+      if (st.tokens + elapsed_s * it->refill >= it->capacity) {
+        index_.erase(it->name);
+        it = lru_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   } else {
     for (const auto& bucket : buckets) {
       auto it = index_.find(bucket_name(bucket));

@@ -53,9 +53,11 @@ class FallbackStore {
 
   // Forgets every bucket.
   void clear();
-  // Redis decided `buckets` again: they are forgotten here, and the whole
-  // store once no request has needed it for kQuietUs (Redis is back for
-  // everyone, not only for some slots). Without a lock when nothing is held.
+  // Redis decided `buckets` again: they are forgotten here, and, once no
+  // request has needed the store for kQuietUs, so is every bucket that has
+  // refilled to its share since (as good as absent); a bucket still short of
+  // tokens stays, in case its part of Redis is still down. Without a lock
+  // when nothing is held.
   void on_store_decided(std::span<const LimitDescriptor> buckets) {
     if (used_.load(std::memory_order_acquire)) forget(buckets);
   }
@@ -69,6 +71,8 @@ class FallbackStore {
   struct Entry {
     std::string name;
     BucketState state;
+    double capacity = 0;  // the share it was decided at
+    double refill = 0;
   };
   using Lru = std::list<Entry>;  // most recently used first
 

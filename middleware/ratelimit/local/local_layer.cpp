@@ -156,10 +156,11 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
     decision = RateDecision{};
   }
   if (ec || !decision.allowed) put_back(descriptors, cost, call.from_lease);
+  // The denial first: the waiters that taking the leases releases see it.
+  if (!ec && !decision.allowed) remember_denials(call.asked, cost, decision, call.sent_us);
   take_leases(call.asked, ec, decision, call.sent_us);
   if (ec) return handler(ec, std::move(decision));
   const std::int64_t now = now_us_();
-  if (!decision.allowed) remember_denials(call.asked, cost, decision, call.sent_us);
   RateDecision full;
   full.allowed = decision.allowed;
   full.limits.resize(descriptors.size());

@@ -146,8 +146,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     // A half-open breaker's trial on a connection that is not up would fail
     // at once and hold the breaker open for another period: the trial is
     // left to the probe, which connects first.
-    const bool trial_pending = !by_slot && !client_->is_ready() &&
-                               breaker_.state(now) == CircuitBreaker::State::kHalfOpen;
+    const bool trial_pending =
+        !by_slot && !client_->is_ready() && breaker_.state(now) == CircuitBreaker::State::kHalfOpen;
     if (!by_slot && (trial_pending || !breaker_.allow(now))) {
       // Open breaker: no network time at all.
       sync_circuit_state(now);
@@ -375,7 +375,14 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       client_->connect_now([weak = weak_from_this(), seq](std::error_code ec) {
         auto self = weak.lock();
         if (!self || seq != self->probe_seq_) return;
-        if (ec) return self->arm_probe(self->breaker_.open_for());
+        if (ec) {
+          // Still unreachable: open for another period, so that Retry-After
+          // and the gauge tell the truth until the next probe.
+          const auto now = CircuitBreaker::Clock::now();
+          self->breaker_.reopen(now);
+          self->sync_circuit_state(now);
+          return self->arm_probe(self->breaker_.open_for());
+        }
         self->probe();
       });
       return;

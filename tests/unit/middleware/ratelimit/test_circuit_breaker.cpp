@@ -115,3 +115,16 @@ TEST_CASE("breaker: open_remaining counts down the open period", "[ratelimit][br
   CHECK(f.breaker.open_remaining(f.now + 1010ms) == 1000ms);  // re-opened in full
   CHECK(f.breaker.open_for() == 1000ms);
 }
+
+TEST_CASE("breaker: a failed probe outside the trial reopens it; a closed one stays closed",
+          "[ratelimit][breaker]") {
+  Fixture f;
+  f.breaker.reopen(f.now);
+  CHECK(f.breaker.state(f.now) == State::kClosed);
+  f.fail(3);
+  CHECK(f.breaker.state(f.now + 1500ms) == State::kHalfOpen);
+  f.breaker.reopen(f.now + 1500ms);
+  CHECK(f.breaker.state(f.now + 1500ms) == State::kOpen);
+  CHECK(f.breaker.open_remaining(f.now + 1500ms) == 1000ms);
+  CHECK(f.breaker.state(f.now + 2500ms) == State::kHalfOpen);
+}

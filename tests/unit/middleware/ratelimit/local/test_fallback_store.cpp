@@ -131,7 +131,7 @@ TEST_CASE("fallback: at most max_buckets, the least recently used evicted first"
   CHECK(f.store.state(c).exists);
 }
 
-TEST_CASE("fallback: Redis deciding a bucket again forgets it; a quiet second forgets all",
+TEST_CASE("fallback: Redis deciding a bucket again forgets it; a quiet second forgets the full ones",
           "[ratelimit][fallback]") {
   Fixture f;
   const std::vector<LimitDescriptor> a = {bucket("l", 1, 3, 1)};
@@ -146,11 +146,16 @@ TEST_CASE("fallback: Redis deciding a bucket again forgets it; a quiet second fo
   CHECK(f.store.size() == 1);
   CHECK_FALSE(f.store.state(a[0]).exists);
   CHECK(f.store.state(b[0]).exists);
-  // No request needed the store for a second: Redis is back for everyone.
+  // No request needed the store for a second, but b has refilled only one
+  // token of three: its part of Redis may still be down, it stays.
   f.clock.now_us += FallbackStore::kQuietUs;
   f.store.on_store_decided(a);
+  CHECK(f.store.size() == 1);
+  // Once b is full again it is as good as absent, and goes.
+  f.clock.now_us += 2 * FallbackStore::kQuietUs;
+  f.store.on_store_decided(a);
   CHECK(f.store.size() == 0);
-  CHECK(f.admit_all(b) == 3);  // full again
+  CHECK(f.admit_all(b) == 3);
   f.store.clear();
   CHECK_FALSE(f.store.state(b[0]).exists);
 }
