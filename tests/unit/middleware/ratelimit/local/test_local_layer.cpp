@@ -72,6 +72,8 @@ struct Harness {
     layer = std::make_shared<LocalLayer>(loop.io.get_executor(), store, metrics, config,
                                          [this] { return now; });
   }
+  // A call left unanswered holds the layer (its handler does): drop them.
+  ~Harness() { store->calls.clear(); }
   // Decides and runs the loop until answered; nullopt if the store was asked
   // and has not answered.
   std::optional<RateDecision> decide(const std::vector<LimitDescriptor>& ds, double cost = 1) {
