@@ -186,19 +186,16 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
                          std::chrono::duration<double>(Clock::now() - started).count());
         auto& fallback = self->fallback_;
-        if (ec && fallback && route.on_redis_failure == FailureMode::kLocal) {
+        // A local route without a fallback store (tests only) fails closed.
+        const FailureMode mode = route.on_redis_failure == FailureMode::kLocal && !fallback
+                                     ? FailureMode::kClosed
+                                     : route.on_redis_failure;
+        if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
+        if (ec && mode == FailureMode::kLocal) {
           // Redis cannot decide: this instance's share decides, answered as Redis' would be.
-          metrics_.add("sluice_ratelimit_fail_local_total",
-                       scratch_labels({{"route", route.name}}));
           decision = fallback->decide(*descriptors, route.cost);
         } else if (ec) {
-          if (route.on_redis_failure == FailureMode::kOpen) {
-            metrics_.add("sluice_ratelimit_fail_open_total",
-                         scratch_labels({{"route", route.name}}));
-            return done(std::nullopt);
-          }
-          metrics_.add("sluice_ratelimit_fail_closed_total",
-                       scratch_labels({{"route", route.name}}));
+          if (mode == FailureMode::kOpen) return done(std::nullopt);
           LocalReply reply;
           reply.status = 503;
           reply.content_type = std::string{kProblemJsonContentType};

@@ -100,6 +100,12 @@ LimitDescriptor bucket(const char* limit, const char* key, double capacity, doub
   return d;
 }
 
+// Spends `g`'s lease until its background top-up is out; the top-up's ask.
+double spend_until_top_up(Harness& h, const LimitDescriptor& g) {
+  while (h.store->calls.empty()) REQUIRE(h.decide({g}));
+  return h.store->calls.back().descriptors[0].lease_want;
+}
+
 // Requests on `g` every 4 ms until the store granted a lease, each store call
 // answered with the lease it asked for.
 void warm_lease(Harness& h, const LimitDescriptor& g) {
@@ -282,9 +288,7 @@ TEST_CASE("local layer: a lease granted after a reload emptied the table goes ba
   Harness h;
   const auto g = bucket("global", "all", 1000, 100, 50);
   warm_lease(h, g);
-  // Spend the lease until a top-up is out.
-  while (h.store->calls.empty()) REQUIRE(h.decide({g}));
-  const double want = h.store->calls.back().descriptors[0].lease_want;
+  const double want = spend_until_top_up(h, g);
   REQUIRE(want > 0);
   h.layer->reconfigure(LocalConfig{});  // the table is emptied while the call is out
   const auto refunded_before = h.store->refunds.size();
@@ -299,8 +303,7 @@ TEST_CASE("local layer: the drain waits for a lease call in flight and gives its
   Harness h;
   const auto g = bucket("global", "all", 1000, 100, 50);
   warm_lease(h, g);
-  while (h.store->calls.empty()) REQUIRE(h.decide({g}));  // a top-up is out
-  const double want = h.store->calls.back().descriptors[0].lease_want;
+  const double want = spend_until_top_up(h, g);
   const double held = h.layer->leases().held_tokens();
   bool done = false;
   h.layer->drain([&done] { done = true; });
@@ -337,8 +340,7 @@ TEST_CASE("local layer: requests that find the lease spent wait for the top-up o
   Harness h;
   const auto g = bucket("global", "all", 1000, 100, 50);
   warm_lease(h, g);
-  while (h.store->calls.empty()) REQUIRE(h.decide({g}));  // a top-up is out
-  const double want = h.store->calls.back().descriptors[0].lease_want;
+  const double want = spend_until_top_up(h, g);
   while (h.layer->leases().held_tokens() >= 1) REQUIRE(h.decide({g}));
   // Three requests now: no call of their own, they wait.
   std::vector<std::vector<LimitDescriptor>> kept(3, std::vector<LimitDescriptor>{g});
