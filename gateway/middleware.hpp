@@ -87,6 +87,11 @@ class MiddlewareLater {
   // The completion of this request's step. Taken at most once per on_request,
   // and only by a middleware that then returns kPending.
   virtual MiddlewareDone take() = 0;
+  // While the step that took the completion is pending: `gone` is called once,
+  // on the worker's executor, if the client closes its connection before the
+  // completion is called (which must still be called; its outcome is then
+  // dropped). A session that cannot tell ignores it.
+  virtual void watch_client(std::function<void()> gone) { (void)gone; }
 };
 
 // One step of the request path. Called on the worker's executor. A synchronous

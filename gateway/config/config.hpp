@@ -48,6 +48,11 @@ struct ServerConfig {
 
 struct AdminConfig {
   HostPort listen{"127.0.0.1", 9901};
+  // admin.token_file as given, and the bearer token read from it at load
+  // (trailing newline removed). Empty: the endpoints that read or change
+  // buckets answer only on a loopback admin listener.
+  std::string token_file;
+  std::string token;
 };
 
 struct LogConfig {
@@ -129,13 +134,22 @@ struct KeySource {
 
 struct BucketParams {
   double capacity = 0;
-  double refill_per_second = 0;
+  double refill_per_second = 0;  // token_bucket
+  double window_seconds = 0;     // sliding_window: capacity is per this window
 };
 
 struct LimitConfig {
+  enum class Algorithm { kTokenBucket, kSlidingWindow };
+
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key
+  Algorithm algorithm = Algorithm::kTokenBucket;
   BucketParams bucket;
+  // Decided and debited like any limit, but never denies (a dry run).
+  bool shadow = false;
+  // Keyed by ip: IPv6 clients share one bucket per network of this prefix
+  // length (IPv4 clients are keyed by their whole address).
+  unsigned ipv6_prefix = 64;
   std::map<std::string, BucketParams> plans;  // plan name -> override
   // Take up to this many tokens from Redis at a time and spend them locally
   // (hot keys); 0 = every request asks Redis.
@@ -157,6 +171,14 @@ struct RouteMatch {
 // answer 503, or enforce each limit's share locally (LocalConfig::fleet_size).
 enum class FailureMode { kOpen, kClosed, kLocal };
 
+// What a route answers a request its limits deny; an empty body means the
+// default problem+json document.
+struct RejectReply {
+  unsigned status = 429;
+  std::string body;
+  std::string content_type;  // with body only
+};
+
 struct RouteConfig {
   std::string name;
   RouteMatch match;
@@ -167,6 +189,22 @@ struct RouteConfig {
   std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order
   double cost = 1;
   FailureMode on_redis_failure = FailureMode::kOpen;
+  // Denied requests are answered (reject) or, when the wait for their tokens
+  // is at most max_delay, reserved and forwarded after the wait (delay).
+  enum class OnLimit { kReject, kDelay };
+  OnLimit on_limit = OnLimit::kReject;
+  Millis max_delay{0};
+  // Take the cost from this request header (never forwarded); values above
+  // max_cost are clamped to it (0 = the smallest capacity of the route's limits).
+  std::string cost_header;
+  double max_cost = 0;
+  RejectReply reject;
+};
+
+// Clients whose requests skip rate limiting altogether (and are counted).
+struct ExemptionsConfig {
+  std::vector<Cidr> client_cidrs;  // the resolved client address (after trusted proxies)
+  std::vector<std::string> plans;  // API-key plans
 };
 
 struct Config {
@@ -176,6 +214,7 @@ struct Config {
   LogConfig log;
   RedisConfig redis;
   LocalConfig local;
+  ExemptionsConfig exemptions;
   std::vector<UpstreamConfig> upstreams;
   ApiKeysConfig api_keys;
   std::vector<LimitConfig> limits;

@@ -15,6 +15,11 @@ namespace sluice {
 // 128 bits of the SHA-256 of a limit's key value: which bucket of the limit.
 using KeyHash = std::array<std::uint8_t, 16>;
 
+enum class LimitAlgorithm {
+  kTokenBucket,    // capacity, refilled at refill_per_second
+  kSlidingWindow,  // at most capacity per window_seconds (previous window weighted by overlap)
+};
+
 // One bucket to check for a request: the limit and the key hash together name
 // the bucket; how a store names it (a Redis key, a map key) is the store's
 // business. Never holds raw request data.
@@ -22,7 +27,7 @@ struct LimitDescriptor {
   std::string limit;  // limit name from the config (used in headers and metrics)
   KeyHash key_hash{};
   double capacity = 0;
-  double refill_per_second = 0;
+  double refill_per_second = 0;  // token bucket
   // Tokens to take as a lease on top of `cost` if the request is admitted (the
   // local layer asks; 0 = none). The store grants at most half of what the
   // bucket holds after the request, in whole tokens.
@@ -30,6 +35,15 @@ struct LimitDescriptor {
   // The limit's lease_tokens: how many tokens the local layer may hold at
   // once for this bucket (0 = never leased).
   double lease_tokens = 0;
+  LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
+  double window_seconds = 0;  // sliding window
+  // Decided and debited (when the request goes through and it had the
+  // tokens), but its shortage never denies the request.
+  bool shadow = false;
+  // How long a request may wait for this bucket's tokens: when the wait is at
+  // most this, the tokens are reserved at once (the bucket may go below zero)
+  // and the request goes after the wait. 0 = no waiting (deny).
+  double max_wait_seconds = 0;
 };
 
 // The state of one bucket after the decision.
@@ -39,6 +53,9 @@ struct LimitState {
   double seconds_to_cost = 0;  // until `cost` tokens are available (0 if they already are)
   double seconds_to_full = 0;  // until the bucket is full again
   double leased = 0;           // tokens granted as a lease (debited besides `cost`)
+  // Not sufficient, but reserved within max_wait_seconds: the request may go
+  // after this long (0 otherwise).
+  double wait_seconds = 0;
 };
 
 // Who answered: the store, or the local layer without asking it.
@@ -50,13 +67,28 @@ enum class LocalDecision {
 };
 
 struct RateDecision {
-  bool allowed = false;            // every bucket sufficient: all debited; else none debited
+  // Every bucket that is not shadow was sufficient or reserved within its
+  // max wait: those are all debited, and each shadow bucket that was
+  // sufficient. Otherwise nothing is debited.
+  bool allowed = false;
   std::vector<LimitState> limits;  // same order as the descriptors
   // With an error only: how long the limiter expects to stay unable to decide
   // (an open circuit breaker's time left); 0 when it does not know.
   double unavailable_seconds = 0;
   LocalDecision local = LocalDecision::kNone;
+  // Allowed after a reservation: the request goes after this long (the
+  // largest wait_seconds of its buckets); 0 = at once.
+  double delay_seconds = 0;
 };
+
+// One bucket as the store holds it now (after refill or window slide).
+struct BucketView {
+  bool exists = false;         // the store holds state for it (else it is full)
+  double tokens = 0;           // what a request could take now (capacity when full)
+  double seconds_to_full = 0;  // until it is full again
+};
+
+using BucketViewHandler = std::function<void(std::error_code, BucketView)>;
 
 // Tokens to give back to a bucket: a lease's unspent rest, or the debit of a
 // request that another part of the decision denied.
@@ -84,6 +116,16 @@ class RateLimiter {
   // gets its tokens, capped at its capacity. `done` (may be empty) is called
   // once, like decide()'s handler, after every bucket was refunded or not.
   virtual void refund(std::vector<BucketRefund> refunds, RefundHandler done) = 0;
+
+  // Reads one bucket without changing it; the handler is called like
+  // decide()'s. A store that cannot answers an error.
+  virtual void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+    handler(std::make_error_code(std::errc::operation_not_supported), {});
+  }
+  // Forgets one bucket, so that it starts full again; `done` is called like refund()'s.
+  virtual void reset(const LimitDescriptor& bucket, RefundHandler done) {
+    if (done) done(std::make_error_code(std::errc::operation_not_supported));
+  }
 };
 
 }  // namespace sluice
