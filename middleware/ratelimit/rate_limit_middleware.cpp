@@ -9,8 +9,11 @@
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/exemptions.hpp"
 #include "middleware/ratelimit/headers.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/reject_reply.hpp"
+#include "middleware/ratelimit/request_cost.hpp"
 #include "upstream/redis/error.hpp"
 
 namespace sluice {
@@ -88,7 +91,16 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
     metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
-    bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
+    for (const auto exemption : {Exemption::kCidr, Exemption::kPlan}) {
+      const bool listed = exemption == Exemption::kCidr ? !config.exemptions.client_cidrs.empty()
+                                                        : !config.exemptions.plans.empty();
+      if (!listed) continue;
+      metrics.declare(
+          "sluice_ratelimit_exempt_total",
+          scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
+    }
+    // A key source (or the cost header) a client could repeat (see descriptors.hpp).
+    bool keys_on_identity = !route.cost_header.empty();
     bool keys_on_api_key = false;
     std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
     const bool leases =
@@ -155,7 +167,15 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = route.name;
+  const Exemption exemption = find_exemption(ctx.config->exemptions, view, ctx.config->api_keys);
+  if (exemption != Exemption::kNone) {
+    // Never limited: no bucket, no Redis call, no rate-limit headers.
+    metrics_.add("sluice_ratelimit_exempt_total",
+                 scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
+    return MiddlewareResult::next();
+  }
   auto keys = build_route_descriptors(*ctx.config, route, view);
+  if (!keys.refusal) keys.refusal = check_cost_header(route, view);
   if (keys.refusal) {
     // An identity the limiter cannot key unambiguously: refused before any
     // bucket is debited, and the connection closed after the reply.
@@ -174,12 +194,13 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
     }
   }
 
+  const double cost = request_cost(route, view, keys.descriptors);
   const auto started = Clock::now();
   // Shared with the completion, which formats the headers from them.
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
   limiter_->decide(
-      *descriptors, route.cost,
-      [self = shared_from_this(), &ctx, started, descriptors, done = later.take()](
+      *descriptors, cost,
+      [self = shared_from_this(), &ctx, cost, started, descriptors, done = later.take()](
           std::error_code ec, RateDecision decision) {
         auto& metrics_ = self->metrics_;
         const RouteConfig& route = *ctx.route;
@@ -193,7 +214,7 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
         if (ec && mode == FailureMode::kLocal) {
           // Redis cannot decide: this instance's share decides, answered as Redis' would be.
-          decision = fallback->decide(*descriptors, route.cost);
+          decision = fallback->decide(*descriptors, cost);
         } else if (ec) {
           if (mode == FailureMode::kOpen) return done(std::nullopt);
           LocalReply reply;
@@ -222,15 +243,11 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
                                        {"limit", (*descriptors)[i].limit},
                                        {"decision", limited ? "limited" : "allowed"}}));
         }
-        for (auto& header : rate_limit_headers(*descriptors, route.cost, decision)) {
+        for (auto& header : rate_limit_headers(*descriptors, cost, decision)) {
           ctx.response_headers.push_back(std::move(header));
         }
         if (decision.allowed) return done(std::nullopt);
-        LocalReply reply;
-        reply.status = 429;
-        reply.content_type = std::string{kProblemJsonContentType};
-        reply.body = too_many_requests_body(*descriptors, decision);
-        done(std::move(reply));
+        done(limited_reply(route.reject, *descriptors, decision));
       });
   return MiddlewareResult::pending();
 }
