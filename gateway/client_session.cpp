@@ -88,6 +88,7 @@ void ProxySession::force_close() {
   head_timer_.cancel();
   deadline_.cancel();
   exchange_.close_upstream_socket();
+  tell_client_gone();
 }
 
 void ProxySession::on_internal_error(std::string_view what) noexcept {
@@ -316,6 +317,7 @@ void ProxySession::close() {
   head_timer_.cancel();
   deadline_.cancel();
   exchange_.cancel_wait();
+  tell_client_gone();
 }
 
 void ProxySession::reset_exchange() {

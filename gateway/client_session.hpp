@@ -97,6 +97,7 @@ class ProxySession final : public ClientSession,
   void await_client();
   void on_client_readable(boost::beast::error_code ec, std::uint64_t generation);
   void stop_watching();
+  void tell_client_gone();
   void start_upstream();
   void record(unsigned status);
 

@@ -82,19 +82,24 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   if (!gone && !ec) {
     char byte;
     const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) {
-      client_gone_ = nullptr;  // a body or the next request: the request goes on
-      return;
-    }
+    // A body or the next request: the request goes on, unwatched; a close of
+    // the connection still tells the step (tell_client_gone).
+    if (n > 0) return;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return await_client();
     gone = true;  // end of stream or a hard error
   }
   if (ec && !gone && ec != asio::error::operation_aborted) gone = true;
   if (!gone) return;
+  tell_client_gone();
+  if (!closed_) exchange_aborted();
+}
+
+// The watched step learns, in this call, that the client is gone.
+void ProxySession::tell_client_gone() {
+  if (!client_gone_) return;
   auto tell = std::move(client_gone_);
   client_gone_ = nullptr;
   tell();
-  if (!closed_) exchange_aborted();
 }
 
 // The watched step completed: its watch ends.

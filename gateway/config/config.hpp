@@ -195,7 +195,7 @@ struct RouteConfig {
   OnLimit on_limit = OnLimit::kReject;
   Millis max_delay{0};
   // Take the cost from this request header (never forwarded); values above
-  // max_cost are clamped to it (0 = the smallest capacity of the route's limits).
+  // max_cost are clamped to it (0 = the smallest capacity of the route's enforced limits).
   std::string cost_header;
   double max_cost = 0;
   RejectReply reject;

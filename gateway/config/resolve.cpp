@@ -46,12 +46,18 @@ void check_plan_names(YamlReader& r, const ReadNotes& notes, const Config& c) {
   }
 }
 
-// An exempt plan no key can have would exempt nobody.
-void check_exempt_plans(YamlReader& r, const ReadNotes& notes, const Config& c) {
-  if (!notes.api_keys_read || notes.exempt_plans.empty()) return;
-  const auto [known, list] = known_plans(notes, c);
+// Only the keys of listed consumers can be exempt by plan: an unlisted key
+// gets the default plan, so exempting a plan no consumer has would exempt
+// nobody (a typo) or, for the default plan, any key a client makes up.
+void check_exempt_plans(YamlReader& r, const ReadNotes& notes) {
+  std::string list;
+  for (const auto& name : notes.consumer_plans) list += (list.empty() ? "" : ", ") + name;
   for (const auto& plan : notes.exempt_plans) {
-    if (!known.count(plan.text)) r.error_at(plan.mark, plan.field, unknown_plan(plan.text, list));
+    if (notes.consumer_plans.count(plan.text)) continue;
+    r.error_at(plan.mark, plan.field,
+               "no consumer in api_keys.consumers has plan " + quoted(plan.text) +
+                   " (only listed keys can be exempt; consumers' plans: " +
+                   (list.empty() ? "none" : list) + ")");
   }
 }
 
@@ -173,7 +179,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
   // In the order of the marks, so that errors at one mark keep the reading order.
   check_admin_listen(r, notes, c);
   check_plan_names(r, notes, c);
-  check_exempt_plans(r, notes, c);
+  check_exempt_plans(r, notes);
   for (std::size_t i = 0; i < c.routes.size(); ++i) {
     const auto& route_notes = notes.routes[i];
     auto& route = c.routes[i];

@@ -2,8 +2,9 @@
 // worker's executor (no thread blocks) that a client leaving ends early. Made
 // before the limiter is asked, so that a client that leaves during the call
 // is known when the decision comes. Used on the worker's executor only; the
-// handler of wait() is called there exactly once, and never inside wait()
-// unless the client had already left.
+// handler of wait() is called there exactly once: when the wait is over, or
+// inside client_gone() when the client leaves first (inside wait() when it
+// had already left).
 #pragma once
 
 #include <chrono>
@@ -24,8 +25,8 @@ class DelayedRequest : public std::enable_shared_from_this<DelayedRequest> {
 
   explicit DelayedRequest(const Executor& executor) : timer_(executor) {}
 
-  // The client closed its connection: a wait in progress ends now, and a wait
-  // asked for later ends at once.
+  // The client closed its connection: a wait in progress ends now (its
+  // handler is called in this call), and a wait asked for later ends at once.
   void client_gone();
 
   // Waits `seconds`, then calls `then(true, waited)`; calls `then(false, waited)`
@@ -33,7 +34,11 @@ class DelayedRequest : public std::enable_shared_from_this<DelayedRequest> {
   void wait(double seconds, Handler then);
 
  private:
+  void finish(bool went);
+
   boost::asio::steady_timer timer_;
+  Handler then_;
+  std::chrono::steady_clock::time_point started_;
   bool gone_ = false;
   bool waiting_ = false;
 };

@@ -21,7 +21,10 @@ std::string_view exemption_reason(Exemption exemption) {
 Exemption find_exemption(const ExemptionsConfig& exemptions, const RequestView& request,
                          const ApiKeysConfig& api_keys) {
   if (is_trusted(request.client_ip, exemptions.client_cidrs)) return Exemption::kCidr;
-  if (exemptions.plans.empty() || count_header(request, api_keys.header) != 1) {
+  // Only a listed consumer's key is exempt by plan (without consumers any
+  // key a client makes up would have the default plan).
+  if (exemptions.plans.empty() || api_keys.consumers.empty() ||
+      count_header(request, api_keys.header) != 1) {
     return Exemption::kNone;
   }
   const ApiKey key = extract_api_key(request, api_keys);

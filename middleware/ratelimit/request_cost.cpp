@@ -22,7 +22,10 @@ std::optional<double> parse_cost_value(std::string_view text) {
 double max_request_cost(const RouteConfig& route, std::span<const LimitDescriptor> limits) {
   if (route.max_cost > 0) return route.max_cost;
   double smallest = std::numeric_limits<double>::infinity();
-  for (const auto& limit : limits) smallest = std::min(smallest, limit.capacity);
+  // Shadow limits leave the enforced ones as they would be without them.
+  for (const auto& limit : limits) {
+    if (!limit.shadow) smallest = std::min(smallest, limit.capacity);
+  }
   return smallest;
 }
 

@@ -23,7 +23,7 @@ inline constexpr std::size_t kMaxCostDigits = 15;
 std::optional<double> parse_cost_value(std::string_view text);
 
 // The largest cost a request on `route` may carry: max_cost, or when it is 0
-// the smallest capacity of `limits` (the request's buckets, at its plan).
+// the smallest capacity of the enforced (not shadow) `limits` (the request's buckets, at its plan).
 double max_request_cost(const RouteConfig& route, std::span<const LimitDescriptor> limits);
 
 // The cost of the request: without a cost_header on the route, or with its

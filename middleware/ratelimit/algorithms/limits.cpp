@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace sluice {
@@ -27,6 +28,12 @@ Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
     l.window = window_counts(state, limit.window_seconds, now_us);
     l.need = window_seconds_to_cost(l.window, limit.capacity, cost);
     l.sufficient = l.need == 0;
+    // A reservation is counted in this window, so it must go within it: only
+    // while the previous window's count slides out (the current count leaves
+    // room for it).
+    if (l.need > 0 && l.window.current + cost > limit.capacity) {
+      l.need = std::numeric_limits<double>::infinity();
+    }
     return l;
   }
   l.bucket = refill_bucket(state, limit.capacity, limit.refill_per_second, now_us);

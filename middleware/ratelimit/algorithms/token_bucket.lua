@@ -96,6 +96,9 @@ for i = 1, n do
       end
     end
     need = window_to_cost(a, b, d, W, capacity)
+    -- A reservation is counted in this window, so it must go within it: only
+    -- while the previous count slides out (the current count leaves room).
+    if need > 0 and a + cost > capacity then need = math.huge end
   end
   local sufficient, wait = 0, 0
   if need == 0 and (kind >= 2 or a >= cost) then

@@ -73,7 +73,10 @@ std::optional<LimitState> DenyCache::denied(const LimitDescriptor& bucket, doubl
   const Entry* e = find(bucket, now_us);
   // A cheaper request may well pass: ask the store.
   if (e == nullptr || !e->denies || cost < e->cost) return std::nullopt;
-  return state_at(bucket, *e, cost, now_us);
+  // An entry that would already have the tokens outlived its shortage: ask.
+  const LimitState state = state_at(bucket, *e, cost, now_us);
+  if (state.sufficient) return std::nullopt;
+  return state;
 }
 
 std::optional<LimitState> DenyCache::known(const LimitDescriptor& bucket, double cost,

@@ -24,7 +24,8 @@ LimitState refunded(const LimitState& debited_state, const LimitDescriptor& desc
       std::min(descriptor.capacity, debited_state.remaining + cost + debited_state.leased);
   state.leased = 0;
   state.wait_seconds = 0;
-  if (debited_state.sufficient) state.seconds_to_cost = 0;  // it had enough for this request
+  // It had enough for this request, or (a reservation) lacked what it waited for.
+  state.seconds_to_cost = debited_state.sufficient ? 0 : debited_state.wait_seconds;
   if (descriptor.algorithm == LimitAlgorithm::kSlidingWindow) return state;
   const double missing = descriptor.capacity - state.remaining;
   state.seconds_to_full = missing <= 0 ? 0

@@ -219,8 +219,8 @@ const std::vector<BadFixture> kBadFixtures = {
       "\"text/plain\\x0d\\nX-Injected: 1\""}},
     {"bad_exempt_cidr.yaml", {"5: exemptions.client_cidrs[1]: invalid CIDR \"10.0.0.0/33\""}},
     {"unknown_exempt_plan.yaml",
-     {"8: exemptions.plans[1]: unknown plan \"internl\": not api_keys.default_plan nor the plan "
-      "of a consumer (known: free, internal)"}},
+     {"8: exemptions.plans[1]: no consumer in api_keys.consumers has plan \"internl\" (only "
+      "listed keys can be exempt; consumers' plans: internal)"}},
     {"bad_ipv6_prefix.yaml",
      {"9: limits.per_ip.ipv6_prefix: must be greater than 0, got 0",
       "14: limits.per_host.ipv6_prefix: must be at most 128, got 129"}},

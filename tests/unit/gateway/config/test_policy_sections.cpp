@@ -44,7 +44,10 @@ TEST_CASE("policy keys: values as read", "[config][policies]") {
     reject: { status: 503, body: '{"error":"slow down"}' }
 exemptions:
   client_cidrs: ["10.0.0.0/8", "2001:db8::/32"]
-  plans: [free]
+  plans: [internal]
+api_keys:
+  consumers:
+    - { key: k1, plan: internal }
 )");
   const auto& route = c->routes[0];
   CHECK(route.cost_header == "X-Cost");
@@ -54,7 +57,7 @@ exemptions:
   CHECK(route.reject.content_type == "application/json");  // the default with a body
   REQUIRE(c->exemptions.client_cidrs.size() == 2);
   CHECK(c->exemptions.client_cidrs[1].to_string() == "2001:db8::/32");
-  CHECK(c->exemptions.plans == std::vector<std::string>{"free"});
+  CHECK(c->exemptions.plans == std::vector<std::string>{"internal"});
 
   const auto text = parse_ok(kLimited + "    reject: { body: busy, content_type: text/plain }\n");
   CHECK(text->routes[0].reject.status == 429);

@@ -107,6 +107,21 @@ TEST_CASE("sliding window: a wait within max wait is counted now and reported",
   CHECK(w.states[0].previous == 2);
 }
 
+TEST_CASE("sliding window: no reservation reaches into the next window",
+          "[ratelimit][sliding_window][policies]") {
+  // The count of this window leaves no room: the wait would end in the next
+  // window, where a request counted now would weigh less than it should.
+  Window w({window("w", 2, 10)});
+  w.limits[0].max_wait_seconds = 100;
+  REQUIRE(w.decide(kStart).allowed);
+  REQUIRE(w.decide(kStart).allowed);
+  const RateDecision d = w.decide(kStart + 9 * kSecond);
+  CHECK_FALSE(d.allowed);
+  CHECK(d.limits[0].seconds_to_cost == Approx(1 + 5));  // 1 s to the next window, 5 s into it
+  CHECK(d.delay_seconds == 0);
+  CHECK(w.states[0].tokens == 2);  // nothing counted
+}
+
 TEST_CASE("sliding window: shadow windows, and windows mixed with token buckets",
           "[ratelimit][sliding_window][policies]") {
   LimitDescriptor bucket{"tb", {}, 5, 1};

@@ -119,3 +119,16 @@ TEST_CASE("deny cache: bounded; a full cache drops expired entries first", "[rat
   CHECK(cache.denied(c, 1, 210'000));
   CHECK(cache.denied(b, 1, 210'000));
 }
+
+TEST_CASE("deny cache: an entry that outlived its shortage asks the store", "[ratelimit][local]") {
+  // A wait reported longer than the bucket's refill needs (a reservation's
+  // wait kept after its refund, say): once the refilled tokens hold the
+  // cost, the cache no longer answers.
+  DenyCache cache;
+  const auto b = bucket("per_key", "alice", 10, 2);
+  LimitState s = short_of(b, 0.5, 1);
+  s.seconds_to_cost = 2;
+  remember(cache, b, 1, s, 1'000'000);
+  CHECK(cache.denied(b, 1, 1'100'000));        // 0.7 tokens: still short
+  CHECK_FALSE(cache.denied(b, 1, 1'500'000));  // 1.5 tokens: the store decides
+}

@@ -148,6 +148,8 @@ TEST_CASE(
     CHECK(refunds[0].tokens == 1);
     CHECK(c.decision.limits[0].remaining == 0.5);
     CHECK(c.decision.limits[0].wait_seconds == 0);
+    // What it lacked before the reservation, not the longer wait after it.
+    CHECK(c.decision.limits[0].seconds_to_cost == 1.5);
     CHECK(c.decision.limits[2].remaining == 0.5);  // not debited, reported as it was
   }
   SECTION("a shadow bucket that was debited is refunded too") {
