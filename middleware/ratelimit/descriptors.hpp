@@ -39,6 +39,10 @@ struct KeyRefusal {
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
                                          const RequestView& request, const ApiKeysConfig& api_keys);
 
+// The name of a key source kind as the config writes it ("api_key", "ip",
+// "path", "route", "global", "header", "query"): for metric labels and messages.
+std::string_view key_source_name(KeySource::Kind kind);
+
 // The value a limit's bucket is keyed by, as the input of the hash: every
 // part tagged with its source kind (and header/query name) and length-prefixed,
 // so parts cannot run together and "ip" 1.2.3.4 never equals a header
@@ -83,10 +87,12 @@ struct RateLimitKeys {
 // The descriptors of a request for `limits` (the route's limits, in order),
 // with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
 // check_identity, and no descriptors. Key values are hashed under
-// `key_secret` (see key_hash).
+// `key_secret` (see key_hash). `plan`, when given, is used instead of the API
+// key's (an operator naming a bucket of another plan).
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      std::string_view key_secret = {});
+                                      std::string_view key_secret = {},
+                                      std::optional<std::string_view> plan = std::nullopt);
 
 // The same for a route of `config` (its limit_indexes into config.limits),
 // under config.redis.key_secret.

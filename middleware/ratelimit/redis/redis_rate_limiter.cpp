@@ -10,6 +10,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/circuit_breaker.hpp"
+#include "middleware/ratelimit/redis/bucket_admin.hpp"
 #include "middleware/ratelimit/redis/cross_slot_call.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
@@ -88,6 +89,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         script_(std::string{codec_.script()}),
         refund_script_(std::string{codec_.refund_script()}),
         fleet_script_(std::string{kFleetHeartbeatScript}),
+        read_script_(std::string{kBucketReadScript}),
+        reset_script_(std::string{kBucketResetScript}),
         key_prefix_(config.key_prefix),
         make_client_(std::move(make_client)),
         breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
@@ -101,6 +104,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     client.load_script(script_);
     client.load_script(refund_script_);
     client.load_script(fleet_script_);
+    client.load_script(read_script_);
+    client.load_script(reset_script_);
   }
 
   // Connect now rather than on the first decision (which would then fail open).
@@ -280,6 +285,40 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                      });
   }
 
+  // The admin API's reads and resets: one script call on the bucket's key
+  // (its slot's node on a cluster), not behind the breaker.
+  void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+    maybe_switch();
+    if (bucket.algorithm != LimitAlgorithm::kTokenBucket) {
+      // Only token buckets have a reader here.
+      boost::asio::post(executor_, [handler = std::move(handler)] {
+        handler(std::make_error_code(std::errc::operation_not_supported), {});
+      });
+      return;
+    }
+    client_->evalsha(
+        read_script_, {bucket_key(bucket)}, {},
+        [bucket, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
+          std::optional<BucketView> view;
+          if (!ec) view = token_bucket_view(bucket, reply);
+          if (!ec && !view) ec = make_error_code(LimiterError::kBadReply);
+          handler(ec, view.value_or(BucketView{}));
+        });
+  }
+
+  void reset(const LimitDescriptor& bucket, RefundHandler done) {
+    maybe_switch();
+    client_->evalsha(reset_script_, {bucket_key(bucket)}, {},
+                     [done = std::move(done)](std::error_code ec, redis::Reply) {
+                       if (done) done(ec);
+                     });
+  }
+
+  std::string bucket_key(const LimitDescriptor& bucket) const {
+    return redis_key(key_prefix_, bucket,
+                     client_->routes_by_slot() ? KeyStyle::kHashTag : KeyStyle::kPlain);
+  }
+
   void on_refund(std::error_code ec) {
     metrics_.add("sluice_ratelimit_refunds_total",
                  scratch_labels({{"result", ec ? "error" : "ok"}}));
@@ -436,6 +475,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   redis::Script script_;
   redis::Script refund_script_;
   redis::Script fleet_script_;
+  redis::Script read_script_;
+  redis::Script reset_script_;
   std::string key_prefix_;
   redis::ClientFactory make_client_;
   CircuitBreaker breaker_;
@@ -470,6 +511,14 @@ void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, d
 
 void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
   impl_->refund(std::move(refunds), std::move(done));
+}
+
+void RedisRateLimiter::inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+  impl_->inspect(bucket, std::move(handler));
+}
+
+void RedisRateLimiter::reset(const LimitDescriptor& bucket, RefundHandler done) {
+  impl_->reset(bucket, std::move(done));
 }
 
 void RedisRateLimiter::fleet_heartbeat(const std::string& instance_id,

@@ -1,0 +1,57 @@
+#include "middleware/ratelimit/redis/bucket_admin.hpp"
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+
+namespace sluice {
+namespace {
+
+std::optional<std::int64_t> integer_of(const redis::Reply& reply) {
+  if (reply.type == redis::Reply::Type::kInteger) return reply.integer;
+  if (reply.type != redis::Reply::Type::kString) return std::nullopt;
+  std::int64_t value = 0;
+  const auto* end = reply.str.data() + reply.str.size();
+  const auto [ptr, ec] = std::from_chars(reply.str.data(), end, value);
+  if (ec != std::errc{} || ptr != end) return std::nullopt;
+  return value;
+}
+
+// The stored state: two little-endian doubles (tokens, timestamp_us), as
+// token_bucket.lua writes it; any other shape is a bucket not held.
+BucketState stored_state(const std::string& value) {
+  BucketState state;
+  if (value.size() != 2 * sizeof(double)) return state;
+  double timestamp = 0;
+  std::memcpy(&state.tokens, value.data(), sizeof(double));
+  std::memcpy(&timestamp, value.data() + sizeof(double), sizeof(double));
+  state.timestamp_us = static_cast<std::int64_t>(timestamp);
+  state.exists = true;
+  return state;
+}
+
+}  // namespace
+
+std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
+                                            const redis::Reply& reply) {
+  if (reply.type != redis::Reply::Type::kArray || reply.elements.size() != 3) return std::nullopt;
+  const auto seconds = integer_of(reply.elements[0]);
+  const auto micros = integer_of(reply.elements[1]);
+  const auto& value = reply.elements[2];
+  if (!seconds || !micros || value.type != redis::Reply::Type::kString) return std::nullopt;
+  BucketState state = stored_state(value.str);
+  BucketView view;
+  view.exists = state.exists;
+  LimitDescriptor read = bucket;
+  read.lease_want = 0;
+  // A decision of cost 0 refills and reports without taking anything.
+  const RateDecision now =
+      decide_token_buckets({&state, 1}, {&read, 1}, 0, *seconds * 1'000'000 + *micros);
+  view.tokens = now.limits.front().remaining;
+  view.seconds_to_full = now.limits.front().seconds_to_full;
+  return view;
+}
+
+}  // namespace sluice
