@@ -12,6 +12,8 @@ rule.
   403. /healthz and /metrics stay open.
 - An unknown limit is 404, a wrong number of values 400; raw values never reach
   the log nor the answer.
+- On a Redis Cluster (3 primaries), buckets of keys in different slots are read
+  and reset on the node that owns each.
 """
 
 import json
@@ -21,7 +23,9 @@ import unittest
 import urllib.parse
 
 from harness import (Client, ProcessTestCase, free_port, gateway_config, limit, metric_sum,
-                     request, require_binaries, route, wait_redis_ready, wait_until)
+                     redis_call, request, require_binaries, require_topology_support, route,
+                     topology_redis, wait_redis_ready)
+from testkit.cluster import RedisCluster
 
 API_KEY = "demo-pro-key"
 
@@ -181,6 +185,55 @@ class BucketApiAuthTest(AdminBucketsCase):
             status, _, body = self.admin(gw, method, "per_ip", ["127.0.0.1"])
             self.assertEqual(status, 403, body)
         self.assertEqual(request(gw.admin_port, "GET", "/healthz")[0], 200)
+
+
+class BucketApiClusterTest(AdminBucketsCase):
+    """The same API on a Redis Cluster: each bucket lives on its slot's primary."""
+
+    @classmethod
+    def setUpClass(cls):
+        require_binaries("redis-server", "redis-cli")
+        require_topology_support("cluster")
+        cls.cluster = RedisCluster()
+        cls.addClassCleanup(cls.cluster.stop)
+
+    def setUp(self):
+        ProcessTestCase.setUp(self)
+        self.echo = self.start_echo()
+
+    def holders(self, limit_name):
+        """Bucket key -> the primary's port holding it."""
+        found = {}
+        for node, _ in self.cluster.primaries():
+            for key in redis_call(node.port, "KEYS", f"sluice:{limit_name}:*"):
+                found[key] = node.port
+        return found
+
+    def test_buckets_in_every_slot_are_read_and_reset_on_their_owner(self):
+        seeds = self.cluster.seeds()
+        config = gateway_config(
+            {"echo": [self.echo.address]}, [route("api", "/api", ["per_key"])],
+            log={"level": "info", "access_log": False},
+            redis=topology_redis(seeds[0], seeds[1:], "cluster", timeout_ms=1000),
+            limits={"per_key": limit("api_key", 4)})
+        gw = self.start_sluice(config)
+        wait_redis_ready(gw)
+        keys = [f"cluster-key-{i}" for i in range(12)]
+        for key in keys:
+            self.assertEqual(self.spend(gw, "/api/x", 3, {"X-API-Key": key}), [200] * 3)
+        holders = self.holders("per_key")
+        self.assertEqual(len(holders), len(keys))
+        self.assertGreater(len(set(holders.values())), 1, "every bucket on one node")
+        for key in keys:
+            view = self.bucket(gw, "per_key", [key])
+            self.assertAlmostEqual(view["tokens"], 1, delta=0.05, msg=key)
+        for key in keys[:6]:
+            self.reset(gw, "per_key", [key])
+        self.assertEqual(len(self.holders("per_key")), len(keys) - 6)
+        for key in keys:
+            expected = 4 if key in keys[:6] else 1
+            self.assertAlmostEqual(self.bucket(gw, "per_key", [key])["tokens"], expected,
+                                   delta=0.05, msg=key)
 
 
 def setUpModule():

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/redis/key_namer.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
 namespace sluice {
 namespace {
@@ -32,6 +34,12 @@ BucketState stored_state(const std::string& value) {
   return state;
 }
 
+std::string key_of(const redis::Client& client, std::string_view key_prefix,
+                   const LimitDescriptor& bucket) {
+  return redis_key(key_prefix, bucket,
+                   client.routes_by_slot() ? KeyStyle::kHashTag : KeyStyle::kPlain);
+}
+
 }  // namespace
 
 std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
@@ -52,6 +60,31 @@ std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
   view.tokens = now.limits.front().remaining;
   view.seconds_to_full = now.limits.front().seconds_to_full;
   return view;
+}
+
+void read_bucket(redis::Client& client, const redis::Script& read_script,
+                 std::string_view key_prefix, const LimitDescriptor& bucket,
+                 BucketViewHandler handler) {
+  // Only token buckets have a reader here; the error goes through the
+  // client's executor like any answer.
+  const bool supported = bucket.algorithm == LimitAlgorithm::kTokenBucket;
+  client.evalsha(
+      read_script, {key_of(client, key_prefix, bucket)}, {},
+      [bucket, supported, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
+        std::optional<BucketView> view;
+        if (!ec && !supported) ec = std::make_error_code(std::errc::operation_not_supported);
+        if (!ec) view = token_bucket_view(bucket, reply);
+        if (!ec && !view) ec = make_error_code(LimiterError::kBadReply);
+        handler(ec, view.value_or(BucketView{}));
+      });
+}
+
+void reset_bucket(redis::Client& client, const redis::Script& reset_script,
+                  std::string_view key_prefix, const LimitDescriptor& bucket, RefundHandler done) {
+  client.evalsha(reset_script, {key_of(client, key_prefix, bucket)}, {},
+                 [done = std::move(done)](std::error_code ec, redis::Reply) {
+                   if (done) done(ec);
+                 });
 }
 
 }  // namespace sluice

@@ -3,14 +3,15 @@
 // one read-only call, and the state now is computed with the algorithm's C++
 // twin (so it is what a request would see); bucket_reset.lua deletes the
 // bucket's key. Both are script calls with the bucket's key, so a Redis
-// Cluster client sends them to the node owning its slot. Pure decoding here;
-// the calls are made by RedisRateLimiter on its executor.
+// Cluster client sends them to the node owning its slot. RedisRateLimiter
+// makes the calls on its client, on its executor; handlers complete there.
 #pragma once
 
 #include <optional>
 #include <string_view>
 
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "upstream/redis/client.hpp"
 #include "upstream/redis/reply.hpp"
 
 namespace sluice {
@@ -25,5 +26,17 @@ extern const std::string_view kBucketResetScript;
 // have the script's shape.
 std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
                                             const redis::Reply& reply);
+
+// Reads `bucket` (stored under `key_prefix`) with bucket_read.lua: the
+// handler gets the view, the client's error, or LimiterError::kBadReply for a
+// reply of another shape; operation_not_supported for an algorithm other than
+// the token bucket.
+void read_bucket(redis::Client& client, const redis::Script& read_script,
+                 std::string_view key_prefix, const LimitDescriptor& bucket,
+                 BucketViewHandler handler);
+
+// Deletes `bucket` with bucket_reset.lua; `done` (may be empty) gets the outcome.
+void reset_bucket(redis::Client& client, const redis::Script& reset_script,
+                  std::string_view key_prefix, const LimitDescriptor& bucket, RefundHandler done);
 
 }  // namespace sluice

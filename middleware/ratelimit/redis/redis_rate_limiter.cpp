@@ -285,38 +285,14 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                      });
   }
 
-  // The admin API's reads and resets: one script call on the bucket's key
-  // (its slot's node on a cluster), not behind the breaker.
+  // The admin API's reads and resets (bucket_admin.hpp), not behind the breaker.
   void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
     maybe_switch();
-    if (bucket.algorithm != LimitAlgorithm::kTokenBucket) {
-      // Only token buckets have a reader here.
-      boost::asio::post(executor_, [handler = std::move(handler)] {
-        handler(std::make_error_code(std::errc::operation_not_supported), {});
-      });
-      return;
-    }
-    client_->evalsha(
-        read_script_, {bucket_key(bucket)}, {},
-        [bucket, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
-          std::optional<BucketView> view;
-          if (!ec) view = token_bucket_view(bucket, reply);
-          if (!ec && !view) ec = make_error_code(LimiterError::kBadReply);
-          handler(ec, view.value_or(BucketView{}));
-        });
+    read_bucket(*client_, read_script_, key_prefix_, bucket, std::move(handler));
   }
-
   void reset(const LimitDescriptor& bucket, RefundHandler done) {
     maybe_switch();
-    client_->evalsha(reset_script_, {bucket_key(bucket)}, {},
-                     [done = std::move(done)](std::error_code ec, redis::Reply) {
-                       if (done) done(ec);
-                     });
-  }
-
-  std::string bucket_key(const LimitDescriptor& bucket) const {
-    return redis_key(key_prefix_, bucket,
-                     client_->routes_by_slot() ? KeyStyle::kHashTag : KeyStyle::kPlain);
+    reset_bucket(*client_, reset_script_, key_prefix_, bucket, std::move(done));
   }
 
   void on_refund(std::error_code ec) {
