@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,8 +51,14 @@ class ProxySession final : public ClientSession,
   // The deadline of `side` passed (see gateway/common/deadline.hpp).
   void on_deadline(Side side);
 
-  // MiddlewareLater: an asynchronous step's completion resumes the pipeline.
+  // MiddlewareLater: an asynchronous step's completion resumes the pipeline
+  // (its outcome is dropped once the connection is closed). A watched step
+  // learns of a client that closes its connection meanwhile: the socket is
+  // awaited readable and peeked; end of stream or an error means the client
+  // is gone (told once, and the exchange abandoned as 499), bytes (a body or
+  // a pipelined request) end the watch. The completion ends it too.
   MiddlewareDone take() override;
+  void watch_client(std::function<void()> gone) override;
 
   // ExchangeHost: what the upstream exchange needs of this connection.
   void set_deadline(Side side, Clock::duration timeout) override;
@@ -87,6 +94,9 @@ class ProxySession final : public ClientSession,
   void run_middleware();
   void run_pipeline();
   void on_middleware_outcome(std::optional<LocalReply> reply);
+  void await_client();
+  void on_client_readable(boost::beast::error_code ec, std::uint64_t generation);
+  void stop_watching();
   void start_upstream();
   void record(unsigned status);
 
@@ -116,6 +126,9 @@ class ProxySession final : public ClientSession,
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> local_res_;
   std::unique_ptr<char[]> relay_buffer_;
   Pipeline pipeline_;
+  std::function<void()> client_gone_;  // set while a pending step watches the client
+  std::uint64_t watch_generation_ = 0;
+  bool watch_pending_ = false;  // a readiness wait is on the socket
   UpstreamExchange exchange_;
   bool closed_ = false;  // the client socket was closed
 

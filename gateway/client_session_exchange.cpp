@@ -3,6 +3,10 @@
 // the finished exchange.
 #include "gateway/client_session.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -19,6 +23,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+using tcp = asio::ip::tcp;
 
 }  // namespace
 
@@ -47,9 +52,59 @@ void ProxySession::run_pipeline() {
 
 MiddlewareDone ProxySession::take() {
   return handler([](ProxySession& self, std::optional<LocalReply> reply) {
+    self.stop_watching();
+    if (self.closed_) return;  // the client is gone: the outcome is dropped
     if (reply) return self.on_middleware_outcome(std::move(reply));
     self.run_pipeline();
   });
+}
+
+void ProxySession::watch_client(std::function<void()> gone) {
+  if (closed_) return;
+  client_gone_ = std::move(gone);
+  await_client();
+}
+
+void ProxySession::await_client() {
+  watch_pending_ = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      handler([generation = watch_generation_](ProxySession& self, beast::error_code ec) {
+        self.on_client_readable(ec, generation);
+      }));
+}
+
+void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t generation) {
+  if (generation != watch_generation_) return;  // a watch that ended
+  watch_pending_ = false;
+  if (!client_gone_) return;
+  bool gone = closed_;  // closed by the session itself (drain deadline, internal error)
+  if (!gone && !ec) {
+    char byte;
+    const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+      client_gone_ = nullptr;  // a body or the next request: the request goes on
+      return;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return await_client();
+    gone = true;  // end of stream or a hard error
+  }
+  if (ec && !gone && ec != asio::error::operation_aborted) gone = true;
+  if (!gone) return;
+  auto tell = std::move(client_gone_);
+  client_gone_ = nullptr;
+  tell();
+  if (!closed_) exchange_aborted();
+}
+
+// The watched step completed: its watch ends.
+void ProxySession::stop_watching() {
+  client_gone_ = nullptr;
+  ++watch_generation_;
+  if (!watch_pending_ || closed_) return;
+  watch_pending_ = false;
+  beast::error_code ignored;
+  stream_.socket().cancel(ignored);
 }
 
 // Every step continued (no reply), or one answered.

@@ -46,7 +46,8 @@ struct ProcessState {
 class MiddlewareServices final : public WorkerServices {
  public:
   MiddlewareServices(const WorkerContext& worker, const ProcessState& process)
-      : metrics_(worker.metrics),
+      : executor_(worker.executor),
+        metrics_(worker.metrics),
         limiter_(make_limiter(worker)),
         local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
                                             worker.config->local)),
@@ -70,7 +71,8 @@ class MiddlewareServices final : public WorkerServices {
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(local_, metrics_, fallback_));
+    chain.steps.push_back(
+        std::make_shared<RateLimitMiddleware>(executor_, local_, metrics_, fallback_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -120,6 +122,7 @@ class MiddlewareServices final : public WorkerServices {
                                               std::move(client), std::move(make_client));
   }
 
+  boost::asio::io_context::executor_type executor_;
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
   std::shared_ptr<LocalLayer> local_;

@@ -45,8 +45,9 @@ constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"
 constexpr std::string_view kLimit[] = {"key", "capacity", "refill_per_second", "plans",
                                        "lease_tokens"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second"};
-constexpr std::string_view kRoute[] = {"name",   "match", "upstream",        "strip_prefix",
-                                       "limits", "cost",  "on_redis_failure"};
+constexpr std::string_view kRoute[] = {"name",        "match", "upstream",         "strip_prefix",
+                                       "limits",      "cost",  "on_redis_failure", "on_limit",
+                                       "max_delay_ms"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
 

@@ -163,6 +163,31 @@ std::optional<std::string> read_match(YamlReader& r, const Field& f, RouteMatch&
   return path_key;
 }
 
+// on_limit: reject (the default) or delay, which needs a max_delay_ms above 0;
+// max_delay_ms alone is accepted (0 to 24.8 days) and used only by delay.
+void read_on_limit(YamlReader& r, const Mapping& m, RouteConfig& route) {
+  bool max_delay_bad = false;  // already reported: no second error for the same mistake
+  if (auto* v = m.get("max_delay_ms")) {
+    const auto ms = r.integer(*v, 0, kMaxDurationMs);
+    if (ms) route.max_delay = Millis(*ms);
+    max_delay_bad = !ms;
+  }
+  const Field* v = m.get("on_limit");
+  if (!v) return;
+  const auto s = r.string(*v);
+  if (!s) return;
+  if (*s == "reject") {
+    route.on_limit = RouteConfig::OnLimit::kReject;
+  } else if (*s == "delay") {
+    route.on_limit = RouteConfig::OnLimit::kDelay;
+    if (route.max_delay.count() <= 0 && !max_delay_bad) {
+      r.error(*v, "delay needs max_delay_ms greater than 0");
+    }
+  } else {
+    r.error(*v, "expected reject or delay, got " + quoted(*s));
+  }
+}
+
 void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Route& notes,
                 std::unordered_map<std::string, int>& first_line) {
   const auto m = r.mapping(f, kRouteKeys.keys);
@@ -223,6 +248,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
       }
     }
   }
+  read_on_limit(r, *m, route);
   if (cost_valid) notes.cost = ReadValue{*cost, r.here(), {}};
 }
 

@@ -3,14 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/target_parts.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/delayed_request.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/headers.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/outcome.hpp"
 #include "upstream/redis/error.hpp"
 
 namespace sluice {
@@ -82,12 +86,28 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
       metrics.declare("sluice_ratelimit_local_decisions_total",
                       scratch_labels({{"route", route.name}, {"kind", "lease"}}));
     }
+    const bool delays = route.on_limit == RouteConfig::OnLimit::kDelay;
+    if (delays) {
+      metrics.declare_histogram("sluice_ratelimit_delay_seconds",
+                                scratch_labels({{"route", route.name}}));
+      metrics.declare("sluice_ratelimit_delay_abandoned_total",
+                      scratch_labels({{"route", route.name}}));
+    }
     for (const auto index : route.limit_indexes) {
       const LimitConfig& limit = config.limits[index];
-      for (const auto decision : {"allowed", "limited"}) {
-        metrics.declare(
-            "sluice_ratelimit_decisions_total",
-            scratch_labels({{"route", route.name}, {"limit", limit.name}, {"decision", decision}}));
+      // A shadow limit is never limited nor delayed; only an enforced one on a delay route waits.
+      std::vector<LimitVerdict> verdicts = {LimitVerdict::kAllowed};
+      if (limit.shadow) {
+        verdicts.push_back(LimitVerdict::kShadowLimited);
+      } else {
+        verdicts.push_back(LimitVerdict::kLimited);
+        if (delays) verdicts.push_back(LimitVerdict::kDelayed);
+      }
+      for (const auto verdict : verdicts) {
+        metrics.declare("sluice_ratelimit_decisions_total",
+                        scratch_labels({{"route", route.name},
+                                        {"limit", limit.name},
+                                        {"decision", verdict_label(verdict)}}));
       }
       if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
       for (const auto& source : limit.key) {
@@ -157,10 +177,22 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   const auto started = Clock::now();
   // Shared with the completion, which formats the headers from them.
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
+  const double cost = route.cost;
+  auto done = later.take();
+  std::shared_ptr<DelayedRequest> delayed;
+  if (route.on_limit == RouteConfig::OnLimit::kDelay) {
+    // Enforced limits may reserve tokens up to max_delay ahead; a shadow limit never waits.
+    const double max_wait = std::chrono::duration<double>(route.max_delay).count();
+    for (auto& descriptor : *descriptors) {
+      if (!descriptor.shadow) descriptor.max_wait_seconds = max_wait;
+    }
+    delayed = std::make_shared<DelayedRequest>(executor_);
+    later.watch_client([delayed] { delayed->client_gone(); });
+  }
   limiter_->decide(
-      *descriptors, route.cost,
-      [self = shared_from_this(), &ctx, started, descriptors, done = later.take()](
-          std::error_code ec, RateDecision decision) {
+      *descriptors, cost,
+      [self = shared_from_this(), &ctx, started, descriptors, delayed, cost,
+       done = std::move(done)](std::error_code ec, RateDecision decision) mutable {
         auto& metrics_ = self->metrics_;
         const RouteConfig& route = *ctx.route;
         metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
@@ -173,7 +205,7 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
         if (ec && mode == FailureMode::kLocal) {
           // Redis cannot decide: this instance's share decides, answered as Redis' would be.
-          decision = fallback->decide(*descriptors, route.cost);
+          decision = fallback->decide(*descriptors, cost);
         } else if (ec) {
           if (mode == FailureMode::kOpen) return done(std::nullopt);
           LocalReply reply;
@@ -195,24 +227,61 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
                   {{"route", route.name},
                    {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
         }
-        for (std::size_t i = 0; i < descriptors->size(); ++i) {
-          const bool limited = !decision.allowed && !decision.limits[i].sufficient;
+        const RateOutcome outcome = select_outcome(*descriptors, decision);
+        for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
           metrics_.add("sluice_ratelimit_decisions_total",
                        scratch_labels({{"route", route.name},
                                        {"limit", (*descriptors)[i].limit},
-                                       {"decision", limited ? "limited" : "allowed"}}));
+                                       {"decision", verdict_label(outcome.limits[i])}}));
         }
-        for (auto& header : rate_limit_headers(*descriptors, route.cost, decision)) {
+        // Shadow limits are a dry run: the client sees the enforced limits only.
+        const ClientView view = client_view(*descriptors, decision);
+        const std::span<const LimitDescriptor> shown =
+            std::span<const LimitDescriptor>(view.filtered ? view.limits : *descriptors);
+        const RateDecision& shown_decision = view.filtered ? view.decision : decision;
+        for (auto& header : rate_limit_headers(shown, cost, shown_decision)) {
           ctx.response_headers.push_back(std::move(header));
         }
-        if (decision.allowed) return done(std::nullopt);
-        LocalReply reply;
-        reply.status = 429;
-        reply.content_type = std::string{kProblemJsonContentType};
-        reply.body = too_many_requests_body(*descriptors, decision);
-        done(std::move(reply));
+        switch (outcome.kind) {
+          case RateOutcome::Kind::kAllowed:
+            return done(std::nullopt);
+          case RateOutcome::Kind::kLimited: {
+            LocalReply reply;
+            reply.status = 429;
+            reply.content_type = std::string{kProblemJsonContentType};
+            reply.body = too_many_requests_body(shown, shown_decision);
+            return done(std::move(reply));
+          }
+          case RateOutcome::Kind::kDelayed:
+            if (!delayed) return done(std::nullopt);  // only delay routes let a limit wait
+            // Only the store's reservations are given back (never the fallback's).
+            return self->wait(*delayed, outcome.delay_seconds, route, cost, descriptors,
+                              ec ? RateDecision{} : std::move(decision), std::move(done));
+        }
       });
   return MiddlewareResult::pending();
+}
+
+void RateLimitMiddleware::wait(DelayedRequest& delayed, double seconds, const RouteConfig& route,
+                               double cost,
+                               std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
+                               RateDecision decision, MiddlewareDone done) {
+  delayed.wait(seconds, [self = shared_from_this(), &route, descriptors = std::move(descriptors),
+                         decision = std::move(decision), cost,
+                         done = std::move(done)](bool went, double waited) {
+    if (went) {
+      self->metrics_.observe("sluice_ratelimit_delay_seconds",
+                             scratch_labels({{"route", route.name}}), waited);
+      return done(std::nullopt);
+    }
+    // The client left while waiting: what the request debited goes back, and
+    // the session drops the outcome.
+    auto refunds = debited_buckets(*descriptors, decision, cost);
+    if (!refunds.empty()) self->limiter_->refund(std::move(refunds), nullptr);
+    self->metrics_.add("sluice_ratelimit_delay_abandoned_total",
+                       scratch_labels({{"route", route.name}}));
+    done(std::nullopt);
+  });
 }
 
 }  // namespace sluice

@@ -4,11 +4,17 @@
 // route's failure mode when the limiter cannot decide: forward (open), 503
 // (closed), or decide at this instance's share with the process's
 // FallbackStore (local), answered like any decision. A decision Redis
-// itself made empties the fallback store (Redis decides again). Runs on the
-// worker's executor; the limiter's completion arrives there too.
+// itself made empties the fallback store (Redis decides again). On a route
+// with on_limit: delay, a request whose tokens were reserved waits on a timer
+// (at most max_delay_ms) and then continues; if its client leaves first, the
+// reservation is refunded. Shadow limits are counted but never shown to the
+// client. Runs on the worker's executor; the limiter's completion and the
+// timer arrive there too.
 #pragma once
 
 #include <memory>
+
+#include <boost/asio/io_context.hpp>
 
 #include "gateway/middleware.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -16,6 +22,7 @@
 
 namespace sluice {
 
+class DelayedRequest;
 class FallbackStore;
 class MetricsShard;
 
@@ -25,25 +32,38 @@ long unavailable_retry_after(const RateDecision& decision);
 
 // A zero series for every label combination the rate-limit middleware and the
 // Redis limiter can count under `config`: decisions per route, limit and
-// decision; fail-open, fail-closed or fail-local per route (by its failure mode); missing
-// key sources and refusal reasons the route's limits make possible; Redis
-// errors by kind; the decision latency histogram. Startup and reload only.
+// decision (shadow_limited for shadow limits, delayed on delay routes); the
+// delay histogram and abandoned waits of delay routes; fail-open, fail-closed or fail-local per
+// route (by its failure mode); missing key sources and refusal reasons the route's limits make
+// possible; Redis errors by kind; the decision latency histogram. Startup and reload only.
 void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
 
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
  public:
+  using Executor = boost::asio::io_context::executor_type;
+
   // `fallback` decides for routes with on_redis_failure: local; without one
-  // (tests) those routes fail closed.
-  RateLimitMiddleware(std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics,
-                      std::shared_ptr<FallbackStore> fallback = nullptr)
-      : limiter_(std::move(limiter)), metrics_(metrics), fallback_(std::move(fallback)) {}
+  // (tests) those routes fail closed. Delayed requests wait on `executor`.
+  RateLimitMiddleware(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
+                      MetricsShard& metrics, std::shared_ptr<FallbackStore> fallback = nullptr)
+      : executor_(executor),
+        limiter_(std::move(limiter)),
+        metrics_(metrics),
+        fallback_(std::move(fallback)) {}
 
   // Continues at once for a route without limits, answers at once a request
   // whose key sources are refused, and otherwise completes when the limiter does.
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
+  // Continues after `seconds`, or refunds what the request debited and
+  // completes at once when the client leaves first.
+  void wait(DelayedRequest& delayed, double seconds, const RouteConfig& route, double cost,
+            std::shared_ptr<std::vector<LimitDescriptor>> descriptors, RateDecision decision,
+            MiddlewareDone done);
+
+  Executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
   std::shared_ptr<FallbackStore> fallback_;

@@ -4,9 +4,9 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 13 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Default run: 14 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
 Cluster, row 11 their load on one Redis, row 12 the denial cache, row 13 a
-leased global key) behind one sluice-echo upstream, all
+leased global key, row 14 a sliding window per API key) behind one sluice-echo upstream, all
 servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every row. Pinned pass: wrk on
 CPU 0, every server on the other CPUs (taskset), REPS repetitions taken round
@@ -20,6 +20,9 @@ two Sluice instances on a 3+3 Redis Cluster or a Sentinel set; nothing pinned.
 
 --outage [open|local|closed]: Redis down for 10 s under load (outage.py), three
 Sluice instances per on_redis_failure mode; admitted requests against C + R*T.
+
+--delay: a route with on_limit: delay under bursts (delay.py): the latency a
+delayed request has beyond its wait, beside an undelayed request's.
 
 --accuracy: three Sluice instances on one Redis, wrk against all three at once
 on one key, then on 1000 keys, then on one global key without and with leases;
@@ -50,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))  # the testkit
 
 from accuracy import accuracy  # noqa: E402
+from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
 from measure import measure, run_wrk, wrk_command  # noqa: E402
@@ -144,7 +148,7 @@ def run_failovers(opts, stack: Stack) -> list[dict]:
 def suffix(opts) -> str:
     return ("-accuracy" if opts.accuracy else
             f"-failover-{opts.failover}" if opts.failover else
-            "-outage" if opts.outage else "")
+            "-outage" if opts.outage else "-delay" if opts.delay else "")
 
 
 def main(argv=None) -> int:
@@ -175,6 +179,8 @@ def main(argv=None) -> int:
                          "on_redis_failure open, local and closed (all) or one of them")
     ap.add_argument("--outage-seconds", type=float, default=10.0,
                     help="--outage: how long Redis is down")
+    ap.add_argument("--delay", action="store_true",
+                    help="the delay path's added latency instead of the speed table")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -201,7 +207,7 @@ def main(argv=None) -> int:
     started, t0 = datetime.datetime.now(), time.monotonic()
     info = machine_info()
     pin_cpu, server_cpus = cpu_layout(opts)
-    stack = Stack(workdir, None if opts.failover or opts.outage else server_cpus)
+    stack = Stack(workdir, None if opts.failover or opts.outage or opts.delay else server_cpus)
     try:
         if opts.failover:
             text = failover_report(run_failovers(opts, stack), info, started,
@@ -209,6 +215,8 @@ def main(argv=None) -> int:
         elif opts.outage:
             text = outage_report(run_outages(opts, stack, log), info, started,
                                  f"scripts/bench --outage {opts.outage}")
+        elif opts.delay:
+            text = delay_report(delay_run(stack, log), info, started, "scripts/bench --delay")
         elif opts.accuracy:
             duration = 3.0 if opts.quick else opts.accuracy_duration
             results = accuracy(opts, stack, pin_cpu, log)

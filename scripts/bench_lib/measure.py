@@ -79,16 +79,17 @@ def redis_connection(port: int) -> Connection:
     return _connections[port]
 
 
-def script_stats(stats: dict[str, dict[str, float]]) -> tuple[float, float]:
-    """(calls, usec) of the scripts (EVALSHA and EVAL) in one INFO commandstats."""
+def script_stats(stats: dict[str, dict[str, float]]) -> tuple[float, float, float]:
+    """(calls, usec, failed calls) of the scripts (EVALSHA and EVAL) in one INFO
+    commandstats."""
     return tuple(sum(stats.get(c, {}).get(field, 0) for c in ("evalsha", "eval"))
-                 for field in ("calls", "usec"))
+                 for field in ("calls", "usec", "failed_calls"))
 
 
-def script_totals(redis: list[Process]) -> tuple[float, float]:
+def script_totals(redis: list[Process]) -> tuple[float, float, float]:
     """script_stats() summed over `redis`."""
     figures = [script_stats(redis_connection(server.port).commandstats()) for server in redis]
-    return sum(f[0] for f in figures), sum(f[1] for f in figures)
+    return tuple(sum(f[i] for f in figures) for i in range(3))
 
 
 def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
@@ -113,13 +114,14 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
         "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024,
     }
     if row.redis:
-        calls, usec = script_totals(row.redis)
+        calls, usec, failed = script_totals(row.redis)
         out.update({
             "redis_cpu_us": (rcpu1 - rcpu0) * 1e6 / n,
             "usec_per_call": usec / calls if calls else float("nan"),
             "script_us_per_req": usec / n,
             "calls_per_req": calls / n,
             "calls_per_denied": calls / max(1.0, figures["non2xx"]),
+            "failed_calls": failed,
         })
     if row.admin:
         after = sluice_counters(row.admin)

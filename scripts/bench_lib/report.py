@@ -294,6 +294,10 @@ def sanity_notes(med: dict[int, dict], checks: dict) -> list[str]:
             if not 0.98 * want <= c <= 1.02 * want:
                 notes.append(f"row {num}: {c:.3f} Redis script calls per request (expected "
                              f"{expected}): the row did not limit every request as intended")
+    for num, m in med.items():
+        if m.get("failed_calls", 0):
+            notes.append(f"row {num}: {m['failed_calls']:.0f} script calls failed in Redis in "
+                         "the median run: the row did not decide as intended")
     for num in checks["no_fail_open"]:
         if med[num].get("fail_open", 0):
             notes.append(f"row {num}: {med[num]['fail_open']:.0f} fail-open decisions (Redis too slow?)")

@@ -30,6 +30,7 @@ ALLOW_ALL = (1_000_000_000, 1_000_000_000)  # capacity, refill/s: never empties
 DENY_MOST = (100, 100)  # ~100 allowed per second, the rest 429
 DENY_ALL = (1, 0.001)  # one request allowed, then every one 429 for the whole run
 LEASE_TOKENS = 50  # row 13's lease_tokens
+SLIDING_WINDOW_MS = 60_000  # row 14's window
 START_TIMEOUT = 10  # seconds for a server to serve
 CLUSTER_KEYS = 10_000  # rows 9 and 10: API keys sent in turn, their buckets on every primary
 
@@ -47,16 +48,21 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   global_limit: tuple[float, float] | None = None,
                   redis: dict | None = None, more_limits: dict | None = None,
                   more_routes: list[dict] = (), lease_tokens: int | None = None,
-                  local: dict | None = None, on_redis_failure: str = "open") -> dict:
+                  local: dict | None = None, on_redis_failure: str = "open",
+                  window_ms: int | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
     that replace or add to the redis section (a cluster's or a sentinel set's url,
     topology and nodes; timeout_ms). more_limits / more_routes: further limits and
     routes, the routes matched before the catch-all one. lease_tokens: the `limit`'s
-    lease size; local: the local section (deny_cache, fleet_size)."""
+    lease size; local: the local section (deny_cache, fleet_size); window_ms: `limit`
+    is a sliding window of `capacity` per window_ms instead of a token bucket."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
+    if window_ms:
+        limits["bench"] = {"key": key, "algorithm": "sliding_window", "capacity": capacity,
+                           "window_ms": window_ms}
     if lease_tokens:
         limits["bench"]["lease_tokens"] = lease_tokens
     if global_limit:
@@ -223,7 +229,7 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
-    """Starts the servers of the thirteen rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the fourteen rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
     3-primary Redis Cluster (no replicas: none of the other rows has one either);
     row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
@@ -259,10 +265,12 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                        key="api_key")
     s12 = stack.sluice("sluice-deny-cache", upstream=up, redis_port=deny_redis.port,
                        limit=DENY_ALL)
+    s14 = stack.sluice("sluice-window", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
+                       key="api_key", window_ms=SLIDING_WINDOW_MS)
     s13 = stack.sluice("sluice-lease", upstream=up, redis_port=lease_redis.port,
                        limit=ALLOW_ALL, key="global", lease_tokens=LEASE_TOKENS)
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14):
         stack.wait_redis(gateway)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
@@ -291,4 +299,6 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                    [deny_redis]),
         sluice_row(13, f"Sluice + hot global key with leasing (lease_tokens {LEASE_TOKENS}, "
                    "allowing all)", s13, [lease_redis]),
+        sluice_row(14, "Sluice + Redis sliding-window limit per API key, one Redis (allowing "
+                   "all)", s14, [redis], keyed),
     ]

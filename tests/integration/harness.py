@@ -126,6 +126,27 @@ def run_cli(args, cwd: str | None = None, timeout: float = 10.0) -> subprocess.C
                           capture_output=True, text=True, errors="replace", timeout=timeout)
 
 
+def require_store_policies():
+    """Skips the module while the binary's config has no `shadow` key: the store's
+    shadow limits and reservations land with it."""
+    workdir = tempfile.mkdtemp(prefix="sluice-it-check-")
+    try:
+        path = os.path.join(workdir, "check.yaml")
+        with open(path, "w") as f:
+            f.write(to_yaml(gateway_config(
+                {"u": ["127.0.0.1:9"]},
+                [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "u",
+                  "limits": ["l"], "on_limit": "delay", "max_delay_ms": 100}],
+                limits={"l": {"key": "ip", "capacity": 1, "refill_per_second": 1,
+                              "shadow": True}})) + "\n")
+        checked = run_cli(["--config", path, "--check"])
+    finally:
+        shutil.rmtree(workdir, True)
+    if checked.returncode != 0:
+        raise unittest.SkipTest(f"no shadow limits nor reservations in this build:\n"
+                                f"{checked.stderr}")
+
+
 def start_tls_redis(case: ProcessTestCase, cert: str, key: str, ca: str) -> Redis:
     """redis-server serving TLS only; its ssl_context trusts `ca`."""
     return case.start_redis(name="redis-tls", tls=(cert, key, ca))

@@ -1,0 +1,177 @@
+"""scripts/bench --delay: what a delayed request costs beyond its wait.
+
+One Sluice on one Redis and the echo upstream, two routes: /paced has one global
+token bucket of 1 token refilling RATE/s with on_limit: delay (max_delay_ms
+MAX_DELAY_MS), the catch-all route a limit that allows everything (the same
+decision path without a wait). BURSTS times, BURST requests are sent at once on
+connections opened beforehand, each on its own thread; the bucket's k-th
+request (in the order the responses come back) waits k / RATE, so its latency
+minus k / RATE is what the delay path adds. Those figures (p50, p99) are set
+beside the latency of single undelayed requests on the catch-all route, and the
+gateway's own sluice_ratelimit_delay_seconds histogram is read to check the waits.
+Servers are started here on free 127.0.0.1 ports and stopped by PID.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import threading
+import time
+
+from stack import Stack
+from testkit.http import request
+from testkit.metrics import metric_sum
+
+RATE = 100.0  # tokens per second of the paced bucket: waits step by 10 ms
+BURST = 40  # concurrent requests per burst: waits up to 0.39 s
+BURSTS = 10
+MAX_DELAY_MS = 2000
+SINGLES = 400  # undelayed requests measured one at a time
+
+
+def paced_config() -> dict:
+    """sluice_config's extra limit and route for /paced."""
+    return {
+        "more_limits": {"paced": {"key": "global", "capacity": 1, "refill_per_second": RATE}},
+        "more_routes": [{"name": "paced", "match": {"path_prefix": "/paced"}, "upstream": "echo",
+                         "limits": ["paced"], "on_limit": "delay",
+                         "max_delay_ms": MAX_DELAY_MS}],
+    }
+
+
+def exchange(sock: socket.socket, path: str) -> float:
+    """One keep-alive GET on `sock`: seconds until the whole response was read."""
+    raw = f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+    start = time.perf_counter()
+    sock.sendall(raw)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("connection closed before the response head")
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"{path}: {head.splitlines()[0].decode(errors='replace')}")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("connection closed in the response body")
+        body += chunk
+    return time.perf_counter() - start
+
+
+def burst(port: int, sockets: list[socket.socket]) -> list[float]:
+    """BURST requests to /paced released together; their latencies, sorted."""
+    gate = threading.Barrier(len(sockets))
+    latencies: list[float] = []
+    errors: list[Exception] = []
+    lock = threading.Lock()
+
+    def one(sock):
+        gate.wait(timeout=10)
+        try:
+            latency = exchange(sock, "/paced")
+        except Exception as e:  # noqa: BLE001 (reported after the burst)
+            with lock:
+                errors.append(e)
+            return
+        with lock:
+            latencies.append(latency)
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in sockets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=MAX_DELAY_MS / 1000 + 10)
+    if errors:
+        raise RuntimeError(f"paced burst on port {port}: {errors[0]}")
+    return sorted(latencies)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def delay_run(stack: Stack, log) -> dict:
+    echo = stack.echo()
+    redis = stack.redis("redis-delay")
+    gateway = stack.sluice("sluice-delay", upstream=echo.port, redis_port=redis.port,
+                           limit=(1_000_000_000, 1_000_000_000), key="global",
+                           **paced_config())
+    stack.wait_redis(gateway)
+    port = gateway.port
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        for _ in range(50):  # warm-up
+            exchange(sock, "/")
+        singles = [exchange(sock, "/") for _ in range(SINGLES)]
+
+    added, waits = [], []
+    for n in range(BURSTS):
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=10)
+                   for _ in range(BURST)]
+        try:
+            for s in sockets:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # The bucket is full again 1 / RATE after the previous burst's last wait.
+            time.sleep(2 / RATE)  # a refill period, not a condition
+            latencies = burst(port, sockets)
+        finally:
+            for s in sockets:
+                s.close()
+        for k, latency in enumerate(latencies):
+            added.append(latency - k / RATE)
+            waits.append(k / RATE)
+        log(f"delay burst {n + 1}/{BURSTS}: longest {latencies[-1] * 1000:.0f} ms")
+
+    status, _, body = request(gateway.admin_port, "GET", "/metrics", timeout=5.0)
+    text = body.decode(errors="replace") if status == 200 else ""
+    delayed = metric_sum(text, "sluice_ratelimit_decisions_total", route="paced",
+                         decision="delayed")
+    hist_count = metric_sum(text, "sluice_ratelimit_delay_seconds_count")
+    hist_sum = metric_sum(text, "sluice_ratelimit_delay_seconds_sum")
+    limited = metric_sum(text, "sluice_ratelimit_decisions_total", route="paced",
+                         decision="limited")
+    return {
+        "singles_p50": statistics.median(singles), "singles_p99": percentile(singles, 0.99),
+        "added_p50": statistics.median(added), "added_p99": percentile(added, 0.99),
+        "requests": len(added), "delayed": delayed, "limited": limited,
+        "hist_count": hist_count, "hist_mean": hist_sum / hist_count if hist_count else 0.0,
+        "ideal_mean": statistics.mean(waits[k] for k in range(len(waits)) if waits[k] > 0),
+    }
+
+
+def delay_report(result: dict, info: str, started, command: str) -> str:
+    ms = lambda v: f"{v * 1000:.2f} ms"  # noqa: E731
+    lines = [
+        f"# Sluice delay path: {started:%Y-%m-%d %H:%M}", "", info, "",
+        f"`{command}`: a global token bucket of 1 token refilling {RATE:g}/s with "
+        f"`on_limit: delay` (`max_delay_ms: {MAX_DELAY_MS}`); {BURSTS} bursts of {BURST} "
+        "requests released together, each on its own kept-alive connection. The k-th "
+        f"response of a burst waited k / {RATE:g} s; its latency minus that wait is what the "
+        "delay path adds. Beside it, single requests through the same decision path without "
+        "a wait (a limit that allows all).", "",
+        "| | p50 | p99 |", "|---|---|---|",
+        f"| undelayed request (one at a time) | {ms(result['singles_p50'])} | "
+        f"{ms(result['singles_p99'])} |",
+        f"| delayed request: latency − its wait | {ms(result['added_p50'])} | "
+        f"{ms(result['added_p99'])} |", "",
+        f"{result['requests']} delayed requests measured; Sluice counted "
+        f"{result['delayed']:.0f} `decision=\"delayed\"` and {result['limited']:.0f} "
+        f"`limited`; its delay histogram: {result['hist_count']:.0f} waits, mean "
+        f"{ms(result['hist_mean'])} (the ideal mean of the non-zero waits: "
+        f"{ms(result['ideal_mean'])}).",
+        "",
+        "The latency minus the wait includes the burst's own spread: the requests of one "
+        "burst leave the load generator's threads over a few milliseconds, and the k-th "
+        "answer is compared with the k-th ideal wait.",
+    ]
+    return "\n".join(lines)
