@@ -18,13 +18,14 @@ rule.
 
 import json
 import os
+import shutil
 import tempfile
 import unittest
 import urllib.parse
 
 from harness import (Client, ProcessTestCase, free_port, gateway_config, limit, metric_sum,
                      redis_call, request, require_binaries, require_topology_support, route,
-                     topology_redis, wait_redis_ready)
+                     topology_redis, wait_redis_ready, wait_until)
 from testkit.cluster import RedisCluster
 
 API_KEY = "demo-pro-key"
@@ -36,17 +37,20 @@ class AdminBucketsCase(ProcessTestCase):
         self.redis = self.start_redis()
         self.echo = self.start_echo()
 
-    def start_gateway(self, limits, routes, admin=None, threads=2, **sections):
+    def config(self, limits, routes, admin=None, threads=2, **ports):
         config = gateway_config(
             {"echo": [self.echo.address]}, routes, server={"threads": threads},
             log={"level": "info", "access_log": False},
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000},
             api_keys={"header": "X-API-Key",
                       "consumers": [{"key": API_KEY, "plan": "pro"}]},
-            limits=limits, **sections)
+            limits=limits, **ports)
         if admin:
             config["admin"].update(admin)
-        gateway = self.start_sluice(config)
+        return config
+
+    def start_gateway(self, limits, routes, admin=None, threads=2):
+        gateway = self.start_sluice(self.config(limits, routes, admin, threads))
         wait_redis_ready(gateway)
         return gateway
 
@@ -176,6 +180,31 @@ class BucketApiAuthTest(AdminBucketsCase):
         self.reset(gw, "per_ip", ["127.0.0.1"], headers=ok)
         self.assertEqual(request(gw.admin_port, "GET", "/healthz")[0], 200)
         self.assertEqual(request(gw.admin_port, "GET", "/metrics")[0], 200)
+
+    def test_a_reload_brings_the_new_token_and_the_new_limits(self):
+        workdir = tempfile.mkdtemp(prefix="sluice-admin-token-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        token_file = os.path.join(workdir, "token")
+        with open(token_file, "w") as f:
+            f.write("first-token\n")
+        limits = {"per_ip": limit("ip", 2)}
+        routes = [route("api", "/api", ["per_ip"])]
+        gw = self.start_gateway(limits, routes, admin={"token_file": token_file})
+        first = {"Authorization": "Bearer first-token"}
+        second = {"Authorization": "Bearer second-token"}
+        self.assertEqual(self.admin(gw, "GET", "per_ip", ["127.0.0.1"], headers=first)[0], 200)
+        self.assertEqual(self.admin(gw, "GET", "per_path", ["/api/x"], headers=first)[0], 404)
+
+        with open(token_file, "w") as f:
+            f.write("second-token\n")
+        limits["per_path"] = limit("path", 7)
+        config = self.config(limits, routes, {"token_file": token_file}, port=gw.port,
+                             admin_port=gw.admin_port)
+        gw.reload(config)
+        wait_until(lambda: self.admin(gw, "GET", "per_path", ["/api/x"], headers=second)[0] == 200,
+                   10, message="the reload did not bring the new token and limit")
+        self.assertEqual(self.bucket(gw, "per_path", ["/api/x"], headers=second)["capacity"], 7)
+        self.assertEqual(self.admin(gw, "GET", "per_ip", ["127.0.0.1"], headers=first)[0], 401)
 
     def test_no_token_and_a_listener_off_loopback_is_forbidden(self):
         # 0.0.0.0 is not a loopback address, and the harness still reaches it on 127.0.0.1.
