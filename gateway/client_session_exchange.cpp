@@ -141,7 +141,7 @@ void ProxySession::serialize_request_head(std::string& out, std::string_view ups
   sluice::serialize_request_head(
       out, req.method_string(), upstream_target(*info_.route, req.target()), req.base(),
       ForwardedInfo{peer_text_, info_.forwarded_proto, req[http::field::host], info_.request_id,
-                    upstream_host},
+                    upstream_host, info_.route->cost_header},
       info_.body.chunked, to_std(parser_->content_length()));
 }
 

@@ -47,6 +47,8 @@ constexpr FamilyInfo kFamilies[] = {
      "Requests whose key source was missing and fell back to the client IP."},
     {"sluice_ratelimit_rejected_total", "counter",
      "Requests refused with 400 because a rate-limit key source was repeated or malformed."},
+    {"sluice_ratelimit_exempt_total", "counter",
+     "Requests of limited routes that skipped rate limiting: an exempt client address or plan."},
     {"sluice_ratelimit_check_duration_seconds", "histogram", "Time to get a limiter decision."},
     {"sluice_ratelimit_delay_seconds", "histogram",
      "Time delayed requests waited for their reserved tokens before going upstream, by route."},

@@ -130,6 +130,8 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
                                                 ascii::iequals(name_string, "X-Forwarded-Host") ||
                                                 ascii::iequals(name_string, "X-Request-Id"))) {
       // Replaced below.
+    } else if (!info.drop_header.empty() && ascii::iequals(name_string, info.drop_header)) {
+      // Meant for Sluice alone (a route's cost header).
     } else {
       append_field(out, name_string, f.value());
     }

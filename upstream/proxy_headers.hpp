@@ -31,13 +31,14 @@ struct ForwardedInfo {
   std::string_view host;                // the Host header as received (may be empty)
   std::string_view request_id;          // kept or generated id
   std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
+  std::string_view drop_header = {};    // a request header never forwarded (empty: none)
 };
 
 // Heads are serialized straight into one buffer (one write with the first
 // body bytes, no per-header allocation), with Sluice's headers added on the way.
 
 // The request head for the upstream: "METHOD target HTTP/1.1", the fields
-// (hop-by-hop already stripped) except Expect, then X-Forwarded-For with the
+// (hop-by-hop already stripped) except Expect and info.drop_header, then X-Forwarded-For with the
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
 // "Transfer-Encoding: chunked" when `chunked`.

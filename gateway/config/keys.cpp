@@ -4,8 +4,8 @@ namespace sluice {
 namespace config {
 namespace {
 
-constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",    "local",
-                                      "upstreams", "api_keys", "limits", "routes"};
+constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",  "local",
+                                      "upstreams", "api_keys", "limits", "routes", "exemptions"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -42,12 +42,14 @@ constexpr std::string_view kUpstream[] = {
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
-constexpr std::string_view kLimit[] = {"key", "capacity", "refill_per_second", "plans",
-                                       "lease_tokens"};
+constexpr std::string_view kLimit[] = {"key",   "capacity",     "refill_per_second",
+                                       "plans", "lease_tokens", "ipv6_prefix"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second"};
-constexpr std::string_view kRoute[] = {"name",        "match", "upstream",         "strip_prefix",
-                                       "limits",      "cost",  "on_redis_failure", "on_limit",
-                                       "max_delay_ms"};
+constexpr std::string_view kRoute[] = {
+    "name",     "match",        "upstream",    "strip_prefix", "limits", "cost", "on_redis_failure",
+    "on_limit", "max_delay_ms", "cost_header", "max_cost",     "reject"};
+constexpr std::string_view kReject[] = {"status", "body", "content_type"};
+constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
 
@@ -67,15 +69,18 @@ constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
 constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
+constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
+constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 
 }  // namespace config
 
 std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
-      &kRootKeys,     &kServerKeys,  &kAdminKeys,    &kLogKeys,   &kRedisKeys,
-      &kLocalKeys,    &kCircuitBreakerKeys,          &kUpstreamKeys,          &kApiKeysKeys,
-      &kConsumerKeys, &kLimitKeys,   &kPlanKeys,     &kRouteKeys, &kMatchKeys};
+      &kRootKeys,    &kServerKeys,   &kAdminKeys,          &kLogKeys,
+      &kRedisKeys,   &kLocalKeys,    &kCircuitBreakerKeys, &kUpstreamKeys,
+      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,          &kPlanKeys,
+      &kRouteKeys,   &kMatchKeys,    &kRejectKeys,         &kExemptionsKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

@@ -31,6 +31,8 @@ extern const MappingKeys kLimitKeys;
 extern const MappingKeys kPlanKeys;
 extern const MappingKeys kRouteKeys;
 extern const MappingKeys kMatchKeys;
+extern const MappingKeys kRejectKeys;
+extern const MappingKeys kExemptionsKeys;
 
 }  // namespace config
 

@@ -109,6 +109,11 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   ok = refill && read_bucket_number(r, refill, l.bucket.refill_per_second) && ok;
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
   if (auto* v = m->get("lease_tokens")) ok = read_bucket_number(r, v, l.lease_tokens) && ok;
+  if (auto* v = m->get("ipv6_prefix")) {
+    const auto n = r.integer(*v, 1, 128);
+    if (n) l.ipv6_prefix = static_cast<unsigned>(*n);
+    ok = n.has_value() && ok;
+  }
   return ok;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "gateway/config/checks.hpp"
 #include "gateway/config/text.hpp"
@@ -18,20 +19,39 @@ void check_admin_listen(YamlReader& r, const ReadNotes& notes, const Config& c) 
   }
 }
 
+// The plans a key can have: the default plan and the consumers', and the
+// list of them for messages.
+std::pair<std::set<std::string>, std::string> known_plans(const ReadNotes& notes, const Config& c) {
+  std::set<std::string> known = notes.consumer_plans;
+  known.insert(c.api_keys.default_plan);
+  std::string list;
+  for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+  return {std::move(known), std::move(list)};
+}
+
+std::string unknown_plan(const std::string& plan, const std::string& list) {
+  return "unknown plan " + quoted(plan) +
+         ": not api_keys.default_plan nor the plan of a consumer (known: " + list + ")";
+}
+
 // A plan override applies only to a plan some key can have: the default plan
 // or a consumer's. Any other name is a typo that would silently give those
 // customers the base limits.
 void check_plan_names(YamlReader& r, const ReadNotes& notes, const Config& c) {
   if (!notes.api_keys_read || notes.plan_overrides.empty()) return;
-  std::set<std::string> known = notes.consumer_plans;
-  known.insert(c.api_keys.default_plan);
-  std::string list;
-  for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+  const auto [known, list] = known_plans(notes, c);
   for (const auto& [plan, field] : notes.plan_overrides) {
     if (plan.empty() || known.count(plan)) continue;
-    r.error_at(notes.plans_mark, field,
-               "unknown plan " + quoted(plan) +
-                   ": not api_keys.default_plan nor the plan of a consumer (known: " + list + ")");
+    r.error_at(notes.plans_mark, field, unknown_plan(plan, list));
+  }
+}
+
+// An exempt plan no key can have would exempt nobody.
+void check_exempt_plans(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (!notes.api_keys_read || notes.exempt_plans.empty()) return;
+  const auto [known, list] = known_plans(notes, c);
+  for (const auto& plan : notes.exempt_plans) {
+    if (!known.count(plan.text)) r.error_at(plan.mark, plan.field, unknown_plan(plan.text, list));
   }
 }
 
@@ -67,21 +87,22 @@ void resolve_limits(YamlReader& r, const ReadNotes& notes, const ReadNotes::Rout
   }
 }
 
-// A request that costs more than a bucket holds would be denied forever.
-void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, const Config& c,
-                const RouteConfig& route) {
+// A request that costs more than a bucket holds would be denied forever:
+// the route's cost, and the largest cost its cost header may ask for.
+void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, double value,
+                std::string_view what, const Config& c, const RouteConfig& route) {
   const auto over = [&](const BucketParams& params) {
-    return "cost " + format_number(route.cost) + " is more than the capacity " +
+    return std::string(what) + " " + format_number(value) + " is more than the capacity " +
            format_number(params.capacity);
   };
   for (std::size_t i : route.limit_indexes) {
     if (!notes.limit_valid[i]) continue;
     const auto& l = c.limits[i];
-    if (route.cost > l.bucket.capacity) {
+    if (value > l.bucket.capacity) {
       r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + quoted(l.name));
     }
     for (const auto& [plan, params] : l.plans) {
-      if (route.cost > params.capacity) {
+      if (value > params.capacity) {
         r.error_at(cost.mark, cost.field,
                    over(params) + " of limit " + quoted(l.name) + " plan " + quoted(plan));
       }
@@ -152,16 +173,23 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
   // In the order of the marks, so that errors at one mark keep the reading order.
   check_admin_listen(r, notes, c);
   check_plan_names(r, notes, c);
+  check_exempt_plans(r, notes, c);
   for (std::size_t i = 0; i < c.routes.size(); ++i) {
     const auto& route_notes = notes.routes[i];
     auto& route = c.routes[i];
     if (route_notes.upstream) resolve_upstream(r, notes, *route_notes.upstream, c, route);
     resolve_limits(r, notes, route_notes, c, route);
-    if (route_notes.cost) check_cost(r, notes, *route_notes.cost, c, route);
+    if (route_notes.cost) check_cost(r, notes, *route_notes.cost, route.cost, "cost", c, route);
+    if (route_notes.max_cost) {
+      check_cost(r, notes, *route_notes.max_cost, route.max_cost, "max_cost", c, route);
+    }
   }
   // Warnings are given only with a valid configuration.
   if (r.has_errors()) return;
   for (const auto& use : notes.header_uses) warn_if_underscores_hide(r, use, c);
+  for (const auto& route_notes : notes.routes) {
+    if (route_notes.cost_header) warn_if_underscores_hide(r, *route_notes.cost_header, c);
+  }
   for (std::size_t i = 0; i < c.routes.size(); ++i) {
     if (const auto& limits = notes.routes[i].limits) {
       warn_if_keys_mint_buckets(r, *limits, c.routes[i], c);

@@ -50,13 +50,17 @@ struct ReadNotes {
   YamlReader::Mark plans_mark = 0;           // plan names are checked once api_keys is read
 
   struct Route {
-    std::optional<ReadValue> upstream;   // the upstream name, when it is a string
-    std::vector<ReadValue> limit_names;  // each name in limits that is a string
-    std::optional<Field> limits;         // the limits list itself
-    std::optional<ReadValue> cost;       // when valid; its mark is the end of the route
-    Field methods_or_route;              // where a method bypass is reported
+    std::optional<ReadValue> upstream;     // the upstream name, when it is a string
+    std::vector<ReadValue> limit_names;    // each name in limits that is a string
+    std::optional<Field> limits;           // the limits list itself
+    std::optional<ReadValue> cost;         // when valid; its mark is the end of the route
+    Field methods_or_route;                // where a method bypass is reported
+    std::optional<HeaderUse> cost_header;  // when valid
+    std::optional<ReadValue> max_cost;     // when valid and not 0
   };
   std::vector<Route> routes;  // per Config::routes entry
+
+  std::vector<ReadValue> exempt_plans;  // each exemptions.plans entry that is a string
 };
 
 void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
@@ -68,5 +72,9 @@ void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_exemptions(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+// A route's cost_header, max_cost and reject (route_cost_reject.cpp).
+void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
+                                ReadNotes::Route& notes);
 
 }  // namespace sluice::config

@@ -88,7 +88,8 @@ char kind_tag(KeySource::Kind kind) {
   return '?';
 }
 
-void append_ip(std::string& out, const IpAddress& ip) {
+void append_ip(std::string& out, const IpAddress& client, unsigned ipv6_prefix) {
+  const IpAddress ip = ip_key_address(client, ipv6_prefix);
   out += kind_tag(KeySource::Kind::kIp);
   append_field(out,
                std::string_view(reinterpret_cast<const char*>(ip.bytes.data()), ip.bytes.size()));
@@ -116,6 +117,20 @@ std::string_view key_source_name(KeySource::Kind kind) {
   return "unknown";
 }
 
+IpAddress ip_key_address(const IpAddress& client, unsigned ipv6_prefix) {
+  if (client.is_v4() || ipv6_prefix >= 128) return client;
+  IpAddress network = client;
+  const unsigned full_bytes = ipv6_prefix / 8;
+  const unsigned rest_bits = ipv6_prefix % 8;
+  auto it = network.bytes.begin() + full_bytes;
+  if (rest_bits != 0) {
+    *it = static_cast<std::uint8_t>(*it & (0xff << (8 - rest_bits)));
+    ++it;
+  }
+  std::fill(it, network.bytes.end(), std::uint8_t{0});
+  return network;
+}
+
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
                                          const RequestView& request,
                                          const ApiKeysConfig& api_keys) {
@@ -132,7 +147,7 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
       result.missing_kind = source.kind;
       result.missing_name = source.name;
     }
-    append_ip(out, request.client_ip);
+    append_ip(out, request.client_ip, limit.ipv6_prefix);
   };
 
   for (const KeySource& source : limit.key) {
@@ -146,7 +161,7 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
         }
         break;
       case KeySource::Kind::kIp:
-        append_ip(out, request.client_ip);
+        append_ip(out, request.client_ip, limit.ipv6_prefix);
         break;
       case KeySource::Kind::kPath:
         out += kind_tag(source.kind);

@@ -43,6 +43,12 @@ std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& 
 // "path", "route", "global", "header", "query"): for metric labels and messages.
 std::string_view key_source_name(KeySource::Kind kind);
 
+// The address an ip key part holds: an IPv6 client's network of
+// `ipv6_prefix` bits (the host bits zeroed), so that one host with a whole
+// prefix to itself cannot mint a bucket per address; an IPv4 client (also
+// when written IPv4-mapped) whole.
+IpAddress ip_key_address(const IpAddress& client, unsigned ipv6_prefix);
+
 // The value a limit's bucket is keyed by, as the input of the hash: every
 // part tagged with its source kind (and header/query name) and length-prefixed,
 // so parts cannot run together and "ip" 1.2.3.4 never equals a header
@@ -54,8 +60,10 @@ struct LimitKeyValue {
   std::string missing_name;  // its header/query name from the config (never request data)
 };
 
-// Builds the key value of one limit. A missing part (no API key, no such
-// header or query parameter, or an empty value) is replaced by the client IP,
+// Builds the key value of one limit. An ip part is the client's
+// ip_key_address under the limit's ipv6_prefix. A missing part (no API key,
+// no such header or query parameter, or an empty value) is replaced by that
+// same ip part,
 // so a composite [api_key, path] falls back to [ip, path]. A header part is
 // the first line of that header and a query part the first occurrence
 // (check_identity refuses requests with more than one).

@@ -141,10 +141,12 @@ RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
 }
 
 std::string too_many_requests_body(std::span<const LimitDescriptor> limits,
-                                   const RateDecision& decision) {
+                                   const RateDecision& decision, unsigned status) {
   const std::size_t n = std::min(limits.size(), decision.limits.size());
   std::string body = R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
-                     R"("title":"Too Many Requests","status":429,"violated-policies":[)";
+                     R"("title":"Too Many Requests","status":)";
+  body += std::to_string(status);
+  body += R"(,"violated-policies":[)";
   bool first = true;
   for (std::size_t i = 0; i < n; ++i) {
     if (decision.limits[i].sufficient) continue;

@@ -45,8 +45,9 @@ double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDe
 // The 429 problem+json body (one line, no trailing newline):
 // {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 //  "title":"Too Many Requests","status":429,"violated-policies":[...],"retry_after_ms":N}
+// `status` is the status the reply goes with (a route's reject.status).
 std::string too_many_requests_body(std::span<const LimitDescriptor> limits,
-                                   const RateDecision& decision);
+                                   const RateDecision& decision, unsigned status = 429);
 
 // The 503 problem+json body for on_redis_failure: closed.
 std::string rate_limit_unavailable_body();

@@ -12,9 +12,12 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/delayed_request.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/exemptions.hpp"
 #include "middleware/ratelimit/headers.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/outcome.hpp"
+#include "middleware/ratelimit/reject_reply.hpp"
+#include "middleware/ratelimit/request_cost.hpp"
 #include "upstream/redis/error.hpp"
 
 namespace sluice {
@@ -72,7 +75,16 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
     metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
-    bool keys_on_identity = false;  // a key source a client could repeat (see descriptors.hpp)
+    for (const auto exemption : {Exemption::kCidr, Exemption::kPlan}) {
+      const bool listed = exemption == Exemption::kCidr ? !config.exemptions.client_cidrs.empty()
+                                                        : !config.exemptions.plans.empty();
+      if (!listed) continue;
+      metrics.declare(
+          "sluice_ratelimit_exempt_total",
+          scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
+    }
+    // A key source (or the cost header) a client could repeat (see descriptors.hpp).
+    bool keys_on_identity = !route.cost_header.empty();
     bool keys_on_api_key = false;
     std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
     const bool leases =
@@ -155,7 +167,15 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = route.name;
+  const Exemption exemption = find_exemption(ctx.config->exemptions, view, ctx.config->api_keys);
+  if (exemption != Exemption::kNone) {
+    // Never limited: no bucket, no Redis call, no rate-limit headers.
+    metrics_.add("sluice_ratelimit_exempt_total",
+                 scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
+    return MiddlewareResult::next();
+  }
   auto keys = build_route_descriptors(*ctx.config, route, view);
+  if (!keys.refusal) keys.refusal = check_cost_header(route, view);
   if (keys.refusal) {
     // An identity the limiter cannot key unambiguously: refused before any
     // bucket is debited, and the connection closed after the reply.
@@ -174,10 +194,10 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
     }
   }
 
+  const double cost = request_cost(route, view, keys.descriptors);
   const auto started = Clock::now();
   // Shared with the completion, which formats the headers from them.
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
-  const double cost = route.cost;
   auto done = later.take();
   std::shared_ptr<DelayedRequest> delayed;
   if (route.on_limit == RouteConfig::OnLimit::kDelay) {
@@ -245,13 +265,8 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         switch (outcome.kind) {
           case RateOutcome::Kind::kAllowed:
             return done(std::nullopt);
-          case RateOutcome::Kind::kLimited: {
-            LocalReply reply;
-            reply.status = 429;
-            reply.content_type = std::string{kProblemJsonContentType};
-            reply.body = too_many_requests_body(shown, shown_decision);
-            return done(std::move(reply));
-          }
+          case RateOutcome::Kind::kLimited:
+            return done(limited_reply(route.reject, shown, shown_decision));
           case RateOutcome::Kind::kDelayed:
             if (!delayed) return done(std::nullopt);  // only delay routes let a limit wait
             // Only the store's reservations are given back (never the fallback's).

@@ -58,12 +58,13 @@ class RateLimitTestCase(ProcessTestCase):
         self.echo = self.start_echo()
 
     def start_gateway(self, routes, limits, name="sluice", redis=None, api_keys=None,
-                      server=None, wait_ready=True):
-        sections = {
+                      server=None, wait_ready=True, **sections):
+        """sections: other top-level sections (exemptions...)."""
+        sections.update({
             "redis": {"url": f"redis://127.0.0.1:{self.redis.port}/0",
                       "timeout_ms": self.timeout_ms, **(redis or {})},
             "limits": limits,
-        }
+        })
         if api_keys is not None:
             sections["api_keys"] = api_keys
         config = gateway_config(

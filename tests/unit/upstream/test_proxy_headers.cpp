@@ -114,6 +114,24 @@ TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_he
   CHECK(head.find("X-Forwarded-For: ::1\r\n") != std::string::npos);
 }
 
+TEST_CASE("request head: the dropped header is not forwarded, in any case", "[proxy_headers]") {
+  http::fields f;
+  f.set("Host", "h");
+  f.insert("x-cost", "7");
+  f.insert("X-COST", "8");
+  f.insert("X-Costly", "kept");
+  std::string head;
+  ForwardedInfo info{"1.2.3.4", "http", "h", "id"};
+  info.drop_header = "X-Cost";
+  serialize_request_head(head, "GET", "/", f, info, false);
+  CHECK(head.find("7") == std::string::npos);
+  CHECK(head.find("8") == std::string::npos);
+  CHECK(head.find("X-Costly: kept\r\n") != std::string::npos);
+  info.drop_header = {};
+  serialize_request_head(head, "GET", "/", f, info, false);
+  CHECK(head.find("x-cost: 7\r\n") != std::string::npos);
+}
+
 TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]") {
   http::fields f;
   f.set("Content-Type", "text/plain");

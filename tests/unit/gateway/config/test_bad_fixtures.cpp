@@ -185,6 +185,29 @@ const std::vector<BadFixture> kBadFixtures = {
       "5: redis.url: environment variable SLUICE_FIXTURE_NEVER_SET_REDIS_URL is not set",
       "7: redis.timeout_ms: expected an integer, got \"fifty\"",
       "9: log.level: unterminated \"${\" (write \"$${\" for a literal \"${\")"}},
+    // Cost from a request header, the reject reply, exemptions, IPv6 grouping.
+    {"bad_cost_header.yaml", {"14: routes[0].cost_header: invalid header name \"X Cost\""}},
+    {"cost_header_reserved.yaml",
+     {"14: routes[0].cost_header: \"content-length\" is a header the proxy sets or frames "
+      "itself"}},
+    {"max_cost_without_cost_header.yaml", {"14: routes[0].max_cost: only valid with cost_header"}},
+    {"bad_max_cost.yaml", {"15: routes[0].max_cost: must not be negative, got -1"}},
+    {"max_cost_exceeds_capacity.yaml",
+     {"15: routes[0].max_cost: max_cost 50 is more than the capacity 20 of limit \"per_ip\""}},
+    {"bad_reject_status.yaml",
+     {"14: routes[0].reject.status: must be a 4xx or 5xx status, got 200"}},
+    {"reject_content_type_without_body.yaml",
+     {"14: routes[0].reject.content_type: only valid with body"}},
+    {"bad_reject_content_type.yaml",
+     {"17: routes[0].reject.content_type: invalid content type "
+      "\"text/plain\\x0d\\nX-Injected: 1\""}},
+    {"bad_exempt_cidr.yaml", {"5: exemptions.client_cidrs[1]: invalid CIDR \"10.0.0.0/33\""}},
+    {"unknown_exempt_plan.yaml",
+     {"8: exemptions.plans[1]: unknown plan \"internl\": not api_keys.default_plan nor the plan "
+      "of a consumer (known: free, internal)"}},
+    {"bad_ipv6_prefix.yaml",
+     {"9: limits.per_ip.ipv6_prefix: must be greater than 0, got 0",
+      "14: limits.per_host.ipv6_prefix: must be at most 128, got 129"}},
 };
 
 }  // namespace

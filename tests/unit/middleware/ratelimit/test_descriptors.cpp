@@ -311,3 +311,41 @@ TEST_CASE("descriptors of a refused request: none", "[ratelimit][keys]") {
   CHECK_FALSE(keys.refusal);
   CHECK(keys.descriptors.size() == 1);
 }
+
+TEST_CASE("ip key parts: IPv6 clients grouped by the limit's prefix", "[ratelimit][keys][ipv6]") {
+  const auto ip = [](const char* text) { return *sluice::parse_ip(text); };
+  using sluice::ip_key_address;
+  SECTION("the host bits are zeroed") {
+    CHECK(ip_key_address(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), 64) == ip("2001:db8:1:2::"));
+    CHECK(ip_key_address(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), 48) == ip("2001:db8:1::"));
+    CHECK(ip_key_address(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), 128) ==
+          ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd"));
+    CHECK(ip_key_address(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), 1) == ip("::"));
+    CHECK(ip_key_address(ip("ffff:db8::1"), 1) == ip("8000::"));
+    CHECK(ip_key_address(ip("2001:db8:1:2ff::1"), 57) == ip("2001:db8:1:280::"));
+  }
+  SECTION("IPv4 clients stay whole, also when written IPv4-mapped") {
+    CHECK(ip_key_address(ipv4(192, 0, 2, 77), 64) == ipv4(192, 0, 2, 77));
+    CHECK(ip_key_address(ip("::ffff:192.0.2.77"), 1) == ipv4(192, 0, 2, 77));
+  }
+  SECTION("two addresses of one /64 share a bucket, another /64 does not") {
+    const LimitConfig by_ip = make_limit("l", {{Kind::kIp, ""}});
+    Request a, b, c;
+    a.ip = ip("2001:db8:0:1::1");
+    b.ip = ip("2001:db8:0:1:ffff::2");
+    c.ip = ip("2001:db8:0:2::1");
+    CHECK(hash_input(by_ip, a) == hash_input(by_ip, b));
+    CHECK(hash_input(by_ip, a) != hash_input(by_ip, c));
+    LimitConfig by_host = by_ip;
+    by_host.ipv6_prefix = 128;
+    CHECK(hash_input(by_host, a) != hash_input(by_host, b));
+  }
+  SECTION("a missing key source falls back to the grouped address") {
+    const LimitConfig by_key = make_limit("l", {{Kind::kApiKey, ""}});
+    Request a, b;
+    a.ip = ip("2001:db8:0:1::1");
+    b.ip = ip("2001:db8:0:1::2");
+    CHECK(hash_input(by_key, a) == hash_input(by_key, b));
+    CHECK(sluice::limit_key_value(by_key, a.view(), std::nullopt).fell_back);
+  }
+}

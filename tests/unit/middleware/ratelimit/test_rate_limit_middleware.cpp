@@ -7,17 +7,12 @@
 #include <algorithm>
 #include <string>
 
-#include "gateway/metrics.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
-#include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "support/rate_limit_harness.hpp"
 
 using namespace sluice;
-
-using testing::decision;
-using testing::Harness;
-using testing::make_config;
+using namespace sluice::testing;
 
 TEST_CASE("allowed: continues with rate-limit headers", "[ratelimit][middleware]") {
   Harness h(make_config(FailureMode::kOpen));

@@ -164,6 +164,12 @@ TEST_CASE("bucket requests: the same bucket as a request with the same values", 
                request_descriptor("per_ip", request));
     CHECK(bucket("/ratelimit/buckets/per_ip?value=203.0.113.7").descriptor.key_hash !=
           bucket("/ratelimit/buckets/per_ip?value=203.0.113.8").descriptor.key_hash);
+    // IPv6 clients are grouped by their /64 as requests are: any address of
+    // the network names its bucket.
+    CHECK(bucket("/ratelimit/buckets/per_ip?value=2001:db8:0:1::5").descriptor.key_hash ==
+          bucket("/ratelimit/buckets/per_ip?value=2001:db8:0:1:ffff::9").descriptor.key_hash);
+    CHECK(bucket("/ratelimit/buckets/per_ip?value=2001:db8:0:1::5").descriptor.key_hash !=
+          bucket("/ratelimit/buckets/per_ip?value=2001:db8:0:2::5").descriptor.key_hash);
   }
   SECTION("composite keys: api_key and path, header and query") {
     Request request;
