@@ -42,9 +42,10 @@ constexpr std::string_view kUpstream[] = {
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
-constexpr std::string_view kLimit[] = {"key",   "capacity",     "refill_per_second",
-                                       "plans", "lease_tokens", "ipv6_prefix"};
-constexpr std::string_view kPlan[] = {"capacity", "refill_per_second"};
+constexpr std::string_view kLimit[] = {"key",          "capacity",  "refill_per_second", "plans",
+                                       "lease_tokens", "algorithm", "window_ms",         "shadow",
+                                       "ipv6_prefix"};
+constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
 constexpr std::string_view kRoute[] = {
     "name",     "match",        "upstream",    "strip_prefix", "limits", "cost", "on_redis_failure",
     "on_limit", "max_delay_ms", "cost_header", "max_cost",     "reject"};

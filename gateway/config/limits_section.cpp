@@ -1,4 +1,5 @@
-// limits: the named token buckets, what keys them, and per-plan overrides.
+// limits: the named token buckets and sliding windows, what keys them, and
+// per-plan overrides.
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -76,7 +77,27 @@ bool read_bucket_number(YamlReader& r, const Field* v, double& target) {
   return n.has_value();
 }
 
-// A plan overrides capacity, refill or both; the rest is inherited.
+// window_ms: a sliding window's length, kept in seconds.
+bool read_window(YamlReader& r, const Field* v, double& window_seconds) {
+  if (!v) return true;
+  const auto ms = read_duration(r, *v);
+  if (ms) window_seconds = static_cast<double>(ms->count()) / 1000.0;
+  return ms.has_value();
+}
+
+// The key that the limit's algorithm does not use, if given, is an error.
+bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algorithm algorithm) {
+  const bool window = algorithm == LimitConfig::Algorithm::kSlidingWindow;
+  if (const Field* v = m.get(window ? "refill_per_second" : "window_ms")) {
+    r.error(*v, window
+                    ? "is not used by algorithm sliding_window (it admits capacity per window_ms)"
+                    : "needs algorithm: sliding_window");
+    return false;
+  }
+  return true;
+}
+
+// A plan overrides capacity, refill (or window) or both; the rest is inherited.
 bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes) {
   const auto plans = r.named_mapping(f);
   if (!plans) return false;
@@ -90,11 +111,27 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
       ok = false;
       continue;
     }
+    ok = refuse_other_algorithm(r, *pm, l.algorithm) && ok;
     ok = read_bucket_number(r, pm->get("capacity"), params.capacity) && ok;
     ok = read_bucket_number(r, pm->get("refill_per_second"), params.refill_per_second) && ok;
+    ok = read_window(r, pm->get("window_ms"), params.window_seconds) && ok;
     l.plans[plan] = params;
   }
   return ok;
+}
+
+// algorithm: token_bucket (the default) or sliding_window.
+bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) {
+  if (!v) return true;
+  const auto text = r.string(*v);
+  if (!text) return false;
+  if (*text == "token_bucket" || *text == "sliding_window") {
+    out = *text == "token_bucket" ? LimitConfig::Algorithm::kTokenBucket
+                                  : LimitConfig::Algorithm::kSlidingWindow;
+    return true;
+  }
+  r.error(*v, "unknown algorithm " + quoted(*text) + " (expected token_bucket or sliding_window)");
+  return false;
 }
 
 // True when the limit was read without an error.
@@ -103,12 +140,31 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   if (!m) return false;
   bool ok = true;
   if (auto* v = r.required(*m, "key")) ok = read_key_sources(r, *v, l.key, notes) && ok;
+  ok = read_algorithm(r, m->get("algorithm"), l.algorithm) && ok;
+  const bool window = l.algorithm == LimitConfig::Algorithm::kSlidingWindow;
   const Field* capacity = r.required(*m, "capacity");
   ok = capacity && read_bucket_number(r, capacity, l.bucket.capacity) && ok;
-  const Field* refill = r.required(*m, "refill_per_second");
-  ok = refill && read_bucket_number(r, refill, l.bucket.refill_per_second) && ok;
+  if (window) {
+    const Field* length = r.required(*m, "window_ms");
+    ok = length && read_window(r, length, l.bucket.window_seconds) && ok;
+  } else {
+    const Field* refill = r.required(*m, "refill_per_second");
+    ok = refill && read_bucket_number(r, refill, l.bucket.refill_per_second) && ok;
+  }
+  ok = refuse_other_algorithm(r, *m, l.algorithm) && ok;
+  if (auto* v = m->get("shadow")) {
+    const auto shadow = r.boolean(*v);
+    if (shadow) l.shadow = *shadow;
+    ok = shadow.has_value() && ok;
+  }
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
-  if (auto* v = m->get("lease_tokens")) ok = read_bucket_number(r, v, l.lease_tokens) && ok;
+  if (auto* v = m->get("lease_tokens")) {
+    ok = read_bucket_number(r, v, l.lease_tokens) && ok;
+    if (window) {
+      r.error(*v, "needs algorithm: token_bucket (leases are taken from token buckets only)");
+      ok = false;
+    }
+  }
   if (auto* v = m->get("ipv6_prefix")) {
     const auto n = r.integer(*v, 1, 128);
     if (n) l.ipv6_prefix = static_cast<unsigned>(*n);

@@ -20,14 +20,15 @@ local tonumber, tostring = tonumber, tostring
 local ffi = require("ffi")
 
 -- The script takes and returns numbers as raw little-endian doubles.
-local doubles = ffi.new("double[3]")
-local function pack_doubles(a, b, c)
-  doubles[0], doubles[1], doubles[2] = a, b, c
-  return ffi.string(doubles, 24)
+local doubles = ffi.new("double[6]")
+local function pack_doubles(...)
+  local n = select("#", ...)
+  for i = 1, n do doubles[i - 1] = select(i, ...) end
+  return ffi.string(doubles, 8 * n)
 end
 local function unpack_doubles(s)
-  if #s ~= 24 then return 0, 0, 0 end
-  ffi.copy(doubles, s, 24)
+  if #s ~= 40 then return 0, 0, 0 end
+  ffi.copy(doubles, s, 40)
   return doubles[0], doubles[1], doubles[2]
 end
 
@@ -44,7 +45,8 @@ function _M.configure(opts)
   local f = assert(io.open(opts.script_file, "rb"))
   script = f:read("*a")
   f:close()
-  -- *6: EVALSHA sha numkeys key numbers(cost, capacity, refill as doubles) ttl_ms
+  -- *6: EVALSHA sha numkeys key numbers(cost, then kind 0 = an enforced token
+  -- bucket, capacity, refill, lease want 0, max wait 0, as doubles) ttl_ms
   evalsha_prefix = "*6\r\n" .. bulk("EVALSHA") .. bulk(opts.script_sha) .. bulk("1")
   eval_prefix = "*6\r\n" .. bulk("EVAL") .. bulk(script) .. bulk("1")
   -- bucket_ttl_ms() of middleware/token_bucket.cpp
@@ -52,7 +54,7 @@ function _M.configure(opts)
   if opts.refill_per_second > 0 then
     ttl = math.min(ceil(opts.capacity / opts.refill_per_second * 1000) + 1000, ttl)
   end
-  cfg.args = bulk(pack_doubles(opts.cost, opts.capacity, opts.refill_per_second))
+  cfg.args = bulk(pack_doubles(opts.cost, 0, opts.capacity, opts.refill_per_second, 0, 0))
       .. bulk(string.format("%.0f", ttl))
 end
 
@@ -121,7 +123,7 @@ function _M.access()
     ngx.log(ngx.INFO, "rate limit: redis failed, failing open: ", err)
     return -- fail open
   end
-  -- {allowed, sufficient, doubles(remaining, seconds_to_cost, seconds_to_full)}
+  -- {allowed, sufficient, doubles(remaining, seconds_to_cost, seconds_to_full, leased, wait)}
   local remaining, to_cost, to_full = unpack_doubles(reply[3] or "")
   remaining = floor(remaining)
   local h = ngx.header

@@ -306,6 +306,11 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
         LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});
     descriptor.lease_tokens = limit->lease_tokens;
+    if (limit->algorithm == LimitConfig::Algorithm::kSlidingWindow) {
+      descriptor.algorithm = LimitAlgorithm::kSlidingWindow;
+      descriptor.window_seconds = params.window_seconds;
+    }
+    descriptor.shadow = limit->shadow;
     value.hash_input.clear();  // raw request data: not kept beyond hashing
     result.values.push_back(std::move(value));
   }

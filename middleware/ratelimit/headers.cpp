@@ -45,8 +45,10 @@ void append_json_string(std::string& out, std::string_view text) {
   });
 }
 
-// w = ceil(C/R): the window in which the whole capacity refills.
+// w = ceil(C/R): the window in which the whole capacity refills; a sliding
+// window's own length.
 std::int64_t window_seconds(const LimitDescriptor& limit) {
+  if (limit.algorithm == LimitAlgorithm::kSlidingWindow) return ceil_seconds(limit.window_seconds);
   if (!(limit.refill_per_second > 0)) return kMaxHeaderSeconds;
   return ceil_seconds(limit.capacity / limit.refill_per_second);
 }

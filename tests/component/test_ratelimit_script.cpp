@@ -19,178 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "support/redis_server_fixture.hpp"
+#include "support/script_redis.hpp"
 #include "upstream/redis/codec.hpp"
 
-namespace {
-
-using sluice::BucketState;
-using sluice::LimitDescriptor;
-using sluice::RateDecision;
-
-static_assert(std::endian::native == std::endian::little, "the stored bucket is little-endian");
-
-constexpr std::string_view kKeyPrefix = "sluice-test:";
-const sluice::TokenBucketCodec kCodec;
-
-// A bucket of limit `limit` whose key value is `key`.
-LimitDescriptor bucket(std::string limit, std::string_view key, double capacity, double rate) {
-  return LimitDescriptor{std::move(limit), sluice::key_hash(key), capacity, rate};
-}
-
-// Its Redis key, as the limiter names it.
-std::string key_of(const LimitDescriptor& limit) {
-  return sluice::redis_key(kKeyPrefix, limit);
-}
-
-std::string script_sha1() {
-  return sluice::redis::script_sha1(sluice::kTokenBucketScript);
-}
-
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-// A blocking hiredis connection (the sync API is fine in tests).
-class Redis {
- public:
-  explicit Redis(std::uint16_t port) : ctx_(redisConnect("127.0.0.1", port)) {
-    REQUIRE(ctx_ != nullptr);
-    REQUIRE(ctx_->err == 0);
-  }
-  ~Redis() { redisFree(ctx_); }
-  Redis(const Redis&) = delete;
-  Redis& operator=(const Redis&) = delete;
-
-  Reply command(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    REQUIRE(r != nullptr);
-    return Reply(r);
-  }
-  void append(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    REQUIRE(redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) ==
-            REDIS_OK);
-  }
-  Reply get_reply() {
-    void* r = nullptr;
-    REQUIRE(redisGetReply(ctx_, &r) == REDIS_OK);
-    return Reply(static_cast<redisReply*>(r));
-  }
-
-  std::int64_t time_us() {
-    Reply r = command({"TIME"});
-    REQUIRE(r->type == REDIS_REPLY_ARRAY);
-    REQUIRE(r->elements == 2);
-    return std::stoll(r->element[0]->str) * 1'000'000 + std::stoll(r->element[1]->str);
-  }
-
-  std::vector<std::string> script_args(const std::vector<LimitDescriptor>& limits, double cost) {
-    const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
-    const std::vector<std::string> argv = kCodec.encode_args(limits, cost);
-    std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(keys.size())};
-    args.insert(args.end(), keys.begin(), keys.end());
-    args.insert(args.end(), argv.begin(), argv.end());
-    return args;
-  }
-
-  RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost) {
-    Reply r = command(script_args(limits, cost));
-    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
-    REQUIRE(r->type == REDIS_REPLY_ARRAY);
-    std::vector<sluice::ScriptReplyValue> values;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* e = r->element[i];
-      sluice::ScriptReplyValue v;
-      if (e->type == REDIS_REPLY_INTEGER) {
-        v.integer = e->integer;
-      } else if (e->type == REDIS_REPLY_STRING) {
-        v.is_string = true;
-        v.text = std::string_view(e->str, e->len);
-      }
-      values.push_back(v);
-    }
-    std::optional<RateDecision> decision = kCodec.decode(values, limits.size());
-    REQUIRE(decision);
-    return *decision;
-  }
-
-  // The stored bucket: two little-endian doubles (tokens, timestamp_us).
-  BucketState stored(const std::string& key) {
-    Reply r = command({"GET", key});
-    if (r->type != REDIS_REPLY_STRING) return {};
-    REQUIRE(r->len == 16);
-    double tokens = 0;
-    double stamp = 0;
-    std::memcpy(&tokens, r->str, 8);
-    std::memcpy(&stamp, r->str + 8, 8);
-    return BucketState{tokens, static_cast<std::int64_t>(stamp), true};
-  }
-
-  void store(const std::string& key, const BucketState& state) {
-    char packed[16];
-    const double stamp = static_cast<double>(state.timestamp_us);
-    std::memcpy(packed, &state.tokens, 8);
-    std::memcpy(packed + 8, &stamp, 8);
-    REQUIRE(command({"SET", key, std::string(packed, 16)})->type == REDIS_REPLY_STATUS);
-  }
-
-  long long pttl(const std::string& key) { return command({"PTTL", key})->integer; }
-
- private:
-  redisContext* ctx_;
-};
-
-bool have_redis() {
-  return std::filesystem::exists("/usr/bin/redis-server");
-}
-
-void load_script(Redis& redis) {
-  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kTokenBucketScript)});
-  REQUIRE(r->type == REDIS_REPLY_STRING);
-  REQUIRE(std::string(r->str, r->len) == script_sha1());
-}
-
-// A small deterministic generator (the same sequence on every run).
-struct Lcg {
-  std::uint64_t state = 0x2545f4914f6cdd1dULL;
-  std::uint32_t next(std::uint32_t bound) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<std::uint32_t>(state >> 33) % bound;
-  }
-};
-
-// Every field of one twin decision equals the script's, bit for bit.
-void check_equal(const RateDecision& script, const RateDecision& twin) {
-  REQUIRE(script.allowed == twin.allowed);
-  REQUIRE(script.limits.size() == twin.limits.size());
-  for (std::size_t i = 0; i < twin.limits.size(); ++i) {
-    CHECK(script.limits[i].sufficient == twin.limits[i].sufficient);
-    CHECK(script.limits[i].remaining == twin.limits[i].remaining);
-    CHECK(script.limits[i].seconds_to_cost == twin.limits[i].seconds_to_cost);
-    CHECK(script.limits[i].seconds_to_full == twin.limits[i].seconds_to_full);
-    CHECK(script.limits[i].leased == twin.limits[i].leased);
-  }
-}
-
-}  // namespace
+using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
 
 TEST_CASE("script: the Lua script decides exactly like the C++ twin",
           "[ratelimit][script][redis]") {
@@ -227,6 +64,12 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
     // Some buckets ask for a lease: none, fewer than half of what remains, or more.
     const double wants[] = {0, 0, 1, 2.5, 1000};
     for (auto& l : limits) l.lease_want = wants[rng.next(5)];
+    // Some are shadow, some may wait (be reserved) for a while.
+    const double max_waits[] = {0, 0, 0.05, 1, 100};
+    for (auto& l : limits) {
+      l.shadow = rng.next(4) == 0;
+      l.max_wait_seconds = max_waits[rng.next(5)];
+    }
     const double cost = costs[rng.next(4)];
     std::vector<BucketState> states;
     for (const auto& l : limits) states.push_back(twin[key_of(l)]);
@@ -235,19 +78,33 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
     const RateDecision script = redis.decide(limits, cost);
     const std::int64_t t1 = redis.time_us();
 
-    if (script.allowed) {
+    // The buckets an admitted request wrote: every enforced one, and each
+    // shadow one that held `cost`.
+    std::size_t written = limits.size();
+    for (std::size_t i = 0; i < limits.size() && written == limits.size(); ++i) {
+      if (!limits[i].shadow || script.limits[i].sufficient) written = i;
+    }
+    if (script.allowed && written == limits.size()) {
+      // Only short shadow buckets: admitted, nothing written.
+      for (std::size_t i = 0; i < limits.size(); ++i) {
+        CHECK_FALSE(script.limits[i].sufficient);
+        CHECK(redis.stored(key_of(limits[i])).exists == states[i].exists);
+      }
+    } else if (script.allowed) {
       ++allowed;
       // The stored timestamp is the script's TIME: decide the twin at that moment.
-      const std::int64_t now = redis.stored(key_of(limits[0])).timestamp_us;
+      const std::int64_t now = redis.stored(key_of(limits[written])).timestamp_us;
       REQUIRE(now >= t0);
       REQUIRE(now <= t1);
-      const RateDecision expected = sluice::decide_token_buckets(states, limits, cost, now);
+      const RateDecision expected = sluice::decide_limits(states, limits, cost, now);
       check_equal(script, expected);
       for (std::size_t i = 0; i < limits.size(); ++i) {
         twin[key_of(limits[i])] = states[i];
         const BucketState stored = redis.stored(key_of(limits[i]));
+        CHECK(stored.exists == states[i].exists);
         CHECK(stored.tokens == states[i].tokens);
         CHECK(stored.timestamp_us == states[i].timestamp_us);
+        if (limits[i].shadow && !script.limits[i].sufficient) continue;  // not written
         // Every key written expires after about capacity / rate.
         const long long ttl =
             sluice::bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
@@ -262,23 +119,10 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
       // each value lies between the twin's at t0 and at t1.
       std::vector<BucketState> at_t0 = states;
       std::vector<BucketState> at_t1 = states;
-      const RateDecision early = sluice::decide_token_buckets(at_t0, limits, cost, t0);
-      const RateDecision late = sluice::decide_token_buckets(at_t1, limits, cost, t1);
-      REQUIRE_FALSE(early.allowed);
+      const RateDecision early = sluice::decide_limits(at_t0, limits, cost, t0);
+      const RateDecision late = sluice::decide_limits(at_t1, limits, cost, t1);
+      check_denied_between(script, early, late);
       for (std::size_t i = 0; i < limits.size(); ++i) {
-        const auto& s = script.limits[i];
-        const auto& e = early.limits[i];
-        CHECK((s.sufficient || !e.sufficient));
-        CHECK(s.remaining >= e.remaining);
-        CHECK(s.seconds_to_cost <= e.seconds_to_cost);
-        CHECK(s.seconds_to_full <= e.seconds_to_full);
-        if (!late.allowed) {
-          const auto& l = late.limits[i];
-          CHECK((l.sufficient || !s.sufficient));
-          CHECK(s.remaining <= l.remaining);
-          CHECK(s.seconds_to_cost >= l.seconds_to_cost);
-          CHECK(s.seconds_to_full >= l.seconds_to_full);
-        }
         // A denial writes nothing.
         const BucketState stored = redis.stored(key_of(limits[i]));
         CHECK(stored.exists == states[i].exists);
@@ -320,7 +164,7 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     const RateDecision script = redis.decide(limits, 2);
     REQUIRE(script.allowed);
     const std::int64_t now = redis.stored(key_of(bucket("p", "p", 0, 0))).timestamp_us;
-    check_equal(script, sluice::decide_token_buckets(states, limits, 2, now));
+    check_equal(script, sluice::decide_limits(states, limits, 2, now));
     CHECK(script.limits[0].remaining == Approx(0.75).margin(0.01));
   }
   SECTION("a timestamp in the future: no refill, the later time is kept") {
@@ -367,6 +211,33 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     CHECK(script.limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
     CHECK(script.limits[0].seconds_to_full == std::numeric_limits<double>::infinity());
   }
+  SECTION("a short bucket within its max wait is reserved: below zero, with its wait") {
+    LimitDescriptor limit = bucket("w", "w", 2, 1e-3);
+    limit.max_wait_seconds = 1000;
+    const std::vector<LimitDescriptor> limits = with({limit});
+    REQUIRE(redis.decide(limits, 1.5).allowed);
+    const RateDecision script = redis.decide(limits, 1.5);
+    REQUIRE(script.allowed);
+    CHECK_FALSE(script.limits[0].sufficient);
+    CHECK(script.limits[0].wait_seconds == Approx(1000).margin(1));
+    CHECK(script.delay_seconds == script.limits[0].wait_seconds);
+    CHECK(script.limits[0].remaining == Approx(-1).margin(0.01));
+    CHECK(redis.stored(key_of(limit)).tokens == script.limits[0].remaining);
+    CHECK_FALSE(redis.decide(limits, 1.5).allowed);  // a wait beyond 1000 s
+  }
+  SECTION("a short shadow bucket admits and is not written") {
+    LimitDescriptor limit = bucket("s", "s", 1, 1e-3);
+    limit.shadow = true;
+    const std::vector<LimitDescriptor> limits = with({limit});
+    REQUIRE(redis.decide(limits, 1).allowed);
+    CHECK(redis.stored(key_of(limit)).tokens == 0);
+    const RateDecision script = redis.decide(limits, 1);
+    CHECK(script.allowed);
+    CHECK_FALSE(script.limits[0].sufficient);
+    CHECK(script.delay_seconds == 0);
+    CHECK(redis.stored(key_of(limit)).tokens == Approx(0).margin(0.01));
+    if (with_extra) CHECK(redis.stored(key_of(extra)).tokens == Approx(98).margin(0.01));
+  }
   SECTION("no keys: allowed") {
     Reply r = redis.command({"EVALSHA", script_sha1(), "0", "1"});
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
@@ -398,18 +269,7 @@ TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone
   const LimitDescriptor a = bucket("a", "x", 10, 1e-9);
   const LimitDescriptor b = bucket("b", "x", 5, 1e-9);
   auto refund = [&](const std::vector<LimitDescriptor>& limits, double tokens) {
-    std::vector<sluice::BucketRefund> refunds;
-    for (const auto& l : limits) refunds.push_back({l, tokens});
-    const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
-    std::vector<std::string> args = {"EVAL", std::string(sluice::kTokenBucketRefundScript),
-                                     std::to_string(keys.size())};
-    args.insert(args.end(), keys.begin(), keys.end());
-    const auto argv = kCodec.encode_refund_args(refunds);
-    args.insert(args.end(), argv.begin(), argv.end());
-    Reply r = redis.command(args);
-    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
-    REQUIRE(r->type == REDIS_REPLY_INTEGER);
-    return r->integer;
+    return redis.refund(limits, tokens);
   };
   SECTION("one bucket: debit 3 twice, refund 3: 7 tokens, and the expiry is renewed") {
     REQUIRE(redis.decide({a}, 3).allowed);

@@ -35,12 +35,12 @@ inline redis::Reply array_reply(std::vector<redis::Reply> elements) {
 }
 
 // The script's reply for one bucket: allowed, sufficient, and the raw doubles
-// remaining, seconds_to_cost (0 when allowed, else 1), seconds_to_full (1)
-// and leased.
+// remaining, seconds_to_cost (0 when allowed, else 1), seconds_to_full (1),
+// leased and wait (0).
 inline redis::Reply one_bucket_reply(bool allowed, double remaining, double leased = 0) {
   redis::Reply numbers;
   numbers.type = redis::Reply::Type::kString;
-  const double values[4] = {remaining, allowed ? 0.0 : 1.0, 1, leased};
+  const double values[5] = {remaining, allowed ? 0.0 : 1.0, 1, leased, 0};
   numbers.str.assign(reinterpret_cast<const char*>(values), sizeof values);
   redis::Reply r;
   r.type = redis::Reply::Type::kArray;

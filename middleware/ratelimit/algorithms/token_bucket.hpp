@@ -1,8 +1,9 @@
 // The token-bucket arithmetic of the rate-limit script, as a pure C++ twin
-// (time is passed in). decide_token_buckets() computes exactly what
-// token_bucket.lua computes inside Redis: same formulas, same
-// order of floating-point operations, same replies. It serves the unit tests
-// (with a manual clock) and the local fallback (local/fallback_store.hpp).
+// (time is passed in): the same formulas, in the same order of floating-point
+// operations, as the token-bucket parts of token_bucket.lua. decide_limits()
+// (limits.hpp) puts it together with the sliding window's into the whole
+// decision; it serves the unit tests (with a manual clock) and the local
+// fallback (local/fallback_store.hpp).
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,29 @@ namespace sluice {
 
 // The stored state of one bucket: what the script keeps in Redis as two
 // little-endian doubles (tokens, timestamp_us). A bucket that does not exist
-// starts full.
+// starts full. A sliding window (sliding_window.hpp) keeps its current count in
+// `tokens`, its window's index in `timestamp_us` and the previous window's
+// count in `previous`.
 struct BucketState {
   double tokens = 0;
   std::int64_t timestamp_us = 0;  // time of the last debit (server clock)
   bool exists = false;
+  double previous = 0;  // sliding window only
 };
+
+// A token bucket refilled to some moment, before any debit.
+struct Refilled {
+  double tokens = 0;
+  std::int64_t timestamp_us = 0;  // the later of that moment and the stored timestamp
+};
+
+// `state` refilled at `rate` per second to `now_us`, capped at `capacity` (no
+// refill when the clock went backwards; an absent bucket is full).
+Refilled refill_bucket(const BucketState& state, double capacity, double rate, std::int64_t now_us);
+
+// Seconds until `tokens` reach `cost`: 0 if they have, +infinity when cost >
+// capacity or nothing refills.
+double token_seconds_to_cost(double tokens, double capacity, double rate, double cost);
 
 // Expiry of a bucket written at a debit, in milliseconds: the time to refill an
 // empty bucket completely plus a margin, so idle buckets cost no memory. Capped
@@ -28,20 +46,6 @@ struct BucketState {
 inline constexpr std::int64_t kBucketTtlMarginMs = 1000;
 inline constexpr std::int64_t kMaxBucketTtlMs = 1'000'000'000'000;  // ~31 years
 std::int64_t bucket_ttl_ms(double capacity, double refill_per_second);
-
-// Decides every bucket of one request at `now_us`: each bucket is refilled
-// from the time elapsed since its timestamp (capped at its capacity; no refill
-// when the clock went backwards). If every bucket holds at least `cost`
-// tokens, all are debited and `states` updated (tokens, timestamp = the later
-// of now and the stored timestamp, exists = true); otherwise nothing changes.
-// An admitted request also takes each bucket's lease: floor((tokens - cost) / 2)
-// capped at its lease_want (LimitState::leased).
-// `states` and `limits` have the same size and order (extra entries ignored).
-// seconds_to_cost is +infinity when cost > capacity (it can never be met) or
-// when the refill rate is 0 and tokens are short.
-RateDecision decide_token_buckets(std::span<BucketState> states,
-                                  std::span<const LimitDescriptor> limits, double cost,
-                                  std::int64_t now_us);
 
 // Microseconds since the Unix epoch from the system clock.
 std::int64_t system_now_us();

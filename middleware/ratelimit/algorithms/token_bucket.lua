@@ -1,74 +1,144 @@
--- sluice: token buckets of one request
+-- sluice: the buckets of one request (token buckets and sliding windows)
 local n = #KEYS
 if n == 0 then return {1} end
 local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
--- A bucket is stored as two little-endian doubles: tokens, timestamp_us.
+-- Per key five doubles: kind (0 token bucket, 1 token bucket in shadow,
+-- 2 sliding window, 3 sliding window in shadow), capacity, refill per second
+-- (a sliding window: its window in seconds), lease want, max wait in seconds.
+-- A token bucket is stored as two little-endian doubles: tokens, timestamp_us.
 -- An admitted request takes `cost` from each bucket, and a lease of up to
 -- `want` more: whole tokens, at most half of what the bucket holds after cost.
+-- A bucket short of `cost` whose wait (cost - tokens) / refill is at most its
+-- max wait is debited all the same (below zero, no lease): a reservation.
+-- The one-key token bucket path below is the hot path.
 if n == 1 then
-  local cost, capacity, rate, want = unpack_d('<dddd', nums)
-  local t, ts = capacity, now
-  local v = call('MGET', KEYS[1])[1]
-  if v and #v == 16 then
-    local st, sts = unpack_d('<dd', v)
-    local elapsed = 0
-    if now > sts then elapsed = now - sts else ts = sts end
-    t = st + elapsed * rate / 1000000
-    if t > capacity then t = capacity end
-  end
-  local allowed, grant = 0, 0
-  if t >= cost then
-    if want > 0 then
-      grant = floor((t - cost) / 2)
-      if grant > want then grant = want end
+  local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', nums)
+  if kind == 0 then
+    local t, ts = capacity, now
+    local v = call('MGET', KEYS[1])[1]
+    if v and #v == 16 then
+      local st, sts = unpack_d('<dd', v)
+      local elapsed = 0
+      if now > sts then elapsed = now - sts else ts = sts end
+      t = st + elapsed * rate / 1000000
+      if t > capacity then t = capacity end
     end
-    allowed, t = 1, t - cost - grant
-    call('SET', KEYS[1], pack('<dd', t, ts), 'PX', ARGV[2])
+    local allowed, sufficient, grant, wait = 0, 0, 0, 0
+    if t >= cost then
+      allowed, sufficient = 1, 1
+      if want > 0 then
+        grant = floor((t - cost) / 2)
+        if grant > want then grant = want end
+      end
+    elseif max_wait > 0 and cost <= capacity then
+      wait = (cost - t) / rate
+      if wait > 0 and wait <= max_wait then allowed = 1 else wait = 0 end
+    end
+    if allowed == 1 then
+      t = t - cost - grant
+      call('SET', KEYS[1], pack('<dd', t, ts), 'PX', ARGV[2])
+    end
+    local to_cost, to_full = 0, 0
+    if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+    if t < capacity then to_full = (capacity - t) / rate end
+    return {allowed, sufficient, pack('<ddddd', t, to_cost, to_full, grant, wait)}
   end
-  local to_cost, to_full = 0, 0
-  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
-  if t < capacity then to_full = (capacity - t) / rate end
-  return {allowed, allowed, pack('<dddd', t, to_cost, to_full, grant)}
 end
 local cost = unpack_d('<d', nums)
--- The reply doubles as scratch space: until the second loop, slots 2i and
--- 2i+1 hold bucket i's refilled tokens and timestamp.
-local reply = {1, 0, 0, 0, 0}
+-- A sliding window is stored as three little-endian doubles: its window index
+-- floor(now_us / window_us), that window's count and the previous window's.
+-- Its estimate weighs the previous count by the part of the previous window
+-- still inside the sliding one; a request fits when estimate + cost <= capacity.
+-- Seconds until a request of `cost` fits (in this window as the previous
+-- count slides out, or in the next, where the current count becomes the
+-- previous one), for a window of W microseconds `e` microseconds in.
+local function window_to_cost(cur, prev, e, W, capacity)
+  if cost > capacity then return math.huge end
+  local room = capacity - cost
+  if prev * ((W - e) / W) + cur <= room then return 0 end
+  if cur <= room then return (W - W * (room - cur) / prev - e) / 1000000 end
+  return (W - e + (W - W * room / cur)) / 1000000
+end
+-- Per key i, scratch[6i-5 .. 6i]: its state before any debit (token bucket:
+-- tokens, timestamp; sliding window: current, previous, index, elapsed_us),
+-- whether it fits `cost` now, and its wait if it is reserved.
+local scratch = {}
+local allowed = 1
 local stored = call('MGET', unpack(KEYS))
 for i = 1, n do
-  local capacity, rate = unpack_d('<dd', nums, 24 * i - 15)
-  local t, ts = capacity, now
+  local kind, capacity, rate, _, max_wait = unpack_d('<ddddd', nums, 40 * i - 31)
   local v = stored[i]
-  if v and #v == 16 then
-    local st, sts = unpack_d('<dd', v)
-    local elapsed = 0
-    if now > sts then elapsed = now - sts else ts = sts end
-    t = st + elapsed * rate / 1000000
-    if t > capacity then t = capacity end
-  end
-  reply[2 * i], reply[2 * i + 1] = t, ts
-  if t < cost then reply[1] = 0 end
-end
--- Debit all or none; nothing is written on a denial.
-local allowed = reply[1]
-for i = 1, n do
-  local capacity, rate, want = unpack_d('<ddd', nums, 24 * i - 15)
-  local t = reply[2 * i]
-  local sufficient, grant = 0, 0
-  if t >= cost then sufficient = 1 end
-  if allowed == 1 then
-    if want > 0 then
-      grant = floor((t - cost) / 2)
-      if grant > want then grant = want end
+  local a, b, c, d, need = capacity, now, 0, 0, 0
+  if kind < 2 then
+    if v and #v == 16 then
+      local st, sts = unpack_d('<dd', v)
+      local elapsed = 0
+      if now > sts then elapsed = now - sts else b = sts end
+      a = st + elapsed * rate / 1000000
+      if a > capacity then a = capacity end
     end
-    t = t - cost - grant
-    call('SET', KEYS[i], pack('<dd', t, reply[2 * i + 1]), 'PX', ARGV[i + 1])
+    if a < cost and max_wait > 0 and cost <= capacity then need = (cost - a) / rate end
+  else
+    local W = rate * 1000000
+    c = floor(now / W)
+    d = now - c * W
+    a, b = 0, 0
+    if v and #v == 24 then
+      local sw, sc, sp = unpack_d('<ddd', v)
+      if sw == c then
+        a, b = sc, sp
+      elseif sw == c - 1 then
+        b = sc
+      elseif sw > c then
+        a, b, c, d = sc, sp, sw, 0
+      end
+    end
+    need = window_to_cost(a, b, d, W, capacity)
   end
-  local to_cost, to_full = 0, 0
-  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
-  if t < capacity then to_full = (capacity - t) / rate end
-  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<dddd', t, to_cost, to_full, grant)
+  local sufficient, wait = 0, 0
+  if need == 0 and (kind >= 2 or a >= cost) then
+    sufficient = 1
+  elseif kind == 0 or kind == 2 then
+    -- Enforced and short: reserved within its max wait, else the request is denied.
+    if need > 0 and need <= max_wait then wait = need else allowed = 0 end
+  end
+  local o = 6 * i - 6
+  scratch[o + 1], scratch[o + 2], scratch[o + 3], scratch[o + 4] = a, b, c, d
+  scratch[o + 5], scratch[o + 6] = sufficient, wait
+end
+-- Debit all or none; a shadow key only when it fit `cost`. Nothing is
+-- written on a denial.
+local reply = {allowed}
+for i = 1, n do
+  local kind, capacity, rate, want = unpack_d('<dddd', nums, 40 * i - 31)
+  local o = 6 * i - 6
+  local t, sufficient, wait = scratch[o + 1], scratch[o + 5], scratch[o + 6]
+  local debit = allowed == 1 and (kind == 0 or kind == 2 or sufficient == 1)
+  local grant, to_cost, to_full = 0, 0, 0
+  if allowed == 0 then wait = 0 end
+  if kind < 2 then
+    if debit then
+      if want > 0 and sufficient == 1 then
+        grant = floor((t - cost) / 2)
+        if grant > want then grant = want end
+      end
+      t = t - cost - grant
+      call('SET', KEYS[i], pack('<dd', t, scratch[o + 2]), 'PX', ARGV[i + 1])
+    end
+    if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+    if t < capacity then to_full = (capacity - t) / rate end
+  else
+    local W, prev, e = rate * 1000000, scratch[o + 2], scratch[o + 4]
+    if debit then
+      t = t + cost
+      call('SET', KEYS[i], pack('<ddd', scratch[o + 3], t, prev), 'PX', ARGV[i + 1])
+    end
+    to_cost = window_to_cost(t, prev, e, W, capacity)
+    if t > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
+    t = capacity - (prev * ((W - e) / W) + t)
+  end
+  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<ddddd', t, to_cost, to_full, grant, wait)
 end
 return reply

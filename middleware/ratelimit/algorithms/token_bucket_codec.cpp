@@ -1,10 +1,12 @@
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
 
 namespace sluice {
@@ -15,8 +17,9 @@ static_assert(std::endian::native == std::endian::little,
               "the script's numbers are little-endian doubles");
 static_assert(sizeof(double) == 8);
 
-// The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full, leased.
-constexpr std::size_t kReplyNumbersSize = 4 * sizeof(double);
+// The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full,
+// leased, wait.
+constexpr std::size_t kReplyNumbersSize = 5 * sizeof(double);
 
 void append_double(std::string& out, double value) {
   char bytes[sizeof(double)];
@@ -35,6 +38,24 @@ std::optional<bool> parse_flag(const ScriptReplyValue& value) {
   return value.integer == 1;
 }
 
+// A key's kind in the script: its algorithm, and whether it is shadow.
+double kind_of(const LimitDescriptor& limit) {
+  return (limit.algorithm == LimitAlgorithm::kSlidingWindow ? 2 : 0) + (limit.shadow ? 1 : 0);
+}
+
+// A key's third number: its refill per second, or its window in seconds.
+double rate_or_window(const LimitDescriptor& limit) {
+  return limit.algorithm == LimitAlgorithm::kSlidingWindow ? limit.window_seconds
+                                                           : limit.refill_per_second;
+}
+
+// The decimal PX of a key written by either script.
+std::string ttl_ms(const LimitDescriptor& limit) {
+  return std::to_string(limit.algorithm == LimitAlgorithm::kSlidingWindow
+                            ? window_ttl_ms(limit.window_seconds)
+                            : bucket_ttl_ms(limit.capacity, limit.refill_per_second));
+}
+
 }  // namespace
 
 std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDescriptor> limits,
@@ -42,13 +63,15 @@ std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDesc
   std::vector<std::string> args;
   args.reserve(1 + limits.size());
   std::string& numbers = args.emplace_back();
-  numbers.reserve(sizeof(double) * (1 + 3 * limits.size()));
+  numbers.reserve(sizeof(double) * (1 + 5 * limits.size()));
   append_double(numbers, cost);
   for (const LimitDescriptor& limit : limits) {
+    append_double(numbers, kind_of(limit));
     append_double(numbers, limit.capacity);
-    append_double(numbers, limit.refill_per_second);
+    append_double(numbers, rate_or_window(limit));
     append_double(numbers, limit.lease_want);
-    args.push_back(std::to_string(bucket_ttl_ms(limit.capacity, limit.refill_per_second)));
+    append_double(numbers, limit.max_wait_seconds);
+    args.push_back(ttl_ms(limit));
   }
   return args;
 }
@@ -58,13 +81,14 @@ std::vector<std::string> TokenBucketCodec::encode_refund_args(
   std::vector<std::string> args;
   args.reserve(1 + refunds.size());
   std::string& numbers = args.emplace_back();
-  numbers.reserve(sizeof(double) * 3 * refunds.size());
+  numbers.reserve(sizeof(double) * 4 * refunds.size());
   for (const BucketRefund& refund : refunds) {
     const LimitDescriptor& bucket = refund.bucket;
+    append_double(numbers, kind_of(bucket));
     append_double(numbers, refund.tokens);
     append_double(numbers, bucket.capacity);
-    append_double(numbers, bucket.refill_per_second);
-    args.push_back(std::to_string(bucket_ttl_ms(bucket.capacity, bucket.refill_per_second)));
+    append_double(numbers, rate_or_window(bucket));
+    args.push_back(ttl_ms(bucket));
   }
   return args;
 }
@@ -84,13 +108,19 @@ std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReply
       return std::nullopt;
     }
     const char* bytes = numbers.text.data();
-    const LimitState state{*sufficient, read_double(bytes), read_double(bytes + 8),
-                           read_double(bytes + 16), read_double(bytes + 24)};
+    const LimitState state{*sufficient,
+                           read_double(bytes),
+                           read_double(bytes + 8),
+                           read_double(bytes + 16),
+                           read_double(bytes + 24),
+                           read_double(bytes + 32)};
     if (std::isnan(state.remaining) || std::isnan(state.seconds_to_cost) ||
-        std::isnan(state.seconds_to_full) || !(state.leased >= 0)) {
+        std::isnan(state.seconds_to_full) || !(state.leased >= 0) || !(state.wait_seconds >= 0) ||
+        std::isinf(state.wait_seconds)) {
       return std::nullopt;
     }
     decision.limits[i] = state;
+    decision.delay_seconds = std::max(decision.delay_seconds, state.wait_seconds);
   }
   return decision;
 }

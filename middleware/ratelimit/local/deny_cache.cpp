@@ -3,6 +3,17 @@
 #include <algorithm>
 
 namespace sluice {
+namespace {
+
+bool is_window(const LimitDescriptor& bucket) {
+  return bucket.algorithm == LimitAlgorithm::kSlidingWindow;
+}
+
+double rate_or_window(const LimitDescriptor& bucket) {
+  return is_window(bucket) ? bucket.window_seconds : bucket.refill_per_second;
+}
+
+}  // namespace
 
 void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
                          const RateDecision& decision, std::int64_t asked_us) {
@@ -10,7 +21,7 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
   double wait_s = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const LimitState& s = decision.limits[i];
-    if (!s.sufficient) wait_s = std::max(wait_s, s.seconds_to_cost);
+    if (!s.sufficient && !buckets[i].shadow) wait_s = std::max(wait_s, s.seconds_to_cost);
   }
   if (!(wait_s > 0)) return;
   const double wait_us = std::min(wait_s * 1e6, static_cast<double>(kMaxEntryUs));
@@ -19,9 +30,11 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
     const double own_us = s.sufficient
                               ? wait_us
                               : std::min(s.seconds_to_cost * 1e6, wait_us);  // denied: its own wait
+    // A shadow bucket never denies: it is only known.
     put(buckets[i],
-        Entry{!s.sufficient, cost, s.remaining, buckets[i].capacity, buckets[i].refill_per_second,
-              asked_us, asked_us + static_cast<std::int64_t>(own_us)});
+        Entry{!s.sufficient && !buckets[i].shadow, cost, s.remaining, buckets[i].capacity,
+              rate_or_window(buckets[i]), s.seconds_to_cost, s.seconds_to_full, asked_us,
+              asked_us + static_cast<std::int64_t>(own_us)});
   }
 }
 
@@ -49,24 +62,42 @@ const DenyCache::Entry* DenyCache::find(const LimitDescriptor& bucket, std::int6
     return nullptr;
   }
   // Decided with other parameters (another plan): nothing is known.
-  if (bucket.capacity != e.capacity || bucket.refill_per_second != e.refill) return nullptr;
+  if (bucket.capacity != e.capacity || rate_or_window(bucket) != e.refill) return nullptr;
   return &e;
 }
 
 std::optional<LimitState> DenyCache::denied(const LimitDescriptor& bucket, double cost,
                                             std::int64_t now_us) {
+  // A bucket that may be reserved, or never denies: ask the store.
+  if (bucket.max_wait_seconds > 0 || bucket.shadow) return std::nullopt;
   const Entry* e = find(bucket, now_us);
   // A cheaper request may well pass: ask the store.
   if (e == nullptr || !e->denies || cost < e->cost) return std::nullopt;
-  const double tokens = refilled_tokens(bucket, e->remaining, now_us - e->asked_us);
-  return local_state(bucket, tokens, cost, false);
+  return state_at(bucket, *e, cost, now_us);
 }
 
 std::optional<LimitState> DenyCache::known(const LimitDescriptor& bucket, double cost,
                                            std::int64_t now_us) {
   const Entry* e = find(bucket, now_us);
   if (e == nullptr) return std::nullopt;
-  const double tokens = refilled_tokens(bucket, e->remaining, now_us - e->asked_us);
+  return state_at(bucket, *e, cost, now_us);
+}
+
+LimitState DenyCache::state_at(const LimitDescriptor& bucket, const Entry& e, double cost,
+                               std::int64_t now_us) {
+  if (is_window(bucket)) {
+    // The waits the store reported, less the time since (the count it
+    // reported is an upper bound).
+    const double elapsed_s =
+        static_cast<double>(std::max<std::int64_t>(now_us - e.asked_us, 0)) / 1e6;
+    LimitState state;
+    state.remaining = e.remaining;
+    state.seconds_to_cost = std::max(0.0, e.to_cost - elapsed_s);
+    state.seconds_to_full = std::max(0.0, e.to_full - elapsed_s);
+    state.sufficient = !(state.seconds_to_cost > 0);
+    return state;
+  }
+  const double tokens = refilled_tokens(bucket, e.remaining, now_us - e.asked_us);
   return local_state(bucket, tokens, cost, tokens >= cost);
 }
 

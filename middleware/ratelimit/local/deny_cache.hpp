@@ -1,7 +1,8 @@
 // The denial cache: buckets the store (Redis) recently reported short of
 // tokens, so that a worker denies their next requests without asking again.
 //
-// Exact for the token bucket: a bucket gains tokens only by refilling, so one
+// Exact for the token bucket (and for the sliding window, whose estimate
+// also only falls with time): a bucket gains tokens only by refilling, so one
 // that needed `seconds_to_cost` more seconds to hold `cost` tokens when it was
 // asked still lacks them, for that cost or any higher one, until those seconds
 // have passed, whatever other instances do (they can only take tokens). An
@@ -10,6 +11,9 @@
 // lives at most kMaxEntryUs. Only a refund (a lease given back, a cross-slot
 // request undone), a reload that changes a limit or an admin reset can give a
 // bucket tokens sooner: whoever sees those clears the cache.
+//
+// A bucket with a max wait is never denied here (the store may reserve its
+// tokens), nor a shadow bucket (its shortage never denies a request).
 //
 // One per worker, used on its executor only; bounded by `max_entries` (a full
 // cache drops its expired entries, at most every 100 ms, and otherwise
@@ -58,7 +62,9 @@ class DenyCache {
     double cost = 0;       // the cost that was denied
     double remaining = 0;  // tokens the store reported
     double capacity = 0;   // the parameters it was decided with
-    double refill = 0;
+    double refill = 0;     // refill per second, or a sliding window's length
+    double to_cost = 0;    // seconds_to_cost and seconds_to_full the store reported
+    double to_full = 0;
     std::int64_t asked_us = 0;
     std::int64_t until_us = 0;  // denied until then
   };
@@ -67,6 +73,9 @@ class DenyCache {
   // The live entry of a bucket decided with these parameters.
   const Entry* find(const LimitDescriptor& bucket, std::int64_t now_us);
   void purge_expired(std::int64_t now_us);
+  // The entry's bucket as of `now_us`.
+  static LimitState state_at(const LimitDescriptor& bucket, const Entry& e, double cost,
+                             std::int64_t now_us);
 
   std::size_t max_entries_;
   std::unordered_map<BucketKey, Entry, BucketKeyHash> entries_;

@@ -7,6 +7,32 @@
 
 namespace sluice {
 
+namespace {
+
+// A sliding window whose counts have both slid out, or a token bucket that
+// has refilled to its share: as good as absent.
+bool is_spent(const BucketState& st, double capacity, double refill, double window_seconds,
+              std::int64_t now) {
+  if (window_seconds > 0) {
+    const WindowCounts counts = window_counts(st, window_seconds, now);
+    return counts.current == 0 && counts.previous == 0;
+  }
+  const double elapsed_s =
+      static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
+  return st.tokens + elapsed_s * refill >= capacity;
+}
+
+// A window's length, or 0 for a token bucket.
+double window_of(const LimitDescriptor& d) {
+  return d.algorithm == LimitAlgorithm::kSlidingWindow ? d.window_seconds : 0;
+}
+
+}  // namespace
+
+bool FallbackStore::refilled_to_share(const Entry& e, std::int64_t now) {
+  return is_spent(e.state, e.capacity, e.refill, e.window, now);
+}
+
 FallbackStore::FallbackStore(std::size_t max_buckets, Clock now_us)
     : now_us_(std::move(now_us)), max_buckets_(std::max<std::size_t>(max_buckets, 1)) {}
 
@@ -49,7 +75,7 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
     states[i] = held[i]->state;
   }
   last_decided_us_ = now_us_();
-  RateDecision decision = decide_token_buckets(states, shares, cost, last_decided_us_);
+  RateDecision decision = decide_limits(states, shares, cost, last_decided_us_);
   decision.local = LocalDecision::kFallback;
   if (!decision.allowed) return decision;
   for (std::size_t i = 0; i < shares.size(); ++i) {
@@ -57,6 +83,7 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
       held[i]->state = states[i];
       held[i]->capacity = shares[i].capacity;
       held[i]->refill = shares[i].refill_per_second;
+      held[i]->window = window_of(shares[i]);
       continue;
     }
     // A bucket named twice in one request is inserted once.
@@ -68,6 +95,7 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
     it->second->state = states[i];
     it->second->capacity = shares[i].capacity;
     it->second->refill = shares[i].refill_per_second;
+    it->second->window = window_of(shares[i]);
   }
   evict_over_bound();
   used_.store(true, std::memory_order_release);
@@ -99,10 +127,7 @@ void FallbackStore::forget(std::span<const LimitDescriptor> buckets) {
   const std::int64_t now = now_us_();
   if (now - last_decided_us_ >= kQuietUs) {
     for (auto it = lru_.begin(); it != lru_.end();) {
-      const BucketState& st = it->state;
-      const double elapsed_s =
-          static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
-      if (st.tokens + elapsed_s * it->refill >= it->capacity) {
+      if (refilled_to_share(*it, now)) {
         index_.erase(it->name);
         it = lru_.erase(it);
       } else {

@@ -1,8 +1,9 @@
-// The local fallback: token buckets held in this process, deciding a request
+// The local fallback: token buckets and sliding windows held in this process, deciding a request
 // while Redis cannot (on_redis_failure: local). Each bucket enforces this
-// instance's share of its limit, capacity / N and refill / N, N being the
+// instance's share of its limit, capacity / N and refill / N (a window keeps
+// its length), N being the
 // fleet size, with the same arithmetic as the Redis script (the twin
-// decide_token_buckets), so the N instances together admit at most what one
+// decide_limits), so the N instances together admit at most what one
 // Redis bucket would, plus each instance's starting share.
 //
 // One store per process, shared by the workers: every call is synchronous and
@@ -22,7 +23,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
@@ -73,10 +74,12 @@ class FallbackStore {
     BucketState state;
     double capacity = 0;  // the share it was decided at
     double refill = 0;
+    double window = 0;  // a sliding window's length in seconds (0: a token bucket)
   };
   using Lru = std::list<Entry>;  // most recently used first
 
   void evict_over_bound();
+  static bool refilled_to_share(const Entry& e, std::int64_t now);
   void forget(std::span<const LimitDescriptor> buckets);
 
   Clock now_us_;

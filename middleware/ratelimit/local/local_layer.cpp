@@ -163,6 +163,7 @@ void LocalLayer::on_leased_answer(const LeasedCall& call,
   const std::int64_t now = now_us_();
   RateDecision full;
   full.allowed = decision.allowed;
+  full.delay_seconds = decision.delay_seconds;
   full.limits.resize(descriptors.size());
   for (std::size_t j = 0; j < call.positions.size(); ++j) {
     full.limits[call.positions[j]] = decision.limits[j];

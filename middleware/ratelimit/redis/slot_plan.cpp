@@ -8,13 +8,24 @@
 namespace sluice {
 namespace {
 
+// Whether a part that admitted the request debited this bucket: every
+// enforced bucket (sufficient or reserved), a shadow one only if sufficient.
+bool debited(const LimitState& state, const LimitDescriptor& descriptor) {
+  return !descriptor.shadow || state.sufficient;
+}
+
 // A bucket's state once `cost` and its lease are given back: as if the
 // request had never been taken from it.
-LimitState refunded(const LimitState& debited, const LimitDescriptor& descriptor, double cost) {
-  LimitState state = debited;
-  state.remaining = std::min(descriptor.capacity, debited.remaining + cost + debited.leased);
+LimitState refunded(const LimitState& debited_state, const LimitDescriptor& descriptor,
+                    double cost) {
+  if (!debited(debited_state, descriptor)) return debited_state;
+  LimitState state = debited_state;
+  state.remaining =
+      std::min(descriptor.capacity, debited_state.remaining + cost + debited_state.leased);
   state.leased = 0;
-  state.seconds_to_cost = 0;  // it had enough for this request
+  state.wait_seconds = 0;
+  if (debited_state.sufficient) state.seconds_to_cost = 0;  // it had enough for this request
+  if (descriptor.algorithm == LimitAlgorithm::kSlidingWindow) return state;
   const double missing = descriptor.capacity - state.remaining;
   state.seconds_to_full = missing <= 0 ? 0
                           : descriptor.refill_per_second > 0
@@ -72,6 +83,12 @@ CombinedDecision combine_parts(std::span<const SlotGroup> groups,
   }
   out.decision.allowed = allowed;
   out.decision.limits.resize(descriptors.size());
+  for (const PartOutcome& part : parts) {
+    if (allowed) {
+      out.decision.delay_seconds =
+          std::max(out.decision.delay_seconds, part.decision.delay_seconds);
+    }
+  }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const PartOutcome& part = parts[g];
     if (part.error) {
@@ -98,7 +115,9 @@ std::vector<BucketRefund> part_refunds(const SlotGroup& group, const PartOutcome
   std::vector<BucketRefund> out;
   const auto& indexes = group.indexes;
   for (std::size_t k = 0; k < indexes.size() && k < part.decision.limits.size(); ++k) {
-    out.push_back(BucketRefund{descriptors[indexes[k]], cost + part.decision.limits[k].leased});
+    const LimitState& state = part.decision.limits[k];
+    const LimitDescriptor& descriptor = descriptors[indexes[k]];
+    if (debited(state, descriptor)) out.push_back(BucketRefund{descriptor, cost + state.leased});
   }
   return out;
 }

@@ -44,13 +44,15 @@ struct CombinedDecision {
 
 // Combines the parts: denied when any part denied (the others' debits are
 // refunded, and their states reported as they are once refunded); else a
-// failure when any part failed (the debits made are refunded); else allowed.
+// failure when any part failed (the debits made are refunded); else allowed,
+// after the longest wait of its parts. Shadow buckets never make a part deny.
 CombinedDecision combine_parts(std::span<const SlotGroup> groups,
                                std::span<const PartOutcome> parts,
                                std::span<const LimitDescriptor> descriptors, double cost);
 
 // What a part that debited gives back for a request that is not admitted:
-// `cost` and the lease it granted, per bucket of its group.
+// `cost` and the lease it granted, per bucket of its group that it debited
+// (every enforced bucket, reserved ones too; a shadow bucket only if it held `cost`).
 std::vector<BucketRefund> part_refunds(const SlotGroup& group, const PartOutcome& part,
                                        std::span<const LimitDescriptor> descriptors, double cost);
 

@@ -178,6 +178,27 @@ const std::vector<BadFixture> kBadFixtures = {
     {"merge_key.yaml",
      {"10: limits.per_path: YAML merge keys (\"<<\") are not supported: write the keys out (an "
       "alias of a whole value, \"key: *anchor\", works)"}},
+    // Limit algorithms: each takes its own keys only.
+    {"bad_algorithm.yaml",
+     {"5: limits.per_minute.algorithm: unknown algorithm \"leaky_bucket\" (expected "
+      "token_bucket or sliding_window)",
+      "8: limits.per_minute.shadow: expected true or false, got \"maybe\""}},
+    {"sliding_window_missing_window.yaml",
+     {"3: limits.per_minute: missing required key \"window_ms\""}},
+    {"sliding_window_zero_window.yaml",
+     {"7: limits.per_minute.window_ms: must be greater than 0, got 0",
+      "9: limits.per_minute.plans.free.window_ms: must be greater than 0, got -5"}},
+    {"sliding_window_with_refill.yaml",
+     {"8: limits.per_minute.refill_per_second: is not used by algorithm sliding_window (it "
+      "admits capacity per window_ms)",
+      "10: limits.per_minute.plans.free.refill_per_second: is not used by algorithm "
+      "sliding_window (it admits capacity per window_ms)"}},
+    {"token_bucket_with_window.yaml",
+     {"7: limits.per_ip.window_ms: needs algorithm: sliding_window",
+      "9: limits.per_ip.plans.free.window_ms: needs algorithm: sliding_window"}},
+    {"sliding_window_lease.yaml",
+     {"8: limits.per_minute.lease_tokens: needs algorithm: token_bucket (leases are taken from "
+      "token buckets only)"}},
     // Read with the process environment, where none of these variables is set.
     {"env_not_set.yaml",
      {"3: upstreams.app.servers[0]: environment variable SLUICE_FIXTURE_NEVER_SET_UPSTREAM is "

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/headers.hpp"
 
 namespace {
@@ -29,7 +29,7 @@ std::string header(const Headers& headers, const std::string& name) {
 TEST_CASE("headers: the spec example, first request", "[ratelimit][headers]") {
   // Decided by the twin: two fresh buckets, cost 1.
   std::vector<sluice::BucketState> states(2);
-  const RateDecision d = sluice::decide_token_buckets(states, kSpecLimits, 1, 0);
+  const RateDecision d = sluice::decide_limits(states, kSpecLimits, 1, 0);
   REQUIRE(d.allowed);
   const Headers h = sluice::rate_limit_headers(kSpecLimits, 1, d);
   const Headers expected = {
@@ -107,7 +107,7 @@ TEST_CASE("headers: the spec's 429 example values", "[ratelimit][headers]") {
   const std::vector<LimitDescriptor> limits = {{"per_key", "k", 50, 10}};
   std::vector<sluice::BucketState> states = {{0, 0, true}};
   // Bucket empty, cost 15: 1.5 s until 15 tokens.
-  const RateDecision d = sluice::decide_token_buckets(states, limits, 15, 0);
+  const RateDecision d = sluice::decide_limits(states, limits, 15, 0);
   REQUIRE_FALSE(d.allowed);
   const Headers h = sluice::rate_limit_headers(limits, 15, d);
   CHECK(header(h, "Retry-After") == "2");
@@ -172,4 +172,31 @@ TEST_CASE("headers: the fail-closed 503 body", "[ratelimit][headers]") {
         R"({"type":"about:blank","title":"Service Unavailable","status":503,)"
         R"("detail":"rate limiter unavailable"})");
   CHECK(sluice::kProblemJsonContentType == "application/problem+json");
+}
+
+TEST_CASE("headers: a sliding window: its capacity, its window, the wait for it to slide",
+          "[ratelimit][headers][sliding_window]") {
+  LimitDescriptor per_minute{"per_minute", "k", 100, 0};
+  per_minute.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
+  per_minute.window_seconds = 60;
+  const std::vector<LimitDescriptor> limits = {per_minute};
+  // Decided by the twin 20 s into a window, the previous one having counted 100.
+  constexpr std::int64_t kWindow = 60'000'000;
+  std::vector<sluice::BucketState> states = {{0, 1000, true, 100}};
+  const RateDecision d = sluice::decide_limits(states, limits, 40, 1000 * kWindow + kWindow / 3);
+  REQUIRE_FALSE(d.allowed);  // estimate 66.7 + 40 > 100
+  const Headers h = sluice::rate_limit_headers(limits, 40, d);
+  CHECK(header(h, "X-RateLimit-Limit") == "100");
+  CHECK(header(h, "X-RateLimit-Remaining") == "33");
+  CHECK(header(h, "RateLimit-Policy") == R"("per_minute";q=100;w=60)");
+  // Room for 40 once the previous 100 weigh 60: 24 s into the window, 4 s from now.
+  CHECK(header(h, "RateLimit") == R"("per_minute";r=33;t=4)");
+  CHECK(header(h, "Retry-After") == "4");
+  CHECK(header(h, "X-RateLimit-Reset") == "40");
+
+  // Over capacity after a reservation: the remaining count shows 0, never negative.
+  RateDecision over;
+  over.allowed = true;
+  over.limits = {{false, -3, 5, 70}};
+  CHECK(header(sluice::rate_limit_headers(limits, 1, over), "X-RateLimit-Remaining") == "0");
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 
 namespace {
@@ -168,11 +168,11 @@ TEST_CASE("token bucket: all or nothing over several buckets", "[ratelimit][toke
   // The pure function leaves the states untouched on a denial.
   std::vector<BucketState> states = {{5, 0, true}, {0.5, 0, true}};
   const std::vector<LimitDescriptor> limits = {limit("x", 5, 1), limit("y", 5, 1)};
-  d = sluice::decide_token_buckets(states, limits, 1, 0);
+  d = sluice::decide_limits(states, limits, 1, 0);
   CHECK_FALSE(d.allowed);
   CHECK(states[0].tokens == 5);
   CHECK(states[1].tokens == 0.5);
-  d = sluice::decide_token_buckets(states, limits, 0.5, 0);
+  d = sluice::decide_limits(states, limits, 0.5, 0);
   CHECK(d.allowed);
   CHECK(states[0].tokens == 4.5);
   CHECK(states[1].tokens == 0);
@@ -182,13 +182,13 @@ TEST_CASE("token bucket: a clock going backwards gives no refill", "[ratelimit][
   const std::vector<LimitDescriptor> limits = {limit("a", 10, 1)};
   std::vector<BucketState> states = {{4, 100 * kSecond, true}};
 
-  RateDecision d = sluice::decide_token_buckets(states, limits, 1, 90 * kSecond);
+  RateDecision d = sluice::decide_limits(states, limits, 1, 90 * kSecond);
   CHECK(d.allowed);
   CHECK(d.limits[0].remaining == 3);
   // The later timestamp is kept, so the 10 s are not refilled twice.
   CHECK(states[0].timestamp_us == 100 * kSecond);
 
-  d = sluice::decide_token_buckets(states, limits, 1, 101 * kSecond);
+  d = sluice::decide_limits(states, limits, 1, 101 * kSecond);
   CHECK(d.limits[0].remaining == 3);  // 3 + 1 refilled - 1
   CHECK(states[0].timestamp_us == 101 * kSecond);
 }
@@ -196,19 +196,19 @@ TEST_CASE("token bucket: a clock going backwards gives no refill", "[ratelimit][
 TEST_CASE("token bucket: seconds_to_full and seconds_to_cost", "[ratelimit][token_bucket]") {
   const std::vector<LimitDescriptor> limits = {limit("a", 50, 10)};
   std::vector<BucketState> states = {BucketState{}};
-  RateDecision d = sluice::decide_token_buckets(states, limits, 1, 0);
+  RateDecision d = sluice::decide_limits(states, limits, 1, 0);
   CHECK(d.limits[0].remaining == 49);
   CHECK(d.limits[0].seconds_to_cost == 0);
   CHECK(d.limits[0].seconds_to_full == Approx(0.1));
 
   states[0] = {0.25, 0, true};
-  d = sluice::decide_token_buckets(states, limits, 2, 0);
+  d = sluice::decide_limits(states, limits, 2, 0);
   CHECK_FALSE(d.allowed);
   CHECK(d.limits[0].seconds_to_cost == Approx(0.175));
   CHECK(d.limits[0].seconds_to_full == Approx(4.975));
 
   states[0] = {50, 0, true};
-  d = sluice::decide_token_buckets(states, limits, 0, 5 * kSecond);
+  d = sluice::decide_limits(states, limits, 0, 5 * kSecond);
   CHECK(d.allowed);
   CHECK(d.limits[0].seconds_to_full == 0);  // full, cost 0
 }

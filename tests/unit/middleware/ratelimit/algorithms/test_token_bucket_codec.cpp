@@ -45,7 +45,7 @@ std::string raw_doubles(std::initializer_list<double> values) {
 TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::string numbers = raw_doubles({0.5, kInf, 1.25, 0});
+  std::string numbers = raw_doubles({0.5, kInf, 1.25, 0, 0});
   std::vector<ScriptReplyValue> values = {{false, 0, {}}, {false, 0, {}}, {true, 0, numbers}};
   auto d = kCodec.decode(values, 1);
   REQUIRE(d);
@@ -57,21 +57,35 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK_FALSE(kCodec.decode(values, 2));
   CHECK_FALSE(kCodec.decode(values, 0));
 
-  const std::string short_numbers = numbers.substr(0, 24);
+  const std::string short_numbers = numbers.substr(0, 32);
   values[2].text = short_numbers;
   CHECK_FALSE(kCodec.decode(values, 1));
-  const std::string nan_numbers = raw_doubles({std::nan(""), 0, 0, 0});
+  const std::string nan_numbers = raw_doubles({std::nan(""), 0, 0, 0, 0});
   values[2].text = nan_numbers;
   CHECK_FALSE(kCodec.decode(values, 1));
-  const std::string negative_lease = raw_doubles({1, 0, 0, -1});
+  const std::string negative_lease = raw_doubles({1, 0, 0, -1, 0});
   values[2].text = negative_lease;
   CHECK_FALSE(kCodec.decode(values, 1));
-  const std::string leased = raw_doubles({7, 0, 1, 12});
+  const std::string negative_wait = raw_doubles({1, 0, 0, 0, -1});
+  values[2].text = negative_wait;
+  CHECK_FALSE(kCodec.decode(values, 1));
+  const std::string endless_wait = raw_doubles({1, 0, 0, 0, kInf});
+  values[2].text = endless_wait;
+  CHECK_FALSE(kCodec.decode(values, 1));
+  const std::string leased = raw_doubles({7, 0, 1, 12, 0});
   values[2].text = leased;
   d = kCodec.decode(values, 1);
   REQUIRE(d);
   CHECK(d->limits[0].leased == 12);
   CHECK(d->limits[0].remaining == 7);
+  CHECK(d->delay_seconds == 0);
+  const std::string waiting = raw_doubles({-1, 1.5, 2, 0, 0.25});
+  values[2].text = waiting;
+  d = kCodec.decode(values, 1);
+  REQUIRE(d);
+  CHECK(d->limits[0].wait_seconds == 0.25);
+  CHECK(d->delay_seconds == 0.25);
+  values[2].text = leased;
   values[2] = {false, 1, {}};  // an integer where the numbers belong
   CHECK_FALSE(kCodec.decode(values, 1));
   values[2] = {true, 0, numbers};
@@ -94,9 +108,11 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
 
   std::vector<LimitDescriptor> limits = {bucket("a", "a", 50, 0.1), bucket("b", "b", 3, 1.0 / 3)};
   limits[1].lease_want = 20;
+  limits[1].max_wait_seconds = 0.25;
+  limits[0].shadow = true;
   const auto args = kCodec.encode_args(limits, 1.5);
   REQUIRE(args.size() == 3);
-  CHECK(args[0] == raw_doubles({1.5, 50, 0.1, 0, 3, 1.0 / 3, 20}));
+  CHECK(args[0] == raw_doubles({1.5, 1, 50, 0.1, 0, 0, 0, 3, 1.0 / 3, 20, 0.25}));
   CHECK(args[1] == "501000");
   CHECK(args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
   CHECK(kCodec.encode_args({}, 2) == std::vector<std::string>{raw_doubles({2})});
@@ -104,7 +120,7 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   const std::vector<sluice::BucketRefund> refunds = {{limits[0], 4}, {limits[1], 0.5}};
   const auto refund_args = kCodec.encode_refund_args(refunds);
   REQUIRE(refund_args.size() == 3);
-  CHECK(refund_args[0] == raw_doubles({4, 50, 0.1, 0.5, 3, 1.0 / 3}));
+  CHECK(refund_args[0] == raw_doubles({1, 4, 50, 0.1, 0, 0.5, 3, 1.0 / 3}));
   CHECK(refund_args[1] == "501000");
   CHECK(refund_args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
   CHECK(script_sha1().size() == 40);
@@ -130,5 +146,5 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") 
     CHECK((command == "TIME" || command == "MGET" || command == "SET"));
     ++calls;
   }
-  CHECK(calls == 5);  // TIME; MGET, SET (one limit); MGET, SET (several)
+  CHECK(calls == 6);  // TIME; MGET, SET (one token bucket); MGET, SET, SET (any other)
 }

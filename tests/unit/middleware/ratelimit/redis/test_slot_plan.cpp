@@ -115,3 +115,48 @@ TEST_CASE("slot plan: a part fails: no admission, the debits made are refunded",
     CHECK(c.refunds.empty());
   }
 }
+
+TEST_CASE(
+    "slot plan: shadow and reserved buckets: the verdict ignores shadow, refunds follow debits",
+    "[ratelimit][cluster][policies]") {
+  ThreeBuckets b;
+  b.descriptors[2].shadow = true;         // per_key_burst: shadow, in the first part
+  b.descriptors[0].max_wait_seconds = 2;  // per_key: may be reserved
+  SECTION("a reserved and a short shadow bucket admit; the longest wait is the delay") {
+    std::vector<PartOutcome> parts{
+        {{}, part(true, {{false, -0.5, 1.5, 10.5, 0, 1.5}, {false, 0.5, 0.1, 0.9}})},
+        {{}, part(true, {{true, 99, 0, 0.1}})},
+    };
+    parts[0].decision.delay_seconds = 1.5;
+    const auto c = combine_parts(b.groups, parts, b.descriptors, 1);
+    CHECK(c.decision.allowed);
+    CHECK(c.decision.delay_seconds == 1.5);
+    CHECK(c.refunds.empty());
+  }
+  SECTION("a denial elsewhere refunds the reserved bucket, not the short shadow one") {
+    const std::vector<PartOutcome> parts{
+        {{}, part(true, {{false, -0.5, 1.5, 10.5, 0, 1.5}, {false, 0.5, 0.1, 0.9}})},
+        {{}, part(false, {{false, 0.25, 0.075, 9.975}})},
+    };
+    const auto c = combine_parts(b.groups, parts, b.descriptors, 1);
+    CHECK_FALSE(c.decision.allowed);
+    CHECK(c.decision.delay_seconds == 0);
+    REQUIRE(c.refunds == std::vector<std::size_t>{0});
+    const auto refunds = part_refunds(b.groups[0], parts[0], b.descriptors, 1);
+    REQUIRE(refunds.size() == 1);
+    CHECK(refunds[0].bucket.limit == "per_key");
+    CHECK(refunds[0].tokens == 1);
+    CHECK(c.decision.limits[0].remaining == 0.5);
+    CHECK(c.decision.limits[0].wait_seconds == 0);
+    CHECK(c.decision.limits[2].remaining == 0.5);  // not debited, reported as it was
+  }
+  SECTION("a shadow bucket that was debited is refunded too") {
+    const std::vector<PartOutcome> parts{
+        {{}, part(true, {{true, 3, 0, 7}, {true, 2, 0, 0.6}})},
+        {{}, part(false, {{false, 0.25, 0.075, 9.975}})},
+    };
+    const auto refunds = part_refunds(b.groups[0], parts[0], b.descriptors, 1);
+    REQUIRE(refunds.size() == 2);
+    CHECK(refunds[1].bucket.limit == "per_key_burst");
+  }
+}

@@ -1,0 +1,120 @@
+#include "middleware/ratelimit/algorithms/limits.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+// One bucket before any debit: a token bucket's refilled tokens, or a
+// window's counts; and whether it fits `cost` now, or else its wait.
+struct Loaded {
+  Refilled bucket;
+  WindowCounts window;
+  bool sufficient = false;
+  double need = 0;  // seconds until it fits, when it may be reserved
+};
+
+bool is_window(const LimitDescriptor& limit) {
+  return limit.algorithm == LimitAlgorithm::kSlidingWindow;
+}
+
+Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
+            std::int64_t now_us) {
+  Loaded l;
+  if (is_window(limit)) {
+    l.window = window_counts(state, limit.window_seconds, now_us);
+    l.need = window_seconds_to_cost(l.window, limit.capacity, cost);
+    l.sufficient = l.need == 0;
+    return l;
+  }
+  l.bucket = refill_bucket(state, limit.capacity, limit.refill_per_second, now_us);
+  const double tokens = l.bucket.tokens;
+  if (tokens < cost && limit.max_wait_seconds > 0 && cost <= limit.capacity) {
+    l.need = (cost - tokens) / limit.refill_per_second;
+  }
+  l.sufficient = l.need == 0 && tokens >= cost;
+  return l;
+}
+
+// Debits a token bucket (with its lease when it fit) if `debit`, and reports it.
+LimitState settle_bucket(const Loaded& l, const LimitDescriptor& limit, double cost, bool debit,
+                         BucketState& state) {
+  LimitState out;
+  double tokens = l.bucket.tokens;
+  if (debit) {
+    double grant = 0;
+    if (limit.lease_want > 0 && l.sufficient) {
+      grant = std::floor((tokens - cost) / 2);
+      if (grant > limit.lease_want) grant = limit.lease_want;
+    }
+    tokens = tokens - cost - grant;
+    out.leased = grant;
+    state = BucketState{tokens, l.bucket.timestamp_us, true};
+  }
+  const double capacity = limit.capacity;
+  const double rate = limit.refill_per_second;
+  out.remaining = tokens;
+  out.seconds_to_cost = token_seconds_to_cost(tokens, capacity, rate, cost);
+  out.seconds_to_full = tokens < capacity ? (capacity - tokens) / rate : 0;
+  return out;
+}
+
+// Counts `cost` in a window's current count if `debit`, and reports it.
+LimitState settle_window(const Loaded& l, const LimitDescriptor& limit, double cost, bool debit,
+                         BucketState& state) {
+  WindowCounts counts = l.window;
+  if (debit) {
+    counts.current = counts.current + cost;
+    state =
+        BucketState{counts.current, static_cast<std::int64_t>(counts.index), true, counts.previous};
+  }
+  LimitState out;
+  out.seconds_to_cost = window_seconds_to_cost(counts, limit.capacity, cost);
+  out.seconds_to_full = window_seconds_to_full(counts);
+  out.remaining = limit.capacity - window_estimate(counts);
+  return out;
+}
+
+}  // namespace
+
+RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitDescriptor> limits,
+                           double cost, std::int64_t now_us) {
+  const std::size_t n = std::min(states.size(), limits.size());
+  RateDecision decision;
+  decision.allowed = true;
+  decision.limits.resize(n);
+
+  // Load every bucket. The request passes only if each enforced bucket fits
+  // `cost` or can be reserved within its max wait.
+  std::vector<Loaded> loaded(n);
+  std::vector<double> waits(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    loaded[i] = load(states[i], limits[i], cost, now_us);
+    if (loaded[i].sufficient || limits[i].shadow) continue;
+    const double need = loaded[i].need;
+    if (need > 0 && need <= limits[i].max_wait_seconds) {
+      waits[i] = need;
+    } else {
+      decision.allowed = false;
+    }
+  }
+
+  // Debit all or none (a shadow bucket only when it fit), and report each
+  // bucket as the script does.
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool debit = decision.allowed && (!limits[i].shadow || loaded[i].sufficient);
+    LimitState& out = decision.limits[i];
+    out = is_window(limits[i]) ? settle_window(loaded[i], limits[i], cost, debit, states[i])
+                               : settle_bucket(loaded[i], limits[i], cost, debit, states[i]);
+    out.sufficient = loaded[i].sufficient;
+    if (decision.allowed) {
+      out.wait_seconds = waits[i];
+      decision.delay_seconds = std::max(decision.delay_seconds, waits[i]);
+    }
+  }
+  return decision;
+}
+
+}  // namespace sluice

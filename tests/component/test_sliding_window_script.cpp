@@ -1,0 +1,137 @@
+// Component test: sliding windows in the rate-limit script on a real
+// redis-server against the C++ twin, mixed with token buckets, over several
+// windows. Every request also carries a roomy token bucket, the clock: when
+// the request is admitted its stored timestamp is the script's TIME, so the
+// twin is decided at that very moment and checked bit for bit; a denial is
+// checked against the twin at the TIME before and after the call.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/redis_server_fixture.hpp"
+#include "support/script_redis.hpp"
+
+using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
+
+namespace {
+
+LimitDescriptor window(std::string limit, double capacity, double seconds) {
+  LimitDescriptor d = bucket(std::move(limit), "w", capacity, 0);
+  d.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
+  d.window_seconds = seconds;
+  return d;
+}
+
+bool is_window(const LimitDescriptor& d) {
+  return d.algorithm == sluice::LimitAlgorithm::kSlidingWindow;
+}
+
+BucketState stored_state(Redis& redis, const LimitDescriptor& d) {
+  return is_window(d) ? stored_window(redis, key_of(d)) : redis.stored(key_of(d));
+}
+
+}  // namespace
+
+TEST_CASE("script: sliding windows decide exactly like the C++ twin, mixed with token buckets",
+          "[ratelimit][script][redis][sliding_window]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+
+  // Short windows, so that a few hundred calls cross many of them.
+  const std::vector<LimitDescriptor> pool = {window("w1", 4, 0.05), window("w2", 2.5, 0.02),
+                                             window("w3", 10, 0.2), bucket("t", "t", 3, 20)};
+  const LimitDescriptor clock = bucket("clock", "clock", 1e12, 1);
+  const double costs[] = {1, 0.5, 2};
+  const double max_waits[] = {0, 0, 0.01, 1};
+  std::map<std::string, BucketState> twin;
+  Lcg rng;
+  int allowed = 0;
+  int denied = 0;
+  int reserved = 0;
+  for (int step = 0; step < 600; ++step) {
+    CAPTURE(step);
+    std::vector<LimitDescriptor> limits;
+    const std::uint32_t mask = 1 + rng.next(15);
+    for (std::uint32_t k = 0; k < 4; ++k) {
+      if (mask & (1u << k)) limits.push_back(pool[k]);
+    }
+    for (auto& l : limits) {
+      l.shadow = rng.next(5) == 0;
+      l.max_wait_seconds = max_waits[rng.next(4)];
+    }
+    limits.push_back(clock);
+    const double cost = costs[rng.next(3)];
+    std::vector<BucketState> states;
+    for (const auto& l : limits) states.push_back(twin[key_of(l)]);
+
+    const std::int64_t t0 = redis.time_us();
+    const RateDecision script = redis.decide(limits, cost);
+    const std::int64_t t1 = redis.time_us();
+    if (script.allowed) {
+      ++allowed;
+      if (script.delay_seconds > 0) ++reserved;
+      const std::int64_t now = redis.stored(key_of(clock)).timestamp_us;
+      REQUIRE(now >= t0);
+      REQUIRE(now <= t1);
+      check_equal(script, sluice::decide_limits(states, limits, cost, now));
+      for (std::size_t i = 0; i < limits.size(); ++i) {
+        twin[key_of(limits[i])] = states[i];
+        const BucketState stored = stored_state(redis, limits[i]);
+        CHECK(stored.exists == states[i].exists);
+        CHECK(stored.tokens == states[i].tokens);
+        CHECK(stored.previous == states[i].previous);
+        CHECK(stored.timestamp_us == states[i].timestamp_us);
+        if (is_window(limits[i]) && (!limits[i].shadow || script.limits[i].sufficient)) {
+          // Two windows, then the key goes.
+          const long long pttl = redis.pttl(key_of(limits[i]));
+          CHECK(pttl > 0);
+          CHECK(pttl <= sluice::window_ttl_ms(limits[i].window_seconds));
+        }
+      }
+    } else {
+      ++denied;
+      std::vector<BucketState> at_t0 = states;
+      std::vector<BucketState> at_t1 = states;
+      const RateDecision early = sluice::decide_limits(at_t0, limits, cost, t0);
+      const RateDecision late = sluice::decide_limits(at_t1, limits, cost, t1);
+      check_denied_between(script, early, late);
+      for (std::size_t i = 0; i < limits.size(); ++i) {
+        const BucketState stored = stored_state(redis, limits[i]);
+        CHECK(stored.tokens == states[i].tokens);  // a denial writes nothing
+      }
+    }
+  }
+  INFO("allowed " << allowed << ", denied " << denied << ", reserved " << reserved);
+  CHECK(allowed >= 100);
+  CHECK(denied >= 100);
+  CHECK(reserved >= 5);
+}
+
+TEST_CASE("script: the refund script takes a window's count back while it is current",
+          "[ratelimit][script][redis][sliding_window]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+  const LimitDescriptor w = window("w", 10, 1000);  // one window for the whole test
+  auto refund = [&](double tokens) { return redis.refund({w}, tokens); };
+  CHECK(refund(1) == 0);  // no window yet: nothing to take back
+  REQUIRE(redis.decide({w}, 3).allowed);
+  REQUIRE(redis.decide({w}, 2).allowed);
+  CHECK(stored_window(redis, key_of(w)).tokens == 5);
+  CHECK(refund(2) == 1);
+  CHECK(stored_window(redis, key_of(w)).tokens == 3);
+  CHECK(refund(7) == 1);
+  CHECK(stored_window(redis, key_of(w)).tokens == 0);  // never below 0
+  CHECK(redis.pttl(key_of(w)) > 1'000'000);
+}

@@ -1,0 +1,117 @@
+"""Sliding-window limits through the real sluice binary and a real redis-server:
+capacity per window, 429 with the window's headers, the window sliding at the
+rate the counter approximation predicts, a route mixing a token bucket and a
+sliding window (all or nothing), the key's expiry, and a shadow limit that is
+decided but never denies.
+
+Keys are read straight from Redis: a token bucket is two little-endian doubles
+(tokens, timestamp), a sliding window three (window index, its count, the
+previous window's count).
+"""
+
+import json
+import struct
+import time
+import unittest
+
+from harness import redis_call, wait_until
+from test_ratelimit import RateLimitTestCase, parse_rate_limit, route
+
+TINY = 0.001  # refill rate that refills nothing within a test
+
+
+def window(key, capacity, window_ms, **extra):
+    return {"key": key, "algorithm": "sliding_window", "capacity": capacity,
+            "window_ms": window_ms, **extra}
+
+
+def bucket(key, capacity, rate, **extra):
+    return {"key": key, "capacity": capacity, "refill_per_second": rate, **extra}
+
+
+class SlidingWindowTest(RateLimitTestCase):
+    def key_of(self, limit):
+        keys = redis_call(self.redis.port, "KEYS", f"*{limit}:*")
+        self.assertEqual(len(keys), 1, f"one Redis key for limit {limit}: {keys}")
+        return keys[0]
+
+    def stored(self, limit):
+        value = redis_call(self.redis.port, "GET", self.key_of(limit))
+        self.assertIn(len(value), (16, 24), value)
+        return struct.unpack("<dd" if len(value) == 16 else "<ddd", value)
+
+    def test_capacity_per_window_then_it_slides(self):
+        capacity, window_ms = 3, 2000
+        gw = self.start_gateway([route("w", "/w", ["w"])], {"w": window("ip", capacity, window_ms)})
+        # Start early in a window (windows are aligned to the epoch), so that the
+        # burst below lands in one window.
+        wait_until(lambda: 0.05 < time.time() % (window_ms / 1000) < 0.6, timeout=3,
+                   message="early in a window")
+        for k in range(1, capacity + 1):
+            h = self.assert_allowed(gw, "/w", remaining=capacity - k)
+            self.assertEqual(h["X-RateLimit-Limit"], str(capacity))
+            self.assertEqual(h["RateLimit-Policy"], '"w";q=3;w=2')
+        h, doc = self.assert_limited(gw, "/w")
+        self.assertEqual(doc["violated-policies"], ["w"])
+        retry_after = int(h["Retry-After"])
+        [(name, r, t)] = parse_rate_limit(h["RateLimit"])
+        self.assertEqual((name, r, t), ("w", 0, retry_after))
+        # The 3 counted must weigh 2 or less: the next window, a third of the way in.
+        wait_ms = doc["retry_after_ms"]
+        self.assertTrue(600 < wait_ms <= 2700, doc)
+        self.assertLessEqual(abs(-(-wait_ms // 1000) - retry_after), 1, doc)
+        index, current, previous = self.stored("w")
+        self.assertEqual((current, previous), (3, 0))
+
+        # The key lives two windows after its last count.
+        pttl = redis_call(self.redis.port, "PTTL", self.key_of("w"))
+        self.assertTrue(2 * window_ms - 1000 < pttl <= 2 * window_ms, pttl)
+
+        # Once the announced time has passed, exactly one more fits: right after
+        # it, the estimate is 3 * 2/3 + 1 = 3 again.
+        time.sleep(wait_ms / 1000 + 0.05)
+        self.assert_allowed(gw, "/w", msg="after waiting retry_after_ms")
+        _, doc = self.assert_limited(gw, "/w", msg="right after the one that fit")
+        self.assertTrue(doc["retry_after_ms"] <= window_ms, doc)
+        new_index, current, previous = self.stored("w")
+        self.assertEqual((new_index, current, previous), (index + 1, 1, 3))
+        # Two windows later nothing of it is left: a full burst again.
+        time.sleep(2 * window_ms / 1000 + 0.05)
+        for k in range(1, capacity + 1):
+            self.assert_allowed(gw, "/w", remaining=capacity - k, msg="two windows later")
+
+    def test_a_route_with_a_bucket_and_a_window_debits_both_or_neither(self):
+        gw = self.start_gateway(
+            [route("bucket_short", "/b", ["tb", "sw"]), route("window_short", "/s", ["tb2", "sw2"])],
+            {"tb": bucket("ip", 2, TINY), "sw": window("ip", 10, 60000),
+             "tb2": bucket("ip", 10, TINY), "sw2": window("ip", 1, 60000)})
+        self.assert_allowed(gw, "/b")
+        self.assert_allowed(gw, "/b")
+        _, doc = self.assert_limited(gw, "/b")
+        self.assertEqual(doc["violated-policies"], ["tb"])
+        self.assertEqual(self.stored("sw")[1], 2, "the window counted a denied request")
+
+        self.assert_allowed(gw, "/s")
+        _, doc = self.assert_limited(gw, "/s")
+        self.assertEqual(doc["violated-policies"], ["sw2"])
+        self.assertAlmostEqual(self.stored("tb2")[0], 9, delta=0.01)  # debited once only
+
+    def test_a_shadow_window_never_denies_and_counts_only_what_fits(self):
+        gw = self.start_gateway(
+            [route("api", "/api", ["enforced", "trial"])],
+            {"enforced": bucket("ip", 5, TINY), "trial": window("ip", 1, 60000, shadow=True)})
+        for k in range(1, 4):
+            status, h, body = self.get(gw, "/api")
+            self.assertEqual(status, 200, f"request {k}: {body[:300]!r}")
+        self.assertAlmostEqual(self.stored("enforced")[0], 2, delta=0.01)
+        self.assertEqual(self.stored("trial")[1:], (1, 0))  # only the first fit
+        self.assertEqual(self.echo.counts()["requests"], 3)
+        # The enforced limit still denies once it is spent.
+        self.assert_allowed(gw, "/api")
+        self.assert_allowed(gw, "/api")
+        status, _, _ = self.get(gw, "/api")
+        self.assertEqual(status, 429)
+
+
+if __name__ == "__main__":
+    unittest.main()
