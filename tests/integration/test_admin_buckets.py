@@ -12,6 +12,7 @@ rule.
   403. /healthz and /metrics stay open.
 - An unknown limit is 404, a wrong number of values 400; raw values never reach
   the log nor the answer.
+- A sliding window is shown with its window and reset the same way.
 - On a Redis Cluster (3 primaries), buckets of keys in different slots are read
   and reset on the node that owns each.
 """
@@ -148,6 +149,24 @@ class BucketApiTest(AdminBucketsCase):
         self.assertAlmostEqual(self.bucket(gw, "per_key_path", [API_KEY, "/api/b"])["tokens"], 2,
                                delta=0.05)
         self.assertEqual(self.spend(gw, "/api/a", 4, key), [200, 200, 200, 429])
+
+    def test_sliding_window_shown_spent_then_reset(self):
+        window = {"key": "api_key", "algorithm": "sliding_window", "capacity": 3,
+                  "window_ms": 60000}
+        gw = self.start_gateway({"per_minute": window}, [route("api", "/api", ["per_minute"])])
+        key = {"X-API-Key": API_KEY}
+        self.assertEqual(self.spend(gw, "/api/x", 2, key), [200, 200])
+        view = self.bucket(gw, "per_minute", [API_KEY])
+        self.assertEqual((view["algorithm"], view["window_ms"], view["capacity"]),
+                         ("sliding_window", 60000, 3))
+        self.assertNotIn("refill_per_second", view)
+        self.assertAlmostEqual(view["tokens"], 1, delta=0.1)
+        self.assertGreater(view["full_in_ms"], 0)
+        self.assertEqual(self.spend(gw, "/api/x", 2, key), [200, 429])
+        self.reset(gw, "per_minute", [API_KEY])
+        view = self.bucket(gw, "per_minute", [API_KEY])
+        self.assertEqual((view["tokens"], view["full_in_ms"]), (3, 0))
+        self.assertEqual(self.spend(gw, "/api/x", 4, key), [200, 200, 200, 429])
 
     def test_unknown_limit_and_wrong_values(self):
         gw = self.start_gateway({"per_key_path": limit(["api_key", "path"], 3)},

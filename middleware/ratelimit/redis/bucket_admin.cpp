@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
@@ -21,16 +21,26 @@ std::optional<std::int64_t> integer_of(const redis::Reply& reply) {
   return value;
 }
 
-// The stored state: two little-endian doubles (tokens, timestamp_us), as
-// token_bucket.lua writes it; any other shape is a bucket not held.
-BucketState stored_state(const std::string& value) {
+// The stored state as token_bucket.lua writes it: a token bucket as two
+// little-endian doubles (tokens, timestamp_us), a sliding window as three
+// (window index, current count, previous count). Any other shape is a bucket
+// not held.
+BucketState stored_state(const LimitDescriptor& bucket, const std::string& value) {
   BucketState state;
-  if (value.size() != 2 * sizeof(double)) return state;
-  double timestamp = 0;
-  std::memcpy(&state.tokens, value.data(), sizeof(double));
-  std::memcpy(&timestamp, value.data() + sizeof(double), sizeof(double));
-  state.timestamp_us = static_cast<std::int64_t>(timestamp);
+  double d[3] = {0, 0, 0};
+  const bool window = bucket.algorithm == LimitAlgorithm::kSlidingWindow;
+  const std::size_t size = (window ? 3 : 2) * sizeof(double);
+  if (value.size() != size) return state;
+  std::memcpy(d, value.data(), size);
   state.exists = true;
+  if (window) {
+    state.timestamp_us = static_cast<std::int64_t>(d[0]);
+    state.tokens = d[1];
+    state.previous = d[2];
+  } else {
+    state.tokens = d[0];
+    state.timestamp_us = static_cast<std::int64_t>(d[1]);
+  }
   return state;
 }
 
@@ -42,21 +52,23 @@ std::string key_of(const redis::Client& client, std::string_view key_prefix,
 
 }  // namespace
 
-std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
-                                            const redis::Reply& reply) {
+std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis::Reply& reply) {
   if (reply.type != redis::Reply::Type::kArray || reply.elements.size() != 3) return std::nullopt;
   const auto seconds = integer_of(reply.elements[0]);
   const auto micros = integer_of(reply.elements[1]);
   const auto& value = reply.elements[2];
   if (!seconds || !micros || value.type != redis::Reply::Type::kString) return std::nullopt;
-  BucketState state = stored_state(value.str);
+  BucketState state = stored_state(bucket, value.str);
   BucketView view;
   view.exists = state.exists;
+  // A decision of cost 0 with nothing to lease, wait for or shadow brings the
+  // bucket to the reply's time and reports it; the state it debits is a copy.
   LimitDescriptor read = bucket;
   read.lease_want = 0;
-  // A decision of cost 0 refills and reports without taking anything.
+  read.max_wait_seconds = 0;
+  read.shadow = false;
   const RateDecision now =
-      decide_token_buckets({&state, 1}, {&read, 1}, 0, *seconds * 1'000'000 + *micros);
+      decide_limits({&state, 1}, {&read, 1}, 0, *seconds * 1'000'000 + *micros);
   view.tokens = now.limits.front().remaining;
   view.seconds_to_full = now.limits.front().seconds_to_full;
   return view;
@@ -65,18 +77,13 @@ std::optional<BucketView> token_bucket_view(const LimitDescriptor& bucket,
 void read_bucket(redis::Client& client, const redis::Script& read_script,
                  std::string_view key_prefix, const LimitDescriptor& bucket,
                  BucketViewHandler handler) {
-  // Only token buckets have a reader here; the error goes through the
-  // client's executor like any answer.
-  const bool supported = bucket.algorithm == LimitAlgorithm::kTokenBucket;
-  client.evalsha(
-      read_script, {key_of(client, key_prefix, bucket)}, {},
-      [bucket, supported, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
-        std::optional<BucketView> view;
-        if (!ec && !supported) ec = std::make_error_code(std::errc::operation_not_supported);
-        if (!ec) view = token_bucket_view(bucket, reply);
-        if (!ec && !view) ec = make_error_code(LimiterError::kBadReply);
-        handler(ec, view.value_or(BucketView{}));
-      });
+  client.evalsha(read_script, {key_of(client, key_prefix, bucket)}, {},
+                 [bucket, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
+                   std::optional<BucketView> view;
+                   if (!ec) view = bucket_view(bucket, reply);
+                   if (!ec && !view) ec = make_error_code(LimiterError::kBadReply);
+                   handler(ec, view.value_or(BucketView{}));
+                 });
 }
 
 void reset_bucket(redis::Client& client, const redis::Script& reset_script,

@@ -46,6 +46,11 @@ limits:
     key: ["header:X-User", "query:tenant"]
     capacity: 5
     refill_per_second: 1
+  per_minute:
+    key: api_key
+    algorithm: sliding_window
+    capacity: 60
+    window_ms: 60000
   everyone:
     key: global
     capacity: 50
@@ -212,4 +217,14 @@ TEST_CASE("bucket requests: the document shows the hashed name, never the value"
   const auto empty = sluice::bucket_document(target, sluice::BucketView{});
   CHECK(empty["tokens"] == 100.0);
   CHECK(empty["full_in_ms"] == 0);
+}
+
+TEST_CASE("bucket requests: a sliding window shows its window", "[admin]") {
+  const auto target = bucket("/ratelimit/buckets/per_minute?value=demo-pro-key");
+  CHECK(target.descriptor.algorithm == sluice::LimitAlgorithm::kSlidingWindow);
+  const auto doc = sluice::bucket_document(target, sluice::BucketView{});
+  CHECK(doc["algorithm"] == "sliding_window");
+  CHECK(doc["window_ms"] == 60000);
+  CHECK(doc["capacity"] == 60.0);
+  CHECK_FALSE(doc.contains("refill_per_second"));
 }
