@@ -12,6 +12,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "gateway/admin/admin_access.hpp"
 #include "gateway/admin/admin_server.hpp"
 #include "gateway/listener.hpp"
 #include "gateway/memory_trim.hpp"
@@ -52,6 +53,7 @@ class Application::Impl {
 
  private:
   void add_admin_endpoints();
+  void set_admin_access();
   void start_workers();
   void wait_signal();
   void reload();
@@ -105,9 +107,17 @@ void Application::Impl::add_admin_endpoints() {
   });
 }
 
+// The protected endpoints follow the admin token in force and the address
+// the admin listener is bound to (which a reload does not change).
+void Application::Impl::set_admin_access() {
+  admin_routes_.set_access(
+      AdminAccess{config_->admin.token, admin_server_.local_endpoint().address().is_loopback()});
+}
+
 bool Application::Impl::start() {
   if (!listener_.bind(config_->server.listen)) return false;
   if (!admin_server_.bind(config_->admin.listen)) return false;
+  set_admin_access();
   const std::size_t max_connections = listener_.limit_connections(config_->server.max_connections);
   main_metrics_.set("sluice_connections_max", "", static_cast<double>(max_connections));
   main_metrics_.add("sluice_connections_rejected_total", "", 0);
@@ -179,6 +189,7 @@ void Application::Impl::reload() {
   for (const auto& w : result.warnings) spdlog::warn("{}", w);
   if (options_.services) options_.services->on_config_loaded(*result.config);
   config_ = result.config;
+  set_admin_access();
   if (!options_.log_level_from_command_line) {
     spdlog::set_level(spdlog::level::from_str(config_->log.level));
   }

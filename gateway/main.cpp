@@ -18,6 +18,7 @@
 #include "gateway/config/load.hpp"
 #include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
+#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/setup.hpp"
 
 namespace {
@@ -134,9 +135,11 @@ int main(int argc, char** argv) {
   warn_unresolved_upstreams(*result.config);
 
   sluice::ApplicationOptions options;
-  options.services = sluice::make_middleware_services();
+  auto buckets = std::make_shared<sluice::BucketWorkers>();
+  options.services = sluice::make_middleware_services(buckets);
   options.log_level_from_command_line = log_level.has_value();
   sluice::Application app(*config_path, result.config, std::move(options));
+  sluice::add_bucket_endpoints(app.admin_routes(), buckets);
   if (!app.start()) return 1;
   return app.run();
 }

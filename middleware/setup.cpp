@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "middleware/access_log.hpp"
+#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
@@ -34,11 +35,12 @@ bool learns_fleet_size(const Config& config) {
   });
 }
 
-// What the workers of one process share: the local fallback's buckets, and
-// the instance's member in the fleet.
+// What the workers of one process share: the local fallback's buckets, the
+// instance's member in the fleet, and where the bucket API finds the workers.
 struct ProcessState {
   std::shared_ptr<FallbackStore> fallback = std::make_shared<FallbackStore>();
   std::string instance_id = random_instance_id();
+  std::shared_ptr<BucketWorkers> buckets;
 };
 
 class MiddlewareServices final : public WorkerServices {
@@ -60,6 +62,10 @@ class MiddlewareServices final : public WorkerServices {
           },
           fallback_);
       heartbeat_->enable(learns_fleet_size(*worker.config));
+    }
+    if (process.buckets) {
+      buckets_ = std::make_shared<BucketWorker>(BucketWorker{&worker.config, local_, &metrics_});
+      process.buckets->add(worker.executor, buckets_);
     }
   }
 
@@ -122,16 +128,22 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<LocalLayer> local_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<FleetHeartbeat> heartbeat_;  // worker 0 only
+  std::shared_ptr<BucketWorker> buckets_;      // with the bucket API only
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
+  explicit MiddlewareServicesFactory(std::shared_ptr<BucketWorkers> buckets) {
+    process_.buckets = std::move(buckets);
+  }
+
   std::unique_ptr<WorkerServices> make(const WorkerContext& worker) override {
     return std::make_unique<MiddlewareServices>(worker, process_);
   }
 
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
     seed_rate_limit_metrics(config, metrics);
+    if (process_.buckets) seed_bucket_api_metrics(metrics);
   }
 
   // Process-wide settings of the local layer, and the warnings.
@@ -223,8 +235,9 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
 
 }  // namespace
 
-std::shared_ptr<WorkerServicesFactory> make_middleware_services() {
-  return std::make_shared<MiddlewareServicesFactory>();
+std::shared_ptr<WorkerServicesFactory> make_middleware_services(
+    std::shared_ptr<BucketWorkers> buckets) {
+  return std::make_shared<MiddlewareServicesFactory>(std::move(buckets));
 }
 
 }  // namespace sluice

@@ -10,6 +10,11 @@
 
 namespace sluice {
 
-std::shared_ptr<WorkerServicesFactory> make_middleware_services();
+class BucketWorkers;
+
+// With `buckets`, every worker's services register there for the bucket API
+// (middleware/ratelimit/admin/bucket_endpoint.hpp).
+std::shared_ptr<WorkerServicesFactory> make_middleware_services(
+    std::shared_ptr<BucketWorkers> buckets = nullptr);
 
 }  // namespace sluice

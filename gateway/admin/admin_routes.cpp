@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "gateway/admin/admin_access.hpp"
 #include "gateway/common/target_parts.hpp"
 
 namespace sluice {
@@ -42,14 +43,26 @@ AdminResponse json_response(http::status status, const nlohmann::ordered_json& d
 }
 
 void AdminRoutes::add(std::string path, AdminHandler handler,
-                      std::initializer_list<http::verb> methods) {
-  endpoints_.push_back({std::move(path), methods, std::move(handler)});
+                      std::initializer_list<http::verb> methods, AdminMatch match,
+                      AdminGuard guard) {
+  endpoints_.push_back({std::move(path), methods, std::move(handler), match, guard});
+}
+
+void AdminRoutes::set_access(const AdminAccess& access) {
+  access_ = access;
 }
 
 const AdminRoutes::Endpoint* AdminRoutes::find(std::string_view path) const {
-  const auto it = std::find_if(endpoints_.begin(), endpoints_.end(),
-                               [path](const Endpoint& e) { return e.path == path; });
-  return it == endpoints_.end() ? nullptr : &*it;
+  const Endpoint* best = nullptr;
+  for (const auto& e : endpoints_) {
+    if (e.match == AdminMatch::kExact) {
+      if (e.path == path) return &e;
+    } else if (path.size() > e.path.size() && path.starts_with(e.path) &&
+               (!best || e.path.size() > best->path.size())) {
+      best = &e;
+    }
+  }
+  return best;
 }
 
 void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const {
@@ -59,6 +72,9 @@ void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const 
   if (!endpoint) {
     if (!is_read(method)) return reply(method_not_allowed({http::verb::get, http::verb::head}));
     return reply(json_response(http::status::not_found, {{"error", "not found"}}));
+  }
+  if (endpoint->guard == AdminGuard::kProtected) {
+    if (auto refusal = refuse_admin_request(request, access_)) return reply(std::move(*refusal));
   }
   const auto& methods = endpoint->methods;
   if (std::find(methods.begin(), methods.end(), method) == methods.end()) {

@@ -19,8 +19,26 @@ namespace sluice {
 
 using AdminRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using AdminResponse = boost::beast::http::response<boost::beast::http::string_body>;
+// Called once, from any thread (the admin server writes the answer on its own
+// thread). Calling it releases its hold on the admin session: a handler that
+// answers from another thread must not keep copies of it past the call.
 using AdminReply = std::function<void(AdminResponse)>;
 using AdminHandler = std::function<void(const AdminRequest&, AdminReply)>;
+
+// Who may call the protected endpoints (the rule is in admin_access.hpp).
+struct AdminAccess {
+  std::string token;              // admin.token; empty = none configured
+  bool loopback_listener = true;  // the admin listener is bound to a loopback address
+};
+
+// How an endpoint's path is matched against a request's (without the query).
+enum class AdminMatch {
+  kExact,   // the whole path
+  kPrefix,  // the path starts with it and is longer (the rest names a resource)
+};
+// Who may call an endpoint: anyone who reaches the listener, or only those
+// admin_access.hpp lets through (endpoints that read or change state).
+enum class AdminGuard { kOpen, kProtected };
 
 // An admin response: Server, Content-Type and Cache-Control: no-store set.
 AdminResponse admin_response(boost::beast::http::status status, std::string content_type,
@@ -31,11 +49,18 @@ AdminResponse json_response(boost::beast::http::status status,
 
 class AdminRoutes {
  public:
-  // `path` is matched exactly, without the query. A HEAD request is answered
-  // by the server as the GET would be, without the body.
+  // `path` is matched as `match` says, without the query; an exact match
+  // wins over a prefix, and a longer prefix over a shorter one. A HEAD
+  // request is answered by the server as the GET would be, without the body.
+  // A protected endpoint answers only requests that the access in force
+  // (set_access) lets through, whatever their method.
   void add(std::string path, AdminHandler handler,
-           std::initializer_list<boost::beast::http::verb> methods = {
-               boost::beast::http::verb::get, boost::beast::http::verb::head});
+           std::initializer_list<boost::beast::http::verb> methods =
+               {boost::beast::http::verb::get, boost::beast::http::verb::head},
+           AdminMatch match = AdminMatch::kExact, AdminGuard guard = AdminGuard::kOpen);
+
+  // Who may call the protected endpoints from now on (main thread).
+  void set_access(const AdminAccess& access);
 
   // A known path with a method it does not take gets 405 with its Allow; an
   // unknown path gets 404 for GET and HEAD and 405 (Allow: GET, HEAD) for the rest.
@@ -46,10 +71,13 @@ class AdminRoutes {
     std::string path;
     std::vector<boost::beast::http::verb> methods;
     AdminHandler handler;
+    AdminMatch match;
+    AdminGuard guard;
   };
   const Endpoint* find(std::string_view path) const;
 
   std::vector<Endpoint> endpoints_;
+  AdminAccess access_;
 };
 
 }  // namespace sluice

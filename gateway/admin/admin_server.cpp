@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -42,8 +43,16 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   void on_read(beast::error_code ec) {
     if (ec) return close();
     req_ = parser_->release();
-    routes_.dispatch(
-        req_, [self = shared_from_this()](AdminResponse res) { self->write(std::move(res)); });
+    // A handler may answer from another thread (a worker): the write is
+    // posted back to this session's executor, and the reply hands its hold
+    // on the session over to that post, so that the session is never
+    // released on the other thread.
+    routes_.dispatch(req_, [self = shared_from_this()](AdminResponse res) mutable {
+      auto executor = self->stream_.get_executor();
+      asio::post(executor, [self = std::move(self), res = std::move(res)]() mutable {
+        self->write(std::move(res));
+      });
+    });
   }
 
   void write(AdminResponse res) {

@@ -2,7 +2,8 @@
 // each connection with a small HTTP/1.1 session (keep-alive, HEAD, a
 // deadline per read and write, 8 KiB head and body) that hands every request
 // to AdminRoutes. At most kMaxConnections at once; more are closed at accept.
-// Everything runs on the main thread.
+// Everything runs on the main thread; a handler's reply may come from any
+// thread and is written from the main thread.
 #pragma once
 
 #include <cstddef>

@@ -18,7 +18,7 @@ constexpr std::string_view kServer[] = {"listen",
                                         "max_connections",
                                         "headers_with_underscores",
                                         "trusted_proxies"};
-constexpr std::string_view kAdmin[] = {"listen"};
+constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};
 constexpr std::string_view kRedis[] = {"url",
                                        "timeout_ms",

@@ -1,10 +1,7 @@
 // redis: where the rate-limit state lives (one server, a Sentinel-watched
 // primary or a Cluster), its timeouts, key prefix, key secret, circuit
 // breaker and TLS files.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 #include "gateway/config/keys.hpp"
 #include "gateway/config/redis_url.hpp"
@@ -58,26 +55,17 @@ void read_topology(YamlReader& r, const Field& f, RedisConfig& out) {
 // The shortest secret accepted: a shorter one could be guessed.
 constexpr std::size_t kMinSecretBytes = 16;
 
-// Reads the key secret: the file's bytes, without trailing line breaks.
+// Reads the key secret, and refuses one short enough to be guessed.
 void read_key_secret(YamlReader& r, const Field& f, RedisConfig& out) {
-  const auto path = r.nonempty_string(f);
-  if (!path) return;
-  std::ifstream file(*path, std::ios::binary);
-  if (!file) {
-    r.error(f, "cannot read " + quoted(*path) + ": " + std::strerror(errno));
-    return;
-  }
-  std::ostringstream text;
-  text << file.rdbuf();
-  std::string secret = std::move(text).str();
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.size() < kMinSecretBytes) {
-    r.error(f, quoted(*path) + " holds " + std::to_string(secret.size()) +
+  auto file = read_secret_file(r, f);
+  if (!file) return;
+  if (file->secret.size() < kMinSecretBytes) {
+    r.error(f, quoted(file->path) + " holds " + std::to_string(file->secret.size()) +
                    " bytes; a key secret needs at least " + std::to_string(kMinSecretBytes));
     return;
   }
-  out.key_secret_file = *path;
-  out.key_secret = std::move(secret);
+  out.key_secret_file = std::move(file->path);
+  out.key_secret = std::move(file->secret);
 }
 
 // topology, nodes and the sentinel keys, and how they fit together.

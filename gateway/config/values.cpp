@@ -1,5 +1,9 @@
 #include "gateway/config/values.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <variant>
 
@@ -22,6 +26,21 @@ std::optional<HostPort> read_address(YamlReader& r, const Field& f, bool listene
     return std::nullopt;
   }
   return std::get<HostPort>(std::move(parsed));
+}
+
+std::optional<SecretFile> read_secret_file(YamlReader& r, const Field& f) {
+  auto path = r.nonempty_string(f);
+  if (!path) return std::nullopt;
+  std::ifstream file(*path, std::ios::binary);
+  if (!file) {
+    r.error(f, "cannot read " + quoted(*path) + ": " + std::strerror(errno));
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  std::string secret = std::move(text).str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  return SecretFile{std::move(*path), std::move(secret)};
 }
 
 std::optional<Cidr> read_cidr(YamlReader& r, const Field& f) {

@@ -23,6 +23,15 @@ std::optional<HostPort> read_address(YamlReader& r, const Field& f, bool listene
 
 std::optional<Cidr> read_cidr(YamlReader& r, const Field& f);
 
+// A secret read from the file a field names (a key secret, a token): the
+// path as given and the file's bytes without trailing line breaks; nullopt,
+// with the error reported, when the field is not a path or the file cannot be read.
+struct SecretFile {
+  std::string path;
+  std::string secret;
+};
+std::optional<SecretFile> read_secret_file(YamlReader& r, const Field& f);
+
 // A user-chosen name (a key of upstreams or limits, a route name); false, with
 // the error reported, when it is not a valid name.
 bool check_name(YamlReader& r, const Field& f, std::string_view name);

@@ -97,6 +97,26 @@ void append_ip(std::string& out, const IpAddress& client, unsigned ipv6_prefix) 
 
 }  // namespace
 
+std::string_view key_source_name(KeySource::Kind kind) {
+  switch (kind) {
+    case KeySource::Kind::kApiKey:
+      return "api_key";
+    case KeySource::Kind::kIp:
+      return "ip";
+    case KeySource::Kind::kPath:
+      return "path";
+    case KeySource::Kind::kRoute:
+      return "route";
+    case KeySource::Kind::kGlobal:
+      return "global";
+    case KeySource::Kind::kHeader:
+      return "header";
+    case KeySource::Kind::kQuery:
+      return "query";
+  }
+  return "unknown";
+}
+
 IpAddress ip_key_address(const IpAddress& client, unsigned ipv6_prefix) {
   if (client.is_v4() || ipv6_prefix >= 128) return client;
   IpAddress network = client;
@@ -268,12 +288,13 @@ bool route_limits(const RouteConfig& route) {
 
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      std::string_view key_secret) {
+                                      std::string_view key_secret,
+                                      std::optional<std::string_view> plan) {
   RateLimitKeys result;
   const ApiKey api_key = extract_api_key(request, api_keys);
   result.refusal = refusal_for(limits, request, api_keys, api_key);
   if (result.refusal) return result;
-  result.plan = std::string(api_key.plan);
+  result.plan = std::string(plan.value_or(api_key.plan));
   result.has_api_key = api_key.key.has_value();
   result.descriptors.reserve(limits.size());
   result.values.reserve(limits.size());

@@ -39,6 +39,10 @@ struct KeyRefusal {
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
                                          const RequestView& request, const ApiKeysConfig& api_keys);
 
+// The name of a key source kind as the config writes it ("api_key", "ip",
+// "path", "route", "global", "header", "query"): for metric labels and messages.
+std::string_view key_source_name(KeySource::Kind kind);
+
 // The address an ip key part holds: an IPv6 client's network of
 // `ipv6_prefix` bits (the host bits zeroed), so that one host with a whole
 // prefix to itself cannot mint a bucket per address; an IPv4 client (also
@@ -91,10 +95,12 @@ struct RateLimitKeys {
 // The descriptors of a request for `limits` (the route's limits, in order),
 // with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
 // check_identity, and no descriptors. Key values are hashed under
-// `key_secret` (see key_hash).
+// `key_secret` (see key_hash). `plan`, when given, is used instead of the API
+// key's (an operator naming a bucket of another plan).
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      std::string_view key_secret = {});
+                                      std::string_view key_secret = {},
+                                      std::optional<std::string_view> plan = std::nullopt);
 
 // The same for a route of `config` (its limit_indexes into config.limits),
 // under config.redis.key_secret.

@@ -25,26 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string_view kind_name(KeySource::Kind kind) {
-  switch (kind) {
-    case KeySource::Kind::kApiKey:
-      return "api_key";
-    case KeySource::Kind::kIp:
-      return "ip";
-    case KeySource::Kind::kPath:
-      return "path";
-    case KeySource::Kind::kRoute:
-      return "route";
-    case KeySource::Kind::kGlobal:
-      return "global";
-    case KeySource::Kind::kHeader:
-      return "header";
-    case KeySource::Kind::kQuery:
-      return "query";
-  }
-  return "unknown";
-}
-
 std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
   switch (reason) {
     case KeyRefusal::Reason::kDuplicateIdentity:
@@ -157,7 +137,7 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     }
     for (const auto kind : missing) {
       metrics.declare("sluice_ratelimit_missing_key_total",
-                      scratch_labels({{"route", route.name}, {"source", kind_name(kind)}}));
+                      scratch_labels({{"route", route.name}, {"source", key_source_name(kind)}}));
     }
     if (keys_on_identity) {
       metrics.declare(
@@ -210,7 +190,7 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
     if (keys.values[i].fell_back) {
       metrics_.add("sluice_ratelimit_missing_key_total",
                    scratch_labels({{"route", route.name},
-                                   {"source", kind_name(keys.values[i].missing_kind)}}));
+                                   {"source", key_source_name(keys.values[i].missing_kind)}}));
     }
   }
 

@@ -120,10 +120,12 @@ class RateLimiter {
   // Reads one bucket without changing it; the handler is called like
   // decide()'s. A store that cannot answers an error.
   virtual void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+    (void)bucket;
     handler(std::make_error_code(std::errc::operation_not_supported), {});
   }
   // Forgets one bucket, so that it starts full again; `done` is called like refund()'s.
   virtual void reset(const LimitDescriptor& bucket, RefundHandler done) {
+    (void)bucket;
     if (done) done(std::make_error_code(std::errc::operation_not_supported));
   }
 };

@@ -13,6 +13,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/redis/bucket_admin.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "support/fake_redis_client.hpp"
 #include "support/io_loop.hpp"
@@ -89,10 +90,12 @@ struct Harness {
   }
 };
 
-// The scripts loaded on every connection: decision, refund, fleet heartbeat.
+// The scripts loaded on every connection: decision, refund, fleet heartbeat,
+// and the admin API's bucket read and reset.
 std::vector<std::string> every_script() {
   return {redis::script_sha1(kTokenBucketScript), redis::script_sha1(kTokenBucketRefundScript),
-          redis::script_sha1(kFleetHeartbeatScript)};
+          redis::script_sha1(kFleetHeartbeatScript), redis::script_sha1(kBucketReadScript),
+          redis::script_sha1(kBucketResetScript)};
 }
 
 }  // namespace
@@ -246,4 +249,51 @@ TEST_CASE("fake redis: the fleet heartbeat is one script call on the fleet key",
   // Not a decision: the breaker and the error counters do not see it.
   CHECK(h.gauge("sluice_redis_errors_total", "kind=\"timeout\"") == 0);
   CHECK_FALSE(h.limiter->circuit_open());
+}
+
+TEST_CASE(
+    "fake redis: a bucket is read and reset by one script call on its key, tagged on a "
+    "cluster",
+    "[ratelimit][limiter][admin]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  const LimitDescriptor bucket{"per_ip", key_hash("abc"), 10, 2};
+  const std::string key = "sluice:" + bucket_name(bucket);
+
+  std::optional<std::pair<std::error_code, BucketView>> read;
+  h.limiter->inspect(bucket, [&](std::error_code ec, BucketView view) { read = {ec, view}; });
+  REQUIRE(h.client().calls.size() == 1);
+  CHECK(h.client().calls[0].sha1 == redis::script_sha1(kBucketReadScript));
+  CHECK(h.client().calls[0].keys == std::vector<std::string>{key});
+  redis::Reply reply;
+  reply.type = redis::Reply::Type::kArray;
+  for (const char* part : {"1700000000", "0", ""}) {
+    redis::Reply element;
+    element.type = redis::Reply::Type::kString;
+    element.str = part;
+    reply.elements.push_back(element);
+  }
+  h.client().complete(0, {}, reply);
+  REQUIRE(h.loop.run_until([&] { return read.has_value(); }));
+  CHECK_FALSE(read->first);
+  CHECK(read->second.tokens == 10);
+  CHECK_FALSE(read->second.exists);
+
+  // A reply of another shape is a protocol error, not a full bucket.
+  read.reset();
+  h.limiter->inspect(bucket, [&](std::error_code ec, BucketView view) { read = {ec, view}; });
+  h.client().complete(1, {}, integer_reply(1));
+  REQUIRE(h.loop.run_until([&] { return read.has_value(); }));
+  CHECK(read->first == make_error_code(LimiterError::kBadReply));
+
+  h.client().by_slot = true;
+  std::optional<std::error_code> reset;
+  h.limiter->reset(bucket, [&](std::error_code ec) { reset = ec; });
+  REQUIRE(h.client().calls.size() == 3);
+  CHECK(h.client().calls[2].sha1 == redis::script_sha1(kBucketResetScript));
+  CHECK(h.client().calls[2].keys ==
+        std::vector<std::string>{"sluice:per_ip:{" + bucket_name(bucket).substr(7) + "}"});
+  h.client().complete(2, redis::Error::kTimeout);
+  REQUIRE(h.loop.run_until([&] { return reset.has_value(); }));
+  CHECK(*reset == redis::Error::kTimeout);
 }

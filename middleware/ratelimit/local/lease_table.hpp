@@ -90,6 +90,9 @@ class LeaseTable {
   // Leases past their lifetime leave; their unspent tokens are returned for a
   // refund. Idle empty entries are dropped too.
   std::vector<BucketRefund> take_expired(std::int64_t now_us);
+  // The bucket leaves the table with its unspent tokens (not refunded: the
+  // bucket was reset). An ask still out finds no entry (see on_grant).
+  void forget(const LimitDescriptor& bucket) { entries_.erase(BucketKey::of(bucket)); }
   // Every unspent token, for a refund; the table is empty afterwards.
   std::vector<BucketRefund> take_all();
 

@@ -264,6 +264,20 @@ void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done
                  });
 }
 
+void LocalLayer::inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+  store_->inspect(bucket, std::move(handler));
+}
+
+void LocalLayer::reset(const LimitDescriptor& bucket, RefundHandler done) {
+  forget(bucket);
+  store_->reset(bucket, std::move(done));
+}
+
+void LocalLayer::forget(const LimitDescriptor& bucket) {
+  cache_.forget(bucket);
+  leases_.forget(bucket);
+}
+
 void LocalLayer::reconfigure(const LocalConfig& config) {
   deny_cache_on_ = config.deny_cache;
   cache_.clear();

@@ -56,6 +56,14 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   // Forwards to the store; the refunded buckets leave this worker's cache.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
 
+  // Reads the bucket from the store (a lease held here was debited there).
+  void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) override;
+  // Forgets the bucket here (forget) and in the store.
+  void reset(const LimitDescriptor& bucket, RefundHandler done) override;
+  // The bucket was reset: its denial leaves the cache and its lease is
+  // dropped without a refund (the bucket is full again anyway).
+  void forget(const LimitDescriptor& bucket);
+
   // A new configuration: the cache is emptied (limits may have changed) and
   // every lease given back.
   void reconfigure(const LocalConfig& config);

@@ -10,6 +10,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/circuit_breaker.hpp"
+#include "middleware/ratelimit/redis/bucket_admin.hpp"
 #include "middleware/ratelimit/redis/cross_slot_call.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
@@ -88,6 +89,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         script_(std::string{codec_.script()}),
         refund_script_(std::string{codec_.refund_script()}),
         fleet_script_(std::string{kFleetHeartbeatScript}),
+        read_script_(std::string{kBucketReadScript}),
+        reset_script_(std::string{kBucketResetScript}),
         key_prefix_(config.key_prefix),
         make_client_(std::move(make_client)),
         breaker_(config.circuit_breaker.failures, config.circuit_breaker.open),
@@ -101,6 +104,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     client.load_script(script_);
     client.load_script(refund_script_);
     client.load_script(fleet_script_);
+    client.load_script(read_script_);
+    client.load_script(reset_script_);
   }
 
   // Connect now rather than on the first decision (which would then fail open).
@@ -280,6 +285,16 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                      });
   }
 
+  // The admin API's reads and resets (bucket_admin.hpp), not behind the breaker.
+  void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+    maybe_switch();
+    read_bucket(*client_, read_script_, key_prefix_, bucket, std::move(handler));
+  }
+  void reset(const LimitDescriptor& bucket, RefundHandler done) {
+    maybe_switch();
+    reset_bucket(*client_, reset_script_, key_prefix_, bucket, std::move(done));
+  }
+
   void on_refund(std::error_code ec) {
     metrics_.add("sluice_ratelimit_refunds_total",
                  scratch_labels({{"result", ec ? "error" : "ok"}}));
@@ -436,6 +451,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   redis::Script script_;
   redis::Script refund_script_;
   redis::Script fleet_script_;
+  redis::Script read_script_;
+  redis::Script reset_script_;
   std::string key_prefix_;
   redis::ClientFactory make_client_;
   CircuitBreaker breaker_;
@@ -470,6 +487,14 @@ void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, d
 
 void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
   impl_->refund(std::move(refunds), std::move(done));
+}
+
+void RedisRateLimiter::inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
+  impl_->inspect(bucket, std::move(handler));
+}
+
+void RedisRateLimiter::reset(const LimitDescriptor& bucket, RefundHandler done) {
+  impl_->reset(bucket, std::move(done));
 }
 
 void RedisRateLimiter::fleet_heartbeat(const std::string& instance_id,

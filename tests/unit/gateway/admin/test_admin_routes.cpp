@@ -67,3 +67,49 @@ TEST_CASE("admin routes: a method an endpoint does not take is 405 with its Allo
   CHECK(res.result() == http::status::method_not_allowed);
   CHECK(res[http::field::allow] == "GET, HEAD");
 }
+
+TEST_CASE("admin routes: a prefix endpoint takes longer paths; exact and longer prefixes win") {
+  AdminRoutes routes;
+  const auto answer = [](std::string who) {
+    return [who](const AdminRequest&, AdminReply reply) {
+      reply(sluice::json_response(http::status::ok, {{"who", who}}));
+    };
+  };
+  routes.add("/ratelimit/", answer("short"), {http::verb::get}, sluice::AdminMatch::kPrefix);
+  routes.add("/ratelimit/buckets/", answer("long"), {http::verb::get}, sluice::AdminMatch::kPrefix);
+  routes.add("/ratelimit/buckets/exact", answer("exact"), {http::verb::get});
+  CHECK(dispatch(routes, http::verb::get, "/ratelimit/buckets/per_ip?value=1").body() ==
+        "{\"who\":\"long\"}\n");
+  CHECK(dispatch(routes, http::verb::get, "/ratelimit/buckets/exact").body() ==
+        "{\"who\":\"exact\"}\n");
+  CHECK(dispatch(routes, http::verb::get, "/ratelimit/other").body() == "{\"who\":\"short\"}\n");
+  // The prefix itself names no resource.
+  CHECK(dispatch(routes, http::verb::get, "/ratelimit/").result() == http::status::not_found);
+  CHECK(dispatch(routes, http::verb::get, "/ratelimi").result() == http::status::not_found);
+}
+
+TEST_CASE("admin routes: a protected endpoint follows the access in force, the others do not") {
+  AdminRoutes routes = example_routes();
+  routes.add(
+      "/secret",
+      [](const AdminRequest&, AdminReply reply) {
+        reply(sluice::json_response(http::status::ok, {{"ok", true}}));
+      },
+      {http::verb::get, http::verb::delete_}, sluice::AdminMatch::kExact,
+      sluice::AdminGuard::kProtected);
+  // Default: no token, loopback listener.
+  CHECK(dispatch(routes, http::verb::get, "/secret").result() == http::status::ok);
+  routes.set_access({"", false});
+  CHECK(dispatch(routes, http::verb::delete_, "/secret").result() == http::status::forbidden);
+  CHECK(dispatch(routes, http::verb::get, "/healthz").result() == http::status::ok);
+  routes.set_access({"s3cret", false});
+  const auto res = dispatch(routes, http::verb::get, "/secret");
+  CHECK(res.result() == http::status::unauthorized);
+  CHECK(res[http::field::www_authenticate] == "Bearer");
+  AdminRequest req{http::verb::get, "/secret", 11};
+  req.set(http::field::authorization, "Bearer s3cret");
+  std::optional<AdminResponse> got;
+  routes.dispatch(req, [&got](AdminResponse r) { got = std::move(r); });
+  REQUIRE(got);
+  CHECK(got->result() == http::status::ok);
+}

@@ -63,6 +63,11 @@ const std::vector<BadFixture> kBadFixtures = {
       "4: admin.listen: port must be between 0 and 65535, got \"127.0.0.1:70000\""}},
     {"admin_listen_conflict.yaml",
      {"4: admin.listen: conflicts with server.listen \"0.0.0.0:8080\""}},
+    {"admin_token_unreadable.yaml",
+     {"3: admin.token_file: cannot read \"/nonexistent/sluice-admin-token\": No such file or "
+      "directory"}},
+    {"admin_token_empty.yaml",
+     {"2: admin.token_file: \"/dev/null\" is empty; an admin token must not be empty"}},
     {"bad_upstream_server.yaml",
      {"4: upstreams.orders.servers[0]: expected host:port, got \"127.0.0.1\"",
       "5: upstreams.orders.servers[1]: IPv6 addresses need brackets, e.g. \"[::1]:8080\", got "

@@ -1,0 +1,167 @@
+#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/admin/bucket_request.hpp"
+#include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/local_layer.hpp"
+
+namespace sluice {
+namespace {
+
+namespace http = boost::beast::http;
+
+constexpr std::string_view kBucketRequests = "sluice_admin_bucket_requests_total";
+
+std::string_view result_of(unsigned status) {
+  switch (status) {
+    case 200:
+    case 204:
+      return "ok";
+    case 400:
+      return "bad_request";
+    case 404:
+      return "not_found";
+    default:
+      return "unavailable";
+  }
+}
+
+// The one admin reply of a request, shared by the workers that take part:
+// the first (and only) answer moves it out and calls it, so that its hold on
+// the admin session goes with the answer, never released on a worker.
+class ReplyOnce {
+ public:
+  explicit ReplyOnce(AdminReply reply) : reply_(std::move(reply)) {}
+  void operator()(AdminResponse res) {
+    AdminReply reply;
+    {
+      std::lock_guard lock(mutex_);
+      reply = std::move(reply_);
+      reply_ = nullptr;
+    }
+    if (reply) reply(std::move(res));
+  }
+
+ private:
+  std::mutex mutex_;
+  AdminReply reply_;
+};
+
+// One request on the chosen worker: what it answers and counts.
+struct BucketCall {
+  std::shared_ptr<BucketWorker> worker;
+  std::vector<BucketWorkers::Entry> others;  // every other live worker
+  bool is_delete = false;
+  std::shared_ptr<ReplyOnce> reply;
+
+  void answer(unsigned status, const nlohmann::ordered_json& document) const {
+    worker->metrics->add(
+        "sluice_admin_bucket_requests_total",
+        labels("method", is_delete ? "DELETE" : "GET", "result", result_of(status)));
+    if (status == 204) {
+      return (*reply)(admin_response(http::status::no_content, "application/json", ""));
+    }
+    (*reply)(json_response(static_cast<http::status>(status), document));
+  }
+
+  void fail(unsigned status, const std::string& message) const {
+    answer(status, {{"error", message}});
+  }
+
+  void serve(std::string_view target) const {
+    auto query = parse_bucket_target(target);
+    if (auto* error = std::get_if<BucketRequestError>(&query)) {
+      return fail(error->status, error->message);
+    }
+    auto found = find_bucket(**worker->config, std::get<BucketQuery>(query));
+    if (auto* error = std::get_if<BucketRequestError>(&found)) {
+      return fail(error->status, error->message);
+    }
+    auto bucket = std::make_shared<BucketTarget>(std::get<BucketTarget>(std::move(found)));
+    if (!is_delete) {
+      return worker->layer->inspect(
+          bucket->descriptor, [call = *this, bucket](std::error_code ec, BucketView view) {
+            if (ec) return call.fail(503, "the store could not read the bucket: " + ec.message());
+            call.answer(200, bucket_document(*bucket, view));
+          });
+    }
+    worker->layer->reset(bucket->descriptor, [call = *this, bucket](std::error_code ec) {
+      if (ec) return call.fail(503, "the store could not reset the bucket: " + ec.message());
+      spdlog::info("admin: bucket {} reset", bucket_name(bucket->descriptor));
+      call.forget_elsewhere(bucket);
+    });
+  }
+
+  // Every other worker drops its denial and lease of the bucket; the last one
+  // to do so answers.
+  void forget_elsewhere(const std::shared_ptr<BucketTarget>& bucket) const {
+    if (others.empty()) return answer(204, {});
+    auto pending = std::make_shared<std::atomic<std::size_t>>(others.size());
+    for (const auto& entry : others) {
+      boost::asio::post(entry.executor, [call = *this, weak = entry.worker, bucket, pending] {
+        if (auto other = weak.lock()) other->layer->forget(bucket->descriptor);
+        if (pending->fetch_sub(1) == 1) call.answer(204, {});
+      });
+    }
+  }
+};
+
+}  // namespace
+
+void BucketWorkers::add(boost::asio::any_io_executor executor, std::weak_ptr<BucketWorker> worker) {
+  std::lock_guard lock(mutex_);
+  entries_.push_back({std::move(executor), std::move(worker)});
+}
+
+std::vector<BucketWorkers::Entry> BucketWorkers::live(std::size_t& chosen) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(entries_, [](const Entry& e) { return e.worker.expired(); });
+  chosen = entries_.empty() ? 0 : next_++ % entries_.size();
+  return entries_;
+}
+
+void seed_bucket_api_metrics(MetricsShard& metrics) {
+  for (const char* method : {"GET", "DELETE"}) {
+    for (const unsigned status : {200u, 400u, 404u, 503u}) {
+      metrics.declare(kBucketRequests, labels("method", method, "result", result_of(status)));
+    }
+  }
+}
+
+void add_bucket_endpoints(AdminRoutes& routes, std::shared_ptr<BucketWorkers> workers) {
+  routes.add(
+      std::string(kBucketsPath),
+      [workers = std::move(workers)](const AdminRequest& request, AdminReply reply) {
+        std::size_t chosen = 0;
+        auto entries = workers->live(chosen);
+        if (entries.empty()) {
+          return reply(json_response(http::status::service_unavailable,
+                                     {{"error", "no worker is serving"}}));
+        }
+        const auto entry = entries[chosen];
+        entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(chosen));
+        boost::asio::post(entry.executor, [weak = entry.worker, others = std::move(entries),
+                                           target = std::string(request.target()),
+                                           is_delete = request.method() == http::verb::delete_,
+                                           reply = std::make_shared<ReplyOnce>(std::move(reply))] {
+          auto worker = weak.lock();
+          if (!worker) {
+            return (*reply)(json_response(http::status::service_unavailable,
+                                          {{"error", "the worker stopped"}}));
+          }
+          BucketCall{std::move(worker), others, is_delete, reply}.serve(target);
+        });
+      },
+      {http::verb::get, http::verb::head, http::verb::delete_}, AdminMatch::kPrefix,
+      AdminGuard::kProtected);
+}
+
+}  // namespace sluice
