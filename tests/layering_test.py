@@ -30,6 +30,7 @@ GATEWAY_INTERFACE = [
     "gateway/common/",
     "gateway/worker_services.hpp",
     "gateway/admin/admin_routes.hpp",  # the bucket API adds its endpoints
+    "gateway/request_target.hpp",  # the bucket API keys a path as requests are keyed
 ]
 
 # For a source file, the first rule whose prefix matches its path says which

@@ -55,6 +55,13 @@ class ReplyOnce {
   AdminReply reply_;
 };
 
+void respond(ReplyOnce& reply, unsigned status, const nlohmann::ordered_json& document) {
+  if (status == 204) {
+    return reply(admin_response(http::status::no_content, "application/json", ""));
+  }
+  reply(json_response(static_cast<http::status>(status), document));
+}
+
 // One request on the chosen worker: what it answers and counts.
 struct BucketCall {
   std::shared_ptr<BucketWorker> worker;
@@ -62,15 +69,19 @@ struct BucketCall {
   bool is_delete = false;
   std::shared_ptr<ReplyOnce> reply;
 
-  void answer(unsigned status, const nlohmann::ordered_json& document) const {
+  // Counted on the chosen worker, whose metrics shard this is.
+  void count(unsigned status) const {
     worker->metrics->add(
         "sluice_admin_bucket_requests_total",
         labels("method", is_delete ? "DELETE" : "GET", "result", result_of(status)));
-    if (status == 204) {
-      return (*reply)(admin_response(http::status::no_content, "application/json", ""));
-    }
-    (*reply)(json_response(static_cast<http::status>(status), document));
   }
+
+  void answer(unsigned status, const nlohmann::ordered_json& document) const {
+    count(status);
+    respond(*reply, status, document);
+  }
+
+  bool worker_has_secret() const { return !(*worker->config)->redis.key_secret.empty(); }
 
   void fail(unsigned status, const std::string& message) const {
     answer(status, {{"error", message}});
@@ -95,20 +106,29 @@ struct BucketCall {
     }
     worker->layer->reset(bucket->descriptor, [call = *this, bucket](std::error_code ec) {
       if (ec) return call.fail(503, "the store could not reset the bucket: " + ec.message());
-      spdlog::info("admin: bucket {} reset", bucket_name(bucket->descriptor));
+      // Without a key secret the bucket's name is a plain hash of the key
+      // value (reversible for IP addresses): the limit's name only, then.
+      if (call.worker_has_secret()) {
+        spdlog::info("admin: bucket {} reset", bucket_name(bucket->descriptor));
+      } else {
+        spdlog::info("admin: a bucket of limit {} reset", bucket->descriptor.limit);
+      }
       call.forget_elsewhere(bucket);
     });
   }
 
   // Every other worker drops its denial and lease of the bucket; the last one
-  // to do so answers.
+  // to do so answers. What travels to the other workers holds nothing of
+  // this worker (its layer, its metrics): a handler that never runs, because
+  // that worker stopped first, is destroyed there safely.
   void forget_elsewhere(const std::shared_ptr<BucketTarget>& bucket) const {
-    if (others.empty()) return answer(204, {});
+    count(204);
+    if (others.empty()) return respond(*reply, 204, {});
     auto pending = std::make_shared<std::atomic<std::size_t>>(others.size());
     for (const auto& entry : others) {
-      boost::asio::post(entry.executor, [call = *this, weak = entry.worker, bucket, pending] {
+      boost::asio::post(entry.executor, [reply = reply, weak = entry.worker, bucket, pending] {
         if (auto other = weak.lock()) other->layer->forget(bucket->descriptor);
-        if (pending->fetch_sub(1) == 1) call.answer(204, {});
+        if (pending->fetch_sub(1) == 1) respond(*reply, 204, {});
       });
     }
   }

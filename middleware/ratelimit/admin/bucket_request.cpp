@@ -6,6 +6,7 @@
 
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/target_parts.hpp"
+#include "gateway/request_target.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/query_params.hpp"
@@ -111,9 +112,16 @@ std::optional<BucketRequestError> place(SyntheticRequest& request, const Config&
       request.client_ip = *ip;
       break;
     }
-    case KeySource::Kind::kPath:
-      request.path = value;
+    case KeySource::Kind::kPath: {
+      // Keyed as a request's path is: normalized, without ";parameters".
+      NormalizedTarget normalized;
+      if (value.front() != '/' || value.find('?') != std::string::npos ||
+          !normalize_target(value, normalized).empty()) {
+        return bad_request(which + " is not a request path (\"/...\" without a query)");
+      }
+      request.path = std::move(normalized.route_path);
       break;
+    }
     case KeySource::Kind::kRoute:
       request.route = value;
       break;
@@ -224,6 +232,9 @@ nlohmann::ordered_json bucket_document(const BucketTarget& target, const BucketV
     doc["capacity"] = d.capacity;
     doc["refill_per_second"] = d.refill_per_second;
   }
+  // Whether Redis holds the bucket: false for one never used or expired (full),
+  // and for a value that names another bucket than the one meant.
+  doc["exists"] = view.exists;
   doc["tokens"] = view.exists ? view.tokens : d.capacity;
   const double full_in = view.exists ? view.seconds_to_full : 0;
   // Never, for a bucket that does not refill: null.

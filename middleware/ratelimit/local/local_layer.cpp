@@ -185,8 +185,10 @@ void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_
       release_waiters(asked[j], false);
       continue;
     }
-    // A lease that arrives after a reload or the drain emptied the table goes back.
-    if (draining_ || !leases_.on_grant(asked[j], granted, decision.limits[j], sent_us)) {
+    // A lease that arrives after a reload, a reset or the drain emptied the
+    // table goes back.
+    if (draining_ || fenced(asked[j], sent_us) ||
+        !leases_.on_grant(asked[j], granted, decision.limits[j], sent_us)) {
       give_back({BucketRefund{asked[j], granted}});
       release_waiters(asked[j], false);
       continue;
@@ -228,7 +230,13 @@ void LocalLayer::send_top_up(const LimitDescriptor& bucket, double tokens) {
 
 void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double cost,
                                   const RateDecision& decision, std::int64_t asked_at) {
-  if (deny_cache_on_) cache_.remember(asked, cost, decision, asked_at);
+  if (!deny_cache_on_) return;
+  if (!reset_at_.empty()) {
+    for (const auto& bucket : asked) {
+      if (fenced(bucket, asked_at)) return;  // an answer from before a reset of one of them
+    }
+  }
+  cache_.remember(asked, cost, decision, asked_at);
 }
 
 void LocalLayer::put_back(const std::vector<LimitDescriptor>& descriptors, double cost,
@@ -268,14 +276,30 @@ void LocalLayer::inspect(const LimitDescriptor& bucket, BucketViewHandler handle
   store_->inspect(bucket, std::move(handler));
 }
 
+// The bucket is forgotten here once the store has reset it: on this worker's
+// connection every answer to a call sent before the reset came first.
 void LocalLayer::reset(const LimitDescriptor& bucket, RefundHandler done) {
-  forget(bucket);
-  store_->reset(bucket, std::move(done));
+  store_->reset(bucket,
+                [self = shared_from_this(), bucket, done = std::move(done)](std::error_code ec) {
+                  if (!ec) self->forget(bucket);
+                  if (done) done(ec);
+                });
 }
 
 void LocalLayer::forget(const LimitDescriptor& bucket) {
   cache_.forget(bucket);
   leases_.forget(bucket);
+  // Answers to calls sent before now describe the bucket before its reset:
+  // their denials are not cached and their leases go back (see fenced()).
+  const std::int64_t now = now_us_();
+  std::erase_if(reset_at_, [now](const auto& entry) { return now - entry.second > kFenceUs; });
+  reset_at_[BucketKey::of(bucket)] = now;
+}
+
+bool LocalLayer::fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const {
+  if (reset_at_.empty()) return false;
+  const auto it = reset_at_.find(BucketKey::of(bucket));
+  return it != reset_at_.end() && sent_us <= it->second;
 }
 
 void LocalLayer::reconfigure(const LocalConfig& config) {

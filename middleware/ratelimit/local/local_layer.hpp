@@ -58,10 +58,12 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
 
   // Reads the bucket from the store (a lease held here was debited there).
   void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) override;
-  // Forgets the bucket here (forget) and in the store.
+  // Forgets the bucket in the store, then (only if the store did) here.
   void reset(const LimitDescriptor& bucket, RefundHandler done) override;
   // The bucket was reset: its denial leaves the cache and its lease is
-  // dropped without a refund (the bucket is full again anyway).
+  // dropped without a refund (the bucket is full again anyway). Answers to
+  // calls sent before now are fenced off: their denials are not cached and
+  // their leases are given back.
   void forget(const LimitDescriptor& bucket);
 
   // A new configuration: the cache is emptied (limits may have changed) and
@@ -107,6 +109,12 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   void arm_sweep();
   void sweep();
 
+  // Whether an answer to a call sent at `sent_us` predates a reset of the bucket.
+  bool fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const;
+
+  // Answers older than this are not awaited after a reset (store calls time out sooner).
+  static constexpr std::int64_t kFenceUs = 10'000'000;
+
   boost::asio::any_io_executor executor_;
   std::shared_ptr<RateLimiter> store_;
   MetricsShard& metrics_;
@@ -114,6 +122,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   bool deny_cache_on_;
   bool draining_ = false;
   std::function<void()> drained_;  // the drain's completion, until it has run
+  std::unordered_map<BucketKey, std::int64_t, BucketKeyHash> reset_at_;  // recent resets
   // Store calls out that may grant leases, return leased tokens or refund.
   std::size_t calls_out_ = 0;
   DenyCache cache_;

@@ -183,6 +183,17 @@ TEST_CASE("bucket requests: the same bucket as a request with the same values", 
     check_same(
         bucket("/ratelimit/buckets/per_key_path?value=demo-pro-key&value=/api/orders/7").descriptor,
         request_descriptor("per_key_path", request));
+    // A path as sent is keyed as the request path keys it: normalized,
+    // without ";parameters" ("/api;v=2/%7eorders//7" is "/api/~orders/7").
+    Request spelled;
+    spelled.header("Authorization", "Bearer demo-pro-key");
+    spelled.path = "/api/~orders/7";
+    check_same(bucket("/ratelimit/buckets/per_key_path?value=demo-pro-key&value=/api%3Bv=2/"
+                      "%257eorders//7")
+                   .descriptor,
+               request_descriptor("per_key_path", spelled));
+    CHECK(refusal("/ratelimit/buckets/per_key_path?value=demo-pro-key&value=api")
+              .message.find("is not a request path") != std::string::npos);
     Request user;
     user.header("X-User", "alice");
     user.query = "x=1&tenant=acme+corp";
@@ -212,9 +223,11 @@ TEST_CASE("bucket requests: the document shows the hashed name, never the value"
   CHECK(doc["algorithm"] == "token_bucket");
   CHECK(doc["capacity"] == 100.0);
   CHECK(doc["refill_per_second"] == 10.0);
+  CHECK(doc["exists"] == true);
   CHECK(doc["tokens"] == 42.5);
   CHECK(doc["full_in_ms"] == 5750);
   const auto empty = sluice::bucket_document(target, sluice::BucketView{});
+  CHECK(empty["exists"] == false);
   CHECK(empty["tokens"] == 100.0);
   CHECK(empty["full_in_ms"] == 0);
 }
