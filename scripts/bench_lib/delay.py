@@ -6,7 +6,7 @@ MAX_DELAY_MS), the catch-all route a limit that allows everything (the same
 decision path without a wait). BURSTS times, BURST requests are sent at once on
 connections opened beforehand, each on its own thread; the bucket lets the
 k-th request (in the order the responses come back) go k / RATE after the
-first, so how late its answer comes against that schedule is what the delay
+first, so how far its answer lands from that schedule is what the delay
 path adds to the wait. Those figures (p50, p99) are set beside the latency of
 single undelayed requests on the catch-all route, and the
 gateway's own sluice_ratelimit_delay_seconds histogram is read to check the waits.
@@ -71,9 +71,9 @@ def exchange(sock: socket.socket, path: str) -> float:
     return end - start
 
 
-def burst(port: int, sockets: list[socket.socket]) -> list[float]:
-    """BURST requests to /paced released together; the moments their responses
-    were complete (perf_counter), sorted."""
+def burst(port: int, sockets: list[socket.socket]) -> list[tuple[float, float]]:
+    """BURST requests to /paced released together; for each, the moment its
+    response was complete (perf_counter) and its latency, sorted by the first."""
     gate = threading.Barrier(len(sockets))
     latencies: list[float] = []
     errors: list[Exception] = []
@@ -82,8 +82,8 @@ def burst(port: int, sockets: list[socket.socket]) -> list[float]:
     def one(sock):
         gate.wait(timeout=10)
         try:
-            exchange(sock, "/paced")
-            latency = time.perf_counter()
+            took = exchange(sock, "/paced")
+            latency = (time.perf_counter(), took)
         except Exception as e:  # noqa: BLE001 (reported after the burst)
             with lock:
                 errors.append(e)
@@ -120,7 +120,7 @@ def delay_run(stack: Stack, log) -> dict:
             exchange(sock, "/")
         singles = [exchange(sock, "/") for _ in range(SINGLES)]
 
-    added, waits = [], []  # the first of each burst is on time by definition
+    deviations, delayed_latencies, firsts = [], [], []
     for n in range(BURSTS):
         sockets = [socket.create_connection(("127.0.0.1", port), timeout=10)
                    for _ in range(BURST)]
@@ -129,17 +129,20 @@ def delay_run(stack: Stack, log) -> dict:
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # The bucket is full again 1 / RATE after the previous burst's last wait.
             time.sleep(2 / RATE)  # a refill period, not a condition
-            latencies = burst(port, sockets)
+            answers = burst(port, sockets)
         finally:
             for s in sockets:
                 s.close()
-        # The bucket lets one request go every 1 / RATE from the first one's
-        # decision: the k-th answer is due k / RATE after the first.
-        for k, done in enumerate(latencies):
-            added.append(done - latencies[0] - k / RATE)
-            waits.append(k / RATE)
-        log(f"delay burst {n + 1}/{BURSTS}: last answer {(latencies[-1] - latencies[0]) * 1000:.0f}"
-            " ms after the first")
+        # The bucket lets one request go every 1 / RATE: the k-th answer is due
+        # k / RATE after the schedule's origin, fitted as the median over the
+        # burst (the first answer alone is late: the gateway decides the rest
+        # of the burst while it forwards it).
+        origin = statistics.median(done - k / RATE for k, (done, _) in enumerate(answers))
+        deviations += [done - k / RATE - origin for k, (done, _) in enumerate(answers) if k]
+        delayed_latencies += [took for _, took in answers[1:]]
+        firsts.append(answers[0][1])  # the burst's undelayed request, in the same crowd
+        log(f"delay burst {n + 1}/{BURSTS}: last answer "
+            f"{(answers[-1][0] - answers[0][0]) * 1000:.0f} ms after the first")
 
     status, _, body = request(gateway.admin_port, "GET", "/metrics", timeout=5.0)
     text = body.decode(errors="replace") if status == 200 else ""
@@ -149,13 +152,16 @@ def delay_run(stack: Stack, log) -> dict:
     hist_sum = metric_sum(text, "sluice_ratelimit_delay_seconds_sum")
     limited = metric_sum(text, "sluice_ratelimit_decisions_total", route="paced",
                          decision="limited")
+    hist_mean = hist_sum / hist_count if hist_count else 0.0
     return {
         "singles_p50": statistics.median(singles), "singles_p99": percentile(singles, 0.99),
-        "added_p50": statistics.median(a for a, w in zip(added, waits) if w > 0),
-        "added_p99": percentile([a for a, w in zip(added, waits) if w > 0], 0.99),
-        "requests": len(added) - BURSTS, "delayed": delayed, "limited": limited,
-        "hist_count": hist_count, "hist_mean": hist_sum / hist_count if hist_count else 0.0,
-        "ideal_mean": statistics.mean(waits[k] for k in range(len(waits)) if waits[k] > 0),
+        "singles_mean": statistics.mean(singles), "firsts_mean": statistics.mean(firsts),
+        "dev_p50": statistics.median(deviations), "dev_p99": percentile(deviations, 0.99),
+        "dev_p1": percentile(deviations, 0.01),
+        "delayed_mean": statistics.mean(delayed_latencies),
+        "requests": len(deviations), "delayed": delayed, "limited": limited,
+        "hist_count": hist_count, "hist_mean": hist_mean,
+        "beyond_wait": statistics.mean(delayed_latencies) - hist_mean,
     }
 
 
@@ -168,27 +174,26 @@ def delay_report(result: dict, info: str, started, command: str) -> str:
         f"`{command}`: a global token bucket of 1 token refilling {RATE:g}/s with "
         f"`on_limit: delay` (`max_delay_ms: {MAX_DELAY_MS}`); {BURSTS} bursts of {BURST} "
         "requests released together, each on its own kept-alive connection. The bucket "
-        f"lets the k-th request of a burst go k / {RATE:g} s after the first; how late its "
-        "answer comes against that schedule (negative: early) is what the delay path adds "
-        "to the wait. Beside it, single requests through the same decision path without a "
-        "wait (a limit that allows all).", "",
-        "| | p50 | p99 |", "|---|---|---|",
-        f"| undelayed request (one at a time) | {ms(result['singles_p50'])} | "
+        f"lets the k-th request of a burst go k / {RATE:g} s after the first; how far its "
+        "answer lands from that schedule is what the delay path adds to the wait. Beside "
+        "it, single requests through the same decision path without a wait (a limit that "
+        "allows all).", "",
+        "| | p1 | p50 | p99 |", "|---|---|---|---|",
+        f"| undelayed request, latency (one at a time) | — | {ms(result['singles_p50'])} | "
         f"{ms(result['singles_p99'])} |",
-        f"| delayed request: answer − its slot (first answer + k / rate) | "
-        f"{ms(result['added_p50'])} | "
-        f"{ms(result['added_p99'])} |", "",
+        f"| delayed request: answer − its slot on the bucket's schedule | "
+        f"{ms(result['dev_p1'])} | {ms(result['dev_p50'])} | {ms(result['dev_p99'])} |", "",
+        f"Means: a delayed request's latency {ms(result['delayed_mean'])}, less its wait as "
+        f"Sluice measured it (`sluice_ratelimit_delay_seconds`, mean "
+        f"{ms(result['hist_mean'])} over {result['hist_count']:.0f} waits) = "
+        f"**{ms(result['beyond_wait'])}** beyond the wait, against "
+        f"**{ms(result['firsts_mean'])}** for the undelayed first request of a burst (decided "
+        f"in the same crowd of {BURST}) and {ms(result['singles_mean'])} for a request alone.",
+        "",
         f"{result['requests']} delayed requests measured; Sluice counted "
         f"{result['delayed']:.0f} `decision=\"delayed\"` and {result['limited']:.0f} "
-        f"`limited`; its delay histogram: {result['hist_count']:.0f} waits, mean "
-        f"{ms(result['hist_mean'])} (the ideal mean of the non-zero waits: "
-        f"{ms(result['ideal_mean'])}).",
-        "",
-        "The Redis-side waits are a little shorter than k / rate (the histogram's mean): "
-        "the requests of a burst reach the gateway over a few milliseconds, and each one's "
-        "wait counts from its own arrival. The schedule is what stays exact: the k-th "
-        "answer is due k / rate after the first, whenever it arrived. The first answer of a "
-        "burst is itself a little late (the gateway decides the other requests of the burst "
-        "while it forwards it), which is why the later ones can look early.",
+        "`limited`. The schedule's origin is fitted per burst (the median of answer − "
+        "k / rate): the first answer of a burst is itself late, because the gateway decides "
+        "the rest of the burst while it forwards it.",
     ]
     return "\n".join(lines)
