@@ -54,6 +54,8 @@ class Application::Impl {
  private:
   void add_admin_endpoints();
   void set_admin_access();
+  bool bind_listeners();
+  void reload_tls(const Config& next);
   void start_workers();
   void wait_signal();
   void reload();
@@ -74,7 +76,9 @@ class Application::Impl {
   asio::io_context main_io_{1};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<DependencyState> last_readiness_;  // each worker's last answer to /readyz
-  Listener listener_{main_io_, workers_, main_metrics_};
+  Listener listener_{main_io_, workers_, main_metrics_, "server"};
+  // server.tls.listen, when TLS is served beside a plain server.listen.
+  Listener tls_listener_{main_io_, workers_, main_metrics_, "tls"};
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
@@ -114,11 +118,43 @@ void Application::Impl::set_admin_access() {
       AdminAccess{config_->admin.token, admin_server_.local_endpoint().address().is_loopback()});
 }
 
+// server.listen speaks TLS when server.tls has no listen of its own;
+// otherwise it stays plain and server.tls.listen serves TLS beside it.
+bool Application::Impl::bind_listeners() {
+  if (!listener_.bind(config_->server.listen, "server.listen")) return false;
+  const auto& tls = config_->server.tls;
+  if (!tls) return true;
+  if (!tls->listen) {
+    listener_.set_tls(tls->contexts);
+    return true;
+  }
+  if (!tls_listener_.bind(*tls->listen, "server.tls.listen")) return false;
+  tls_listener_.set_tls(tls->contexts);
+  main_metrics_.add("sluice_accept_errors_total", label("listener", "tls"), 0);
+  return true;
+}
+
+// New certificates go to new connections; open ones keep theirs. Where TLS
+// is served and on which address is fixed at start.
+void Application::Impl::reload_tls(const Config& next) {
+  const auto& now = config_->server.tls;
+  const auto& then = next.server.tls;
+  const bool same_place = now.has_value() == then.has_value() &&
+                          (!now || now->listen.has_value() == then->listen.has_value());
+  if (!same_place) {
+    spdlog::warn("reload: server.tls added, removed or moved; takes effect on restart");
+  }
+  if (!now || !then) return;
+  Listener& serving = now->listen ? tls_listener_ : listener_;
+  serving.set_tls(then->contexts);
+}
+
 bool Application::Impl::start() {
-  if (!listener_.bind(config_->server.listen)) return false;
+  if (!bind_listeners()) return false;
   if (!admin_server_.bind(config_->admin.listen)) return false;
   set_admin_access();
   const std::size_t max_connections = listener_.limit_connections(config_->server.max_connections);
+  tls_listener_.set_connection_cap(max_connections);
   main_metrics_.set("sluice_connections_max", "", static_cast<double>(max_connections));
   main_metrics_.add("sluice_connections_rejected_total", "", 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "server"), 0);
@@ -129,13 +165,17 @@ bool Application::Impl::start() {
 
   start_workers();
   listener_.start();
+  if (tls_listener_.is_bound()) tls_listener_.start();
   admin_server_.start();
   memory_trim_.start();
   wait_signal();
   ready_ = true;
-  spdlog::info("sluice listening on {} (data plane, {} worker threads), admin on {}",
-               to_string(listener_.local_endpoint()), workers_.size(),
-               to_string(admin_server_.local_endpoint()));
+  const bool tls_beside = tls_listener_.is_bound();
+  spdlog::info("sluice listening on {}{}{} (data plane, {} worker threads), admin on {}",
+               to_string(listener_.local_endpoint()),
+               config_->server.tls && !tls_beside ? " (TLS)" : "",
+               tls_beside ? " and " + to_string(tls_listener_.local_endpoint()) + " (TLS)" : "",
+               workers_.size(), to_string(admin_server_.local_endpoint()));
   return true;
 }
 
@@ -180,6 +220,7 @@ void Application::Impl::reload() {
       next.admin.listen.to_string() != config_->admin.listen.to_string()) {
     spdlog::warn("reload: listen addresses changed; the new addresses take effect on restart");
   }
+  reload_tls(next);
   if (next.server.threads != config_->server.threads) {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
@@ -206,6 +247,7 @@ void Application::Impl::begin_shutdown() {
   if (stopping_) return;
   stopping_ = true;
   listener_.close();
+  tls_listener_.close();
   memory_trim_.stop();
   for (auto& w : workers_) {
     Worker& worker = *w;

@@ -5,11 +5,13 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl/stream_base.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/tls/server_tls.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -53,7 +55,8 @@ IpAddress to_ip(const asio::ip::address& a) {
 
 }  // namespace
 
-ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket)
+ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
+                           std::shared_ptr<const ServerTls> tls)
     : worker_(worker),
       stream_(std::move(socket)),
       head_timer_(stream_.get_executor()),
@@ -64,7 +67,27 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket)
   peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
   peer_text_ = peer_.to_string();
   stream_.socket().set_option(tcp::no_delay(true), ec);
+  if (tls) {
+    auto& context = tls->context();
+    stream_.use_tls(context, std::move(tls));
+  }
   worker_.add_session(this);
+}
+
+// A TLS connection shakes hands first, within header_timeout_ms like a
+// request head; a failed handshake closes it quietly (counted).
+void ProxySession::start() {
+  if (!stream_.is_tls()) return do_read_head();
+  set_deadline(Side::kClient, worker_.config()->server.header_timeout);
+  stream_.tls().async_handshake(asio::ssl::stream_base::server,
+                                handler([](ProxySession& self, beast::error_code ec) {
+                                  self.deadline_.clear();
+                                  self.worker_.metrics().add("sluice_tls_handshakes_total",
+                                                             label("result", ec ? "error" : "ok"));
+                                  if (ec) return self.close();
+                                  self.tls_open_ = true;
+                                  self.do_read_head();
+                                }));
 }
 
 ProxySession::~ProxySession() {
@@ -81,6 +104,7 @@ void ProxySession::on_drain() {
 
 void ProxySession::force_close() {
   closed_ = true;
+  tls_open_ = false;
   exchange_.cancel_wait();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -215,8 +239,8 @@ void ProxySession::on_head(beast::error_code ec) {
   }
   ++requests_;
   auto& req = parser_->get();
-  auto refusal =
-      admit_request(req, {parser_->chunked(), parser_->is_done()}, peer_, *config_, info_);
+  auto refusal = admit_request(req, {parser_->chunked(), parser_->is_done()}, peer_,
+                               stream_.is_tls(), *config_, info_);
   keep_alive_ = {.client_asked = info_.keep_alive};
   if (refusal) {
     const bool close = refusal->close_connection;
@@ -291,8 +315,17 @@ void ProxySession::send_local(LocalReply reply, bool close_after) {
 }
 
 // Half-close and drain what the client still sends, so that it reads our
-// reply rather than a reset (like nginx's lingering close).
+// reply rather than a reset (like nginx's lingering close). A TLS connection
+// says close_notify first, so that a client reading to the end of the stream
+// knows it was not cut short; its answer, if any, ends the linger.
 void ProxySession::graceful_close() {
+  if (tls_open_) {
+    tls_open_ = false;
+    set_deadline(Side::kClient, kLingerTimeout);
+    stream_.tls().async_shutdown(
+        handler([](ProxySession& self, beast::error_code) { self.close(); }));
+    return;
+  }
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   if (ec) return close();
@@ -312,6 +345,7 @@ void ProxySession::linger() {
 
 void ProxySession::close() {
   closed_ = true;
+  tls_open_ = false;
   beast::error_code ec;
   stream_.socket().close(ec);
   head_timer_.cancel();

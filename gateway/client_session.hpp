@@ -27,6 +27,8 @@
 
 namespace sluice {
 
+class ServerTls;
+
 class ProxySession final : public ClientSession,
                            public MiddlewareLater,
                            public ExchangeHost,
@@ -34,10 +36,13 @@ class ProxySession final : public ClientSession,
  public:
   using Clock = std::chrono::steady_clock;
 
-  ProxySession(Worker& worker, WorkerStream::socket_type socket);
+  // `tls`: the listener's TLS contexts, or null for plain HTTP.
+  ProxySession(Worker& worker, WorkerStream::socket_type socket,
+               std::shared_ptr<const ServerTls> tls);
   ~ProxySession() override;
 
-  void start() { do_read_head(); }
+  // A TLS connection's handshake first, then the first request head.
+  void start();
 
   // ClientSession: what the worker asks of a connection.
   void on_drain() override;
@@ -114,7 +119,7 @@ class ProxySession final : public ClientSession,
       boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
 
   Worker& worker_;
-  WorkerStream stream_;
+  ClientStream stream_;
   Timer head_timer_;
   Deadline<WorkerExecutor, Side> deadline_;
   bool client_timed_out_ = false;
@@ -132,6 +137,8 @@ class ProxySession final : public ClientSession,
   bool watch_pending_ = false;  // a readiness wait is on the socket
   UpstreamExchange exchange_;
   bool closed_ = false;  // the client socket was closed
+  // TLS is up and no error has ended it: a close says close_notify first.
+  bool tls_open_ = false;
 
   RequestInfo info_;  // the current request, as admitted
   HeaderList response_headers_;

@@ -239,8 +239,9 @@ void ProxySession::record(unsigned status) {
   log_exchange(record, config_, worker_.series(), worker_.chain().observers);
 }
 
-void start_client_session(Worker& worker, WorkerSocket socket) {
-  auto session = std::make_shared<ProxySession>(worker, std::move(socket));
+void start_client_session(Worker& worker, WorkerSocket socket,
+                          std::shared_ptr<const ServerTls> tls) {
+  auto session = std::make_shared<ProxySession>(worker, std::move(socket), std::move(tls));
   if (worker.draining()) session->on_drain();
   session->start();
 }

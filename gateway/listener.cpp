@@ -49,11 +49,11 @@ std::size_t raise_descriptor_limit() {
 }  // namespace
 
 Listener::Listener(asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers,
-                   MetricsShard& metrics)
-    : workers_(workers), metrics_(metrics), acceptor_(io), backoff_(io, "server") {}
+                   MetricsShard& metrics, std::string_view name)
+    : workers_(workers), metrics_(metrics), acceptor_(io), backoff_(io, name) {}
 
-bool Listener::bind(const HostPort& where) {
-  return bind_acceptor(acceptor_, where, "server.listen");
+bool Listener::bind(const HostPort& where, const char* key) {
+  return bind_acceptor(acceptor_, where, key);
 }
 
 std::size_t Listener::limit_connections(std::size_t configured) {
@@ -95,16 +95,17 @@ void Listener::on_accept(Worker& worker, boost::system::error_code ec, WorkerSoc
   if (ec) return backoff_.failed(ec, metrics_, [this] { do_accept(); });
   backoff_.succeeded();
   if (!admit_connection()) {
-    // At the cap with nothing idle to close: a short answer, then the close.
+    // At the cap with nothing idle to close: a short answer (in plain HTTP
+    // only: a TLS client could not read it), then the close.
     boost::system::error_code ignored;
     socket.non_blocking(true, ignored);
-    socket.send(asio::buffer(overloaded_reply()), 0, ignored);
+    if (!tls_) socket.send(asio::buffer(overloaded_reply()), 0, ignored);
     socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);
     metrics_.add("sluice_connections_rejected_total", "");
   } else {
-    asio::post(worker.io(), [&worker, socket = std::move(socket)]() mutable {
-      start_client_session(worker, std::move(socket));
+    asio::post(worker.io(), [&worker, socket = std::move(socket), tls = tls_]() mutable {
+      start_client_session(worker, std::move(socket), std::move(tls));
     });
   }
   do_accept();

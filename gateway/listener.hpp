@@ -1,7 +1,9 @@
-// The data-plane listener: binds server.listen, accepts on the main thread
-// with back-off, hands each connection to the next worker in turn, and keeps
-// the open connections under the cap (shedding idle keep-alive connections
-// near it, refusing with a short 503 at it). Used on the main thread only.
+// A data-plane listener: binds server.listen (or server.tls.listen), accepts
+// on the main thread with back-off, hands each connection to the next worker
+// in turn, with the TLS contexts in force when it serves TLS, and keeps the
+// open connections of all listeners under one cap (shedding idle keep-alive
+// connections near it, refusing at it: a short 503 in plain HTTP, a close on
+// TLS). Used on the main thread only.
 #pragma once
 
 #include <cstddef>
@@ -23,13 +25,20 @@ class Worker;
 class Listener {
  public:
   // `workers` and `metrics` (the main thread's shard) outlive the listener.
+  // `name` labels sluice_accept_errors_total{listener}.
   Listener(boost::asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers,
-           MetricsShard& metrics);
+           MetricsShard& metrics, std::string_view name);
 
-  bool bind(const HostPort& where);
+  // `key` names the configuration key in messages.
+  bool bind(const HostPort& where, const char* key);
+  bool is_bound() const { return acceptor_.is_open(); }
+  // The TLS contexts new connections get (null: plain HTTP); a reload sets new ones.
+  void set_tls(std::shared_ptr<const ServerTls> tls) { tls_ = std::move(tls); }
   // Raises the descriptor limit and sets the connection cap to `configured`,
   // lowered (with a warning) to what the descriptors allow; returns the cap.
   std::size_t limit_connections(std::size_t configured);
+  // The cap another listener worked out (all listeners share one).
+  void set_connection_cap(std::size_t cap) { max_connections_ = cap; }
   // Starts accepting; the workers must exist and be running.
   void start();
   // Stops accepting (the start of a drain).
@@ -45,6 +54,7 @@ class Listener {
   MetricsShard& metrics_;
   boost::asio::ip::tcp::acceptor acceptor_;
   AcceptBackoff backoff_;
+  std::shared_ptr<const ServerTls> tls_;
   std::size_t max_connections_ = 0;  // the cap in force
   std::size_t next_worker_ = 0;
 };

@@ -85,6 +85,9 @@ constexpr FamilyInfo kFamilies[] = {
      "Idle keep-alive client connections closed to make room near the connection cap."},
     {"sluice_accept_errors_total", "counter",
      "Failed accepts (out of descriptors and the like), by listener."},
+    {"sluice_tls_handshakes_total", "counter",
+     "TLS handshakes on the data listener by result (error: a protocol or version the "
+     "configuration refuses, a client that left or timed out during the handshake)."},
     {"sluice_internal_errors_total", "counter",
      "Exceptions caught on the data path; each closed the one connection it concerned."},
     {"sluice_upstream_retries_total", "counter",

@@ -97,7 +97,7 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
 }  // namespace
 
 std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
-                                        const Config& config, RequestInfo& info) {
+                                        bool over_tls, const Config& config, RequestInfo& info) {
   info.route = nullptr;
   info.original_target.clear();
   info.keep_alive = false;
@@ -140,8 +140,8 @@ std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, con
   info.client_ip = resolve_client_ip(peer, xff, config.server.trusted_proxies);
   // The scheme a trusted proxy saw is kept; anyone else's is replaced.
   info.forwarded_proto = "http";
-  if (is_trusted(peer, config.server.trusted_proxies) &&
-      beast::iequals(req["X-Forwarded-Proto"], "https")) {
+  if (over_tls || (is_trusted(peer, config.server.trusted_proxies) &&
+                   beast::iequals(req["X-Forwarded-Proto"], "https"))) {
     info.forwarded_proto = "https";
   }
 

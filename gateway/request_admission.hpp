@@ -37,7 +37,8 @@ struct RequestInfo {
   std::string original_target;  // as received, set only when the target was rewritten
   std::string request_id;       // kept from X-Request-Id or generated; also set on refusal
   IpAddress client_ip;          // the peer or the right-most untrusted X-Forwarded-For entry
-  std::string_view forwarded_proto = "http";  // "https" only from a trusted proxy
+  // "https" on a TLS connection, or from a trusted proxy that says so
+  std::string_view forwarded_proto = "http";
   const RouteConfig* route = nullptr;
   bool keep_alive = false;  // the request allows keep-alive
   BodyFacts body;
@@ -47,8 +48,9 @@ struct RequestInfo {
 // it forwards: an absolute-form target becomes origin-form with its authority
 // as Host, the target is normalized, hop-by-hop headers and (as configured)
 // underscore names are dropped. A refusal's close_connection is set when the
-// connection cannot carry another request after it.
+// connection cannot carry another request after it. `over_tls`: the client
+// connection is TLS.
 std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
-                                        const Config& config, RequestInfo& info);
+                                        bool over_tls, const Config& config, RequestInfo& info);
 
 }  // namespace sluice

@@ -11,12 +11,15 @@
 namespace sluice {
 
 class Worker;
+class ServerTls;
 struct Config;
 class MetricsShard;
 
 using WorkerSocket = WorkerStream::socket_type;
 
-// Starts serving an accepted connection; `socket` must belong to the worker's io_context.
-void start_client_session(Worker& worker, WorkerSocket socket);
+// Starts serving an accepted connection; `socket` must belong to the worker's
+// io_context. With `tls` the connection speaks TLS with those contexts.
+void start_client_session(Worker& worker, WorkerSocket socket,
+                          std::shared_ptr<const ServerTls> tls);
 
 }  // namespace sluice

@@ -30,6 +30,7 @@
 
 #include "gateway/common/guarded.hpp"
 #include "gateway/common/http_limits.hpp"
+#include "upstream/client_stream.hpp"
 #include "upstream/framing.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
@@ -84,7 +85,7 @@ struct ExchangeRequest {
 
 class UpstreamExchange {
  public:
-  UpstreamExchange(ExchangeHost& host, WorkerStream& client, boost::beast::flat_buffer& buffer,
+  UpstreamExchange(ExchangeHost& host, ClientStream& client, boost::beast::flat_buffer& buffer,
                    UpstreamPools& pools)
       : host_(host), client_(client), buffer_(buffer), pools_(pools) {}
   UpstreamExchange(const UpstreamExchange&) = delete;
@@ -137,10 +138,10 @@ class UpstreamExchange {
   void connect_to(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
   void on_connect(boost::beast::error_code ec);
   void send_request_head();
-  template <class Handler>
-  void write_piece(WorkerStream& stream, const std::string& head, bool& head_pending,
-                   const char* data, std::size_t n, bool chunked, bool last,
-                   std::chrono::milliseconds timeout, Handler&& handler);
+  template <class Stream, class Handler>
+  void write_piece(Stream& stream, const std::string& head, bool& head_pending, const char* data,
+                   std::size_t n, bool chunked, bool last, std::chrono::milliseconds timeout,
+                   Handler&& handler);
   void on_request_head_sent(boost::beast::error_code ec);
   void read_client_body();
   void on_client_body(boost::beast::error_code ec);
@@ -158,7 +159,7 @@ class UpstreamExchange {
   bool may_retry_on_fresh_connection(boost::beast::error_code ec) const;
 
   ExchangeHost& host_;
-  WorkerStream& client_;
+  ClientStream& client_;
   boost::beast::flat_buffer& buffer_;  // the client connection's read buffer
   UpstreamPools& pools_;
   std::weak_ptr<UpstreamExchange> self_;

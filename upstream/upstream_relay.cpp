@@ -4,6 +4,7 @@
 #include "upstream/upstream_exchange.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/write.hpp>
@@ -52,15 +53,15 @@ void UpstreamExchange::send_request_head() {
 // Writes a pending head (once), then `n` body bytes framed as chunked or raw,
 // then the last chunk if `last`, in one write. The buffer list lives here:
 // the write may outlast this call.
-template <class Handler>
-void UpstreamExchange::write_piece(WorkerStream& stream, const std::string& head,
-                                   bool& head_pending, const char* data, std::size_t n,
-                                   bool chunked, bool last, std::chrono::milliseconds timeout,
-                                   Handler&& handler) {
+template <class Stream, class Handler>
+void UpstreamExchange::write_piece(Stream& stream, const std::string& head, bool& head_pending,
+                                   const char* data, std::size_t n, bool chunked, bool last,
+                                   std::chrono::milliseconds timeout, Handler&& handler) {
   const std::size_t count =
       frame_piece(out_buffers_, std::exchange(head_pending, false) ? std::string_view{head} : "",
                   data, n, chunked, last, chunk_prefix_);
-  host_.set_deadline(&stream == &client_ ? Side::kClient : Side::kUpstream, timeout);
+  host_.set_deadline(std::is_same_v<Stream, ClientStream> ? Side::kClient : Side::kUpstream,
+                     timeout);
   asio::async_write(stream, std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
 }

@@ -21,8 +21,31 @@ namespace sluice {
 
 using Millis = std::chrono::milliseconds;
 
+class ServerTls;  // the TLS contexts built from TlsConfig (gateway/tls/server_tls.hpp)
+
+// One certificate chain and its private key, as PEM files.
+struct TlsCertificate {
+  std::string cert_file;
+  std::string key_file;
+};
+
+// server.tls: TLS termination on the data listener.
+struct TlsConfig {
+  // Where TLS is served. Absent: server.listen itself speaks only TLS; given:
+  // server.listen stays plain HTTP and TLS is served here too.
+  std::optional<HostPort> listen;
+  // [0] is cert_file/key_file, the default; the rest are chosen by SNI, by the
+  // DNS names (and wildcards) in each certificate.
+  std::vector<TlsCertificate> certificates;
+  int min_version = 12;  // 12 = TLS 1.2, 13 = TLS 1.3
+  // Built at load from the files above: a configuration whose files do not
+  // load or match is refused as a whole (and a reload keeps the old one).
+  std::shared_ptr<const ServerTls> contexts;
+};
+
 struct ServerConfig {
   HostPort listen{"0.0.0.0", 8080};
+  std::optional<TlsConfig> tls;
   unsigned threads = 0;  // 0 = one per core (resolved by the application, not here)
   std::size_t max_header_bytes = 16384;
   std::uint64_t max_body_bytes = 10485760;

@@ -17,7 +17,11 @@ constexpr std::string_view kServer[] = {"listen",
                                         "send_timeout_ms",
                                         "max_connections",
                                         "headers_with_underscores",
-                                        "trusted_proxies"};
+                                        "trusted_proxies",
+                                        "tls"};
+constexpr std::string_view kTls[] = {"listen", "cert_file", "key_file", "min_version",
+                                     "certificates"};
+constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};
 constexpr std::string_view kRedis[] = {"url",
@@ -58,6 +62,8 @@ constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex"
 
 constexpr MappingKeys kRootKeys{"", kRoot};
 constexpr MappingKeys kServerKeys{"server", kServer};
+constexpr MappingKeys kTlsKeys{"server.tls", kTls};
+constexpr MappingKeys kTlsCertificateKeys{"server.tls.certificates[]", kTlsCertificate};
 constexpr MappingKeys kAdminKeys{"admin", kAdmin};
 constexpr MappingKeys kLogKeys{"log", kLog};
 constexpr MappingKeys kRedisKeys{"redis", kRedis};
@@ -81,7 +87,8 @@ std::vector<std::string> config_key_paths() {
       &kRootKeys,    &kServerKeys,   &kAdminKeys,          &kLogKeys,
       &kRedisKeys,   &kLocalKeys,    &kCircuitBreakerKeys, &kUpstreamKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,          &kPlanKeys,
-      &kRouteKeys,   &kMatchKeys,    &kRejectKeys,         &kExemptionsKeys};
+      &kRouteKeys,   &kMatchKeys,    &kRejectKeys,         &kExemptionsKeys,
+      &kTlsKeys,     &kTlsCertificateKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

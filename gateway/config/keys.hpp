@@ -19,6 +19,8 @@ struct MappingKeys {
 
 extern const MappingKeys kRootKeys;
 extern const MappingKeys kServerKeys;
+extern const MappingKeys kTlsKeys;
+extern const MappingKeys kTlsCertificateKeys;
 extern const MappingKeys kAdminKeys;
 extern const MappingKeys kLogKeys;
 extern const MappingKeys kRedisKeys;

@@ -11,11 +11,18 @@ namespace sluice::config {
 namespace {
 
 void check_admin_listen(YamlReader& r, const ReadNotes& notes, const Config& c) {
-  if (!notes.admin_listen || !notes.server_listen_valid) return;
+  if (!notes.server_listen_valid) return;
   const auto& server = c.server.listen;
-  if (listeners_overlap(c.admin.listen, server)) {
+  if (notes.admin_listen && listeners_overlap(c.admin.listen, server)) {
     r.error_at(notes.admin_listen->mark, notes.admin_listen->field,
                "conflicts with server.listen " + quoted(server.to_string()));
+  }
+  if (!notes.tls_listen || !c.server.tls) return;
+  const auto& tls = *c.server.tls->listen;
+  if (listeners_overlap(tls, server)) {
+    r.error(*notes.tls_listen, "conflicts with server.listen " + quoted(server.to_string()));
+  } else if (notes.admin_listen && listeners_overlap(tls, c.admin.listen)) {
+    r.error(*notes.tls_listen, "conflicts with admin.listen " + quoted(c.admin.listen.to_string()));
   }
 }
 

@@ -1,4 +1,5 @@
-// server: the client listener, its limits and timeouts, trusted proxies.
+// server: the client listener, its limits and timeouts, trusted proxies (and
+// server.tls, read by tls_section.cpp).
 #include <limits>
 
 #include "gateway/config/keys.hpp"
@@ -65,6 +66,7 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
     if (auto n = r.integer(*v, 1, kMaxCount)) s.max_connections = static_cast<std::size_t>(*n);
   }
   if (auto* v = m->get("headers_with_underscores")) read_underscores(r, *v, s);
+  if (auto* v = m->get("tls")) read_tls(r, *v, s, notes);
   if (auto* v = m->get("trusted_proxies")) {
     s.trusted_proxies.clear();  // present (even empty) replaces the default
     if (auto items = r.list(*v)) {

@@ -57,7 +57,7 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   void exchange_aborted() override { ++ends; }
   void on_internal_error(std::string_view what) noexcept override { internal = what; }
 
-  WorkerStream client;
+  ClientStream client;
   beast::flat_buffer buffer;
   Deadline<WorkerExecutor, Side> deadline;
   std::vector<char> relay;
@@ -89,7 +89,7 @@ struct Fixture {
     client_side.accept(accepted);
     host = std::make_shared<Host>(loop.io, pools, std::move(accepted));
     asio::write(browser, asio::buffer(std::string{"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"}));
-    http::read_header(host->client, host->buffer, host->parser);
+    http::read_header(host->client.socket(), host->buffer, host->parser);
   }
 
   void start() {

@@ -36,10 +36,11 @@ struct Admission {
   std::shared_ptr<const Config> config = make_config();
   IpAddress peer = *parse_ip("10.0.0.1");
   BodyFacts body{false, true};
+  bool over_tls = false;
   RequestInfo info;
 
   std::optional<LocalReply> admit(ProxiedRequest& req) {
-    return admit_request(req, body, peer, *config, info);
+    return admit_request(req, body, peer, over_tls, *config, info);
   }
   // The status and message of a refusal, as "400 message"; "ok" when admitted.
   std::string verdict(ProxiedRequest req) {
@@ -200,6 +201,13 @@ TEST_CASE("client IP and forwarded scheme trust only trusted proxies", "[admissi
   CHECK_FALSE(a.admit(untrusted));
   CHECK(a.info.client_ip.to_string() == "192.0.2.9");
   CHECK(a.info.forwarded_proto == "http");
+
+  // On a TLS connection the scheme is https, whoever the peer is and whatever it says.
+  a.over_tls = true;
+  auto over_tls = request(http::verb::get, "/api/x");
+  over_tls.set("X-Forwarded-Proto", "http");
+  CHECK_FALSE(a.admit(over_tls));
+  CHECK(a.info.forwarded_proto == "https");
 }
 
 TEST_CASE("routing: 404 and 405 close only when the body is unread", "[admission]") {

@@ -1,0 +1,68 @@
+// server.tls: where TLS is served, the certificate files and the minimum
+// version. The files are loaded and each key checked against its certificate
+// here, so that --check, a start and a reload refuse the same bad pairs.
+#include "gateway/config/keys.hpp"
+#include "gateway/config/sections.hpp"
+#include "gateway/config/text.hpp"
+#include "gateway/config/values.hpp"
+#include "gateway/tls/server_tls.hpp"
+
+namespace sluice::config {
+namespace {
+
+std::optional<TlsCertificate> read_pair(YamlReader& r, const Mapping& m) {
+  const Field* cert = r.required(m, "cert_file");
+  const Field* key = r.required(m, "key_file");
+  if (!cert || !key) return std::nullopt;
+  auto cert_file = r.nonempty_string(*cert);
+  auto key_file = r.nonempty_string(*key);
+  if (!cert_file || !key_file) return std::nullopt;
+  return TlsCertificate{std::move(*cert_file), std::move(*key_file)};
+}
+
+}  // namespace
+
+void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) {
+  const auto m = r.mapping(f, kTlsKeys.keys);
+  if (!m) return;
+  TlsConfig tls;
+  bool valid = true;
+  if (auto* v = m->get("listen")) {
+    tls.listen = read_address(r, *v, true);
+    notes.tls_listen = tls.listen ? std::optional<Field>(*v) : std::nullopt;
+    valid = valid && tls.listen.has_value();
+  }
+  if (auto* v = m->get("min_version")) {
+    const auto text = r.string(*v);
+    if (text == "1.2") {
+      tls.min_version = 12;
+    } else if (text == "1.3") {
+      tls.min_version = 13;
+    } else {
+      if (text) r.error(*v, "expected \"1.2\" or \"1.3\", got " + quoted(*text));
+      valid = false;
+    }
+  }
+  auto first = read_pair(r, *m);
+  valid = valid && first.has_value();
+  if (first) tls.certificates.push_back(std::move(*first));
+  if (auto* v = m->get("certificates")) {
+    if (auto items = r.list(*v)) {
+      for (const auto& item : *items) {
+        auto pair_map = r.mapping(item, kTlsCertificateKeys.keys);
+        auto pair = pair_map ? read_pair(r, *pair_map) : std::nullopt;
+        valid = valid && pair.has_value();
+        if (pair) tls.certificates.push_back(std::move(*pair));
+      }
+    } else {
+      valid = false;
+    }
+  }
+  if (!valid) return;
+  std::string error;
+  tls.contexts = ServerTls::build(tls, error);
+  if (!tls.contexts) return r.error(f, error);
+  s.tls = std::move(tls);
+}
+
+}  // namespace sluice::config

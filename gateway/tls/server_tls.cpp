@@ -1,0 +1,164 @@
+#include "gateway/tls/server_tls.hpp"
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <boost/asio/ssl/context.hpp>
+
+#include "gateway/common/ascii.hpp"
+#include "gateway/config/config.hpp"
+
+namespace sluice {
+namespace {
+
+namespace ssl = boost::asio::ssl;
+
+constexpr unsigned char kSessionContext[] = "sluice";
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  ascii::to_lower_in_place(out);
+  return out;
+}
+
+// The DNS names of a certificate: its subjectAltName DNS entries, or its
+// common name when it has none.
+std::vector<std::string> certificate_names(X509* cert) {
+  std::vector<std::string> names;
+  if (!cert) return names;
+  auto* sans =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* name = sk_GENERAL_NAME_value(sans, i);
+      if (name->type != GEN_DNS) continue;
+      const auto* data = ASN1_STRING_get0_data(name->d.dNSName);
+      names.push_back(lowercase(std::string_view(reinterpret_cast<const char*>(data),
+                                                 ASN1_STRING_length(name->d.dNSName))));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  if (names.empty()) {
+    char common_name[256];
+    if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, common_name,
+                                  sizeof common_name) > 0) {
+      names.push_back(lowercase(common_name));
+    }
+  }
+  return names;
+}
+
+// ALPN: http/1.1 when the client offers it; otherwise no protocol is
+// acknowledged and the client decides whether HTTP/1.1 will do.
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void*) {
+  static const unsigned char kHttp11[] = "\x08http/1.1";
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof kHttp11 - 1, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+std::string openssl_reason() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "unknown error";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
+struct ServerTls::Impl {
+  std::vector<std::unique_ptr<ssl::context>> contexts;  // [0] the default
+  std::vector<std::vector<std::string>> names;
+
+  // Switches the connection to the certificate its SNI names.
+  static int on_server_name(SSL* connection, int*, void* arg) {
+    const char* name = SSL_get_servername(connection, TLSEXT_NAMETYPE_host_name);
+    if (!name) return SSL_TLSEXT_ERR_NOACK;
+    const auto& self = *static_cast<const Impl*>(arg);
+    const std::size_t chosen = pick_certificate(self.names, name);
+    if (chosen != 0) SSL_set_SSL_CTX(connection, self.contexts[chosen]->native_handle());
+    return SSL_TLSEXT_ERR_OK;
+  }
+
+  // One context for `pair`; an empty string, or what is wrong.
+  std::string add(const TlsCertificate& pair, int min_version) {
+    auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
+    SSL_CTX* native = context->native_handle();
+    SSL_CTX_set_min_proto_version(native, min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    SSL_CTX_set_options(
+        native, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
+    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
+    SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    boost::system::error_code ec;
+    ERR_clear_error();
+    context->use_certificate_chain_file(pair.cert_file, ec);
+    if (ec) return "cannot load certificate chain " + pair.cert_file + ": " + openssl_reason();
+    context->use_private_key_file(pair.key_file, ssl::context::pem, ec);
+    if (ec) return "cannot load private key " + pair.key_file + ": " + openssl_reason();
+    if (SSL_CTX_check_private_key(native) != 1) {
+      ERR_clear_error();
+      return "private key " + pair.key_file + " does not match certificate " + pair.cert_file;
+    }
+    names.push_back(certificate_names(SSL_CTX_get0_certificate(native)));
+    contexts.push_back(std::move(context));
+    return {};
+  }
+};
+
+ServerTls::ServerTls() : impl_(std::make_unique<Impl>()) {}
+ServerTls::~ServerTls() = default;
+
+std::shared_ptr<ServerTls> ServerTls::build(const TlsConfig& config, std::string& error) {
+  auto tls = std::make_shared<ServerTls>();
+  for (const auto& pair : config.certificates) {
+    error = tls->impl_->add(pair, config.min_version);
+    if (!error.empty()) return nullptr;
+  }
+  if (tls->impl_->contexts.empty()) {
+    error = "no certificate";
+    return nullptr;
+  }
+  SSL_CTX* first = tls->impl_->contexts.front()->native_handle();
+  SSL_CTX_set_tlsext_servername_callback(first, &Impl::on_server_name);
+  SSL_CTX_set_tlsext_servername_arg(first, tls->impl_.get());
+  return tls;
+}
+
+boost::asio::ssl::context& ServerTls::context() const {
+  return *impl_->contexts.front();
+}
+
+const std::vector<std::vector<std::string>>& ServerTls::names() const {
+  return impl_->names;
+}
+
+std::size_t pick_certificate(const std::vector<std::vector<std::string>>& names,
+                             std::string_view server_name) {
+  const std::string wanted = lowercase(server_name);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    for (const auto& name : names[i]) {
+      if (name == wanted) return i;
+    }
+  }
+  const auto dot = wanted.find('.');
+  if (dot == std::string::npos || dot == 0) return 0;
+  const std::string_view parent = std::string_view(wanted).substr(dot);  // ".example.com"
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    for (const auto& name : names[i]) {
+      if (name.size() > 2 && name.starts_with("*.") && std::string_view(name).substr(1) == parent) {
+        return i;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace sluice

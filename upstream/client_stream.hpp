@@ -1,0 +1,64 @@
+// A client connection's byte stream: plain TCP, or TLS over it. One
+// async_read_some / async_write_some for both, so that the HTTP parser, the
+// relay and the session's writes need not know which; the TLS layer works on
+// the socket directly. Operations complete on the worker's executor. Full
+// duplex (one read and one write at a time) either way.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+
+#include "upstream/upstream_pool.hpp"
+
+namespace sluice {
+
+class ClientStream {
+ public:
+  using executor_type = WorkerExecutor;
+  using socket_type = WorkerStream::socket_type;
+  using Tls = boost::asio::ssl::stream<socket_type&>;
+
+  explicit ClientStream(socket_type socket) : tcp_(std::move(socket)) {}
+  ClientStream(const ClientStream&) = delete;
+  ClientStream& operator=(const ClientStream&) = delete;
+
+  // Makes this a TLS server stream, before any I/O; `owner` keeps `context` alive.
+  void use_tls(boost::asio::ssl::context& context, std::shared_ptr<const void> owner) {
+    tls_owner_ = std::move(owner);
+    tls_.emplace(tcp_.socket(), context);
+  }
+  bool is_tls() const { return tls_.has_value(); }
+  Tls& tls() { return *tls_; }
+
+  executor_type get_executor() { return tcp_.get_executor(); }
+  socket_type& socket() { return tcp_.socket(); }
+
+  template <class Buffers, class Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else {
+      tcp_.async_read_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+
+  template <class Buffers, class Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (tls_) {
+      tls_->async_write_some(buffers, std::forward<Handler>(handler));
+    } else {
+      tcp_.async_write_some(buffers, std::forward<Handler>(handler));
+    }
+  }
+
+ private:
+  WorkerStream tcp_;
+  std::shared_ptr<const void> tls_owner_;  // declared before tls_: outlives it
+  std::optional<Tls> tls_;
+};
+
+}  // namespace sluice
