@@ -46,10 +46,22 @@ constexpr std::string_view kLimit[] = {"key",          "capacity",  "refill_per_
                                        "lease_tokens", "algorithm", "window_ms",         "shadow",
                                        "ipv6_prefix"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
-constexpr std::string_view kRoute[] = {
-    "name",     "match",        "upstream",    "strip_prefix", "limits", "cost", "on_redis_failure",
-    "on_limit", "max_delay_ms", "cost_header", "max_cost",     "reject"};
+constexpr std::string_view kRoute[] = {"name",
+                                       "match",
+                                       "upstream",
+                                       "strip_prefix",
+                                       "limits",
+                                       "cost",
+                                       "on_redis_failure",
+                                       "on_limit",
+                                       "max_delay_ms",
+                                       "cost_header",
+                                       "max_cost",
+                                       "reject",
+                                       "request_headers",
+                                       "response_headers"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
+constexpr std::string_view kHeaderRules[] = {"set", "remove"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
@@ -71,17 +83,32 @@ constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
+constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
+constexpr MappingKeys kResponseHeadersKeys{"routes[].response_headers", kHeaderRules};
 constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 
 }  // namespace config
 
 std::vector<std::string> config_key_paths() {
   using namespace config;
-  const MappingKeys* const all[] = {
-      &kRootKeys,    &kServerKeys,   &kAdminKeys,          &kLogKeys,
-      &kRedisKeys,   &kLocalKeys,    &kCircuitBreakerKeys, &kUpstreamKeys,
-      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,          &kPlanKeys,
-      &kRouteKeys,   &kMatchKeys,    &kRejectKeys,         &kExemptionsKeys};
+  const MappingKeys* const all[] = {&kRootKeys,
+                                    &kServerKeys,
+                                    &kAdminKeys,
+                                    &kLogKeys,
+                                    &kRedisKeys,
+                                    &kLocalKeys,
+                                    &kCircuitBreakerKeys,
+                                    &kUpstreamKeys,
+                                    &kApiKeysKeys,
+                                    &kConsumerKeys,
+                                    &kLimitKeys,
+                                    &kPlanKeys,
+                                    &kRouteKeys,
+                                    &kMatchKeys,
+                                    &kRejectKeys,
+                                    &kRequestHeadersKeys,
+                                    &kResponseHeadersKeys,
+                                    &kExemptionsKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {
