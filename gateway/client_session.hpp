@@ -142,6 +142,8 @@ class ProxySession final : public ClientSession,
 
   RequestInfo info_;  // the current request, as admitted
   HeaderList response_headers_;
+  std::string client_ip_text_;  // set for a route with header rules only
+  HeaderVars header_vars_;      // what those rules' values use
   Clock::time_point started_{Clock::now()};
 
   std::uint64_t requests_ = 0;

@@ -132,6 +132,13 @@ void ProxySession::start_upstream() {
   request.body_timeout = config_->server.body_timeout;
   request.chunked = info_.body.chunked;
   request.body_empty = info_.body.done;
+  const RouteConfig& route = *info_.route;
+  if (!route.request_headers.empty() || !route.response_headers.empty()) {
+    client_ip_text_ = info_.client_ip.to_string();
+    header_vars_ = {client_ip_text_, info_.request_id, route.name, info_.forwarded_proto};
+    if (!route.response_headers.empty()) request.response_rules = &route.response_headers;
+    request.header_vars = header_vars_;
+  }
   exchange_.start(request, *parser_,
                   std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
@@ -143,11 +150,15 @@ std::span<char> ProxySession::relay_buffer() {
 
 void ProxySession::serialize_request_head(std::string& out, std::string_view upstream_host) {
   auto& req = parser_->get();
-  sluice::serialize_request_head(
-      out, req.method_string(), upstream_target(*info_.route, req.target()), req.base(),
-      ForwardedInfo{peer_text_, info_.forwarded_proto, req[http::field::host], info_.request_id,
-                    upstream_host, info_.route->cost_header},
-      info_.body.chunked, to_std(parser_->content_length()));
+  ForwardedInfo forwarded{peer_text_,       info_.forwarded_proto, req[http::field::host],
+                          info_.request_id, upstream_host,         info_.route->cost_header};
+  if (!info_.route->request_headers.empty()) {
+    forwarded.rules = &info_.route->request_headers;
+    forwarded.vars = header_vars_;
+  }
+  sluice::serialize_request_head(out, req.method_string(),
+                                 upstream_target(*info_.route, req.target()), req.base(), forwarded,
+                                 info_.body.chunked, to_std(parser_->content_length()));
 }
 
 bool ProxySession::keep_client(bool ends_with_close) {

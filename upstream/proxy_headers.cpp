@@ -132,6 +132,8 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
       // Replaced below.
     } else if (!info.drop_header.empty() && ascii::iequals(name_string, info.drop_header)) {
       // Meant for Sluice alone (a route's cost header).
+    } else if (info.rules && info.rules->drops(name_string)) {
+      // Set below or removed by the route's rules.
     } else {
       append_field(out, name_string, f.value());
     }
@@ -144,6 +146,7 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   append_field(out, "X-Request-Id", info.request_id);
   append_list(via, "1.1 sluice");
   append_field(out, "Via", via);
+  if (info.rules) info.rules->append_set(out, info.vars);
   if (chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (content_length) {
@@ -168,10 +171,12 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
     bool skip = ascii::iequals(name, "X-Request-Id");
     for (auto l : listed) skip = skip || ascii::iequals(name, l);
     for (const auto& e : options.extra) skip = skip || ascii::iequals(name, e.first);
+    skip = skip || (options.rules && options.rules->drops(name));
     if (!skip) append_field(out, name, f.value());
   }
   for (const auto& [name, value] : options.extra) append_field(out, name, value);
   append_field(out, "X-Request-Id", options.request_id);
+  if (options.rules) options.rules->append_set(out, options.vars);
   if (options.chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (options.content_length) {

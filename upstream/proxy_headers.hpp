@@ -12,6 +12,8 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/optional/optional.hpp>
 
+#include "upstream/header_rules.hpp"
+
 namespace sluice {
 
 namespace http_fields = boost::beast::http;
@@ -32,6 +34,8 @@ struct ForwardedInfo {
   std::string_view request_id;          // kept or generated id
   std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
   std::string_view drop_header = {};    // a request header never forwarded (empty: none)
+  const HeaderRules* rules = nullptr;   // the route's request rules (null: none)
+  HeaderVars vars = {};                 // what the rules' values may use
 };
 
 // Heads are serialized straight into one buffer (one write with the first
@@ -41,7 +45,8 @@ struct ForwardedInfo {
 // (hop-by-hop already stripped) except Expect and info.drop_header, then X-Forwarded-For with the
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
-// "Transfer-Encoding: chunked" when `chunked`.
+// then the lines info.rules sets (the incoming lines of the names it sets or
+// removes are left out), and "Transfer-Encoding: chunked" when `chunked`.
 // Content-Length is never copied from `fields`: it is written from
 // `content_length` (the parser's), so the framing is the one Sluice read.
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
@@ -56,11 +61,14 @@ struct ResponseHeadOptions {
   std::optional<std::uint64_t> content_length;  // the parser's; written when not chunked
   bool keep_alive = true;                       // false: "Connection: close"
   bool announce_keep_alive = false;             // HTTP/1.0 client: "Connection: keep-alive"
+  const HeaderRules* rules = nullptr;           // the route's response rules (null: none)
+  HeaderVars vars = {};                         // what the rules' values may use
 };
 
 // The response head for the client: "HTTP/1.1 status reason", the upstream
 // fields minus hop-by-hop ones (and the names Connection lists) and minus
-// X-Request-Id and the names in `extra`, then `extra`, X-Request-Id, framing
+// X-Request-Id, the names in `extra` and the names options.rules sets or
+// removes, then `extra`, X-Request-Id, the lines options.rules sets, framing
 // and Connection.
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const http_fields::fields& fields, const ResponseHeadOptions& options);

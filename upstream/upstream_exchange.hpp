@@ -32,6 +32,7 @@
 #include "gateway/common/http_limits.hpp"
 #include "upstream/client_stream.hpp"
 #include "upstream/framing.hpp"
+#include "upstream/header_rules.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
@@ -77,6 +78,9 @@ struct ExchangeRequest {
   std::string_view request_id;
   // Headers set by Sluice for the response (rate-limit headers).
   std::span<const std::pair<std::string, std::string>> response_headers;
+  // Headers the route sets or removes on the response (null: none).
+  const HeaderRules* response_rules = nullptr;
+  HeaderVars header_vars;                    // what their values may use
   std::chrono::milliseconds send_timeout{};  // a write to the client
   std::chrono::milliseconds body_timeout{};  // a read of the request body
   bool chunked = false;                      // the request body is chunked

@@ -179,6 +179,8 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   options.content_length = to_std(content_length);
   options.keep_alive = client_keep_alive_;
   options.announce_keep_alive = !client_http11 && client_keep_alive_;
+  options.rules = request_.response_rules;
+  options.vars = request_.header_vars;
   serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
   res_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.

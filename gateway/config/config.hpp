@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
 namespace sluice {
@@ -222,6 +223,10 @@ struct RouteConfig {
   std::string cost_header;
   double max_cost = 0;
   RejectReply reject;
+  // Headers set or removed on the request sent upstream and on the response
+  // relayed from it (empty: none).
+  HeaderRules request_headers;
+  HeaderRules response_headers;
 };
 
 // Clients whose requests skip rate limiting altogether (and are counted).

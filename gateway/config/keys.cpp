@@ -24,21 +24,10 @@ constexpr std::string_view kTls[] = {"listen", "cert_file", "key_file", "min_ver
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};
-constexpr std::string_view kRedis[] = {"url",
-                                       "timeout_ms",
-                                       "connect_timeout_ms",
-                                       "key_prefix",
-                                       "circuit_breaker",
-                                       "tls_ca_file",
-                                       "tls_cert_file",
-                                       "tls_key_file",
-                                       "tls_server_name",
-                                       "topology",
-                                       "nodes",
-                                       "sentinel_master",
-                                       "sentinel_username",
-                                       "sentinel_password",
-                                       "key_secret_file"};
+constexpr std::string_view kRedis[] = {
+    "url",         "timeout_ms",      "connect_timeout_ms", "key_prefix",        "circuit_breaker",
+    "tls_ca_file", "tls_cert_file",   "tls_key_file",       "tls_server_name",   "topology",
+    "nodes",       "sentinel_master", "sentinel_username",  "sentinel_password", "key_secret_file"};
 constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
@@ -46,14 +35,26 @@ constexpr std::string_view kUpstream[] = {
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
-constexpr std::string_view kLimit[] = {"key",          "capacity",  "refill_per_second", "plans",
-                                       "lease_tokens", "algorithm", "window_ms",         "shadow",
-                                       "ipv6_prefix"};
+constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",
+                                       "plans",     "lease_tokens", "algorithm",
+                                       "window_ms", "shadow",       "ipv6_prefix"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
-constexpr std::string_view kRoute[] = {
-    "name",     "match",        "upstream",    "strip_prefix", "limits", "cost", "on_redis_failure",
-    "on_limit", "max_delay_ms", "cost_header", "max_cost",     "reject"};
+constexpr std::string_view kRoute[] = {"name",
+                                       "match",
+                                       "upstream",
+                                       "strip_prefix",
+                                       "limits",
+                                       "cost",
+                                       "on_redis_failure",
+                                       "on_limit",
+                                       "max_delay_ms",
+                                       "cost_header",
+                                       "max_cost",
+                                       "reject",
+                                       "request_headers",
+                                       "response_headers"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
+constexpr std::string_view kHeaderRules[] = {"set", "remove"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
@@ -77,18 +78,34 @@ constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
+constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
+constexpr MappingKeys kResponseHeadersKeys{"routes[].response_headers", kHeaderRules};
 constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 
 }  // namespace config
 
 std::vector<std::string> config_key_paths() {
   using namespace config;
-  const MappingKeys* const all[] = {
-      &kRootKeys,    &kServerKeys,   &kAdminKeys,          &kLogKeys,
-      &kRedisKeys,   &kLocalKeys,    &kCircuitBreakerKeys, &kUpstreamKeys,
-      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys,          &kPlanKeys,
-      &kRouteKeys,   &kMatchKeys,    &kRejectKeys,         &kExemptionsKeys,
-      &kTlsKeys,     &kTlsCertificateKeys};
+  const MappingKeys* const all[] = {&kRootKeys,
+                                    &kServerKeys,
+                                    &kAdminKeys,
+                                    &kLogKeys,
+                                    &kRedisKeys,
+                                    &kLocalKeys,
+                                    &kCircuitBreakerKeys,
+                                    &kUpstreamKeys,
+                                    &kApiKeysKeys,
+                                    &kConsumerKeys,
+                                    &kLimitKeys,
+                                    &kPlanKeys,
+                                    &kRouteKeys,
+                                    &kMatchKeys,
+                                    &kRejectKeys,
+                                    &kRequestHeadersKeys,
+                                    &kResponseHeadersKeys,
+                                    &kExemptionsKeys,
+                                    &kTlsKeys,
+                                    &kTlsCertificateKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

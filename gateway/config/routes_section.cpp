@@ -250,6 +250,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   }
   read_on_limit(r, *m, route);
   read_route_cost_and_reject(r, *m, route, notes);
+  read_route_headers(r, *m, route);
   if (cost_valid) notes.cost = ReadValue{*cost, r.here(), {}};
 }
 

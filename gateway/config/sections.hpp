@@ -79,5 +79,8 @@ void read_exemptions(YamlReader& r, const Field& f, Config& c, ReadNotes& notes)
 // A route's cost_header, max_cost and reject (route_cost_reject.cpp).
 void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
                                 ReadNotes::Route& notes);
+// A route's request_headers and response_headers (route_headers.cpp); after
+// its cost_header is read.
+void read_route_headers(YamlReader& r, const Mapping& m, RouteConfig& route);
 
 }  // namespace sluice::config

@@ -174,6 +174,85 @@ TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]
         "\r\n");
 }
 
+namespace {
+
+HeaderTemplate header_template(std::string_view text) {
+  HeaderTemplate t;
+  REQUIRE(t.parse(text).empty());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("request head: a route's rules apply after Sluice's headers", "[proxy_headers]") {
+  HeaderRules rules;
+  rules.add_set("X-Client", header_template("${client_ip} via ${route}"));
+  rules.add_remove("cookie");
+  rules.add_set("X-Tenant", header_template("acme"));
+  http::fields f;
+  f.set("Host", "example.com");
+  f.insert("X-Tenant", "spoofed-1");
+  f.insert("Cookie", "a=1");
+  f.insert("x-tenant", "spoofed-2");
+  f.insert("X-Kept", "1");
+  f.insert("COOKIE", "b=2");
+  f.set("Content-Length", "3");
+  ForwardedInfo info{"127.0.0.1", "http", "example.com", "rid"};
+  info.rules = &rules;
+  info.vars = {"203.0.113.9", "rid", "orders", "http"};
+  std::string head;
+  serialize_request_head(head, "POST", "/", f, info, false, 3);
+  CHECK(head ==
+        "POST / HTTP/1.1\r\n"
+        "Host: example.com\r\n"
+        "X-Kept: 1\r\n"
+        "X-Forwarded-For: 127.0.0.1\r\n"
+        "X-Forwarded-Proto: http\r\n"
+        "X-Forwarded-Host: example.com\r\n"
+        "X-Request-Id: rid\r\n"
+        "Via: 1.1 sluice\r\n"
+        "X-Client: 203.0.113.9 via orders\r\n"
+        "X-Tenant: acme\r\n"
+        "Content-Length: 3\r\n"
+        "\r\n");
+  // Without rules the same fields pass as they came.
+  serialize_request_head(head, "POST", "/", f, ForwardedInfo{"127.0.0.1", "http", "", "rid"}, false,
+                         3);
+  CHECK(head.find("X-Tenant: spoofed-1\r\n") != std::string::npos);
+  CHECK(head.find("Cookie: a=1\r\n") != std::string::npos);
+  CHECK(head.find("X-Client") == std::string::npos);
+}
+
+TEST_CASE("response head: a route's rules apply after Sluice's headers", "[proxy_headers]") {
+  HeaderRules rules;
+  rules.add_remove("Server");
+  rules.add_set("Cache-Control", header_template("no-store"));
+  rules.add_set("X-Served-By", header_template("${route} ${request_id} ${scheme}"));
+  http::fields f;
+  f.set("Server", "backend/1.0");
+  f.insert("Cache-Control", "public");
+  f.insert("Content-Type", "text/plain");
+  f.insert("cache-control", "max-age=60");
+  const std::pair<std::string, std::string> limits[] = {{"X-RateLimit-Limit", "50"}};
+  ResponseHeadOptions options;
+  options.request_id = "rid";
+  options.extra = limits;
+  options.content_length = 5;
+  options.rules = &rules;
+  options.vars = {"203.0.113.9", "rid", "orders", "https"};
+  std::string head;
+  serialize_response_head(head, 200, "OK", f, options);
+  CHECK(head ==
+        "HTTP/1.1 200 OK\r\n"
+        "Content-Type: text/plain\r\n"
+        "X-RateLimit-Limit: 50\r\n"
+        "X-Request-Id: rid\r\n"
+        "Cache-Control: no-store\r\n"
+        "X-Served-By: orders rid https\r\n"
+        "Content-Length: 5\r\n"
+        "\r\n");
+}
+
 TEST_CASE("request ids: kept when sane, generated otherwise", "[proxy_headers]") {
   CHECK(is_acceptable_request_id("abc-123"));
   CHECK_FALSE(is_acceptable_request_id(""));

@@ -18,6 +18,14 @@ struct BadFixture {
   std::vector<std::string> errors;  // "LINE: key.path: message", the file name is prepended
 };
 
+// Messages shared by several header-rule fixtures.
+const std::string kProtected =
+    "is a header Sluice sets or frames itself: a rule cannot set or remove it";
+const std::string kControl =
+    "a header value must not contain CR, LF, NUL or other control characters";
+const std::string kVarList =
+    "(known: ${client_ip}, ${request_id}, ${route}, ${scheme}; write \"$$\" for a literal \"$\")";
+
 // Every file under tests/fixtures/bad/ and the exact errors it must produce.
 const std::vector<BadFixture> kBadFixtures = {
     {"syntax_error.yaml", {"4: syntax error: end of sequence flow not found"}},
@@ -229,6 +237,41 @@ const std::vector<BadFixture> kBadFixtures = {
     {"bad_ipv6_prefix.yaml",
      {"9: limits.per_ip.ipv6_prefix: must be greater than 0, got 0",
       "14: limits.per_host.ipv6_prefix: must be at most 128, got 129"}},
+    // Header rules of a route.
+    {"bad_header_rule_name.yaml",
+     {"10: routes[0].request_headers.set.X Tenant: invalid header name \"X Tenant\"",
+      "11: routes[0].request_headers.remove[1]: invalid header name \"Bad:Name\""}},
+    {"bad_header_rule_value.yaml",
+     {"10: routes[0].response_headers.set.X-Note: " + kControl,
+      "11: routes[0].response_headers.set.X-Nul: " + kControl,
+      "12: routes[0].response_headers.set.X-List: expected a string, got a list"}},
+    {"header_rule_unknown_variable.yaml",
+     {"10: routes[0].request_headers.set.X-Client: unknown variable \"${client_address}\" " +
+          kVarList,
+      "11: routes[0].request_headers.set.X-Env: unknown variable \"${HOME}\" " + kVarList}},
+    {"header_rule_unterminated_variable.yaml",
+     {"10: routes[0].response_headers.set.X-Served-By: unterminated \"${\" (write \"$$\" for a "
+      "literal \"$\")"}},
+    {"header_rule_protected_request.yaml",
+     {"10: routes[0].request_headers.set.x-forwarded-for: \"x-forwarded-for\" " + kProtected,
+      "11: routes[0].request_headers.set.Host: \"Host\" " + kProtected,
+      "12: routes[0].request_headers.remove[0]: \"X-Request-Id\" " + kProtected,
+      "12: routes[0].request_headers.remove[1]: \"Proxy-Authorization\" " + kProtected,
+      "12: routes[0].request_headers.remove[2]: \"Content-Length\" " + kProtected}},
+    {"header_rule_protected_response.yaml",
+     {"10: routes[0].response_headers.set.Retry-After: \"Retry-After\" " + kProtected,
+      "11: routes[0].response_headers.remove[0]: \"X-RateLimit-Remaining\" " + kProtected,
+      "11: routes[0].response_headers.remove[1]: \"RateLimit-Policy\" " + kProtected,
+      "11: routes[0].response_headers.remove[2]: \"Connection\" " + kProtected,
+      "11: routes[0].response_headers.remove[3]: \"X-Request-Id\" " + kProtected}},
+    {"header_rule_cost_header.yaml",
+     {"16: routes[0].request_headers.remove[0]: \"x-cost\" is the route's cost_header, which "
+      "is never forwarded"}},
+    {"header_rule_duplicate.yaml",
+     {"11: routes[0].request_headers.remove[0]: header \"x-tenant\" is named twice (first at "
+      "line 10)",
+      "11: routes[0].request_headers.remove[2]: header \"COOKIE\" is named twice (first at line "
+      "11)"}},
 };
 
 }  // namespace
