@@ -40,6 +40,7 @@ struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
 
   void run_check();
   void connect(std::vector<tcp::endpoint> endpoints);
+  void send_request();
   void read_status_line();
   void finish(bool ok, std::string detail);
   void stop();
@@ -95,13 +96,16 @@ void HealthChecker::Impl::connect(std::vector<tcp::endpoint> endpoints) {
   asio::async_connect(socket, endpoints,
                       handler([](Impl& self, error_code ec, const tcp::endpoint&) {
                         if (ec) return self.finish(false, "connect: " + ec.message());
-                        asio::async_write(self.socket, asio::buffer(self.request),
-                                          self.handler([](Impl& self, error_code ec, std::size_t) {
-                                            if (ec)
-                                              return self.finish(false, "send: " + ec.message());
-                                            self.read_status_line();
-                                          }));
+                        self.send_request();
                       }));
+}
+
+void HealthChecker::Impl::send_request() {
+  asio::async_write(socket, asio::buffer(request),
+                    handler([](Impl& self, error_code ec, std::size_t) {
+                      if (ec) return self.finish(false, "send: " + ec.message());
+                      self.read_status_line();
+                    }));
 }
 
 void HealthChecker::Impl::read_status_line() {
