@@ -14,6 +14,7 @@
 
 #include "gateway/admin/admin_access.hpp"
 #include "gateway/admin/admin_server.hpp"
+#include "gateway/health_checks.hpp"
 #include "gateway/listener.hpp"
 #include "gateway/memory_trim.hpp"
 #include "gateway/metrics_scrape.hpp"
@@ -57,6 +58,7 @@ class Application::Impl {
   bool bind_listeners();
   void reload_tls(const Config& next);
   void start_workers();
+  void follow_health_checks();
   void wait_signal();
   void reload();
   void begin_shutdown();
@@ -83,6 +85,7 @@ class Application::Impl {
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
   MemoryTrim memory_trim_{main_io_, workers_};
+  HealthChecks health_checks_{main_io_};
   bool stopping_ = false;
   bool ready_ = false;
 };
@@ -99,12 +102,13 @@ void Application::Impl::add_admin_endpoints() {
         [this, reply = std::move(reply)](nlohmann::json dependencies) {
           const bool ready = ready_ && !stopping_;
           reply(json_response(ready ? http::status::ok : http::status::service_unavailable,
-                              readiness_document(ready, dependencies)));
+                              readiness_document(ready, dependencies, health_checks_.readiness())));
         });
   });
   admin_routes_.add("/metrics", [this](const AdminRequest&, AdminReply reply) {
     copy_worker_shards(
         workers_, main_io_, [this, reply = std::move(reply)](std::vector<MetricsShard> shards) {
+          health_checks_.add_series(shards.emplace_back());
           reply(admin_response(http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
                                render_scrape(seed_metrics_, main_metrics_, shards, *config_)));
         });
@@ -164,6 +168,7 @@ bool Application::Impl::start() {
   if (options_.services) options_.services->on_config_loaded(*config_);
 
   start_workers();
+  follow_health_checks();
   listener_.start();
   if (tls_listener_.is_bound()) tls_listener_.start();
   admin_server_.start();
@@ -177,6 +182,16 @@ bool Application::Impl::start() {
                tls_beside ? " and " + to_string(tls_listener_.local_endpoint()) + " (TLS)" : "",
                workers_.size(), to_string(admin_server_.local_endpoint()));
   return true;
+}
+
+// The checkers follow config_; each worker gets the health flags before the
+// configuration they belong to, which is posted after them.
+void Application::Impl::follow_health_checks() {
+  auto health = health_checks_.apply(*config_);
+  for (auto& w : workers_) {
+    Worker& worker = *w;
+    asio::post(worker.io(), [&worker, health] { worker.pools().set_health(health); });
+  }
 }
 
 // Each worker builds its services on its own thread before anything else runs there.
@@ -231,6 +246,7 @@ void Application::Impl::reload() {
   if (options_.services) options_.services->on_config_loaded(*result.config);
   config_ = result.config;
   set_admin_access();
+  follow_health_checks();
   if (!options_.log_level_from_command_line) {
     spdlog::set_level(spdlog::level::from_str(config_->log.level));
   }
@@ -249,6 +265,7 @@ void Application::Impl::begin_shutdown() {
   listener_.close();
   tls_listener_.close();
   memory_trim_.stop();
+  health_checks_.stop();
   for (auto& w : workers_) {
     Worker& worker = *w;
     asio::post(worker.io(), [&worker] { worker.begin_drain(); });

@@ -75,6 +75,10 @@ constexpr FamilyInfo kFamilies[] = {
      "instances last seen in Redis, else 1."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
+    {"sluice_upstream_healthy", "gauge",
+     "1 while an actively checked upstream server is healthy, 0 while it is not."},
+    {"sluice_upstream_health_checks_total", "counter",
+     "Active health checks of upstream servers, by result."},
     {"sluice_connections_active", "gauge", "Open client connections."},
     {"sluice_connections_max", "gauge",
      "The client connection cap in force (server.max_connections, lowered to fit the "

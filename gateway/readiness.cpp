@@ -27,10 +27,12 @@ void gather_dependencies(const std::vector<std::unique_ptr<Worker>>& workers,
       kGatherDeadline, last_known);
 }
 
-nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies) {
+nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies,
+                                          const nlohmann::json& upstreams) {
   nlohmann::ordered_json document;
   document["status"] = ready ? "ready" : "not ready";
   document["dependencies"] = dependencies;
+  if (!upstreams.is_null()) document["upstreams"] = upstreams;
   return document;
 }
 

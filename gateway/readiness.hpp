@@ -28,7 +28,11 @@ void gather_dependencies(const std::vector<std::unique_ptr<Worker>>& workers,
                          std::vector<DependencyState>& last_known,
                          std::function<void(nlohmann::json)> done);
 
-// {"status":"ready"|"not ready","dependencies":…}, in that order.
-nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies);
+// {"status":"ready"|"not ready","dependencies":…}, in that order, then
+// "upstreams" (what the active health checks report) unless it is null. The
+// health of upstreams does not change the status: an upstream with no healthy
+// server makes its routes answer 503, not the whole gateway unready.
+nlohmann::ordered_json readiness_document(bool ready, const nlohmann::json& dependencies,
+                                          const nlohmann::json& upstreams = nullptr);
 
 }  // namespace sluice

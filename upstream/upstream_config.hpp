@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,17 @@ struct HostPort {
   }
 };
 
+// Active health checks of every server of an upstream (upstreams.NAME.health_check).
+struct HealthCheckConfig {
+  std::string path;  // the target of the GET, starting with "/"
+  std::chrono::milliseconds interval{5000};
+  std::chrono::milliseconds timeout{1000};  // connect to status line; less than interval
+  unsigned healthy_threshold = 2;           // consecutive good checks that make it healthy
+  unsigned unhealthy_threshold = 3;         // consecutive failed checks that make it unhealthy
+  std::vector<unsigned> expected_status{200};
+  bool operator==(const HealthCheckConfig&) const = default;
+};
+
 struct UpstreamConfig {
   std::string name;
   std::vector<HostPort> servers;  // round robin; a failing server is skipped for a cool-down
@@ -30,6 +42,8 @@ struct UpstreamConfig {
   // Connections (busy and idle) per worker and server; 0 = no limit. A request
   // that finds none free waits up to connect_timeout for one, then gets 503.
   std::size_t max_connections = 0;
+  // Absent: no active checks, every server counts as healthy.
+  std::optional<HealthCheckConfig> health_check;
 };
 
 }  // namespace sluice

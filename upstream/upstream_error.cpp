@@ -5,6 +5,7 @@ namespace sluice {
 unsigned status_for(UpstreamError error) {
   switch (error) {
     case UpstreamError::kNoServer:
+    case UpstreamError::kNoHealthyServer:
     case UpstreamError::kConnectionLimit:
       return 503;
     case UpstreamError::kConnectTimedOut:
@@ -23,6 +24,8 @@ std::string_view message_for(UpstreamError error) {
   switch (error) {
     case UpstreamError::kNoServer:
       return "no upstream server available (all in cool-down)";
+    case UpstreamError::kNoHealthyServer:
+      return "no healthy upstream server (failing health checks)";
     case UpstreamError::kConnectionLimit:
       return "upstream connection limit reached";
     case UpstreamError::kConnectFailed:

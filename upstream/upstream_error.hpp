@@ -10,6 +10,7 @@ namespace sluice {
 
 enum class UpstreamError {
   kNoServer,                   // every server of the upstream is in cool-down
+  kNoHealthyServer,            // every server fails its health checks or is in cool-down
   kConnectionLimit,            // no connection freed up within connect_timeout
   kConnectFailed,              // refused, reset or unresolvable
   kConnectTimedOut,            // no connection within connect_timeout

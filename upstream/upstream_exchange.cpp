@@ -37,8 +37,12 @@ void UpstreamExchange::start(const ExchangeRequest& request, ClientParser& parse
 void UpstreamExchange::try_next_server() {
   auto server = pools_.pick(*upstream_cfg_, tried_);
   if (!server) {
-    return host_.upstream_failed(tried_.empty() ? UpstreamError::kNoServer
-                                                : connect_error(last_connect_timed_out_));
+    if (!tried_.empty()) return host_.upstream_failed(connect_error(last_connect_timed_out_));
+    // None tried: the servers are in cool-down, or fail their health checks.
+    if (!pools_.any_unhealthy(*upstream_cfg_))
+      return host_.upstream_failed(UpstreamError::kNoServer);
+    host_.count_upstream(*upstream_cfg_, "unhealthy");
+    return host_.upstream_failed(UpstreamError::kNoHealthyServer);
   }
   server_index_ = *server;
   tried_.push_back(*server);

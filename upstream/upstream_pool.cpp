@@ -69,8 +69,23 @@ UpstreamPools::ServerState& UpstreamPools::server_state(const UpstreamConfig& up
   auto it = servers.find(ServerKey{server.host, server.port});
   if (it == servers.end()) {
     it = servers.emplace(StoredKey{server.host, server.port}, ServerState{}).first;
+    it->second.health = health_->find(upstream.name, server);
   }
   return it->second;
+}
+
+void UpstreamPools::set_health(std::shared_ptr<const UpstreamHealth> health) {
+  health_ = std::move(health);
+  for (auto& [name, upstream] : upstreams_) {
+    for (auto& [key, server] : upstream.servers) {
+      server.health = health_->find(name, HostPort{key.host, key.port});
+    }
+  }
+}
+
+bool UpstreamPools::any_unhealthy(const UpstreamConfig& upstream) {
+  return std::any_of(upstream.servers.begin(), upstream.servers.end(),
+                     [&](const HostPort& s) { return server_state(upstream, s).unhealthy(); });
 }
 
 std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
@@ -82,7 +97,8 @@ std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t candidate = (state.next + i) % n;
     if (std::find(tried.begin(), tried.end(), candidate) != tried.end()) continue;
-    if (server_state(upstream, upstream.servers[candidate]).cooldown_until > now) continue;
+    const auto& server = server_state(upstream, upstream.servers[candidate]);
+    if (server.cooldown_until > now || server.unhealthy()) continue;
     state.next = candidate + 1;
     return candidate;
   }

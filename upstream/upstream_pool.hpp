@@ -1,8 +1,9 @@
 // Per-worker upstream connection pools: one instance per
 // worker, used only on that worker's executor, so it takes no lock.
 // Round robin across an upstream's servers, passive health (a server that
-// refuses or times out on connect is skipped for a cool-down), and a pool of
-// idle keep-alive connections per server.
+// refuses or times out on connect is skipped for a cool-down), active health
+// (a server its checker reports unhealthy is skipped until it recovers), and
+// a pool of idle keep-alive connections per server.
 #pragma once
 
 #include <chrono>
@@ -23,6 +24,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "upstream/upstream_config.hpp"
+#include "upstream/upstream_health.hpp"
 
 namespace sluice {
 
@@ -65,9 +67,16 @@ class UpstreamPools {
       : executor_(std::move(executor)), sweep_timer_(executor_), ack_timer_(executor_) {}
 
   // The next server to try for `upstream` in round-robin order, skipping the
-  // servers in `tried` and the ones in cool-down. None when no server is left.
+  // servers in `tried`, the ones in cool-down and the unhealthy ones. None
+  // when no server is left.
   std::optional<std::size_t> pick(const UpstreamConfig& upstream,
                                   const std::vector<std::size_t>& tried);
+  // Some server of `upstream` is reported unhealthy by its active checks.
+  bool any_unhealthy(const UpstreamConfig& upstream);
+
+  // The health flags of the checked servers, for the configuration about to
+  // be in force (start and reload).
+  void set_health(std::shared_ptr<const UpstreamHealth> health);
 
   // An idle pooled connection to the server, checked to be open with nothing
   // to read, or null.
@@ -106,6 +115,8 @@ class UpstreamPools {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
     Clock::time_point cooldown_until{};
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
+    std::shared_ptr<const ServerHealth> health;  // null: not actively checked
+    bool unhealthy() const { return health && !health->is_healthy(); }
   };
   // Servers are looked up by (host, port) without building a key string.
   struct ServerKey {
@@ -153,6 +164,7 @@ class UpstreamPools {
       ack_timer_;
   bool ack_armed_ = false;
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
+  std::shared_ptr<const UpstreamHealth> health_ = std::make_shared<UpstreamHealth>();
 };
 
 }  // namespace sluice

@@ -31,7 +31,10 @@ constexpr std::string_view kRedis[] = {
 constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
-    "max_connections", "fail_cooldown_ms"};
+    "max_connections", "fail_cooldown_ms",   "health_check"};
+constexpr std::string_view kHealthCheck[] = {
+    "path",           "interval_ms", "timeout_ms", "healthy_threshold", "unhealthy_threshold",
+    "expected_status"};
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
@@ -71,6 +74,7 @@ constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
 constexpr MappingKeys kLocalKeys{"local", kLocal};
 constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
+constexpr MappingKeys kHealthCheckKeys{"upstreams.NAME.health_check", kHealthCheck};
 constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
 constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
 constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
@@ -86,26 +90,11 @@ constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 
 std::vector<std::string> config_key_paths() {
   using namespace config;
-  const MappingKeys* const all[] = {&kRootKeys,
-                                    &kServerKeys,
-                                    &kAdminKeys,
-                                    &kLogKeys,
-                                    &kRedisKeys,
-                                    &kLocalKeys,
-                                    &kCircuitBreakerKeys,
-                                    &kUpstreamKeys,
-                                    &kApiKeysKeys,
-                                    &kConsumerKeys,
-                                    &kLimitKeys,
-                                    &kPlanKeys,
-                                    &kRouteKeys,
-                                    &kMatchKeys,
-                                    &kRejectKeys,
-                                    &kRequestHeadersKeys,
-                                    &kResponseHeadersKeys,
-                                    &kExemptionsKeys,
-                                    &kTlsKeys,
-                                    &kTlsCertificateKeys};
+  const MappingKeys* const all[] = {
+      &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys,
+      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys,
+      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
+      &kRejectKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

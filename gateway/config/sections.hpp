@@ -72,6 +72,8 @@ void read_log(YamlReader& r, const Field& f, Config& c);
 void read_redis(YamlReader& r, const Field& f, Config& c);
 void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+// An upstream's health_check (health_check_section.cpp).
+void read_health_check(YamlReader& r, const Field& f, UpstreamConfig& u);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -34,6 +34,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
     // 0 is allowed: no limit.
     if (auto n = r.integer(*v, 0, kMaxCount)) u.max_connections = *n;
   }
+  if (auto* v = m->get("health_check")) read_health_check(r, *v, u);
 }
 
 }  // namespace

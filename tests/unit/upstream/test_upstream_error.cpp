@@ -7,6 +7,7 @@ using namespace sluice;
 
 TEST_CASE("upstream failures map to 502, 503 and 504", "[upstream_error]") {
   CHECK(status_for(UpstreamError::kNoServer) == 503);
+  CHECK(status_for(UpstreamError::kNoHealthyServer) == 503);
   CHECK(status_for(UpstreamError::kConnectionLimit) == 503);
   CHECK(status_for(UpstreamError::kConnectTimedOut) == 504);
   CHECK(status_for(UpstreamError::kResponseTimedOut) == 504);
@@ -18,6 +19,8 @@ TEST_CASE("upstream failures map to 502, 503 and 504", "[upstream_error]") {
 
 TEST_CASE("upstream failure messages", "[upstream_error]") {
   CHECK(message_for(UpstreamError::kNoServer) == "no upstream server available (all in cool-down)");
+  CHECK(message_for(UpstreamError::kNoHealthyServer) ==
+        "no healthy upstream server (failing health checks)");
   CHECK(message_for(UpstreamError::kConnectionLimit) == "upstream connection limit reached");
   CHECK(message_for(connect_error(false)) == "upstream connect failed");
   CHECK(message_for(connect_error(true)) == "upstream connect failed");

@@ -1,0 +1,122 @@
+#include "gateway/health_checks.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "upstream/health_checker.hpp"
+#include "upstream/health_state.hpp"
+
+namespace sluice {
+
+struct HealthChecks::Entry {
+  Entry(std::string upstream_in, HostPort server_in, const HealthCheckConfig& check_in)
+      : upstream(std::move(upstream_in)),
+        server(std::move(server_in)),
+        address(server.to_string()),
+        check(check_in),
+        state(check.healthy_threshold, check.unhealthy_threshold) {}
+
+  std::string upstream;
+  HostPort server;
+  std::string address;  // "host:port", as labels and logs show it
+  HealthCheckConfig check;
+  HealthState state;
+  std::shared_ptr<ServerHealth> flag = std::make_shared<ServerHealth>();
+  double ok_count = 0;
+  double fail_count = 0;
+  std::unique_ptr<HealthChecker> checker;
+};
+
+HealthChecks::HealthChecks(boost::asio::io_context& io) : io_(io) {}
+
+HealthChecks::~HealthChecks() {
+  stop();
+}
+
+std::shared_ptr<const UpstreamHealth> HealthChecks::apply(const Config& config) {
+  decltype(entries_) next;
+  auto health = std::make_shared<UpstreamHealth>();
+  for (const auto& upstream : config.upstreams) {
+    if (!upstream.health_check) continue;
+    const auto& check = *upstream.health_check;
+    for (const auto& server : upstream.servers) {
+      std::pair<std::string, std::string> key{upstream.name, server.to_string()};
+      if (next.count(key)) continue;  // listed twice: one checker
+      auto old = entries_.find(key);
+      std::unique_ptr<Entry> entry;
+      if (old != entries_.end()) {
+        entry = std::move(old->second);
+        entries_.erase(old);
+        entry->state.set_thresholds(check.healthy_threshold, check.unhealthy_threshold);
+      } else {
+        entry = std::make_unique<Entry>(upstream.name, server, check);
+      }
+      if (!entry->checker || entry->check != check) {
+        entry->check = check;
+        Entry* e = entry.get();
+        entry->checker = std::make_unique<HealthChecker>(
+            io_, server, check, [this, e](const HealthCheckResult& result) {
+              on_result(*e, result.ok, result.detail);
+            });
+        entry->checker->start();
+      }
+      health->add(upstream.name, server, entry->flag);
+      next.emplace(std::move(key), std::move(entry));
+    }
+  }
+  entries_ = std::move(next);  // servers no longer checked: their checkers stop
+  return health;
+}
+
+void HealthChecks::stop() {
+  for (auto& [key, entry] : entries_) {
+    if (entry->checker) entry->checker->stop();
+  }
+}
+
+void HealthChecks::on_result(Entry& entry, bool ok, const std::string& detail) {
+  (ok ? entry.ok_count : entry.fail_count) += 1;
+  switch (entry.state.record(ok)) {
+    case HealthState::Change::kBecameUnhealthy:
+      entry.flag->healthy.store(false, std::memory_order_relaxed);
+      spdlog::warn("upstream {} server {} is unhealthy after {} failed health checks (last: {})",
+                   entry.upstream, entry.address, entry.check.unhealthy_threshold, detail);
+      break;
+    case HealthState::Change::kBecameHealthy:
+      entry.flag->healthy.store(true, std::memory_order_relaxed);
+      spdlog::info("upstream {} server {} is healthy again after {} good health checks",
+                   entry.upstream, entry.address, entry.check.healthy_threshold);
+      break;
+    case HealthState::Change::kNone:
+      if (!ok)
+        spdlog::debug("upstream {} server {}: health check failed: {}", entry.upstream,
+                      entry.address, detail);
+      break;
+  }
+}
+
+void HealthChecks::add_series(MetricsShard& into) const {
+  for (const auto& [key, entry] : entries_) {
+    const auto server = labels("upstream", entry->upstream, "server", entry->address);
+    into.set("sluice_upstream_healthy", server, entry->state.healthy() ? 1 : 0);
+    into.add("sluice_upstream_health_checks_total", server + "," + label("result", "ok"),
+             entry->ok_count);
+    into.add("sluice_upstream_health_checks_total", server + "," + label("result", "fail"),
+             entry->fail_count);
+  }
+}
+
+nlohmann::json HealthChecks::readiness() const {
+  if (entries_.empty()) return nullptr;
+  auto upstreams = nlohmann::json::object();
+  for (const auto& [key, entry] : entries_) {
+    auto& upstream = upstreams[entry->upstream];
+    if (upstream.is_null())
+      upstream = {{"healthy_servers", 0}, {"servers", nlohmann::json::array()}};
+    const bool healthy = entry->state.healthy();
+    if (healthy) upstream["healthy_servers"] = upstream["healthy_servers"].get<int>() + 1;
+    upstream["servers"].push_back({{"server", entry->address}, {"healthy", healthy}});
+  }
+  return upstreams;
+}
+
+}  // namespace sluice

@@ -1,0 +1,165 @@
+#include "upstream/health_checker.hpp"
+
+#include <array>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include "upstream/health_probe.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+// A status line longer than this is not one.
+constexpr std::size_t kMaxStatusLine = 1024;
+
+}  // namespace
+
+// Shared with the handlers in flight; every handler first checks that its
+// check is still the current one (`attempt`) and that the checker runs.
+struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io, HostPort server_in, HealthCheckConfig check_in, Report report_in)
+      : server(std::move(server_in)),
+        check(std::move(check_in)),
+        report(std::move(report_in)),
+        request(health_check_request(check, server)),
+        socket(io),
+        resolver(io),
+        deadline(io),
+        next(io) {}
+
+  void run_check();
+  void connect(std::vector<tcp::endpoint> endpoints);
+  void send_request();
+  void read_status_line();
+  void finish(bool ok, std::string detail);
+  void stop();
+  template <class Fn>
+  auto handler(Fn fn) {
+    return [self = shared_from_this(), attempt = attempt, fn = std::move(fn)](auto&&... args) {
+      if (self->stopped || attempt != self->attempt) return;
+      fn(*self, std::forward<decltype(args)>(args)...);
+    };
+  }
+
+  const HostPort server;
+  const HealthCheckConfig check;
+  const Report report;
+  const std::string request;
+  tcp::socket socket;
+  tcp::resolver resolver;
+  asio::steady_timer deadline;  // the current check's timeout
+  asio::steady_timer next;      // the start of the next check
+  std::string line;             // what was read of the status line
+  std::array<char, 512> buffer{};
+  std::uint64_t attempt = 0;
+  bool stopped = false;
+};
+
+void HealthChecker::Impl::run_check() {
+  ++attempt;
+  line.clear();
+  // The next check starts an interval after this one did, whatever this one's
+  // outcome; the timeout, shorter than the interval, has ended it by then.
+  next.expires_after(check.interval);
+  next.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec && !self->stopped) self->run_check();
+  });
+  deadline.expires_after(check.timeout);
+  deadline.async_wait(handler([](Impl& self, error_code ec) {
+    if (!ec) self.finish(false, "timed out");
+  }));
+  error_code ec;
+  const auto address = asio::ip::make_address(server.host, ec);
+  if (!ec) return connect({tcp::endpoint{address, server.port}});
+  resolver.async_resolve(
+      server.host, std::to_string(server.port),
+      handler([](Impl& self, error_code ec, const tcp::resolver::results_type& results) {
+        if (ec) return self.finish(false, "resolve: " + ec.message());
+        std::vector<tcp::endpoint> endpoints;
+        for (const auto& r : results) endpoints.push_back(r.endpoint());
+        self.connect(std::move(endpoints));
+      }));
+}
+
+void HealthChecker::Impl::connect(std::vector<tcp::endpoint> endpoints) {
+  asio::async_connect(socket, endpoints,
+                      handler([](Impl& self, error_code ec, const tcp::endpoint&) {
+                        if (ec) return self.finish(false, "connect: " + ec.message());
+                        self.send_request();
+                      }));
+}
+
+void HealthChecker::Impl::send_request() {
+  asio::async_write(socket, asio::buffer(request),
+                    handler([](Impl& self, error_code ec, std::size_t) {
+                      if (ec) return self.finish(false, "send: " + ec.message());
+                      self.read_status_line();
+                    }));
+}
+
+void HealthChecker::Impl::read_status_line() {
+  socket.async_read_some(
+      asio::buffer(buffer), handler([](Impl& self, error_code ec, std::size_t n) {
+        self.line.append(self.buffer.data(), n);
+        const auto end = self.line.find("\r\n");
+        if (end == std::string::npos) {
+          if (ec) return self.finish(false, "no status line: " + ec.message());
+          if (self.line.size() > kMaxStatusLine) return self.finish(false, "no status line");
+          return self.read_status_line();
+        }
+        const auto status = parse_status_line(std::string_view(self.line).substr(0, end));
+        if (!status) return self.finish(false, "not an HTTP/1.x status line");
+        self.finish(is_expected_status(self.check, *status), "status " + std::to_string(*status));
+      }));
+}
+
+// One result per check: the connection and the deadline end with it.
+void HealthChecker::Impl::finish(bool ok, std::string detail) {
+  ++attempt;  // what is still in flight for this check is ignored
+  deadline.cancel();
+  resolver.cancel();
+  error_code ignored;
+  socket.close(ignored);
+  report(HealthCheckResult{ok, std::move(detail)});
+}
+
+void HealthChecker::Impl::stop() {
+  stopped = true;
+  next.cancel();
+  deadline.cancel();
+  resolver.cancel();
+  error_code ignored;
+  socket.close(ignored);
+}
+
+HealthChecker::HealthChecker(asio::io_context& io, HostPort server, HealthCheckConfig check,
+                             Report report)
+    : impl_(std::make_shared<Impl>(io, std::move(server), std::move(check), std::move(report))) {}
+
+HealthChecker::~HealthChecker() {
+  stop();
+}
+
+void HealthChecker::start() {
+  // Posted: the first report never comes from inside start().
+  asio::post(impl_->socket.get_executor(), [self = impl_] {
+    if (!self->stopped) self->run_check();
+  });
+}
+
+void HealthChecker::stop() {
+  impl_->stop();
+}
+
+}  // namespace sluice

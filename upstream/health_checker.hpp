@@ -1,0 +1,48 @@
+// The active health checker of one upstream server: every interval it
+// connects, sends the check's GET and reads the status line, all within the
+// check's timeout, and reports one result per check. A refused or failed
+// connect, a timeout, a close before the status line, a line that is not an
+// HTTP status line, or a status that is not expected, is a failure.
+//
+// It runs on the io_context it is given (the main thread's); reports arrive
+// there, never from inside start(). The first check starts at once. After
+// stop() (or destruction) no report is made and nothing of it stays pending
+// beyond the cancelled operations.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "upstream/upstream_config.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace sluice {
+
+struct HealthCheckResult {
+  bool ok = false;
+  std::string detail;  // "status 200", "status 503", "connect: Connection refused", "timed out"
+};
+
+class HealthChecker {
+ public:
+  using Report = std::function<void(const HealthCheckResult&)>;
+
+  HealthChecker(boost::asio::io_context& io, HostPort server, HealthCheckConfig check,
+                Report report);
+  ~HealthChecker();
+  HealthChecker(const HealthChecker&) = delete;
+  HealthChecker& operator=(const HealthChecker&) = delete;
+
+  void start();
+  void stop();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace sluice
