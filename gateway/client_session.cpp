@@ -223,7 +223,7 @@ void ProxySession::on_head(beast::error_code ec) {
   if (head_timed_out_) {
     return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
   }
-  if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
+  if (ec == http::error::end_of_stream || ClientStream::ended(ec)) return close();
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
     return send_local(make_local_reply(431, "request head too large", new_id()), true);
   }

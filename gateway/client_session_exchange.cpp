@@ -210,7 +210,7 @@ void ProxySession::request_body_failed(beast::error_code ec) {
         make_local_reply(400, "chunk-size line or trailer section too long", info_.request_id),
         true);
   }
-  if (ec != asio::error::eof && ec != asio::error::connection_reset &&
+  if (!ClientStream::ended(ec) && ec != asio::error::connection_reset &&
       ec != beast::error::timeout && ec != http::error::partial_message &&
       ec != asio::error::operation_aborted) {
     return send_local(make_local_reply(400, "bad request body: " + ec.message(), info_.request_id),

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
 #include "upstream/upstream_pool.hpp"
@@ -33,6 +34,12 @@ class ClientStream {
   }
   bool is_tls() const { return tls_.has_value(); }
   Tls& tls() { return *tls_; }
+
+  // The client ended its stream: EOF, or over TLS a close without
+  // close_notify (harmless where HTTP framing tells complete from cut short).
+  static bool ended(const boost::system::error_code& ec) {
+    return ec == boost::asio::error::eof || ec == boost::asio::ssl::error::stream_truncated;
+  }
 
   executor_type get_executor() { return tcp_.get_executor(); }
   socket_type& socket() { return tcp_.socket(); }

@@ -1,5 +1,7 @@
 #include "gateway/tls/server_tls.hpp"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -62,6 +64,19 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
   return SSL_TLSEXT_ERR_OK;
 }
 
+struct KeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+
+std::unique_ptr<EVP_PKEY, KeyFree> read_private_key(const std::string& path) {
+  ERR_clear_error();
+  std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(path.c_str(), "r"), BIO_free);
+  if (!file) return nullptr;
+  return std::unique_ptr<EVP_PKEY, KeyFree>(
+      PEM_read_bio_PrivateKey(file.get(), nullptr, nullptr, nullptr));
+}
+
+// The reason of OpenSSL's latest error, cleared.
 std::string openssl_reason() {
   const unsigned long code = ERR_get_error();
   ERR_clear_error();
@@ -98,12 +113,13 @@ struct ServerTls::Impl {
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
     SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
     boost::system::error_code ec;
-    ERR_clear_error();
     context->use_certificate_chain_file(pair.cert_file, ec);
-    if (ec) return "cannot load certificate chain " + pair.cert_file + ": " + openssl_reason();
-    context->use_private_key_file(pair.key_file, ssl::context::pem, ec);
-    if (ec) return "cannot load private key " + pair.key_file + ": " + openssl_reason();
-    if (SSL_CTX_check_private_key(native) != 1) {
+    if (ec) return "cannot load certificate chain " + pair.cert_file + ": " + ec.message();
+    // The key is read on its own first, so that a key that does not load
+    // and one that does not match are told apart.
+    auto key = read_private_key(pair.key_file);
+    if (!key) return "cannot load private key " + pair.key_file + ": " + openssl_reason();
+    if (SSL_CTX_use_PrivateKey(native, key.get()) != 1 || SSL_CTX_check_private_key(native) != 1) {
       ERR_clear_error();
       return "private key " + pair.key_file + " does not match certificate " + pair.cert_file;
     }

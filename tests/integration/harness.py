@@ -46,6 +46,7 @@ from testkit.resp import encode as resp_encode  # noqa: E402,F401
 from testkit.resp import raw_command as redis_command  # noqa: E402,F401
 from testkit.resp import (bucket_state, redis_call, redis_pipeline,  # noqa: E402,F401
                           script_calls)
+from testkit.tls import client_context, make_ca, make_server_cert  # noqa: E402,F401
 
 # Set (to e.g. "address,undefined") when the binaries are built with sanitizers:
 # memory figures are then meaningless and tracing conflicts with LeakSanitizer.

@@ -9,13 +9,12 @@ with timeout_ms 50, each request must be answered within 1 s.
 import json
 import os
 import signal
-import subprocess
 import time
 import unittest
 
-from harness import (RATE_LIMIT_HEADERS, ProcessTestCase, gateway_config, metric_sum, readyz,
-                     redis_call, redis_pipeline, request, start_tls_redis, wait_redis_ready,
-                     wait_until)
+from harness import (RATE_LIMIT_HEADERS, ProcessTestCase, gateway_config, make_ca,
+                     make_server_cert, metric_sum, readyz, redis_call, redis_pipeline, request,
+                     start_tls_redis, wait_redis_ready, wait_until)
 
 TIMEOUT_MS = 50
 MAX_ANSWER_SECONDS = 1.0  # timeout_ms + a margin generous for a loaded machine
@@ -236,35 +235,14 @@ class RedisUnresponsiveTest(RedisFailureCase):
         self.assertEqual(self.fail_counts(gw), before)
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
-
-
-def make_ca(workdir, name):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
-            "-subj", f"/CN=sluice test {name}",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=workdir)
-    return os.path.join(workdir, f"{name}.crt")
-
-
 class RedisTlsTest(RedisFailureCase):
     def setUp(self):
         super().setUp()
         d = self.workdir
         self.ca = make_ca(d, "ca")
         self.wrong_ca = make_ca(d, "wrong-ca")
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=d)
-        with open(os.path.join(d, "server.ext"), "w") as f:
-            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                    "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-        openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "server.ext",
-                cwd=d)
-        self.redis = start_tls_redis(self, os.path.join(d, "server.crt"),
-                                     os.path.join(d, "server.key"), self.ca)
+        cert, key = make_server_cert(d, "ca", "server", dns=("localhost",))
+        self.redis = start_tls_redis(self, cert, key, self.ca)
         self.url = f"rediss://127.0.0.1:{self.redis.port}/0"
 
     def test_limiting_over_tls(self):

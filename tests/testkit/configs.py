@@ -82,7 +82,7 @@ def gateway_config(upstreams: dict, routes: list, server: dict | None = None,
 
 
 def listen_ports(config_text: str) -> tuple[int, int]:
-    """(data port, admin port) from the `listen:` keys of server and admin."""
+    """(data port, admin port) from the first `listen:` keys of server and admin."""
     ports = {}
     section = None
     for line in config_text.splitlines():
@@ -91,8 +91,8 @@ def listen_ports(config_text: str) -> tuple[int, int]:
             section = top.group(1)
             continue
         m = re.match(r"^\s+listen:\s*[\"']?[^\"'\s]*:(\d+)", line)
-        if m and section in ("server", "admin"):
-            ports[section] = int(m.group(1))
+        if m and section in ("server", "admin") and section not in ports:
+            ports[section] = int(m.group(1))  # the first: server.tls.listen may follow
     return ports.get("server", 8080), ports.get("admin", 9901)
 
 

@@ -74,6 +74,14 @@ const std::vector<BadFixture> kBadFixtures = {
     {"admin_token_unreadable.yaml",
      {"3: admin.token_file: cannot read \"/nonexistent/sluice-admin-token\": No such file or "
       "directory"}},
+    {"tls_unreadable_cert.yaml",
+     {"2: server.tls: cannot load certificate chain /nonexistent/sluice-cert.pem: No such file "
+      "or directory"}},
+    {"tls_bad_version.yaml",
+     {"2: server.tls: missing required key \"cert_file\"",
+      "2: server.tls: missing required key \"key_file\"",
+      "3: server.tls.min_version: expected \"1.2\" or \"1.3\", got \"1.1\"",
+      "4: server.tls.certificates: expected a list, got a mapping"}},
     {"admin_token_empty.yaml",
      {"2: admin.token_file: \"/dev/null\" is empty; an admin token must not be empty"}},
     {"bad_upstream_server.yaml",

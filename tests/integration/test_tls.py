@@ -1,0 +1,318 @@
+"""TLS termination on the data listener, through the real sluice binary.
+
+A test CA and server certificates are made with the openssl CLI in each test's work
+directory; clients are Python's ssl module trusting that CA only.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import time
+import unittest
+
+from harness import (SANITIZED, ProcessTestCase, client_context, echo_header, free_port,
+                     gateway_config, make_ca, make_server_cert, metric_sum, pattern_sha256,
+                     request, rss_kib, run_cli, to_yaml, wait_until)
+
+MIB = 1024 * 1024
+
+
+class TlsConnection:
+    """One TLS connection to 127.0.0.1:`port` with SNI `name`, carrying HTTP/1.1
+    requests one after another."""
+
+    def __init__(self, port: int, context: ssl.SSLContext, name: str | None = "default.test",
+                 session: ssl.SSLSession | None = None, timeout: float = 10.0):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        try:
+            self.sock = context.wrap_socket(raw, server_hostname=name, session=session,
+                                            suppress_ragged_eofs=False)
+        except BaseException:
+            raw.close()
+            raise
+
+    def request(self, method: str, path: str, headers: dict | None = None,
+                body: bytes = b"") -> http.client.HTTPResponse:
+        lines = [f"{method} {path} HTTP/1.1", "Host: default.test",
+                 f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        response = http.client.HTTPResponse(self.sock, method=method)
+        response.begin()
+        return response
+
+    def get(self, path: str, **kwargs) -> tuple[int, dict, bytes]:
+        response = self.request("GET", path, **kwargs)
+        return response.status, dict(response.getheaders()), response.read()
+
+    def serial(self) -> int:
+        return int(self.sock.getpeercert()["serialNumber"], 16)
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class TlsCase(ProcessTestCase):
+    """Starts a sluice-echo and makes a CA with two server certificates: `default`
+    (default.test and 127.0.0.1) and `api` (api.test and *.wild.test)."""
+
+    def setUp(self):
+        super().setUp()
+        self.echo = self.start_echo()
+        self.ca = make_ca(self.workdir, "ca")
+        self.cert, self.key = make_server_cert(self.workdir, "ca", "default",
+                                               dns=("default.test",))
+        self.api_cert, self.api_key = make_server_cert(self.workdir, "ca", "api",
+                                                       dns=("api.test", "*.wild.test"), ips=())
+        self.context = client_context(self.ca)
+
+    def config(self, tls: dict | None = None, server: dict | None = None, **sections) -> dict:
+        settings = {"cert_file": self.cert, "key_file": self.key, **(tls or {})}
+        routes = [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo",
+                   **sections.pop("route", {})}]
+        return gateway_config({"echo": [self.echo.address]}, routes,
+                              server={"tls": settings, **(server or {})}, **sections)
+
+    def start(self, tls: dict | None = None, server: dict | None = None, **sections):
+        return self.start_sluice(self.config(tls, server, **sections))
+
+    def connect(self, gateway, **kwargs) -> TlsConnection:
+        return TlsConnection(gateway.port, kwargs.pop("context", self.context), **kwargs)
+
+    def handshakes(self, gateway, result: str) -> float:
+        return metric_sum(gateway, "sluice_tls_handshakes_total", result=result)
+
+
+class TlsHandshakeTest(TlsCase):
+    def test_a_request_over_tls_reaches_the_upstream_as_https(self):
+        gw = self.start()
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.sock.selected_alpn_protocol(), "http/1.1")
+            for i in range(3):  # keep-alive over one TLS connection
+                status, _, body = conn.get(f"/x/{i}")
+                self.assertEqual(status, 200)
+                doc = json.loads(body)
+                self.assertEqual(doc["target"], f"/x/{i}")
+                self.assertEqual(echo_header(doc, "X-Forwarded-Proto"), ["https"])
+        self.assertEqual(self.handshakes(gw, "ok"), 1)
+
+    def test_plain_http_on_the_tls_listener_gets_no_answer_and_is_counted(self):
+        gw = self.start()
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(4096):
+                reply += chunk
+        self.assertNotIn(b"HTTP/1.1", reply)
+        wait_until(lambda: self.handshakes(gw, "error") == 1, 5, message="the failed handshake")
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.get("/after")[0], 200)
+
+    def test_tls_1_0_and_1_1_are_refused(self):
+        gw = self.start()
+        for version in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
+            old = client_context(self.ca)
+            old.set_ciphers("DEFAULT:@SECLEVEL=0")
+            old.minimum_version = ssl.TLSVersion.TLSv1
+            old.maximum_version = version
+            with self.assertRaises((ssl.SSLError, ConnectionError), msg=str(version)):
+                self.connect(gw, context=old).close()
+        self.assertEqual(self.handshakes(gw, "ok"), 0)
+
+    def test_min_version_1_3_refuses_tls_1_2(self):
+        gw = self.start({"min_version": "1.3"})
+        tls12 = client_context(self.ca)
+        tls12.maximum_version = ssl.TLSVersion.TLSv1_2
+        with self.assertRaises(ssl.SSLError):
+            self.connect(gw, context=tls12).close()
+        wait_until(lambda: self.handshakes(gw, "error") == 1, 5, message="the refusal counted")
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.sock.version(), "TLSv1.3")
+            self.assertEqual(conn.get("/x")[0], 200)
+        # The same TLS 1.2 client is served by the default minimum.
+        gw.stop()
+        gw = self.start()
+        with self.connect(gw, context=tls12) as conn:
+            self.assertEqual(conn.sock.version(), "TLSv1.2")
+            self.assertEqual(conn.get("/x")[0], 200)
+
+    def test_a_client_that_never_finishes_the_handshake_is_closed_by_header_timeout(self):
+        gw = self.start(server={"header_timeout_ms": 300})
+        # One says nothing; the other sends the start of a TLS record and stops.
+        for opening in (b"", b"\x16\x03\x01\x02\x00\x01"):
+            with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as sock:
+                sock.sendall(opening)
+                started = time.monotonic()
+                self.assertEqual(sock.recv(4096), b"", "the gateway closes the connection")
+                self.assertLess(time.monotonic() - started, 9, "closed by the header timeout")
+        wait_until(lambda: self.handshakes(gw, "error") == 2, 5, message="both counted")
+
+    def test_sni_picks_the_certificate(self):
+        gw = self.start({"certificates": [{"cert_file": self.api_cert,
+                                           "key_file": self.api_key}]})
+        with open(self.api_cert, "rb") as f:
+            api_serial = ssl.PEM_cert_to_DER_cert(f.read().decode())
+        choices = {"api.test": True, "API.Test": True, "x.wild.test": True,
+                   "default.test": False, "other.test": False, "a.b.wild.test": False,
+                   None: False}
+        lax = client_context(self.ca)
+        lax.check_hostname = False  # a name no certificate holds gets the default one
+        for name, api in choices.items():
+            with self.connect(gw, context=lax, name=name) as conn:
+                served = conn.sock.getpeercert(binary_form=True)
+                self.assertEqual(served == api_serial, api, f"SNI {name!r}")
+                self.assertEqual(conn.get("/x")[0], 200)
+
+    def test_sessions_are_resumed(self):
+        gw = self.start()
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            context = client_context(self.ca)
+            context.minimum_version = context.maximum_version = version
+            with self.connect(gw, context=context) as first:
+                self.assertEqual(first.get("/x")[0], 200)  # TLS 1.3 tickets follow the handshake
+                session = first.sock.session
+                self.assertFalse(first.sock.session_reused)
+            with self.connect(gw, context=context, session=session) as second:
+                self.assertTrue(second.sock.session_reused, str(version))
+                self.assertEqual(second.get("/x")[0], 200)
+
+    def test_a_connection_closed_by_sluice_ends_with_close_notify(self):
+        gw = self.start()
+        with self.connect(gw) as conn:
+            response = conn.request("GET", "/x", headers={"Connection": "close"})
+            self.assertEqual(response.status, 200)
+            response.read()
+            # suppress_ragged_eofs=False: a close without close_notify raises SSLEOFError.
+            self.assertEqual(conn.sock.recv(1), b"")
+
+
+class TlsListenersTest(TlsCase):
+    def test_plain_and_tls_listeners_side_by_side(self):
+        tls_port = free_port()
+        gw = self.start({"listen": f"127.0.0.1:{tls_port}"})
+        status, _, body = request(gw.port, "GET", "/plain")
+        self.assertEqual(status, 200)
+        self.assertEqual(echo_header(json.loads(body), "X-Forwarded-Proto"), ["http"])
+        with TlsConnection(tls_port, self.context) as conn:
+            status, _, body = conn.get("/tls")
+            self.assertEqual(status, 200)
+            self.assertEqual(echo_header(json.loads(body), "X-Forwarded-Proto"), ["https"])
+        self.assertEqual(metric_sum(gw, "sluice_accept_errors_total", listener="tls"), 0)
+        self.assertEqual(self.handshakes(gw, "ok"), 1)
+
+    def test_a_tls_listen_on_the_plain_address_is_refused(self):
+        path = os.path.join(self.workdir, "clash.yaml")
+        config = self.config()
+        config["server"]["tls"]["listen"] = config["server"]["listen"]
+        with open(path, "w") as f:
+            f.write(to_yaml(config) + "\n")
+        checked = run_cli(["--config", path, "--check"])
+        self.assertEqual(checked.returncode, 1, checked.stderr)
+        self.assertIn("server.tls.listen: conflicts with server.listen", checked.stderr)
+
+    def test_check_refuses_a_key_that_does_not_match_its_certificate(self):
+        path = os.path.join(self.workdir, "mismatch.yaml")
+        with open(path, "w") as f:
+            f.write(to_yaml(self.config({"key_file": self.api_key})) + "\n")
+        checked = run_cli(["--config", path, "--check"])
+        self.assertEqual(checked.returncode, 1, checked.stderr)
+        self.assertIn(f"server.tls: private key {self.api_key} does not match certificate "
+                      f"{self.cert}", checked.stderr)
+        os.remove(self.api_key)
+        with open(path, "w") as f:
+            f.write(to_yaml(self.config({"key_file": self.api_key})) + "\n")
+        checked = run_cli(["--config", path, "--check"])
+        self.assertEqual(checked.returncode, 1, checked.stderr)
+        self.assertIn(f"cannot load private key {self.api_key}", checked.stderr)
+
+
+class TlsReloadTest(TlsCase):
+    def test_sighup_serves_new_certificates_to_new_connections_only(self):
+        gw = self.start()
+        old = self.connect(gw)
+        self.addCleanup(old.close)
+        self.assertEqual(old.get("/before")[0], 200)
+        old_serial = old.serial()
+        # New files at the same paths (a certificate renewed in place).
+        renewed = os.path.join(self.workdir, "renewed")
+        os.mkdir(renewed)
+        shutil.copy(os.path.join(self.workdir, "ca.crt"), renewed)
+        shutil.copy(os.path.join(self.workdir, "ca.key"), renewed)
+        cert, key = make_server_cert(renewed, "ca", "default", dns=("default.test",))
+        shutil.copy(cert, self.cert)
+        shutil.copy(key, self.key)
+        gw.signal(signal.SIGHUP)
+
+        def new_serial():
+            with self.connect(gw) as conn:
+                return conn.serial()
+        wait_until(lambda: new_serial() != old_serial, 10, message="the renewed certificate")
+        new = new_serial()
+        self.assertEqual(metric_sum(gw, "sluice_config_reloads_total", result="ok"), 1)
+        # The connection opened before goes on with its certificate.
+        self.assertEqual(old.get("/after")[0], 200)
+        self.assertEqual(old.serial(), old_serial)
+
+        # A key that does not match: the reload fails and the running pair stays.
+        shutil.copy(self.api_key, self.key)
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="error") == 1,
+                   10, message="the failed reload")
+        self.assertEqual(new_serial(), new)
+        self.assertIn("does not match certificate", gw.output_tail())
+
+
+class TlsTrafficTest(TlsCase):
+    def test_rate_limiting_over_tls(self):
+        redis = self.start_redis()
+        gw = self.start(redis={"url": f"redis://127.0.0.1:{redis.port}/0"},
+                        limits={"per_ip": {"key": "ip", "capacity": 2,
+                                           "refill_per_second": 0.001}},
+                        route={"limits": ["per_ip"]})
+        with self.connect(gw) as conn:
+            statuses = [conn.get(f"/x/{i}")[0] for i in range(2)]
+            status, headers, _ = conn.get("/x/3")
+        self.assertEqual(statuses, [200, 200])
+        self.assertEqual(status, 429)
+        self.assertIn("Retry-After", headers)
+        self.assertEqual(headers.get("X-RateLimit-Remaining"), "0")
+
+    def test_256_mib_download_over_tls_streams_with_bounded_memory(self):
+        gw = self.start()
+        size = 256 * MIB
+        with self.connect(gw, timeout=60) as conn:
+            self.assertEqual(conn.get("/__download/1048576")[0], 200)  # warm up
+            baseline = rss_kib(gw.pid)
+            peak = baseline
+            response = conn.request("GET", f"/__download/{size}")
+            self.assertEqual(response.status, 200)
+            sha = hashlib.sha256()
+            received = next_sample = 0
+            while piece := response.read(256 * 1024):
+                sha.update(piece)
+                received += len(piece)
+                if received >= next_sample:
+                    peak = max(peak, rss_kib(gw.pid))
+                    next_sample += 8 * MIB
+        self.assertEqual(received, size)
+        self.assertEqual(sha.hexdigest(), pattern_sha256(size))
+        if SANITIZED:
+            return  # the sanitizers' own memory makes RSS meaningless
+        growth_mib = (peak - baseline) / 1024
+        self.assertLess(growth_mib, 32, f"sluice RSS grew by {growth_mib:.1f} MiB "
+                                        f"(baseline {baseline} KiB, peak {peak} KiB)")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,44 @@
+"""Test certificates made with the openssl CLI: a CA, and server certificates it signs
+for given names. Files go into a work directory the caller owns."""
+
+import os
+import ssl
+import subprocess
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def make_ca(workdir: str, name: str) -> str:
+    """A self-signed CA `name`.crt / `name`.key (P-256); returns the certificate's path."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
+            "-subj", f"/CN=sluice test {name}",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=workdir)
+    return os.path.join(workdir, f"{name}.crt")
+
+
+def make_server_cert(workdir: str, ca: str, name: str, dns=(), ips=("127.0.0.1",),
+                     common_name: str | None = None) -> tuple[str, str]:
+    """A server certificate `name`.crt / `name`.key signed by CA `ca` (a make_ca name)
+    for the DNS names and IP addresses given; returns (cert path, key path)."""
+    cn = common_name or (dns[0] if dns else "localhost")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=workdir)
+    alt = ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips])
+    with open(os.path.join(workdir, f"{name}.ext"), "w") as f:
+        f.write((f"subjectAltName={alt}\n" if alt else "") +
+                "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=workdir)
+    return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
+
+
+def client_context(ca_file: str) -> ssl.SSLContext:
+    """A client context trusting `ca_file` only, offering ALPN http/1.1."""
+    context = ssl.create_default_context(cafile=ca_file)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
