@@ -81,6 +81,9 @@ class Application::Impl {
   Listener listener_{main_io_, workers_, main_metrics_, "server"};
   // server.tls.listen, when TLS is served beside a plain server.listen.
   Listener tls_listener_{main_io_, workers_, main_metrics_, "tls"};
+  // Where TLS is served since the start: "" (nowhere), "server.listen", or
+  // the address of server.tls.listen.
+  std::string tls_place_;
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
@@ -128,6 +131,7 @@ bool Application::Impl::bind_listeners() {
   if (!listener_.bind(config_->server.listen, "server.listen")) return false;
   const auto& tls = config_->server.tls;
   if (!tls) return true;
+  tls_place_ = tls->listen ? tls->listen->to_string() : "server.listen";
   if (!tls->listen) {
     listener_.set_tls(tls->contexts);
     return true;
@@ -138,18 +142,18 @@ bool Application::Impl::bind_listeners() {
   return true;
 }
 
-// New certificates go to new connections; open ones keep theirs. Where TLS
-// is served and on which address is fixed at start.
+// New certificates go to new connections; open ones keep theirs. Whether and
+// where TLS is served is what the process started with: a configuration that
+// moves it gets a warning, and the running listener keeps its certificates.
 void Application::Impl::reload_tls(const Config& next) {
-  const auto& now = config_->server.tls;
   const auto& then = next.server.tls;
-  const bool same_place = now.has_value() == then.has_value() &&
-                          (!now || now->listen.has_value() == then->listen.has_value());
-  if (!same_place) {
+  const std::string place = !then ? "" : then->listen ? then->listen->to_string() : "server.listen";
+  if (place != tls_place_) {
     spdlog::warn("reload: server.tls added, removed or moved; takes effect on restart");
+    return;
   }
-  if (!now || !then) return;
-  Listener& serving = now->listen ? tls_listener_ : listener_;
+  if (!then) return;
+  Listener& serving = then->listen ? tls_listener_ : listener_;
   serving.set_tls(then->contexts);
 }
 

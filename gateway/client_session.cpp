@@ -317,13 +317,17 @@ void ProxySession::send_local(LocalReply reply, bool close_after) {
 // Half-close and drain what the client still sends, so that it reads our
 // reply rather than a reset (like nginx's lingering close). A TLS connection
 // says close_notify first, so that a client reading to the end of the stream
-// knows it was not cut short; its answer, if any, ends the linger.
+// knows it was not cut short; its close_notify or its end ends the wait. A
+// client still sending (OpenSSL refuses data after close_notify) gets the
+// plain linger on the socket.
 void ProxySession::graceful_close() {
   if (tls_open_) {
     tls_open_ = false;
     set_deadline(Side::kClient, kLingerTimeout);
-    stream_.tls().async_shutdown(
-        handler([](ProxySession& self, beast::error_code) { self.close(); }));
+    stream_.tls().async_shutdown(handler([](ProxySession& self, beast::error_code ec) {
+      if (!ec || ClientStream::ended(ec) || self.closed_) return self.close();
+      self.graceful_close();
+    }));
     return;
   }
   beast::error_code ec;
@@ -334,13 +338,15 @@ void ProxySession::graceful_close() {
   linger();
 }
 
+// Reads the socket itself: after a TLS shutdown the bytes are only dropped.
 void ProxySession::linger() {
-  stream_.async_read_some(asio::buffer(discard_buffer(), 4096),
-                          handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
-                            self.linger_bytes_ += n;
-                            if (ec || self.linger_bytes_ > kLingerMaxBytes) return self.close();
-                            self.linger();
-                          }));
+  stream_.socket().async_read_some(
+      asio::buffer(discard_buffer(), 4096),
+      handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+        self.linger_bytes_ += n;
+        if (ec || self.linger_bytes_ > kLingerMaxBytes) return self.close();
+        self.linger();
+      }));
 }
 
 void ProxySession::close() {

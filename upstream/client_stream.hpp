@@ -12,6 +12,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/flat_stream.hpp>
 
 #include "upstream/upstream_pool.hpp"
 
@@ -33,7 +34,7 @@ class ClientStream {
     tls_.emplace(tcp_.socket(), context);
   }
   bool is_tls() const { return tls_.has_value(); }
-  Tls& tls() { return *tls_; }
+  Tls& tls() { return tls_->next_layer(); }
 
   // The client ended its stream: EOF, or over TLS a close without
   // close_notify (harmless where HTTP framing tells complete from cut short).
@@ -65,7 +66,9 @@ class ClientStream {
  private:
   WorkerStream tcp_;
   std::shared_ptr<const void> tls_owner_;  // declared before tls_: outlives it
-  std::optional<Tls> tls_;
+  // A write of several buffers (a head and a body piece) goes out as one TLS
+  // record where it fits, not one record and one system call per buffer.
+  std::optional<boost::beast::flat_stream<Tls>> tls_;
 };
 
 }  // namespace sluice

@@ -72,8 +72,10 @@ std::unique_ptr<EVP_PKEY, KeyFree> read_private_key(const std::string& path) {
   ERR_clear_error();
   std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(path.c_str(), "r"), BIO_free);
   if (!file) return nullptr;
+  // No passphrase: an encrypted key fails here rather than prompting on a terminal.
+  const auto no_passphrase = [](char*, int, int, void*) { return 0; };
   return std::unique_ptr<EVP_PKEY, KeyFree>(
-      PEM_read_bio_PrivateKey(file.get(), nullptr, nullptr, nullptr));
+      PEM_read_bio_PrivateKey(file.get(), nullptr, no_passphrase, nullptr));
 }
 
 // The reason of OpenSSL's latest error, cleared.

@@ -105,8 +105,8 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     log(f"{len(rows)} rows; warm-up {opts.warmup:g} s each, then {total_runs} measurements")
 
     for r in rows:
-        run_wrk(wrk_command(r.port, opts.connections, opts.warmup, pin_cpu, args=r.wrk_args),
-                opts.warmup)
+        run_wrk(wrk_command(r.port, opts.connections, opts.warmup, pin_cpu, args=r.wrk_args,
+                            scheme=r.scheme), opts.warmup)
         check_alive(stack, "during warm-up")
 
     for rep in range(opts.reps):

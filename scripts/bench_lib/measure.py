@@ -27,9 +27,10 @@ PATH = "/api/bench"
 
 
 def wrk_command(port: int, conns: int, duration: float, pin_cpu: str | None,
-                script: str = REPORT_LUA, path: str = PATH, args: list[str] = ()) -> list[str]:
+                script: str = REPORT_LUA, path: str = PATH, args: list[str] = (),
+                scheme: str = "http") -> list[str]:
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", "--latency",
-           "-s", script, f"http://127.0.0.1:{port}{path}"]
+           "-s", script, f"{scheme}://127.0.0.1:{port}{path}"]
     if args:
         cmd += ["--", *args]
     return (["taskset", "-c", pin_cpu] if pin_cpu is not None else []) + cmd
@@ -100,8 +101,8 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
         redis_connection(server.port)("CONFIG", "RESETSTAT")
     before_metrics = sluice_counters(row.admin) if row.admin else None
     cpu0, rcpu0 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
-    figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu, args=row.wrk_args),
-                      duration)
+    figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu, args=row.wrk_args,
+                                  scheme=row.scheme), duration)
     cpu1, rcpu1 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
     n = max(1.0, figures["requests"])
     out = {

@@ -21,6 +21,7 @@ from testkit.http import request
 from testkit.ports import free_port, port_open
 from testkit.processes import SOURCE_DIR, Echo, Process, Redis, Sluice, wait_until
 from testkit.sentinel import RedisSentinelSet
+from testkit.tls import make_ca, make_server_cert
 
 ROOT = SOURCE_DIR
 NGINX_DIR = os.path.join(ROOT, "loadtest", "nginx")
@@ -49,7 +50,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   redis: dict | None = None, more_limits: dict | None = None,
                   more_routes: list[dict] = (), lease_tokens: int | None = None,
                   local: dict | None = None, on_redis_failure: str = "open",
-                  window_ms: int | None = None) -> dict:
+                  window_ms: int | None = None, tls: dict | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -57,7 +58,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     topology and nodes; timeout_ms). more_limits / more_routes: further limits and
     routes, the routes matched before the catch-all one. lease_tokens: the `limit`'s
     lease size; local: the local section (deny_cache, fleet_size); window_ms: `limit`
-    is a sliding window of `capacity` per window_ms instead of a token bucket."""
+    is a sliding window of `capacity` per window_ms instead of a token bucket; tls: the
+    server.tls section (the listener then speaks TLS only)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -69,7 +71,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         limits["global"] = {"key": "global", "capacity": global_limit[0],
                             "refill_per_second": global_limit[1]}
     return {
-        "server": {"listen": f"127.0.0.1:{port}", "threads": threads},
+        "server": {"listen": f"127.0.0.1:{port}", "threads": threads,
+                   **({"tls": tls} if tls else {})},
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "log": {"level": "warn", "access_log": False},
         **({"local": local} if local else {}),
@@ -111,8 +114,9 @@ class Row:
 
     def __init__(self, num: int, name: str, port: int, gateway: Process,
                  admin: int | None = None, redis: list[Process] = (),
-                 wrk_args: list[str] = ()):
+                 wrk_args: list[str] = (), scheme: str = "http"):
         self.num = num
+        self.scheme = scheme  # https: TLS terminated by the gateway
         self.name = name
         self.port = port
         self.gateway = gateway
@@ -167,7 +171,7 @@ class Stack:
         os.makedirs(prefix)
         with open(os.path.join(NGINX_DIR, template)) as f:
             text = f.read()
-        values = {"PREFIX": prefix, "LISTEN": f"127.0.0.1:{port}",
+        values = {"PREFIX": prefix, "LISTEN": f"127.0.0.1:{port}", "TLS": "",
                   "UPSTREAM": f"127.0.0.1:{upstream}", "LUA_DIR": NGINX_DIR,
                   "USER_LINE": "user root;" if os.geteuid() == 0 else "", **values}
         for k, v in values.items():
@@ -229,7 +233,7 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
-    """Starts the servers of the fourteen rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the sixteen rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
     3-primary Redis Cluster (no replicas: none of the other rows has one either);
     row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
@@ -249,6 +253,11 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
     n3 = stack.nginx("nginx-limit-req", "limit_req.conf.in", up)
     if not os.path.exists(os.path.join(NGINX_MODULES, "ngx_http_lua_module.so")):
         raise RuntimeError("libnginx-mod-http-lua is not installed (row 8)")
+    make_ca(stack.workdir, "bench-ca")  # rows 15 and 16: one certificate (P-256) for both
+    cert, key = make_server_cert(stack.workdir, "bench-ca", "bench-server")
+    n15 = stack.nginx("nginx-tls", "plain.conf.in", up,
+                      TLS=f" ssl;\n    ssl_certificate {cert};\n    ssl_certificate_key {key};\n"
+                          "    ssl_session_cache shared:SSL:10m")
     n8 = stack.nginx("nginx-lua", "lua_redis.conf.in", up, REDIS_PORT=redis.port,
                      SCRIPT_FILE=script_file, SCRIPT_SHA=sha, CAPACITY=ALLOW_ALL[0],
                      RATE=ALLOW_ALL[1])
@@ -267,6 +276,8 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                        limit=DENY_ALL)
     s14 = stack.sluice("sluice-window", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key", window_ms=SLIDING_WINDOW_MS)
+    s16 = stack.sluice("sluice-tls", upstream=up, redis_port=redis.port, limit=None,
+                       tls={"cert_file": cert, "key_file": key})
     s13 = stack.sluice("sluice-lease", upstream=up, redis_port=lease_redis.port,
                        limit=ALLOW_ALL, key="global", lease_tokens=LEASE_TOKENS)
 
@@ -275,9 +286,9 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
 
-    def sluice_row(num, name, gateway, redis=(), wrk_args=()):
+    def sluice_row(num, name, gateway, redis=(), wrk_args=(), scheme="http"):
         return Row(num, name, gateway.port, gateway, admin=gateway.admin_port, redis=redis,
-                   wrk_args=wrk_args)
+                   wrk_args=wrk_args, scheme=scheme)
 
     primaries = [node for node, _ in cluster.primaries()]
     keyed = [str(CLUSTER_KEYS)]
@@ -301,4 +312,7 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                    "allowing all)", s13, [lease_redis]),
         sluice_row(14, "Sluice + Redis sliding-window limit per API key, one Redis (allowing "
                    "all)", s14, [redis], keyed),
+        Row(15, "nginx reverse proxy, TLS termination (keep-alive)", n15[1], n15[0],
+            scheme="https"),
+        sluice_row(16, "Sluice, no limits, TLS termination (keep-alive)", s16, scheme="https"),
     ]

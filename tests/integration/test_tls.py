@@ -197,6 +197,18 @@ class TlsHandshakeTest(TlsCase):
             self.assertEqual(conn.sock.recv(1), b"")
 
 
+    def test_an_oversized_upload_reads_its_413_not_a_reset(self):
+        gw = self.start(server={"max_body_bytes": 1024})
+        with self.connect(gw) as conn:
+            head = ("POST /up HTTP/1.1\r\nHost: default.test\r\n"
+                    f"Content-Length: {4 * MIB}\r\n\r\n").encode()
+            conn.sock.sendall(head + b"x" * (256 * 1024))  # still sending after the answer
+            response = http.client.HTTPResponse(conn.sock, method="POST")
+            response.begin()
+            self.assertEqual(response.status, 413)
+            self.assertIn(b"too large", response.read())
+
+
 class TlsListenersTest(TlsCase):
     def test_plain_and_tls_listeners_side_by_side(self):
         tls_port = free_port()
@@ -271,6 +283,30 @@ class TlsReloadTest(TlsCase):
                    10, message="the failed reload")
         self.assertEqual(new_serial(), new)
         self.assertIn("does not match certificate", gw.output_tail())
+
+    def test_a_reload_cannot_move_tls_and_the_running_listener_keeps_serving(self):
+        gw = self.start()
+
+        def config(tls: bool) -> dict:
+            config = self.config()
+            config["server"]["listen"] = f"127.0.0.1:{gw.port}"
+            config["admin"]["listen"] = f"127.0.0.1:{gw.admin_port}"
+            if not tls:
+                del config["server"]["tls"]
+            return config
+        gw.reload(config(tls=False))
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 1, 10,
+                   message="the reload")
+        self.assertIn("server.tls added, removed or moved; takes effect on restart",
+                      gw.output_tail())
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.get("/still-tls")[0], 200)
+        # A later reload back to the same place renews certificates again.
+        gw.reload(config(tls=True))
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 2, 10,
+                   message="the second reload")
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.get("/again")[0], 200)
 
 
 class TlsTrafficTest(TlsCase):
