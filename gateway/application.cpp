@@ -81,9 +81,7 @@ class Application::Impl {
   Listener listener_{main_io_, workers_, main_metrics_, "server"};
   // server.tls.listen, when TLS is served beside a plain server.listen.
   Listener tls_listener_{main_io_, workers_, main_metrics_, "tls"};
-  // Where TLS is served since the start: "" (nowhere), "server.listen", or
-  // the address of server.tls.listen.
-  std::string tls_place_;
+  std::string tls_place_;  // tls_place() of the configuration started with
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
@@ -127,11 +125,19 @@ void Application::Impl::set_admin_access() {
 
 // server.listen speaks TLS when server.tls has no listen of its own;
 // otherwise it stays plain and server.tls.listen serves TLS beside it.
+// Where `config` serves TLS: "" (nowhere), "server.listen", or the address of
+// server.tls.listen.
+static std::string tls_place(const Config& config) {
+  const auto& tls = config.server.tls;
+  if (!tls) return "";
+  return tls->listen ? tls->listen->to_string() : "server.listen";
+}
+
 bool Application::Impl::bind_listeners() {
   if (!listener_.bind(config_->server.listen, "server.listen")) return false;
   const auto& tls = config_->server.tls;
   if (!tls) return true;
-  tls_place_ = tls->listen ? tls->listen->to_string() : "server.listen";
+  tls_place_ = tls_place(*config_);
   if (!tls->listen) {
     listener_.set_tls(tls->contexts);
     return true;
@@ -147,8 +153,7 @@ bool Application::Impl::bind_listeners() {
 // moves it gets a warning, and the running listener keeps its certificates.
 void Application::Impl::reload_tls(const Config& next) {
   const auto& then = next.server.tls;
-  const std::string place = !then ? "" : then->listen ? then->listen->to_string() : "server.listen";
-  if (place != tls_place_) {
+  if (tls_place(next) != tls_place_) {
     spdlog::warn("reload: server.tls added, removed or moved; takes effect on restart");
     return;
   }
