@@ -92,6 +92,7 @@ void ProxySession::start() {
 
 ProxySession::~ProxySession() {
   set_idle(false);
+  if (in_tunnel_) worker_.tunnels_changed(-1);
   worker_.return_relay_buffer(std::move(relay_buffer_));
   worker_.remove_session(this);
 }

@@ -79,6 +79,9 @@ class ProxySession final : public ClientSession,
   void upstream_failed(UpstreamError error) override;
   void request_body_failed(boost::beast::error_code ec) override;
   void exchange_aborted() override;
+  void tunnel_opened() override;
+  void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
+  void tunnel_ended(bool graceful) override;
 
  private:
   template <class Fn>
@@ -137,6 +140,7 @@ class ProxySession final : public ClientSession,
   bool watch_pending_ = false;  // a readiness wait is on the socket
   UpstreamExchange exchange_;
   bool closed_ = false;  // the client socket was closed
+  bool in_tunnel_ = false;  // between tunnel_opened and tunnel_ended
   // TLS is up and no error has ended it: a close says close_notify first.
   bool tls_open_ = false;
 

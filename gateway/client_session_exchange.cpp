@@ -132,6 +132,8 @@ void ProxySession::start_upstream() {
   request.body_timeout = config_->server.body_timeout;
   request.chunked = info_.body.chunked;
   request.body_empty = info_.body.done;
+  request.websocket = info_.websocket;
+  request.tunnel_idle_timeout = config_->server.idle_timeout;
   const RouteConfig& route = *info_.route;
   if (!route.request_headers.empty() || !route.response_headers.empty()) {
     client_ip_text_ = info_.client_ip.to_string();
@@ -152,6 +154,7 @@ void ProxySession::serialize_request_head(std::string& out, std::string_view ups
   auto& req = parser_->get();
   ForwardedInfo forwarded{peer_text_,       info_.forwarded_proto, req[http::field::host],
                           info_.request_id, upstream_host,         info_.route->cost_header};
+  forwarded.websocket = info_.websocket;
   if (!info_.route->request_headers.empty()) {
     forwarded.rules = &info_.route->request_headers;
     forwarded.vars = header_vars_;
@@ -185,6 +188,33 @@ void ProxySession::exchange_done() {
   reset_exchange();
   if (!keep) return graceful_close();
   do_read_head();
+}
+
+// ---- A WebSocket tunnel ---------------------------------------------------------
+
+void ProxySession::tunnel_opened() {
+  deadline_.clear();  // the tunnel keeps its own idle timeout
+  record(exchange_.upstream_status());
+  in_tunnel_ = true;
+  worker_.tunnels_changed(1);
+  worker_.metrics().add("sluice_websocket_tunnels_total",
+                        scratch_labels({{"route", info_.route->name}}));
+}
+
+void ProxySession::tunnel_relayed(TunnelDirection direction, std::size_t n) {
+  worker_.metrics().add("sluice_websocket_bytes_total",
+                        direction == TunnelDirection::kClientToUpstream
+                            ? R"(direction="client_to_upstream")"
+                            : R"(direction="upstream_to_client")",
+                        static_cast<double>(n));
+}
+
+void ProxySession::tunnel_ended(bool graceful) {
+  in_tunnel_ = false;
+  worker_.tunnels_changed(-1);
+  if (closed_) return;
+  if (graceful) return graceful_close();
+  close();
 }
 
 void ProxySession::upstream_failed(UpstreamError error) {

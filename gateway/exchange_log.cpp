@@ -35,7 +35,11 @@ void seed_session_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto& route : config.routes) {
     metrics.declare_histogram("sluice_http_request_duration_seconds",
                               scratch_labels({{"route", route.name}}));
+    metrics.declare("sluice_websocket_tunnels_total", scratch_labels({{"route", route.name}}));
   }
+  metrics.declare("sluice_websocket_tunnels_active", "");
+  metrics.declare("sluice_websocket_bytes_total", R"(direction="client_to_upstream")");
+  metrics.declare("sluice_websocket_bytes_total", R"(direction="upstream_to_client")");
   for (const auto& upstream : config.upstreams) {
     metrics.declare("sluice_upstream_connections_total",
                     scratch_labels({{"upstream", upstream.name}}));

@@ -89,6 +89,12 @@ constexpr FamilyInfo kFamilies[] = {
      "Idle keep-alive client connections closed to make room near the connection cap."},
     {"sluice_accept_errors_total", "counter",
      "Failed accepts (out of descriptors and the like), by listener."},
+    {"sluice_websocket_tunnels_active", "gauge",
+     "WebSocket connections being relayed (the upstream answered 101)."},
+    {"sluice_websocket_tunnels_total", "counter", "WebSocket upgrades relayed, by route."},
+    {"sluice_websocket_bytes_total", "counter",
+     "Bytes relayed through WebSocket tunnels after the handshake, by direction "
+     "(client_to_upstream, upstream_to_client)."},
     {"sluice_tls_handshakes_total", "counter",
      "TLS handshakes on the data listener by result (error: a protocol or version the "
      "configuration refuses, a client that left or timed out during the handshake)."},

@@ -101,6 +101,7 @@ std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, con
   info.route = nullptr;
   info.original_target.clear();
   info.keep_alive = false;
+  info.websocket = false;
   if (const auto refusal = check_framing_and_host(req); refusal.status) {
     return refuse(refusal.status, refusal.message, info);
   }
@@ -109,6 +110,8 @@ std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, con
   }
   info.keep_alive = req.keep_alive();
   info.body = body;
+  info.websocket = req.version() == 11 && req.method() == http::verb::get && body.done &&
+                   asks_websocket_upgrade(req.base());
   // Hop-by-hop headers (and the names Connection lists) go before anything
   // reads the head, so a client cannot hide X-Request-Id and the like.
   strip_hop_by_hop(req.base());

@@ -41,6 +41,10 @@ struct RequestInfo {
   std::string_view forwarded_proto = "http";
   const RouteConfig* route = nullptr;
   bool keep_alive = false;  // the request allows keep-alive
+  // A WebSocket handshake: an HTTP/1.1 GET without a body whose Connection
+  // lists "upgrade" and Upgrade lists "websocket". Any other Upgrade is
+  // stripped with the hop-by-hop headers.
+  bool websocket = false;
   BodyFacts body;
 };
 

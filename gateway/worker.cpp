@@ -70,6 +70,11 @@ void Worker::remove_session(ClientSession* s) {
   metrics_.set("sluice_connections_active", "", static_cast<double>(sessions_.size()));
 }
 
+void Worker::tunnels_changed(int delta) {
+  tunnels_ += delta;
+  metrics_.set("sluice_websocket_tunnels_active", "", static_cast<double>(tunnels_));
+}
+
 void Worker::shed_idle(std::size_t n) {
   using TimePoint = std::chrono::steady_clock::time_point;
   std::vector<std::pair<TimePoint, ClientSession*>> idle;

@@ -64,6 +64,9 @@ class Worker {
 
   void add_session(ClientSession* s);
   void remove_session(ClientSession* s);
+  // A session tells when its connection becomes a WebSocket tunnel (+1) and
+  // when the tunnel ends (-1).
+  void tunnels_changed(int delta);
   // A session tells when it starts (+1) and stops (-1) waiting idle for a request.
   void idle_changed(int delta) { idle_count_.fetch_add(delta, std::memory_order_relaxed); }
   // Any thread may read these.
@@ -107,6 +110,7 @@ class Worker {
   std::unordered_set<ClientSession*> sessions_;
   std::atomic<std::size_t> session_count_{0};
   std::atomic<std::int64_t> idle_count_{0};
+  std::int64_t tunnels_ = 0;  // this worker's WebSocket tunnels (its thread only)
   std::atomic<std::size_t> peak_session_count_{0};
   std::atomic<std::size_t> freed_relay_buffers_{0};
   std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;

@@ -38,23 +38,46 @@ bool is_hop_by_hop(const http::fields::value_type& f) {
   return false;
 }
 
-// The names listed by every Connection header line of `fields`.
-std::vector<std::string_view> connection_tokens(const http::fields& fields) {
-  std::vector<std::string_view> listed;
-  for (auto [it, end] = fields.equal_range(http::field::connection); it != end; ++it) {
+// Calls fn(token) for each element of the comma-separated lists of every
+// `field` line of `fields`.
+template <class Fn>
+void for_each_token(const http::fields& fields, http::field field, Fn fn) {
+  for (auto [it, end] = fields.equal_range(field); it != end; ++it) {
     std::string_view value = it->value();
     while (!value.empty()) {
       auto comma = value.find(',');
       auto token = ascii::trim(value.substr(0, comma));
-      if (!token.empty()) listed.push_back(token);
+      if (!token.empty()) fn(token);
       if (comma == std::string_view::npos) break;
       value.remove_prefix(comma + 1);
     }
   }
+}
+
+// The names listed by every Connection header line of `fields`.
+std::vector<std::string_view> connection_tokens(const http::fields& fields) {
+  std::vector<std::string_view> listed;
+  for_each_token(fields, http::field::connection,
+                 [&](std::string_view token) { listed.push_back(token); });
   return listed;
 }
 
+bool lists(const http::fields& fields, http::field field, std::string_view token) {
+  bool found = false;
+  for_each_token(fields, field, [&](std::string_view t) { found = found || ascii::iequals(t, token); });
+  return found;
+}
+
 }  // namespace
+
+bool asks_websocket_upgrade(const http::fields& fields) {
+  return lists(fields, http::field::connection, "upgrade") &&
+         lists(fields, http::field::upgrade, "websocket");
+}
+
+bool grants_websocket_upgrade(const http::fields& fields) {
+  return lists(fields, http::field::upgrade, "websocket");
+}
 
 std::size_t erase_underscore_fields(http_fields::fields& fields) {
   std::size_t erased = 0;
@@ -146,6 +169,7 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   append_field(out, "X-Request-Id", info.request_id);
   append_list(via, "1.1 sluice");
   append_field(out, "Via", via);
+  if (info.websocket) out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
   if (info.rules) info.rules->append_set(out, info.vars);
   if (chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
@@ -177,6 +201,10 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
   for (const auto& [name, value] : options.extra) append_field(out, name, value);
   append_field(out, "X-Request-Id", options.request_id);
   if (options.rules) options.rules->append_set(out, options.vars);
+  if (options.websocket) {
+    out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    return;
+  }
   if (options.chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (options.content_length) {

@@ -23,6 +23,12 @@ namespace http_fields = boost::beast::http;
 // Proxy-Authenticate. Framing must be redone by the caller afterwards.
 void strip_hop_by_hop(http_fields::fields& fields);
 
+// A WebSocket handshake (RFC 6455 4.1): Connection lists "upgrade" and
+// Upgrade lists "websocket", case-insensitively. Asked before stripping.
+bool asks_websocket_upgrade(const http_fields::fields& fields);
+// A 101 that accepts it: its Upgrade lists "websocket".
+bool grants_websocket_upgrade(const http_fields::fields& fields);
+
 // Removes every field whose name contains "_" and returns how many there were.
 // CGI-style servers map "-" to "_", so X_API_Key would reach them as X-API-Key.
 std::size_t erase_underscore_fields(http_fields::fields& fields);
@@ -36,6 +42,7 @@ struct ForwardedInfo {
   std::string_view drop_header = {};    // a request header never forwarded (empty: none)
   const HeaderRules* rules = nullptr;   // the route's request rules (null: none)
   HeaderVars vars = {};                 // what the rules' values may use
+  bool websocket = false;               // forward a WebSocket handshake's Upgrade
 };
 
 // Heads are serialized straight into one buffer (one write with the first
@@ -45,7 +52,8 @@ struct ForwardedInfo {
 // (hop-by-hop already stripped) except Expect and info.drop_header, then X-Forwarded-For with the
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
-// then the lines info.rules sets (the incoming lines of the names it sets or
+// then "Connection: Upgrade" and "Upgrade: websocket" for a WebSocket
+// handshake, then the lines info.rules sets (the incoming lines of the names it sets or
 // removes are left out), and "Transfer-Encoding: chunked" when `chunked`.
 // Content-Length is never copied from `fields`: it is written from
 // `content_length` (the parser's), so the framing is the one Sluice read.
@@ -63,13 +71,15 @@ struct ResponseHeadOptions {
   bool announce_keep_alive = false;             // HTTP/1.0 client: "Connection: keep-alive"
   const HeaderRules* rules = nullptr;           // the route's response rules (null: none)
   HeaderVars vars = {};                         // what the rules' values may use
+  bool websocket = false;  // a 101 accepting a WebSocket upgrade: no framing, Upgrade headers
 };
 
 // The response head for the client: "HTTP/1.1 status reason", the upstream
 // fields minus hop-by-hop ones (and the names Connection lists) and minus
 // X-Request-Id, the names in `extra` and the names options.rules sets or
 // removes, then `extra`, X-Request-Id, the lines options.rules sets, framing
-// and Connection.
+// and Connection (for a WebSocket 101: "Connection: Upgrade" and
+// "Upgrade: websocket", no framing).
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const http_fields::fields& fields, const ResponseHeadOptions& options);
 

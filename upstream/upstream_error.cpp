@@ -15,6 +15,7 @@ unsigned status_for(UpstreamError error) {
     case UpstreamError::kConnectionFailed:
     case UpstreamError::kUnsupportedTransferCoding:
     case UpstreamError::kMalformedResponseBody:
+    case UpstreamError::kUnexpectedUpgrade:
       return 502;
   }
   return 502;
@@ -39,6 +40,8 @@ std::string_view message_for(UpstreamError error) {
       return "upstream response has an unsupported transfer coding";
     case UpstreamError::kMalformedResponseBody:
       return "upstream response body is malformed";
+    case UpstreamError::kUnexpectedUpgrade:
+      return "upstream switched protocols without being asked to";
   }
   return "upstream connection failed";
 }

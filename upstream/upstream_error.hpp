@@ -18,6 +18,7 @@ enum class UpstreamError {
   kResponseTimedOut,           // no response byte within response_timeout
   kUnsupportedTransferCoding,  // a response coding Sluice cannot re-frame
   kMalformedResponseBody,      // the body broke before the response head was sent
+  kUnexpectedUpgrade,          // 101 to a request that asked for no (or another) upgrade
 };
 
 // 502, 503 or 504.

@@ -223,12 +223,14 @@ void UpstreamExchange::abort() {
 }
 
 void UpstreamExchange::close_upstream_socket() {
+  if (tunnel_) tunnel_->stop();
   if (!upstream_) return;
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);
 }
 
 void UpstreamExchange::drop_upstream() {
+  if (tunnel_) tunnel_->stop();
   if (!upstream_) return;
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);

@@ -33,6 +33,7 @@
 #include "upstream/client_stream.hpp"
 #include "upstream/framing.hpp"
 #include "upstream/header_rules.hpp"
+#include "upstream/tunnel.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
@@ -45,10 +46,10 @@ enum class Side { kClient, kUpstream };
 
 // What an exchange needs of the client connection it serves, and tells it.
 // Called on the worker's executor; an end found at once (no server to try)
-// is reported from inside UpstreamExchange::start.
-class ExchangeHost {
+// is reported from inside UpstreamExchange::start. An upgraded exchange
+// becomes a tunnel, which reports to the same host.
+class ExchangeHost : public TunnelHost {
  public:
-  virtual ~ExchangeHost() = default;
   virtual void set_deadline(Side side, std::chrono::steady_clock::duration timeout) = 0;
   // The relay buffer, lent until reset() (asked at most once per exchange).
   virtual std::span<char> relay_buffer() = 0;
@@ -69,7 +70,9 @@ class ExchangeHost {
   virtual void upstream_failed(UpstreamError error) = 0;  // no response byte sent yet
   virtual void request_body_failed(boost::beast::error_code ec) = 0;  // reading it failed
   virtual void exchange_aborted() = 0;  // nothing can be sent: cut the client connection
-  virtual void on_internal_error(std::string_view what) noexcept = 0;
+  // The upstream accepted the WebSocket upgrade: the 101 is about to go and
+  // the connection becomes a tunnel, which ends with tunnel_ended.
+  virtual void tunnel_opened() = 0;
 };
 
 // What the exchange is asked to do; the views outlive it.
@@ -85,6 +88,8 @@ struct ExchangeRequest {
   std::chrono::milliseconds body_timeout{};  // a read of the request body
   bool chunked = false;                      // the request body is chunked
   bool body_empty = false;                   // the request has no body at all
+  bool websocket = false;                    // a WebSocket handshake (see RequestInfo)
+  std::chrono::milliseconds tunnel_idle_timeout{};  // an upgraded connection's idle timeout
 };
 
 class UpstreamExchange {
@@ -107,7 +112,8 @@ class UpstreamExchange {
   // there was none to cancel (the host then closes the client socket).
   bool cancel_stalled_body_read();
 
-  // Closes the upstream connection's socket, failing what is pending on it.
+  // Closes the upstream connection's socket, failing what is pending on it
+  // (a tunnel's too: it ends).
   void close_upstream_socket();
   // Closes the upstream connection, if any, and lets it go; nothing more is relayed.
   void drop_upstream();
@@ -156,6 +162,7 @@ class UpstreamExchange {
   void on_upstream_body(boost::beast::error_code ec);
   void on_response_piece_sent(boost::beast::error_code ec);
   void finish();
+  void start_tunnel();
   void io_failed(boost::beast::error_code ec);
   // Nothing more can be relayed: the upstream connection is dropped and the
   // host cuts the client connection.
@@ -174,6 +181,9 @@ class UpstreamExchange {
 
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::unique_ptr<UpstreamConnection> upstream_;
+  // After a 101: the client and upstream connections relayed both ways. Kept
+  // until the host goes (its handlers may still be queued when it ends).
+  std::unique_ptr<Tunnel> tunnel_;
   std::vector<std::size_t> tried_;
   std::size_t server_index_ = 0;
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;

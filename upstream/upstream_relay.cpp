@@ -151,8 +151,9 @@ void UpstreamExchange::read_response_head() {
 void UpstreamExchange::on_response_head(beast::error_code ec) {
   if (ec) return io_failed(ec);
   auto& res = res_parser_->get();
-  // Interim responses (100, 102, 103) are dropped; 101 cannot happen since
-  // Upgrade is never forwarded.
+  // 101 ends HTTP on this connection (upstream_upgrade.cpp); the other
+  // interim responses (100, 102, 103) are dropped.
+  if (res.result_int() == 101) return start_tunnel();
   if (res.result_int() / 100 == 1) return read_response_head();
 
   if (!relayable_transfer_coding(res.base())) {

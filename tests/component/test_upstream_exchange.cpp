@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -56,6 +57,11 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   void request_body_failed(beast::error_code) override { ++ends; }
   void exchange_aborted() override { ++ends; }
   void on_internal_error(std::string_view what) noexcept override { internal = what; }
+  void tunnel_opened() override { ++tunnels; }
+  void tunnel_relayed(TunnelDirection direction, std::size_t n) override {
+    (direction == TunnelDirection::kClientToUpstream ? to_upstream : to_client) += n;
+  }
+  void tunnel_ended(bool graceful) override { ++ends, tunnel_end = graceful ? "graceful" : "cut"; }
 
   ClientStream client;
   beast::flat_buffer buffer;
@@ -69,6 +75,10 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   bool done = false;
   std::optional<UpstreamError> error;
   std::string internal;
+  int tunnels = 0;
+  std::size_t to_upstream = 0;
+  std::size_t to_client = 0;
+  std::string tunnel_end;  // how the tunnel ended: "graceful" or "cut"
 };
 
 struct Fixture {
@@ -92,13 +102,17 @@ struct Fixture {
     http::read_header(host->client.socket(), host->buffer, host->parser);
   }
 
-  void start() {
+  // `websocket`: the request is a WebSocket handshake, tunnelled after a 101
+  // until idle for `idle`.
+  void start(bool websocket = false, std::chrono::milliseconds idle = 5000ms) {
     ExchangeRequest request;
     request.upstream = &upstream;
     request.request_id = "rid";
     request.send_timeout = 1000ms;
     request.body_timeout = 1000ms;
     request.body_empty = true;
+    request.websocket = websocket;
+    request.tunnel_idle_timeout = idle;
     host->exchange.start(request, host->parser,
                          std::shared_ptr<UpstreamExchange>(host, &host->exchange));
   }
@@ -160,4 +174,157 @@ TEST_CASE("exchange: no response within response_timeout ends as a 504", "[excha
   Fixture f(upstream_side.local_endpoint().port());
   f.start();
   check_failed(f, UpstreamError::kResponseTimedOut, 504, "timeout");
+}
+
+namespace {
+
+// An upstream server for one exchange: accepts the exchange's connection and
+// reads its request head.
+struct Upstream {
+  asio::io_context io;
+  tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  tcp::socket server{io};
+
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+  void accept(Fixture& f) {
+    REQUIRE(f.loop.run_until([&] { return f.host->connections == 1; }));
+    acceptor.accept(server);
+    std::string request;
+    asio::read_until(server, asio::dynamic_buffer(request), "\r\n\r\n");
+  }
+  void send(const std::string& bytes) { asio::write(server, asio::buffer(bytes)); }
+  // The bytes the gateway relayed, once `n` of them are there (the loop runs meanwhile).
+  std::string receive(Fixture& f, std::size_t n) {
+    REQUIRE(f.loop.run_until([&] { return f.host->to_upstream >= n; }));
+    std::string got(n, '\0');
+    asio::read(server, asio::buffer(got));
+    return got;
+  }
+};
+
+const std::string kSwitching =
+    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Accept: abc\r\n\r\n";
+
+// What the browser has received, up to and including `until`.
+std::string browser_read(Fixture& f, std::size_t relayed, const std::string& until) {
+  REQUIRE(f.loop.run_until([&] {
+    return f.host->to_client >= relayed && f.browser.available() >= until.size();
+  }));
+  std::string got;
+  asio::read_until(f.browser, asio::dynamic_buffer(got), until);
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("exchange: a 101 to a request that asked for no upgrade ends as a 502", "[exchange]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start();
+  u.accept(f);
+  u.send(kSwitching);
+  check_failed(f, UpstreamError::kUnexpectedUpgrade, 502, "protocol_error");
+  CHECK(f.host->tunnels == 0);
+}
+
+TEST_CASE("exchange: a 101 upgrading a WebSocket handshake to another protocol ends as a 502",
+          "[exchange]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true);
+  u.accept(f);
+  u.send("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n");
+  check_failed(f, UpstreamError::kUnexpectedUpgrade, 502, "protocol_error");
+}
+
+TEST_CASE("tunnel: after the 101 bytes go both ways; the upstream's close ends it gracefully",
+          "[exchange][tunnel]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true);
+  u.accept(f);
+  u.send(kSwitching + "first");  // a frame in the same packet as the head
+  const auto head = browser_read(f, 5, "first");
+  CHECK(f.host->tunnels == 1);
+  CHECK(f.host->exchange.upstream_status() == 101);
+  CHECK(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
+  CHECK(head.find("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\nfirst") != std::string::npos);
+  CHECK(head.find("Sec-WebSocket-Accept: abc\r\n") != std::string::npos);
+  CHECK(head.find("X-Request-Id: rid\r\n") != std::string::npos);
+  CHECK(head.find("Content-Length") == std::string::npos);
+  CHECK(head.find("Transfer-Encoding") == std::string::npos);
+
+  // Larger than a first buffer: the buffer grows, nothing is lost or reordered.
+  std::string big(200 * 1024, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
+  asio::write(f.browser, asio::buffer(big));
+  CHECK(u.receive(f, big.size()) == big);
+  u.send("second");
+  CHECK(browser_read(f, 11, "second") == "second");
+  CHECK(f.host->ends == 0);
+
+  u.server.close();
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->tunnel_end == "graceful");
+  CHECK(f.host->ends == 1);
+  CHECK(f.host->internal.empty());
+}
+
+TEST_CASE("tunnel: the client's end of stream half-closes the upstream, whose answer still flows",
+          "[exchange][tunnel]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true);
+  u.accept(f);
+  u.send(kSwitching);
+  browser_read(f, 0, "\r\n\r\n");
+  f.browser.shutdown(tcp::socket::shutdown_send);
+  // The upstream reads the end of the stream.
+  u.server.non_blocking(true);
+  beast::error_code ec;
+  REQUIRE(f.loop.run_until([&] {
+    char c;
+    u.server.read_some(asio::buffer(&c, 1), ec);
+    return ec != asio::error::would_block;
+  }));
+  CHECK(ec == asio::error::eof);
+  u.server.non_blocking(false);
+  u.send("last words");
+  CHECK(browser_read(f, 10, "words") == "last words");
+  CHECK(f.host->ends == 0);
+  u.server.close();
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->tunnel_end == "graceful");
+}
+
+TEST_CASE("tunnel: no byte either way for the idle timeout cuts both sides", "[exchange][tunnel]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true, 100ms);
+  u.accept(f);
+  u.send(kSwitching);
+  browser_read(f, 0, "\r\n\r\n");
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->tunnel_end == "cut");
+  CHECK(f.host->ends == 1);
+  // The upstream connection was closed.
+  char c;
+  beast::error_code ec;
+  u.server.read_some(asio::buffer(&c, 1), ec);
+  CHECK((ec == asio::error::eof || ec == asio::error::connection_reset));
+}
+
+TEST_CASE("tunnel: the host stopping it closes the upstream and reports once", "[exchange][tunnel]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true);
+  u.accept(f);
+  u.send(kSwitching);
+  browser_read(f, 0, "\r\n\r\n");
+  f.host->exchange.close_upstream_socket();
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->tunnel_end == "cut");
+  f.loop.run_until([] { return false; }, 50ms);
+  CHECK(f.host->ends == 1);
 }

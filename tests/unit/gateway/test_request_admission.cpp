@@ -248,3 +248,44 @@ TEST_CASE("keep-alive and body facts of an admitted request", "[admission]") {
   CHECK_FALSE(a.admit(old_keep));
   CHECK(a.info.keep_alive);
 }
+
+TEST_CASE("a WebSocket handshake is told apart; its Upgrade is stripped like any other",
+          "[admission]") {
+  Admission a;
+  auto handshake = [](std::string_view connection, std::string_view upgrade) {
+    auto req = request(http::verb::get, "/api/chat");
+    req.set(http::field::connection, connection);
+    req.set(http::field::upgrade, upgrade);
+    req.set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==");
+    return req;
+  };
+  auto ws = handshake("keep-alive, Upgrade", "WebSocket");
+  CHECK_FALSE(a.admit(ws));
+  CHECK(a.info.websocket);
+  CHECK(ws.count(http::field::upgrade) == 0);  // the forwarder writes its own
+  CHECK(ws.count(http::field::connection) == 0);
+  CHECK(ws["Sec-WebSocket-Key"] == "dGhlIHNhbXBsZSBub25jZQ==");
+
+  auto h2c = handshake("Upgrade, HTTP2-Settings", "h2c");
+  CHECK_FALSE(a.admit(h2c));
+  CHECK_FALSE(a.info.websocket);
+
+  auto unlisted = handshake("keep-alive", "websocket");  // Connection does not list upgrade
+  CHECK_FALSE(a.admit(unlisted));
+  CHECK_FALSE(a.info.websocket);
+
+  auto post = handshake("Upgrade", "websocket");
+  post.method(http::verb::post);
+  CHECK_FALSE(a.admit(post));
+  CHECK_FALSE(a.info.websocket);
+
+  auto old = handshake("Upgrade", "websocket");
+  old.version(10);
+  CHECK_FALSE(a.admit(old));
+  CHECK_FALSE(a.info.websocket);
+
+  a.body = {false, false};  // a handshake has no body
+  auto with_body = handshake("Upgrade", "websocket");
+  CHECK_FALSE(a.admit(with_body));
+  CHECK_FALSE(a.info.websocket);
+}

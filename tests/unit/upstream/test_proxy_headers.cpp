@@ -278,3 +278,43 @@ TEST_CASE("local replies carry a status and a small JSON body", "[local_reply]")
   auto escaped = make_local_reply(400, "bad \"quote\"", "x");
   CHECK(escaped.body.find("bad \\\"quote\\\"") != std::string::npos);
 }
+
+TEST_CASE("WebSocket upgrade: asked, granted, forwarded, answered", "[proxy_headers]") {
+  http::fields asked;
+  asked.set("Connection", "keep-alive");
+  asked.insert("Connection", "UPGRADE");
+  asked.set("Upgrade", "foo/2, websocket");
+  CHECK(asks_websocket_upgrade(asked));
+  asked.set("Upgrade", "websocketx");
+  CHECK_FALSE(asks_websocket_upgrade(asked));
+
+  http::fields granted;
+  granted.set("Upgrade", "WebSocket");
+  granted.set("Connection", "Upgrade");
+  granted.set("Sec-WebSocket-Accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+  CHECK(grants_websocket_upgrade(granted));
+  http::fields other;
+  other.set("Upgrade", "h2c");
+  CHECK_FALSE(grants_websocket_upgrade(other));
+
+  http::fields stripped;  // the handshake's fields after strip_hop_by_hop
+  stripped.set("Host", "chat.example");
+  stripped.set("Sec-WebSocket-Key", "k");
+  ForwardedInfo info{"127.0.0.1", "https", "chat.example", "rid"};
+  info.websocket = true;
+  std::string head;
+  serialize_request_head(head, "GET", "/chat", stripped, info, false);
+  CHECK(head.ends_with("Via: 1.1 sluice\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"));
+
+  ResponseHeadOptions options;
+  options.request_id = "rid";
+  options.websocket = true;
+  serialize_response_head(head, 101, "Switching Protocols", granted, options);
+  CHECK(head ==
+        "HTTP/1.1 101 Switching Protocols\r\n"
+        "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+        "X-Request-Id: rid\r\n"
+        "Connection: Upgrade\r\n"
+        "Upgrade: websocket\r\n"
+        "\r\n");
+}

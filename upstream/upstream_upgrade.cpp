@@ -1,0 +1,39 @@
+// The upstream answered 101 Switching Protocols: to a WebSocket handshake
+// that it accepts, the exchange becomes a tunnel; to anything else it is a
+// protocol error (the client gets a 502, the connection is dropped).
+#include <spdlog/spdlog.h>
+
+#include "upstream/proxy_headers.hpp"
+#include "upstream/upstream_exchange.hpp"
+
+namespace sluice {
+
+void UpstreamExchange::start_tunnel() {
+  const auto& res = res_parser_->get();
+  if (!request_.websocket || !grants_websocket_upgrade(res.base())) {
+    spdlog::warn("upstream {} server {}: 101 Switching Protocols to a request that did not ask "
+                 "for a WebSocket upgrade",
+                 upstream_cfg_->name, upstream_->server);
+    host_.count_upstream(*upstream_cfg_, "protocol_error");
+    drop_upstream();
+    return host_.upstream_failed(UpstreamError::kUnexpectedUpgrade);
+  }
+  upstream_status_ = 101;
+  upstream_server_ = upstream_->server;
+  host_.count_upstream(*upstream_cfg_, "ok");
+  client_keep_alive_ = false;
+  ResponseHeadOptions options;
+  options.request_id = request_.request_id;
+  options.extra = request_.response_headers;
+  options.rules = request_.response_rules;
+  options.vars = request_.header_vars;
+  options.websocket = true;
+  serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
+  res_parser_.reset();
+  host_.tunnel_opened();
+  tunnel_ = std::make_unique<Tunnel>(host_, client_, buffer_, std::move(upstream_),
+                                     request_.tunnel_idle_timeout);
+  tunnel_->start(std::move(res_head_), std::shared_ptr<Tunnel>(self_.lock(), tunnel_.get()));
+}
+
+}  // namespace sluice
