@@ -2,9 +2,11 @@
 
 ProcessTestCase owns the processes a test starts: start_echo(), start_redis(),
 start_sluice() wait until the process serves and register it for stopping in
-cleanup; a Sluice that died on its own before cleanup fails the test with its
+cleanup (start_ws_upstream() likewise for the in-process WebSocket echo
+upstream); a Sluice that died on its own before cleanup fails the test with its
 stderr. Everything else a test needs (ports, clients, configs, RESP, metrics) is
-the testkit's, imported here under the names the tests use.
+the testkit's, imported here under the names the tests use (the WebSocket echo
+upstream and client of testkit.websocket with a Ws/ws_/WS_ prefix).
 
 For the Redis topology tests (a cluster or a sentinel set from the testkit):
 require_topology_support() fails at once when the binary rejects redis.topology,
@@ -47,6 +49,20 @@ from testkit.resp import raw_command as redis_command  # noqa: E402,F401
 from testkit.resp import (bucket_state, redis_call, redis_pipeline,  # noqa: E402,F401
                           script_calls)
 from testkit.tls import client_context, make_ca, make_server_cert  # noqa: E402,F401
+from testkit.websocket import BINARY as WS_BINARY  # noqa: E402,F401
+from testkit.websocket import CLOSE as WS_CLOSE  # noqa: E402,F401
+from testkit.websocket import EOF as WS_EOF  # noqa: E402,F401
+from testkit.websocket import PING as WS_PING  # noqa: E402,F401
+from testkit.websocket import PONG as WS_PONG  # noqa: E402,F401
+from testkit.websocket import TEXT as WS_TEXT  # noqa: E402,F401
+from testkit.websocket import EchoUpstream as WsEchoUpstream  # noqa: E402,F401
+from testkit.websocket import HandshakeError as WsHandshakeError  # noqa: E402,F401
+from testkit.websocket import WebSocketClient  # noqa: E402,F401
+from testkit.websocket import accept_key as ws_accept_key  # noqa: E402,F401
+from testkit.websocket import close_code as ws_close_code  # noqa: E402,F401
+from testkit.websocket import encode_frame as ws_encode_frame  # noqa: E402,F401
+from testkit.websocket import handshake_request as ws_handshake_request  # noqa: E402,F401
+from testkit.websocket import mask_bytes as ws_mask_bytes  # noqa: E402,F401
 
 # Set (to e.g. "address,undefined") when the binaries are built with sanitizers:
 # memory figures are then meaningless and tracing conflicts with LeakSanitizer.
@@ -107,6 +123,13 @@ class ProcessTestCase(unittest.TestCase):
         if not shutil.which("redis-server"):
             self.skipTest("redis-server not installed")
         return self._own(Redis(self.workdir, port, **options))
+
+    def start_ws_upstream(self, **options) -> WsEchoUpstream:
+        """A WebSocket echo upstream (testkit.websocket.EchoUpstream, options as there),
+        in this process's threads; stopped in cleanup."""
+        upstream = WsEchoUpstream(**options).start()
+        self.addCleanup(upstream.stop)
+        return upstream
 
     def start_sluice(self, config, extra_args=(), name: str = "sluice",
                      wait_healthy: bool = True, wrapper=()) -> Sluice:
