@@ -4,16 +4,19 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 14 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Default run: 20 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
 Cluster, row 11 their load on one Redis, row 12 the denial cache, row 13 a
-leased global key, row 14 a sliding window per API key) behind one sluice-echo upstream, all
-servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
-wrk, one thread, the same connection count for every row. Pinned pass: wrk on
-CPU 0, every server on the other CPUs (taskset), REPS repetitions taken round
-robin over the rows (so drift of a noisy machine spreads over all rows), the
-median reported; then a single-connection pass (latency each layer adds) and
-one unpinned pass. Output: a Markdown report on stdout and in
-loadtest/results/<date>.md.
+leased global key, row 14 a sliding window per API key, rows 15 and 16 TLS
+termination) behind one sluice-echo upstream, and rows 17-20, WebSocket echo
+(sluice-wsbench echo directly and through Sluice, 16 KiB and 128-byte messages),
+all servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
+wrk, one thread, the same connection count for every HTTP row; the WebSocket
+rows: sluice-wsbench's client, one thread, --ws-connections connections each
+echoing one message at a time. Pinned pass: the load tool on CPU 0, every server
+on the other CPUs (taskset), REPS repetitions taken round robin over the rows
+(so drift of a noisy machine spreads over all rows), the median reported; then
+a single-connection pass (latency each layer adds) and one unpinned pass.
+Output: a Markdown report on stdout and in loadtest/results/<date>.md.
 
 --failover cluster|sentinel: a Redis failover under load (failover.py), with
 two Sluice instances on a 3+3 Redis Cluster or a Sentinel set; nothing pinned.
@@ -56,11 +59,11 @@ from accuracy import accuracy  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
-from measure import measure, run_wrk, wrk_command  # noqa: E402
+from measure import measure, run_wrk, run_wsbench, wrk_command, wsbench_command  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
-from stack import ROOT, Stack, load_script, start_rows  # noqa: E402
+from stack import ROOT, WSBENCH_BIN, Stack, load_script, start_rows  # noqa: E402
 from testkit import procfs  # noqa: E402
 from testkit.processes import ECHO_BIN, SLUICE_BIN  # noqa: E402
 
@@ -86,6 +89,39 @@ def check_alive(stack: Stack, when: str):
         raise RuntimeError(f"{dead.name} died {when}\n{dead.output_tail(2000)}")
 
 
+def connections(opts, row) -> int:
+    """The load's connection count for a row: WebSocket rows have their own."""
+    return opts.ws_connections if row.ws_size is not None else opts.connections
+
+
+def warm_up(opts, row, pin_cpu: str | None):
+    if row.ws_size is not None:
+        run_wsbench(wsbench_command(row.port, opts.ws_connections, row.ws_size, opts.warmup,
+                                    pin_cpu), opts.warmup)
+    else:
+        run_wrk(wrk_command(row.port, opts.connections, opts.warmup, pin_cpu, args=row.wrk_args,
+                            scheme=row.scheme), opts.warmup)
+
+
+def describe(row, m: dict) -> str:
+    """One measurement in a log line."""
+    if row.ws_size is not None:
+        return (f"{m['msgs_per_s']:,.0f} msg/s, {m['mib_per_s']:,.0f} MiB/s, "
+                f"p50 {m['p50'] * 1000:.0f} µs, CPU {m['cpu_us']:.1f} µs/msg")
+    return f"{m['rps']:,.0f} req/s, p99 {m['p99']:.2f} ms, CPU {m['cpu_us']:.1f} µs/req"
+
+
+def wanted_rows(opts) -> set[int]:
+    """--rows, the baselines 1, 2 and 8, and for a WebSocket row the other of its pair
+    (direct and through Sluice)."""
+    base = load_goals()["baselines"]
+    wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
+    for pair in base.get("websocket", []):
+        if wanted & set(pair):
+            wanted |= set(pair)
+    return wanted
+
+
 def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     """The rows with their pinned, single-connection and unpinned measurements."""
     script = load_script()
@@ -97,24 +133,21 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     log("starting servers")
     rows = start_rows(stack, script_file, sha)
     if opts.rows:
-        base = load_goals()["baselines"]
-        wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
+        wanted = wanted_rows(opts)
         rows = [r for r in rows if r.num in wanted]
     total_runs = len(rows) * (opts.reps + (0 if opts.no_single else 1)
                               + (0 if opts.no_unpinned else 1))
     log(f"{len(rows)} rows; warm-up {opts.warmup:g} s each, then {total_runs} measurements")
 
     for r in rows:
-        run_wrk(wrk_command(r.port, opts.connections, opts.warmup, pin_cpu, args=r.wrk_args,
-                            scheme=r.scheme), opts.warmup)
+        warm_up(opts, r, pin_cpu)
         check_alive(stack, "during warm-up")
 
     for rep in range(opts.reps):
         for r in rows:
-            m = measure(r, opts.connections, opts.duration, pin_cpu)
+            m = measure(r, connections(opts, r), opts.duration, pin_cpu)
             r.pinned.append(m)
-            log(f"pinned rep {rep + 1}/{opts.reps} row {r.num}: {m['rps']:,.0f} req/s, "
-                f"p99 {m['p99']:.2f} ms, CPU {m['cpu_us']:.1f} µs/req")
+            log(f"pinned rep {rep + 1}/{opts.reps} row {r.num}: {describe(r, m)}")
 
     if not opts.no_single:
         for r in rows:
@@ -125,8 +158,8 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
         all_cpus = set(range(os.cpu_count() or 1))
         procfs.set_affinity([pid for p in stack.started for pid in p.pids()], all_cpus)
         for r in rows:
-            r.unpinned = measure(r, opts.connections, opts.duration, None)
-            log(f"unpinned row {r.num}: {r.unpinned['rps']:,.0f} req/s")
+            r.unpinned = measure(r, connections(opts, r), opts.duration, None)
+            log(f"unpinned row {r.num}: {describe(r, r.unpinned)}")
 
     check_alive(stack, "during the run")
     return rows
@@ -158,7 +191,10 @@ def main(argv=None) -> int:
                     help="limit accuracy across three instances instead of the speed table")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
     ap.add_argument("--reps", type=int, default=3, help="pinned repetitions per row")
-    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--connections", type=int, default=32, help="wrk's connections (HTTP rows)")
+    ap.add_argument("--ws-connections", type=int, default=8,
+                    help="WebSocket rows 17-20: the client's connections, each echoing one "
+                         "message at a time (16 KiB in rows 17 and 18, 128 bytes in 19 and 20)")
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--single-duration", type=float, default=3.0, help="seconds of the -c1 run")
     ap.add_argument("--no-unpinned", action="store_true")
@@ -166,7 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="never pin (one pass, unpinned)")
     ap.add_argument("--rows", type=lambda v: [int(n) for n in v.split(",")],
                     help="measure only these rows (comma-separated numbers) and the "
-                         "baselines 1, 2 and 8; every server is started all the same")
+                         "baselines 1, 2 and 8 (a WebSocket row: the other of its pair too, "
+                         "17+18 or 19+20); every server is started all the same")
     ap.add_argument("--failover", choices=["cluster", "sentinel", *MODES[1:]],
                     help="a Redis failover under load instead of the speed table: cluster "
                          "(SIGKILL of a primary), sentinel (SENTINEL FAILOVER, then SIGKILL "
@@ -192,9 +229,11 @@ def main(argv=None) -> int:
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
-    for binary in (SLUICE_BIN, ECHO_BIN):
+    speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay)
+    for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
         if not os.access(binary, os.X_OK):
-            print(f"bench: {binary} not built", file=sys.stderr)
+            print(f"bench: {binary} not built (or set SLUICE_BIN, SLUICE_ECHO_BIN, "
+                  "SLUICE_WSBENCH_BIN)", file=sys.stderr)
             return 2
 
     out = opts.out or os.path.join(

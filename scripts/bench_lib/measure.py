@@ -3,11 +3,13 @@ processes and Redis spent meanwhile (from /proc) and the counters of Sluice and
 Redis read before and after.
 
 wrk runs report.lua (or keys.lua), whose done() prints "BENCH name value" lines;
-parse_bench_lines() reads them.
+parse_bench_lines() reads them. The WebSocket rows (Row.ws_size) are measured by
+sluice-wsbench's client instead (measure_ws), which prints one JSON line.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -15,7 +17,7 @@ import subprocess
 
 from testkit import procfs
 from testkit.http import request
-from stack import Row
+from stack import WS_PATH, WSBENCH_BIN, Row
 from testkit.metrics import metric_sum
 from testkit.processes import Process
 from testkit.resp import Connection
@@ -50,11 +52,16 @@ def run_wrk(cmd: list[str], duration: float) -> dict[str, float]:
     return figures
 
 
-def sluice_counters(admin: int) -> dict[str, float]:
+def metrics_text(admin: int) -> str:
+    """The gateway's exposition, from its admin port."""
     status, _, body = request(admin, "GET", "/metrics", timeout=5.0)
     if status != 200:
         raise RuntimeError(f"/metrics answered {status}")
-    text = body.decode(errors="replace")
+    return body.decode(errors="replace")
+
+
+def sluice_counters(admin: int) -> dict[str, float]:
+    text = metrics_text(admin)
     return {
         "commands": metric_sum(text, "sluice_redis_commands_total"),
         "writes": metric_sum(text, "sluice_redis_writes_total"),
@@ -93,8 +100,63 @@ def script_totals(redis: list[Process]) -> tuple[float, float, float]:
     return tuple(sum(f[i] for f in figures) for i in range(3))
 
 
+def wsbench_command(port: int, conns: int, size: int, duration: float,
+                    pin_cpu: str | None) -> list[str]:
+    cmd = [WSBENCH_BIN, "client", "--url", f"ws://127.0.0.1:{port}{WS_PATH}",
+           "--connections", str(conns), "--size", str(size), "--seconds", f"{duration:g}"]
+    return (["taskset", "-c", pin_cpu] if pin_cpu is not None else []) + cmd
+
+
+def run_wsbench(cmd: list[str], duration: float) -> dict[str, float]:
+    """The client's JSON figures. Errors (exit status 1) are returned in "errors" as
+    long as some messages were echoed, for the report's checks; none echoed raises."""
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    figures = json.loads(lines[-1]) if lines else {}
+    if result.returncode not in (0, 1) or not figures.get("messages"):
+        raise RuntimeError(f"sluice-wsbench client failed ({result.returncode}): "
+                           f"{' '.join(cmd)}\n{result.stdout}\n{result.stderr}")
+    return figures
+
+
+def websocket_counters(admin: int) -> dict[str, float]:
+    text = metrics_text(admin)
+    return {"tunnels": metric_sum(text, "sluice_websocket_tunnels_total"),
+            "relayed": metric_sum(text, "sluice_websocket_bytes_total")}
+
+
+def measure_ws(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
+    """sluice-wsbench's client against a WebSocket row: `conns` connections each echoing
+    one message of row.ws_size bytes at a time; the gateway's CPU per message and, for
+    Sluice, its tunnel counters."""
+    gw_pids = row.gateway.pids()
+    before = websocket_counters(row.admin) if row.admin else None
+    cpu0 = procfs.cpu_seconds(gw_pids)
+    figures = run_wsbench(wsbench_command(row.port, conns, row.ws_size, duration, pin_cpu),
+                          duration)
+    cpu1 = procfs.cpu_seconds(gw_pids)
+    n = max(1.0, figures["messages"])
+    out = {
+        "size": row.ws_size,
+        "msgs_per_s": figures["msgs_per_s"], "mib_per_s": figures["mib_per_s"],
+        "messages": figures["messages"],
+        "p50": figures["p50_us"] / 1000, "p99": figures["p99_us"] / 1000,
+        "p999": figures["p999_us"] / 1000, "errors": figures["errors"],
+        "cpu_us": (cpu1 - cpu0) * 1e6 / n,
+        "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024,
+    }
+    if row.admin:
+        d = {k: v - before[k] for k, v in websocket_counters(row.admin).items()}
+        out["tunnels"] = d["tunnels"]
+        out["relayed_per_msg"] = d["relayed"] / n
+    return out
+
+
 def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
-    """wrk against the row; the gateway's and its Redis servers' CPU and counters."""
+    """wrk against the row; the gateway's and its Redis servers' CPU and counters.
+    A WebSocket row: measure_ws()."""
+    if row.ws_size is not None:
+        return measure_ws(row, conns, duration, pin_cpu)
     gw_pids = row.gateway.pids()
     redis_pids = [pid for server in row.redis for pid in server.pids()]
     for server in row.redis:

@@ -14,7 +14,7 @@ import subprocess
 
 from local_report import lease_section
 from measure import PATH, Row, median_of
-from stack import DENY_ALL, LEASE_TOKENS
+from stack import DENY_ALL, LEASE_TOKENS, WS_PATH
 from testkit.processes import SLUICE_BIN
 
 GOALS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "goals.json")
@@ -89,7 +89,9 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     by = {r.num: r for r in rows}
     med = {r.num: median_of(r.pinned) for r in rows}
     notes = sanity_notes(med, {k: v if k == "all_met" else prune(v, med)
-                               for k, v in goals["checks"].items()})
+                               for k, v in goals["checks"].items()}, opts.ws_connections)
+    ws_rows = [r for r in rows if r.ws_size is not None]
+    rows = [r for r in rows if r.ws_size is None]  # the HTTP rows: every table but one
     if opts.rows:
         notes.append("only the rows of the table were measured (--rows): the checks of the "
                      "others were skipped.")
@@ -159,6 +161,7 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     w("")
     cluster_section(w, rows, med, goals["baselines"].get("one_redis", []))
     local_section(w, rows, med, goals["baselines"].get("local"))
+    websocket_section(w, ws_rows, med, goals["baselines"].get("websocket", []), opts)
     w("## Goals")
     w("")
     w("| goal | figure | met |")
@@ -196,12 +199,13 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
               f"{u['rps'] / u2:.2f} | {u['rps'] / u8:.2f} |")
         w("")
     if len(rows[0].pinned) > 1:
-        w("## Spread of the pinned repetitions (req/s: min / median / max)")
+        w("## Spread of the pinned repetitions (req/s, WebSocket rows msgs/s: min / median / "
+          "max)")
         w("")
         w("| # | setup | min | median | max |")
         w("|---|---|---:|---:|---:|")
-        for r in rows:
-            v = sorted(s["rps"] for s in r.pinned)
+        for r in rows + ws_rows:
+            v = sorted(s["rps" if r.ws_size is None else "msgs_per_s"] for s in r.pinned)
             w(f"| {r.num} | {r.name} | {v[0]:,.0f} | {statistics.median(v):,.0f} | {v[-1]:,.0f} |")
         w("")
     if notes:
@@ -270,6 +274,64 @@ def local_section(w, rows: list[Row], med: dict[int, dict], local: dict | None):
     w("")
 
 
+def websocket_section(w, ws_rows: list[Row], med: dict[int, dict], pairs: list[list[int]],
+                      opts):
+    """The WebSocket echo rows, each tunnelled row beside its direct one (`pairs`:
+    [direct, through Sluice]): pinned medians, then -c1 and unpinned figures."""
+    if not ws_rows:
+        return
+    direct_of = {via: direct for direct, via in pairs}
+    by = {r.num: r for r in ws_rows}
+    nums = [r.num for r in ws_rows]
+    w(f"## WebSocket echo (rows {', '.join(map(str, nums))}): messages through a Sluice tunnel")
+    w("")
+    w(f"Load: `sluice-wsbench client --connections {opts.ws_connections} --seconds "
+      f"{opts.duration:g}` (one thread, pinned like wrk) on `ws://127.0.0.1:PORT{WS_PATH}`: "
+      "each connection sends one binary message, waits for its echo and checks it, then the "
+      "next; medians of the pinned repetitions. Upstream: `sluice-wsbench echo` (one thread, "
+      "async Beast, every message echoed as one frame); Sluice: one thread, one route to it, "
+      "no limits, `access_log: false`.")
+    w("")
+    w("| # | setup | msgs/s | MiB/s | p50 ms | p99 ms | p99.9 ms | errors | peak RSS MiB "
+      "| CPU µs/msg | msgs/s ÷ direct | p50 added to direct | relayed B/msg |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in ws_rows:
+        m, d = med[r.num], med.get(direct_of.get(r.num))
+        added = f"{(m['p50'] - d['p50']) * 1000:+.0f} µs" if d else "—"
+        w(f"| {r.num} | {r.name} | {m['msgs_per_s']:,.0f} | {fmt(m['mib_per_s'], 1)} | "
+          f"{fmt(m['p50'], 3)} | {fmt(m['p99'], 3)} | {fmt(m['p999'], 3)} | "
+          f"{m['errors']:.0f} | {m['rss_mib']:.1f} | {fmt(m['cpu_us'], 1)} | "
+          f"{fmt(m['msgs_per_s'] / d['msgs_per_s'] if d else None)} | "
+          f"{added} | "
+          f"{fmt(m.get('relayed_per_msg'), 0)} |")
+    w("")
+    if any(r.single or r.unpinned for r in ws_rows):
+        w("| # | setup | -c1 msgs/s | -c1 p50 ms | -c1 p99 ms | -c1 p50 added to direct "
+          f"| unpinned msgs/s (-c{opts.ws_connections}) | unpinned ÷ direct |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r in ws_rows:
+            s, u = r.single, r.unpinned
+            direct = by.get(direct_of.get(r.num))
+            ds, du = (direct.single, direct.unpinned) if direct else (None, None)
+            w(f"| {r.num} | {r.name} | "
+              + (f"{s['msgs_per_s']:,.0f} | {s['p50']:.3f} | {s['p99']:.3f} | " if s
+                 else "— | — | — | ")
+              + (f"{(s['p50'] - ds['p50']) * 1000:+.0f} µs | " if s and ds else "— | ")
+              + (f"{u['msgs_per_s']:,.0f} | " if u else "— | ")
+              + (f"{u['msgs_per_s'] / du['msgs_per_s']:.2f} |" if u and du else "— |"))
+        w("")
+    w("msgs/s: echoes received per second over every connection; MiB/s: the payload both "
+      "ways (2 × message size × msgs/s); p50/p99/p99.9: the round trip of one message (its "
+      "write started → its echo read). CPU µs/msg: utime+stime of the row's server per echoed "
+      "message, from /proc: the echo server in the direct rows, Sluice alone in the rows "
+      "through it (the echo server behind it not counted, as in rows 1 and 4). relayed B/msg: "
+      "Sluice's `sluice_websocket_bytes_total` (both directions) per message: twice the "
+      "payload plus the frame headers (a client frame carries a 4-byte mask): the load went "
+      "through the tunnel. The tunnelled rows cross two more loopback hops "
+      "per message each way and share the server CPUs with the echo server.")
+    w("")
+
+
 def prune(check, med: dict[int, dict]):
     """A check's row list (or lists by expected value) without the rows not measured."""
     if isinstance(check, dict):
@@ -277,9 +339,26 @@ def prune(check, med: dict[int, dict]):
     return [n for n in check if n in med]
 
 
-def sanity_notes(med: dict[int, dict], checks: dict) -> list[str]:
-    """What in the median runs contradicts what each row should answer (goals.json)."""
+def sanity_notes(med: dict[int, dict], checks: dict,
+                 ws_connections: int | None = None) -> list[str]:
+    """What in the median runs contradicts what each row should answer (goals.json).
+    ws_connections: the WebSocket rows' connections (one tunnel each per measurement)."""
     notes = []
+    for num in checks.get("ws_no_errors", []):
+        if med[num]["errors"]:
+            notes.append(f"row {num}: {med[num]['errors']:.0f} WebSocket client errors (failed "
+                         "handshakes, bad echoes, failed closes) in the median run (expected "
+                         "none)")
+    for num in checks.get("ws_tunnels", []):
+        m = med[num]
+        if ws_connections is not None and m.get("tunnels") != ws_connections:
+            notes.append(f"row {num}: sluice_websocket_tunnels_total rose by "
+                         f"{m.get('tunnels', 0):.0f} per measurement (expected "
+                         f"{ws_connections}, one per connection)")
+        if m.get("relayed_per_msg", 0) < 2 * m["size"]:
+            notes.append(f"row {num}: sluice_websocket_bytes_total rose by "
+                         f"{m.get('relayed_per_msg', 0):.0f} bytes per message (expected at "
+                         f"least {2 * m['size']:.0f}, the payload both ways)")
     for num in checks["all_2xx"]:
         if med[num]["non2xx"] or med[num]["errors"]:
             notes.append(f"row {num}: {med[num]['non2xx']:.0f} non-2xx and "

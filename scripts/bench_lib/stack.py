@@ -1,5 +1,6 @@
 """The servers scripts/bench measures, started on free 127.0.0.1 ports through the
-testkit and stopped by PID: sluice-echo, redis-server, Sluice and nginx.
+testkit and stopped by PID: sluice-echo, sluice-wsbench's echo server (the WebSocket
+rows), redis-server, Sluice and nginx.
 
 Every process is in a session of its own (a Ctrl-C reaches the driver, which stops
 them) and recorded with its start time in $SLUICE_BENCH_WORKDIR/pids, so the shell
@@ -19,7 +20,7 @@ from testkit.cluster import RedisCluster
 from testkit.configs import to_yaml
 from testkit.http import request
 from testkit.ports import free_port, port_open
-from testkit.processes import SOURCE_DIR, Echo, Process, Redis, Sluice, wait_until
+from testkit.processes import BUILD_DIR, SOURCE_DIR, Echo, Process, Redis, Sluice, wait_until
 from testkit.sentinel import RedisSentinelSet
 from testkit.tls import make_ca, make_server_cert
 
@@ -34,6 +35,10 @@ LEASE_TOKENS = 50  # row 13's lease_tokens
 SLIDING_WINDOW_MS = 60_000  # row 14's window
 START_TIMEOUT = 10  # seconds for a server to serve
 CLUSTER_KEYS = 10_000  # rows 9 and 10: API keys sent in turn, their buckets on every primary
+# The WebSocket echo server and load client of rows 17-20 (tests/support/ws_bench.cpp).
+WSBENCH_BIN = os.environ.get("SLUICE_WSBENCH_BIN", os.path.join(BUILD_DIR, "sluice-wsbench"))
+WS_SIZES = (16 * 1024, 128)  # message sizes: rows 17 and 18, rows 19 and 20
+WS_PATH = "/ws/bench"
 
 
 def load_script() -> str:
@@ -110,13 +115,16 @@ def running(process: Process) -> bool:
 
 
 class Row:
-    """One line of the speed table: a server on `port` and what was measured on it."""
+    """One line of the speed table: a server on `port` and what was measured on it.
+    ws_size: a WebSocket row (measured with sluice-wsbench's client, messages of that
+    many bytes echoed, instead of wrk)."""
 
     def __init__(self, num: int, name: str, port: int, gateway: Process,
                  admin: int | None = None, redis: list[Process] = (),
-                 wrk_args: list[str] = (), scheme: str = "http"):
+                 wrk_args: list[str] = (), scheme: str = "http", ws_size: int | None = None):
         self.num = num
         self.scheme = scheme  # https: TLS terminated by the gateway
+        self.ws_size = ws_size
         self.name = name
         self.port = port
         self.gateway = gateway
@@ -126,6 +134,26 @@ class Row:
         self.pinned: list[dict] = []
         self.unpinned: dict | None = None
         self.single: dict | None = None
+
+
+class WsEcho(Process):
+    """sluice-wsbench echo on an ephemeral port, read from its first stdout line."""
+
+    def __init__(self, workdir: str, name: str = "ws-echo", wrapper=(), **options):
+        super().__init__(name, [*wrapper, WSBENCH_BIN, "echo", "--listen", "127.0.0.1:0",
+                                "--quiet"], workdir, **options)
+        line = self._until_ready(lambda: wait_until(
+            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
+        m = re.match(r"listening 127\.0\.0\.1:(\d+)$", line)
+        if not m:
+            self.stop()
+            raise RuntimeError(f"unexpected first line from sluice-wsbench echo: {line!r}")
+        self.port = int(m.group(1))
+
+    def _first_line(self):
+        running(self)
+        text = self.stdout()
+        return text.split("\n", 1)[0] if "\n" in text else None
 
 
 class Stack:
@@ -146,6 +174,9 @@ class Stack:
 
     def echo(self) -> Echo:
         return self._own(Echo(self.workdir, **self.options))
+
+    def ws_echo(self) -> WsEcho:
+        return self._own(WsEcho(self.workdir, **self.options))
 
     def redis(self, name: str, port: int | None = None) -> Redis:
         """A redis-server on `port` (a free one when None)."""
@@ -233,13 +264,15 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
-    """Starts the servers of the sixteen rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the twenty rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
     3-primary Redis Cluster (no replicas: none of the other rows has one either);
     row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
     cache off (every 429 asks Redis); rows 12 (the denial cache) and 13 (leases)
     each have a Redis of their own, so its counters hold only that row's calls
-    (lease refunds after a measurement included)."""
+    (lease refunds after a measurement included). Rows 17-20 echo WebSocket messages:
+    sluice-wsbench's echo server directly (17, 19) and through a Sluice without limits
+    whose one upstream it is (18, 20), 16 KiB messages (17, 18) and 128 bytes (19, 20)."""
     echo = stack.echo()
     up = echo.port
     redis = stack.redis("redis")
@@ -247,6 +280,7 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
     deny_redis = stack.redis("redis-row12")
     lease_redis = stack.redis("redis-row13")
     cluster = stack.cluster("cluster")
+    ws_echo = stack.ws_echo()
     seeds = cluster.seeds()
 
     n2 = stack.nginx("nginx-plain", "plain.conf.in", up)
@@ -280,15 +314,19 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
                        tls={"cert_file": cert, "key_file": key})
     s13 = stack.sluice("sluice-lease", upstream=up, redis_port=lease_redis.port,
                        limit=ALLOW_ALL, key="global", lease_tokens=LEASE_TOKENS)
+    s18 = stack.sluice("sluice-websocket", upstream=ws_echo.port, redis_port=redis.port,
+                       limit=None)
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14):
         stack.wait_redis(gateway)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
 
-    def sluice_row(num, name, gateway, redis=(), wrk_args=(), scheme="http"):
+    def sluice_row(num, name, gateway, redis=(), wrk_args=(), scheme="http", ws_size=None):
         return Row(num, name, gateway.port, gateway, admin=gateway.admin_port, redis=redis,
-                   wrk_args=wrk_args, scheme=scheme)
+                   wrk_args=wrk_args, scheme=scheme, ws_size=ws_size)
+
+    big, small = WS_SIZES
 
     primaries = [node for node, _ in cluster.primaries()]
     keyed = [str(CLUSTER_KEYS)]
@@ -315,4 +353,17 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
         Row(15, "nginx reverse proxy, TLS termination (keep-alive)", n15[1], n15[0],
             scheme="https"),
         sluice_row(16, "Sluice, no limits, TLS termination (keep-alive)", s16, scheme="https"),
+        Row(17, f"WebSocket echo direct (sluice-wsbench echo), {size_text(big)} messages",
+            ws_echo.port, ws_echo, ws_size=big),
+        sluice_row(18, f"WebSocket echo via Sluice (no limits), {size_text(big)} messages", s18,
+                   ws_size=big),
+        Row(19, f"WebSocket echo direct (sluice-wsbench echo), {size_text(small)} messages",
+            ws_echo.port, ws_echo, ws_size=small),
+        sluice_row(20, f"WebSocket echo via Sluice (no limits), {size_text(small)} messages",
+                   s18, ws_size=small),
     ]
+
+
+def size_text(size: int) -> str:
+    """16 KiB, 128 B."""
+    return f"{size // 1024} KiB" if size >= 1024 and size % 1024 == 0 else f"{size} B"
