@@ -9,9 +9,11 @@
 // has reached the client (the client connection may then close gracefully);
 // the client's end of stream half-closes the upstream connection and the
 // upstream's answer still flows until it closes too; an error on either side,
-// or no byte either way for the idle timeout, ends it at once. The tunnel
-// then closes the upstream connection and tells its host once, after every
-// operation of its own has completed (so the host may use the client stream).
+// no byte either way for the idle timeout, or a write that has not completed
+// within the send timeout (a peer that stopped reading), ends it at once. The
+// tunnel then closes the upstream connection and tells its host once, after
+// every operation of its own has completed (so the host may use the client
+// stream).
 //
 // It lives inside the object that owns the client connection; its handlers
 // hold that owner alive through the aliasing shared_ptr given to start().
@@ -56,7 +58,8 @@ class Tunnel {
   // `client_buffered`: bytes the client sent after its handshake (consumed
   // as they are relayed); it must outlive the tunnel.
   Tunnel(TunnelHost& host, ClientStream& client, boost::beast::flat_buffer& client_buffered,
-         std::unique_ptr<UpstreamConnection> upstream, std::chrono::milliseconds idle_timeout);
+         std::unique_ptr<UpstreamConnection> upstream, std::chrono::milliseconds idle_timeout,
+         std::chrono::milliseconds send_timeout);
   Tunnel(const Tunnel&) = delete;
   Tunnel& operator=(const Tunnel&) = delete;
 
@@ -84,7 +87,7 @@ class Tunnel {
     std::size_t capacity = 0;
     bool busy = false;    // a read or a write of this leg is in flight
     bool filled = false;  // the last read filled the buffer
-    bool ended = false;   // its source ended its stream
+    Clock::time_point writing_since{};  // a write is in flight since then
   };
 
   template <class Fn>
@@ -97,6 +100,8 @@ class Tunnel {
   void on_upstream_read(boost::beast::error_code ec, std::size_t n);
   void on_client_written(boost::beast::error_code ec, std::size_t n, std::size_t head_bytes);
   void arm_idle_timer();
+  // When the timer must next look: the idle deadline, or a write's send deadline.
+  Clock::time_point next_check() const;
   void on_idle_timer(boost::beast::error_code ec);
   static void grow(Leg& leg);
   // Ends the tunnel (graceful: see TunnelHost::tunnel_ended); it is over once
@@ -109,6 +114,7 @@ class Tunnel {
   boost::beast::flat_buffer& client_buffered_;
   std::unique_ptr<UpstreamConnection> upstream_;
   std::chrono::milliseconds idle_timeout_;
+  std::chrono::milliseconds send_timeout_;
   std::weak_ptr<Tunnel> self_;
   Timer idle_timer_;
   Clock::time_point last_activity_;

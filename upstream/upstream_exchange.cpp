@@ -110,16 +110,22 @@ void UpstreamExchange::wait_for_connection() {
     self.host_.count_upstream(*self.upstream_cfg_, "connection_limit");
     self.host_.upstream_failed(UpstreamError::kConnectionLimit);
   }));
-  pools_.wait_for_slot(*upstream_cfg_, server_index_, [weak = self_, generation]() -> bool {
-    auto self = weak.lock();
-    return self && self->take_slot(generation);
-  });
+  pools_.wait_for_slot(*upstream_cfg_, server_index_,
+                       [weak = self_, generation](bool take) -> bool {
+                         auto self = weak.lock();
+                         if (!self) return false;
+                         return take ? self->take_slot(generation) : self->waits(generation);
+                       });
 }
 
 // A connection to the server closed or came back idle: this request takes
 // it, unless it gave up waiting.
+bool UpstreamExchange::waits(std::uint64_t generation) const {
+  return !host_.client_closed() && generation == slot_generation_ && waiting_for_slot_;
+}
+
 bool UpstreamExchange::take_slot(std::uint64_t generation) {
-  if (host_.client_closed() || generation != slot_generation_ || !waiting_for_slot_) return false;
+  if (!waits(generation)) return false;
   waiting_for_slot_ = false;
   slot_timer_->cancel();
   try {

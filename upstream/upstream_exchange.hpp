@@ -145,6 +145,7 @@ class UpstreamExchange {
   void resolve(const HostPort& server);
   void wait_for_connection();
   bool take_slot(std::uint64_t generation);
+  bool waits(std::uint64_t generation) const;  // still waiting for that slot
   void connect_to(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
   void on_connect(boost::beast::error_code ec);
   void send_request_head();

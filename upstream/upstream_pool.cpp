@@ -32,9 +32,16 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::open(const UpstreamConfig& up
 }
 
 void UpstreamPools::wait_for_slot(const UpstreamConfig& upstream, std::size_t server,
-                                  std::function<bool()> waiter) {
-  auto& state = server_state(upstream, upstream.servers[server]);
-  state.slots->waiters.push_back(std::move(waiter));
+                                  std::function<bool(bool take)> waiter) {
+  auto& slots = *server_state(upstream, upstream.servers[server]).slots;
+  // Requests that gave up (connect_timeout, the client left) stay queued
+  // until a connection frees up; while every slot is held for long (WebSocket
+  // tunnels) that may be never, so the queue is trimmed whenever it doubles.
+  if (slots.waiters.size() >= slots.trim_at) {
+    std::erase_if(slots.waiters, [](const auto& w) { return !w(false); });
+    slots.trim_at = std::max<std::size_t>(64, 2 * slots.waiters.size());
+  }
+  slots.waiters.push_back(std::move(waiter));
 }
 
 // Posted, never run inside the caller: the waiter starts I/O of its own.
@@ -48,7 +55,7 @@ void UpstreamPools::wake_waiter(const WorkerExecutor& executor,
     while (slots->wakes > 0 && !slots->waiters.empty()) {
       auto waiter = std::move(slots->waiters.front());
       slots->waiters.pop_front();
-      if (waiter()) --slots->wakes;
+      if (waiter(true)) --slots->wakes;
     }
     slots->wakes = 0;
   });

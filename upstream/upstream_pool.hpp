@@ -38,7 +38,10 @@ using WorkerStream = boost::beast::basic_stream<boost::asio::ip::tcp, WorkerExec
 // and the requests waiting for one of them to close or come back idle.
 struct ServerSlots {
   std::size_t open = 0;                       // connections that exist (busy or idle)
-  std::deque<std::function<bool()>> waiters;  // true: the waiter took its turn
+  // waiter(true) takes the turn (true: taken); waiter(false) only asks
+  // whether it still waits (one that gave up is dropped on the next trim).
+  std::deque<std::function<bool(bool take)>> waiters;
+  std::size_t trim_at = 64;  // the queue length that triggers the next trim
   std::size_t wakes = 0;                      // connections freed since the last wake-up ran
   bool wake_posted = false;
 };
@@ -90,7 +93,7 @@ class UpstreamPools {
   // idle; it then runs on the worker's executor and returns true if it took
   // its turn (false: it had given up, the next waiter is asked).
   void wait_for_slot(const UpstreamConfig& upstream, std::size_t server,
-                     std::function<bool()> waiter);
+                     std::function<bool(bool take)> waiter);
 
   // Returns a connection that finished a full, exactly framed exchange. It is
   // pooled if it is open with nothing buffered; while it is pooled, anything

@@ -8,7 +8,14 @@
 
 namespace sluice {
 
+namespace beast = boost::beast;
+
 void UpstreamExchange::start_tunnel() {
+  // Either connection closed while the 101 was on its way in: by the drain
+  // timeout (the client), or by the upstream deadline.
+  if (host_.client_closed()) return abort();
+  if (upstream_timed_out_) return io_failed(beast::error::timeout);
+  if (!upstream_->stream.socket().is_open()) return abort();
   const auto& res = res_parser_->get();
   if (!request_.websocket || !grants_websocket_upgrade(res.base())) {
     spdlog::warn("upstream {} server {}: 101 Switching Protocols to a request that did not ask "
@@ -31,8 +38,9 @@ void UpstreamExchange::start_tunnel() {
   serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
   res_parser_.reset();
   host_.tunnel_opened();
+  req_head_ = {};
   tunnel_ = std::make_unique<Tunnel>(host_, client_, buffer_, std::move(upstream_),
-                                     request_.tunnel_idle_timeout);
+                                     request_.tunnel_idle_timeout, request_.send_timeout);
   tunnel_->start(std::move(res_head_), std::shared_ptr<Tunnel>(self_.lock(), tunnel_.get()));
 }
 

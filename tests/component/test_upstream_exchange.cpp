@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -327,4 +328,27 @@ TEST_CASE("tunnel: the host stopping it closes the upstream and reports once", "
   CHECK(f.host->tunnel_end == "cut");
   f.loop.run_until([] { return false; }, 50ms);
   CHECK(f.host->ends == 1);
+}
+
+TEST_CASE("tunnel: a client that takes nothing for send_timeout is cut, however busy the upstream",
+          "[exchange][tunnel]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.start(true, 60000ms);  // never idle here: the send timeout (1 s) must end it
+  u.accept(f);
+  u.send(kSwitching);
+  browser_read(f, 0, "\r\n\r\n");
+  // The upstream keeps sending; the browser reads nothing more.
+  std::thread flood([&] {
+    const std::string piece(64 * 1024, 'x');
+    beast::error_code ec;
+    for (int i = 0; i < 1024 && !ec; ++i) asio::write(u.server, asio::buffer(piece), ec);
+  });
+  const bool ended = f.loop.run_until([&] { return f.host->ends > 0; }, 10000ms);
+  beast::error_code ignored;
+  u.server.shutdown(tcp::socket::shutdown_both, ignored);  // ends the flood whatever happened
+  flood.join();
+  REQUIRE(ended);
+  CHECK(f.host->tunnel_end == "cut");
+  CHECK(f.host->to_client < 64 * 1024 * 1024);
 }
