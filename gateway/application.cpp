@@ -19,6 +19,7 @@
 #include "gateway/memory_trim.hpp"
 #include "gateway/metrics_scrape.hpp"
 #include "gateway/readiness.hpp"
+#include "gateway/tls/server_tls.hpp"
 #include "gateway/version.hpp"
 #include "gateway/worker.hpp"
 #include "gateway/worker_services.hpp"
@@ -148,7 +149,8 @@ bool Application::Impl::bind_listeners() {
   return true;
 }
 
-// New certificates go to new connections; open ones keep theirs. Whether and
+// New certificates go to new connections; open ones keep theirs, and tickets
+// issued before the reload still resume (the ticket keys carry over). Whether and
 // where TLS is served is what the process started with: a configuration that
 // moves it gets a warning, and the running listener keeps its certificates.
 void Application::Impl::reload_tls(const Config& next) {
@@ -159,6 +161,7 @@ void Application::Impl::reload_tls(const Config& next) {
   }
   if (!then) return;
   Listener& serving = then->listen ? tls_listener_ : listener_;
+  if (serving.tls()) then->contexts->keep_ticket_keys(*serving.tls());
   serving.set_tls(then->contexts);
 }
 

@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/ssl/stream_base.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -68,7 +68,7 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
   peer_text_ = peer_.to_string();
   stream_.socket().set_option(tcp::no_delay(true), ec);
   if (tls) {
-    auto& context = tls->context();
+    SSL_CTX* context = tls->context().native_handle();
     stream_.use_tls(context, std::move(tls));
   }
   worker_.add_session(this);
@@ -79,15 +79,13 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
 void ProxySession::start() {
   if (!stream_.is_tls()) return do_read_head();
   set_deadline(Side::kClient, worker_.config()->server.header_timeout);
-  stream_.tls().async_handshake(asio::ssl::stream_base::server,
-                                handler([](ProxySession& self, beast::error_code ec) {
-                                  self.deadline_.clear();
-                                  self.worker_.metrics().add("sluice_tls_handshakes_total",
-                                                             label("result", ec ? "error" : "ok"));
-                                  if (ec) return self.close();
-                                  self.tls_open_ = true;
-                                  self.do_read_head();
-                                }));
+  stream_.tls().async_handshake(handler([](ProxySession& self, beast::error_code ec) {
+    self.deadline_.clear();
+    self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));
+    if (ec) return self.close();
+    self.tls_open_ = true;
+    self.do_read_head();
+  }));
 }
 
 ProxySession::~ProxySession() {

@@ -34,6 +34,7 @@ class Listener {
   bool is_bound() const { return acceptor_.is_open(); }
   // The TLS contexts new connections get (null: plain HTTP); a reload sets new ones.
   void set_tls(std::shared_ptr<const ServerTls> tls) { tls_ = std::move(tls); }
+  const std::shared_ptr<const ServerTls>& tls() const { return tls_; }
   // Raises the descriptor limit and sets the connection cap to `configured`,
   // lowered (with a warning) to what the descriptors allow; returns the cap.
   std::size_t limit_connections(std::size_t configured);

@@ -158,6 +158,19 @@ const std::vector<std::vector<std::string>>& ServerTls::names() const {
   return impl_->names;
 }
 
+// Tickets are sealed with the keys of the context a connection starts with
+// (the SNI callback switches certificates, not the session context), so the
+// default context's keys are the ones to carry over: name, HMAC and AES keys.
+void ServerTls::keep_ticket_keys(const ServerTls& previous) const {
+  unsigned char keys[80];
+  SSL_CTX* from = previous.impl_->contexts.front()->native_handle();
+  SSL_CTX* to = impl_->contexts.front()->native_handle();
+  if (SSL_CTX_get_tlsext_ticket_keys(from, keys, sizeof keys) == 1) {
+    SSL_CTX_set_tlsext_ticket_keys(to, keys, sizeof keys);
+  }
+  OPENSSL_cleanse(keys, sizeof keys);
+}
+
 std::size_t pick_certificate(const std::vector<std::vector<std::string>>& names,
                              std::string_view server_name) {
   const std::string wanted = lowercase(server_name);

@@ -36,6 +36,10 @@ class ServerTls {
   boost::asio::ssl::context& context() const;
   // The DNS names each certificate serves, lowercase, in configuration order.
   const std::vector<std::vector<std::string>>& names() const;
+  // Takes over `previous`'s session-ticket keys (a reload), so that clients
+  // holding a ticket from before the reload still resume. Call before any
+  // connection uses these contexts.
+  void keep_ticket_keys(const ServerTls& previous) const;
 
  private:
   struct Impl;

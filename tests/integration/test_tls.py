@@ -284,6 +284,23 @@ class TlsReloadTest(TlsCase):
         self.assertEqual(new_serial(), new)
         self.assertIn("does not match certificate", gw.output_tail())
 
+    def test_sessions_from_before_a_reload_are_resumed_after_it(self):
+        gw = self.start()
+        sessions = {}
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            context = client_context(self.ca)
+            context.minimum_version = context.maximum_version = version
+            with self.connect(gw, context=context) as first:
+                self.assertEqual(first.get("/x")[0], 200)  # TLS 1.3 tickets follow the handshake
+                sessions[version] = (context, first.sock.session)
+        gw.signal(signal.SIGHUP)
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 1, 10,
+                   message="the reload")
+        for version, (context, session) in sessions.items():
+            with self.connect(gw, context=context, session=session) as second:
+                self.assertTrue(second.sock.session_reused, str(version))
+                self.assertEqual(second.get("/x")[0], 200)
+
     def test_a_reload_cannot_move_tls_and_the_running_listener_keeps_serving(self):
         gw = self.start()
 
