@@ -35,6 +35,8 @@
 #include <string>
 #include <string_view>
 
+#include "accept_loop.hpp"
+
 namespace sluice {
 namespace {
 
@@ -396,39 +398,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool close_after_response_ = false;
 };
 
-class Listener {
- public:
-  Listener(asio::io_context& ioc, const tcp::endpoint& endpoint) : acceptor_(ioc), timer_(ioc) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-  }
-
-  tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
-
-  void do_accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        // Out of descriptors or similar: back off briefly instead of spinning.
-        timer_.expires_after(std::chrono::milliseconds(10));
-        timer_.async_wait([this](beast::error_code) { do_accept(); });
-        return;
-      }
-      ++stats_.connections;
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), stats_)->start();
-      do_accept();
-    });
-  }
-
- private:
-  tcp::acceptor acceptor_;
-  asio::steady_timer timer_;
-  Stats stats_;
-};
-
 int usage() {
   std::cerr << "usage: sluice-echo --listen HOST:PORT [--quiet]\n";
   return 2;
@@ -467,7 +436,12 @@ int run(int argc, char** argv) {
     std::cerr << "sluice-echo: bad address " << host << "\n";
     return 2;
   }
-  Listener listener(ioc, tcp::endpoint(address, static_cast<std::uint16_t>(port)));
+  Stats stats;
+  test::AcceptLoop listener(ioc, tcp::endpoint(address, static_cast<std::uint16_t>(port)),
+                            [&stats](tcp::socket socket) {
+                              ++stats.connections;
+                              std::make_shared<Session>(std::move(socket), stats)->start();
+                            });
   const auto bound = listener.local_endpoint();
   std::cout << "listening " << bound.address().to_string() << ":" << bound.port() << std::endl;
   if (!quiet) {

@@ -43,6 +43,8 @@
 #include <string_view>
 #include <vector>
 
+#include "accept_loop.hpp"
+
 namespace sluice {
 namespace {
 
@@ -121,37 +123,6 @@ class EchoSession : public std::enable_shared_from_this<EchoSession> {
   beast::flat_buffer buffer_;
 };
 
-class Listener {
- public:
-  Listener(asio::io_context& ioc, const tcp::endpoint& endpoint) : acceptor_(ioc), timer_(ioc) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(asio::socket_base::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-  }
-
-  tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
-
-  void do_accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        // Out of descriptors or similar: back off briefly instead of spinning.
-        timer_.expires_after(std::chrono::milliseconds(10));
-        timer_.async_wait([this](beast::error_code) { do_accept(); });
-        return;
-      }
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<EchoSession>(std::move(socket))->start();
-      do_accept();
-    });
-  }
-
- private:
-  tcp::acceptor acceptor_;
-  asio::steady_timer timer_;
-};
-
 int run_echo(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
   bool quiet = false;
@@ -180,7 +151,9 @@ int run_echo(int argc, char** argv) {
   }
 
   asio::io_context ioc{1};
-  Listener listener(ioc, tcp::endpoint(address, port));
+  test::AcceptLoop listener(ioc, tcp::endpoint(address, port), [](tcp::socket socket) {
+    std::make_shared<EchoSession>(std::move(socket))->start();
+  });
   const auto bound = listener.local_endpoint();
   std::cout << "listening " << bound.address().to_string() << ":" << bound.port() << std::endl;
   if (!quiet) {
@@ -272,10 +245,10 @@ class ClientConn : public std::enable_shared_from_this<ClientConn> {
     ws_.set_option(websocket::stream_base::decorator([](websocket::request_type& req) {
       req.set(beast::http::field::user_agent, "sluice-wsbench");
     }));
-    const std::string host = (run_.options.host.find(':') != std::string::npos
-                                  ? "[" + run_.options.host + "]"
-                                  : run_.options.host) +
-                             ":" + std::to_string(run_.options.port);
+    const std::string host =
+        (run_.options.host.find(':') != std::string::npos ? "[" + run_.options.host + "]"
+                                                          : run_.options.host) +
+        ":" + std::to_string(run_.options.port);
     ws_.async_handshake(host, run_.options.path,
                         beast::bind_front_handler(&ClientConn::on_handshake, shared_from_this()));
   }
