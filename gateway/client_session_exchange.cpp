@@ -79,7 +79,14 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   watch_pending_ = false;
   if (!client_gone_) return;
   bool gone = closed_;  // closed by the session itself (drain deadline, internal error)
-  if (!gone && !ec) {
+  if (!gone && !ec && stream_.is_tls()) {
+    // Over TLS a goodbye (close_notify) is a record like any other: OpenSSL
+    // reads what came and keeps any data for the request's next read.
+    const auto peeked = stream_.tls_session().attempt_peek();
+    if (peeked.bytes > 0 || peeked.want == TlsSocket::Want::kWrite) return;
+    if (peeked.want == TlsSocket::Want::kRead) return await_client();
+    gone = true;  // close_notify, end of stream or an error
+  } else if (!gone && !ec) {
     char byte;
     const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     // A body or the next request: the request goes on, unwatched; a close of
@@ -90,8 +97,13 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   }
   if (ec && !gone && ec != asio::error::operation_aborted) gone = true;
   if (!gone) return;
+  if (closed_) return tell_client_gone();
+  // Closed before the step hears of it: a step that completes inside
+  // tell_client_gone() (a delayed request's wait) has its outcome dropped
+  // rather than sent upstream for a client that left.
+  closed_ = true;
   tell_client_gone();
-  if (!closed_) exchange_aborted();
+  exchange_aborted();
 }
 
 // The watched step learns, in this call, that the client is gone.

@@ -36,6 +36,7 @@ class ClientStream {
   bool is_tls() const { return tls_.has_value(); }
   // async_handshake and async_shutdown (and the reads and writes below).
   Tls& tls() { return *tls_; }
+  TlsSocket& tls_session() { return *tls_session_; }
 
   // The client ended its stream: EOF, or over TLS a close without
   // close_notify (harmless where HTTP framing tells complete from cut short).

@@ -63,6 +63,15 @@ TlsSocket::Attempt TlsSocket::attempt_write(asio::const_buffer buffer) {
   return failed(result, errno);
 }
 
+TlsSocket::Attempt TlsSocket::attempt_peek() {
+  ERR_clear_error();
+  char byte;
+  std::size_t n = 0;
+  const int result = SSL_peek_ex(ssl_, &byte, 1, &n);
+  if (result == 1) return {Want::kNothing, n, {}};
+  return failed(result, errno);
+}
+
 // close_notify out, then the peer's in: 1 once both have passed. A 0 from
 // the first call (ours sent) asks for the second at once, which reads.
 TlsSocket::Attempt TlsSocket::attempt_shutdown() {

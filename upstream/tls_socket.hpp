@@ -61,6 +61,9 @@ class TlsSocket {
   Attempt attempt_read(boost::asio::mutable_buffer buffer);
   Attempt attempt_write(boost::asio::const_buffer buffer);
   Attempt attempt_shutdown();
+  // Whether the peer sent anything: a byte of data (bytes 1, left to read),
+  // its end (eof) or an error, or nothing yet (kRead).
+  Attempt attempt_peek();
 
   // The gathered copy of a write of several small buffers: one record, one
   // system call. Kept while the write is pending (a retry repeats it).

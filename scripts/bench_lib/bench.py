@@ -48,6 +48,8 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -122,6 +124,18 @@ def wanted_rows(opts) -> set[int]:
     return wanted
 
 
+def negotiated_tls(port: int) -> str:
+    """The protocol and cipher suite a default OpenSSL client (wrk's kind) gets
+    from 127.0.0.1:`port`, e.g. "TLSv1.3 TLS_AES_256_GCM_SHA384"."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw) as tls:
+            name, version, _ = tls.cipher()
+            return f"{version} {name}"
+
+
 def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     """The rows with their pinned, single-connection and unpinned measurements."""
     script = load_script()
@@ -139,6 +153,10 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
                               + (0 if opts.no_unpinned else 1))
     log(f"{len(rows)} rows; warm-up {opts.warmup:g} s each, then {total_runs} measurements")
 
+    for r in rows:
+        if r.scheme == "https":
+            r.tls = negotiated_tls(r.port)
+            log(f"row {r.num} negotiates {r.tls}")
     for r in rows:
         warm_up(opts, r, pin_cpu)
         check_alive(stack, "during warm-up")

@@ -95,6 +95,10 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     if opts.rows:
         notes.append("only the rows of the table were measured (--rows): the checks of the "
                      "others were skipped.")
+    tls_rows = [r for r in rows if r.tls]
+    if len({r.tls for r in tls_rows}) > 1:
+        notes.append("the TLS rows negotiated different protocols or suites: "
+                     + ", ".join(f"row {r.num} {r.tls}" for r in tls_rows))
     b1, b2, b8 = (goals["baselines"][k] for k in ("upstream", "proxy", "redis_proxy"))
     lines = []
     w = lines.append
@@ -103,6 +107,9 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     w(f"- Machine: {info['nproc']} CPUs, {info['cpu']}, {info['mem']} RAM, Linux {info['kernel']}; "
       f"load average at start {' '.join(info['load'])}")
     w(f"- Software: {info['sluice']}; {info['nginx']}; {info['redis']}; {info['wrk']}")
+    if tls_rows:
+        w("- TLS: " + "; ".join(f"row {r.num} {r.tls}" for r in tls_rows)
+          + " (a default OpenSSL client, as wrk is; one P-256 certificate)")
     w(f"- Load: `wrk -t1 -c{opts.connections} -d{opts.duration:g}s` on `http://127.0.0.1:PORT{PATH}`, "
       f"{opts.reps} repetition(s) per row, round robin over the rows, medians shown; "
       + (f"wrk pinned to CPU {pin_cpu}, every server to CPU(s) {server_cpus} (taskset)."

@@ -134,6 +134,7 @@ class Row:
         self.pinned: list[dict] = []
         self.unpinned: dict | None = None
         self.single: dict | None = None
+        self.tls: str | None = None  # https rows: the protocol and suite negotiated
 
 
 class WsEcho(Process):
@@ -291,6 +292,9 @@ def start_rows(stack: Stack, script_file: str, sha: str) -> list[Row]:
     cert, key = make_server_cert(stack.workdir, "bench-ca", "bench-server")
     n15 = stack.nginx("nginx-tls", "plain.conf.in", up,
                       TLS=f" ssl;\n    ssl_certificate {cert};\n    ssl_certificate_key {key};\n"
+                          # nginx 1.22 offers TLS 1.2 at most unless told: both rows
+                          # then agree on TLS 1.3 with the same suite (the report checks).
+                          "    ssl_protocols TLSv1.2 TLSv1.3;\n"
                           "    ssl_session_cache shared:SSL:10m")
     n8 = stack.nginx("nginx-lua", "lua_redis.conf.in", up, REDIS_PORT=redis.port,
                      SCRIPT_FILE=script_file, SCRIPT_SHA=sha, CAPACITY=ALLOW_ALL[0],

@@ -15,12 +15,15 @@
 import hashlib
 import json
 import signal
+import socket
+import ssl
 import threading
 import time
 import unittest
 
-from harness import (ProcessTestCase, RawConnection, bucket_state, gateway_config, limit,
-                     metric_sum, redis_call, request, require_store_policies, route,
+from harness import (ProcessTestCase, RawConnection, bucket_state, client_context, gateway_config,
+                     limit, make_ca, make_server_cert, metric_sum, redis_call, request,
+                     require_store_policies, route,
                      wait_redis_ready, wait_until)
 
 
@@ -151,6 +154,30 @@ class AbandonedWaitTest(DelayCase):
                                     route="delayed"), 0)
         wait_until(lambda: metric_sum(gw, "sluice_http_requests_total", route="delayed",
                                       code="499") == 1, 5, message="a 499 recorded")
+
+    def test_a_tls_client_saying_close_notify_while_waiting_is_gone(self):
+        make_ca(self.workdir, "ca")
+        cert, key = make_server_cert(self.workdir, "ca", "gw", dns=("gw.test",))
+        gw = self.start_gateway(capacity=1, rate=0.1, max_delay_ms=20000,  # a 10 s wait
+                                server={"tls": {"cert_file": cert, "key_file": key}})
+        context = client_context(f"{self.workdir}/ca.crt")
+        raw = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        self.addCleanup(raw.close)
+        first = context.wrap_socket(raw, server_hostname="gw.test")
+        first.sendall(b"GET /d/first HTTP/1.1\r\nHost: t\r\n\r\n")
+        wait_until(lambda: self.decisions(gw, "allowed") == 1, 5, message="the first decision")
+        first.sendall(b"GET /d/second HTTP/1.1\r\nHost: t\r\n\r\n")
+        wait_until(lambda: self.decisions(gw, "delayed") == 1, 5, message="a delayed decision")
+        # close_notify, with the TCP connection left open: unwrap() sends it,
+        # then gives up waiting for the gateway's own.
+        first.settimeout(0.2)
+        try:
+            first.unwrap()
+        except (TimeoutError, ssl.SSLError, OSError):
+            pass
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_delay_abandoned_total",
+                                      route="delayed") == 1, 5, message="the wait abandoned")
+        self.assertEqual(self.upstream_requests(), 1, "the upstream never saw the request")
 
     def test_body_bytes_end_the_watch_and_the_request_goes_after_its_wait(self):
         gw = self.start_gateway(capacity=1, rate=2.0, max_delay_ms=3000)  # a 0.5 s wait
