@@ -79,6 +79,9 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   watch_pending_ = false;
   if (!client_gone_) return;
   bool gone = closed_;  // closed by the session itself (drain deadline, internal error)
+  // A socket closed without closed_ (a deadline) is gone: OpenSSL must not
+  // touch a descriptor number another connection may hold by now.
+  if (!gone && !ec && !stream_.socket().is_open()) gone = true;
   if (!gone && !ec && stream_.is_tls()) {
     // Over TLS a goodbye (close_notify) is a record like any other: OpenSSL
     // reads what came and keeps any data for the request's next read.

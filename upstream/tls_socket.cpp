@@ -105,7 +105,13 @@ TlsSocket::Attempt TlsSocket::failed(int result, int saved_errno) {
   }
   const unsigned long code = ERR_get_error();
   ERR_clear_error();
-  if (ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+  if (ERR_SYSTEM_ERROR(code)) {  // a socket error OpenSSL queued: its errno
+    return {Want::kNothing,
+            0,
+            {static_cast<int>(ERR_GET_REASON(code)), boost::system::system_category()}};
+  }
+  if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+      ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
     return {Want::kNothing, 0, asio::ssl::error::stream_truncated};
   }
   if (code == 0) return {Want::kNothing, 0, asio::error::fault};

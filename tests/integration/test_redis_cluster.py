@@ -168,7 +168,8 @@ class ClusterTest(ClusterCase):
         self.assertEqual(gw.metric("sluice_ratelimit_refunds_total", result="ok"), 3)
 
     def test_4_reshard_under_load_keeps_deciding_and_keeps_bucket_state(self):
-        capacity, keys, per_key = 3, 300, 8
+        # Enough requests per key that the load is still running while slots move.
+        capacity, keys, per_key = 3, 300, 24
         routes = [route("moving", "/moving", ["per_key"], on_redis_failure="closed")]
         # The denials must reach Redis too, so that they meet the moving slots.
         gateways = [self.start_gateway(routes, {"per_key": limit("api_key", capacity)},
