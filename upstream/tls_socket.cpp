@@ -50,8 +50,7 @@ TlsSocket::Attempt TlsSocket::attempt_read(asio::mutable_buffer buffer) {
   ERR_clear_error();
   std::size_t n = 0;
   const int result = SSL_read_ex(ssl_, buffer.data(), buffer.size(), &n);
-  if (result == 1) return {Want::kNothing, n, {}};
-  return failed(result, errno);
+  return transferred(result, n, errno);
 }
 
 TlsSocket::Attempt TlsSocket::attempt_write(asio::const_buffer buffer) {
@@ -59,8 +58,7 @@ TlsSocket::Attempt TlsSocket::attempt_write(asio::const_buffer buffer) {
   ERR_clear_error();
   std::size_t n = 0;
   const int result = SSL_write_ex(ssl_, buffer.data(), buffer.size(), &n);
-  if (result == 1) return {Want::kNothing, n, {}};
-  return failed(result, errno);
+  return transferred(result, n, errno);
 }
 
 TlsSocket::Attempt TlsSocket::attempt_peek() {
@@ -68,8 +66,12 @@ TlsSocket::Attempt TlsSocket::attempt_peek() {
   char byte;
   std::size_t n = 0;
   const int result = SSL_peek_ex(ssl_, &byte, 1, &n);
+  return transferred(result, n, errno);
+}
+
+TlsSocket::Attempt TlsSocket::transferred(int result, std::size_t n, int saved_errno) {
   if (result == 1) return {Want::kNothing, n, {}};
-  return failed(result, errno);
+  return failed(result, saved_errno);
 }
 
 // close_notify out, then the peer's in: 1 once both have passed. A 0 from

@@ -70,6 +70,8 @@ class TlsSocket {
   std::vector<char>& gathered() { return gathered_; }
 
  private:
+  // The outcome of an *_ex call that moved `n` bytes when `result` is 1.
+  Attempt transferred(int result, std::size_t n, int saved_errno);
   Attempt failed(int result, int saved_errno);
 
   SSL* ssl_ = nullptr;
