@@ -17,7 +17,7 @@ import unittest
 
 from harness import (SANITIZED, ProcessTestCase, client_context, echo_header, free_port,
                      gateway_config, make_ca, make_server_cert, metric_sum, pattern_sha256,
-                     request, rss_kib, run_cli, to_yaml, wait_until)
+                     request, rss_kib, run_cli, to_yaml, wait_redis_ready, wait_until)
 
 MIB = 1024 * 1024
 
@@ -333,6 +333,7 @@ class TlsTrafficTest(TlsCase):
                         limits={"per_ip": {"key": "ip", "capacity": 2,
                                            "refill_per_second": 0.001}},
                         route={"limits": ["per_ip"]})
+        wait_redis_ready(gw)  # before that, decisions fail open
         with self.connect(gw) as conn:
             statuses = [conn.get(f"/x/{i}")[0] for i in range(2)]
             status, headers, _ = conn.get("/x/3")
