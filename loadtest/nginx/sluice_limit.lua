@@ -26,10 +26,11 @@ local function pack_doubles(...)
   for i = 1, n do doubles[i - 1] = select(i, ...) end
   return ffi.string(doubles, 8 * n)
 end
+-- The first four doubles of a 40- or 48-byte string (zeros for another size).
 local function unpack_doubles(s)
-  if #s ~= 40 then return 0, 0, 0 end
-  ffi.copy(doubles, s, 40)
-  return doubles[0], doubles[1], doubles[2]
+  if #s ~= 40 and #s ~= 48 then return 0, 0, 0, 0 end
+  ffi.copy(doubles, s, #s)
+  return doubles[0], doubles[1], doubles[2], doubles[3]
 end
 
 local cfg
@@ -58,14 +59,22 @@ function _M.configure(opts)
       .. bulk(string.format("%.0f", ttl))
 end
 
--- Reads one RESP reply whose elements are integers or bulk strings.
--- Returns a Lua array, or nil, an error and whether it was an error reply of
--- the server ("NOSCRIPT ..." for a missing script; the connection stays usable).
+-- Reads one RESP reply: a bulk string, or an array whose elements are
+-- integers or bulk strings. Returns the string or a Lua array, or nil, an
+-- error and whether it was an error reply of the server ("NOSCRIPT ..." for a
+-- missing script; the connection stays usable).
 local function read_reply(sock)
   local line, err = sock:receive("*l")
   if not line then return nil, err end
   local kind = line:sub(1, 1)
   if kind == "-" then return nil, line:sub(2), true end
+  if kind == "$" then
+    local len = tonumber(line:sub(2))
+    local data
+    data, err = sock:receive(len + 2)
+    if not data then return nil, err end
+    return data:sub(1, len)
+  end
   if kind ~= "*" then return nil, "unexpected reply " .. line end
   local n = tonumber(line:sub(2))
   local out = {}
@@ -123,14 +132,22 @@ function _M.access()
     ngx.log(ngx.INFO, "rate limit: redis failed, failing open: ", err)
     return -- fail open
   end
-  -- {allowed, sufficient, doubles(remaining, seconds_to_cost, seconds_to_full, leased, wait)}
-  local remaining, to_cost, to_full = unpack_doubles(reply[3] or "")
+  -- One token bucket: doubles(allowed + 2 * sufficient, remaining, seconds_to_cost,
+  -- seconds_to_full, leased, wait); several: {allowed, sufficient, doubles(the rest)}
+  local allowed, remaining, to_cost, to_full
+  if type(reply) == "string" then
+    allowed, remaining, to_cost, to_full = unpack_doubles(reply)
+    allowed = allowed > 0 and 1 or 0
+  else
+    allowed = reply[1]
+    remaining, to_cost, to_full = unpack_doubles(reply[3] or "")
+  end
   remaining = floor(remaining)
   local h = ngx.header
   h["X-RateLimit-Limit"] = cfg.capacity
   h["X-RateLimit-Remaining"] = remaining
   h["X-RateLimit-Reset"] = ceil(to_full)
-  if reply[1] == 1 then return end
+  if allowed == 1 then return end
   local retry = ceil(to_cost)
   if retry < 1 then retry = 1 end
   h["Retry-After"] = retry

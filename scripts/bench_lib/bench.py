@@ -62,6 +62,7 @@ from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
 from measure import measure, run_wrk, run_wsbench, wrk_command, wsbench_command  # noqa: E402
+from cpu_profile import profile_report, profile_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
@@ -199,7 +200,8 @@ def run_failovers(opts, stack: Stack) -> list[dict]:
 def suffix(opts) -> str:
     return ("-accuracy" if opts.accuracy else
             f"-failover-{opts.failover}" if opts.failover else
-            "-outage" if opts.outage else "-delay" if opts.delay else "")
+            "-outage" if opts.outage else "-delay" if opts.delay else
+            "-profile" if opts.profile else "")
 
 
 def main(argv=None) -> int:
@@ -236,6 +238,9 @@ def main(argv=None) -> int:
                     help="--outage: how long Redis is down")
     ap.add_argument("--delay", action="store_true",
                     help="the delay path's added latency instead of the speed table")
+    ap.add_argument("--profile", action="store_true",
+                    help="where the CPU of the limited path goes (perf on rows 4 and 5's "
+                         "gateways and on Redis) instead of the speed table")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -247,7 +252,8 @@ def main(argv=None) -> int:
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
-    speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay)
+    speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
+                       or opts.profile)
     for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
         if not os.access(binary, os.X_OK):
             print(f"bench: {binary} not built (or set SLUICE_BIN, SLUICE_ECHO_BIN, "
@@ -272,6 +278,9 @@ def main(argv=None) -> int:
         elif opts.outage:
             text = outage_report(run_outages(opts, stack, log), info, started,
                                  f"scripts/bench --outage {opts.outage}")
+        elif opts.profile:
+            text = profile_report(profile_run(stack, pin_cpu, opts.duration, log), info,
+                                  started, "scripts/bench --profile")
         elif opts.delay:
             text = delay_report(delay_run(stack, log), info, started, "scripts/bench --delay")
         elif opts.accuracy:

@@ -267,10 +267,10 @@ class RedisTlsTest(RedisFailureCase):
 class RedisAclTest(RedisFailureCase):
     # What Sluice needs: the handshake (AUTH, which every user may call, SELECT for a
     # db other than 0, PING), SCRIPT LOAD, EVALSHA and EVAL (the NOSCRIPT fallback), and
-    # the commands the script calls (TIME, MGET, SET), on its own keys only.
+    # the commands the scripts call (TIME, GET, MGET, SET), on its own keys only.
     ACL = ["ACL", "SETUSER", "sluice", "reset", "on", ">secret", "resetkeys", "~sluice:*",
-           "-@all", "+ping", "+select", "+script|load", "+evalsha", "+eval", "+time", "+mget",
-           "+set"]
+           "-@all", "+ping", "+select", "+script|load", "+evalsha", "+eval", "+time", "+get",
+           "+mget", "+set"]
 
     def setUp(self):
         super().setUp()

@@ -111,9 +111,14 @@ class Redis {
   RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost) {
     Reply r = command(script_args(limits, cost));
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
-    REQUIRE(r->type == REDIS_REPLY_ARRAY);
     std::vector<sluice::ScriptReplyValue> values;
-    for (std::size_t i = 0; i < r->elements; ++i) {
+    if (r->type == REDIS_REPLY_STRING) {  // one token bucket: its packed reply
+      REQUIRE(limits.size() == 1);
+      values.push_back({true, 0, std::string_view(r->str, r->len)});
+    } else {
+      REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    }
+    for (std::size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
       const redisReply* e = r->element[i];
       sluice::ScriptReplyValue v;
       if (e->type == REDIS_REPLY_INTEGER) {

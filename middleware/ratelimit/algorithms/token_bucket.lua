@@ -17,7 +17,7 @@ if n == 1 then
   local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', nums)
   if kind == 0 then
     local t, ts = capacity, now
-    local v = call('MGET', KEYS[1])[1]
+    local v = call('GET', KEYS[1])
     if v and #v == 16 then
       local st, sts = unpack_d('<dd', v)
       local elapsed = 0
@@ -43,7 +43,8 @@ if n == 1 then
     local to_cost, to_full = 0, 0
     if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
     if t < capacity then to_full = (capacity - t) / rate end
-    return {allowed, sufficient, pack('<ddddd', t, to_cost, to_full, grant, wait)}
+    -- One string, not a table: Redis converts it the cheapest way.
+    return pack('<dddddd', allowed + 2 * sufficient, t, to_cost, to_full, grant, wait)
   end
 end
 local cost = unpack_d('<d', nums)

@@ -20,6 +20,8 @@ static_assert(sizeof(double) == 8);
 // The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full,
 // leased, wait.
 constexpr std::size_t kReplyNumbersSize = 5 * sizeof(double);
+// The one-key token bucket's reply: allowed + 2 * sufficient, then those numbers.
+constexpr std::size_t kOneKeyReplySize = kReplyNumbersSize + sizeof(double);
 
 void append_double(std::string& out, double value) {
   char bytes[sizeof(double)];
@@ -31,6 +33,22 @@ double read_double(const char* bytes) {
   double value = 0;
   std::memcpy(&value, bytes, sizeof(double));
   return value;
+}
+
+// A key's numbers as the reply carries them; nullopt when one is out of range.
+std::optional<LimitState> read_state(bool sufficient, const char* bytes) {
+  const LimitState state{sufficient,
+                         read_double(bytes),
+                         read_double(bytes + 8),
+                         read_double(bytes + 16),
+                         read_double(bytes + 24),
+                         read_double(bytes + 32)};
+  if (std::isnan(state.remaining) || std::isnan(state.seconds_to_cost) ||
+      std::isnan(state.seconds_to_full) || !(state.leased >= 0) || !(state.wait_seconds >= 0) ||
+      std::isinf(state.wait_seconds)) {
+    return std::nullopt;
+  }
+  return state;
 }
 
 std::optional<bool> parse_flag(const ScriptReplyValue& value) {
@@ -95,6 +113,9 @@ std::vector<std::string> TokenBucketCodec::encode_refund_args(
 
 std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReplyValue> values,
                                                      std::size_t limit_count) const {
+  if (limit_count == 1 && values.size() == 1 && values[0].is_string) {
+    return decode_one(values[0].text);
+  }
   if (values.size() != 1 + 2 * limit_count) return std::nullopt;
   RateDecision decision;
   const std::optional<bool> allowed = parse_flag(values[0]);
@@ -107,21 +128,24 @@ std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReply
     if (!sufficient || !numbers.is_string || numbers.text.size() != kReplyNumbersSize) {
       return std::nullopt;
     }
-    const char* bytes = numbers.text.data();
-    const LimitState state{*sufficient,
-                           read_double(bytes),
-                           read_double(bytes + 8),
-                           read_double(bytes + 16),
-                           read_double(bytes + 24),
-                           read_double(bytes + 32)};
-    if (std::isnan(state.remaining) || std::isnan(state.seconds_to_cost) ||
-        std::isnan(state.seconds_to_full) || !(state.leased >= 0) || !(state.wait_seconds >= 0) ||
-        std::isinf(state.wait_seconds)) {
-      return std::nullopt;
-    }
-    decision.limits[i] = state;
-    decision.delay_seconds = std::max(decision.delay_seconds, state.wait_seconds);
+    const std::optional<LimitState> state = read_state(*sufficient, numbers.text.data());
+    if (!state) return std::nullopt;
+    decision.limits[i] = *state;
+    decision.delay_seconds = std::max(decision.delay_seconds, state->wait_seconds);
   }
+  return decision;
+}
+
+std::optional<RateDecision> TokenBucketCodec::decode_one(std::string_view numbers) const {
+  if (numbers.size() != kOneKeyReplySize) return std::nullopt;
+  const double flags = read_double(numbers.data());
+  if (!(flags == 0 || flags == 1 || flags == 3)) return std::nullopt;  // sufficient means allowed
+  const std::optional<LimitState> state = read_state(flags == 3, numbers.data() + 8);
+  if (!state) return std::nullopt;
+  RateDecision decision;
+  decision.allowed = flags != 0;
+  decision.limits.assign(1, *state);
+  decision.delay_seconds = state->wait_seconds;
   return decision;
 }
 

@@ -16,7 +16,9 @@
 // sufficient are integers 0/1, numbers a 40-byte string holding the doubles
 // remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
 // ends: cost > capacity, or a refill rate of 0), leased and wait (seconds the
-// request waits for a reserved key; 0 otherwise).
+// request waits for a reserved key; 0 otherwise). One enforced token bucket
+// (the hot path) replies with one 48-byte string instead, which Redis returns
+// for less than a table: the double allowed + 2 * sufficient, then its numbers.
 // Time is Redis' TIME. A token bucket is stored as one 16-byte string, two
 // little-endian IEEE doubles (tokens, timestamp in microseconds); a sliding
 // window as a 24-byte string, three doubles (window index, its count, the
@@ -72,6 +74,9 @@ class TokenBucketCodec {
   // does not have that shape (a protocol error for the caller).
   std::optional<RateDecision> decode(std::span<const ScriptReplyValue> values,
                                      std::size_t limit_count) const;
+
+ private:
+  std::optional<RateDecision> decode_one(std::string_view numbers) const;
 };
 
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,43 @@ std::string raw_doubles(std::initializer_list<double> values) {
 }
 
 }  // namespace
+
+TEST_CASE("script: one token bucket's packed reply", "[ratelimit][script]") {
+  using sluice::ScriptReplyValue;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto decode = [](const std::string& text, std::size_t count = 1) {
+    const ScriptReplyValue value{true, 0, text};
+    return kCodec.decode(std::span<const ScriptReplyValue>(&value, 1), count);
+  };
+  // allowed + 2 * sufficient, remaining, seconds_to_cost, seconds_to_full, leased, wait
+  auto d = decode(raw_doubles({3, 7, 0, 1.5, 4, 0}));
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK(d->limits.size() == 1);
+  CHECK(d->limits[0].sufficient);
+  CHECK(d->limits[0].remaining == 7);
+  CHECK(d->limits[0].seconds_to_full == 1.5);
+  CHECK(d->limits[0].leased == 4);
+  CHECK(d->delay_seconds == 0);
+  d = decode(raw_doubles({1, -2, 0.5, 3, 0, 0.5}));  // reserved: allowed, not sufficient
+  REQUIRE(d);
+  CHECK(d->allowed);
+  CHECK_FALSE(d->limits[0].sufficient);
+  CHECK(d->delay_seconds == 0.5);
+  d = decode(raw_doubles({0, 0.5, kInf, 1.25, 0, 0}));
+  REQUIRE(d);
+  CHECK_FALSE(d->allowed);
+  CHECK(d->limits[0].seconds_to_cost == kInf);
+  // Refused: sufficient without allowed, another flag, a wrong size, out-of-range
+  // numbers, or this form for more than one bucket.
+  CHECK_FALSE(decode(raw_doubles({2, 1, 0, 0, 0, 0})));
+  CHECK_FALSE(decode(raw_doubles({0.5, 1, 0, 0, 0, 0})));
+  CHECK_FALSE(decode(raw_doubles({1, 1, 0, 0, 0})));
+  CHECK_FALSE(decode(raw_doubles({1, std::nan(""), 0, 0, 0, 0})));
+  CHECK_FALSE(decode(raw_doubles({1, 1, 0, 0, -1, 0})));
+  CHECK_FALSE(decode(raw_doubles({1, 1, 0, 0, 0, kInf})));
+  CHECK_FALSE(decode(raw_doubles({3, 7, 0, 1.5, 4, 0}), 2));
+}
 
 TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
@@ -126,7 +164,7 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK(script_sha1().size() == 40);
 }
 
-TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
+TEST_CASE("script: only TIME, GET, MGET and SET reach Redis", "[ratelimit][script]") {
   const std::string_view script = sluice::kTokenBucketScript;
   // redis.call is bound once to the local `call`; nothing else of redis.* is used.
   std::size_t redis_uses = 0;
@@ -143,8 +181,8 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") 
     const std::string command(script.substr(name, script.find('\'', name) - name));
     CAPTURE(command);
     // What a restricted ACL user is granted (tests/integration/test_redis_failure.py).
-    CHECK((command == "TIME" || command == "MGET" || command == "SET"));
+    CHECK((command == "TIME" || command == "GET" || command == "MGET" || command == "SET"));
     ++calls;
   }
-  CHECK(calls == 6);  // TIME; MGET, SET (one token bucket); MGET, SET, SET (any other)
+  CHECK(calls == 6);  // TIME; GET, SET (one token bucket); MGET, SET, SET (any other)
 }
