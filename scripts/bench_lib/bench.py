@@ -63,6 +63,7 @@ from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
 from measure import measure, run_wrk, run_wsbench, wrk_command, wsbench_command  # noqa: E402
 from cpu_profile import profile_report, profile_run  # noqa: E402
+from scaling import scaling_report, scaling_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
@@ -201,7 +202,7 @@ def suffix(opts) -> str:
     return ("-accuracy" if opts.accuracy else
             f"-failover-{opts.failover}" if opts.failover else
             "-outage" if opts.outage else "-delay" if opts.delay else
-            "-profile" if opts.profile else "")
+            "-profile" if opts.profile else "-scaling" if opts.scaling else "")
 
 
 def main(argv=None) -> int:
@@ -241,6 +242,10 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
                          "gateways and on Redis) instead of the speed table")
+    ap.add_argument("--scaling", action="store_true",
+                    help="throughput with one worker and with one per CPU (nginx, Sluice "
+                         "without and with a Redis limit, nginx + Lua + Redis) instead of the "
+                         "speed table")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -253,7 +258,7 @@ def main(argv=None) -> int:
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
-                       or opts.profile)
+                       or opts.profile or opts.scaling)
     for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
         if not os.access(binary, os.X_OK):
             print(f"bench: {binary} not built (or set SLUICE_BIN, SLUICE_ECHO_BIN, "
@@ -270,7 +275,8 @@ def main(argv=None) -> int:
     started, t0 = datetime.datetime.now(), time.monotonic()
     info = machine_info()
     pin_cpu, server_cpus = cpu_layout(opts)
-    stack = Stack(workdir, None if opts.failover or opts.outage or opts.delay else server_cpus)
+    stack = Stack(workdir, None if opts.failover or opts.outage or opts.delay or opts.scaling
+                  else server_cpus)
     try:
         if opts.failover:
             text = failover_report(run_failovers(opts, stack), info, started,
@@ -278,6 +284,9 @@ def main(argv=None) -> int:
         elif opts.outage:
             text = outage_report(run_outages(opts, stack, log), info, started,
                                  f"scripts/bench --outage {opts.outage}")
+        elif opts.scaling:
+            text = scaling_report(scaling_run(stack, pin_cpu, opts, log), info, started, opts,
+                                  pin_cpu, "scripts/bench --scaling")
         elif opts.profile:
             text = profile_report(profile_run(stack, pin_cpu, opts.duration, log), info,
                                   started, "scripts/bench --profile")

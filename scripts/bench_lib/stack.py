@@ -203,7 +203,7 @@ class Stack:
         os.makedirs(prefix)
         with open(os.path.join(NGINX_DIR, template)) as f:
             text = f.read()
-        values = {"PREFIX": prefix, "LISTEN": f"127.0.0.1:{port}", "TLS": "",
+        values = {"PREFIX": prefix, "LISTEN": f"127.0.0.1:{port}", "TLS": "", "WORKERS": 1,
                   "UPSTREAM": f"127.0.0.1:{upstream}", "LUA_DIR": NGINX_DIR,
                   "USER_LINE": "user root;" if os.geteuid() == 0 else "", **values}
         for k, v in values.items():
