@@ -1,6 +1,7 @@
 #include "middleware/ratelimit/headers.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "gateway/common/hex.hpp"
@@ -45,6 +46,20 @@ void append_json_string(std::string& out, std::string_view text) {
   });
 }
 
+// A structured-field string: quoted, '"' and '\\' escaped, bytes outside
+// printable ASCII as '?'.
+void append_sf_string(std::string& out, std::string_view text) {
+  append_quoted(out, text, [](std::string& o, unsigned char byte) {
+    o += byte < 0x20 || byte > 0x7e ? '?' : static_cast<char>(byte);
+  });
+}
+
+void append_int(std::string& out, std::int64_t value) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  out.append(digits, end);
+}
+
 // w = ceil(C/R): the window in which the whole capacity refills; a sliding
 // window's own length.
 std::int64_t window_seconds(const LimitDescriptor& limit) {
@@ -66,9 +81,7 @@ std::int64_t floor_tokens(double tokens) {
 std::string sf_string(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
-  append_quoted(out, text, [](std::string& o, unsigned char byte) {
-    o += byte < 0x20 || byte > 0x7e ? '?' : static_cast<char>(byte);
-  });
+  append_sf_string(out, text);
   return out;
 }
 
@@ -109,6 +122,7 @@ RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
   const std::size_t n = std::min(limits.size(), decision.limits.size());
   const std::size_t chosen = most_restrictive_limit(limits.first(n), decision);
   if (chosen >= n) return headers;
+  headers.reserve(decision.allowed ? 5 : 7);
 
   // X-RateLimit-* for the most restrictive limit.
   const LimitState& state = decision.limits[chosen];
@@ -124,11 +138,16 @@ RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
       policy += ", ";
       current += ", ";
     }
-    const std::string name = sf_string(limits[i].limit);
-    policy += name + ";q=" + std::to_string(floor_tokens(limits[i].capacity)) +
-              ";w=" + std::to_string(window_seconds(limits[i]));
-    current += name + ";r=" + std::to_string(floor_tokens(decision.limits[i].remaining)) +
-               ";t=" + std::to_string(ceil_seconds(decision.limits[i].seconds_to_cost));
+    append_sf_string(policy, limits[i].limit);
+    policy += ";q=";
+    append_int(policy, floor_tokens(limits[i].capacity));
+    policy += ";w=";
+    append_int(policy, window_seconds(limits[i]));
+    append_sf_string(current, limits[i].limit);
+    current += ";r=";
+    append_int(current, floor_tokens(decision.limits[i].remaining));
+    current += ";t=";
+    append_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
   }
   headers.emplace_back("RateLimit-Policy", std::move(policy));
   headers.emplace_back("RateLimit", std::move(current));

@@ -259,9 +259,9 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
         const std::span<const LimitDescriptor> shown =
             std::span<const LimitDescriptor>(view.filtered ? view.limits : *descriptors);
         const RateDecision& shown_decision = view.filtered ? view.decision : decision;
-        for (auto& header : rate_limit_headers(shown, cost, shown_decision)) {
-          ctx.response_headers.push_back(std::move(header));
-        }
+        auto headers = rate_limit_headers(shown, cost, shown_decision);
+        ctx.response_headers.reserve(ctx.response_headers.size() + headers.size());
+        for (auto& header : headers) ctx.response_headers.push_back(std::move(header));
         switch (outcome.kind) {
           case RateOutcome::Kind::kAllowed:
             return done(std::nullopt);

@@ -120,6 +120,8 @@ def wanted_rows(opts) -> set[int]:
     (direct and through Sluice)."""
     base = load_goals()["baselines"]
     wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
+    if opts.compare:
+        wanted |= {4, 5, 104, 105}
     for pair in base.get("websocket", []):
         if wanted & set(pair):
             wanted |= set(pair)
@@ -147,7 +149,7 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     sha = hashlib.sha1(script.encode()).hexdigest()
 
     log("starting servers")
-    rows = start_rows(stack, script_file, sha)
+    rows = start_rows(stack, script_file, sha, opts.compare)
     if opts.rows:
         wanted = wanted_rows(opts)
         rows = [r for r in rows if r.num in wanted]
@@ -242,6 +244,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
                          "gateways and on Redis) instead of the speed table")
+    ap.add_argument("--compare", metavar="SLUICE_BINARY",
+                    help="also measure rows 4 and 5 with this other sluice binary (rows 104 "
+                         "and 105), side by side in the same run: a before/after in one sitting")
     ap.add_argument("--scaling", action="store_true",
                     help="throughput with one worker and with one per CPU (nginx, Sluice "
                          "without and with a Redis limit, nginx + Lua + Redis) instead of the "

@@ -370,6 +370,24 @@ class StalePooledConnectionTest(HardeningTestCase):
             time.sleep(0.1)
         self.assertEqual(failures, 0, f"{failures} of 20 GETs failed on a stale connection")
 
+    def test_a_post_never_meets_a_connection_the_upstream_closed_while_pooled(self):
+        # A POST with a body is never sent twice, so no retry could save it: the
+        # pool must have noticed the close while the connection was idle.
+        def respond(conn, i, head):
+            conn.sendall(ok_response())
+            time.sleep(0.02)
+            return False  # closed without saying so
+        upstream = self.start_upstream(respond)
+        self.start_gateway(upstream.address, server={"threads": 1})
+        failures = 0
+        for i in range(20):
+            wait_until(lambda: upstream.closed >= i, 5, interval=0.005,
+                       message="the upstream's close")
+            status, _, _ = request(self.gateway.port, "POST", "/x", body=b"payload")
+            failures += status != 200
+        self.assertEqual(failures, 0, f"{failures} of 20 POSTs met a stale connection")
+        self.assert_serving()
+
 
 class UnderscoreHeaderTest(ProcessTestCase):
     def gateway(self, mode=None):

@@ -214,12 +214,13 @@ class Sluice(Process):
     on /healthz of its admin listener."""
 
     def __init__(self, workdir: str, config, extra_args=(), name: str = "sluice",
-                 wait_healthy: bool = True, wrapper=(), **options):
-        """wrapper: a command the binary runs under (e.g. strace and its options)."""
+                 wait_healthy: bool = True, wrapper=(), binary: str | None = None, **options):
+        """wrapper: a command the binary runs under (e.g. strace and its options);
+        binary: another sluice binary than SLUICE_BIN (scripts/bench --compare)."""
         self.config_path = os.path.join(workdir, f"{name}.yaml")
         self.write_config(config)
-        super().__init__(name, [*wrapper, SLUICE_BIN, "--config", self.config_path, *extra_args],
-                         workdir, **options)
+        super().__init__(name, [*wrapper, binary or SLUICE_BIN, "--config", self.config_path,
+                                *extra_args], workdir, **options)
         if wait_healthy:
             self._until_ready(self.wait_healthy)
 
