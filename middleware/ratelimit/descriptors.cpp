@@ -319,8 +319,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
 
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
                                       const RequestView& request) {
-  std::vector<const LimitConfig*> limits;
-  limits.reserve(route.limits.size());
+  thread_local std::vector<const LimitConfig*> limits;  // reused: no allocation per request
+  limits.clear();
   if (route.limit_indexes.size() == route.limits.size()) {
     for (std::size_t index : route.limit_indexes) {
       if (index < config.limits.size()) limits.push_back(&config.limits[index]);

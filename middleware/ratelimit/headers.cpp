@@ -133,6 +133,10 @@ RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
   // RateLimit-Policy and RateLimit: one list item per limit, in route order.
   std::string policy;
   std::string current;
+  std::size_t names = 0;
+  for (std::size_t i = 0; i < n; ++i) names += limits[i].limit.size();
+  policy.reserve(names + 40 * n);  // each item: the quoted name, 2 numbers, separators
+  current.reserve(names + 40 * n);
   for (std::size_t i = 0; i < n; ++i) {
     if (i > 0) {
       policy += ", ";

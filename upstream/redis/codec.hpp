@@ -1,4 +1,4 @@
-// Command encoding (hiredis' redisFormatCommandArgv, binary-safe argv) and the
+// Command encoding (RESP arrays of bulk strings, binary-safe) and the
 // Lua script handle with its SHA-1, the only place a script's SHA-1 is
 // computed. Pure: no I/O.
 #pragma once
@@ -36,7 +36,7 @@ class CommandEncoder {
     lens_.push_back(arg.size());
   }
   // Appends the command built by add() and starts a new one; false (nothing
-  // appended) when there were no arguments or hiredis could not encode them.
+  // appended) when there were no arguments.
   bool append_to(std::string& out);
 
  private:
