@@ -33,6 +33,8 @@ def evaluate_goal(goal: dict, med: dict[int, dict]) -> tuple[str, object, bool]:
         return (goal["goal"], f"{value:.2f} vs {other:.2f} {goal['unit']}", value <= other)
     if "over" in goal:
         value = value / med[goal["over"]][goal["metric"]]
+    if "minus" in goal:
+        value = value - med[goal["minus"]][goal["metric"]]
     met = value is not None and (value >= goal["at_least"] if "at_least" in goal
                                  else value <= goal["at_most"])
     return goal["goal"], value, met
@@ -174,7 +176,8 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     w("| goal | figure | met |")
     w("|---|---|---|")
     for text, figure, ok in (evaluate_goal(g, med) for g in goals["goals"]
-                             if all(med_has(med, g, k) for k in ("row", "over", "at_most_row"))):
+                             if all(med_has(med, g, k)
+                                    for k in ("row", "over", "minus", "at_most_row"))):
         fig = f"{figure:.3g}" if isinstance(figure, float) else str(figure)
         w(f"| {text} | {fig} | {'yes' if ok else '**no**'} |")
     w("")
