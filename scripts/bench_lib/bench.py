@@ -257,6 +257,15 @@ def main(argv=None) -> int:
     opts = ap.parse_args(argv)
     if opts.quick:
         opts.duration, opts.reps, opts.warmup, opts.single_duration = 1.0, 1, 1.0, 1.0
+    if opts.compare:
+        opts.compare = os.path.abspath(opts.compare)  # servers start in the work directory
+        if not os.access(opts.compare, os.X_OK):
+            print(f"bench: --compare {opts.compare}: not an executable", file=sys.stderr)
+            return 2
+        if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
+                or opts.scaling:
+            print("bench: --compare goes with the speed table only", file=sys.stderr)
+            return 2
 
     for tool in ("wrk", "nginx", "redis-server", "taskset"):
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):

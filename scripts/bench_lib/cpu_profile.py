@@ -25,27 +25,35 @@ from measure import run_wrk, wrk_command
 from stack import ALLOW_ALL, Stack
 from testkit import procfs
 
-# Parts of the path, by symbol (first match wins); the rest is "other".
-PARTS = [
-    ("Redis reply / command codec", r"redis::|RespParser|Reply|reply_|codec"),
+# Parts of the path: kernel symbols ([k]) by their own patterns, user-space
+# symbols ([.]) by these (first match wins); the rest is "other".
+USER_PARTS = [
+    ("Redis reply / command codec", r"redis::|redisReader|hiredis|sdscat|CommandEncoder"),
     ("limiter: keys, descriptors, outcome, headers",
-     r"ratelimit::|RateLimit|Descriptor|KeyNamer|bucket|Bucket|descriptor|Outcome|"
-     r"limit_headers|hmac|HMAC|sha256|SHA256|sha1_block|Limiter|LeaseTable|DenyCache"),
-    ("metrics", r"metrics::|Counter|Histogram|Gauge|metric"),
+     r"sluice::(RateLimit|RedisRateLimiter|LocalLayer|LeaseTable|DenyCache|select_outcome|"
+     r"client_view|rate_limit_headers|build_(route|limit)_descriptors|key_hash|redis_key|"
+     r"TokenBucketCodec|decode_script_reply|CircuitBreaker|append_int|append_sf_string)|"
+     r"EVP_|HMAC|sha256|SHA256"),
+    ("metrics", r"sluice::Metrics|metrics::"),
     ("HTTP parsing and serialising (Beast)", r"beast::http|basic_parser|http::detail|"
-     r"serializer|chunk_|field|fields"),
-    ("allocation", r"malloc|free|operator new|operator delete|_int_|tcache|cfree|realloc"),
-    ("memory copies, string work", r"memcpy|memmove|memset|memcmp|strlen|__mem|__str|"
+     r"serializer|append_field|serialize_"),
+    ("allocation", r"^(malloc|free|cfree|_int_malloc|_int_free|__libc_malloc|__libc_free|"
+     r"operator new|operator delete|malloc_consolidate|tcache|realloc|__libc_calloc|"
+     r"_int_realloc|unlink_chunk)"),
+    ("memory copies, string work", r"^__mem|^mem(cpy|move|set|cmp)|^__str|^str(len|cmp)|"
      r"basic_string|char_traits"),
-    ("Asio scheduling", r"asio::detail|scheduler|epoll_reactor|executor_op|"
-     r"handler_work|strand|timer_queue"),
-    ("kernel: TCP/IP and socket calls", r"tcp_|ip_|__sys_|sock_|inet_|skb|__dev_|"
-     r"net_rx|netif|loopback|__x64_sys_(send|recv|read|write|epoll)|do_syscall|"
-     r"entry_SYSCALL|syscall_|__netif|napi|sk_|__skb|_copy_to_iter|_copy_from_iter|"
-     r"copy_user|ep_|epoll|__fget|fput|fdget"),
-    ("kernel: other (scheduling, interrupts, virtualisation)", r"^\[k\]|pvm_|irq|"
-     r"schedule|__schedule|finish_task|rcu|timer|hrtimer|tick_|update_"),
+    ("Asio scheduling", r"asio::detail::(scheduler|epoll_reactor|executor_op|"
+     r"handler_work|timer_queue|reactive_|socket_ops)|pthread_mutex|epoll_wait|clock_gettime"),
 ]
+KERNEL_PARTS = [
+    ("kernel: TCP/IP and socket calls", r"^(tcp_|__tcp|ip_|__ip|inet_|__inet|sock_|__sock|"
+     r"sk_|__sk|skb_|__skb|kfree_skb|net_|__net|netif_|__netif|napi|loopback|dev_|__dev|"
+     r"__sys_(send|recv)|___sys_|____sys_|__x64_sys_(send|recv|epoll)|ep_|do_epoll|"
+     r"epoll|_copy_(to|from)_iter|copy_user|__check_object_size|__virt_addr_valid|"
+     r"fdget|__fget|fput|sockfd)"),
+    ("kernel: other (scheduling, interrupts, virtualisation)", r"."),
+]
+PARTS = USER_PARTS + KERNEL_PARTS
 
 
 def have_perf() -> bool:
@@ -95,9 +103,11 @@ def perf_symbols(data: str) -> list[tuple[float, str]]:
 
 
 def classify(symbol: str) -> str:
-    for name, pattern in PARTS:
-        if re.search(pattern, symbol):
-            return name
+    """symbol: "[k] name" or "[.] name" as perf_symbols() gives them."""
+    kind, _, name = symbol.partition(" ")
+    for part, pattern in KERNEL_PARTS if kind == "[k]" else USER_PARTS:
+        if re.search(pattern, name):
+            return part
     return "other"
 
 
@@ -137,6 +147,8 @@ def profile_gateway(stack_processes, gateway, redis, cpu_pin: str, duration: flo
             raise RuntimeError(f"perf record failed: {err}")
     after = {p: procfs.cpu_seconds(p.pids()) for p in stack_processes}
     requests = figures["requests"]
+    if requests <= 0:
+        raise RuntimeError(f"wrk completed no request against {gateway.name}")
     cpu = {p.name: (after[p] - before[p]) * 1e6 / requests for p in stack_processes}
     log(f"{gateway.name}: {figures['requests'] / duration:,.0f} req/s, "
         f"{cpu[gateway.name]:.1f} CPU µs/req")
@@ -171,7 +183,7 @@ def profile_report(results: list[dict], info: dict, started, command: str,
            f"- Machine: {info['nproc']} CPUs, {info['cpu']}, Linux {info['kernel']}; load "
            f"average at start {' '.join(info['load'])}",
            f"- Software: {info['sluice']}; {info['redis']}; {info['wrk']}",
-           "- Load: `wrk -t1 -c32` pinned to CPU 0, every server on CPU 1; `perf record "
+           "- Load: `wrk -t1 -c32` pinned to CPU 0, every server on the other CPUs; `perf record "
            "-F 499` on the gateway (and on redis-server for the limited one) and `perf stat` "
            "of their system calls meanwhile (perf costs CPU too: the µs here run higher than "
            "in the speed table).",

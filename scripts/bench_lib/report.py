@@ -128,7 +128,8 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
       f"{LEASE_TOKENS}`; rows 12 and 13 each on a Redis of their own. Redis 7 on loopback, "
       "`CONFIG RESETSTAT` (every primary) before every measurement.")
     w(f"- Whole run: {elapsed:.0f} s. Command: `scripts/bench{' --quick' if opts.quick else ''}"
-      f"{' --rows ' + ','.join(map(str, opts.rows)) if opts.rows else ''}`.")
+      f"{' --rows ' + ','.join(map(str, opts.rows)) if opts.rows else ''}"
+      f"{' --compare ' + opts.compare if opts.compare else ''}`.")
     w("")
     w("## Throughput and cost (pinned)")
     w("")

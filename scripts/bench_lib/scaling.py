@@ -30,7 +30,9 @@ def wrk_cpu() -> float:
 
 
 def scaling_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
-    workers = max(2, os.cpu_count() or 1)
+    workers = os.cpu_count() or 1
+    if workers < 2:
+        raise RuntimeError("--scaling needs at least 2 CPUs")
     script = load_script()
     script_file = os.path.join(stack.workdir, "ratelimit.lua")
     with open(script_file, "w") as f:

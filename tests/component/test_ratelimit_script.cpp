@@ -186,6 +186,15 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     CHECK(script.limits[0].remaining == 2);
     CHECK(redis.stored(key_of(bucket("g", "g", 0, 0))).tokens == 2);
   }
+  SECTION("a key of another type (a hash) counts as a new, full bucket and is replaced") {
+    // MGET reads it as absent where GET would fail every call on that bucket.
+    REQUIRE(redis.command({"HSET", key_of(bucket("t", "t", 0, 0)), "f", "v"})->type ==
+            REDIS_REPLY_INTEGER);
+    const RateDecision script = redis.decide(with({bucket("t", "t", 3, 1)}), 1);
+    REQUIRE(script.allowed);
+    CHECK(script.limits[0].remaining == 2);
+    CHECK(redis.stored(key_of(bucket("t", "t", 0, 0))).tokens == 2);
+  }
   SECTION("cost above capacity: denied, never available, nothing written") {
     const RateDecision script = redis.decide(with({bucket("h", "h", 3, 1)}), 4);
     CHECK_FALSE(script.allowed);

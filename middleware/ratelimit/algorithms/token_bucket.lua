@@ -17,7 +17,7 @@ if n == 1 then
   local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', nums)
   if kind == 0 then
     local t, ts = capacity, now
-    local v = call('GET', KEYS[1])
+    local v = call('MGET', KEYS[1])[1]
     if v and #v == 16 then
       local st, sts = unpack_d('<dd', v)
       local elapsed = 0
