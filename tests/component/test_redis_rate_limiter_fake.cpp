@@ -28,6 +28,7 @@ using sluice::test::FakeRedisClient;
 using sluice::test::FakeRedisClients;
 using sluice::test::integer_reply;
 using sluice::test::Loop;
+using sluice::test::one_bucket_array_reply;
 using sluice::test::one_bucket_reply;
 
 struct Outcome {
@@ -121,6 +122,21 @@ TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
   CHECK(outcome.decision.allowed);
   REQUIRE(outcome.decision.limits.size() == 1);
   CHECK(outcome.decision.limits[0].remaining == 9);
+  CHECK(outcome.decision.limits[0].sufficient);
+
+  // The general form of the reply decides the same; a packed string of another
+  // size is a protocol error, never a decision.
+  const auto array = h.decide();
+  h.client().complete(1, {}, one_bucket_array_reply(false, 0.5));
+  const auto denied = h.wait(array);
+  CHECK_FALSE(denied.ec);
+  CHECK_FALSE(denied.decision.allowed);
+  CHECK(denied.decision.limits[0].remaining == 0.5);
+  const auto torn = h.decide();
+  redis::Reply short_reply = one_bucket_reply(true, 9);
+  short_reply.str.resize(40);
+  h.client().complete(2, {}, short_reply);
+  CHECK(h.wait(torn).ec == LimiterError::kBadReply);
 }
 
 TEST_CASE("fake redis: errors map to limiter errors and metric kinds", "[ratelimit][limiter]") {

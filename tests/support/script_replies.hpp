@@ -37,7 +37,19 @@ inline redis::Reply array_reply(std::vector<redis::Reply> elements) {
 // The script's reply for one bucket: allowed, sufficient, and the raw doubles
 // remaining, seconds_to_cost (0 when allowed, else 1), seconds_to_full (1),
 // leased and wait (0).
+// What the script answers for one enforced token bucket: one packed string,
+// allowed + 2 * sufficient, then remaining, seconds_to_cost, seconds_to_full,
+// leased and wait.
 inline redis::Reply one_bucket_reply(bool allowed, double remaining, double leased = 0) {
+  const double values[6] = {allowed ? 3.0 : 0.0, remaining, allowed ? 0.0 : 1.0, 1, leased, 0};
+  redis::Reply r;
+  r.type = redis::Reply::Type::kString;
+  r.str.assign(reinterpret_cast<const char*>(values), sizeof values);
+  return r;
+}
+
+// The same decision in the form of any other call: {allowed, sufficient, numbers}.
+inline redis::Reply one_bucket_array_reply(bool allowed, double remaining, double leased = 0) {
   redis::Reply numbers;
   numbers.type = redis::Reply::Type::kString;
   const double values[5] = {remaining, allowed ? 0.0 : 1.0, 1, leased, 0};
