@@ -365,3 +365,39 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
            bucket("d", "perf", 1e12, 1e6)},
           1);
 }
+
+TEST_CASE("script: a batch decides each request as it would alone, in order",
+          "[ratelimit][script][redis]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+  // Two requests on one bucket of 3 (the second sees the first's debit), one
+  // on a bucket of 1 taking 2 (denied, nothing written), one with a lease.
+  const LimitDescriptor a = bucket("a", "a", 3, 1e-3);
+  const LimitDescriptor b = bucket("b", "b", 1, 1e-3);
+  LimitDescriptor c = bucket("c", "c", 100, 1e-3);
+  c.lease_want = 10;
+  const std::vector<sluice::BatchRequest> batch = {{&a, 2}, {&a, 2}, {&b, 2}, {&c, 1}};
+  const std::vector<RateDecision> decisions = redis.decide_batch(batch);
+  REQUIRE(decisions.size() == 4);
+  CHECK(decisions[0].allowed);
+  CHECK(decisions[0].limits[0].remaining == Approx(1).margin(0.01));
+  CHECK_FALSE(decisions[1].allowed);  // 1 left of the 2 it asks
+  CHECK(decisions[1].limits[0].remaining == Approx(1).margin(0.01));
+  CHECK_FALSE(decisions[2].allowed);
+  CHECK(decisions[2].limits[0].seconds_to_cost == std::numeric_limits<double>::infinity());
+  CHECK(redis.command({"EXISTS", key_of(b)})->integer == 0);
+  CHECK(decisions[3].allowed);
+  CHECK(decisions[3].limits[0].leased == 10);
+  CHECK(redis.stored(key_of(c)).tokens == Approx(89).margin(0.01));
+  // The same requests one call each, on fresh buckets, decide the same.
+  const std::string again = "again";
+  const LimitDescriptor a2 = bucket("a", again, 3, 1e-3);
+  CHECK(redis.decide({a2}, 2).allowed);
+  CHECK_FALSE(redis.decide({a2}, 2).allowed);
+  CHECK(redis.stored(key_of(a2)).tokens == Approx(redis.stored(key_of(a)).tokens).margin(0.01));
+}

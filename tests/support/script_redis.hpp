@@ -134,6 +134,27 @@ class Redis {
     return *decision;
   }
 
+  // One batch call: each request one enforced token bucket and its cost.
+  std::vector<RateDecision> decide_batch(const std::vector<sluice::BatchRequest>& requests) {
+    std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(requests.size())};
+    for (const auto& request : requests) {
+      args.push_back(sluice::redis_key(kKeyPrefix, *request.bucket));
+    }
+    const std::vector<std::string> argv = kCodec.encode_batch_args(requests);
+    args.insert(args.end(), argv.begin(), argv.end());
+    Reply r = command(args);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    std::vector<sluice::ScriptReplyValue> values;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      values.push_back({e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
+    }
+    auto decisions = kCodec.decode_batch(values, requests.size());
+    REQUIRE(decisions);
+    return *decisions;
+  }
+
   // The stored bucket: two little-endian doubles (tokens, timestamp_us).
   BucketState stored(const std::string& key) {
     Reply r = command({"GET", key});

@@ -12,41 +12,49 @@ local now = time[1] * 1000000 + time[2]
 -- `want` more: whole tokens, at most half of what the bucket holds after cost.
 -- A bucket short of `cost` whose wait (cost - tokens) / refill is at most its
 -- max wait is debited all the same (below zero, no lease): a reservation.
--- The one-key token bucket path below is the hot path.
-if n == 1 then
-  local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', nums)
-  if kind == 0 then
-    local t, ts = capacity, now
-    local v = call('MGET', KEYS[1])[1]
-    if v and #v == 16 then
-      local st, sts = unpack_d('<dd', v)
-      local elapsed = 0
-      if now > sts then elapsed = now - sts else ts = sts end
-      t = st + elapsed * rate / 1000000
-      if t > capacity then t = capacity end
-    end
-    local allowed, sufficient, grant, wait = 0, 0, 0, 0
-    if t >= cost then
-      allowed, sufficient = 1, 1
-      if want > 0 then
-        grant = floor((t - cost) / 2)
-        if grant > want then grant = want end
-      end
-    elseif max_wait > 0 and cost <= capacity then
-      wait = (cost - t) / rate
-      if wait > 0 and wait <= max_wait then allowed = 1 else wait = 0 end
-    end
-    if allowed == 1 then
-      t = t - cost - grant
-      call('SET', KEYS[1], pack('<dd', t, ts), 'PX', ARGV[2])
-    end
-    local to_cost, to_full = 0, 0
-    if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
-    if t < capacity then to_full = (capacity - t) / rate end
-    -- One string, not a table: Redis converts it the cheapest way.
-    return pack('<dddddd', allowed + 2 * sufficient, t, to_cost, to_full, grant, wait)
+-- One enforced token bucket, the hot path: `numbers` holds cost, then the
+-- key's five doubles (kind 0); `ttl` is its PX. Answers one packed string.
+local function one_bucket(key, numbers, ttl)
+  local cost, _, capacity, rate, want, max_wait = unpack_d('<dddddd', numbers)
+  local t, ts = capacity, now
+  local v = call('MGET', key)[1]
+  if v and #v == 16 then
+    local st, sts = unpack_d('<dd', v)
+    local elapsed = 0
+    if now > sts then elapsed = now - sts else ts = sts end
+    t = st + elapsed * rate / 1000000
+    if t > capacity then t = capacity end
   end
+  local allowed, sufficient, grant, wait = 0, 0, 0, 0
+  if t >= cost then
+    allowed, sufficient = 1, 1
+    if want > 0 then
+      grant = floor((t - cost) / 2)
+      if grant > want then grant = want end
+    end
+  elseif max_wait > 0 and cost <= capacity then
+    wait = (cost - t) / rate
+    if wait > 0 and wait <= max_wait then allowed = 1 else wait = 0 end
+  end
+  if allowed == 1 then
+    t = t - cost - grant
+    call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+  end
+  local to_cost, to_full = 0, 0
+  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+  if t < capacity then to_full = (capacity - t) / rate end
+  -- One string, not a table: Redis converts it the cheapest way.
+  return pack('<dddddd', allowed + 2 * sufficient, t, to_cost, to_full, grant, wait)
 end
+-- A batch: ARGV[1] empty, then per key its numbers and its ttl; each key is
+-- one request's one enforced token bucket, decided in order (a later request
+-- sees what an earlier one took). Answers one packed string per request.
+if nums == '' then
+  local out = {}
+  for i = 1, n do out[i] = one_bucket(KEYS[i], ARGV[2 * i], ARGV[2 * i + 1]) end
+  return out
+end
+if n == 1 and unpack_d('<d', nums, 9) == 0 then return one_bucket(KEYS[1], nums, ARGV[2]) end
 local cost = unpack_d('<d', nums)
 -- A sliding window is stored as three little-endian doubles: its window index
 -- floor(now_us / window_us), that window's count and the previous window's.

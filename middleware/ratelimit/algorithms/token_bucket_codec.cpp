@@ -94,6 +94,18 @@ std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDesc
   return args;
 }
 
+std::vector<std::string> TokenBucketCodec::encode_batch_args(
+    std::span<const BatchRequest> requests) const {
+  std::vector<std::string> args;
+  args.reserve(1 + 2 * requests.size());
+  args.emplace_back();  // empty: a batch
+  for (const BatchRequest& request : requests) {
+    args.push_back(encode_args({request.bucket, 1}, request.cost)[0]);
+    args.push_back(ttl_ms(*request.bucket));
+  }
+  return args;
+}
+
 std::vector<std::string> TokenBucketCodec::encode_refund_args(
     std::span<const BucketRefund> refunds) const {
   std::vector<std::string> args;
@@ -134,6 +146,20 @@ std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReply
     decision.delay_seconds = std::max(decision.delay_seconds, state->wait_seconds);
   }
   return decision;
+}
+
+std::optional<std::vector<RateDecision>> TokenBucketCodec::decode_batch(
+    std::span<const ScriptReplyValue> values, std::size_t request_count) const {
+  if (values.size() != request_count) return std::nullopt;
+  std::vector<RateDecision> decisions;
+  decisions.reserve(request_count);
+  for (const ScriptReplyValue& value : values) {
+    if (!value.is_string) return std::nullopt;
+    std::optional<RateDecision> decision = decode_one(value.text);
+    if (!decision) return std::nullopt;
+    decisions.push_back(std::move(*decision));
+  }
+  return decisions;
 }
 
 std::optional<RateDecision> TokenBucketCodec::decode_one(std::string_view numbers) const {

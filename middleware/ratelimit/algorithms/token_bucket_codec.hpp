@@ -57,6 +57,12 @@ struct ScriptReplyValue {
   std::string_view text;
 };
 
+// One request of a batch call: its one enforced token bucket and its cost.
+struct BatchRequest {
+  const LimitDescriptor* bucket = nullptr;
+  double cost = 1;
+};
+
 class TokenBucketCodec {
  public:
   std::string_view script() const { return kTokenBucketScript; }
@@ -67,6 +73,12 @@ class TokenBucketCodec {
   // exactly the doubles the gateway holds.
   std::vector<std::string> encode_args(std::span<const LimitDescriptor> limits, double cost) const;
 
+  // The ARGV of a batch call, several requests of one enforced token bucket
+  // each (KEYS: one per request, in the same order): an empty first
+  // argument, then per request its numbers and its ttl. The script decides
+  // them in order, each as it would alone.
+  std::vector<std::string> encode_batch_args(std::span<const BatchRequest> requests) const;
+
   // The ARGV of a refund call (KEYS: one per refund, in the same order).
   std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;
 
@@ -74,6 +86,11 @@ class TokenBucketCodec {
   // does not have that shape (a protocol error for the caller).
   std::optional<RateDecision> decode(std::span<const ScriptReplyValue> values,
                                      std::size_t limit_count) const;
+
+  // The decisions in a batch call's reply, one per request in order; nullopt
+  // when it is not one packed string per request.
+  std::optional<std::vector<RateDecision>> decode_batch(
+      std::span<const ScriptReplyValue> values, std::size_t request_count) const;
 
  private:
   std::optional<RateDecision> decode_one(std::string_view numbers) const;

@@ -80,6 +80,35 @@ TEST_CASE("script: one token bucket's packed reply", "[ratelimit][script]") {
   CHECK_FALSE(decode(raw_doubles({3, 7, 0, 1.5, 4, 0}), 2));
 }
 
+TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
+  using sluice::ScriptReplyValue;
+  const LimitDescriptor a = bucket("a", "a", 10, 1);
+  const LimitDescriptor b = bucket("b", "b", 5, 0.5);
+  const std::vector<sluice::BatchRequest> requests = {{&a, 1}, {&b, 3}};
+  const std::vector<std::string> args = kCodec.encode_batch_args(requests);
+  REQUIRE(args.size() == 5);
+  CHECK(args[0].empty());  // what marks a batch
+  CHECK(args[1] == kCodec.encode_args({&a, 1}, 1)[0]);
+  CHECK(args[2] == kCodec.encode_args({&a, 1}, 1)[1]);
+  CHECK(args[3] == kCodec.encode_args({&b, 1}, 3)[0]);
+  CHECK(args[4] == kCodec.encode_args({&b, 1}, 3)[1]);
+
+  const std::string allowed = raw_doubles({3, 9, 0, 1, 0, 0});
+  const std::string denied = raw_doubles({0, 0.5, 2, 9, 0, 0});
+  std::vector<ScriptReplyValue> values = {{true, 0, allowed}, {true, 0, denied}};
+  auto decisions = kCodec.decode_batch(values, 2);
+  REQUIRE(decisions);
+  CHECK((*decisions)[0].allowed);
+  CHECK((*decisions)[0].limits[0].remaining == 9);
+  CHECK_FALSE((*decisions)[1].allowed);
+  CHECK((*decisions)[1].limits[0].seconds_to_cost == 2);
+  CHECK_FALSE(kCodec.decode_batch(values, 3));  // one answer missing
+  values[1] = {false, 1, {}};                   // an integer where a string belongs
+  CHECK_FALSE(kCodec.decode_batch(values, 2));
+  values[1] = {true, 0, denied.substr(0, 40)};  // torn
+  CHECK_FALSE(kCodec.decode_batch(values, 2));
+}
+
 TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
   constexpr double kInf = std::numeric_limits<double>::infinity();
