@@ -60,12 +60,20 @@ struct Harness {
 
   FakeRedisClient& client(std::size_t i = 0) { return *clients.made.at(i); }
 
-  // Starts a decision for one bucket; returns its index in `outcomes`.
+  // Starts a decision for one bucket and lets the loop send it (one-bucket
+  // decisions go out together at the end of a turn); returns its index in
+  // `outcomes`.
   std::size_t decide() {
+    const std::size_t index = queue();
+    loop.io.poll();
+    return index;
+  }
+  // The same without running the loop: decisions queued in one turn.
+  std::size_t queue(std::string_view key = "abc", double cost = 1) {
     const std::size_t index = outcomes.size();
     outcomes.emplace_back();
-    LimitDescriptor d{"per_ip", key_hash("abc"), 10, 1};
-    limiter->decide({d}, 1, [this, index](std::error_code ec, RateDecision decision) {
+    LimitDescriptor d{"per_ip", key_hash(key), 10, 1};
+    limiter->decide({d}, cost, [this, index](std::error_code ec, RateDecision decision) {
       outcomes[index] = Outcome{ec, std::move(decision)};
     });
     return index;
@@ -312,4 +320,68 @@ TEST_CASE(
   h.client().complete(2, redis::Error::kTimeout);
   REQUIRE(h.loop.run_until([&] { return reset.has_value(); }));
   CHECK(*reset == redis::Error::kTimeout);
+}
+
+TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
+          "[ratelimit][limiter]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  const auto first = h.queue("abc", 1);
+  const auto second = h.queue("def", 2);
+  const auto third = h.queue("abc", 1);
+  CHECK(h.client().calls.empty());  // nothing before the turn ends
+  h.loop.io.poll();
+  REQUIRE(h.client().calls.size() == 1);
+  const auto& call = h.client().calls[0];
+  CHECK(call.sha1 == redis::script_sha1(kTokenBucketScript));
+  const LimitDescriptor abc{"per_ip", key_hash("abc"), 10, 1};
+  const LimitDescriptor def{"per_ip", key_hash("def"), 10, 1};
+  CHECK(call.keys == std::vector<std::string>{"sluice:" + bucket_name(abc),
+                                              "sluice:" + bucket_name(def),
+                                              "sluice:" + bucket_name(abc)});
+  const std::vector<BatchRequest> requests = {{&abc, 1}, {&def, 2}, {&abc, 1}};
+  CHECK(call.args == TokenBucketCodec{}.encode_batch_args(requests));
+
+  redis::Reply reply;
+  reply.type = redis::Reply::Type::kArray;
+  reply.elements = {one_bucket_reply(true, 9), one_bucket_reply(true, 8),
+                    one_bucket_reply(false, 0.5)};
+  h.client().complete(0, {}, reply);
+  CHECK(h.wait(first).decision.limits[0].remaining == 9);
+  CHECK(h.wait(second).decision.limits[0].remaining == 8);
+  CHECK_FALSE(h.wait(third).decision.allowed);
+
+  SECTION("an error is every request's") {
+    const auto a = h.queue("abc");
+    const auto b = h.queue("def");
+    h.loop.io.poll();
+    REQUIRE(h.client().calls.size() == 2);
+    h.client().complete(1, redis::Error::kTimeout);
+    CHECK(h.wait(a).ec == redis::Error::kTimeout);
+    CHECK(h.wait(b).ec == redis::Error::kTimeout);
+  }
+  SECTION("a reply with an answer missing is a protocol error for each") {
+    const auto a = h.queue("abc");
+    const auto b = h.queue("def");
+    h.loop.io.poll();
+    redis::Reply short_reply;
+    short_reply.type = redis::Reply::Type::kArray;
+    short_reply.elements = {one_bucket_reply(true, 9)};
+    h.client().complete(1, {}, short_reply);
+    CHECK(h.wait(a).ec == LimiterError::kBadReply);
+    CHECK(h.wait(b).ec == LimiterError::kBadReply);
+  }
+  SECTION("a decision of several buckets is its own call") {
+    const LimitDescriptor g{"global", key_hash("g"), 100, 10};
+    std::optional<std::error_code> several;
+    h.limiter->decide({abc, g}, 1, [&](std::error_code ec, RateDecision) { several = ec; });
+    const auto a = h.queue("abc");
+    h.loop.io.poll();
+    REQUIRE(h.client().calls.size() == 3);
+    CHECK(h.client().calls[1].keys.size() == 2);
+    CHECK(h.client().calls[2].keys.size() == 1);  // a batch of one: the usual call
+    CHECK(h.client().calls[2].args == TokenBucketCodec{}.encode_args({&abc, 1}, 1));
+    h.client().complete(2, {}, one_bucket_reply(true, 7));
+    CHECK(h.wait(a).decision.limits[0].remaining == 7);
+  }
 }

@@ -173,11 +173,72 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                                  });
     }
     const std::size_t count = descriptors.size();
+    if (!by_slot && count == 1 && batchable(descriptors[0])) {
+      return enqueue(descriptors[0], std::move(keys[0]), cost, std::move(handler));
+    }
     client_->evalsha(script_, std::move(keys), codec_.encode_args(descriptors, cost),
                      [self = shared_from_this(), count, handler = std::move(handler)](
                          std::error_code ec, redis::Reply reply) {
                        self->on_reply(ec, std::move(reply), count, handler);
                      });
+  }
+
+  // One enforced token bucket on one Redis: decided in a batch with the other
+  // such requests of this turn of the loop (one script call for all of them).
+  static bool batchable(const LimitDescriptor& bucket) {
+    return bucket.algorithm == LimitAlgorithm::kTokenBucket && !bucket.shadow;
+  }
+
+  void enqueue(const LimitDescriptor& bucket, std::string key, double cost,
+               RateDecisionHandler handler) {
+    batch_.push_back(Queued{bucket, std::move(key), cost, std::move(handler)});
+    if (batch_posted_) return;
+    batch_posted_ = true;
+    boost::asio::post(executor_, [self = shared_from_this()] { self->flush_batch(); });
+  }
+
+  void flush_batch() {
+    batch_posted_ = false;
+    std::vector<Queued> batch;
+    batch.swap(batch_);
+    if (batch.empty()) return;
+    if (batch.size() == 1) {  // alone: the call of one request
+      Queued& one = batch.front();
+      client_->evalsha(script_, {std::move(one.key)}, codec_.encode_args({&one.bucket, 1}, one.cost),
+                       [self = shared_from_this(), handler = std::move(one.handler)](
+                           std::error_code ec, redis::Reply reply) {
+                         self->on_reply(ec, std::move(reply), 1, handler);
+                       });
+      return;
+    }
+    std::vector<std::string> keys;
+    std::vector<BatchRequest> requests;
+    auto handlers = std::make_shared<std::vector<RateDecisionHandler>>();
+    keys.reserve(batch.size());
+    requests.reserve(batch.size());
+    handlers->reserve(batch.size());
+    for (Queued& queued : batch) {
+      keys.push_back(std::move(queued.key));
+      requests.push_back(BatchRequest{&queued.bucket, queued.cost});
+      handlers->push_back(std::move(queued.handler));
+    }
+    client_->evalsha(script_, std::move(keys), codec_.encode_batch_args(requests),
+                     [self = shared_from_this(), handlers](std::error_code ec, redis::Reply reply) {
+                       self->on_batch_reply(ec, std::move(reply), *handlers);
+                     });
+  }
+
+  // Every request of a batch gets its own outcome; an error is each one's.
+  void on_batch_reply(std::error_code ec, redis::Reply reply,
+                      const std::vector<RateDecisionHandler>& handlers) {
+    std::optional<std::vector<RateDecision>> decisions;
+    if (!ec) {
+      decisions = decode_batch_reply(codec_, reply, handlers.size());
+      if (!decisions) ec = make_error_code(LimiterError::kBadReply);
+    }
+    for (std::size_t i = 0; i < handlers.size(); ++i) {
+      on_outcome(ec, decisions ? std::move((*decisions)[i]) : RateDecision{}, handlers[i]);
+    }
   }
 
   CrossSlotContext cross_slot_context() {
@@ -468,6 +529,15 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   boost::asio::steady_timer probe_timer_{executor_};
   std::uint64_t probe_seq_ = 0;  // a probe step runs only if nothing superseded it
   bool closed_ = false;
+  // One-bucket decisions of this turn of the loop, sent as one call by flush_batch().
+  struct Queued {
+    LimitDescriptor bucket;
+    std::string key;
+    double cost = 1;
+    RateDecisionHandler handler;
+  };
+  std::vector<Queued> batch_;
+  bool batch_posted_ = false;
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,

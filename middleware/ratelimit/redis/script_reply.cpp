@@ -25,4 +25,16 @@ std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
   return codec.decode(values, limit_count);
 }
 
+std::optional<std::vector<RateDecision>> decode_batch_reply(const TokenBucketCodec& codec,
+                                                            const redis::Reply& reply,
+                                                            std::size_t request_count) {
+  if (reply.type != redis::Reply::Type::kArray) return std::nullopt;
+  std::vector<ScriptReplyValue> values;
+  values.reserve(reply.elements.size());
+  for (const auto& e : reply.elements) {
+    values.push_back({e.type == redis::Reply::Type::kString, e.integer, e.str});
+  }
+  return codec.decode_batch(values, request_count);
+}
+
 }  // namespace sluice

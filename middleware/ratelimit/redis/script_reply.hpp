@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <vector>
 
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "upstream/redis/reply.hpp"
@@ -15,5 +16,11 @@ namespace sluice {
 std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
                                                 const redis::Reply& reply,
                                                 std::size_t limit_count);
+
+// The decisions in a batch call's reply, one per request; nullopt when the
+// reply does not have that shape.
+std::optional<std::vector<RateDecision>> decode_batch_reply(const TokenBucketCodec& codec,
+                                                            const redis::Reply& reply,
+                                                            std::size_t request_count);
 
 }  // namespace sluice
