@@ -190,6 +190,9 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
         after = sluice_counters(row.admin)
         d = {k: after[k] - before_metrics[k] for k in after}
         out["writes_per_req"] = d["writes"] / n
+        # Limit decisions (one per limit of each request), however many script calls
+        # carried them: Sluice batches one-bucket decisions of a loop turn into one call.
+        out["decisions_per_req"] = (d["allowed"] + d["limited"]) / n
         out["commands_per_req"] = d["commands"] / n
         out["fail_open"] = d["fail_open"]
         out["local_per_req"] = (d["deny_cache"] + d["lease"]) / n

@@ -388,6 +388,16 @@ def sanity_notes(med: dict[int, dict], checks: dict,
         if m.get("failed_calls", 0):
             notes.append(f"row {num}: {m['failed_calls']:.0f} script calls failed in Redis in "
                          "the median run: the row did not decide as intended")
+    for expected, nums in checks.get("decisions", {}).items():
+        for num in nums:
+            c, want = med[num].get("decisions_per_req", 0), float(expected)
+            calls = med[num].get("calls_per_req", 0)
+            local = med[num].get("local_per_req", 0)
+            if not 0.98 * want <= c <= 1.02 * want or not 0 < calls <= 1.02 or local:
+                notes.append(f"row {num}: {c:.3f} limit decisions, {local:.3f} of them local, "
+                             f"and {calls:.3f} script calls per request (expected {expected} "
+                             "decision(s), all from Redis, in at most one call): the row did "
+                             "not limit every request as intended")
     for num in checks["no_fail_open"]:
         if med[num].get("fail_open", 0):
             notes.append(f"row {num}: {med[num]['fail_open']:.0f} fail-open decisions (Redis too slow?)")

@@ -371,6 +371,21 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     CHECK(h.wait(a).ec == LimiterError::kBadReply);
     CHECK(h.wait(b).ec == LimiterError::kBadReply);
   }
+  SECTION("a client that routes by slot by the end of the turn gets one call each") {
+    const auto a = h.queue("abc");
+    const auto b = h.queue("def");
+    h.client().by_slot = true;  // as after a reload to a Redis Cluster
+    h.loop.io.poll();
+    REQUIRE(h.client().calls.size() == 3);
+    CHECK(h.client().calls[1].keys ==
+          std::vector<std::string>{"sluice:per_ip:{" + bucket_name(abc).substr(7) + "}"});
+    CHECK(h.client().calls[2].keys ==
+          std::vector<std::string>{"sluice:per_ip:{" + bucket_name(def).substr(7) + "}"});
+    h.client().complete(1, {}, one_bucket_reply(true, 6));
+    h.client().complete(2, {}, one_bucket_reply(true, 5));
+    CHECK(h.wait(a).decision.limits[0].remaining == 6);
+    CHECK(h.wait(b).decision.limits[0].remaining == 5);
+  }
   SECTION("a decision of several buckets is its own call") {
     const LimitDescriptor g{"global", key_hash("g"), 100, 10};
     std::optional<std::error_code> several;

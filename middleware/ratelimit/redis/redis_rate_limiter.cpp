@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <span>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -183,6 +184,14 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                      });
   }
 
+  // A one-bucket decision waiting for the end of this turn of the loop.
+  struct Queued {
+    LimitDescriptor bucket;
+    std::string key;
+    double cost = 1;
+    RateDecisionHandler handler;
+  };
+
   // One enforced token bucket on one Redis: decided in a batch with the other
   // such requests of this turn of the loop (one script call for all of them).
   static bool batchable(const LimitDescriptor& bucket) {
@@ -202,6 +211,23 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     std::vector<Queued> batch;
     batch.swap(batch_);
     if (batch.empty()) return;
+    maybe_switch();
+    if (client_->routes_by_slot()) {
+      // A reload installed a cluster client since these were queued: each goes
+      // its own way, with the cluster's keys.
+      for (Queued& queued : batch) {
+        decide({queued.bucket}, queued.cost, std::move(queued.handler));
+      }
+      return;
+    }
+    // At most kMaxBatch requests per call: one call holds Redis for all of them.
+    for (std::size_t first = 0; first < batch.size(); first += kMaxBatch) {
+      send_batch(std::span<Queued>(batch).subspan(first,
+                                                  std::min(kMaxBatch, batch.size() - first)));
+    }
+  }
+
+  void send_batch(std::span<Queued> batch) {
     if (batch.size() == 1) {  // alone: the call of one request
       Queued& one = batch.front();
       client_->evalsha(script_, {std::move(one.key)}, codec_.encode_args({&one.bucket, 1}, one.cost),
@@ -530,14 +556,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   std::uint64_t probe_seq_ = 0;  // a probe step runs only if nothing superseded it
   bool closed_ = false;
   // One-bucket decisions of this turn of the loop, sent as one call by flush_batch().
-  struct Queued {
-    LimitDescriptor bucket;
-    std::string key;
-    double cost = 1;
-    RateDecisionHandler handler;
-  };
   std::vector<Queued> batch_;
   bool batch_posted_ = false;
+  static constexpr std::size_t kMaxBatch = 64;
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
