@@ -12,19 +12,22 @@ local now = time[1] * 1000000 + time[2]
 -- `want` more: whole tokens, at most half of what the bucket holds after cost.
 -- A bucket short of `cost` whose wait (cost - tokens) / refill is at most its
 -- max wait is debited all the same (below zero, no lease): a reservation.
+-- A stored token bucket `v` (or nil, or a value of another shape: a full one)
+-- refilled to now: its tokens and the timestamp it keeps (a later stored one
+-- when the clock went back).
+local function refill(v, capacity, rate)
+  if not (v and #v == 16) then return capacity, now end
+  local st, sts = unpack_d('<dd', v)
+  if now <= sts then return math.min(st, capacity), sts end
+  local t = st + (now - sts) * rate / 1000000
+  if t > capacity then t = capacity end
+  return t, now
+end
 -- One enforced token bucket, the hot path: `numbers` holds cost, then the
 -- key's five doubles (kind 0); `ttl` is its PX. Answers one packed string.
 local function one_bucket(key, numbers, ttl)
   local cost, _, capacity, rate, want, max_wait = unpack_d('<dddddd', numbers)
-  local t, ts = capacity, now
-  local v = call('MGET', key)[1]
-  if v and #v == 16 then
-    local st, sts = unpack_d('<dd', v)
-    local elapsed = 0
-    if now > sts then elapsed = now - sts else ts = sts end
-    t = st + elapsed * rate / 1000000
-    if t > capacity then t = capacity end
-  end
+  local t, ts = refill(call('MGET', key)[1], capacity, rate)
   local allowed, sufficient, grant, wait = 0, 0, 0, 0
   if t >= cost then
     allowed, sufficient = 1, 1
@@ -81,13 +84,7 @@ for i = 1, n do
   local v = stored[i]
   local a, b, c, d, need = capacity, now, 0, 0, 0
   if kind < 2 then
-    if v and #v == 16 then
-      local st, sts = unpack_d('<dd', v)
-      local elapsed = 0
-      if now > sts then elapsed = now - sts else b = sts end
-      a = st + elapsed * rate / 1000000
-      if a > capacity then a = capacity end
-    end
+    a, b = refill(v, capacity, rate)
     if a < cost and max_wait > 0 and cost <= capacity then need = (cost - a) / rate end
   else
     local W = rate * 1000000
