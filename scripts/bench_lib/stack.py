@@ -322,20 +322,27 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s18 = stack.sluice("sluice-websocket", upstream=ws_echo.port, redis_port=redis.port,
                        limit=None)
 
-    # --compare: rows 4 and 5 again with another sluice binary, as rows 104 and 105.
-    s104 = s105 = None
+    # --compare: rows 4, 5 and 14 again with another sluice binary, as rows 104, 105
+    # and 114.
+    s104 = s105 = s114 = None
     if compare:
         s104 = stack.sluice("sluice-nolimit-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None)
         s105 = stack.sluice("sluice-allow-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=ALLOW_ALL)
+        s114 = stack.sluice("sluice-window-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
+                            window_ms=SLIDING_WINDOW_MS)
         stack.wait_redis(s105)
+        stack.wait_redis(s114)
 
     def compare_rows() -> list[Row]:
         if not compare:
             return []
-        return [sluice_row(104, f"row 4 with {os.path.basename(compare)}", s104),
-                sluice_row(105, f"row 5 with {os.path.basename(compare)}", s105, [redis])]
+        binary = os.path.basename(compare)
+        return [sluice_row(104, f"row 4 with {binary}", s104),
+                sluice_row(105, f"row 5 with {binary}", s105, [redis]),
+                sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed)]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14):
         stack.wait_redis(gateway)

@@ -359,6 +359,10 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
            "redis.call('SET', KEYS[1], 'x', 'PX', 100000000) return {1, 1, '2', '3', '4'}");
   measure("1 limit, allowed", {bucket("a", "perf", 1e12, 1e6)}, 1);
   measure("1 limit, denied", {bucket("b", "perf", 1, 1e-9)}, 1);
+  LimitDescriptor w = bucket("w", "perf", 1e12, 0);
+  w.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
+  w.window_seconds = 60;
+  measure("1 sliding window, allowed", {w}, 1);
   measure("2 limits, allowed", {bucket("a", "perf", 1e12, 1e6), bucket("c", "perf", 1e12, 1e6)}, 1);
   measure("3 limits, allowed",
           {bucket("a", "perf", 1e12, 1e6), bucket("c", "perf", 1e12, 1e6),

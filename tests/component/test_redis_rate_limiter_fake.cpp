@@ -399,4 +399,30 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     h.client().complete(2, {}, one_bucket_reply(true, 7));
     CHECK(h.wait(a).decision.limits[0].remaining == 7);
   }
+  SECTION("an enforced sliding window joins the batch; a shadow bucket is its own call") {
+    LimitDescriptor w{"per_key", key_hash("w"), 5, 0};
+    w.algorithm = LimitAlgorithm::kSlidingWindow;
+    w.window_seconds = 60;
+    LimitDescriptor shadow = def;
+    shadow.shadow = true;
+    std::optional<RateDecision> windowed;
+    std::optional<std::error_code> shadowed;
+    h.limiter->decide({w}, 1, [&](std::error_code, RateDecision d) { windowed = std::move(d); });
+    h.limiter->decide({shadow}, 1, [&](std::error_code ec, RateDecision) { shadowed = ec; });
+    const auto a = h.queue("abc");
+    REQUIRE(h.client().calls.size() == 2);  // the shadow bucket went at once
+    CHECK(h.client().calls[1].args == TokenBucketCodec{}.encode_args({&shadow, 1}, 1));
+    h.loop.io.poll();
+    REQUIRE(h.client().calls.size() == 3);
+    const std::vector<BatchRequest> batched = {{&w, 1}, {&abc, 1}};
+    CHECK(h.client().calls[2].args == TokenBucketCodec{}.encode_batch_args(batched));
+    redis::Reply both;
+    both.type = redis::Reply::Type::kArray;
+    both.elements = {one_bucket_reply(true, 4), one_bucket_reply(true, 7)};
+    h.client().complete(2, {}, both);
+    CHECK(h.wait(a).decision.limits[0].remaining == 7);
+    REQUIRE(h.loop.run_until([&] { return windowed.has_value(); }));
+    CHECK(windowed->allowed);
+    CHECK(windowed->limits[0].remaining == 4);
+  }
 }

@@ -145,3 +145,143 @@ TEST_CASE("script: the refund script takes a window's count back while it is cur
   CHECK(stored_window(redis, key_of(w)).tokens == 0);  // never below 0
   CHECK(redis.pttl(key_of(w)) > 1'000'000);
 }
+
+namespace {
+
+// Every field of `script` equals `twin` exactly.
+bool same_decision(const RateDecision& script, const RateDecision& twin) {
+  if (script.allowed != twin.allowed || script.limits.size() != twin.limits.size() ||
+      script.delay_seconds != twin.delay_seconds) {
+    return false;
+  }
+  for (std::size_t i = 0; i < twin.limits.size(); ++i) {
+    const auto& s = script.limits[i];
+    const auto& t = twin.limits[i];
+    if (s.sufficient != t.sufficient || s.remaining != t.remaining ||
+        s.seconds_to_cost != t.seconds_to_cost || s.seconds_to_full != t.seconds_to_full ||
+        s.leased != t.leased || s.wait_seconds != t.wait_seconds) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("script: one enforced sliding window alone (the packed reply) decides exactly like the "
+          "C++ twin at a moment of the call",
+          "[ratelimit][script][redis][sliding_window]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+
+  // Tight windows for denials and reservations, a roomy one (w4) so that
+  // admissions come up however fast the machine makes its calls.
+  const std::vector<LimitDescriptor> pool = {window("w1", 4, 0.05), window("w2", 2.5, 0.02),
+                                             window("w3", 10, 0.2), window("w4", 200, 0.01)};
+  const double costs[] = {1, 0.5, 2};
+  const double max_waits[] = {0, 0, 0.01, 1};
+  std::map<std::string, BucketState> twin;
+  Lcg rng;
+  int allowed = 0;
+  int denied = 0;
+  int reserved = 0;
+  int checked = 0;
+  for (int step = 0; step < 600; ++step) {
+    CAPTURE(step);
+    LimitDescriptor limit = pool[rng.next(4)];
+    limit.max_wait_seconds = max_waits[rng.next(4)];
+    const double cost = costs[rng.next(3)];
+    const std::vector<LimitDescriptor> limits = {limit};
+    const BucketState before = twin[key_of(limit)];
+
+    const std::int64_t t0 = redis.time_us();
+    const RateDecision script = redis.decide(limits, cost);
+    const std::int64_t t1 = redis.time_us();
+    const BucketState stored = stored_window(redis, key_of(limit));
+    // The script read TIME once between t0 and t1: the twin, decided at one
+    // of those microseconds, answers exactly what it answered and stores
+    // exactly what it stored. A call that took longer than a window is not
+    // checked (a busy machine), nor counted.
+    if (t1 - t0 > 20'000) continue;
+    bool found = false;
+    BucketState after;
+    for (std::int64_t now = t0; now <= t1 && !found; ++now) {
+      std::vector<BucketState> states = {before};
+      if (!same_decision(script, sluice::decide_limits(states, limits, cost, now))) continue;
+      if (script.allowed && (stored.tokens != states[0].tokens ||
+                             stored.previous != states[0].previous ||
+                             stored.timestamp_us != states[0].timestamp_us)) {
+        continue;
+      }
+      found = true;
+      after = states[0];
+    }
+    INFO("TIME " << t0 << ".." << t1 << ", allowed " << script.allowed << ", remaining "
+                 << script.limits[0].remaining);
+    REQUIRE(found);
+    ++checked;
+    if (script.allowed) {
+      ++allowed;
+      if (script.delay_seconds > 0) ++reserved;
+      twin[key_of(limit)] = after;
+      CHECK(redis.pttl(key_of(limit)) > 0);
+      CHECK(redis.pttl(key_of(limit)) <= sluice::window_ttl_ms(limit.window_seconds));
+    } else {
+      ++denied;
+    }
+  }
+  INFO("checked " << checked << ", allowed " << allowed << ", denied " << denied << ", reserved "
+                  << reserved);
+  CHECK(checked >= 300);
+  CHECK(allowed >= 40);
+  CHECK(denied >= 40);
+  CHECK(reserved >= 5);
+}
+
+TEST_CASE("script: a batch of sliding windows and token buckets decides each request as it "
+          "would alone, in order",
+          "[ratelimit][script][redis][sliding_window]") {
+  if (!have_redis()) {
+    WARN("no /usr/bin/redis-server: skipped");
+    return;
+  }
+  sluice::test::RedisServerFixture server;
+  Redis redis(server.port());
+  load_script(redis);
+  // Windows of 1000 s: the whole test runs in the first one, where the
+  // estimate is the count itself.
+  const LimitDescriptor w = window("w", 3, 1000);
+  const LimitDescriptor t = bucket("t", "t", 2, 1e-3);
+  LimitDescriptor r = window("r", 1, 1000);
+  r.max_wait_seconds = 5000;  // a reservation must go within this window: none here
+  const std::vector<sluice::BatchRequest> batch = {{&w, 2}, {&t, 1}, {&w, 2}, {&w, 1},
+                                                   {&r, 1}, {&r, 1}};
+  const std::vector<RateDecision> decisions = redis.decide_batch(batch);
+  REQUIRE(decisions.size() == 6);
+  CHECK(decisions[0].allowed);
+  CHECK(decisions[0].limits[0].sufficient);
+  CHECK(decisions[0].limits[0].remaining == 1);
+  CHECK(decisions[1].allowed);
+  CHECK_FALSE(decisions[2].allowed);  // the first took 2 of 3
+  CHECK(decisions[2].limits[0].remaining == 1);
+  CHECK(decisions[3].allowed);
+  CHECK(decisions[3].limits[0].remaining == 0);
+  CHECK(decisions[4].allowed);
+  CHECK_FALSE(decisions[5].allowed);
+  CHECK(decisions[5].delay_seconds == 0);
+  CHECK(stored_window(redis, key_of(w)).tokens == 3);
+  CHECK(stored_window(redis, key_of(r)).tokens == 1);
+  // The same requests one call each, on fresh keys, decide the same.
+  const LimitDescriptor fresh = window("again", 3, 1000);
+  const bool alone[] = {redis.decide({fresh}, 2).allowed, redis.decide({fresh}, 2).allowed,
+                        redis.decide({fresh}, 1).allowed};
+  CHECK(alone[0] == decisions[0].allowed);
+  CHECK(alone[1] == decisions[2].allowed);
+  CHECK(alone[2] == decisions[3].allowed);
+  CHECK(stored_window(redis, key_of(fresh)).tokens == stored_window(redis, key_of(w)).tokens);
+}

@@ -16,9 +16,10 @@
 // sufficient are integers 0/1, numbers a 40-byte string holding the doubles
 // remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
 // ends: cost > capacity, or a refill rate of 0), leased and wait (seconds the
-// request waits for a reserved key; 0 otherwise). One enforced token bucket
-// (the hot path) replies with one 48-byte string instead, which Redis returns
-// for less than a table: the double allowed + 2 * sufficient, then its numbers.
+// request waits for a reserved key; 0 otherwise). One enforced key, a token
+// bucket or a sliding window (the hot path), replies with one 48-byte string
+// instead, which Redis returns for less than a table: the double
+// allowed + 2 * sufficient, then its numbers.
 // Time is Redis' TIME. A token bucket is stored as one 16-byte string, two
 // little-endian IEEE doubles (tokens, timestamp in microseconds); a sliding
 // window as a 24-byte string, three doubles (window index, its count, the
@@ -57,7 +58,7 @@ struct ScriptReplyValue {
   std::string_view text;
 };
 
-// One request of a batch call: its one enforced token bucket and its cost.
+// One request of a batch call: its one enforced key and its cost.
 struct BatchRequest {
   const LimitDescriptor* bucket = nullptr;
   double cost = 1;
@@ -73,8 +74,8 @@ class TokenBucketCodec {
   // exactly the doubles the gateway holds.
   std::vector<std::string> encode_args(std::span<const LimitDescriptor> limits, double cost) const;
 
-  // The ARGV of a batch call, several requests of one enforced token bucket
-  // each (KEYS: one per request, in the same order): an empty first
+  // The ARGV of a batch call, several requests of one enforced key (token
+  // bucket or sliding window) each (KEYS: one per request, in the same order): an empty first
   // argument, then per request its numbers and its ttl. The script decides
   // them in order, each as it would alone.
   std::vector<std::string> encode_batch_args(std::span<const BatchRequest> requests) const;

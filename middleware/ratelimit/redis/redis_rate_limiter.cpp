@@ -192,11 +192,10 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     RateDecisionHandler handler;
   };
 
-  // One enforced token bucket on one Redis: decided in a batch with the other
-  // such requests of this turn of the loop (one script call for all of them).
-  static bool batchable(const LimitDescriptor& bucket) {
-    return bucket.algorithm == LimitAlgorithm::kTokenBucket && !bucket.shadow;
-  }
+  // One enforced bucket (token bucket or sliding window) on one Redis:
+  // decided in a batch with the other such requests of this turn of the loop
+  // (one script call for all of them).
+  static bool batchable(const LimitDescriptor& bucket) { return !bucket.shadow; }
 
   void enqueue(const LimitDescriptor& bucket, std::string key, double cost,
                RateDecisionHandler handler) {
