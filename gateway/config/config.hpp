@@ -39,6 +39,11 @@ struct TlsConfig {
   // DNS names (and wildcards) in each certificate.
   std::vector<TlsCertificate> certificates;
   int min_version = 12;  // 12 = TLS 1.2, 13 = TLS 1.3
+  // How long a session may be resumed (a ticket's lifetime, a cache entry's).
+  Millis session_timeout{7'200'000};
+  // How long one key seals new session tickets before the next takes over;
+  // the replaced key still opens tickets for session_timeout.
+  Millis ticket_key_rotation{3'600'000};
   // Built at load from the files above: a configuration whose files do not
   // load or match is refused as a whole (and a reload keeps the old one).
   std::shared_ptr<const ServerTls> contexts;

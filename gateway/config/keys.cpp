@@ -19,8 +19,10 @@ constexpr std::string_view kServer[] = {"listen",
                                         "headers_with_underscores",
                                         "trusted_proxies",
                                         "tls"};
-constexpr std::string_view kTls[] = {"listen", "cert_file", "key_file", "min_version",
-                                     "certificates"};
+constexpr std::string_view kTls[] = {"listen",          "cert_file",
+                                     "key_file",        "min_version",
+                                     "certificates",    "session_timeout_ms",
+                                     "ticket_key_rotation_ms"};
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};

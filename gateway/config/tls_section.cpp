@@ -1,5 +1,5 @@
-// server.tls: where TLS is served, the certificate files and the minimum
-// version. The files are loaded and each key checked against its certificate
+// server.tls: where TLS is served, the certificate files, the minimum
+// version and the sessions' periods. The files are loaded and each key checked against its certificate
 // here, so that --check, a start and a reload refuse the same bad pairs.
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
@@ -41,6 +41,18 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
     } else {
       if (text) r.error(*v, "expected \"1.2\" or \"1.3\", got " + quoted(*text));
       valid = false;
+    }
+  }
+  const std::pair<std::string_view, Millis*> durations[] = {
+      {"session_timeout_ms", &tls.session_timeout},
+      {"ticket_key_rotation_ms", &tls.ticket_key_rotation}};
+  for (const auto& [key, target] : durations) {
+    if (auto* v = m->get(key)) {
+      if (auto d = read_duration(r, *v)) {
+        *target = *d;
+      } else {
+        valid = false;
+      }
     }
   }
   auto first = read_pair(r, *m);

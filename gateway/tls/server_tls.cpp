@@ -9,6 +9,7 @@
 
 #include "gateway/common/ascii.hpp"
 #include "gateway/config/config.hpp"
+#include "gateway/tls/ticket_keys.hpp"
 
 namespace sluice {
 namespace {
@@ -93,6 +94,15 @@ std::string openssl_reason() {
 struct ServerTls::Impl {
   std::vector<std::unique_ptr<ssl::context>> contexts;  // [0] the default
   std::vector<std::vector<std::string>> names;
+  TicketKeys::Clock::duration ticket_key_rotation{};
+  TicketKeys::Clock::duration session_timeout{};
+  std::shared_ptr<TicketKeys> ticket_keys;  // shared with the contexts before a reload
+
+  // Every context seals and opens its tickets with `keys`.
+  void use_ticket_keys(std::shared_ptr<TicketKeys> keys) {
+    ticket_keys = std::move(keys);
+    for (const auto& context : contexts) ticket_keys->attach(context->native_handle());
+  }
 
   // Switches the connection to the certificate its SNI names.
   static int on_server_name(SSL* connection, int*, void* arg) {
@@ -105,10 +115,13 @@ struct ServerTls::Impl {
   }
 
   // One context for `pair`; an empty string, or what is wrong.
-  std::string add(const TlsCertificate& pair, int min_version) {
+  std::string add(const TlsCertificate& pair, const TlsConfig& config) {
     auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
     SSL_CTX* native = context->native_handle();
-    SSL_CTX_set_min_proto_version(native, min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    SSL_CTX_set_min_proto_version(native,
+                                  config.min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+    // Whole seconds, rounded up: a session (a ticket's lifetime hint, a cache entry).
+    SSL_CTX_set_timeout(native, static_cast<long>((config.session_timeout.count() + 999) / 1000));
     SSL_CTX_set_options(
         native, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
@@ -137,13 +150,17 @@ ServerTls::~ServerTls() = default;
 std::shared_ptr<ServerTls> ServerTls::build(const TlsConfig& config, std::string& error) {
   auto tls = std::make_shared<ServerTls>();
   for (const auto& pair : config.certificates) {
-    error = tls->impl_->add(pair, config.min_version);
+    error = tls->impl_->add(pair, config);
     if (!error.empty()) return nullptr;
   }
   if (tls->impl_->contexts.empty()) {
     error = "no certificate";
     return nullptr;
   }
+  tls->impl_->ticket_key_rotation = config.ticket_key_rotation;
+  tls->impl_->session_timeout = config.session_timeout;
+  tls->impl_->use_ticket_keys(
+      std::make_shared<TicketKeys>(config.ticket_key_rotation, config.session_timeout));
   SSL_CTX* first = tls->impl_->contexts.front()->native_handle();
   SSL_CTX_set_tlsext_servername_callback(first, &Impl::on_server_name);
   SSL_CTX_set_tlsext_servername_arg(first, tls->impl_.get());
@@ -158,17 +175,16 @@ const std::vector<std::vector<std::string>>& ServerTls::names() const {
   return impl_->names;
 }
 
-// Tickets are sealed with the keys of the context a connection starts with
-// (the SNI callback switches certificates, not the session context), so the
-// default context's keys are the ones to carry over: name, HMAC and AES keys.
+// The running keys go on sealing and opening tickets, with this
+// configuration's periods; the keys these contexts were built with are
+// dropped unused.
 void ServerTls::keep_ticket_keys(const ServerTls& previous) const {
-  unsigned char keys[80];
-  SSL_CTX* from = previous.impl_->contexts.front()->native_handle();
-  SSL_CTX* to = impl_->contexts.front()->native_handle();
-  if (SSL_CTX_get_tlsext_ticket_keys(from, keys, sizeof keys) == 1) {
-    SSL_CTX_set_tlsext_ticket_keys(to, keys, sizeof keys);
-  }
-  OPENSSL_cleanse(keys, sizeof keys);
+  previous.impl_->ticket_keys->set_periods(impl_->ticket_key_rotation, impl_->session_timeout);
+  impl_->use_ticket_keys(previous.impl_->ticket_keys);
+}
+
+TicketKeys& ServerTls::ticket_keys() const {
+  return *impl_->ticket_keys;
 }
 
 std::size_t pick_certificate(const std::vector<std::vector<std::string>>& names,

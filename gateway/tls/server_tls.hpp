@@ -1,7 +1,7 @@
 // The TLS side of the data listener: the server contexts built from
 // server.tls (a default certificate and more chosen by SNI), with ALPN
-// http/1.1, session resumption (tickets and a session cache) and a minimum
-// protocol version. Built on the main thread at load or reload; shared
+// http/1.1, session resumption (tickets sealed with rotating keys, and a
+// session cache) and a minimum protocol version. Built on the main thread at load or reload; shared
 // read-only by every worker's connections afterwards (OpenSSL contexts are
 // safe to use from many threads), and kept alive by them.
 #pragma once
@@ -19,6 +19,7 @@ class context;
 namespace sluice {
 
 struct TlsConfig;
+class TicketKeys;
 
 class ServerTls {
  public:
@@ -37,9 +38,11 @@ class ServerTls {
   // The DNS names each certificate serves, lowercase, in configuration order.
   const std::vector<std::vector<std::string>>& names() const;
   // Takes over `previous`'s session-ticket keys (a reload), so that clients
-  // holding a ticket from before the reload still resume. Call before any
-  // connection uses these contexts.
+  // holding a ticket from before the reload still resume and the keys rotate
+  // on their schedule. Call before any connection uses these contexts.
   void keep_ticket_keys(const ServerTls& previous) const;
+  // The keys that seal and open session tickets (rotated; see ticket_keys.hpp).
+  TicketKeys& ticket_keys() const;
 
  private:
   struct Impl;

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import ssl
+import subprocess
 import time
 import unittest
 
@@ -300,6 +301,63 @@ class TlsReloadTest(TlsCase):
             with self.connect(gw, context=context, session=session) as second:
                 self.assertTrue(second.sock.session_reused, str(version))
                 self.assertEqual(second.get("/x")[0], 200)
+
+    def s_client(self, gateway, version: str, session_out: str,
+                 session_in: str | None = None) -> str:
+        """One request over a new connection made by `openssl s_client` (TLS `version`:
+        "1.2" or "1.3"), offering the session in `session_in` if given; the session it
+        ends with (its ticket included) is written to `session_out`. Returns
+        s_client's output."""
+        args = ["openssl", "s_client", "-connect", f"127.0.0.1:{gateway.port}",
+                "-servername", "default.test", "-CAfile", self.ca, "-verify_return_error",
+                "-ign_eof", f"-tls{version.replace('.', '_')}", "-sess_out", session_out]
+        if session_in:
+            args += ["-sess_in", session_in]
+        done = subprocess.run(args, input=b"GET /x HTTP/1.1\r\nHost: default.test\r\n"
+                              b"Connection: close\r\n\r\n", capture_output=True, timeout=30,
+                              cwd=self.workdir)
+        out = done.stdout.decode(errors="replace")
+        self.assertIn("HTTP/1.1 200", out, done.stderr.decode(errors="replace"))
+        return out
+
+    def ticket_key_name(self, session_file: str, s_client_output: str = "") -> str:
+        """The name of the key that sealed the ticket in `session_file` (or, where
+        s_client wrote none, in the session its output shows: a TLS 1.2 resumption
+        whose ticket was renewed): the ticket's first 16 bytes, in hex."""
+        if os.path.exists(session_file):
+            text = subprocess.run(["openssl", "sess_id", "-in", session_file, "-noout", "-text"],
+                                  capture_output=True, timeout=30, check=True).stdout.decode()
+        else:
+            text = s_client_output
+        self.assertIn("TLS session ticket:", text)
+        dump = text.split("TLS session ticket:", 1)[1]
+        octets = []
+        for line in dump.strip().splitlines():
+            if " - " not in line:
+                break
+            octets += line.split(" - ", 1)[1].replace("-", " ").split()[:16]
+        self.assertGreaterEqual(len(octets), 16, text)
+        return "".join(octets[:16])
+
+    def test_ticket_keys_rotate_and_tickets_of_the_replaced_key_still_resume(self):
+        gw = self.start(tls={"ticket_key_rotation_ms": 300})
+        for version in ("1.2", "1.3"):
+            first = os.path.join(self.workdir, f"first-{version}.pem")
+            later = os.path.join(self.workdir, f"later-{version}.pem")
+            self.s_client(gw, version, first)
+            sealed_by = self.ticket_key_name(first)
+            # A new key seals from the first ticket 300 ms after the key before it.
+            wait_until(lambda: (self.s_client(gw, version, later) and
+                                self.ticket_key_name(later) != sealed_by), 15,
+                       message=f"a ticket sealed with a new key (TLS {version})")
+            newest = self.ticket_key_name(later)
+            # The first ticket still opens; the one it is given instead carries a key
+            # sealing now, not the replaced one.
+            renewed = os.path.join(self.workdir, f"renewed-{version}.pem")
+            out = self.s_client(gw, version, renewed, session_in=first)
+            self.assertIn("Reused,", out, f"TLS {version}")
+            self.assertNotEqual(self.ticket_key_name(renewed, out), sealed_by, f"TLS {version}")
+            self.assertNotEqual(newest, sealed_by)
 
     def test_a_reload_cannot_move_tls_and_the_running_listener_keeps_serving(self):
         gw = self.start()
