@@ -10,6 +10,8 @@
 namespace sluice::config {
 namespace {
 
+constexpr int kMaxTicketKeys = 1000;
+
 std::optional<TlsCertificate> read_pair(YamlReader& r, const Mapping& m) {
   const Field* cert = r.required(m, "cert_file");
   const Field* key = r.required(m, "key_file");
@@ -46,15 +48,27 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
   const std::pair<std::string_view, Millis*> durations[] = {
       {"session_timeout_ms", &tls.session_timeout},
       {"ticket_key_rotation_ms", &tls.ticket_key_rotation}};
+  bool periods_read = true;
   for (const auto& [key, target] : durations) {
     if (auto* v = m->get(key)) {
       if (auto d = read_duration(r, *v)) {
         *target = *d;
       } else {
-        valid = false;
+        periods_read = false;
       }
     }
   }
+  // A replaced key is kept for a session timeout: at most kMaxTicketKeys of them.
+  const Millis shortest = tls.session_timeout / kMaxTicketKeys;
+  if (periods_read && tls.ticket_key_rotation < shortest) {
+    const Field* v = m->get("ticket_key_rotation_ms");
+    r.error(v ? *v : f, "must be at least " + std::to_string(shortest.count()) +
+                            " (session_timeout_ms / " + std::to_string(kMaxTicketKeys) +
+                            ": at most that many ticket keys are held), got " +
+                            std::to_string(tls.ticket_key_rotation.count()));
+    periods_read = false;
+  }
+  valid = valid && periods_read;
   auto first = read_pair(r, *m);
   valid = valid && first.has_value();
   if (first) tls.certificates.push_back(std::move(*first));

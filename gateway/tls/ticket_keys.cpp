@@ -32,7 +32,8 @@ void wipe(TicketKeys::Key& key) {
 
 // OpenSSL's ticket callback: `enc` 1 seals a new ticket (fills `name` and
 // `iv`), 0 opens one named `name`. Returns 1 (go on), 2 (opened with an older
-// key: issue a new ticket), 0 (no ticket: a full handshake) or -1 (an error).
+// key: issue a new ticket), 0 (opening: no such key, a full handshake;
+// sealing: no ticket, see TicketKeys::sealing) or -1 (an error).
 int on_ticket(SSL* connection, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher,
               EVP_MAC_CTX* mac, int enc) {
   auto* keys =
@@ -77,7 +78,7 @@ TicketKeys::TicketKeys(Clock::duration rotation, Clock::duration lifetime)
     : rotation_(rotation), lifetime_(lifetime) {}
 
 TicketKeys::~TicketKeys() {
-  for (Held& held : keys_) wipe(held.key);
+  for (const auto& held : keys_) wipe(held->key);
 }
 
 void TicketKeys::set_periods(Clock::duration rotation, Clock::duration lifetime) {
@@ -89,19 +90,19 @@ void TicketKeys::set_periods(Clock::duration rotation, Clock::duration lifetime)
 std::optional<TicketKeys::Key> TicketKeys::sealing(Clock::time_point now) {
   std::lock_guard lock(mutex_);
   forget_old(now);
-  if (keys_.empty() || now - keys_.back().made >= rotation_) {
-    Held fresh{{}, now};
-    if (RAND_bytes(fresh.key.name.data(), fresh.key.name.size()) != 1 ||
-        RAND_bytes(fresh.key.hmac.data(), fresh.key.hmac.size()) != 1 ||
-        RAND_bytes(fresh.key.aes.data(), fresh.key.aes.size()) != 1) {
-      wipe(fresh.key);
+  if (keys_.empty() || now - keys_.back()->made >= rotation_) {
+    auto fresh = std::make_unique<Held>(Held{{}, now});
+    Key& key = fresh->key;
+    if (RAND_bytes(key.name.data(), key.name.size()) != 1 ||
+        RAND_bytes(key.hmac.data(), key.hmac.size()) != 1 ||
+        RAND_bytes(key.aes.data(), key.aes.size()) != 1) {
+      wipe(key);
       return std::nullopt;
     }
-    if (!keys_.empty()) keys_.back().retired = now;
-    keys_.push_back(fresh);
-    wipe(fresh.key);
+    if (!keys_.empty()) keys_.back()->retired = now;
+    keys_.push_back(std::move(fresh));
   }
-  return keys_.back().key;
+  return keys_.back()->key;
 }
 
 std::optional<TicketKeys::Opening> TicketKeys::opening(
@@ -109,8 +110,8 @@ std::optional<TicketKeys::Opening> TicketKeys::opening(
   std::lock_guard lock(mutex_);
   forget_old(now);
   for (std::size_t i = 0; i < keys_.size(); ++i) {
-    if (std::equal(name.begin(), name.end(), keys_[i].key.name.begin())) {
-      return Opening{keys_[i].key, i + 1 == keys_.size()};
+    if (std::equal(name.begin(), name.end(), keys_[i]->key.name.begin())) {
+      return Opening{keys_[i]->key, i + 1 == keys_.size()};
     }
   }
   return std::nullopt;
@@ -122,13 +123,13 @@ std::size_t TicketKeys::size() {
 }
 
 void TicketKeys::forget_old(Clock::time_point now) {
-  const auto gone = [&](const Held& held) {
-    return held.retired != Clock::time_point::max() && now - held.retired >= lifetime_;
-  };
-  for (Held& held : keys_) {
-    if (gone(held)) wipe(held.key);
-  }
-  std::erase_if(keys_, gone);
+  std::erase_if(keys_, [&](const std::unique_ptr<Held>& held) {
+    if (held->retired == Clock::time_point::max() || now - held->retired < lifetime_ + kGrace) {
+      return false;
+    }
+    wipe(held->key);
+    return true;
+  });
 }
 
 void TicketKeys::attach(SSL_CTX* context) {

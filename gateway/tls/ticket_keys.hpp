@@ -2,17 +2,21 @@
 // runs. The newest key seals every new ticket for `rotation`; then a new key
 // takes over, and the replaced one only opens tickets (renewing them with the
 // newest) until the tickets it sealed have outlived `lifetime`, the session
-// timeout; then it is wiped. A reload keeps the same keys (the new contexts
-// adopt them), so clients resume across a SIGHUP; a restart starts afresh.
+// timeout (plus kGrace: OpenSSL counts a session's age in whole seconds); then
+// it is wiped. A reload keeps the same keys (the new contexts adopt them), so
+// clients resume across a SIGHUP; a restart starts afresh.
 //
 // Keys are made lazily, on the first ticket sealed after the rotation period,
-// from OpenSSL's random generator; the contexts of every worker share one set
-// (a mutex guards it: it is taken once per handshake, not per request).
+// from OpenSSL's random generator, and dropped lazily too, by the next
+// handshake that seals or opens a ticket. The contexts of every worker share
+// one set (a mutex guards it: it is taken once per handshake, not per
+// request). The configuration bounds lifetime / rotation, so the set stays small.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -37,17 +41,23 @@ class TicketKeys {
     bool newest = false;  // false: the ticket opens, and is replaced by one of the newest key
   };
 
+  // How long past `lifetime` a replaced key still opens tickets.
+  static constexpr std::chrono::seconds kGrace{2};
+
   TicketKeys(Clock::duration rotation, Clock::duration lifetime);
   ~TicketKeys();
   TicketKeys(const TicketKeys&) = delete;
   TicketKeys& operator=(const TicketKeys&) = delete;
 
-  // A reload's periods, for the keys made and retired from now on.
+  // A reload's periods. They apply at once: the newest key is replaced once it
+  // has sealed for the new rotation, and replaced keys are kept for the new
+  // lifetime from their retirement (a shorter one drops them sooner).
   void set_periods(Clock::duration rotation, Clock::duration lifetime);
 
   // The key to seal a new ticket with at `now`: the newest, or a new one when
   // the newest has sealed for `rotation`. nullopt when no random key could be
-  // made (the client then gets no ticket).
+  // made (no ticket: a TLS 1.2 client resumes from the session cache at best;
+  // with OpenSSL 3.0 a TLS 1.3 handshake then fails).
   std::optional<Key> sealing(Clock::time_point now);
 
   // The key named `name` if tickets it sealed may still be opened at `now`.
@@ -73,7 +83,9 @@ class TicketKeys {
   std::mutex mutex_;
   Clock::duration rotation_;
   Clock::duration lifetime_;
-  std::vector<Held> keys_;  // oldest first; the back one seals
+  // Oldest first; the back one seals. Each key stays where it was made (the
+  // vector moves pointers, never key bytes), so wiping it leaves no copy.
+  std::vector<std::unique_ptr<Held>> keys_;
 };
 
 }  // namespace sluice

@@ -424,5 +424,8 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     REQUIRE(h.loop.run_until([&] { return windowed.has_value(); }));
     CHECK(windowed->allowed);
     CHECK(windowed->limits[0].remaining == 4);
+    h.client().complete(1, {}, one_bucket_reply(true, 9));
+    REQUIRE(h.loop.run_until([&] { return shadowed.has_value(); }));
+    CHECK_FALSE(*shadowed);
   }
 }

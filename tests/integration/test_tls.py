@@ -302,6 +302,32 @@ class TlsReloadTest(TlsCase):
                 self.assertTrue(second.sock.session_reused, str(version))
                 self.assertEqual(second.get("/x")[0], 200)
 
+    def test_a_reload_cannot_move_tls_and_the_running_listener_keeps_serving(self):
+        gw = self.start()
+
+        def config(tls: bool) -> dict:
+            config = self.config()
+            config["server"]["listen"] = f"127.0.0.1:{gw.port}"
+            config["admin"]["listen"] = f"127.0.0.1:{gw.admin_port}"
+            if not tls:
+                del config["server"]["tls"]
+            return config
+        gw.reload(config(tls=False))
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 1, 10,
+                   message="the reload")
+        self.assertIn("server.tls added, removed or moved; takes effect on restart",
+                      gw.output_tail())
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.get("/still-tls")[0], 200)
+        # A later reload back to the same place renews certificates again.
+        gw.reload(config(tls=True))
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 2, 10,
+                   message="the second reload")
+        with self.connect(gw) as conn:
+            self.assertEqual(conn.get("/again")[0], 200)
+
+
+class TlsSessionTicketTest(TlsCase):
     def s_client(self, gateway, version: str, session_out: str,
                  session_in: str | None = None) -> str:
         """One request over a new connection made by `openssl s_client` (TLS `version`:
@@ -340,7 +366,7 @@ class TlsReloadTest(TlsCase):
         return "".join(octets[:16])
 
     def test_ticket_keys_rotate_and_tickets_of_the_replaced_key_still_resume(self):
-        gw = self.start(tls={"ticket_key_rotation_ms": 300})
+        gw = self.start(tls={"ticket_key_rotation_ms": 300, "session_timeout_ms": 60000})
         for version in ("1.2", "1.3"):
             first = os.path.join(self.workdir, f"first-{version}.pem")
             later = os.path.join(self.workdir, f"later-{version}.pem")
@@ -358,30 +384,6 @@ class TlsReloadTest(TlsCase):
             self.assertIn("Reused,", out, f"TLS {version}")
             self.assertNotEqual(self.ticket_key_name(renewed, out), sealed_by, f"TLS {version}")
             self.assertNotEqual(newest, sealed_by)
-
-    def test_a_reload_cannot_move_tls_and_the_running_listener_keeps_serving(self):
-        gw = self.start()
-
-        def config(tls: bool) -> dict:
-            config = self.config()
-            config["server"]["listen"] = f"127.0.0.1:{gw.port}"
-            config["admin"]["listen"] = f"127.0.0.1:{gw.admin_port}"
-            if not tls:
-                del config["server"]["tls"]
-            return config
-        gw.reload(config(tls=False))
-        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 1, 10,
-                   message="the reload")
-        self.assertIn("server.tls added, removed or moved; takes effect on restart",
-                      gw.output_tail())
-        with self.connect(gw) as conn:
-            self.assertEqual(conn.get("/still-tls")[0], 200)
-        # A later reload back to the same place renews certificates again.
-        gw.reload(config(tls=True))
-        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 2, 10,
-                   message="the second reload")
-        with self.connect(gw) as conn:
-            self.assertEqual(conn.get("/again")[0], 200)
 
 
 class TlsTrafficTest(TlsCase):

@@ -121,8 +121,10 @@ if nums == '' then
     local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', ARGV[2 * i])
     if kind == 0 then
       out[i] = one_bucket(KEYS[i], cost, capacity, rate, want, max_wait, ARGV[2 * i + 1])
-    else
+    elseif kind == 2 then
       out[i] = one_window(KEYS[i], cost, capacity, rate, max_wait, ARGV[2 * i + 1])
+    else
+      error('sluice: a batch holds enforced keys only')
     end
   end
   return out

@@ -20,7 +20,7 @@ static_assert(sizeof(double) == 8);
 // The per-key numbers of a reply: remaining, seconds_to_cost, seconds_to_full,
 // leased, wait.
 constexpr std::size_t kReplyNumbersSize = 5 * sizeof(double);
-// The one-key token bucket's reply: allowed + 2 * sufficient, then those numbers.
+// One enforced key's reply: allowed + 2 * sufficient, then those numbers.
 constexpr std::size_t kOneKeyReplySize = kReplyNumbersSize + sizeof(double);
 
 void append_double(std::string& out, double value) {

@@ -195,7 +195,10 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // One enforced bucket (token bucket or sliding window) on one Redis:
   // decided in a batch with the other such requests of this turn of the loop
   // (one script call for all of them).
-  static bool batchable(const LimitDescriptor& bucket) { return !bucket.shadow; }
+  static bool batchable(const LimitDescriptor& bucket) {
+    return !bucket.shadow && (bucket.algorithm == LimitAlgorithm::kTokenBucket ||
+                              bucket.algorithm == LimitAlgorithm::kSlidingWindow);
+  }
 
   void enqueue(const LimitDescriptor& bucket, std::string key, double cost,
                RateDecisionHandler handler) {

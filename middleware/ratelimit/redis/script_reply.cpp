@@ -20,7 +20,7 @@ std::vector<ScriptReplyValue> element_values(const redis::Reply& reply) {
 std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
                                                 const redis::Reply& reply,
                                                 std::size_t limit_count) {
-  if (reply.type == redis::Reply::Type::kString) {  // one token bucket's packed reply
+  if (reply.type == redis::Reply::Type::kString) {  // one enforced key's packed reply
     const ScriptReplyValue value{true, 0, reply.str};
     return codec.decode(std::span<const ScriptReplyValue>(&value, 1), limit_count);
   }

@@ -49,10 +49,12 @@ TEST_CASE("ticket keys: one seals for its rotation, then the next; old ones open
   REQUIRE(opened);
   CHECK(opened->newest);
 
-  // A ticket the first key sealed last, just before it retired, lives 2 h:
-  // the first key opens it until then, and nothing after.
-  CHECK(keys.opening(name_of(*first), t0 + 3h - 1s));
-  CHECK_FALSE(keys.opening(name_of(*first), t0 + 3h));
+  // A ticket the first key sealed last, just before it retired, lives 2 h
+  // (and OpenSSL's whole seconds): the first key opens it until then, and
+  // nothing after.
+  const auto grace = TicketKeys::kGrace;
+  CHECK(keys.opening(name_of(*first), t0 + 3h + grace - 1ms));
+  CHECK_FALSE(keys.opening(name_of(*first), t0 + 3h + grace));
   CHECK(keys.size() == 1);
   // The second key still seals after its rotation only if nothing asked for
   // a ticket since: it retires when the next ticket is sealed.
@@ -77,5 +79,5 @@ TEST_CASE("ticket keys: a reload's periods apply from then on", "[tls]") {
   REQUIRE(second);
   CHECK(second->name != first->name);
   CHECK(keys.opening(name_of(*first), t0 + 39min));
-  CHECK_FALSE(keys.opening(name_of(*first), t0 + 40min));
+  CHECK_FALSE(keys.opening(name_of(*first), t0 + 40min + TicketKeys::kGrace));
 }
