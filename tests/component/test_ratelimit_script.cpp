@@ -23,7 +23,6 @@
 #include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
-#include "support/redis_server_fixture.hpp"
 #include "support/script_redis.hpp"
 #include "upstream/redis/codec.hpp"
 
@@ -31,13 +30,9 @@ using namespace sluice::test::script;  // NOLINT: the shared helpers of the scri
 
 TEST_CASE("script: the Lua script decides exactly like the C++ twin",
           "[ratelimit][script][redis]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
 
   // Slow and fast refill, fractional capacity; the order of limits varies.
   const std::vector<LimitDescriptor> pool = {bucket("a", "a", 5, 0.001), bucket("b", "b", 3, 20),
@@ -139,10 +134,7 @@ TEST_CASE("script: the Lua script decides exactly like the C++ twin",
 }
 
 TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][redis]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
+  if (skip_without_redis()) return;
   // One limit takes the script's single-bucket path; a second, roomy bucket
   // after it takes the general path. Both must behave alike.
   const bool with_extra = GENERATE(false, true);
@@ -152,9 +144,8 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     if (with_extra) limits.push_back(extra);
     return limits;
   };
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  ScriptServer script;
+  Redis& redis = script.redis;
 
   SECTION("refill from a stored past state") {
     const std::vector<LimitDescriptor> limits = with({bucket("p", "p", 4, 0.5)});
@@ -267,13 +258,9 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
 
 TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone buckets gone",
           "[ratelimit][script][redis]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
   // A refill so slow that no token comes back during the test.
   const LimitDescriptor a = bucket("a", "x", 10, 1e-9);
   const LimitDescriptor b = bucket("b", "x", 5, 1e-9);
@@ -323,9 +310,8 @@ TEST_CASE("script: the refund script gives a debit back, capped, and leaves gone
 // redis.calls of an allowed one-limit decision (TIME, GET, SET ... PX).
 TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
   if (!have_redis()) return;
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  ScriptServer script;
+  Redis& redis = script.redis;
   auto best_usec_per_call = [&](const std::vector<std::string>& args) {
     double best = 1e9;
     for (int round = 0; round < 10; ++round) {
@@ -372,13 +358,9 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
 
 TEST_CASE("script: a batch decides each request as it would alone, in order",
           "[ratelimit][script][redis]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
   // Two requests on one bucket of 3 (the second sees the first's debit), one
   // on a bucket of 1 taking 2 (denied, nothing written), one with a lease.
   const LimitDescriptor a = bucket("a", "a", 3, 1e-3);

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "support/redis_server_fixture.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
@@ -36,13 +35,9 @@ BucketState stored_state(Redis& redis, const LimitDescriptor& d) {
 
 TEST_CASE("script: sliding windows decide exactly like the C++ twin, mixed with token buckets",
           "[ratelimit][script][redis][sliding_window]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
 
   // Short windows, so that a few hundred calls cross many of them.
   const std::vector<LimitDescriptor> pool = {window("w1", 4, 0.05), window("w2", 2.5, 0.02),
@@ -126,13 +121,9 @@ TEST_CASE("script: sliding windows decide exactly like the C++ twin, mixed with 
 
 TEST_CASE("script: the refund script takes a window's count back while it is current",
           "[ratelimit][script][redis][sliding_window]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
   const LimitDescriptor w = window("w", 10, 1000);  // one window for the whole test
   auto refund = [&](double tokens) { return redis.refund({w}, tokens); };
   CHECK(refund(1) == 0);  // no window yet: nothing to take back
@@ -171,13 +162,9 @@ bool same_decision(const RateDecision& script, const RateDecision& twin) {
 TEST_CASE("script: one enforced sliding window alone (the packed reply) decides exactly like the "
           "C++ twin at a moment of the call",
           "[ratelimit][script][redis][sliding_window]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
 
   // Tight windows for denials and reservations, a roomy one (w4) so that
   // admissions come up however fast the machine makes its calls.
@@ -252,13 +239,9 @@ TEST_CASE("script: one enforced sliding window alone (the packed reply) decides 
 TEST_CASE("script: a batch of sliding windows and token buckets decides each request as it "
           "would alone, in order",
           "[ratelimit][script][redis][sliding_window]") {
-  if (!have_redis()) {
-    WARN("no /usr/bin/redis-server: skipped");
-    return;
-  }
-  sluice::test::RedisServerFixture server;
-  Redis redis(server.port());
-  load_script(redis);
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
   // Fresh keys in windows of 1000 s: no previous count, so the estimate is
   // the count itself.
   const LimitDescriptor w = window("w", 3, 1000);

@@ -21,6 +21,7 @@
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "upstream/redis/codec.hpp"
+#include "support/redis_server_fixture.hpp"
 
 namespace sluice::test::script {
 
@@ -207,6 +208,21 @@ inline void load_script(Redis& redis) {
   REQUIRE(r->type == REDIS_REPLY_STRING);
   REQUIRE(std::string(r->str, r->len) == script_sha1());
 }
+
+// Whether a test case must skip (no redis-server here), said as a warning.
+inline bool skip_without_redis() {
+  if (have_redis()) return false;
+  WARN("no /usr/bin/redis-server: skipped");
+  return true;
+}
+
+// A redis-server of one test case's own, a connection to it, and the script
+// loaded.
+struct ScriptServer {
+  sluice::test::RedisServerFixture server;
+  Redis redis{server.port()};
+  ScriptServer() { load_script(redis); }
+};
 
 // A small deterministic generator (the same sequence on every run).
 struct Lcg {

@@ -74,6 +74,15 @@ std::string ttl_ms(const LimitDescriptor& limit) {
                             : bucket_ttl_ms(limit.capacity, limit.refill_per_second));
 }
 
+// A key's five numbers in the script's order.
+void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
+  append_double(out, kind_of(limit));
+  append_double(out, limit.capacity);
+  append_double(out, rate_or_window(limit));
+  append_double(out, limit.lease_want);
+  append_double(out, limit.max_wait_seconds);
+}
+
 }  // namespace
 
 std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDescriptor> limits,
@@ -84,11 +93,7 @@ std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDesc
   numbers.reserve(sizeof(double) * (1 + 5 * limits.size()));
   append_double(numbers, cost);
   for (const LimitDescriptor& limit : limits) {
-    append_double(numbers, kind_of(limit));
-    append_double(numbers, limit.capacity);
-    append_double(numbers, rate_or_window(limit));
-    append_double(numbers, limit.lease_want);
-    append_double(numbers, limit.max_wait_seconds);
+    append_key_numbers(numbers, limit);
     args.push_back(ttl_ms(limit));
   }
   return args;
@@ -100,7 +105,10 @@ std::vector<std::string> TokenBucketCodec::encode_batch_args(
   args.reserve(1 + 2 * requests.size());
   args.emplace_back();  // empty: a batch
   for (const BatchRequest& request : requests) {
-    args.push_back(encode_args({request.bucket, 1}, request.cost)[0]);
+    std::string& numbers = args.emplace_back();
+    numbers.reserve(sizeof(double) * 6);
+    append_double(numbers, request.cost);
+    append_key_numbers(numbers, *request.bucket);
     args.push_back(ttl_ms(*request.bucket));
   }
   return args;

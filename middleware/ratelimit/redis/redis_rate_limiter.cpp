@@ -173,13 +173,18 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                                    self->on_outcome(ec, std::move(decision), handler);
                                  });
     }
-    const std::size_t count = descriptors.size();
-    if (!by_slot && count == 1 && batchable(descriptors[0])) {
+    if (!by_slot && descriptors.size() == 1 && batchable(descriptors[0])) {
       return enqueue(descriptors[0], std::move(keys[0]), cost, std::move(handler));
     }
+    call_script(std::move(keys), descriptors, cost, std::move(handler));
+  }
+
+  // One script call deciding one request's `descriptors` (its `keys`).
+  void call_script(std::vector<std::string> keys, std::span<const LimitDescriptor> descriptors,
+                   double cost, RateDecisionHandler handler) {
     client_->evalsha(script_, std::move(keys), codec_.encode_args(descriptors, cost),
-                     [self = shared_from_this(), count, handler = std::move(handler)](
-                         std::error_code ec, redis::Reply reply) {
+                     [self = shared_from_this(), count = descriptors.size(),
+                      handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
                        self->on_reply(ec, std::move(reply), count, handler);
                      });
   }
@@ -232,12 +237,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   void send_batch(std::span<Queued> batch) {
     if (batch.size() == 1) {  // alone: the call of one request
       Queued& one = batch.front();
-      client_->evalsha(script_, {std::move(one.key)}, codec_.encode_args({&one.bucket, 1}, one.cost),
-                       [self = shared_from_this(), handler = std::move(one.handler)](
-                           std::error_code ec, redis::Reply reply) {
-                         self->on_reply(ec, std::move(reply), 1, handler);
-                       });
-      return;
+      return call_script({std::move(one.key)}, {&one.bucket, 1}, one.cost, std::move(one.handler));
     }
     std::vector<std::string> keys;
     std::vector<BatchRequest> requests;
