@@ -146,9 +146,8 @@ bool UpstreamExchange::take_slot(std::uint64_t generation) {
 void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
   host_.set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
   upstream_->stream.async_connect(
-      endpoints, handler([](UpstreamExchange& self, beast::error_code ec, const tcp::endpoint&) {
-        self.on_connect(ec);
-      }));
+      endpoints, upstream_handler([](UpstreamExchange& self, beast::error_code ec,
+                                     const tcp::endpoint&) { self.on_connect(ec); }));
 }
 
 void UpstreamExchange::on_connect(beast::error_code ec) {
@@ -240,7 +239,18 @@ void UpstreamExchange::drop_upstream() {
   if (!upstream_) return;
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);
+  if (upstream_busy_) {
+    // Its operation, aborted by the close, still uses the stream and the
+    // buffer: the connection goes when that operation has ended.
+    upstream_busy_ = false;
+    dropped_.emplace_back(upstream_generation_++, std::move(upstream_));
+    return;
+  }
   upstream_.reset();
+}
+
+void UpstreamExchange::release_dropped(std::uint64_t generation) {
+  std::erase_if(dropped_, [generation](const auto& d) { return d.first == generation; });
 }
 
 void UpstreamExchange::cancel_wait() {

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -139,6 +140,12 @@ class UpstreamExchange {
 
   template <class Fn>
   auto handler(Fn fn);
+  // The handler of an operation on upstream_'s stream or buffer (one at a
+  // time). If the connection is dropped meanwhile, the operation still holds
+  // them: the connection is kept until it ends, and fn is not called.
+  template <class Fn>
+  auto upstream_handler(Fn fn);
+  void release_dropped(std::uint64_t generation);
 
   void try_next_server();
   void connect_fresh();
@@ -182,6 +189,11 @@ class UpstreamExchange {
 
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::unique_ptr<UpstreamConnection> upstream_;
+  bool upstream_busy_ = false;  // an operation on upstream_ is in flight
+  // Dropped connections whose operation has not ended yet, by generation;
+  // upstream_generation_ is that of upstream_'s operations.
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<UpstreamConnection>>> dropped_;
+  std::uint64_t upstream_generation_ = 0;
   // After a 101: the client and upstream connections relayed both ways. Kept
   // until the host goes (its handlers may still be queued when it ends).
   std::unique_ptr<Tunnel> tunnel_;
@@ -221,6 +233,17 @@ class UpstreamExchange {
 template <class Fn>
 auto UpstreamExchange::handler(Fn fn) {
   return guarded(self_.lock(), std::move(fn));
+}
+
+template <class Fn>
+auto UpstreamExchange::upstream_handler(Fn fn) {
+  upstream_busy_ = true;
+  return handler([fn = std::move(fn), generation = upstream_generation_](UpstreamExchange& self,
+                                                                         auto&&... args) mutable {
+    if (generation != self.upstream_generation_) return self.release_dropped(generation);
+    self.upstream_busy_ = false;
+    fn(self, std::forward<decltype(args)>(args)...);
+  });
 }
 
 }  // namespace sluice

@@ -45,7 +45,7 @@ void UpstreamExchange::send_request_head() {
   if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
   write_piece(upstream_->stream, req_head_, req_head_pending_, nullptr, 0, false, false,
               upstream_cfg_->response_timeout,
-              handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
+              upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_request_head_sent(ec);
               }));
 }
@@ -118,7 +118,7 @@ void UpstreamExchange::on_client_body(beast::error_code ec) {
   if (n == 0 && !last) return read_client_body();  // only framing was read
   write_piece(upstream_->stream, req_head_, req_head_pending_, relay_.data(), n, request_.chunked,
               last, upstream_cfg_->response_timeout,
-              handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
+              upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_upstream_body_written(ec);
               }));
 }
@@ -143,9 +143,8 @@ void UpstreamExchange::read_response_head() {
   if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
   host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
   http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
-                          handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                            self.on_response_head(ec);
-                          }));
+                          upstream_handler([](UpstreamExchange& self, beast::error_code ec,
+                                              std::size_t) { self.on_response_head(ec); }));
 }
 
 void UpstreamExchange::on_response_head(beast::error_code ec) {
@@ -205,9 +204,8 @@ void UpstreamExchange::read_upstream_body() {
   body.size = relay_.size();
   host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
   http::async_read_some(upstream_->stream, upstream_->buffer, *res_parser_,
-                        handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                          self.on_upstream_body(ec);
-                        }));
+                        upstream_handler([](UpstreamExchange& self, beast::error_code ec,
+                                            std::size_t) { self.on_upstream_body(ec); }));
 }
 
 void UpstreamExchange::on_upstream_body(beast::error_code ec) {

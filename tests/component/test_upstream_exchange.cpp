@@ -219,6 +219,30 @@ std::string browser_read(Fixture& f, std::size_t relayed, const std::string& unt
 
 }  // namespace
 
+TEST_CASE("exchange: an upstream connection dropped while its read is pending goes once the "
+          "read has ended",
+          "[exchange]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.upstream.max_connections = 1;
+  f.upstream.response_timeout = 5000ms;
+  f.start();
+  u.accept(f);  // the request went: the exchange reads the response head
+  f.host->exchange.drop_upstream();
+  // The read still holds the connection's buffer: it is closed, still
+  // counted against max_connections, and goes when the read has ended.
+  CHECK(f.pools.open(f.upstream, 0) == nullptr);
+  REQUIRE(f.loop.run_until([&] { return f.pools.open(f.upstream, 0) != nullptr; }));
+  char byte;
+  beast::error_code ec;
+  u.server.read_some(asio::buffer(&byte, 1), ec);
+  CHECK(ec == asio::error::eof);
+  // The host hears nothing of the ended read: whoever dropped it goes on.
+  CHECK(f.host->ends == 0);
+  CHECK(f.host->outcomes.empty());
+  CHECK(f.host->internal.empty());
+}
+
 TEST_CASE("exchange: a 101 to a request that asked for no upgrade ends as a 502", "[exchange]") {
   Upstream u;
   Fixture f(u.port());
