@@ -94,7 +94,7 @@ struct Fixture {
     upstream.name = "u";
     upstream.servers.push_back({"127.0.0.1", upstream_port});
     upstream.connect_timeout = 1000ms;
-    upstream.response_timeout = 100ms;
+    upstream.response_timeout = 5000ms;  // the test thread plays the server meanwhile
     browser.connect(client_side.local_endpoint());
     WorkerStream::socket_type accepted(loop.io.get_executor());
     client_side.accept(accepted);
@@ -173,6 +173,7 @@ TEST_CASE("exchange: no response within response_timeout ends as a 504", "[excha
   asio::io_context upstream_io;
   tcp::acceptor upstream_side{upstream_io, {asio::ip::make_address("127.0.0.1"), 0}};
   Fixture f(upstream_side.local_endpoint().port());
+  f.upstream.response_timeout = 100ms;
   f.start();
   check_failed(f, UpstreamError::kResponseTimedOut, 504, "timeout");
 }
@@ -225,7 +226,6 @@ TEST_CASE("exchange: an upstream connection dropped while its read is pending go
   Upstream u;
   Fixture f(u.port());
   f.upstream.max_connections = 1;
-  f.upstream.response_timeout = 5000ms;
   f.start();
   u.accept(f);  // the request went: the exchange reads the response head
   f.host->exchange.drop_upstream();

@@ -90,8 +90,10 @@ class DelayCase(ProcessTestCase):
 
 class DelayedBurstTest(DelayCase):
     def test_burst_within_max_delay_is_spread_over_time_without_429(self):
-        capacity, rate, k = 2, 5.0, 4  # waits of about 0.2, 0.4, 0.6 and 0.8 s
-        gw = self.start_gateway(capacity, rate, max_delay_ms=1500)
+        # Waits of about 0.5, 1.0, 1.5 and 2.0 s: the burst may spread over up to
+        # 0.25 s (a loaded machine) before a refilled token spoils the count.
+        capacity, rate, k = 2, 2.0, 4
+        gw = self.start_gateway(capacity, rate, max_delay_ms=3000)
         results = self.burst(gw, capacity + k)
         self.assertEqual([s for s, _ in results], [200] * (capacity + k), results)
         times = [t for _, t in results]
@@ -115,8 +117,8 @@ class DelayedBurstTest(DelayCase):
         self.assertGreaterEqual(waited, 0.8 * sum(i / rate for i in range(1, k + 1)), waited)
 
     def test_waits_beyond_max_delay_get_429(self):
-        capacity, rate = 2, 2.0  # waits of about 0.5, 1.0, 1.5 and 2.0 s
-        gw = self.start_gateway(capacity, rate, max_delay_ms=1200)
+        capacity, rate = 2, 1.0  # waits of about 1, 2, 3 and 4 s
+        gw = self.start_gateway(capacity, rate, max_delay_ms=2500)
         results = self.burst(gw, capacity + 4)
         statuses = sorted(s for s, _ in results)
         self.assertEqual(statuses, [200] * 4 + [429] * 2, results)
@@ -180,7 +182,7 @@ class AbandonedWaitTest(DelayCase):
         self.assertEqual(self.upstream_requests(), 1, "the upstream never saw the request")
 
     def test_body_bytes_end_the_watch_and_the_request_goes_after_its_wait(self):
-        gw = self.start_gateway(capacity=1, rate=2.0, max_delay_ms=3000)  # a 0.5 s wait
+        gw = self.start_gateway(capacity=1, rate=1.0, max_delay_ms=3000)  # a 1 s wait
         self.assertEqual(request(gw.port, "GET", "/d/first")[0], 200)
         with RawConnection(gw.port) as conn:
             conn.send(b"POST /d/second HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")

@@ -317,11 +317,14 @@ class StrayUpstreamBytesTest(HardeningTestCase):
     another client's response."""
 
     def run_trials(self, first_request: bytes, stray: bytes, trials: int = 20):
+        stray_sent = threading.Event()
+
         def respond(conn, i, head):
             if b"/victim-bait" in head:
                 conn.sendall(first_response)
                 time.sleep(0.005)
                 conn.sendall(stray)
+                stray_sent.set()
             else:
                 conn.sendall(ok_response(b"clean"))
         first_response = (b"HTTP/1.1 204 No Content\r\n\r\n" if b"204" in first_request
@@ -330,10 +333,12 @@ class StrayUpstreamBytesTest(HardeningTestCase):
                            server={"threads": 1})
         wrong = 0
         for _ in range(trials):
+            stray_sent.clear()
             with RawConnection(self.gateway.port) as c:
                 c.send(first_request)
                 c.read_response(head_request=first_request.startswith(b"HEAD"))
-            time.sleep(0.02)  # the stray bytes arrive while the connection is pooled
+            # The stray bytes arrive while the connection is pooled.
+            self.assertTrue(stray_sent.wait(10), "the upstream never sent its stray bytes")
             with RawConnection(self.gateway.port) as c:
                 c.send(b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")
                 res = c.read_response()

@@ -41,7 +41,7 @@ class LocalFallbackTest(ProcessTestCase):
             [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo",
               "limits": ["lim"], "on_redis_failure": "local"}],
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
+            redis={"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 300,
                    "connect_timeout_ms": 200,
                    "circuit_breaker": {"failures": 3, "open_ms": OPEN_MS}},
             local={"fleet_size": fleet_size},

@@ -3,7 +3,7 @@ TLS and with an ACL user.
 
 Every test owns its redis-server(s), sluice-echo and gateway. Timing bounds are
 functional ("a request never hangs on Redis"), generous for a noisy 2-core box:
-with timeout_ms 50, each request must be answered within 1 s.
+with timeout_ms 300, each request must be answered within 1.5 s.
 """
 
 import json
@@ -16,8 +16,8 @@ from harness import (RATE_LIMIT_HEADERS, ProcessTestCase, gateway_config, make_c
                      make_server_cert, metric_sum, readyz, redis_call, redis_pipeline, request,
                      start_tls_redis, wait_redis_ready, wait_until)
 
-TIMEOUT_MS = 50
-MAX_ANSWER_SECONDS = 1.0  # timeout_ms + a margin generous for a loaded machine
+TIMEOUT_MS = 300  # a healthy decision never waits this long, even under ASan
+MAX_ANSWER_SECONDS = 1.5  # timeout_ms + a margin generous for a loaded machine
 FAILURES = 3  # circuit_breaker.failures
 OPEN_MS = 1000  # circuit_breaker.open_ms
 CAPACITY = 5

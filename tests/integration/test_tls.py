@@ -389,7 +389,7 @@ class TlsSessionTicketTest(TlsCase):
 class TlsTrafficTest(TlsCase):
     def test_rate_limiting_over_tls(self):
         redis = self.start_redis()
-        gw = self.start(redis={"url": f"redis://127.0.0.1:{redis.port}/0"},
+        gw = self.start(redis={"url": f"redis://127.0.0.1:{redis.port}/0", "timeout_ms": 1000},
                         limits={"per_ip": {"key": "ip", "capacity": 2,
                                            "refill_per_second": 0.001}},
                         route={"limits": ["per_ip"]})
