@@ -85,6 +85,12 @@ void UpstreamExchange::resolve(const HostPort& hp) {
                                                     self.resolve_timer_->expiry() <=
                                                         asio::steady_timer::clock_type::now();
                              self.resolve_timer_->cancel();
+                             if (!self.upstream_) return;  // dropped meanwhile
+                             if (self.host_.client_closed()) {
+                               // Closed meanwhile: nothing goes upstream.
+                               self.upstream_.reset();
+                               return self.host_.exchange_aborted();
+                             }
                              if (timed_out) return self.on_connect(beast::error::timeout);
                              if (ec) return self.on_connect(ec);
                              std::vector<tcp::endpoint> endpoints;
@@ -229,6 +235,7 @@ void UpstreamExchange::abort() {
 
 void UpstreamExchange::close_upstream_socket() {
   if (tunnel_) tunnel_->stop();
+  if (resolver_) resolver_->cancel();  // a name being resolved is not connected to
   if (!upstream_) return;
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);
@@ -240,17 +247,24 @@ void UpstreamExchange::drop_upstream() {
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);
   if (upstream_busy_) {
-    // Its operation, aborted by the close, still uses the stream and the
-    // buffer: the connection goes when that operation has ended.
+    // Its operation, aborted by the close, still uses the stream, the buffer
+    // and (a read) the response parser: they go when that operation has
+    // ended. A read that had already completed is still to be parsed: the
+    // parser gets no relay buffer to write its body to.
     upstream_busy_ = false;
-    dropped_.emplace_back(upstream_generation_++, std::move(upstream_));
+    if (res_parser_) {
+      auto& body = res_parser_->get().body();
+      body.data = nullptr;
+      body.size = 0;
+    }
+    dropped_.push_back({upstream_generation_++, std::move(upstream_), res_parser_.release()});
     return;
   }
   upstream_.reset();
 }
 
 void UpstreamExchange::release_dropped(std::uint64_t generation) {
-  std::erase_if(dropped_, [generation](const auto& d) { return d.first == generation; });
+  std::erase_if(dropped_, [generation](const Dropped& d) { return d.generation == generation; });
 }
 
 void UpstreamExchange::cancel_wait() {

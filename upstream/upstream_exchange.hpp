@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -137,6 +138,36 @@ class UpstreamExchange {
   using Timer =
       boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
   using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+  using ParserStorage = std::unique_ptr<std::optional<ResponseParser>>;
+
+  // The response parser, in storage of its own that is made once: a read in
+  // flight on a dropped connection still holds the parser, which then goes
+  // with the connection (see dropped_).
+  class ParserSlot {
+   public:
+    ResponseParser* operator->() { return &**storage_; }
+    const ResponseParser* operator->() const { return &**storage_; }
+    ResponseParser& operator*() { return **storage_; }
+    explicit operator bool() const { return storage_ && storage_->has_value(); }
+    void emplace() {
+      if (!storage_) storage_ = std::make_unique<std::optional<ResponseParser>>();
+      storage_->emplace();
+    }
+    void reset() {
+      if (storage_) storage_->reset();
+    }
+    ParserStorage release() { return std::move(storage_); }
+
+   private:
+    ParserStorage storage_;
+  };
+  // A dropped connection whose operation has not ended, with what that
+  // operation may still use.
+  struct Dropped {
+    std::uint64_t generation;
+    std::unique_ptr<UpstreamConnection> connection;
+    ParserStorage parser;
+  };
 
   template <class Fn>
   auto handler(Fn fn);
@@ -184,7 +215,7 @@ class UpstreamExchange {
   std::weak_ptr<UpstreamExchange> self_;
   ExchangeRequest request_;
   ClientParser* parser_ = nullptr;
-  std::optional<ResponseParser> res_parser_;
+  ParserSlot res_parser_;
   std::span<char> relay_;
 
   const UpstreamConfig* upstream_cfg_ = nullptr;
@@ -192,7 +223,7 @@ class UpstreamExchange {
   bool upstream_busy_ = false;  // an operation on upstream_ is in flight
   // Dropped connections whose operation has not ended yet, by generation;
   // upstream_generation_ is that of upstream_'s operations.
-  std::vector<std::pair<std::uint64_t, std::unique_ptr<UpstreamConnection>>> dropped_;
+  std::vector<Dropped> dropped_;
   std::uint64_t upstream_generation_ = 0;
   // After a 101: the client and upstream connections relayed both ways. Kept
   // until the host goes (its handlers may still be queued when it ends).
@@ -237,6 +268,8 @@ auto UpstreamExchange::handler(Fn fn) {
 
 template <class Fn>
 auto UpstreamExchange::upstream_handler(Fn fn) {
+  // Parking one connection per generation needs one operation at a time.
+  if (upstream_busy_) throw std::logic_error("two operations in flight on an upstream connection");
   upstream_busy_ = true;
   return handler([fn = std::move(fn), generation = upstream_generation_](UpstreamExchange& self,
                                                                          auto&&... args) mutable {

@@ -47,7 +47,7 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   }
   bool keep_client(bool ends_with_close) override { return !ends_with_close; }
   bool draining() const override { return false; }
-  bool client_closed() const override { return false; }
+  bool client_closed() const override { return closed; }
   void count_upstream(const UpstreamConfig&, std::string_view outcome) override {
     outcomes.emplace_back(outcome);
   }
@@ -56,7 +56,7 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   void exchange_done() override { ++ends, done = true; }
   void upstream_failed(UpstreamError e) override { ++ends, error = e; }
   void request_body_failed(beast::error_code) override { ++ends; }
-  void exchange_aborted() override { ++ends; }
+  void exchange_aborted() override { ++ends, aborted = true; }
   void on_internal_error(std::string_view what) noexcept override { internal = what; }
   void tunnel_opened() override { ++tunnels; }
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override {
@@ -74,6 +74,8 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   int connections = 0;
   int ends = 0;
   bool done = false;
+  bool aborted = false;
+  bool closed = false;  // the client connection was closed
   std::optional<UpstreamError> error;
   std::string internal;
   int tunnels = 0;
@@ -227,10 +229,13 @@ TEST_CASE("exchange: an upstream connection dropped while its read is pending go
   Fixture f(u.port());
   f.upstream.max_connections = 1;
   f.start();
-  u.accept(f);  // the request went: the exchange reads the response head
+  u.accept(f);  // the request went
+  f.loop.io.poll();  // its write completes: the exchange reads the response head
   f.host->exchange.drop_upstream();
-  // The read still holds the connection's buffer: it is closed, still
-  // counted against max_connections, and goes when the read has ended.
+  f.host->exchange.reset();  // the host moves on at once
+  // The read still holds the connection's buffer and the response parser:
+  // the connection is closed, still counted against max_connections, and
+  // goes (with that parser) when the read has ended.
   CHECK(f.pools.open(f.upstream, 0) == nullptr);
   REQUIRE(f.loop.run_until([&] { return f.pools.open(f.upstream, 0) != nullptr; }));
   char byte;
@@ -241,6 +246,39 @@ TEST_CASE("exchange: an upstream connection dropped while its read is pending go
   CHECK(f.host->ends == 0);
   CHECK(f.host->outcomes.empty());
   CHECK(f.host->internal.empty());
+}
+
+TEST_CASE("exchange: a server given by name is resolved and connected to", "[exchange]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.upstream.servers[0].host = "localhost";
+  f.start();
+  u.accept(f);
+  u.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->done);
+  CHECK(f.host->outcomes == std::vector<std::string>{"ok"});
+  CHECK(f.host->exchange.upstream_server() == "localhost:" + std::to_string(u.port()));
+}
+
+TEST_CASE("exchange: a client connection closed while the name is resolved sends nothing upstream",
+          "[exchange]") {
+  Upstream u;
+  Fixture f(u.port());
+  f.upstream.servers[0].host = "localhost";
+  f.start();  // the name is being resolved
+  f.host->closed = true;
+  f.host->exchange.close_upstream_socket();
+  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
+  CHECK(f.host->aborted);
+  CHECK(f.host->ends == 1);
+  CHECK(f.host->connections == 0);
+  CHECK(f.host->outcomes.empty());
+  // No connection ever came.
+  u.acceptor.non_blocking(true);
+  beast::error_code ec;
+  u.acceptor.accept(u.server, ec);
+  CHECK(ec == asio::error::would_block);
 }
 
 TEST_CASE("exchange: a 101 to a request that asked for no upgrade ends as a 502", "[exchange]") {
