@@ -86,11 +86,8 @@ void UpstreamExchange::resolve(const HostPort& hp) {
                                                         asio::steady_timer::clock_type::now();
                              self.resolve_timer_->cancel();
                              if (!self.upstream_) return;  // dropped meanwhile
-                             if (self.host_.client_closed()) {
-                               // Closed meanwhile: nothing goes upstream.
-                               self.upstream_.reset();
-                               return self.host_.exchange_aborted();
-                             }
+                             // Closed meanwhile: nothing goes upstream.
+                             if (self.host_.client_closed()) return self.abort();
                              if (timed_out) return self.on_connect(beast::error::timeout);
                              if (ec) return self.on_connect(ec);
                              std::vector<tcp::endpoint> endpoints;
@@ -159,8 +156,7 @@ void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
 void UpstreamExchange::on_connect(beast::error_code ec) {
   if (ec && host_.draining() && ec == asio::error::operation_aborted) {
     // Closed by a drain timeout, not by the server: no cool-down, no retry.
-    upstream_.reset();
-    return host_.exchange_aborted();
+    return abort();
   }
   if (ec) {
     const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
