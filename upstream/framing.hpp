@@ -54,15 +54,20 @@ constexpr bool keep_client_alive(const KeepAliveFacts& f) {
 
 // The upstream side of keep-alive: a connection goes back to the pool only
 // after a complete exchange (request and response read to their end) on a
-// connection the upstream keeps open, with no byte of it left unread.
+// connection the upstream keeps open, with no byte of it left unread, and
+// never after an Upgrade request: an upstream that refused the upgrade (200,
+// 426) may still have switched protocols, and would take the next client's
+// request into its tunnel.
 struct UpstreamReuseFacts {
   bool upstream_keep_alive = false;  // the response allows keep-alive
   bool response_done = false;
   bool request_done = false;
   bool nothing_buffered = false;  // no byte beyond the response was read
+  bool upgrade_asked = false;     // the request carried Upgrade (a WebSocket handshake)
 };
 constexpr bool reuse_upstream(const UpstreamReuseFacts& f) {
-  return f.upstream_keep_alive && f.response_done && f.request_done && f.nothing_buffered;
+  return f.upstream_keep_alive && f.response_done && f.request_done && f.nothing_buffered &&
+         !f.upgrade_asked;
 }
 
 }  // namespace sluice

@@ -246,7 +246,8 @@ void UpstreamExchange::finish() {
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),
                       .request_done = parser_->is_done(),
-                      .nothing_buffered = upstream_->buffer.size() == 0})) {
+                      .nothing_buffered = upstream_->buffer.size() == 0,
+                      .upgrade_asked = request_.websocket})) {
     if (upstream_->buffer.capacity() > kUpstreamHeadBytes) upstream_->buffer.shrink_to_fit();
     pools_.give_back(*upstream_cfg_, std::move(upstream_));
   }

@@ -286,6 +286,29 @@ class HandshakeTest(WebSocketCase):
         self.assertEqual(len(self.up.websocket_heads()), 1)
         self.assertEqual(metric_sum(gw, "sluice_websocket_tunnels_total"), 0)
 
+    def test_a_connection_that_carried_a_refused_handshake_is_never_pooled(self):
+        # The upstream answers 426 or 200 with keep-alive. Had it switched
+        # protocols anyway, a pooled connection would carry the next client's
+        # request into its tunnel: the gateway closes it instead.
+        for status in (426, 200):
+            with self.subTest(status=status):
+                self.up = self.upstream(status=status)
+                gw = self.start(server={"threads": 1})  # one worker: one pool
+                with RawConnection(gw.port) as conn:
+                    conn.send(ws_handshake_request("/ws/x", "gw"))
+                    self.assertEqual(conn.read_response().status, status)
+                with RawConnection(gw.port) as other:
+                    other.send(b"GET /ws/next HTTP/1.1\r\nHost: gw\r\n\r\n")
+                    self.assertEqual(other.read_response().status, 200)
+                handshake_conn = next(c for c in self.up.connections
+                                      if any(h.is_websocket_handshake() for h in c.heads))
+                self.assertEqual(len(handshake_conn.heads), 1, handshake_conn.heads)
+                wait_until(handshake_conn.closed.is_set, 5,
+                           message="the handshake's upstream connection closed")
+                [next_conn] = [c for c in self.up.connections
+                               if any(h.target == "/ws/next" for h in c.heads)]
+                self.assertIsNot(next_conn, handshake_conn)
+
     def test_a_101_to_an_ordinary_request_is_a_502_and_a_protocol_error(self):
         self.up.lie = True
         gw = self.start()

@@ -114,4 +114,7 @@ TEST_CASE("an upstream connection is pooled only after a complete keep-alive exc
   f = complete;
   f.nothing_buffered = false;
   CHECK_FALSE(reuse_upstream(f));
+  f = complete;
+  f.upgrade_asked = true;  // a refused WebSocket handshake
+  CHECK_FALSE(reuse_upstream(f));
 }
