@@ -175,6 +175,7 @@ bool Application::Impl::start() {
   main_metrics_.add("sluice_connections_rejected_total", "", 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "server"), 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "admin"), 0);
+  main_metrics_.add("sluice_admin_connections_shed_total", "", 0);
   main_metrics_.set("sluice_build_info", label("version", version()), 1);
   seed_metrics_ = seed_series(*config_, options_.services.get());
   if (options_.services) options_.services->on_config_loaded(*config_);

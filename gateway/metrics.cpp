@@ -87,6 +87,9 @@ constexpr FamilyInfo kFamilies[] = {
      "Client connections closed at accept because the connection cap was reached."},
     {"sluice_connections_shed_total", "counter",
      "Idle keep-alive client connections closed to make room near the connection cap."},
+    {"sluice_admin_connections_shed_total", "counter",
+     "Admin connections waiting for a request, closed to make room for a new one at the admin "
+     "listener's cap."},
     {"sluice_accept_errors_total", "counter",
      "Failed accepts (out of descriptors and the like), by listener."},
     {"sluice_websocket_tunnels_active", "gauge",

@@ -1,6 +1,9 @@
 #include "gateway/admin/admin_server.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <list>
 #include <optional>
 
 #include <boost/asio/post.hpp>
@@ -17,16 +20,67 @@ using tcp = asio::ip::tcp;
 
 constexpr auto kAdminTimeout = std::chrono::seconds(30);
 constexpr std::size_t kAdminMessageLimit = 8192;
+using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
+class AdminSession;
+
+// Every session registers itself here for its life. A session reading (or
+// waiting for) a request head has a `waiting_since`; one busy with a request
+// (its handler, its reply) has none and is never closed to make room.
+class AdminServer::Sessions {
+ public:
+  struct Entry {
+    AdminSession* session;
+    std::optional<Clock::time_point> waiting_since;
+    bool closing = false;  // closed to make room; gone once its handlers end
+  };
+
+  std::list<Entry>::iterator add(AdminSession* session) {
+    return entries_.insert(entries_.end(), Entry{session, Clock::now()});
+  }
+  void remove(std::list<Entry>::iterator entry) { entries_.erase(entry); }
+
+  // Sessions that are not closing.
+  std::size_t open() const {
+    return static_cast<std::size_t>(
+        std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.closing; }));
+  }
+  // The session that has waited longest for a request, or null when every
+  // open one is busy.
+  Entry* longest_waiting() {
+    Entry* oldest = nullptr;
+    for (auto& e : entries_) {
+      if (e.closing || !e.waiting_since) continue;
+      if (!oldest || *e.waiting_since < *oldest->waiting_since) oldest = &e;
+    }
+    return oldest;
+  }
+
+ private:
+  std::list<Entry> entries_;
+};
+
+// One admin connection (declared here, outside an anonymous namespace, so
+// that the server's table can name it).
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
  public:
-  AdminSession(const AdminRoutes& routes, std::shared_ptr<std::size_t> open, tcp::socket socket)
-      : routes_(routes), open_(std::move(open)), stream_(std::move(socket)) {
-    ++*open_;
+  using Sessions = AdminServer::Sessions;
+
+  AdminSession(const AdminRoutes& routes, std::shared_ptr<Sessions> sessions, tcp::socket socket)
+      : routes_(routes), sessions_(std::move(sessions)), stream_(std::move(socket)) {
+    entry_ = sessions_->add(this);
   }
-  ~AdminSession() { --*open_; }
+  ~AdminSession() { sessions_->remove(entry_); }
 
   void start() { do_read(); }
+
+  // Closed to make room for a new connection: the pending read ends.
+  void evict() {
+    entry_->closing = true;
+    close();
+  }
 
  private:
   void do_read() {
@@ -34,14 +88,18 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     parser_.emplace();
     parser_->header_limit(kAdminMessageLimit);
     parser_->body_limit(kAdminMessageLimit);
-    stream_.expires_after(kAdminTimeout);
+    entry_->waiting_since = Clock::now();
+    stream_.expires_after(requests_ == 0 ? AdminServer::kFirstRequestTimeout
+                                         : AdminServer::kIdleTimeout);
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
-    if (ec) return close();
+    if (ec || entry_->closing) return close();
+    entry_->waiting_since.reset();
+    ++requests_;
     req_ = parser_->release();
     // A handler may answer from another thread (a worker): the write is
     // posted back to this session's executor, and the reply hands its hold
@@ -80,7 +138,9 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   }
 
   const AdminRoutes& routes_;
-  std::shared_ptr<std::size_t> open_;
+  std::shared_ptr<Sessions> sessions_;
+  std::list<Sessions::Entry>::iterator entry_;
+  std::uint64_t requests_ = 0;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -88,10 +148,12 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   AdminResponse res_;
 };
 
-}  // namespace
-
 AdminServer::AdminServer(asio::io_context& io, const AdminRoutes& routes, MetricsShard& metrics)
-    : routes_(routes), metrics_(metrics), acceptor_(io), backoff_(io, "admin") {}
+    : routes_(routes),
+      metrics_(metrics),
+      acceptor_(io),
+      backoff_(io, "admin"),
+      sessions_(std::make_shared<Sessions>()) {}
 
 bool AdminServer::bind(const HostPort& where) {
   return bind_acceptor(acceptor_, where, "admin.listen");
@@ -112,12 +174,20 @@ void AdminServer::do_accept() {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return backoff_.failed(ec, metrics_, [this] { do_accept(); });
     backoff_.succeeded();
-    if (*open_sessions_ >= kMaxConnections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      std::make_shared<AdminSession>(routes_, open_sessions_, std::move(socket))->start();
+    // At the cap, the connection that has waited longest for a request makes
+    // room; when every one is busy with a request, the new one is refused.
+    if (sessions_->open() >= kMaxConnections) {
+      if (auto* waiting = sessions_->longest_waiting()) {
+        waiting->session->evict();
+        metrics_.add("sluice_admin_connections_shed_total", "");
+      } else {
+        beast::error_code ignored;
+        socket.close(ignored);
+        do_accept();
+        return;
+      }
     }
+    std::make_shared<AdminSession>(routes_, sessions_, std::move(socket))->start();
     do_accept();
   });
 }

@@ -583,6 +583,55 @@ class ConnectionCapTest(ProcessTestCase):
         self.assertLess(cpu_seconds([gateway.pid]) - cpu, 0.5)
 
 
+class AdminConnectionCapTest(ProcessTestCase):
+    """The admin listener holds at most 64 connections; idle ones must not keep
+    a liveness probe out."""
+
+    CAP = 64
+
+    def setUp(self):
+        super().setUp()
+        echo = self.start_echo()
+        self.gateway = self.start_sluice(gateway_config(
+            {"echo": [echo.address]},
+            [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}]))
+
+    def silent(self, n):
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", self.gateway.admin_port), timeout=10)
+            self.addCleanup(s.close)
+            socks.append(s)
+        return socks
+
+    def test_silent_connections_at_the_cap_still_let_healthz_through(self):
+        holders = self.silent(self.CAP + 16)
+        for probe in ("/healthz", "/readyz", "/metrics", "/healthz"):
+            self.assertEqual(request(self.gateway.admin_port, "GET", probe)[0], 200, probe)
+        # The holders that waited longest were closed to make room.
+        self.assertGreaterEqual(self.gateway.metric("sluice_admin_connections_shed_total"), 16)
+        holders[0].settimeout(5)
+        self.assertEqual(holders[0].recv(1), b"", "the oldest silent connection was closed")
+
+    def test_keep_alive_scrapers_at_the_cap_make_room_too(self):
+        # Connections that sent one request and then went quiet.
+        idle = []
+        for _ in range(self.CAP):
+            c = RawConnection(self.gateway.admin_port)
+            self.addCleanup(c.close)
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertEqual(c.read_response().status, 200)
+            idle.append(c)
+        self.assertEqual(request(self.gateway.admin_port, "GET", "/healthz")[0], 200)
+
+    def test_a_connection_that_sends_nothing_is_closed_after_a_few_seconds(self):
+        [sock] = self.silent(1)
+        sock.settimeout(15)
+        started = time.monotonic()
+        self.assertEqual(sock.recv(1), b"")
+        self.assertLess(time.monotonic() - started, 12, "closed well before the 30 s idle timeout")
+
+
 @unittest.skipIf(SANITIZED, "memory figures mean nothing under sanitizers")
 class IdleMemoryTest(ProcessTestCase):
     CONNECTIONS = 2000
