@@ -73,6 +73,8 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_fleet_size", "gauge",
      "Instances the local fallback divides each limit by: local.fleet_size, else the live "
      "instances last seen in Redis, else 1."},
+    {"sluice_fleet_heartbeat_failures_total", "counter",
+     "Fleet heartbeats Redis did not answer with a live count (the learned fleet size stays)."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
     {"sluice_upstream_healthy", "gauge",

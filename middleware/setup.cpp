@@ -55,12 +55,14 @@ class MiddlewareServices final : public WorkerServices {
     if (has_limits(*worker.config)) limiter_->connect();
     // One worker per process renews the heartbeat, on its own connection.
     if (worker.index == 0) {
+      metrics_.add("sluice_fleet_heartbeat_failures_total", "", 0);
       heartbeat_ = std::make_shared<FleetHeartbeat>(
           worker.executor,
           [limiter = limiter_.get(), id = process.instance_id](bool leave, FleetHandler done) {
             limiter->fleet_heartbeat(id, kFleetHeartbeatTtl, leave, std::move(done));
           },
-          fallback_);
+          fallback_,
+          [&metrics = metrics_] { metrics.add("sluice_fleet_heartbeat_failures_total", ""); });
       heartbeat_->enable(learns_fleet_size(*worker.config));
     }
     if (process.buckets) {
@@ -149,6 +151,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   // Process-wide settings of the local layer, and the warnings.
   void on_config_loaded(const Config& config) const override {
     process_.fallback->set_configured_fleet_size(config.local.fleet_size);
+    process_.fallback->set_max_learned_fleet_size(config.local.max_fleet_size);
     process_.fallback->set_max_buckets(config.local.max_buckets);
     warn_plain_ip_keys(config);
   }

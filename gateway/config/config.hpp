@@ -138,6 +138,9 @@ struct LocalConfig {
   // Instances sharing the buckets, for on_redis_failure: local (each enforces
   // 1/N of every limit); 0 = the number of live instances last seen in Redis.
   unsigned fleet_size = 0;
+  // The largest fleet size learned from Redis that is believed; a larger
+  // count (a poisoned key) is taken as this many.
+  unsigned max_fleet_size = 1000;
   // Most buckets the local fallback holds per instance (least recently used go first).
   std::size_t max_buckets = 100000;
 };

@@ -39,7 +39,8 @@ constexpr std::string_view kHealthCheck[] = {
     "expected_status"};
 constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
 constexpr std::string_view kConsumer[] = {"key", "plan"};
-constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_buckets"};
+constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_fleet_size",
+                                       "max_buckets"};
 constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",
                                        "plans",     "lease_tokens", "algorithm",
                                        "window_ms", "shadow",       "ipv6_prefix"};

@@ -11,9 +11,12 @@ void read_local(YamlReader& r, const Field& f, Config& c) {
   if (auto* v = m->get("deny_cache")) {
     if (auto b = r.boolean(*v)) c.local.deny_cache = *b;
   }
+  constexpr std::int64_t kMaxFleet = 100000;
   if (auto* v = m->get("fleet_size")) {
-    constexpr std::int64_t kMaxFleet = 100000;
     if (auto n = r.integer(*v, 0, kMaxFleet)) c.local.fleet_size = static_cast<unsigned>(*n);
+  }
+  if (auto* v = m->get("max_fleet_size")) {
+    if (auto n = r.integer(*v, 1, kMaxFleet)) c.local.max_fleet_size = static_cast<unsigned>(*n);
   }
   if (auto* v = m->get("max_buckets")) {
     constexpr std::int64_t kMaxBuckets = 100'000'000;

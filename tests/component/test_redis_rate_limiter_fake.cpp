@@ -253,7 +253,7 @@ TEST_CASE("fake redis: the fleet heartbeat is one script call on the fleet key",
   Harness h;
   h.client().set_state(redis::State::kReady);
   std::vector<std::pair<std::error_code, long long>> answers;
-  const auto record = [&answers](std::error_code ec, long long live) {
+  const auto record = [&answers](std::error_code ec, long long live, std::string_view) {
     answers.emplace_back(ec, live);
   };
   h.limiter->fleet_heartbeat("0123abcd", 3000ms, false, record);

@@ -6,6 +6,9 @@
 - The fleet size learned from heartbeats (local.fleet_size 0): two instances
   count 2, an instance that stops removes its member, and a size set by a
   reload wins over the count.
+- The heartbeat repairs a damaged fleet key: members scored in the future are
+  dropped, a key of another type is replaced, a count above local.max_fleet_size
+  is taken as that bound, and a failing heartbeat is counted and logged.
 """
 
 import re
@@ -35,7 +38,7 @@ class LocalFallbackTest(ProcessTestCase):
         super().setUp()
         self.echo = self.start_echo()
 
-    def gateway(self, redis_port, name, fleet_size, limit_key="global"):
+    def gateway(self, redis_port, name, fleet_size, limit_key="global", **local):
         config = gateway_config(
             {"echo": [self.echo.address]},
             [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo",
@@ -44,7 +47,7 @@ class LocalFallbackTest(ProcessTestCase):
             redis={"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 300,
                    "connect_timeout_ms": 200,
                    "circuit_breaker": {"failures": 3, "open_ms": OPEN_MS}},
-            local={"fleet_size": fleet_size},
+            local={"fleet_size": fleet_size, **local},
             limits={"lim": {"key": limit_key, "capacity": CAPACITY,
                             "refill_per_second": REFILL}})
         return self.start_sluice(config, name=name)
@@ -139,6 +142,45 @@ class LocalFallbackTest(ProcessTestCase):
         first.reload(first.config_text.replace("fleet_size: 0", "fleet_size: 5"))
         wait_until(lambda: first.metric("sluice_fleet_size") == 5, 10,
                    message="sluice_fleet_size 5 after the reload")
+
+    def test_a_poisoned_fleet_key_heals_and_a_failing_heartbeat_is_counted(self):
+        redis = self.start_redis()
+        # Members scored far in the future would never expire.
+        future = (time.time() + 86400 * 365) * 1000
+        redis_call(redis.port, "ZADD", "sluice:fleet",
+                   *[x for i in range(100) for x in (str(future), f"poison-{i}")])
+        gw = self.gateway(redis.port, "sluice-a", 0)
+        # (sluice_fleet_size is 1 before the first heartbeat too: wait for Redis.)
+        wait_until(lambda: redis_call(redis.port, "ZCARD", "sluice:fleet") == 1, 10,
+                   message="the future-scored members dropped, this instance's kept")
+        wait_until(lambda: gw.metric("sluice_fleet_size") == 1, 10, message="fleet size 1")
+        failures = gw.metric("sluice_fleet_heartbeat_failures_total")
+        logged = gw.stderr().count("fleet heartbeat failed")
+
+        # A key of another type is replaced by the next heartbeat.
+        redis_call(redis.port, "SET", "sluice:fleet", "not a sorted set")
+        wait_until(lambda: redis_call(redis.port, "TYPE", "sluice:fleet") in ("zset", b"zset"),
+                   10, message="the fleet key a sorted set again")
+        self.assertEqual(gw.metric("sluice_fleet_heartbeat_failures_total"), failures)
+
+        # Redis gone: every heartbeat fails and is counted; the run is logged once.
+        redis.stop()
+        wait_until(lambda: gw.metric("sluice_fleet_heartbeat_failures_total") >= failures + 2,
+                   10, message="failing heartbeats counted")
+        self.assertEqual(gw.stderr().count("fleet heartbeat failed"), logged + 1, gw.stderr())
+        self.assertEqual(gw.metric("sluice_fleet_size"), 1)  # the last count stays
+
+    def test_a_learned_count_is_bounded_by_max_fleet_size(self):
+        redis = self.start_redis()
+        gw = self.gateway(redis.port, "sluice-a", 0, max_fleet_size=8)
+        wait_until(lambda: gw.metric("sluice_fleet_size") == 1, 10, message="fleet size 1")
+        # Fifty members scored now, renewed by hand: the count believed stops at 8.
+        def renew():
+            now_ms = int(time.time() * 1000)
+            redis_call(redis.port, "ZADD", "sluice:fleet",
+                       *[x for i in range(50) for x in (str(now_ms), f"extra-{i}")])
+            return gw.metric("sluice_fleet_size") == 8
+        wait_until(renew, 10, message="sluice_fleet_size held at max_fleet_size 8")
 
 
 def script_calls(port):

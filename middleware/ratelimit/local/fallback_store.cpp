@@ -39,7 +39,13 @@ FallbackStore::FallbackStore(std::size_t max_buckets, Clock now_us)
 unsigned FallbackStore::fleet_size() const {
   const unsigned configured = configured_fleet_size_.load(std::memory_order_relaxed);
   if (configured > 0) return configured;
-  return std::max(learned_fleet_size_.load(std::memory_order_relaxed), 1u);
+  const unsigned learned = learned_fleet_size_.load(std::memory_order_relaxed);
+  return std::clamp(learned, 1u,
+                    std::max(max_learned_fleet_size_.load(std::memory_order_relaxed), 1u));
+}
+
+void FallbackStore::set_max_learned_fleet_size(unsigned n) {
+  max_learned_fleet_size_.store(n, std::memory_order_relaxed);
 }
 
 void FallbackStore::set_configured_fleet_size(unsigned n) {

@@ -48,6 +48,8 @@ class FallbackStore {
   unsigned fleet_size() const;
   void set_configured_fleet_size(unsigned n);  // 0 = learn it
   void set_learned_fleet_size(unsigned n);     // the heartbeat's count; 0 is ignored
+  // The largest learned count believed (local.max_fleet_size); above it, this.
+  void set_max_learned_fleet_size(unsigned n);
 
   // Lowers or raises the bound; the least recently used buckets over it go now.
   void set_max_buckets(std::size_t max_buckets);
@@ -91,6 +93,7 @@ class FallbackStore {
   std::int64_t last_decided_us_ = 0;  // the last decision made here
   std::atomic<unsigned> configured_fleet_size_{0};
   std::atomic<unsigned> learned_fleet_size_{0};
+  std::atomic<unsigned> max_learned_fleet_size_{1000};
 };
 
 }  // namespace sluice

@@ -3,6 +3,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 namespace sluice {
@@ -15,8 +16,12 @@ std::string random_instance_id() {
 }
 
 FleetHeartbeat::FleetHeartbeat(boost::asio::any_io_executor executor, Send send,
-                               std::shared_ptr<FallbackStore> store)
-    : executor_(executor), send_(std::move(send)), store_(std::move(store)), timer_(executor) {}
+                               std::shared_ptr<FallbackStore> store, std::function<void()> failed)
+    : executor_(executor),
+      send_(std::move(send)),
+      store_(std::move(store)),
+      failed_(std::move(failed)),
+      timer_(executor) {}
 
 void FleetHeartbeat::enable(bool on) {
   if (on == enabled_) return;
@@ -31,11 +36,10 @@ void FleetHeartbeat::enable(bool on) {
 
 void FleetHeartbeat::beat() {
   joined_ = true;
-  send_(false, [weak = weak_from_this()](std::error_code ec, long long live) {
-    auto self = weak.lock();
-    if (!self || ec || live <= 0) return;  // no answer: the store keeps the last count
-    self->store_->set_learned_fleet_size(static_cast<unsigned>(live));
-  });
+  send_(false,
+        [weak = weak_from_this()](std::error_code ec, long long live, std::string_view detail) {
+          if (auto self = weak.lock()) self->on_answer(ec, live, detail);
+        });
   timer_.expires_after(kFleetHeartbeatInterval);
   timer_.async_wait(
       [weak = weak_from_this(), generation = generation_](boost::system::error_code ec) {
@@ -45,6 +49,27 @@ void FleetHeartbeat::beat() {
       });
 }
 
+// No answer: the store keeps the last count.
+void FleetHeartbeat::on_answer(std::error_code ec, long long live, std::string_view detail) {
+  if (ec || live <= 0) {
+    ++failures_in_a_row_;
+    if (!answered_ && failures_in_a_row_ == 1) return;  // the first, while connecting
+    if (failed_) failed_();
+    if (failures_in_a_row_ == (answered_ ? 1 : 2)) {
+      spdlog::warn("fleet heartbeat failed: {}{}{}; the local fallback keeps fleet size {}",
+                   ec ? ec.message() : "no live member", detail.empty() ? "" : ": ", detail,
+                   store_->fleet_size());
+    }
+    return;
+  }
+  if (failures_in_a_row_ > (answered_ ? 0 : 1)) {
+    spdlog::info("fleet heartbeat works again: {} live instances", live);
+  }
+  answered_ = true;
+  failures_in_a_row_ = 0;
+  store_->set_learned_fleet_size(static_cast<unsigned>(live));
+}
+
 void FleetHeartbeat::leave(std::function<void()> done) {
   enable(false);
   if (!joined_) {
@@ -52,7 +77,7 @@ void FleetHeartbeat::leave(std::function<void()> done) {
     return;
   }
   joined_ = false;
-  send_(true, [done = std::move(done)](std::error_code, long long) { done(); });
+  send_(true, [done = std::move(done)](std::error_code, long long, std::string_view) { done(); });
 }
 
 }  // namespace sluice

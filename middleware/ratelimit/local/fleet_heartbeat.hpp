@@ -5,6 +5,10 @@
 // in Redis, which lives kFleetHeartbeatTtl, and hands the count of live
 // members to the FallbackStore. While Redis does not answer, the store keeps
 // the last count it was given; an instance that never got one uses N = 1.
+// A failing heartbeat is reported each time (`failed`, for a counter) and
+// logged once per run of failures, with what Redis said; only the first
+// heartbeat of the process may fail unreported (its connection may still be
+// coming up).
 // On an orderly stop the instance leaves the fleet (best effort).
 #pragma once
 
@@ -13,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -31,12 +36,12 @@ std::string random_instance_id();
 class FleetHeartbeat final : public std::enable_shared_from_this<FleetHeartbeat> {
  public:
   // Sends one heartbeat (`leave`: the leave) and completes, on the same
-  // executor, with the live count or an error.
-  using Send =
-      std::function<void(bool leave, std::function<void(std::error_code, long long live)>)>;
+  // executor, with the live count or an error (and what Redis said, if anything).
+  using Done = std::function<void(std::error_code, long long live, std::string_view detail)>;
+  using Send = std::function<void(bool leave, Done)>;
 
   FleetHeartbeat(boost::asio::any_io_executor executor, Send send,
-                 std::shared_ptr<FallbackStore> store);
+                 std::shared_ptr<FallbackStore> store, std::function<void()> failed = {});
 
   // Starts beating (the first at once) or stops. Idempotent.
   void enable(bool on);
@@ -48,10 +53,14 @@ class FleetHeartbeat final : public std::enable_shared_from_this<FleetHeartbeat>
 
  private:
   void beat();
+  void on_answer(std::error_code ec, long long live, std::string_view detail);
 
   boost::asio::any_io_executor executor_;
   Send send_;
   std::shared_ptr<FallbackStore> store_;
+  std::function<void()> failed_;
+  bool answered_ = false;  // some heartbeat was answered with a count
+  int failures_in_a_row_ = 0;
   boost::asio::steady_timer timer_;
   bool enabled_ = false;
   std::uint64_t generation_ = 0;  // bumped by enable(): the beat chain to keep

@@ -370,7 +370,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                        if (!ec && reply.type != redis::Reply::Type::kInteger) {
                          ec = make_error_code(LimiterError::kBadReply);
                        }
-                       handler(ec, ec ? 0 : reply.integer);
+                       const bool said = ec && reply.is_error();
+                       handler(ec, ec ? 0 : reply.integer, said ? reply.str : std::string_view{});
                      });
   }
 

@@ -36,8 +36,9 @@ redis::Options redis_options(const RedisConfig& config);
 // The bytes of fleet_heartbeat.lua.
 extern const std::string_view kFleetHeartbeatScript;
 
-// The number of live instances, or the error that kept Redis from answering.
-using FleetHandler = std::function<void(std::error_code, long long live)>;
+// The number of live instances, or the error that kept Redis from answering
+// (`detail`: what Redis said, when it answered with an error).
+using FleetHandler = std::function<void(std::error_code, long long live, std::string_view detail)>;
 
 class RedisRateLimiter final : public RateLimiter {
  public:

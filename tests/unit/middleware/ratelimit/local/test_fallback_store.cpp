@@ -131,8 +131,9 @@ TEST_CASE("fallback: at most max_buckets, the least recently used evicted first"
   CHECK(f.store.state(c).exists);
 }
 
-TEST_CASE("fallback: Redis deciding a bucket again forgets it; a quiet second forgets the full ones",
-          "[ratelimit][fallback]") {
+TEST_CASE(
+    "fallback: Redis deciding a bucket again forgets it; a quiet second forgets the full ones",
+    "[ratelimit][fallback]") {
   Fixture f;
   const std::vector<LimitDescriptor> a = {bucket("l", 1, 3, 1)};
   const std::vector<LimitDescriptor> b = {bucket("l", 2, 3, 1)};
@@ -166,15 +167,16 @@ TEST_CASE("fleet heartbeat: beats at once, learns the live count, keeps it on er
   auto store = std::make_shared<FallbackStore>();
   struct Sent {
     bool leave;
-    std::function<void(std::error_code, long long)> done;
+    FleetHeartbeat::Done done;
   };
   std::vector<Sent> sent;
+  int failures = 0;
   auto heartbeat = std::make_shared<FleetHeartbeat>(
       io.get_executor(),
-      [&sent](bool leave, std::function<void(std::error_code, long long)> done) {
+      [&sent](bool leave, FleetHeartbeat::Done done) {
         sent.push_back({leave, std::move(done)});
       },
-      store);
+      store, [&failures] { ++failures; });
 
   bool left = false;
   SECTION("an instance that never beat has nothing to remove") {
@@ -184,28 +186,55 @@ TEST_CASE("fleet heartbeat: beats at once, learns the live count, keeps it on er
     CHECK(left);
     CHECK(sent.empty());
   }
+  SECTION("the first heartbeat may fail unreported; the second is counted") {
+    heartbeat->enable(true);
+    REQUIRE(sent.size() == 1);
+    sent[0].done(std::make_error_code(std::errc::not_connected), 0, "");
+    CHECK(failures == 0);
+    heartbeat->enable(false);
+    heartbeat->enable(true);
+    REQUIRE(sent.size() == 2);
+    sent[1].done({}, 0, "");  // no live member: not an answer
+    CHECK(failures == 1);
+    CHECK(store->fleet_size() == 1);
+  }
   SECTION("enabled") {
     heartbeat->enable(true);
     heartbeat->enable(true);  // idempotent: one beat
     REQUIRE(sent.size() == 1);
     CHECK_FALSE(sent[0].leave);
-    sent[0].done({}, 3);
+    sent[0].done({}, 3, "");
     CHECK(store->fleet_size() == 3);
     CHECK(store->fleet_size() == 3);
+    CHECK(failures == 0);
     heartbeat->enable(false);
     heartbeat->enable(true);
     REQUIRE(sent.size() == 2);
-    sent[1].done(std::make_error_code(std::errc::timed_out), 0);
+    sent[1].done(std::make_error_code(std::errc::timed_out), 0, "");
     CHECK(store->fleet_size() == 3);  // Redis did not answer: the last count stays
+    CHECK(failures == 1);             // counted
 
     heartbeat->leave([&left] { left = true; });
     REQUIRE(sent.size() == 3);
     CHECK(sent[2].leave);
     CHECK_FALSE(left);
-    sent[2].done({}, 2);
+    sent[2].done({}, 2, "");
     CHECK(left);
     CHECK(store->fleet_size() == 3);  // the count after leaving is not ours
   }
+}
+
+TEST_CASE("fallback store: a learned fleet size is bounded by local.max_fleet_size",
+          "[ratelimit][fallback]") {
+  FallbackStore store;
+  store.set_learned_fleet_size(5000);
+  CHECK(store.fleet_size() == 1000);  // the default bound
+  store.set_max_learned_fleet_size(8);
+  CHECK(store.fleet_size() == 8);
+  store.set_learned_fleet_size(3);
+  CHECK(store.fleet_size() == 3);
+  store.set_configured_fleet_size(20);  // a configured size is not bounded by it
+  CHECK(store.fleet_size() == 20);
 }
 
 TEST_CASE("fleet heartbeat: the instance id is 16 random bytes in hex", "[ratelimit][fallback]") {
