@@ -67,18 +67,34 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
   peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
   peer_text_ = peer_.to_string();
   stream_.socket().set_option(tcp::no_delay(true), ec);
-  if (tls) {
-    SSL_CTX* context = tls->context().native_handle();
-    stream_.use_tls(context, std::move(tls));
-  }
+  pending_tls_ = std::move(tls);
   worker_.add_session(this);
 }
 
 // A TLS connection shakes hands first, within header_timeout_ms like a
-// request head; a failed handshake closes it quietly (counted).
+// request head; a failed handshake closes it quietly (counted). Its TLS state
+// (OpenSSL's, some 40 KiB once a handshake starts) is made only once the
+// client's first byte is readable, as nginx does: until then a connection that
+// sends nothing costs what a plain one does. Like an idle connection, it is
+// closed at once by a drain.
 void ProxySession::start() {
-  if (!stream_.is_tls()) return do_read_head();
+  if (!pending_tls_) return do_read_head();
   set_deadline(Side::kClient, worker_.config()->server.header_timeout);
+  idle_ = true;
+  stream_.socket().async_wait(
+      tcp::socket::wait_read, handler([](ProxySession& self, beast::error_code ec) {
+        self.idle_ = false;
+        if (self.closed_) return;  // closed by a drain
+        if (!ec) return self.start_tls();
+        self.deadline_.clear();
+        self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", "error"));
+        self.close();
+      }));
+}
+
+void ProxySession::start_tls() {
+  SSL_CTX* context = pending_tls_->context().native_handle();
+  stream_.use_tls(context, std::move(pending_tls_));
   stream_.tls().async_handshake(handler([](ProxySession& self, beast::error_code ec) {
     self.deadline_.clear();
     self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));

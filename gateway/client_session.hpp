@@ -41,7 +41,8 @@ class ProxySession final : public ClientSession,
                std::shared_ptr<const ServerTls> tls);
   ~ProxySession() override;
 
-  // A TLS connection's handshake first, then the first request head.
+  // A TLS connection's handshake first (once the client's first byte is
+  // readable), then the first request head.
   void start();
 
   // ClientSession: what the worker asks of a connection.
@@ -88,6 +89,9 @@ class ProxySession final : public ClientSession,
   auto handler(Fn fn) {
     return guarded(shared_from_this(), std::move(fn));
   }
+
+  // The TLS handshake (client_session.cpp).
+  void start_tls();
 
   // Reading a request head (client_session.cpp).
   void set_idle(bool idle);
@@ -139,8 +143,11 @@ class ProxySession final : public ClientSession,
   std::uint64_t watch_generation_ = 0;
   bool watch_pending_ = false;  // a readiness wait is on the socket
   UpstreamExchange exchange_;
-  bool closed_ = false;  // the client socket was closed
+  bool closed_ = false;     // the client socket was closed
   bool in_tunnel_ = false;  // between tunnel_opened and tunnel_ended
+  // The listener's TLS contexts until the client's first byte makes the
+  // connection's TLS state (null on a plain connection, and afterwards).
+  std::shared_ptr<const ServerTls> pending_tls_;
   // TLS is up and no error has ended it: a close says close_notify first.
   bool tls_open_ = false;
 

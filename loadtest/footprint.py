@@ -5,7 +5,7 @@ Standard library and the testkit (tests/testkit). Starts build/sluice,
 build/sluice-echo and (for the bucket part) a redis-server on free 127.0.0.1
 ports, measures, and stops what it started by PID. The figures quoted in docs/operations.md come from this script.
 
-    loadtest/footprint.py [--connections 2000] [--buckets 10000] [--threads 2]
+    loadtest/footprint.py [--connections 2000] [--buckets 10000] [--threads 2] [--tls]
 
 Idle connections: RSS (VmRSS of /proc/PID/status) after a warm-up, then after
 opening N connections that each sent one request, read its response and stayed
@@ -13,12 +13,18 @@ open (keep-alive, idle); and after opening N connections that sent nothing yet.
 Buckets: INFO memory used_memory before and after N requests with N distinct
 `query:k` values through a route limited by them, DBSIZE, MEMORY USAGE and PTTL
 of one bucket key.
+With --tls, the same for a TLS listener (a test CA and a P-256 certificate made
+with the openssl CLI): connections that sent nothing, connections whose client
+sent its ClientHello and then stalled mid-handshake, and idle keep-alive
+connections after one request over TLS.
 """
 import argparse
 import os
 import re
 import resource
 import shutil
+import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -31,6 +37,7 @@ from testkit.ports import free_port  # noqa: E402
 from testkit.processes import Echo, Redis, Sluice  # noqa: E402
 from testkit.procfs import rss_kib  # noqa: E402
 from testkit.resp import Connection  # noqa: E402
+from testkit.tls import client_context, make_ca, make_server_cert  # noqa: E402
 
 
 def http_get(port, target, headers=None):
@@ -122,6 +129,78 @@ def idle_connections(procs, n, threads, upstream):
     }
 
 
+def tls_connections(procs, n, threads, upstream):
+    """RSS per TLS connection in three states, each on a fresh gateway."""
+    make_ca(procs.dir, "ca")
+    cert, key = make_server_cert(procs.dir, "ca", "server", dns=("default.test",))
+    context = client_context(os.path.join(procs.dir, "ca.crt"))
+    sections = {"routes": [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "echo"}]}
+
+    def fresh():
+        gw = start_gateway(procs, threads, upstream,
+                           {**sections, "server": {
+                               "listen": f"127.0.0.1:{free_port()}", "threads": threads,
+                               "max_connections": 100000, "idle_timeout_ms": 600000,
+                               "header_timeout_ms": 60000,
+                               "tls": {"cert_file": cert, "key_file": key}}})
+        for _ in range(50):
+            with context.wrap_socket(socket.create_connection(("127.0.0.1", gw.port)),
+                                     server_hostname="default.test") as s:
+                s.sendall(b"GET /warm HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while s.recv(65536):
+                    pass
+        time.sleep(3)
+        return gw, rss_kib(gw.pid)
+
+    def client_hello():
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = context.wrap_bio(incoming, outgoing, server_hostname="default.test")
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        return outgoing.read()
+
+    def silent(port):
+        return socket.create_connection(("127.0.0.1", port))
+
+    def mid_handshake(port):  # the ClientHello sent, the server's answer never read
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(client_hello())
+        return s
+
+    def keep_alive(port):  # one request sent; its response is read by settle()
+        s = context.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                                server_hostname="default.test")
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s
+
+    def read_response(s):
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            reply += s.recv(65536)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            body += s.recv(65536)
+
+    results = {"connections": n}
+    for name, open_one, settle in (("silent_tls_connection", silent, None),
+                                   ("mid_handshake_connection", mid_handshake, None),
+                                   ("idle_tls_keepalive", keep_alive, read_response)):
+        gw, base = fresh()
+        socks = [open_one(gw.port) for _ in range(n)]
+        for s in socks:
+            if settle:
+                settle(s)
+        time.sleep(5)  # handshakes done, spare buffers trimmed
+        results[f"bytes_per_{name}"] = (rss_kib(gw.pid) - base) * 1024 / n
+        for s in socks:
+            s.close()
+        gw.stop()
+    return results
+
+
 def used_memory(redis):
     info = redis("INFO", "memory").decode()
     return int(re.search(r"used_memory:(\d+)", info).group(1))
@@ -165,6 +244,7 @@ def main():
     ap.add_argument("--buckets", type=int, default=10000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip-redis", action="store_true")
+    ap.add_argument("--tls", action="store_true", help="measure TLS connections only")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = args.connections + 256
@@ -173,6 +253,10 @@ def main():
     procs = Procs()
     try:
         upstream = procs.own(Echo(procs.dir)).address
+        if args.tls:
+            print("tls connections:", tls_connections(procs, args.connections, args.threads,
+                                                      upstream), flush=True)
+            return 0
         print("idle connections:", idle_connections(procs, args.connections, args.threads,
                                                     upstream), flush=True)
         if not args.skip_redis and shutil.which("redis-server"):

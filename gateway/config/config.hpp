@@ -31,6 +31,14 @@ struct TlsCertificate {
 };
 
 // server.tls: TLS termination on the data listener.
+// ECDHE key exchange with AEAD ciphers only: no static RSA, no CBC.
+inline constexpr std::string_view kDefaultTlsCiphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+inline constexpr std::string_view kDefaultTlsCiphersuites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+
 struct TlsConfig {
   // Where TLS is served. Absent: server.listen itself speaks only TLS; given:
   // server.listen stays plain HTTP and TLS is served here too.
@@ -44,6 +52,10 @@ struct TlsConfig {
   // How long one key seals new session tickets before the next takes over;
   // the replaced key still opens tickets for session_timeout.
   Millis ticket_key_rotation{3'600'000};
+  // OpenSSL cipher lists: TLS 1.2's (`ciphers`) and TLS 1.3's suites
+  // (`ciphersuites`). The defaults allow forward-secret AEAD suites only.
+  std::string ciphers{kDefaultTlsCiphers};
+  std::string ciphersuites{kDefaultTlsCiphersuites};
   // Built at load from the files above: a configuration whose files do not
   // load or match is refused as a whole (and a reload keeps the old one).
   std::shared_ptr<const ServerTls> contexts;

@@ -22,7 +22,8 @@ constexpr std::string_view kServer[] = {"listen",
 constexpr std::string_view kTls[] = {"listen",          "cert_file",
                                      "key_file",        "min_version",
                                      "certificates",    "session_timeout_ms",
-                                     "ticket_key_rotation_ms"};
+                                     "ticket_key_rotation_ms", "ciphers",
+                                     "ciphersuites"};
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};

@@ -1,6 +1,6 @@
 // server.tls: where TLS is served, the certificate files, the minimum
-// version and the sessions' periods. The files are loaded and each key checked against its certificate
-// here, so that --check, a start and a reload refuse the same bad pairs.
+// version, the cipher lists and the sessions' periods. The files are loaded and each key checked
+// against its certificate here, so that --check, a start and a reload refuse the same bad pairs.
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -69,6 +69,23 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
     periods_read = false;
   }
   valid = valid && periods_read;
+  // Cipher lists OpenSSL takes nothing from are refused here, not at the first handshake.
+  const std::pair<std::string_view, bool> lists[] = {{"ciphers", false}, {"ciphersuites", true}};
+  for (const auto& [key, tls13] : lists) {
+    const Field* v = m->get(key);
+    if (!v) continue;
+    auto text = r.nonempty_string(*v);
+    if (!text) {
+      valid = false;
+      continue;
+    }
+    if (auto wrong = cipher_list_error(*text, tls13); !wrong.empty()) {
+      r.error(*v, wrong);
+      valid = false;
+      continue;
+    }
+    (tls13 ? tls.ciphersuites : tls.ciphers) = std::move(*text);
+  }
   auto first = read_pair(r, *m);
   valid = valid && first.has_value();
   if (first) tls.certificates.push_back(std::move(*first));

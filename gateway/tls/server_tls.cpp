@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -79,6 +80,30 @@ std::unique_ptr<EVP_PKEY, KeyFree> read_private_key(const std::string& path) {
       PEM_read_bio_PrivateKey(file.get(), nullptr, no_passphrase, nullptr));
 }
 
+// A session belongs to the SNI name it was made under: each name gets its own
+// session id context (a digest of the lowercase name; none sent is a name of
+// its own), which OpenSSL compares before it resumes a session from a ticket
+// or the cache. A session made for one name is not resumed under another
+// (RFC 6066, section 3), so it cannot keep the first name's certificate.
+// Set in the ClientHello callback, before OpenSSL looks at any session.
+int bind_sessions_to_server_name(SSL* connection, int*, void*) {
+  const unsigned char* extension = nullptr;
+  std::size_t size = 0;
+  std::string_view name;
+  if (SSL_client_hello_get0_ext(connection, TLSEXT_TYPE_server_name, &extension, &size) == 1) {
+    name = server_name_of_extension(extension, size);
+  }
+  std::string context(reinterpret_cast<const char*>(kSessionContext), sizeof kSessionContext);
+  context += lowercase(name);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(context.data()), context.size(), digest);
+  static_assert(sizeof digest <= SSL_MAX_SID_CTX_LENGTH);
+  if (SSL_set_session_id_context(connection, digest, sizeof digest) != 1) {
+    return SSL_CLIENT_HELLO_ERROR;
+  }
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 // The reason of OpenSSL's latest error, cleared.
 std::string openssl_reason() {
   const unsigned long code = ERR_get_error();
@@ -127,6 +152,13 @@ struct ServerTls::Impl {
     SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
     SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    SSL_CTX_set_client_hello_cb(native, bind_sessions_to_server_name, nullptr);
+    // The lists were checked when the configuration was read.
+    if (SSL_CTX_set_cipher_list(native, config.ciphers.c_str()) != 1 ||
+        SSL_CTX_set_ciphersuites(native, config.ciphersuites.c_str()) != 1) {
+      ERR_clear_error();
+      return "no usable cipher in server.tls.ciphers or server.tls.ciphersuites";
+    }
     boost::system::error_code ec;
     context->use_certificate_chain_file(pair.cert_file, ec);
     if (ec) return "cannot load certificate chain " + pair.cert_file + ": " + ec.message();
@@ -185,6 +217,35 @@ void ServerTls::keep_ticket_keys(const ServerTls& previous) const {
 
 TicketKeys& ServerTls::ticket_keys() const {
   return *impl_->ticket_keys;
+}
+
+std::string cipher_list_error(const std::string& list, bool tls13) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> context(SSL_CTX_new(TLS_server_method()),
+                                                            SSL_CTX_free);
+  if (!context) return "cannot check the list: " + openssl_reason();
+  const int taken = tls13 ? SSL_CTX_set_ciphersuites(context.get(), list.c_str())
+                          : SSL_CTX_set_cipher_list(context.get(), list.c_str());
+  ERR_clear_error();
+  if (taken != 1) return "OpenSSL knows no cipher in \"" + list + "\"";
+  return {};
+}
+
+// server_name_list: a 2-byte length, then entries of a type byte (0: a host
+// name) and a 2-byte-length-prefixed name.
+std::string_view server_name_of_extension(const unsigned char* data, std::size_t size) {
+  if (size < 2) return {};
+  const std::size_t list = (std::size_t{data[0]} << 8) | data[1];
+  if (list != size - 2) return {};
+  std::size_t at = 2;
+  while (at + 3 <= size) {
+    const unsigned type = data[at];
+    const std::size_t length = (std::size_t{data[at + 1]} << 8) | data[at + 2];
+    at += 3;
+    if (length > size - at) return {};
+    if (type == 0) return {reinterpret_cast<const char*>(data + at), length};
+    at += length;
+  }
+  return {};
 }
 
 std::size_t pick_certificate(const std::vector<std::vector<std::string>>& names,

@@ -1,7 +1,8 @@
 // The TLS side of the data listener: the server contexts built from
 // server.tls (a default certificate and more chosen by SNI), with ALPN
 // http/1.1, session resumption (tickets sealed with rotating keys, and a
-// session cache) and a minimum protocol version. Built on the main thread at load or reload; shared
+// session cache, both bound to the SNI name), cipher lists and a minimum
+// protocol version. Built on the main thread at load or reload; shared
 // read-only by every worker's connections afterwards (OpenSSL contexts are
 // safe to use from many threads), and kept alive by them.
 #pragma once
@@ -54,5 +55,14 @@ class ServerTls {
 // covering its first label, else 0, the default. Names compare case-insensitively.
 std::size_t pick_certificate(const std::vector<std::vector<std::string>>& names,
                              std::string_view server_name);
+
+// What OpenSSL makes of a cipher list: empty when it selects at least one
+// cipher, else why not. `tls13`: a TLS 1.3 suite list (SSL_CTX_set_ciphersuites),
+// else a TLS 1.2 cipher string (SSL_CTX_set_cipher_list).
+std::string cipher_list_error(const std::string& list, bool tls13);
+
+// The host name of a ClientHello's server_name extension (its body, as
+// OpenSSL hands it over), or an empty view when it names none or is malformed.
+std::string_view server_name_of_extension(const unsigned char* data, std::size_t size);
 
 }  // namespace sluice

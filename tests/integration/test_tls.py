@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -188,6 +189,30 @@ class TlsHandshakeTest(TlsCase):
                 self.assertTrue(second.sock.session_reused, str(version))
                 self.assertEqual(second.get("/x")[0], 200)
 
+    def test_a_session_is_not_resumed_under_another_sni_name(self):
+        # A session belongs to the name it was made under: offered under another
+        # name it gets a full handshake (and that name's certificate), never the
+        # first name's certificate by resumption.
+        gw = self.start({"certificates": [{"cert_file": self.api_cert,
+                                           "key_file": self.api_key}]})
+        with open(self.api_cert, "rb") as f:
+            api_der = ssl.PEM_cert_to_DER_cert(f.read().decode())
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            context = client_context(self.ca)
+            context.check_hostname = False
+            context.minimum_version = context.maximum_version = version
+            with self.connect(gw, context=context, name="default.test") as first:
+                self.assertEqual(first.get("/x")[0], 200)  # TLS 1.3 tickets follow the handshake
+                session = first.sock.session
+            with self.connect(gw, context=context, name="api.test", session=session) as other:
+                self.assertFalse(other.sock.session_reused, f"{version}: resumed under api.test")
+                self.assertEqual(other.sock.getpeercert(binary_form=True), api_der, str(version))
+                self.assertEqual(other.get("/x")[0], 200)
+            # The same name (in another case) still resumes it.
+            with self.connect(gw, context=context, name="DEFAULT.test", session=session) as same:
+                self.assertTrue(same.sock.session_reused, f"{version}: same name")
+                self.assertNotEqual(same.sock.getpeercert(binary_form=True), api_der)
+
     def test_a_connection_closed_by_sluice_ends_with_close_notify(self):
         gw = self.start()
         with self.connect(gw) as conn:
@@ -208,6 +233,46 @@ class TlsHandshakeTest(TlsCase):
             response.begin()
             self.assertEqual(response.status, 413)
             self.assertIn(b"too large", response.read())
+
+
+class TlsCipherTest(TlsCase):
+    """The default cipher lists allow forward-secret AEAD suites only; server.tls.ciphers
+    and ciphersuites change them."""
+
+    def s_client(self, gateway, *options) -> bool:
+        """Whether `openssl s_client` with `options` completes a handshake and a request."""
+        done = subprocess.run(
+            ["openssl", "s_client", "-connect", f"127.0.0.1:{gateway.port}", "-servername",
+             "default.test", "-CAfile", self.ca, "-verify_return_error", "-ign_eof", *options],
+            input=b"GET /x HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n",
+            capture_output=True, timeout=30, cwd=self.workdir)
+        return b"HTTP/1.1 200" in done.stdout
+
+    def test_static_rsa_and_cbc_suites_are_refused_by_default(self):
+        self.cert, self.key = make_server_cert(self.workdir, "ca", "rsa", dns=("default.test",),
+                                               rsa=True)
+        gw = self.start()
+        for cipher in ("AES128-SHA", "AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA",
+                       "ECDHE-RSA-AES256-SHA384", "DHE-RSA-AES128-GCM-SHA256"):
+            self.assertFalse(self.s_client(gw, "-tls1_2", "-cipher", cipher), cipher)
+        for cipher in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-CHACHA20-POLY1305"):
+            self.assertTrue(self.s_client(gw, "-tls1_2", "-cipher", cipher), cipher)
+        self.assertTrue(self.s_client(gw, "-tls1_3"))
+        # An ECDSA certificate: its CBC suites are refused too.
+        gw.stop()
+        self.cert, self.key = make_server_cert(self.workdir, "ca", "ec", dns=("default.test",))
+        gw = self.start()
+        self.assertFalse(self.s_client(gw, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-SHA"))
+        self.assertTrue(self.s_client(gw, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"))
+
+    def test_the_lists_can_be_changed(self):
+        self.cert, self.key = make_server_cert(self.workdir, "ca", "rsa", dns=("default.test",),
+                                               rsa=True)
+        gw = self.start({"ciphers": "AES128-SHA", "ciphersuites": "TLS_AES_256_GCM_SHA384"})
+        self.assertTrue(self.s_client(gw, "-tls1_2", "-cipher", "AES128-SHA"))
+        self.assertFalse(self.s_client(gw, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256"))
+        self.assertFalse(self.s_client(gw, "-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256"))
+        self.assertTrue(self.s_client(gw, "-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384"))
 
 
 class TlsListenersTest(TlsCase):
@@ -428,16 +493,19 @@ class TlsTrafficTest(TlsCase):
                                         f"(baseline {baseline} KiB, peak {peak} KiB)")
 
 
+@unittest.skipIf(SANITIZED, "the sanitizers' own memory makes RSS meaningless")
 class TlsIdleMemoryTest(TlsCase):
     CONNECTIONS = 500
 
-    def test_an_idle_tls_connection_keeps_no_record_buffers(self):
-        if SANITIZED:
-            self.skipTest("the sanitizers' own memory makes RSS meaningless")
+    def warm_gateway(self):
+        """A gateway that served one request, and its RSS then."""
         gw = self.start()
         with self.connect(gw) as warm:
             warm.get("/warm")
-        baseline = rss_kib(gw.pid)
+        return gw, rss_kib(gw.pid)
+
+    def test_an_idle_tls_connection_keeps_no_record_buffers(self):
+        gw, baseline = self.warm_gateway()
         conns = []
         self.addCleanup(lambda: [c.close() for c in conns])
         for i in range(self.CONNECTIONS):
@@ -456,6 +524,36 @@ class TlsIdleMemoryTest(TlsCase):
         # Every connection still works after idling.
         for conn in conns[::50]:
             self.assertEqual(conn.get("/again")[0], 200)
+
+    def test_a_connection_that_sends_nothing_holds_no_tls_state(self):
+        # OpenSSL's state for a connection is some 40 KiB once a handshake starts;
+        # it is made only when the client's first byte arrives, so silent
+        # connections (free to open, renewable) cost what plain ones do.
+        silent_count = 2000
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < silent_count + 256:
+            if hard < silent_count + 256:
+                self.skipTest("descriptor limit too low")
+            resource.setrlimit(resource.RLIMIT_NOFILE, (silent_count + 256, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        gw, baseline = self.warm_gateway()
+        silent = []
+        self.addCleanup(lambda: [s.close() for s in silent])
+        for _ in range(silent_count):
+            silent.append(socket.create_connection(("127.0.0.1", gw.port), timeout=10))
+        wait_until(lambda: gw.metric("sluice_connections_active") == silent_count, 10,
+                   message="every silent connection accepted")
+        per_connection = (rss_kib(gw.pid) - baseline) * 1024 / silent_count
+        print(f"RSS per silent TLS connection: {per_connection:.0f} bytes")
+        self.assertLess(per_connection, 8 * 1024)
+        # They still shake hands once they speak.
+        for sock in silent[::400]:
+            with self.context.wrap_socket(sock, server_hostname="default.test") as conn:
+                conn.sendall(b"GET /late HTTP/1.1\r\nHost: default.test\r\n\r\n")
+                response = http.client.HTTPResponse(conn, method="GET")
+                response.begin()
+                self.assertEqual(response.status, 200)
+                response.read()
 
 
 if __name__ == "__main__":

@@ -21,11 +21,13 @@ def make_ca(workdir: str, name: str) -> str:
 
 
 def make_server_cert(workdir: str, ca: str, name: str, dns=(), ips=("127.0.0.1",),
-                     common_name: str | None = None) -> tuple[str, str]:
+                     common_name: str | None = None, rsa: bool = False) -> tuple[str, str]:
     """A server certificate `name`.crt / `name`.key signed by CA `ca` (a make_ca name)
-    for the DNS names and IP addresses given; returns (cert path, key path)."""
+    for the DNS names and IP addresses given, with a P-256 key (`rsa`: RSA 2048);
+    returns (cert path, key path)."""
     cn = common_name or (dns[0] if dns else "localhost")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+    key = ["rsa:2048"] if rsa else ["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+    openssl("req", "-newkey", *key, "-nodes",
             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=workdir)
     alt = ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips])
     with open(os.path.join(workdir, f"{name}.ext"), "w") as f:

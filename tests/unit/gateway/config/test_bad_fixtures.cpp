@@ -84,6 +84,9 @@ const std::vector<BadFixture> kBadFixtures = {
       "4: server.tls.certificates: expected a list, got a mapping",
       "5: server.tls.session_timeout_ms: must be greater than 0, got 0",
       "6: server.tls.ticket_key_rotation_ms: expected an integer, got \"hourly\""}},
+    {"tls_bad_ciphers.yaml",
+     {"3: server.tls.ciphers: OpenSSL knows no cipher in \"NO-SUCH-CIPHER:ALSO-NONE\"",
+      "4: server.tls.ciphersuites: OpenSSL knows no cipher in \"TLS_NOT_A_SUITE\""}},
     {"tls_ticket_rotation_too_short.yaml",
      {"5: server.tls.ticket_key_rotation_ms: must be at least 7200 (session_timeout_ms / 1000: "
       "at most that many ticket keys are held), got 1000"}},
