@@ -121,7 +121,7 @@ def wanted_rows(opts) -> set[int]:
     base = load_goals()["baselines"]
     wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
     if opts.compare:
-        wanted |= {4, 5, 14, 104, 105, 114}
+        wanted |= {4, 5, 14, 16, 104, 105, 114, 116}
     for pair in base.get("websocket", []):
         if wanted & set(pair):
             wanted |= set(pair)
@@ -245,8 +245,8 @@ def main(argv=None) -> int:
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
                          "gateways and on Redis) instead of the speed table")
     ap.add_argument("--compare", metavar="SLUICE_BINARY",
-                    help="also measure rows 4, 5 and 14 with this other sluice binary (rows "
-                         "104, 105 and 114), side by side in the same run: a before/after in "
+                    help="also measure rows 4, 5, 14 and 16 with this other sluice binary "
+                         "(rows 104, 105, 114 and 116), side by side in the same run: a before/after in "
                          "one sitting")
     ap.add_argument("--scaling", action="store_true",
                     help="throughput with one worker and with one per CPU (nginx, Sluice "

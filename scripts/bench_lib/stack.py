@@ -322,9 +322,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s18 = stack.sluice("sluice-websocket", upstream=ws_echo.port, redis_port=redis.port,
                        limit=None)
 
-    # --compare: rows 4, 5 and 14 again with another sluice binary, as rows 104, 105
-    # and 114.
-    s104 = s105 = s114 = None
+    # --compare: rows 4, 5, 14 and 16 again with another sluice binary, as rows 104,
+    # 105, 114 and 116.
+    s104 = s105 = s114 = s116 = None
     if compare:
         s104 = stack.sluice("sluice-nolimit-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None)
@@ -333,6 +333,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         s114 = stack.sluice("sluice-window-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             window_ms=SLIDING_WINDOW_MS)
+        s116 = stack.sluice("sluice-tls-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=None,
+                            tls={"cert_file": cert, "key_file": key})
         stack.wait_redis(s105)
         stack.wait_redis(s114)
 
@@ -342,7 +345,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         binary = os.path.basename(compare)
         return [sluice_row(104, f"row 4 with {binary}", s104),
                 sluice_row(105, f"row 5 with {binary}", s105, [redis]),
-                sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed)]
+                sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed),
+                sluice_row(116, f"row 16 with {binary}", s116, scheme="https")]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14):
         stack.wait_redis(gateway)
