@@ -73,7 +73,7 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
 
 // A TLS connection shakes hands first, within header_timeout_ms like a
 // request head; a failed handshake closes it quietly (counted). Its TLS state
-// (OpenSSL's, some 40 KiB once a handshake starts) is made only once the
+// (OpenSSL's, about 45 KiB once a handshake starts) is made only once the
 // client's first byte is readable, as nginx does: until then a connection that
 // sends nothing costs what a plain one does. Like an idle connection, it is
 // closed at once by a drain.

@@ -1,6 +1,8 @@
 """Sliding-window limits through the real sluice binary and a real redis-server:
 capacity per window, 429 with the window's headers, the window sliding at the
-rate the counter approximation predicts, a route mixing a token bucket and a
+rate the counter approximation predicts, the approximation's worst case (a
+burst on each side of a window boundary: fewer than 2 x capacity in any
+window_ms, and well over capacity), a route mixing a token bucket and a
 sliding window (all or nothing), the key's expiry, and a shadow limit that is
 decided but never denies.
 
@@ -10,11 +12,12 @@ previous window's count).
 """
 
 import json
+import math
 import struct
 import time
 import unittest
 
-from harness import redis_call, wait_until
+from harness import Client, metric_sum, redis_call, wait_until
 from test_ratelimit import RateLimitTestCase, parse_rate_limit, route
 
 TINY = 0.001  # refill rate that refills nothing within a test
@@ -79,6 +82,89 @@ class SlidingWindowTest(RateLimitTestCase):
         time.sleep(2 * window_ms / 1000 + 0.05)
         for k in range(1, capacity + 1):
             self.assert_allowed(gw, "/w", remaining=capacity - k, msg="two windows later")
+
+    def burst(self, client, count, headers):
+        """count requests back to back on one connection: [(sent, answered, admitted)]
+        with time.time() just before each request and just after its answer."""
+        results = []
+        for _ in range(count):
+            sent = time.time()
+            status, h, body = client.request("GET", "/w", headers=headers)
+            answered = time.time()
+            self.assertIn(status, (200, 429), body[:300])
+            self.assertIsNotNone(h.get("X-RateLimit-Remaining"), f"not decided: {dict(h)}")
+            results.append((sent, answered, status == 200))
+        return results
+
+    def test_a_burst_on_each_side_of_a_boundary_gets_almost_twice_capacity(self):
+        """The counter approximation's worst case, as docs/operations.md states it.
+        An interval window_ms long covers the end of one fixed window and the start
+        of the next. If the first window admitted x (at most C) inside it and it runs
+        s into the next window, the estimate there still counts at least
+        x * (1 - s/W) of the first window, so the next window admits at most
+        C - x * (1 - s/W) by s: the interval holds at most C + x * s/W < 2C, at most
+        2C - 1 requests of cost 1. A burst of C 0.3 s before a boundary and one 1.6 s
+        after it come close: 20 + 16 within 1.9 s here.
+
+        A request was decided (by Redis time, the clock time.time() reads too)
+        somewhere between its sent and answered times, so "within window_ms" counts
+        only requests surely inside: sent at or after the interval's start, answered
+        before its end."""
+        capacity, window_ms = 20, 2000
+        W = window_ms / 1000
+        gw = self.start_gateway([route("w", "/w", ["w"])], {"w": window("ip", capacity, window_ms)})
+
+        def inside(admitted, start):
+            return sum(1 for sent, answered in admitted if sent >= start and answered < start + W)
+
+        with Client(gw.port) as client:
+            for attempt in (1, 2):
+                # A fresh bucket per attempt: the client IP is the X-Forwarded-For one
+                # (127.0.0.1 is a trusted proxy).
+                headers = {"X-Forwarded-For": f"10.77.0.{attempt}"}
+                wait_until(lambda: W - 0.32 < time.time() % W < W - 0.28, timeout=W + 1,
+                           message="0.3 s before a window boundary")
+                first = self.burst(client, capacity, headers)
+                boundary = (first[0][0] // W + 1) * W  # the end of the first burst's window
+                wait_until(lambda: time.time() >= boundary + 0.8 * W, timeout=2 * W,
+                           message="1.6 s into the next window")
+                second = self.burst(client, 2 * capacity, headers)
+
+                phases = (f"attempt {attempt}: first burst {first[0][0] - boundary:+.3f}.."
+                          f"{first[-1][1] - boundary:+.3f} s from the boundary, second "
+                          f"{second[0][0] - boundary:+.3f}..{second[-1][1] - boundary:+.3f} s, "
+                          f"admitted {sum(ok for *_, ok in second)} of the second")
+                self.assertTrue(all(ok for *_, ok in first), f"a fresh bucket denied: {phases}")
+                admitted = [(sent, answered) for sent, answered, ok in first + second if ok]
+                # The bound holds however the bursts landed.
+                for start, _ in admitted:
+                    self.assertLessEqual(inside(admitted, start), 2 * capacity - 1,
+                                         f"from {start - boundary:+.3f} s: {phases}")
+
+                # The rest needs the bursts where they were aimed: the first within one
+                # window, the second starting at least 1.5 s into the next and its
+                # first half-capacity answered within window_ms of the first burst.
+                first_in_one_window = first[-1][1] < boundary
+                second_on_time = (boundary + 0.75 * W <= second[0][0]
+                                  and second[capacity // 2 - 1][1] < first[0][0] + W)
+                if not (first_in_one_window and second_on_time):
+                    if attempt == 1:
+                        continue  # the machine was too slow this time: once more
+                    self.fail(f"the bursts missed their timing twice: {phases}")
+
+                # Well over capacity within window_ms of the first admitted request: the
+                # second burst, begun 1.5 s or more into its window, has room for 15 or
+                # more, and at least its first 10 requests were answered in time.
+                self.assertGreaterEqual(inside(admitted, first[0][0]), 1.5 * capacity, phases)
+                # Yet the first window still counts after the boundary: at phase p the
+                # second window has room for C - C * (1 - p/W) = C * p/W only.
+                in_next = [answered for sent, answered, ok in second
+                           if ok and answered < boundary + W]
+                last = max(in_next, default=boundary)
+                self.assertLessEqual(len(in_next), math.floor(capacity * (last - boundary) / W),
+                                     phases)
+                break
+        self.assertEqual(metric_sum(gw, "sluice_ratelimit_fail_open_total"), 0)
 
     def test_a_route_with_a_bucket_and_a_window_debits_both_or_neither(self):
         gw = self.start_gateway(
