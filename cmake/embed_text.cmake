@@ -10,10 +10,10 @@ file(WRITE "${OUTPUT}.tmp"
   "#include <string_view>\n\n"
   "namespace ${NAMESPACE} {\n"
   "namespace {\n"
-  "constexpr char kBytes[] = {${bytes}'\\0'};\n"
+  "constexpr char ${SYMBOL}Bytes[] = {${bytes}'\\0'};\n"
   "}  // namespace\n"
   "extern const std::string_view ${SYMBOL};\n"
-  "const std::string_view ${SYMBOL}{kBytes, ${size}};\n"
+  "const std::string_view ${SYMBOL}{${SYMBOL}Bytes, ${size}};\n"
   "}  // namespace ${NAMESPACE}\n")
 file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
 file(REMOVE "${OUTPUT}.tmp")

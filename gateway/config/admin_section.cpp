@@ -22,10 +22,10 @@ void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
     if (auto file = read_secret_file(r, *v)) {
       const auto invisible = [](unsigned char ch) { return ch <= 0x20 || ch >= 0x7f; };
       if (file->secret.empty()) {
-        r.error(*v, quoted(file->path) + " is empty; an admin token must not be empty");
+        r.error(*v, shown(file->path) + " is empty; an admin token must not be empty");
       } else if (std::any_of(file->secret.begin(), file->secret.end(), invisible)) {
         // A client cannot send such a token in a Bearer credential: every call would be 401.
-        r.error(*v, quoted(file->path) +
+        r.error(*v, shown(file->path) +
                         " holds a space, a control or a non-ASCII character; an admin token is "
                         "one line of visible ASCII");
       } else {

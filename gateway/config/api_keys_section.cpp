@@ -65,7 +65,7 @@ void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
         a.header = *s;
         notes.header_uses.push_back({*v, *s});
       } else {
-        r.error(*v, "invalid header name " + quoted(*s));
+        r.error(*v, "invalid header name " + shown(*s));
       }
     }
   }

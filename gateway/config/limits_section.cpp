@@ -24,7 +24,7 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
   if (t.starts_with("header:")) {
     const auto name = t.substr(7);
     if (!is_token(name)) {
-      r.error(f, "invalid header name " + quoted(name) + " in " + quoted(t));
+      r.error(f, "invalid header name " + shown(name) + " in " + shown(t));
       return std::nullopt;
     }
     notes.header_uses.push_back({f, std::string(name)});
@@ -33,12 +33,12 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
   if (t.starts_with("query:")) {
     const auto name = t.substr(6);
     if (name.empty()) {
-      r.error(f, "missing parameter name in " + quoted(t));
+      r.error(f, "missing parameter name in " + shown(t));
       return std::nullopt;
     }
     return KeySource{Kind::kQuery, std::string(name)};
   }
-  r.error(f, "unknown key source " + quoted(t) +
+  r.error(f, "unknown key source " + shown(t) +
                  " (expected api_key, ip, path, route, global, header:NAME or query:NAME)");
   return std::nullopt;
 }
@@ -130,7 +130,7 @@ bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) 
                                   : LimitConfig::Algorithm::kSlidingWindow;
     return true;
   }
-  r.error(*v, "unknown algorithm " + quoted(*text) + " (expected token_bucket or sliding_window)");
+  r.error(*v, "unknown algorithm " + shown(*text) + " (expected token_bucket or sliding_window)");
   return false;
 }
 

@@ -15,7 +15,7 @@ void read_log(YamlReader& r, const Field& f, Config& c) {
     if (auto level = r.string(*v)) {
       constexpr std::string_view kLevels[] = {"trace", "debug", "info", "warn", "error"};
       if (std::find(std::begin(kLevels), std::end(kLevels), *level) == std::end(kLevels)) {
-        r.error(*v, "unknown log level " + quoted(*level) +
+        r.error(*v, "unknown log level " + shown(*level) +
                         " (expected trace, debug, info, warn or error)");
       } else {
         c.log.level = *level;

@@ -19,7 +19,7 @@ bool read_url(YamlReader& r, const Field& given, RedisConfig& out) {
   const auto url = r.string(v);
   if (!url) return false;
   if (auto message = parse_redis_url(*url, out)) {
-    r.error(v, "invalid url: " + *message + ", got " + quoted(redact_redis_url(*url)));
+    r.error(v, "invalid url: " + *message + ", got " + shown(redact_redis_url(*url)));
     return false;
   }
   out.url = *url;
@@ -60,7 +60,7 @@ void read_key_secret(YamlReader& r, const Field& f, RedisConfig& out) {
   auto file = read_secret_file(r, f);
   if (!file) return;
   if (file->secret.size() < kMinSecretBytes) {
-    r.error(f, quoted(file->path) + " holds " + std::to_string(file->secret.size()) +
+    r.error(f, shown(file->path) + " holds " + std::to_string(file->secret.size()) +
                    " bytes; a key secret needs at least " + std::to_string(kMinSecretBytes));
     return;
   }

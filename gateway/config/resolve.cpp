@@ -15,14 +15,14 @@ void check_admin_listen(YamlReader& r, const ReadNotes& notes, const Config& c) 
   const auto& server = c.server.listen;
   if (notes.admin_listen && listeners_overlap(c.admin.listen, server)) {
     r.error_at(notes.admin_listen->mark, notes.admin_listen->field,
-               "conflicts with server.listen " + quoted(server.to_string()));
+               "conflicts with server.listen " + shown(server.to_string()));
   }
   if (!notes.tls_listen || !c.server.tls) return;
   const auto& tls = *c.server.tls->listen;
   if (listeners_overlap(tls, server)) {
-    r.error(*notes.tls_listen, "conflicts with server.listen " + quoted(server.to_string()));
+    r.error(*notes.tls_listen, "conflicts with server.listen " + shown(server.to_string()));
   } else if (notes.admin_listen && listeners_overlap(tls, c.admin.listen)) {
-    r.error(*notes.tls_listen, "conflicts with admin.listen " + quoted(c.admin.listen.to_string()));
+    r.error(*notes.tls_listen, "conflicts with admin.listen " + shown(c.admin.listen.to_string()));
   }
 }
 
@@ -37,7 +37,7 @@ std::pair<std::set<std::string>, std::string> known_plans(const ReadNotes& notes
 }
 
 std::string unknown_plan(const std::string& plan, const std::string& list) {
-  return "unknown plan " + quoted(plan) +
+  return "unknown plan " + shown(plan) +
          ": not api_keys.default_plan nor the plan of a consumer (known: " + list + ")";
 }
 
@@ -62,7 +62,7 @@ void check_exempt_plans(YamlReader& r, const ReadNotes& notes) {
   for (const auto& plan : notes.exempt_plans) {
     if (notes.consumer_plans.count(plan.text)) continue;
     r.error_at(plan.mark, plan.field,
-               "no consumer in api_keys.consumers has plan " + quoted(plan.text) +
+               "no consumer in api_keys.consumers has plan " + shown(plan.text) +
                    " (only listed keys can be exempt; consumers' plans: " +
                    (list.empty() ? "none" : list) + ")");
   }
@@ -76,7 +76,7 @@ void resolve_upstream(YamlReader& r, const ReadNotes& notes, const ReadValue& na
   if (it != ups.end()) {
     route.upstream_index = static_cast<std::size_t>(it - ups.begin());
   } else if (notes.upstreams_read) {
-    r.error_at(name.mark, name.field, "unknown upstream " + quoted(name.text));
+    r.error_at(name.mark, name.field, "unknown upstream " + shown(name.text));
   }
 }
 
@@ -84,14 +84,14 @@ void resolve_limits(YamlReader& r, const ReadNotes& notes, const ReadNotes::Rout
                     const Config& c, RouteConfig& route) {
   for (const auto& name : route_notes.limit_names) {
     if (std::find(route.limits.begin(), route.limits.end(), name.text) != route.limits.end()) {
-      r.error_at(name.mark, name.field, "limit " + quoted(name.text) + " is listed twice");
+      r.error_at(name.mark, name.field, "limit " + shown(name.text) + " is listed twice");
       continue;
     }
     const auto it = std::find_if(c.limits.begin(), c.limits.end(),
                                  [&](const LimitConfig& l) { return l.name == name.text; });
     if (it == c.limits.end()) {
       if (notes.limits_read) {
-        r.error_at(name.mark, name.field, "unknown limit " + quoted(name.text));
+        r.error_at(name.mark, name.field, "unknown limit " + shown(name.text));
       }
       continue;
     }
@@ -112,12 +112,12 @@ void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, do
     if (!notes.limit_valid[i]) continue;
     const auto& l = c.limits[i];
     if (value > l.bucket.capacity) {
-      r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + quoted(l.name));
+      r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + shown(l.name));
     }
     for (const auto& [plan, params] : l.plans) {
       if (value > params.capacity) {
         r.error_at(cost.mark, cost.field,
-                   over(params) + " of limit " + quoted(l.name) + " plan " + quoted(plan));
+                   over(params) + " of limit " + shown(l.name) + " plan " + shown(plan));
       }
     }
   }
@@ -129,7 +129,7 @@ void warn_if_underscores_hide(YamlReader& r, const HeaderUse& use, const Config&
   using Underscores = ServerConfig::Underscores;
   const auto policy = c.server.headers_with_underscores;
   if (use.name.find('_') == std::string::npos || policy == Underscores::kAllow) return;
-  r.warning(use.field, "header " + quoted(use.name) +
+  r.warning(use.field, "header " + shown(use.name) +
                            " has \"_\" in its name, and "
                            "server.headers_with_underscores is " +
                            (policy == Underscores::kDrop ? "drop: the header is removed before "
@@ -167,7 +167,7 @@ void warn_method_bypasses(YamlReader& r, const ReadNotes& notes, const Config& c
     r.warning(notes.routes[bypass.limited].methods_or_route,
               "requests with a method not listed here (TRACE, PURGE, a lower-case \"get\"...) "
               "fall through to " +
-                  later_path + " (" + quoted(later.name) +
+                  later_path + " (" + shown(later.name) +
                   "), which matches the same paths with no limits, so they bypass the "
                   "limits of this route; give " +
                   later_path + " limits, or drop methods here to limit every method");

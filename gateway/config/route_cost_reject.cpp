@@ -37,14 +37,14 @@ void read_cost_header(YamlReader& r, const Field& v, RouteConfig& route, ReadNot
   const auto s = r.nonempty_string(v);
   if (!s) return;
   if (!is_token(*s)) {
-    r.error(v, "invalid header name " + quoted(*s));
+    r.error(v, "invalid header name " + shown(*s));
     return;
   }
   const bool reserved =
       std::any_of(std::begin(kProxyHeaders), std::end(kProxyHeaders),
                   [&](std::string_view name) { return ascii::iequals(name, *s); });
   if (reserved) {
-    r.error(v, quoted(*s) + " is a header the proxy sets or frames itself");
+    r.error(v, shown(*s) + " is a header the proxy sets or frames itself");
     return;
   }
   route.cost_header = *s;
@@ -86,7 +86,7 @@ void read_reject(YamlReader& r, const Field& f, RejectReply& reject) {
     if (!body) {
       r.error(*v, "only valid with body");
     } else if (!is_header_value(*s) || s->find('/') == std::string::npos) {
-      r.error(*v, "invalid content type " + quoted(*s));
+      r.error(*v, "invalid content type " + shown(*s));
     } else if (!reject.body.empty()) {
       reject.content_type = *s;
     }

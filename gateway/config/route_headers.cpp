@@ -22,23 +22,23 @@ class RuleReader {
   // Whether `name`, read at `f`, may be named by a rule; reports why not.
   bool check_name(const Field& f, const std::string& name) {
     if (!is_token(name)) {
-      r_.error(f, "invalid header name " + quoted(name));
+      r_.error(f, "invalid header name " + shown(name));
       return false;
     }
     if (request_ ? is_protected_request_header(name) : is_protected_response_header(name)) {
-      r_.error(f, quoted(name) + " is a header Sluice sets or frames itself: a rule cannot set " +
+      r_.error(f, shown(name) + " is a header Sluice sets or frames itself: a rule cannot set " +
                       "or remove it");
       return false;
     }
     if (request_ && ascii::iequals(name, route_.cost_header)) {
-      r_.error(f, quoted(name) + " is the route's cost_header, which is never forwarded");
+      r_.error(f, shown(name) + " is the route's cost_header, which is never forwarded");
       return false;
     }
     std::string lower = name;
     ascii::to_lower_in_place(lower);
     const auto [it, inserted] = first_line_.emplace(std::move(lower), f.line);
     if (!inserted) {
-      r_.error(f, "header " + quoted(name) + " is named twice (first at line " +
+      r_.error(f, "header " + shown(name) + " is named twice (first at line " +
                       std::to_string(it->second) + ")");
       return false;
     }

@@ -71,25 +71,25 @@ void read_path(YamlReader& r, const Field& path, std::string_view key, RouteMatc
       match.regex = std::make_shared<const std::regex>(*s, kRegexFlags);
     } catch (const std::regex_error& e) {
       r.error(path, "invalid regular expression: " + describe_regex_error(e.code()) + " in " +
-                        quoted(*s));
+                        shown(*s));
     }
     return;
   }
   match.path_kind =
       key == "path_prefix" ? RouteMatch::PathKind::kPrefix : RouteMatch::PathKind::kExact;
   if (!s->starts_with('/')) {
-    r.error(path, "must start with \"/\", got " + quoted(*s));
+    r.error(path, "must start with \"/\", got " + shown(*s));
   } else if (s->find('?') != std::string::npos) {
-    r.error(path, "must be a path without a query, got " + quoted(*s));
+    r.error(path, "must be a path without a query, got " + shown(*s));
   } else {
     // Requests are routed on their normalized path, so a path written
     // otherwise would never match.
     NormalizedTarget normalized;
     if (const auto why = normalize_target(*s, normalized); !why.empty()) {
-      r.error(path, "invalid path " + quoted(*s) + ": " + std::string(why));
+      r.error(path, "invalid path " + shown(*s) + ": " + std::string(why));
     } else if (normalized.route_path != *s) {
       r.error(path, "requests are matched on their normalized path: write " +
-                        quoted(normalized.route_path) + " instead of " + quoted(*s));
+                        shown(normalized.route_path) + " instead of " + shown(*s));
     }
   }
 }
@@ -104,7 +104,7 @@ void read_methods(YamlReader& r, const Field& v, RouteMatch& match) {
     auto s = r.string(item);
     if (!s) continue;
     if (!is_token(*s)) {
-      r.error(item, "invalid method " + quoted(*s));
+      r.error(item, "invalid method " + shown(*s));
       continue;
     }
     ascii::to_upper_in_place(*s);
@@ -124,9 +124,9 @@ void read_host(YamlReader& r, const Field& v, RouteMatch& match) {
       host.front() == '[' && host.back() == ']' &&
       parse_ip_literal(std::string_view(host).substr(1, host.size() - 2), IpFamily::kV6);
   if (!bracketed && host.find(':') != std::string::npos) {
-    r.error(v, "must be a host name without a port, got " + quoted(*s));
+    r.error(v, "must be a host name without a port, got " + shown(*s));
   } else if (!bracketed && !is_host_name(host)) {
-    r.error(v, "invalid host " + quoted(*s));
+    r.error(v, "invalid host " + shown(*s));
   } else {
     match.host = host;
   }
@@ -184,7 +184,7 @@ void read_on_limit(YamlReader& r, const Mapping& m, RouteConfig& route) {
       r.error(*v, "delay needs max_delay_ms greater than 0");
     }
   } else {
-    r.error(*v, "expected reject or delay, got " + quoted(*s));
+    r.error(*v, "expected reject or delay, got " + shown(*s));
   }
 }
 
@@ -196,7 +196,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
     if (auto s = r.string(*v); s && check_name(r, *v, *s)) {
       const auto [it, inserted] = first_line.emplace(*s, v->line);
       if (!inserted) {
-        r.error(*v, "duplicate route name " + quoted(*s) + " (first at line " +
+        r.error(*v, "duplicate route name " + shown(*s) + " (first at line " +
                         std::to_string(it->second) + ")");
       }
       route.name = *s;
@@ -244,7 +244,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
       } else if (*s == "local") {
         route.on_redis_failure = FailureMode::kLocal;
       } else {
-        r.error(*v, "expected open, closed or local, got " + quoted(*s));
+        r.error(*v, "expected open, closed or local, got " + shown(*s));
       }
     }
   }

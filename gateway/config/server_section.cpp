@@ -24,7 +24,7 @@ void read_underscores(YamlReader& r, const Field& v, ServerConfig& s) {
   } else if (*text == "reject") {
     s.headers_with_underscores = ServerConfig::Underscores::kReject;
   } else {
-    r.error(v, "expected drop, allow or reject, got " + quoted(*text));
+    r.error(v, "expected drop, allow or reject, got " + shown(*text));
   }
 }
 

@@ -12,7 +12,7 @@ namespace sluice::config {
 using ascii::is_alpha;
 using ascii::is_digit;
 
-std::string quoted(std::string_view s) {
+std::string shown(std::string_view s) {
   std::string out = "\"";
   const bool cut = s.size() > kMaxShownBytes;
   if (cut) s = s.substr(0, kMaxShownBytes);
@@ -70,7 +70,7 @@ std::optional<std::uint16_t> parse_port(std::string_view s, unsigned min) {
 }
 
 std::variant<HostPort, std::string> parse_address(std::string_view text, bool listener) {
-  const std::string expected = "expected host:port, got " + quoted(text);
+  const std::string expected = "expected host:port, got " + shown(text);
   HostPort out;
   std::string_view port_text;
   if (!text.empty() && text.front() == '[') {
@@ -79,7 +79,7 @@ std::variant<HostPort, std::string> parse_address(std::string_view text, bool li
       return expected;
     }
     const auto host = text.substr(1, close - 1);
-    if (!parse_ip_literal(host, IpFamily::kV6)) return "invalid IPv6 address " + quoted(host);
+    if (!parse_ip_literal(host, IpFamily::kV6)) return "invalid IPv6 address " + shown(host);
     out.host = std::string(host);
     port_text = text.substr(close + 2);
   } else {
@@ -87,24 +87,24 @@ std::variant<HostPort, std::string> parse_address(std::string_view text, bool li
     if (colon == std::string_view::npos || colon == 0) return expected;
     const auto host = text.substr(0, colon);
     if (host.find(':') != std::string_view::npos) {
-      return "IPv6 addresses need brackets, e.g. \"[::1]:8080\", got " + quoted(text);
+      return "IPv6 addresses need brackets, e.g. \"[::1]:8080\", got " + shown(text);
     }
     const bool looks_v4 =
         std::all_of(host.begin(), host.end(), [](char c) { return is_digit(c) || c == '.'; });
     if (looks_v4 && !parse_ip_literal(host, IpFamily::kV4)) {
-      return "invalid IPv4 address " + quoted(host);
+      return "invalid IPv4 address " + shown(host);
     }
     if (listener && !looks_v4) {
-      return "host must be an IP address, not a name, got " + quoted(text);
+      return "host must be an IP address, not a name, got " + shown(text);
     }
-    if (!is_host_name(host)) return "invalid host " + quoted(host);
+    if (!is_host_name(host)) return "invalid host " + shown(host);
     out.host = std::string(host);
     port_text = text.substr(colon + 1);
   }
   const unsigned min_port = listener ? 0 : 1;
   const auto port = parse_port(port_text, min_port);
   if (!port) {
-    return "port must be between " + std::to_string(min_port) + " and 65535, got " + quoted(text);
+    return "port must be between " + std::to_string(min_port) + " and 65535, got " + shown(text);
   }
   out.port = *port;
   return out;

@@ -18,8 +18,9 @@ namespace sluice::config {
 constexpr std::size_t kMaxShownBytes = 120;
 
 // A value as messages show it: in double quotes, with quotes, backslashes and
-// control characters escaped, cut after kMaxShownBytes.
-std::string quoted(std::string_view s);
+// control characters escaped, cut after kMaxShownBytes. (Not "quoted":
+// std::quoted would win by argument-dependent lookup on a std::string.)
+std::string shown(std::string_view s);
 
 // 50 -> "50", 0.5 -> "0.5".
 std::string format_number(double v);

@@ -41,7 +41,7 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
     } else if (text == "1.3") {
       tls.min_version = 13;
     } else {
-      if (text) r.error(*v, "expected \"1.2\" or \"1.3\", got " + quoted(*text));
+      if (text) r.error(*v, "expected \"1.2\" or \"1.3\", got " + shown(*text));
       valid = false;
     }
   }

@@ -33,7 +33,7 @@ std::optional<SecretFile> read_secret_file(YamlReader& r, const Field& f) {
   if (!path) return std::nullopt;
   std::ifstream file(*path, std::ios::binary);
   if (!file) {
-    r.error(f, "cannot read " + quoted(*path) + ": " + std::strerror(errno));
+    r.error(f, "cannot read " + shown(*path) + ": " + std::strerror(errno));
     return std::nullopt;
   }
   std::ostringstream text;
@@ -48,7 +48,7 @@ std::optional<Cidr> read_cidr(YamlReader& r, const Field& f) {
   if (!text) return std::nullopt;
   auto c = parse_cidr(*text);
   if (!c || text->find_first_of(" \t") != std::string::npos) {
-    r.error(f, "invalid CIDR " + quoted(*text));
+    r.error(f, "invalid CIDR " + shown(*text));
     return std::nullopt;
   }
   return c;
@@ -56,7 +56,7 @@ std::optional<Cidr> read_cidr(YamlReader& r, const Field& f) {
 
 bool check_name(YamlReader& r, const Field& f, std::string_view name) {
   if (is_valid_name(name)) return true;
-  r.error(f, "invalid name " + quoted(name) + ": use letters, digits, \"_\", \"-\" and \".\"");
+  r.error(f, "invalid name " + shown(name) + ": use letters, digits, \"_\", \"-\" and \".\"");
   return false;
 }
 

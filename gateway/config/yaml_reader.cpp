@@ -194,14 +194,14 @@ std::optional<Mapping> YamlReader::mapping(const Field& f,
     }
     const std::string path = child_path(f.path, key);
     if (!allowed.empty() && !is_allowed(key)) {
-      error(key_line, path, "unknown key " + quoted(key));
+      error(key_line, path, "unknown key " + shown(key));
       continue;
     }
     const auto dup = std::find_if(m.entries.begin(), m.entries.end(),
                                   [&](const Entry& e) { return e.key == key; });
     if (dup != m.entries.end()) {
       error(key_line, path,
-            "duplicate key " + quoted(key) + " (first at line " +
+            "duplicate key " + shown(key) + " (first at line " +
                 std::to_string(first_lines[dup - m.entries.begin()]) + ")");
       continue;
     }
@@ -214,7 +214,7 @@ std::optional<Mapping> YamlReader::mapping(const Field& f,
 
 const Field* YamlReader::required(const Mapping& m, std::string_view key) {
   const Field* f = m.get(key);
-  if (!f && !m.merged) error(m.self, "missing required key " + quoted(key));
+  if (!f && !m.merged) error(m.self, "missing required key " + shown(key));
   return f;
 }
 
@@ -235,7 +235,7 @@ std::optional<std::vector<Field>> YamlReader::list(const Field& f) {
 }
 
 std::string YamlReader::got(const Field& f, std::string_view text) {
-  return f.secret ? std::string() : ", got " + quoted(text);
+  return f.secret ? std::string() : ", got " + shown(text);
 }
 
 std::string YamlReader::got_number(const Field& f, std::string_view text) {

@@ -19,7 +19,7 @@
 #include "upstream/redis/cluster/slot.hpp"
 #include "upstream/redis/codec.hpp"
 
-namespace {
+namespace cross_slot_limiter_test {
 
 using namespace sluice;
 using sluice::test::FakeRedisClient;
@@ -74,7 +74,6 @@ struct ClusterHarness {
   }
 };
 
-}  // namespace
 
 TEST_CASE("cluster limiter: buckets of one value share a slot and one call, with hash tags",
           "[ratelimit][cluster]") {
@@ -214,3 +213,5 @@ TEST_CASE("cluster limiter: refunds go one call per slot", "[ratelimit][cluster]
   REQUIRE(h.loop.run_until([&] { return done.has_value(); }));
   CHECK_FALSE(*done);
 }
+
+}  // namespace cross_slot_limiter_test

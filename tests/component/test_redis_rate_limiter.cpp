@@ -17,7 +17,7 @@
 #include "support/redis_server_fixture.hpp"
 #include "upstream/redis/single_node_client.hpp"
 
-namespace {
+namespace redis_rate_limiter_test {
 
 using namespace std::chrono_literals;
 using namespace sluice;
@@ -52,7 +52,6 @@ double gauge(RedisRateLimiter& limiter, MetricsShard& metrics, const char* name)
   return snapshot.value(name, "");
 }
 
-}  // namespace
 
 TEST_CASE("limiter: an open breaker closes by itself once Redis answers again",
           "[ratelimit][breaker][redis]") {
@@ -110,3 +109,5 @@ TEST_CASE("limiter: an open breaker closes by itself once Redis answers again",
   CHECK_FALSE(decide(loop, limiter).ec);
   limiter.close();
 }
+
+}  // namespace redis_rate_limiter_test

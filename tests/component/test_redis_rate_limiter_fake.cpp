@@ -20,7 +20,7 @@
 #include "support/script_replies.hpp"
 #include "upstream/redis/codec.hpp"
 
-namespace {
+namespace redis_rate_limiter_fake_test {
 
 using namespace std::chrono_literals;
 using namespace sluice;
@@ -107,7 +107,6 @@ std::vector<std::string> every_script() {
           redis::script_sha1(kBucketResetScript)};
 }
 
-}  // namespace
 
 TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
           "[ratelimit][limiter]") {
@@ -429,3 +428,5 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     CHECK_FALSE(*shadowed);
   }
 }
+
+}  // namespace redis_rate_limiter_fake_test

@@ -16,7 +16,7 @@
 #include "upstream/redis/sentinel/sentinel_client.hpp"
 #include "upstream/redis/single_node_client.hpp"
 
-namespace {
+namespace sentinel_client_test {
 
 using namespace std::chrono_literals;
 using sluice::redis::Error;
@@ -164,7 +164,6 @@ Load::Counts failover_under_load(SentinelFixture& f, std::chrono::milliseconds l
   return load.counts;
 }
 
-}  // namespace
 
 TEST_CASE("sentinel: resolves the primary and decides on it", "[sentinel]") {
   SentinelFixture f(SentinelFixture::Wait::kMonitoring);
@@ -346,3 +345,5 @@ TEST_CASE("sentinel: a node that must be a primary is refused when it is a repli
   CHECK_FALSE(connect(loop, on_primary));
   CHECK(on_primary.is_ready());
 }
+
+}  // namespace sentinel_client_test

@@ -14,17 +14,13 @@
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
 
-namespace {
+namespace sliding_window_script_test {
 
 LimitDescriptor window(std::string limit, double capacity, double seconds) {
   LimitDescriptor d = bucket(std::move(limit), "w", capacity, 0);
   d.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
   d.window_seconds = seconds;
   return d;
-}
-
-bool is_window(const LimitDescriptor& d) {
-  return d.algorithm == sluice::LimitAlgorithm::kSlidingWindow;
 }
 
 BucketState stored_state(Redis& redis, const LimitDescriptor& d) {
@@ -53,7 +49,6 @@ void check_expired(const BucketState& twin, const LimitDescriptor& d, std::int64
   CHECK(counts.previous == 0);
 }
 
-}  // namespace
 
 TEST_CASE("script: sliding windows decide exactly like the C++ twin, mixed with token buckets",
           "[ratelimit][script][redis][sliding_window]") {
@@ -156,7 +151,6 @@ TEST_CASE("script: the refund script takes a window's count back while it is cur
   CHECK(redis.pttl(key_of(w)) > 1'000'000);
 }
 
-namespace {
 
 // Every field of `script` equals `twin` exactly.
 bool same_decision(const RateDecision& script, const RateDecision& twin) {
@@ -176,7 +170,6 @@ bool same_decision(const RateDecision& script, const RateDecision& twin) {
   return true;
 }
 
-}  // namespace
 
 TEST_CASE("script: one enforced sliding window alone (the packed reply) decides exactly like the "
           "C++ twin at a moment of the call",
@@ -294,3 +287,5 @@ TEST_CASE("script: a batch of sliding windows and token buckets decides each req
   CHECK(alone[2] == decisions[3].allowed);
   CHECK(stored_window(redis, key_of(fresh)).tokens == stored_window(redis, key_of(w)).tokens);
 }
+
+}  // namespace sliding_window_script_test

@@ -1,6 +1,7 @@
 // Helpers for tests that parse configuration text: parse() reads YAML with the
 // process environment, parse_ok() requires it to be valid, and kMinimalTail
-// completes a document with the required sections.
+// completes a document with the required sections. Test files share them
+// rather than keep copies (a unity build compiles several test files as one).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -32,5 +33,20 @@ upstreams:
     servers: ["127.0.0.1:9000"]
 routes: []
 )";
+
+// The same, with no environment variables at all (a ${VAR} is unset).
+inline ConfigResult parse_no_env(std::string_view yaml) {
+  return parse_config(yaml, "test.yaml", [](std::string_view) { return std::nullopt; });
+}
+inline std::shared_ptr<const Config> parse_ok_no_env(std::string_view yaml) {
+  auto result = parse_no_env(yaml);
+  INFO((result.errors.empty() ? std::string() : result.errors.front()));
+  REQUIRE(result.config);
+  return result.config;
+}
+
+#ifdef SLUICE_FIXTURES_DIR
+inline const std::string kFixtures = SLUICE_FIXTURES_DIR;  // tests/fixtures
+#endif
 
 }  // namespace sluice::testing

@@ -17,10 +17,6 @@ struct Loaded {
   double need = 0;  // seconds until it fits, when it may be reserved
 };
 
-bool is_window(const LimitDescriptor& limit) {
-  return limit.algorithm == LimitAlgorithm::kSlidingWindow;
-}
-
 Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
             std::int64_t now_us) {
   Loaded l;

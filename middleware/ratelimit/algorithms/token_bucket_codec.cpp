@@ -61,12 +61,6 @@ double kind_of(const LimitDescriptor& limit) {
   return (limit.algorithm == LimitAlgorithm::kSlidingWindow ? 2 : 0) + (limit.shadow ? 1 : 0);
 }
 
-// A key's third number: its refill per second, or its window in seconds.
-double rate_or_window(const LimitDescriptor& limit) {
-  return limit.algorithm == LimitAlgorithm::kSlidingWindow ? limit.window_seconds
-                                                           : limit.refill_per_second;
-}
-
 // The decimal PX of a key written by either script.
 std::string ttl_ms(const LimitDescriptor& limit) {
   return std::to_string(limit.algorithm == LimitAlgorithm::kSlidingWindow

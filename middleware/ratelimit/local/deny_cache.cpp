@@ -3,17 +3,6 @@
 #include <algorithm>
 
 namespace sluice {
-namespace {
-
-bool is_window(const LimitDescriptor& bucket) {
-  return bucket.algorithm == LimitAlgorithm::kSlidingWindow;
-}
-
-double rate_or_window(const LimitDescriptor& bucket) {
-  return is_window(bucket) ? bucket.window_seconds : bucket.refill_per_second;
-}
-
-}  // namespace
 
 void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
                          const RateDecision& decision, std::int64_t asked_us) {

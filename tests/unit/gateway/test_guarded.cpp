@@ -12,7 +12,7 @@
 
 #include "gateway/common/guarded.hpp"
 
-namespace {
+namespace guarded_test {
 
 struct Owner {
   std::vector<std::string> errors;
@@ -33,7 +33,6 @@ void run(boost::asio::io_context& io, Escape& escape) {
   sluice::run_guarded(io, [&](std::string_view w, bool r) { escape(w, r); });
 }
 
-}  // namespace
 
 TEST_CASE("guarded: a handler that runs normally reports nothing") {
   boost::asio::io_context io;
@@ -93,3 +92,5 @@ TEST_CASE("run_guarded: an exception from an unguarded handler is passed on, unr
   CHECK(escape.reported == std::vector<bool>{false});
   CHECK(after == 1);
 }
+
+}  // namespace guarded_test

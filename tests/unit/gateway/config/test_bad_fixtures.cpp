@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "gateway/config/load.hpp"
+#include "support/config_text.hpp"
 
 namespace sluice {
 namespace {
 
-const std::string kFixtures = SLUICE_FIXTURES_DIR;
+using testing::kFixtures;
 
 struct BadFixture {
   const char* file;

@@ -13,33 +13,23 @@
 #include "gateway/config/keys.hpp"
 #include "gateway/config/load.hpp"
 #include "gateway/endpoints.hpp"
+#include "support/config_text.hpp"
 
 namespace sluice {
 namespace {
 
-const std::string kFixtures = SLUICE_FIXTURES_DIR;
+using testing::kFixtures;
 
-ConfigResult parse(std::string_view yaml) {
-  return parse_config(yaml, "test.yaml", [](std::string_view) { return std::nullopt; });
-}
-
-std::shared_ptr<const Config> parse_ok(std::string_view yaml) {
-  auto result = parse(yaml);
-  INFO((result.errors.empty() ? std::string() : result.errors.front()));
-  REQUIRE(result.config);
-  return result.config;
-}
-
-const char* const kHead = R"(upstreams:
+const char* const kChecksHead = R"(upstreams:
   app: { servers: ["127.0.0.1:9000"] }
 limits:
   per_ip: { key: ip, capacity: 10, refill_per_second: 1 }
 routes:
 )";
 
-// The warnings of a config made of kHead and `routes` (one route per line).
+// The warnings of a config made of kChecksHead and `routes` (one route per line).
 std::vector<std::string> warnings_of(const std::string& routes) {
-  const auto result = parse(kHead + routes);
+  const auto result = testing::parse_no_env(kChecksHead + routes);
   INFO((result.errors.empty() ? std::string() : result.errors.front()));
   REQUIRE(result.config);
   return result.warnings;
@@ -194,23 +184,23 @@ routes: []
       pro: { capacity: 50 }
 )";
   SECTION("the default plan and consumers' plans are known") {
-    CHECK(parse_ok("api_keys: { consumers: [{ key: k, plan: pro }] }\n" + limits + tail));
-    CHECK(parse_ok("api_keys: { default_plan: pro }\n" + limits + tail));
+    CHECK(testing::parse_ok_no_env("api_keys: { consumers: [{ key: k, plan: pro }] }\n" + limits + tail));
+    CHECK(testing::parse_ok_no_env("api_keys: { default_plan: pro }\n" + limits + tail));
   }
   SECTION("without api_keys only the default plan \"free\" is known") {
-    CHECK(parse(limits + tail).errors ==
+    CHECK(testing::parse_no_env(limits + tail).errors ==
           std::vector<std::string>{"test.yaml:7: limits.per_key.plans.pro: unknown plan \"pro\": "
                                    "not api_keys.default_plan nor the plan of a consumer (known: "
                                    "free)"});
   }
   SECTION("a broken api_keys section does not cascade into unknown plans") {
-    CHECK(parse("api_keys: [pro]\n" + limits + tail).errors ==
+    CHECK(testing::parse_no_env("api_keys: [pro]\n" + limits + tail).errors ==
           std::vector<std::string>{"test.yaml:1: api_keys: expected a mapping, got a list"});
   }
 }
 
 TEST_CASE("merge keys: one message, no cascade", "[config][checks]") {
-  const auto result = parse(R"(upstreams:
+  const auto result = testing::parse_no_env(R"(upstreams:
   app: { servers: ["127.0.0.1:9000"] }
 routes:
   - name: a
@@ -224,7 +214,7 @@ routes:
             // A quoted "<<" is an ordinary (unknown) key.
             "test.yaml:6: routes[1].<<: unknown key \"<<\""});
   // An alias of a whole value works.
-  CHECK(parse_ok(R"(upstreams:
+  CHECK(testing::parse_ok_no_env(R"(upstreams:
   app: { servers: &servers ["127.0.0.1:9000"] }
   app2: { servers: *servers }
 routes: []
@@ -235,19 +225,19 @@ routes: []
 }
 
 TEST_CASE("tab indentation is named, wherever yaml-cpp trips on it", "[config][checks]") {
-  CHECK(parse("server:\n\tlisten: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n").errors ==
+  CHECK(testing::parse_no_env("server:\n\tlisten: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n").errors ==
         std::vector<std::string>{
             "test.yaml:2: syntax error: a tab in the indentation (YAML indents with spaces only)"});
-  CHECK(parse("server:\n  threads: 1\n \t listen: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n")
+  CHECK(testing::parse_no_env("server:\n  threads: 1\n \t listen: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n")
             .errors ==
         std::vector<std::string>{
             "test.yaml:3: syntax error: a tab in the indentation (YAML indents with spaces only)"});
   // A tab after the indentation is not in it.
-  CHECK(parse_ok("server:\n  threads:\t2\nupstreams: {}\nroutes: []\n")->server.threads == 2);
+  CHECK(testing::parse_ok_no_env("server:\n  threads:\t2\nupstreams: {}\nroutes: []\n")->server.threads == 2);
 }
 
 TEST_CASE("API keys never appear in messages", "[config][checks]") {
-  const auto result = parse(R"(api_keys:
+  const auto result = testing::parse_no_env(R"(api_keys:
   consumers:
     - secret-key-1
     - { secret-key-2: pro }
@@ -268,7 +258,7 @@ routes: []
 
 TEST_CASE("a bad redis url is shown without its password", "[config][checks]") {
   const auto url_error = [](const std::string& url) {
-    const auto result = parse("redis: { url: \"" + url + "\" }\nupstreams: {}\nroutes: []\n");
+    const auto result = testing::parse_no_env("redis: { url: \"" + url + "\" }\nupstreams: {}\nroutes: []\n");
     REQUIRE(result.errors.size() == 1);
     return result.errors[0].substr(result.errors[0].find(", got ") + 6);
   };
@@ -283,10 +273,10 @@ TEST_CASE("a bad redis url is shown without its password", "[config][checks]") {
 
 TEST_CASE("messages escape and cut what they echo", "[config][checks]") {
   const std::string tail = "\nupstreams: {}\nroutes: []\n";
-  CHECK(parse("log: { level: \"a\\tb\\\"c\" }" + tail).errors ==
+  CHECK(testing::parse_no_env("log: { level: \"a\\tb\\\"c\" }" + tail).errors ==
         std::vector<std::string>{"test.yaml:1: log.level: unknown log level \"a\\tb\\\"c\" "
                                  "(expected trace, debug, info, warn or error)"});
-  const auto long_value = parse("server: { threads: " + std::string(200, '9') + "x }" + tail);
+  const auto long_value = testing::parse_no_env("server: { threads: " + std::string(200, '9') + "x }" + tail);
   REQUIRE(long_value.errors.size() == 1);
   CHECK(long_value.errors[0] == "test.yaml:1: server.threads: expected an integer, got \"" +
                                     std::string(120, '9') + "...\"");
@@ -302,7 +292,7 @@ TEST_CASE("endpoints_json", "[config][checks]") {
           R"("upstreams":{"demo":[{"host":"127.0.0.1","port":9000}]}})");
   }
   SECTION("no credentials; names as configured; null redis when nothing is limited") {
-    const auto c = parse_ok(R"(server: { listen: "[::1]:0" }
+    const auto c = testing::parse_ok_no_env(R"(server: { listen: "[::1]:0" }
 redis: { url: "rediss://alice:hunter2@cache.internal:6390/3" }
 upstreams:
   b: { servers: ["b.internal:80", "[::1]:81"] }
@@ -321,7 +311,7 @@ routes: []
     CHECK(doc["upstreams"]["a"][0]["port"] == 9000);
   }
   SECTION("redis as parsed from the url when a route is limited") {
-    const auto c = parse_ok(R"(redis: { url: "rediss://alice:hunter2@cache.internal:6390/3" }
+    const auto c = testing::parse_ok_no_env(R"(redis: { url: "rediss://alice:hunter2@cache.internal:6390/3" }
 upstreams: { app: { servers: ["127.0.0.1:9000"] } }
 limits: { per_ip: { key: ip, capacity: 1, refill_per_second: 1 } }
 routes: [{ name: a, match: { path_prefix: / }, upstream: app, limits: [per_ip] }]
@@ -367,7 +357,7 @@ TEST_CASE("warning: a header with \"_\" that the underscore policy hides from th
            "  - { name: r, match: { path_prefix: / }, upstream: app, limits: [per_tenant, "
            "per_ip] }\n";
   };
-  const auto dropped = parse(config_with("drop", "X_Api_Key"));
+  const auto dropped = testing::parse_no_env(config_with("drop", "X_Api_Key"));
   REQUIRE(dropped.config);
   REQUIRE(dropped.warnings.size() == 2);
   CHECK(dropped.warnings[0] ==
@@ -376,11 +366,11 @@ TEST_CASE("warning: a header with \"_\" that the underscore policy hides from th
         "sees it; rename it or set headers_with_underscores: allow");
   CHECK(dropped.warnings[1].starts_with("test.yaml:4: api_keys.header: header \"X_Api_Key\""));
 
-  const auto rejected = parse(config_with("reject", "X-Api-Key"));
+  const auto rejected = testing::parse_no_env(config_with("reject", "X-Api-Key"));
   REQUIRE(rejected.warnings.size() == 1);
   CHECK(rejected.warnings[0].find("reject: requests with it get 400") != std::string::npos);
 
-  CHECK(parse(config_with("allow", "X_Api_Key")).warnings.empty());
+  CHECK(testing::parse_no_env(config_with("allow", "X_Api_Key")).warnings.empty());
 }
 
 }  // namespace sluice

@@ -12,7 +12,7 @@ namespace {
 
 using testing::parse_ok;
 
-const std::string kFixtures = SLUICE_FIXTURES_DIR;
+using testing::kFixtures;
 
 }  // namespace
 

@@ -12,7 +12,7 @@ namespace {
 
 using testing::parse_ok;
 
-const std::string kHead = R"(
+const std::string kOnLimitHead = R"(
 upstreams:
   app: { servers: ["127.0.0.1:9000"] }
 routes:
@@ -21,17 +21,17 @@ routes:
 }  // namespace
 
 TEST_CASE("on_limit: reject by default, delay with its max_delay_ms", "[config]") {
-  auto c = parse_ok(kHead + "  - { name: a, match: { path_prefix: / }, upstream: app }");
+  auto c = parse_ok(kOnLimitHead + "  - { name: a, match: { path_prefix: / }, upstream: app }");
   CHECK(c->routes[0].on_limit == RouteConfig::OnLimit::kReject);
   CHECK(c->routes[0].max_delay == Millis(0));
 
-  c = parse_ok(kHead +
+  c = parse_ok(kOnLimitHead +
                "  - { name: a, match: { path_prefix: / }, upstream: app, on_limit: delay, "
                "max_delay_ms: 250 }");
   CHECK(c->routes[0].on_limit == RouteConfig::OnLimit::kDelay);
   CHECK(c->routes[0].max_delay == Millis(250));
 
-  c = parse_ok(kHead +
+  c = parse_ok(kOnLimitHead +
                "  - { name: a, match: { path_prefix: / }, upstream: app, on_limit: reject, "
                "max_delay_ms: 0 }");
   CHECK(c->routes[0].on_limit == RouteConfig::OnLimit::kReject);

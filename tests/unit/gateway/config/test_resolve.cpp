@@ -7,13 +7,11 @@
 
 #include "gateway/config/load.hpp"
 #include "gateway/config/resolve.hpp"
+#include "support/config_text.hpp"
 
 namespace sluice {
 namespace {
 
-ConfigResult parse(std::string_view yaml) {
-  return parse_config(yaml, "test.yaml", [](std::string_view) { return std::nullopt; });
-}
 
 TEST_CASE("resolve: listeners overlap on one port with a shared or wildcard address", "[config]") {
   using config::listeners_overlap;
@@ -26,7 +24,7 @@ TEST_CASE("resolve: listeners overlap on one port with a shared or wildcard addr
 }
 
 TEST_CASE("resolve: names become indexes, in the order listed", "[config]") {
-  const auto result = parse(R"(
+  const auto result = testing::parse_no_env(R"(
 upstreams:
   a: { servers: ["127.0.0.1:9000"] }
   b: { servers: ["127.0.0.1:9001"] }
@@ -45,7 +43,7 @@ routes:
 
 TEST_CASE("resolve: cross-section errors keep the reading order on one line", "[config]") {
   // One flow line: errors of the first pass and of the second interleave as read.
-  const auto result = parse(
+  const auto result = testing::parse_no_env(
       "{upstreams: {a: {servers: [\"127.0.0.1:9000\"]}}, limits: {x: {key: ip, capacity: 1, "
       "refill_per_second: 1}}, routes: [{name: r, match: {path_prefix: /}, upstream: nope, "
       "strip_prefix: 3, limits: [x, x, y], on_redis_failure: maybe, cost: 2}]}\n");
@@ -64,7 +62,7 @@ TEST_CASE("resolve: cross-section errors keep the reading order on one line", "[
 }
 
 TEST_CASE("resolve: limits listed twice, unknown limits and plans", "[config]") {
-  const auto result = parse(R"(
+  const auto result = testing::parse_no_env(R"(
 upstreams:
   a: { servers: ["127.0.0.1:9000"] }
 limits:
@@ -101,13 +99,13 @@ limits:
 routes:
   - { name: r, match: { path_prefix: / }, upstream: a, limits: [k] }
 )";
-  const auto valid = parse(yaml);
+  const auto valid = testing::parse_no_env(yaml);
   REQUIRE(valid.config);
   REQUIRE(valid.warnings.size() == 1);
   CHECK(
       valid.warnings[0].starts_with("test.yaml:7: routes[0].limits: every limit is keyed by "
                                     "api_key"));
-  const auto invalid = parse(yaml + "log: { level: loud }\n");
+  const auto invalid = testing::parse_no_env(yaml + "log: { level: loud }\n");
   CHECK(invalid.warnings.empty());
 }
 

@@ -15,11 +15,11 @@ std::string address_error(std::string_view text, bool listener) {
   return message ? *message : std::string();
 }
 
-TEST_CASE("text: quoted escapes and cuts values for messages", "[config]") {
-  CHECK(quoted("a\"b\\c") == "\"a\\\"b\\\\c\"");
-  CHECK(quoted("a\nb\tc\x01\x7f") == "\"a\\nb\\tc\\x01\\x7f\"");
+TEST_CASE("text: shown escapes and cuts values for messages", "[config]") {
+  CHECK(shown("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(shown("a\nb\tc\x01\x7f") == "\"a\\nb\\tc\\x01\\x7f\"");
   const std::string long_value(kMaxShownBytes + 5, 'v');
-  CHECK(quoted(long_value) == "\"" + std::string(kMaxShownBytes, 'v') + "...\"");
+  CHECK(shown(long_value) == "\"" + std::string(kMaxShownBytes, 'v') + "...\"");
 }
 
 TEST_CASE("text: numbers, tokens, names and hosts", "[config]") {

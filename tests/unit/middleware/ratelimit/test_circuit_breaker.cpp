@@ -4,7 +4,7 @@
 
 #include "middleware/ratelimit/circuit_breaker.hpp"
 
-namespace {
+namespace circuit_breaker_test {
 
 using namespace std::chrono_literals;
 using sluice::CircuitBreaker;
@@ -22,7 +22,6 @@ struct Fixture {
   }
 };
 
-}  // namespace
 
 TEST_CASE("breaker: consecutive failures open it", "[ratelimit][breaker]") {
   Fixture f;
@@ -128,3 +127,5 @@ TEST_CASE("breaker: a failed probe outside the trial reopens it; a closed one st
   CHECK(f.breaker.open_remaining(f.now + 1500ms) == 1000ms);
   CHECK(f.breaker.state(f.now + 2500ms) == State::kHalfOpen);
 }
+
+}  // namespace circuit_breaker_test

@@ -11,7 +11,7 @@
 
 using namespace sluice;
 
-namespace {
+namespace outcome_test {
 
 LimitDescriptor limit(std::string name, bool shadow, double max_wait = 0) {
   LimitDescriptor d;
@@ -46,7 +46,6 @@ RateDecision decided(bool allowed, std::vector<LimitState> limits, double delay 
 using V = LimitVerdict;
 using K = RateOutcome::Kind;
 
-}  // namespace
 
 TEST_CASE("verdict labels are the metric's decision values", "[ratelimit][outcome]") {
   CHECK(verdict_label(V::kAllowed) == "allowed");
@@ -194,3 +193,5 @@ TEST_CASE("a request that leaves gives back what it debited", "[ratelimit][outco
   for (const auto& refund : refunds) CHECK(refund.tokens == 3);
   CHECK(debited_buckets(limits, RateDecision{}, 3).empty());  // nothing decided, nothing back
 }
+
+}  // namespace outcome_test

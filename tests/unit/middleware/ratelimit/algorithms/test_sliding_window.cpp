@@ -8,7 +8,7 @@
 
 #include "middleware/ratelimit/algorithms/limits.hpp"
 
-namespace {
+namespace sliding_window_test {
 
 using sluice::BucketState;
 using sluice::LimitDescriptor;
@@ -34,7 +34,6 @@ struct Window {
   }
 };
 
-}  // namespace
 
 TEST_CASE("sliding window: capacity per window, then the previous window slides out",
           "[ratelimit][sliding_window]") {
@@ -160,3 +159,5 @@ TEST_CASE("sliding window: a clock that went backwards keeps the stored window",
   CHECK(w.states[0].timestamp_us == (kStart + 5 * kSecond) / kSecond);
   CHECK_FALSE(w.decide(kStart + 3 * kSecond).allowed);
 }
+
+}  // namespace sliding_window_test

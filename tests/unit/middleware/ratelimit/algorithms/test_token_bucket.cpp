@@ -10,7 +10,7 @@
 #include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 
-namespace {
+namespace token_bucket_test {
 
 using sluice::BucketState;
 using sluice::FallbackStore;
@@ -36,7 +36,6 @@ struct Fixture {
   }
 };
 
-}  // namespace
 
 TEST_CASE("token bucket: a new bucket starts full and allows a burst of capacity",
           "[ratelimit][token_bucket]") {
@@ -219,3 +218,5 @@ TEST_CASE("token bucket: Redis keys expire after a full refill and a margin",
   CHECK(sluice::bucket_ttl_ms(1, 0.3) == 4334);  // ceil(3333.33) + 1000
   CHECK(sluice::bucket_ttl_ms(5, 0) == sluice::kMaxBucketTtlMs);
 }
+
+}  // namespace token_bucket_test

@@ -16,7 +16,7 @@
 #include "middleware/ratelimit/descriptors.hpp"
 #include "upstream/redis/codec.hpp"
 
-namespace {
+namespace token_bucket_codec_test {
 
 using sluice::LimitDescriptor;
 
@@ -41,7 +41,6 @@ std::string raw_doubles(std::initializer_list<double> values) {
   return out;
 }
 
-}  // namespace
 
 TEST_CASE("script: one token bucket's packed reply", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
@@ -216,3 +215,5 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") 
   // TIME; MGET, SET (one token bucket); MGET, SET (one sliding window); MGET, SET, SET (any other)
   CHECK(calls == 8);
 }
+
+}  // namespace token_bucket_codec_test

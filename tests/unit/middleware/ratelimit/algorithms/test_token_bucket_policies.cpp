@@ -9,7 +9,7 @@
 #include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 
-namespace {
+namespace token_bucket_policies_test {
 
 using sluice::BucketState;
 using sluice::LimitDescriptor;
@@ -31,7 +31,6 @@ BucketState holding(double tokens) {
   return BucketState{tokens, kNow, true};
 }
 
-}  // namespace
 
 TEST_CASE("token bucket policies: a short bucket within its max wait is reserved",
           "[ratelimit][token_bucket][policies]") {
@@ -137,3 +136,5 @@ TEST_CASE("token bucket policies: the fallback store reserves and keeps shadow b
   CHECK(store.state(limits[1]).tokens == 0);
   CHECK_FALSE(store.decide(limits, 1).allowed);  // a 2 s wait
 }
+
+}  // namespace token_bucket_policies_test

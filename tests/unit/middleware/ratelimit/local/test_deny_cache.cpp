@@ -7,7 +7,7 @@
 
 using namespace sluice;
 
-namespace {
+namespace deny_cache_test {
 
 LimitDescriptor bucket(const char* limit, const char* key, double capacity, double rate) {
   return LimitDescriptor{limit, key_hash(key), capacity, rate};
@@ -26,7 +26,6 @@ void remember(DenyCache& cache, const LimitDescriptor& b, double cost, const Lim
   cache.remember(std::span(&b, 1), cost, d, asked_us);
 }
 
-}  // namespace
 
 TEST_CASE("deny cache: denies until the bucket can hold the cost again", "[ratelimit][local]") {
   DenyCache cache;
@@ -132,3 +131,5 @@ TEST_CASE("deny cache: an entry that outlived its shortage asks the store", "[ra
   CHECK(cache.denied(b, 1, 1'100'000));        // 0.7 tokens: still short
   CHECK_FALSE(cache.denied(b, 1, 1'500'000));  // 1.5 tokens: the store decides
 }
+
+}  // namespace deny_cache_test

@@ -15,7 +15,7 @@
 
 using namespace sluice;
 
-namespace {
+namespace fallback_store_test {
 
 struct ManualClock {
   std::int64_t now_us = 1'700'000'000'000'000;
@@ -43,7 +43,6 @@ struct Fixture {
   FallbackStore store;
 };
 
-}  // namespace
 
 TEST_CASE("fallback: each instance holds capacity / N and refills at refill / N",
           "[ratelimit][fallback]") {
@@ -243,3 +242,5 @@ TEST_CASE("fleet heartbeat: the instance id is 16 random bytes in hex", "[rateli
   CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
   CHECK(a != random_instance_id());
 }
+
+}  // namespace fallback_store_test

@@ -14,7 +14,7 @@
 
 using namespace sluice;
 
-namespace {
+namespace local_layer_test {
 
 class FakeStore final : public RateLimiter {
  public:
@@ -118,7 +118,6 @@ void warm_lease(Harness& h, const LimitDescriptor& g) {
   }
 }
 
-}  // namespace
 
 TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
           "[ratelimit][local]") {
@@ -369,3 +368,5 @@ TEST_CASE("local layer: requests that find the lease spent wait for the top-up o
     REQUIRE(h.loop.run_until([&] { return answers.size() == 3; }));
   }
 }
+
+}  // namespace local_layer_test
