@@ -19,6 +19,7 @@
 #include "gateway/memory_trim.hpp"
 #include "gateway/metrics_scrape.hpp"
 #include "gateway/readiness.hpp"
+#include "gateway/service_notify.hpp"
 #include "gateway/tls/server_tls.hpp"
 #include "gateway/version.hpp"
 #include "gateway/worker.hpp"
@@ -65,6 +66,7 @@ class Application::Impl {
   void begin_shutdown();
   void wait_drained(std::chrono::steady_clock::time_point deadline);
   void finish_shutdown();
+  void announce_ready(std::chrono::steady_clock::time_point deadline);
 
   std::string path_;
   std::shared_ptr<const Config> config_;
@@ -86,11 +88,19 @@ class Application::Impl {
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   asio::steady_timer drain_timer_{main_io_};
+  ServiceNotifier notifier_;  // systemd's Type=notify, when it started us
+  asio::steady_timer ready_timer_{main_io_};
   MemoryTrim memory_trim_{main_io_, workers_};
   HealthChecks health_checks_{main_io_};
   bool stopping_ = false;
   bool ready_ = false;
 };
+
+// How long a start waits for the services' dependencies (Redis) before it
+// tells a service manager it is ready anyway: the routes' failure modes
+// decide what clients get meanwhile, and a Redis that is down must not fail
+// the start of a gateway that can serve without it.
+constexpr auto kReadyWaitLimit = std::chrono::seconds(10);
 
 // /healthz answers while the process does; /readyz says whether traffic is
 // taken and what the services report of their dependencies; /metrics scrapes.
@@ -188,6 +198,7 @@ bool Application::Impl::start() {
   memory_trim_.start();
   wait_signal();
   ready_ = true;
+  announce_ready(std::chrono::steady_clock::now() + kReadyWaitLimit);
   const bool tls_beside = tls_listener_.is_bound();
   spdlog::info("sluice listening on {}{}{} (data plane, {} worker threads), admin on {}",
                to_string(listener_.local_endpoint()),
@@ -236,11 +247,13 @@ void Application::Impl::wait_signal() {
 }
 
 void Application::Impl::reload() {
+  notifier_.notify("RELOADING=1");
   auto result = load_config_file(path_);
   if (!result.config) {
     spdlog::error("reload of {} failed; keeping the running configuration", path_);
     for (const auto& e : result.errors) spdlog::error("{}", e);
     main_metrics_.add("sluice_config_reloads_total", label("result", "error"));
+    notifier_.notify("READY=1\nSTATUS=serving; the last reload failed (see the log)");
     return;
   }
   const auto& next = *result.config;
@@ -270,11 +283,14 @@ void Application::Impl::reload() {
   seed_metrics_ = seed_series(*config_, options_.services.get());
   main_metrics_.add("sluice_config_reloads_total", label("result", "ok"));
   spdlog::info("configuration reloaded from {}", path_);
+  notifier_.notify("READY=1\nSTATUS=serving");
 }
 
 void Application::Impl::begin_shutdown() {
   if (stopping_) return;
   stopping_ = true;
+  ready_timer_.cancel();
+  notifier_.notify("STOPPING=1\nSTATUS=draining");
   listener_.close();
   tls_listener_.close();
   memory_trim_.stop();
@@ -297,6 +313,36 @@ void Application::Impl::wait_drained(std::chrono::steady_clock::time_point deadl
   drain_timer_.async_wait([this, deadline](error_code ec) {
     if (!ec) wait_drained(deadline);
   });
+}
+
+// READY=1 for a service manager once the listeners are bound (start() has
+// run) and, when the services depend on something outside (Redis, for limited
+// routes), every worker reaches it or kReadyWaitLimit has passed.
+void Application::Impl::announce_ready(std::chrono::steady_clock::time_point deadline) {
+  if (!notifier_.enabled() || stopping_) return;
+  const auto* services = options_.services.get();
+  if (!services || !services->has_dependencies(*config_)) {
+    return notifier_.notify("READY=1\nSTATUS=serving");
+  }
+  gather_dependencies(
+      workers_, main_io_, services, last_readiness_, [this, deadline](const nlohmann::json&) {
+        if (stopping_) return;
+        const bool reached = std::all_of(last_readiness_.begin(), last_readiness_.end(),
+                                         [](const DependencyState& d) { return d.ready; });
+        if (reached) return notifier_.notify("READY=1\nSTATUS=serving");
+        if (std::chrono::steady_clock::now() >= deadline) {
+          spdlog::warn(
+              "ready without every dependency reachable yet; routes "
+              "answer by their failure modes meanwhile");
+          return notifier_.notify(
+              "READY=1\nSTATUS=serving; a dependency (Redis) is not reachable "
+              "yet");
+        }
+        ready_timer_.expires_after(std::chrono::milliseconds(100));
+        ready_timer_.async_wait([this, deadline](error_code ec) {
+          if (!ec) announce_ready(deadline);
+        });
+      });
 }
 
 void Application::Impl::finish_shutdown() {

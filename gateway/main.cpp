@@ -28,6 +28,27 @@ constexpr const char* kUsage =
     "       sluice --config FILE --check [--print-endpoints]\n"
     "       sluice --version\n";
 
+constexpr const char* kHelp =
+    "\n"
+    "Sluice: an HTTP/1.1 API gateway with distributed rate limiting. It routes each\n"
+    "request by the YAML file's routes, decides its limits in Redis (429 with\n"
+    "Retry-After and RateLimit headers when a limit is spent) and streams it to\n"
+    "an upstream.\n"
+    "\n"
+    "  --config FILE       the configuration (every key: docs/configuration.md)\n"
+    "  --check             validate FILE, print \"configuration OK\" or every error\n"
+    "                      and warning, and exit 0 or 1; opens no socket\n"
+    "  --print-endpoints   with --check: the listeners, Redis and upstreams as JSON\n"
+    "  --log-level LEVEL   override log.level (reloads keep it)\n"
+    "  --version           print the version and exit\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "Signals: SIGHUP reloads FILE (an invalid file is logged and the running\n"
+    "configuration kept); SIGTERM or SIGINT stops accepting, lets in-flight\n"
+    "requests finish within server.drain_timeout_ms, and exits 0.\n"
+    "Under systemd (Type=notify) it reports READY, RELOADING and STOPPING.\n"
+    "Admin endpoints (admin.listen): /healthz, /readyz, /metrics.\n";
+
 bool valid_level(const std::string& level) {
   return level == "trace" || level == "debug" || level == "info" || level == "warn" ||
          level == "error";
@@ -89,6 +110,7 @@ int main(int argc, char** argv) {
       log_level = arg.substr(12);
     } else if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      std::fputs(kHelp, stdout);
       return 0;
     } else {
       std::fprintf(stderr, "sluice: unknown argument '%s'\n%s", arg.c_str(), kUsage);

@@ -71,6 +71,9 @@ class WorkerServicesFactory {
   // A configuration about to be put in force, at startup or on a reload (main
   // thread): where the services log what they find risky in it.
   virtual void on_config_loaded(const Config&) const {}
+  // Whether the services under `config` depend on something outside the
+  // process (a start waits a little for it before it says it is ready).
+  virtual bool has_dependencies(const Config&) const { return false; }
   // The "dependencies" object of /readyz from every worker's state, in worker
   // order; a worker whose services are gone reports a default state (main thread).
   virtual nlohmann::json readiness(const std::vector<DependencyState>& workers) const = 0;

@@ -176,6 +176,8 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   }
 
   // Redis is "ready" when every worker's connection is, "partial" when some are.
+  bool has_dependencies(const Config& config) const override { return has_limits(config); }
+
   nlohmann::json readiness(const std::vector<DependencyState>& workers) const override {
     if (workers.empty()) return nlohmann::json::object();
     std::size_t ready = 0;

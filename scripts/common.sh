@@ -40,11 +40,17 @@ install_packages() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing Debian packages: ${missing[*]}"
-  local sudo=""
+  log "installing ${#missing[@]} Debian packages (about 1 to 2 minutes): ${missing[*]}"
+  local sudo="" started=$SECONDS
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # One line per package set up, so that a long install shows it is moving.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Use-Pty=0 "${missing[@]}" |
+    { grep --line-buffered '^Setting up ' || true; } |
+    while IFS= read -r line; do log "  apt: ${line#Setting up }"; done
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { log "apt-get install failed"; return 1; }
+  log "packages installed in $((SECONDS - started)) s"
 }
 
 # configure_build ON|OFF: configures $SLUICE_BUILD if it is not yet, with or
@@ -62,19 +68,24 @@ configure_build() {
 }
 
 # Everything, tests included (scripts/test; SLUICE_NINJA_ARGS picks targets).
+# From nothing about 4 minutes on 2 cores; ninja shows [done/total] as it goes.
 build_sluice() {
   install_packages "${SLUICE_PACKAGES[@]}"
   configure_build ON
-  log "building (ninja, ccache)"
+  log "building (ninja, ccache; about 4 minutes from nothing on 2 cores)"
+  local started=$SECONDS
   ninja -C "$SLUICE_BUILD" ${SLUICE_NINJA_ARGS:-}
+  log "built in $((SECONDS - started)) s"
 }
 
 # The gateway and the demo upstream only (scripts/run): no test tools, no tests.
 build_for_run() {
   install_packages "${SLUICE_RUN_PACKAGES[@]}"
   configure_build OFF
-  log "building sluice and sluice-echo (ninja, ccache)"
+  log "building sluice and sluice-echo (ninja, ccache; about 2 minutes from nothing on 2 cores)"
+  local started=$SECONDS
   ninja -C "$SLUICE_BUILD" sluice sluice-echo
+  log "built in $((SECONDS - started)) s"
 }
 
 # True when something accepts TCP connections on 127.0.0.1:$1.

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import unittest
+import unittest.mock
 
 from harness import (SANITIZED, SOURCE_DIR, ProcessTestCase, RawConnection, SLUICE_BIN,
                      closed_port, free_port, gateway_config, request, run_cli, to_yaml, wait_until)
@@ -487,6 +488,81 @@ class SignalTest(ProcessTestCase):
         self.assertEqual(result["response"][0], 200)
         self.assertEqual(gateway.metric("sluice_config_reloads_total", result="ok"), 1)
 
+
+
+class ServiceNotifyTest(ProcessTestCase):
+    """systemd's Type=notify protocol: READY=1 once the listeners are bound (and, with
+    limited routes, Redis reached or 10 s passed), RELOADING=1 then READY=1 around a
+    SIGHUP, STOPPING=1 at a drain; datagrams to the socket $NOTIFY_SOCKET names."""
+
+    def notify_socket(self):
+        path = os.path.join(self.workdir, "notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(15)
+        self.addCleanup(sock.close)
+        return path, sock
+
+    def states(self, sock, until):
+        """Datagrams received until one holds `until`; each as a dict."""
+        seen = []
+        while True:
+            message = dict(line.split("=", 1) for line in sock.recv(4096).decode().splitlines())
+            seen.append(message)
+            if until in message:
+                return seen
+
+    def start_notified(self, path, config):
+        with unittest.mock.patch.dict(os.environ, {"NOTIFY_SOCKET": path}):
+            return self.start_sluice(config, wait_healthy=False)
+
+    def test_ready_reloading_and_stopping_are_told(self):
+        path, sock = self.notify_socket()
+        echo = self.start_echo()
+        config = gateway_config({"echo": [echo.address]},
+                                [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo"}])
+        gw = self.start_notified(path, config)
+        [ready] = self.states(sock, "READY")
+        self.assertEqual(ready["READY"], "1")
+        # Ready means serving: the listeners were bound before it was said.
+        self.assertEqual(request(gw.port, "GET", "/x")[0], 200)
+        gw.reload(gw.config_text)
+        states = self.states(sock, "READY")
+        self.assertEqual(states[0], {"RELOADING": "1"})
+        self.assertEqual(states[-1]["READY"], "1")
+        gw.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.states(sock, "STOPPING")[-1]["STOPPING"], "1")
+        self.assertEqual(gw.wait(15), 0)
+
+    def test_with_limits_ready_waits_for_redis(self):
+        path, sock = self.notify_socket()
+        echo = self.start_echo()
+        redis_port = free_port()
+        config = gateway_config(
+            {"echo": [echo.address]},
+            [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo", "limits": ["ip"]}],
+            redis={"url": f"redis://127.0.0.1:{redis_port}/0", "connect_timeout_ms": 200},
+            limits={"ip": {"key": "ip", "capacity": 5, "refill_per_second": 1}})
+        gw = self.start_notified(path, config)
+        # Serving (the route fails open), but not ready while Redis is down...
+        gw.wait_healthy()
+        self.assertEqual(request(gw.port, "GET", "/x")[0], 200)
+        sock.settimeout(1.0)
+        with self.assertRaises(socket.timeout):
+            sock.recv(4096)
+        # ...and ready once it is reached: the next request is decided by it.
+        sock.settimeout(15)
+        self.start_redis(port=redis_port)
+        self.states(sock, "READY")
+        headers = request(gw.port, "GET", "/x")[1]
+        self.assertEqual(headers.get("X-RateLimit-Remaining"), "4")
+
+    def test_without_notify_socket_nothing_is_sent(self):
+        echo = self.start_echo()
+        gw = self.start_sluice(gateway_config(
+            {"echo": [echo.address]},
+            [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo"}]))
+        self.assertNotIn("NOTIFY_SOCKET", gw.stderr())
 
 
 class UpstreamNameTest(ProcessTestCase):
