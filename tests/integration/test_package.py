@@ -8,18 +8,39 @@ in CI (CI=true), where that fails. Skipped under the sanitizers (the package is
 of a plain build).
 """
 
+import glob
 import os
+import re
 import socket
 import subprocess
 import tempfile
 import unittest
+import urllib.parse
 
 from harness import SANITIZED, SLUICE_BIN, SOURCE_DIR
 
 
+def mirror() -> str:
+    """The Debian mirror scripts/package-check uses: $SLUICE_DEBIAN_MIRROR, else the
+    host's first apt source ending in /debian, else deb.debian.org."""
+    if os.environ.get("SLUICE_DEBIAN_MIRROR"):
+        return os.environ["SLUICE_DEBIAN_MIRROR"]
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")) + ["/etc/apt/sources.list"]:
+        try:
+            text = open(path).read()
+        except OSError:
+            continue
+        found = re.search(r"^(?:URIs:|deb)\s+(\S+/debian)\s*$", text, re.M) or \
+            re.search(r"^deb\s+(\S+/debian)\s", text, re.M)
+        if found:
+            return found.group(1)
+    return "http://deb.debian.org/debian"
+
+
 def mirror_reachable() -> bool:
+    url = urllib.parse.urlsplit(mirror())
     try:
-        socket.create_connection(("deb.debian.org", 80), timeout=5).close()
+        socket.create_connection((url.hostname, url.port or 80), timeout=5).close()
         return True
     except OSError:
         return False
@@ -32,7 +53,7 @@ class PackageTest(unittest.TestCase):
         if os.geteuid() != 0:
             why = "needs root (debootstrap, chroot)"
         elif not mirror_reachable():
-            why = "deb.debian.org is not reachable"
+            why = f"the Debian mirror {mirror()} is not reachable"
         if why:
             if os.environ.get("CI"):
                 self.fail(why)
