@@ -101,6 +101,8 @@ class Application::Impl {
 // decide what clients get meanwhile, and a Redis that is down must not fail
 // the start of a gateway that can serve without it.
 constexpr auto kReadyWaitLimit = std::chrono::seconds(10);
+// What a service manager is told while all is well.
+constexpr std::string_view kReadyServing = "READY=1\nSTATUS=serving";
 
 // /healthz answers while the process does; /readyz says whether traffic is
 // taken and what the services report of their dependencies; /metrics scrapes.
@@ -283,7 +285,7 @@ void Application::Impl::reload() {
   seed_metrics_ = seed_series(*config_, options_.services.get());
   main_metrics_.add("sluice_config_reloads_total", label("result", "ok"));
   spdlog::info("configuration reloaded from {}", path_);
-  notifier_.notify("READY=1\nSTATUS=serving");
+  notifier_.notify(kReadyServing);
 }
 
 void Application::Impl::begin_shutdown() {
@@ -322,14 +324,14 @@ void Application::Impl::announce_ready(std::chrono::steady_clock::time_point dea
   if (!notifier_.enabled() || stopping_) return;
   const auto* services = options_.services.get();
   if (!services || !services->has_dependencies(*config_)) {
-    return notifier_.notify("READY=1\nSTATUS=serving");
+    return notifier_.notify(kReadyServing);
   }
   gather_dependencies(
       workers_, main_io_, services, last_readiness_, [this, deadline](const nlohmann::json&) {
         if (stopping_) return;
         const bool reached = std::all_of(last_readiness_.begin(), last_readiness_.end(),
                                          [](const DependencyState& d) { return d.ready; });
-        if (reached) return notifier_.notify("READY=1\nSTATUS=serving");
+        if (reached) return notifier_.notify(kReadyServing);
         if (std::chrono::steady_clock::now() >= deadline) {
           spdlog::warn(
               "ready without every dependency reachable yet; routes "

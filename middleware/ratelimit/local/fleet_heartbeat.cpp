@@ -1,6 +1,7 @@
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
 
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -51,22 +52,20 @@ void FleetHeartbeat::beat() {
 
 // No answer: the store keeps the last count.
 void FleetHeartbeat::on_answer(std::error_code ec, long long live, std::string_view detail) {
+  const bool first = std::exchange(first_answer_, false);
   if (ec || live <= 0) {
-    ++failures_in_a_row_;
-    if (!answered_ && failures_in_a_row_ == 1) return;  // the first, while connecting
+    if (first) return;  // the process's first heartbeat, sent while connecting
     if (failed_) failed_();
-    if (failures_in_a_row_ == (answered_ ? 1 : 2)) {
+    if (!failing_) {
       spdlog::warn("fleet heartbeat failed: {}{}{}; the local fallback keeps fleet size {}",
                    ec ? ec.message() : "no live member", detail.empty() ? "" : ": ", detail,
                    store_->fleet_size());
     }
+    failing_ = true;
     return;
   }
-  if (failures_in_a_row_ > (answered_ ? 0 : 1)) {
-    spdlog::info("fleet heartbeat works again: {} live instances", live);
-  }
-  answered_ = true;
-  failures_in_a_row_ = 0;
+  if (failing_) spdlog::info("fleet heartbeat works again: {} live instances", live);
+  failing_ = false;
   store_->set_learned_fleet_size(static_cast<unsigned>(live));
 }
 

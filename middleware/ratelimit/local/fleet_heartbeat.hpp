@@ -59,8 +59,8 @@ class FleetHeartbeat final : public std::enable_shared_from_this<FleetHeartbeat>
   Send send_;
   std::shared_ptr<FallbackStore> store_;
   std::function<void()> failed_;
-  bool answered_ = false;  // some heartbeat was answered with a count
-  int failures_in_a_row_ = 0;
+  bool first_answer_ = true;  // no heartbeat has completed yet
+  bool failing_ = false;      // the last heartbeat failed, and that run was logged
   boost::asio::steady_timer timer_;
   bool enabled_ = false;
   std::uint64_t generation_ = 0;  // bumped by enable(): the beat chain to keep
