@@ -19,6 +19,7 @@ TEST_CASE("cluster slot: CLUSTER KEYSLOT of a real server agrees on random binar
           "[redis]") {
   sluice::test::RedisServerOptions options;
   options.extra_args = {"--cluster-enabled", "yes"};
+  options.cluster_bus = true;
   sluice::test::RedisServerFixture redis(options);
 
   std::mt19937 rng(20261122);
@@ -69,6 +70,7 @@ TEST_CASE("slot map: a real node's CLUSTER SHARDS and CLUSTER SLOTS give the sam
           "[redis]") {
   sluice::test::RedisServerOptions options;
   options.extra_args = {"--cluster-enabled", "yes"};
+  options.cluster_bus = true;
   sluice::test::RedisServerFixture redis(options);
   using sluice::redis::cluster::NodeAddress;
   using sluice::redis::cluster::SlotMap;

@@ -46,6 +46,7 @@ class ClusterFixture {
     options.extra_args = {
         "--cluster-enabled",      "yes",  "--cluster-config-file",           "nodes.conf",
         "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"};
+    options.cluster_bus = true;
     for (int i = 0; i < kNodes; ++i)
       nodes_.push_back(std::make_unique<RedisServerFixture>(options));
     std::vector<std::string> args = {"/usr/bin/redis-cli", "--cluster", "create"};

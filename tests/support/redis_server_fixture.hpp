@@ -198,6 +198,9 @@ inline pid_t spawn_process(std::vector<std::string> args, const std::string& out
 struct RedisServerOptions {
   bool tls = false;                     // port() is then a TLS-only port (--port 0 --tls-port P)
   std::vector<std::string> extra_args;  // e.g. TLS files, --requirepass
+  // A cluster node: its bus gets a free port of its own (by default it is
+  // port + 10000, which may be past 65535 or another process's port).
+  bool cluster_bus = false;
 };
 
 class RedisServerFixture {
@@ -206,6 +209,11 @@ class RedisServerFixture {
     // A port picked free can be taken before redis binds it: try a few.
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = pick_free_port();
+      if (options_.cluster_bus) {
+        do {
+          bus_port_ = pick_free_port();
+        } while (bus_port_ == port_);
+      }
       if (try_start()) return;
     }
     throw std::runtime_error("redis-server did not start: " + log_tail());
@@ -280,6 +288,7 @@ class RedisServerFixture {
       args.insert(args.end(), {"--port", port});
     }
     args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+    if (options_.cluster_bus) args.insert(args.end(), {"--cluster-port", std::to_string(bus_port_)});
     pid_ = spawn_process(std::move(args), dir_.file("stdout.log"));
     return wait_ready();
   }
@@ -328,6 +337,7 @@ class RedisServerFixture {
   RedisServerOptions options_;
   TempDir dir_;
   std::uint16_t port_ = 0;
+  std::uint16_t bus_port_ = 0;  // cluster_bus only
   pid_t pid_ = -1;
 };
 
