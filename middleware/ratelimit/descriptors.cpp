@@ -26,20 +26,20 @@ KeyRefusal duplicate_query_param(std::string_view name) {
 // check_identity with the request's API key already extracted.
 std::optional<KeyRefusal> refusal_for(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      const ApiKey& api_key) {
+                                      const Identity& identity) {
   bool keys_on_api_key = false;
   for (const LimitConfig* limit : limits) {
     if (limit == nullptr) continue;
     // The API key also picks the plan, so plan overrides depend on it too.
     if (!limit->plans.empty()) {
       keys_on_api_key = true;
-      if (count_header(request, api_keys.header) > 1) return duplicate_header(api_keys.header);
+      if (identity.key_lines > 1) return duplicate_header(api_keys.header);
     }
     for (const KeySource& source : limit->key) {
       switch (source.kind) {
         case KeySource::Kind::kApiKey:
           keys_on_api_key = true;
-          if (count_header(request, api_keys.header) > 1) return duplicate_header(api_keys.header);
+          if (identity.key_lines > 1) return duplicate_header(api_keys.header);
           break;
         case KeySource::Kind::kHeader:
           if (count_header(request, source.name) > 1) return duplicate_header(source.name);
@@ -54,7 +54,7 @@ std::optional<KeyRefusal> refusal_for(const std::vector<const LimitConfig*>& lim
       }
     }
   }
-  if (keys_on_api_key && api_key.malformed) {
+  if (keys_on_api_key && identity.malformed) {
     return KeyRefusal{KeyRefusal::Reason::kMalformedAuthorization,
                       "malformed Authorization header"};
   }
@@ -132,9 +132,9 @@ IpAddress ip_key_address(const IpAddress& client, unsigned ipv6_prefix) {
 }
 
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
-                                         const RequestView& request,
-                                         const ApiKeysConfig& api_keys) {
-  return refusal_for(limits, request, api_keys, extract_api_key(request, api_keys));
+                                         const RequestView& request, const ApiKeysConfig& api_keys,
+                                         const Identity& identity) {
+  return refusal_for(limits, request, api_keys, identity);
 }
 
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
@@ -288,19 +288,18 @@ bool route_limits(const RouteConfig& route) {
 
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      std::string_view key_secret,
+                                      const Identity& identity, std::string_view key_secret,
                                       std::optional<std::string_view> plan) {
   RateLimitKeys result;
-  const ApiKey api_key = extract_api_key(request, api_keys);
-  result.refusal = refusal_for(limits, request, api_keys, api_key);
+  result.refusal = refusal_for(limits, request, api_keys, identity);
   if (result.refusal) return result;
-  result.plan = std::string(plan.value_or(api_key.plan));
-  result.has_api_key = api_key.key.has_value();
+  result.plan = std::string(plan.value_or(identity.plan));
+  result.has_api_key = identity.key.has_value();
   result.descriptors.reserve(limits.size());
   result.values.reserve(limits.size());
   for (const LimitConfig* limit : limits) {
     if (limit == nullptr) continue;
-    LimitKeyValue value = limit_key_value(*limit, request, api_key.key);
+    LimitKeyValue value = limit_key_value(*limit, request, identity.key);
     const BucketParams& params = limit->for_plan(result.plan);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
         LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
@@ -318,7 +317,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
 }
 
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
-                                      const RequestView& request) {
+                                      const RequestView& request, const Identity& identity) {
   thread_local std::vector<const LimitConfig*> limits;  // reused: no allocation per request
   limits.clear();
   if (route.limit_indexes.size() == route.limits.size()) {
@@ -333,7 +332,8 @@ RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& r
       if (it != config.limits.end()) limits.push_back(&*it);
     }
   }
-  return build_limit_descriptors(limits, request, config.api_keys, config.redis.key_secret);
+  return build_limit_descriptors(limits, request, config.api_keys, identity,
+                                 config.redis.key_secret);
 }
 
 }  // namespace sluice

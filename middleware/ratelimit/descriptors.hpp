@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gateway/config/config.hpp"
-#include "middleware/ratelimit/api_key.hpp"
+#include "middleware/ratelimit/identity.hpp"
 #include "middleware/ratelimit/query_params.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "middleware/ratelimit/request_view.hpp"
@@ -35,9 +35,10 @@ struct KeyRefusal {
 // The refusal of a request by `limits` (a route's limits), if any. Only what
 // the limits key on is looked at: api_keys.header for api_key, NAME for
 // header:NAME (more than one line of it) and for query:NAME (more than one
-// occurrence, names compared after form-decoding).
+// occurrence, names compared after form-decoding); `identity` is the request's.
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
-                                         const RequestView& request, const ApiKeysConfig& api_keys);
+                                         const RequestView& request, const ApiKeysConfig& api_keys,
+                                         const Identity& identity);
 
 // The name of a key source kind as the config writes it ("api_key", "ip",
 // "path", "route", "global", "header", "query"): for metric labels and messages.
@@ -95,16 +96,16 @@ struct RateLimitKeys {
 // The descriptors of a request for `limits` (the route's limits, in order),
 // with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
 // check_identity, and no descriptors. Key values are hashed under
-// `key_secret` (see key_hash). `plan`, when given, is used instead of the API
-// key's (an operator naming a bucket of another plan).
+// `key_secret` (see key_hash). `plan`, when given, is used instead of the
+// identity's (an operator naming a bucket of another plan).
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
-                                      std::string_view key_secret = {},
+                                      const Identity& identity, std::string_view key_secret = {},
                                       std::optional<std::string_view> plan = std::nullopt);
 
 // The same for a route of `config` (its limit_indexes into config.limits),
 // under config.redis.key_secret.
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
-                                      const RequestView& request);
+                                      const RequestView& request, const Identity& identity);
 
 }  // namespace sluice

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "middleware/ratelimit/api_key.hpp"
 
 namespace sluice {
 
@@ -19,18 +18,15 @@ std::string_view exemption_reason(Exemption exemption) {
 }
 
 Exemption find_exemption(const ExemptionsConfig& exemptions, const RequestView& request,
-                         const ApiKeysConfig& api_keys) {
+                         const Identity& identity) {
   if (is_trusted(request.client_ip, exemptions.client_cidrs)) return Exemption::kCidr;
-  // Only a listed consumer's key is exempt by plan (without consumers any
-  // key a client makes up would have the default plan).
-  if (exemptions.plans.empty() || api_keys.consumers.empty() ||
-      count_header(request, api_keys.header) != 1) {
+  // Only a consumer's key is exempt by plan (without consumers any key a
+  // client makes up would have the default plan).
+  if (exemptions.plans.empty() || !identity.consumer || identity.key_lines != 1) {
     return Exemption::kNone;
   }
-  const ApiKey key = extract_api_key(request, api_keys);
-  if (!key.key) return Exemption::kNone;
-  const bool listed = std::find(exemptions.plans.begin(), exemptions.plans.end(), key.plan) !=
-                      exemptions.plans.end();
+  const bool listed = std::find(exemptions.plans.begin(), exemptions.plans.end(),
+                                identity.plan) != exemptions.plans.end();
   return listed ? Exemption::kPlan : Exemption::kNone;
 }
 

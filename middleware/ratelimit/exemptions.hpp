@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/identity.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 
 namespace sluice {
@@ -17,10 +18,9 @@ std::string_view exemption_reason(Exemption exemption);
 
 // Why the request is exempt, if it is. The client address is checked first.
 // A plan exempts only a request that carries one line of api_keys.header with
-// a key extract_api_key accepts (a listed consumer's when consumers are
-// listed), so a missing, repeated or malformed key never exempts; with no
-// consumers listed, every key has the default plan.
+// a consumer's key, so a missing, repeated or malformed key never exempts;
+// with no consumers, every key has the default plan and none is exempt.
 Exemption find_exemption(const ExemptionsConfig& exemptions, const RequestView& request,
-                         const ApiKeysConfig& api_keys);
+                         const Identity& identity);
 
 }  // namespace sluice

@@ -10,6 +10,7 @@
 #include "gateway/common/target_parts.hpp"
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/delayed_request.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/exemptions.hpp"
@@ -167,14 +168,15 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = route.name;
-  const Exemption exemption = find_exemption(ctx.config->exemptions, view, ctx.config->api_keys);
+  const Identity identity = identify(view, ctx.config->api_keys);
+  const Exemption exemption = find_exemption(ctx.config->exemptions, view, identity);
   if (exemption != Exemption::kNone) {
     // Never limited: no bucket, no Redis call, no rate-limit headers.
     metrics_.add("sluice_ratelimit_exempt_total",
                  scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
     return MiddlewareResult::next();
   }
-  auto keys = build_route_descriptors(*ctx.config, route, view);
+  auto keys = build_route_descriptors(*ctx.config, route, view, identity);
   if (!keys.refusal) keys.refusal = check_cost_header(route, view);
   if (keys.refusal) {
     // An identity the limiter cannot key unambiguously: refused before any

@@ -9,6 +9,7 @@
 #include "gateway/request_target.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/identity.hpp"
 #include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
@@ -203,7 +204,9 @@ std::variant<BucketTarget, BucketRequestError> find_bucket(const Config& config,
   }
   std::optional<std::string_view> plan;
   if (query.plan) plan = *query.plan;
-  RateLimitKeys keys = build_limit_descriptors({&*limit}, request.view(), config.api_keys,
+  const RequestView view = request.view();
+  RateLimitKeys keys = build_limit_descriptors({&*limit}, view, config.api_keys,
+                                               identify(view, config.api_keys),
                                                config.redis.key_secret, plan);
   if (keys.refusal) return bad_request(keys.refusal->message);
   if (keys.descriptors.size() != 1) return BucketRequestError{500, "no bucket built"};

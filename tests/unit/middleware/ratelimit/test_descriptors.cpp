@@ -27,6 +27,14 @@ std::string hash_input(const LimitConfig& limit, const Request& request,
   return sluice::limit_key_value(limit, request.view(), api_key).hash_input;
 }
 
+// The descriptors of `request` on `route`, identified as the middleware does.
+sluice::RateLimitKeys route_keys(const sluice::Config& config, const sluice::RouteConfig& route,
+                                 const Request& request) {
+  const RequestView view = request.view();
+  return sluice::build_route_descriptors(config, route, view,
+                                         sluice::identify(view, config.api_keys));
+}
+
 }  // namespace
 
 TEST_CASE("key values: sources, composite keys and fallback to IP", "[ratelimit][keys]") {
@@ -166,7 +174,7 @@ TEST_CASE("descriptors for a route: plans and no raw values", "[ratelimit][keys]
   Request request;
   SECTION("a known consumer gets its plan") {
     request.header("X-API-Key", "demo-pro-key");
-    auto keys = sluice::build_route_descriptors(config, route, request.view());
+    auto keys = route_keys(config, route, request);
     CHECK(keys.plan == "pro");
     CHECK(keys.has_api_key);
     REQUIRE(keys.descriptors.size() == 2);
@@ -186,7 +194,7 @@ TEST_CASE("descriptors for a route: plans and no raw values", "[ratelimit][keys]
   }
   SECTION("an unknown key falls back to IP on the default plan") {
     request.header("X-API-Key", "made-up");
-    auto keys = sluice::build_route_descriptors(config, route, request.view());
+    auto keys = route_keys(config, route, request);
     CHECK(keys.plan == "free");
     CHECK_FALSE(keys.has_api_key);
     CHECK(keys.descriptors[0].capacity == 50);
@@ -195,20 +203,20 @@ TEST_CASE("descriptors for a route: plans and no raw values", "[ratelimit][keys]
     CHECK_FALSE(keys.values[1].fell_back);
     // The same bucket as any other keyless request from this IP.
     Request keyless;
-    auto keys2 = sluice::build_route_descriptors(config, route, keyless.view());
+    auto keys2 = route_keys(config, route, keyless);
     CHECK(keys2.descriptors[0].key_hash == keys.descriptors[0].key_hash);
   }
   SECTION("resolved limit indexes are used") {
     route.limit_indexes = {2, 1};
     route.limits = {"orders_global", "per_ip"};
-    auto keys = sluice::build_route_descriptors(config, route, request.view());
+    auto keys = route_keys(config, route, request);
     REQUIRE(keys.descriptors.size() == 2);
     CHECK(keys.descriptors[0].limit == "orders_global");
     CHECK(keys.descriptors[1].limit == "per_ip");
   }
   SECTION("a route without limits has no descriptors") {
     route.limits.clear();
-    CHECK(sluice::build_route_descriptors(config, route, request.view()).descriptors.empty());
+    CHECK(route_keys(config, route, request).descriptors.empty());
   }
 }
 
@@ -221,7 +229,8 @@ TEST_CASE("identity check: keyed headers and parameters must appear once", "[rat
   const LimitConfig combo = make_limit("combo", {{Kind::kPath, ""}, {Kind::kHeader, "x-tenant"}});
   using Reason = sluice::KeyRefusal::Reason;
   auto check = [&](std::vector<const LimitConfig*> limits, const Request& request) {
-    return sluice::check_identity(limits, request.view(), api_keys);
+    const RequestView view = request.view();
+    return sluice::check_identity(limits, view, api_keys, sluice::identify(view, api_keys));
   };
 
   Request request;
@@ -272,7 +281,8 @@ TEST_CASE("identity check: keyed headers and parameters must appear once", "[rat
   SECTION("without a header_count lookup, a present header is one line") {
     RequestView view = request.view();
     view.header_count = nullptr;
-    CHECK_FALSE(sluice::check_identity({&by_key, &by_header}, view, api_keys));
+    CHECK_FALSE(sluice::check_identity({&by_key, &by_header}, view, api_keys,
+                                       sluice::identify(view, api_keys)));
   }
   SECTION("a malformed Authorization matters only where a limit keys on api_key") {
     api_keys.header = "Authorization";
@@ -301,13 +311,13 @@ TEST_CASE("descriptors of a refused request: none", "[ratelimit][keys]") {
   route.limits = {"by_query"};
   Request request;
   request.query = "user=a&user=b";
-  auto keys = sluice::build_route_descriptors(config, route, request.view());
+  auto keys = route_keys(config, route, request);
   REQUIRE(keys.refusal);
   CHECK(keys.refusal->reason == sluice::KeyRefusal::Reason::kDuplicateIdentity);
   CHECK(keys.descriptors.empty());
   CHECK(keys.values.empty());
   request.query = "user=a";
-  keys = sluice::build_route_descriptors(config, route, request.view());
+  keys = route_keys(config, route, request);
   CHECK_FALSE(keys.refusal);
   CHECK(keys.descriptors.size() == 1);
 }

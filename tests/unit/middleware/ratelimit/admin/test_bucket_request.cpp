@@ -100,7 +100,9 @@ sluice::LimitDescriptor request_descriptor(const std::string& name, const Reques
   const auto it = std::find_if(limits.begin(), limits.end(),
                                [&](const sluice::LimitConfig& l) { return l.name == name; });
   REQUIRE(it != limits.end());
-  auto keys = sluice::build_limit_descriptors({&*it}, request.view(), config()->api_keys,
+  const sluice::RequestView view = request.view();
+  auto keys = sluice::build_limit_descriptors({&*it}, view, config()->api_keys,
+                                              sluice::identify(view, config()->api_keys),
                                               config()->redis.key_secret);
   REQUIRE_FALSE(keys.refusal);
   REQUIRE(keys.descriptors.size() == 1);
