@@ -24,8 +24,10 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
-std::shared_ptr<sentinel::SentinelLink> SentinelClient::Impl::make_link(std::size_t index) {
-  return std::make_shared<sentinel::SentinelLink>(ex_, opts_, tls_ctx_, sentinels_[index].address);
+std::shared_ptr<PushLink> SentinelClient::Impl::make_link(std::size_t index) {
+  return std::make_shared<PushLink>(ex_, opts_,
+                                    PushLink::Credentials{opts_.sentinel_user, opts_.sentinel_password},
+                                    tls_ctx_, sentinels_[index].address);
 }
 
 // --- resolving the primary --------------------------------------------------

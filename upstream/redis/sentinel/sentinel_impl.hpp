@@ -21,7 +21,7 @@
 
 #include "upstream/redis/backoff.hpp"
 #include "upstream/redis/sentinel/sentinel_client.hpp"
-#include "upstream/redis/sentinel/sentinel_link.hpp"
+#include "upstream/redis/push_link.hpp"
 #include "upstream/redis/sentinel/sentinel_protocol.hpp"
 #include "upstream/redis/single_node_client.hpp"
 
@@ -65,7 +65,7 @@ class SentinelClient::Impl : public std::enable_shared_from_this<Impl> {
   void subscribe();
   void on_subscription_reply(std::size_t index, const Reply& reply);
   void on_subscription_down(std::size_t index, std::string reason);
-  std::shared_ptr<sentinel::SentinelLink> make_link(std::size_t index);
+  std::shared_ptr<PushLink> make_link(std::size_t index);
 
   struct Sentinel {
     Endpoint address;
@@ -104,7 +104,7 @@ class SentinelClient::Impl : public std::enable_shared_from_this<Impl> {
   std::string resolve_reason_;
   std::vector<std::string> resolve_errors_;  // "host:port: why", this round
   bool unknown_master_ = false;              // a sentinel answered nil this round
-  std::shared_ptr<sentinel::SentinelLink> query_;
+  std::shared_ptr<PushLink> query_;
   boost::asio::steady_timer resolve_timer_;
   bool resolve_timer_armed_ = false;
   Backoff resolve_backoff_;
@@ -114,7 +114,7 @@ class SentinelClient::Impl : public std::enable_shared_from_this<Impl> {
   std::uint64_t resolve_failure_streak_ = 0;
 
   // The +switch-master subscription.
-  std::shared_ptr<sentinel::SentinelLink> subscription_;
+  std::shared_ptr<PushLink> subscription_;
   std::size_t subscription_index_ = 0;
   bool subscribed_once_ = false;
   boost::asio::steady_timer subscribe_timer_;

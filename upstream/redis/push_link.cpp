@@ -1,25 +1,26 @@
-#include "upstream/redis/sentinel/sentinel_link.hpp"
+#include "upstream/redis/push_link.hpp"
 
 #include <boost/asio/connect.hpp>
 
 #include "upstream/redis/client.hpp"
 
-namespace sluice::redis::sentinel {
+namespace sluice::redis {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-SentinelLink::SentinelLink(const asio::any_io_executor& executor, const Options& options,
-                           std::shared_ptr<asio::ssl::context> tls_context, Endpoint sentinel)
-    : user_(options.sentinel_user),
-      password_(options.sentinel_password),
+PushLink::PushLink(const asio::any_io_executor& executor, const Options& options,
+                   Credentials credentials, std::shared_ptr<asio::ssl::context> tls_context,
+                   Endpoint server)
+    : user_(std::move(credentials.user)),
+      password_(std::move(credentials.password)),
       timeout_(options.connect_timeout),
-      sentinel_(std::move(sentinel)),
-      verify_name_(options.server_name.empty() ? sentinel_.host : options.server_name),
+      server_(std::move(server)),
+      verify_name_(options.server_name.empty() ? server_.host : options.server_name),
       conn_(executor, std::move(tls_context)),
       deadline_(executor) {}
 
-void SentinelLink::start(std::vector<std::vector<std::string>> commands, ReplyHandler on_reply,
+void PushLink::start(std::vector<std::vector<std::string>> commands, ReplyHandler on_reply,
                          DownHandler on_down) {
   commands_ = std::move(commands);
   on_reply_ = std::move(on_reply);
@@ -32,7 +33,7 @@ void SentinelLink::start(std::vector<std::vector<std::string>> commands, ReplyHa
   });
   // Names and IP literals alike go through the resolver (a literal resolves at once).
   conn_.resolver.async_resolve(
-      sentinel_.host, std::to_string(sentinel_.port),
+      server_.host, std::to_string(server_.port),
       [self = shared_from_this()](const boost::system::error_code& ec,
                                   const tcp::resolver::results_type& results) {
         if (self->closed_) return;
@@ -44,7 +45,7 @@ void SentinelLink::start(std::vector<std::vector<std::string>> commands, ReplyHa
       });
 }
 
-void SentinelLink::on_connect(const boost::system::error_code& ec) {
+void PushLink::on_connect(const boost::system::error_code& ec) {
   if (closed_) return;
   if (ec) return fail("connect: " + ec.message());
   if (!conn_.stream.is_tls()) return send_commands();
@@ -58,7 +59,7 @@ void SentinelLink::on_connect(const boost::system::error_code& ec) {
   });
 }
 
-void SentinelLink::send_commands() {
+void PushLink::send_commands() {
   // AUTH (when set) and the commands go out in one write.
   if (!password_.empty()) {
     encoder_.add("AUTH");
@@ -81,7 +82,7 @@ void SentinelLink::send_commands() {
   do_read();
 }
 
-void SentinelLink::do_read() {
+void PushLink::do_read() {
   conn_.stream.async_read_some(
       asio::buffer(conn_.read_buf),
       [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
@@ -89,9 +90,9 @@ void SentinelLink::do_read() {
       });
 }
 
-void SentinelLink::on_read(const boost::system::error_code& ec, std::size_t n) {
+void PushLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   if (closed_) return;
-  if (ec) return fail(ec == asio::error::eof ? "closed by the sentinel" : "read: " + ec.message());
+  if (ec) return fail(ec == asio::error::eof ? "closed by the server" : "read: " + ec.message());
   if (!conn_.reader.feed(conn_.read_buf.data(), n)) return fail("reply reader: out of memory");
   for (;;) {
     Reply reply;
@@ -105,7 +106,7 @@ void SentinelLink::on_read(const boost::system::error_code& ec, std::size_t n) {
   do_read();
 }
 
-void SentinelLink::on_reply(const Reply& reply) {
+void PushLink::on_reply(const Reply& reply) {
   if (auth_pending_) {
     auth_pending_ = false;
     if (reply.is_error()) fail("AUTH rejected: " + reply.str);
@@ -114,23 +115,23 @@ void SentinelLink::on_reply(const Reply& reply) {
   on_reply_(reply);
 }
 
-void SentinelLink::settle() {
+void PushLink::settle() {
   settled_ = true;
   deadline_.cancel();
 }
 
-void SentinelLink::fail(std::string reason) {
+void PushLink::fail(std::string reason) {
   if (closed_) return;
   DownHandler handler = std::move(on_down_);
   close();
-  if (handler) handler(format_address(sentinel_.host, sentinel_.port) + ": " + reason);
+  if (handler) handler(format_address(server_.host, server_.port) + ": " + reason);
 }
 
-void SentinelLink::close() {
+void PushLink::close() {
   if (closed_) return;
   closed_ = true;
   deadline_.cancel();
   conn_.close();
 }
 
-}  // namespace sluice::redis::sentinel
+}  // namespace sluice::redis

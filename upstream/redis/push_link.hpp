@@ -1,7 +1,9 @@
-// One connection to one sentinel, for the Sentinel client: connect (plain
-// TCP, or TLS with the data nodes' TLS settings), AUTH with the sentinel
-// credentials when they are set, then the given commands in one write; every
-// later reply goes to the reply handler. Connecting, AUTH and the first reply
+// One connection to one Redis server for commands whose replies keep coming
+// (a subscription) or that are answered once on a connection of their own
+// (the Sentinel client's queries to a sentinel): connect (plain TCP, or TLS
+// with the data nodes' TLS settings), AUTH with the given credentials when
+// they are set, then the given commands in one write; every later reply goes
+// to the reply handler. Connecting, AUTH and the first reply
 // must all come within connect_timeout; after settle() the link has no
 // deadline (a subscription that waits for events). The down handler is
 // called once when the link fails and never after close(). Handlers run on
@@ -22,17 +24,23 @@
 #include "upstream/redis/connection.hpp"
 #include "upstream/redis/options.hpp"
 
-namespace sluice::redis::sentinel {
+namespace sluice::redis {
 
-class SentinelLink : public std::enable_shared_from_this<SentinelLink> {
+class PushLink : public std::enable_shared_from_this<PushLink> {
  public:
   using ReplyHandler = std::function<void(const Reply&)>;
   using DownHandler = std::function<void(std::string reason)>;
 
-  // `options` gives the sentinel credentials, the TLS server name and
-  // connect_timeout (copied).
-  SentinelLink(const boost::asio::any_io_executor& executor, const Options& options,
-               std::shared_ptr<boost::asio::ssl::context> tls_context, Endpoint sentinel);
+  // AUTH with these (none when the password is empty).
+  struct Credentials {
+    std::string user;
+    std::string password;
+  };
+
+  // `options` gives the TLS server name and connect_timeout (copied).
+  PushLink(const boost::asio::any_io_executor& executor, const Options& options,
+           Credentials credentials, std::shared_ptr<boost::asio::ssl::context> tls_context,
+           Endpoint server);
 
   void start(std::vector<std::vector<std::string>> commands, ReplyHandler on_reply,
              DownHandler on_down);
@@ -52,7 +60,7 @@ class SentinelLink : public std::enable_shared_from_this<SentinelLink> {
   const std::string user_;
   const std::string password_;
   const std::chrono::milliseconds timeout_;
-  const Endpoint sentinel_;
+  const Endpoint server_;
   const std::string verify_name_;
   Connection conn_;
   boost::asio::steady_timer deadline_;
@@ -65,4 +73,4 @@ class SentinelLink : public std::enable_shared_from_this<SentinelLink> {
   DownHandler on_down_;
 };
 
-}  // namespace sluice::redis::sentinel
+}  // namespace sluice::redis
