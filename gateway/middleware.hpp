@@ -44,6 +44,10 @@ struct RequestContext {
   std::string request_id;
   std::chrono::steady_clock::time_point started;
   HeaderList response_headers;  // added to whatever response goes back (upstream or local)
+  // X-Consumer-Id / X-Consumer-Plan for the request sent upstream, as the
+  // rate-limit step identified the caller (the client's own lines of those
+  // names are never forwarded).
+  HeaderList identity_headers;
 };
 
 // What is known of a finished exchange (for the access log and the like).

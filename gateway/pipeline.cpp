@@ -15,6 +15,7 @@ RequestContext& Pipeline::begin(const boost::beast::http::fields& head) {
   head_ = &head;
   next_ = 0;
   ctx_.response_headers.clear();
+  ctx_.identity_headers.clear();
   return ctx_;
 }
 

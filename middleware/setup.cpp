@@ -7,6 +7,7 @@
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
@@ -41,6 +42,8 @@ struct ProcessState {
   std::shared_ptr<FallbackStore> fallback = std::make_shared<FallbackStore>();
   std::string instance_id = random_instance_id();
   std::shared_ptr<BucketWorkers> buckets;
+  std::shared_ptr<ConsumerWorkers> consumers;
+  std::shared_ptr<LookupCoalescer> lookups = std::make_shared<LookupCoalescer>();
 };
 
 class MiddlewareServices final : public WorkerServices {
@@ -51,7 +54,10 @@ class MiddlewareServices final : public WorkerServices {
         limiter_(make_limiter(worker)),
         local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
                                             worker.config->local)),
-        fallback_(process.fallback) {
+        fallback_(process.fallback),
+        consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config,
+                                                    worker.metrics, process.lookups)) {
+    if (process.consumers) process.consumers->add(worker.executor, consumers_);
     if (has_limits(*worker.config)) limiter_->connect();
     // One worker per process renews the heartbeat, on its own connection.
     if (worker.index == 0) {
@@ -73,8 +79,8 @@ class MiddlewareServices final : public WorkerServices {
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(
-        std::make_shared<RateLimitMiddleware>(executor_, local_, metrics_, fallback_));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(executor_, local_, metrics_,
+                                                                fallback_, consumers_->resolver()));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -82,6 +88,8 @@ class MiddlewareServices final : public WorkerServices {
   void before_scrape() override {
     limiter_->export_metrics();
     metrics_.set("sluice_fleet_size", "", fallback_->fleet_size());
+    metrics_.set("sluice_consumers_cached", "",
+                 static_cast<double>(consumers_->resolver()->cached_consumers()));
   }
 
   void on_config(const std::shared_ptr<const Config>& next) override {
@@ -89,12 +97,14 @@ class MiddlewareServices final : public WorkerServices {
     local_->reconfigure(next->local);
     if (has_limits(*next)) limiter_->connect();
     if (heartbeat_) heartbeat_->enable(learns_fleet_size(*next));
+    consumers_->on_config();
   }
 
   // Leases go back to Redis, and the heartbeat's member is removed, before
   // the connection closes; the worker's loop runs until those calls are
   // answered or time out.
   void on_stop() override {
+    consumers_->close();
     auto close = [limiter = limiter_] { limiter->close(); };
     if (!heartbeat_) return local_->drain(close);
     local_->drain([heartbeat = heartbeat_, close] { heartbeat->leave(close); });
@@ -131,12 +141,14 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<FleetHeartbeat> heartbeat_;  // worker 0 only
   std::shared_ptr<BucketWorker> buckets_;      // with the bucket API only
+  std::shared_ptr<ConsumerWorker> consumers_;
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
-  explicit MiddlewareServicesFactory(std::shared_ptr<BucketWorkers> buckets) {
-    process_.buckets = std::move(buckets);
+  explicit MiddlewareServicesFactory(AdminRegistries registries) {
+    process_.buckets = std::move(registries.buckets);
+    process_.consumers = std::move(registries.consumers);
   }
 
   std::unique_ptr<WorkerServices> make(const WorkerContext& worker) override {
@@ -146,6 +158,11 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
     seed_rate_limit_metrics(config, metrics);
     if (process_.buckets) seed_bucket_api_metrics(metrics);
+    if (process_.consumers) seed_consumer_api_metrics(metrics);
+    for (const auto result : {"hit", "miss", "unknown", "error"}) {
+      metrics.declare("sluice_consumer_lookups_total", scratch_labels({{"result", result}}));
+    }
+    metrics.declare("sluice_consumer_store_damaged_total", "");
   }
 
   // Process-wide settings of the local layer, and the warnings.
@@ -240,9 +257,8 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
 
 }  // namespace
 
-std::shared_ptr<WorkerServicesFactory> make_middleware_services(
-    std::shared_ptr<BucketWorkers> buckets) {
-  return std::make_shared<MiddlewareServicesFactory>(std::move(buckets));
+std::shared_ptr<WorkerServicesFactory> make_middleware_services(AdminRegistries registries) {
+  return std::make_shared<MiddlewareServicesFactory>(std::move(registries));
 }
 
 }  // namespace sluice

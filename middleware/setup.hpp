@@ -10,11 +10,22 @@
 
 namespace sluice {
 
-class BucketWorkers;
+template <typename Worker>
+class WorkerRegistry;
+struct BucketWorker;
+class ConsumerWorker;
+using BucketWorkers = WorkerRegistry<BucketWorker>;
+using ConsumerWorkers = WorkerRegistry<ConsumerWorker>;
 
-// With `buckets`, every worker's services register there for the bucket API
-// (middleware/ratelimit/admin/bucket_endpoint.hpp).
-std::shared_ptr<WorkerServicesFactory> make_middleware_services(
-    std::shared_ptr<BucketWorkers> buckets = nullptr);
+// Where the admin API finds the workers: with `buckets`, every worker's
+// services register there for the bucket API
+// (middleware/ratelimit/admin/bucket_endpoint.hpp), with `consumers` for the
+// consumer API (middleware/ratelimit/consumers/consumer_endpoint.hpp).
+struct AdminRegistries {
+  std::shared_ptr<BucketWorkers> buckets;
+  std::shared_ptr<ConsumerWorkers> consumers;
+};
+
+std::shared_ptr<WorkerServicesFactory> make_middleware_services(AdminRegistries registries = {});
 
 }  // namespace sluice

@@ -151,8 +151,10 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
       append_list(xff, f.value());
     } else if (name == http::field::unknown && (ascii::iequals(name_string, "X-Forwarded-Proto") ||
                                                 ascii::iequals(name_string, "X-Forwarded-Host") ||
-                                                ascii::iequals(name_string, "X-Request-Id"))) {
-      // Replaced below.
+                                                ascii::iequals(name_string, "X-Request-Id") ||
+                                                ascii::iequals(name_string, "X-Consumer-Id") ||
+                                                ascii::iequals(name_string, "X-Consumer-Plan"))) {
+      // Replaced below (the consumer's headers only Sluice may send).
     } else if (!info.drop_header.empty() && ascii::iequals(name_string, info.drop_header)) {
       // Meant for Sluice alone (a route's cost header).
     } else if (info.rules && info.rules->drops(name_string)) {
@@ -170,6 +172,7 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   append_list(via, "1.1 sluice");
   append_field(out, "Via", via);
   if (info.websocket) out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  for (const auto& [name, value] : info.identity) append_field(out, name, value);
   if (info.rules) info.rules->append_set(out, info.vars);
   if (chunked) {
     out.append("Transfer-Encoding: chunked\r\n");

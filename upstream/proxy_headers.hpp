@@ -43,6 +43,8 @@ struct ForwardedInfo {
   const HeaderRules* rules = nullptr;   // the route's request rules (null: none)
   HeaderVars vars = {};                 // what the rules' values may use
   bool websocket = false;               // forward a WebSocket handshake's Upgrade
+  // X-Consumer-Id and X-Consumer-Plan as Sluice resolved them (empty: none).
+  std::span<const std::pair<std::string, std::string>> identity = {};
 };
 
 // Heads are serialized straight into one buffer (one write with the first
@@ -53,7 +55,8 @@ struct ForwardedInfo {
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
 // then "Connection: Upgrade" and "Upgrade: websocket" for a WebSocket
-// handshake, then the lines info.rules sets (the incoming lines of the names it sets or
+// handshake, then info.identity (the client's own X-Consumer-Id and
+// X-Consumer-Plan lines are never forwarded), then the lines info.rules sets (the incoming lines of the names it sets or
 // removes are left out), and "Transfer-Encoding: chunked" when `chunked`.
 // Content-Length is never copied from `fields`: it is written from
 // `content_length` (the parser's), so the framing is the one Sluice read.

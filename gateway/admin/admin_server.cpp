@@ -19,7 +19,9 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr auto kAdminTimeout = std::chrono::seconds(30);
-constexpr std::size_t kAdminMessageLimit = 8192;
+constexpr std::size_t kAdminHeaderLimit = 8192;
+// A request body (a consumer's JSON) larger than this gets 413.
+constexpr std::size_t kAdminBodyLimit = 1024 * 1024;
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
@@ -86,8 +88,8 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   void do_read() {
     req_ = {};
     parser_.emplace();
-    parser_->header_limit(kAdminMessageLimit);
-    parser_->body_limit(kAdminMessageLimit);
+    parser_->header_limit(kAdminHeaderLimit);
+    parser_->body_limit(kAdminBodyLimit);
     entry_->waiting_since = Clock::now();
     stream_.expires_after(requests_ == 0 ? AdminServer::kFirstRequestTimeout
                                          : AdminServer::kIdleTimeout);
@@ -97,6 +99,16 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   }
 
   void on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit && !entry_->closing) {
+      // Answered, then closed: the rest of the body is never read.
+      entry_->waiting_since.reset();
+      req_ = {};
+      req_.keep_alive(false);
+      return write(admin_response(http::status::payload_too_large, "application/problem+json",
+                                  R"({"type":"about:blank","title":"Content Too Large",)"
+                                  R"("status":413,"detail":"the body is larger than 1 MiB"})"
+                                  "\n"));
+    }
     if (ec || entry_->closing) return close();
     entry_->waiting_since.reset();
     ++requests_;

@@ -1,16 +1,16 @@
-// api_keys: the header that carries an API key, the known consumers and their
-// plans, and the plan of every other key.
+// api_keys: the header that carries an API key, the consumers listed here and
+// their plans, the plan of every other key, and the consumer store in Redis
+// (where consumers are also looked up, and how long a lookup is trusted).
 #include <algorithm>
 #include <unordered_map>
 
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
+#include "gateway/config/values.hpp"
 
 namespace sluice::config {
 namespace {
-
-constexpr std::size_t kMaxConsumerKeyBytes = 256;
 
 // The key itself never appears in a message: errors are logged.
 void read_consumer(YamlReader& r, const Field& item, ApiKeysConfig& a, ReadNotes& notes,
@@ -20,24 +20,31 @@ void read_consumer(YamlReader& r, const Field& item, ApiKeysConfig& a, ReadNotes
   Consumer consumer;
   const Field* key = r.required(*cm, "key");
   const Field* plan = r.required(*cm, "plan");
+  if (const Field* id = cm->get("id")) {
+    Field id_field = *id;
+    id_field.secret = false;  // an id is not a secret
+    if (auto s = r.nonempty_string(id_field)) {
+      if (auto problem = consumer_id_problem(*s)) {
+        r.error(id_field, *problem);
+      } else {
+        consumer.id = *s;
+      }
+    }
+  }
   if (plan) {
     Field plan_field = *plan;
     plan_field.secret = false;  // a plan name is not a secret
     if (auto s = r.nonempty_string(plan_field)) {
       consumer.plan = *s;
       notes.consumer_plans.insert(*s);
+      notes.consumer_plan_values.push_back(ReadValue{plan_field, r.here(), *s});
     }
   }
   if (!key) return;
   auto s = r.nonempty_string(*key);
   if (!s) return;
-  if (s->size() > kMaxConsumerKeyBytes) {
-    r.error(*key, "longer than " + std::to_string(kMaxConsumerKeyBytes) + " bytes");
-    return;
-  }
-  if (std::any_of(s->begin(), s->end(),
-                  [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; })) {
-    r.error(*key, "must not contain spaces or control characters");
+  if (auto problem = api_key_problem(*s)) {
+    r.error(*key, *problem);
     return;
   }
   const auto [it, inserted] = first_line.emplace(*s, key->line);
@@ -47,6 +54,7 @@ void read_consumer(YamlReader& r, const Field& item, ApiKeysConfig& a, ReadNotes
   }
   consumer.key = *s;
   a.plan_by_key[consumer.key] = consumer.plan;
+  a.consumer_index[consumer.key] = a.consumers.size();
   a.consumers.push_back(std::move(consumer));
 }
 
@@ -72,9 +80,45 @@ void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
   if (auto* v = m->get("default_plan")) {
     if (auto s = r.nonempty_string(*v)) {
       a.default_plan = *s;
+      notes.default_plan = *v;
     } else {
       notes.api_keys_read = false;
     }
+  }
+  if (auto* v = m->get("store")) {
+    if (auto s = r.string(*v)) {
+      if (*s == "none") {
+        a.store = ApiKeysConfig::Store::kNone;
+      } else if (*s == "redis") {
+        a.store = ApiKeysConfig::Store::kRedis;
+        notes.store = *v;
+      } else {
+        r.error(*v, "unknown store " + shown(*s) + " (expected none or redis)");
+      }
+    }
+  }
+  if (auto* v = m->get("cache_ttl_ms")) {
+    if (auto d = read_duration(r, *v)) a.cache_ttl = *d;
+  }
+  if (auto* v = m->get("unknown_cache_ttl_ms")) {
+    if (auto d = read_duration(r, *v)) a.unknown_cache_ttl = *d;
+  }
+  if (auto* v = m->get("cache_max_entries")) {
+    if (auto n = r.integer(*v, 1, 100'000'000)) a.cache_max_entries = static_cast<std::size_t>(*n);
+  }
+  if (auto* v = m->get("unknown_key")) {
+    if (auto s = r.string(*v)) {
+      if (*s == "missing") {
+        a.unknown_key = ApiKeysConfig::UnknownKey::kMissing;
+      } else if (*s == "reject") {
+        a.unknown_key = ApiKeysConfig::UnknownKey::kReject;
+      } else {
+        r.error(*v, "unknown value " + shown(*s) + " (expected missing or reject)");
+      }
+    }
+  }
+  if (auto* v = m->get("forward_consumer")) {
+    if (auto b = r.boolean(*v)) a.forward_consumer = *b;
   }
   if (const Field* given = m->get("consumers")) {
     Field consumers = *given;

@@ -9,6 +9,19 @@ const BucketParams& LimitConfig::for_plan(std::string_view plan) const {
   return it == plans.end() ? bucket : it->second;
 }
 
+bool is_known_plan(const Config& config, std::string_view plan) {
+  if (!config.plans.empty()) {
+    return std::find(config.plans.begin(), config.plans.end(), plan) != config.plans.end();
+  }
+  if (plan == config.api_keys.default_plan) return true;
+  for (const auto& consumer : config.api_keys.consumers) {
+    if (consumer.plan == plan) return true;
+  }
+  return std::any_of(config.limits.begin(), config.limits.end(), [&](const LimitConfig& limit) {
+    return limit.plans.count(std::string(plan)) > 0;
+  });
+}
+
 const UpstreamConfig* Config::find_upstream(std::string_view name) const {
   const auto it = std::find_if(upstreams.begin(), upstreams.end(),
                                [&](const UpstreamConfig& u) { return u.name == name; });

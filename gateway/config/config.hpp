@@ -160,13 +160,32 @@ struct LocalConfig {
 struct Consumer {
   std::string key;
   std::string plan;
+  std::string id;  // optional: what X-Consumer-Id names (empty: not sent)
 };
 
 struct ApiKeysConfig {
+  // Where consumers are also looked up, after the YAML list: nowhere, or the
+  // consumer store in Redis (changed at runtime through the admin API).
+  enum class Store { kNone, kRedis };
+  // What a request whose API key no consumer holds gets: limited as if it
+  // had no key (missing), or 401 before any limit (reject).
+  enum class UnknownKey { kMissing, kReject };
+
   std::string header = "X-API-Key";  // "Authorization" means "Bearer <key>"
   std::vector<Consumer> consumers;
   std::unordered_map<std::string, std::string> plan_by_key;  // built from consumers
+  std::unordered_map<std::string, std::size_t> consumer_index;  // key -> index in consumers
   std::string default_plan = "free";
+  Store store = Store::kNone;
+  // A consumer looked up in the store is trusted this long without a change
+  // event; a key found unknown, for unknown_cache_ttl (at most cache_ttl).
+  Millis cache_ttl{30000};
+  Millis unknown_cache_ttl{5000};
+  std::size_t cache_max_entries = 100000;  // per worker thread
+  UnknownKey unknown_key = UnknownKey::kMissing;
+  // X-Consumer-Id and X-Consumer-Plan on requests sent upstream (a client's
+  // own lines of those headers are removed either way).
+  bool forward_consumer = true;
 };
 
 // One source of a rate-limit key value.
@@ -257,6 +276,9 @@ struct ExemptionsConfig {
 
 struct Config {
   std::string source;  // file name used in messages
+  // The top-level plans list, when given: every plan named anywhere is one
+  // of these (empty: not declared, the plans are those the config names).
+  std::vector<std::string> plans;
   ServerConfig server;
   AdminConfig admin;
   LogConfig log;
@@ -271,5 +293,10 @@ struct Config {
   const UpstreamConfig* find_upstream(std::string_view name) const;
   const LimitConfig* find_limit(std::string_view name) const;
 };
+
+// Whether a plan is one this configuration knows: one of `plans` when that
+// list is given, else api_keys.default_plan, a YAML consumer's plan or a plan
+// a limit overrides.
+bool is_known_plan(const Config& config, std::string_view plan);
 
 }  // namespace sluice

@@ -4,8 +4,8 @@ namespace sluice {
 namespace config {
 namespace {
 
-constexpr std::string_view kRoot[] = {"server",    "admin",    "log",    "redis",  "local",
-                                      "upstreams", "api_keys", "limits", "routes", "exemptions"};
+constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
+                                      "api_keys", "limits", "routes", "exemptions", "plans"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -38,8 +38,12 @@ constexpr std::string_view kUpstream[] = {
 constexpr std::string_view kHealthCheck[] = {
     "path",           "interval_ms", "timeout_ms", "healthy_threshold", "unhealthy_threshold",
     "expected_status"};
-constexpr std::string_view kApiKeys[] = {"header", "consumers", "default_plan"};
-constexpr std::string_view kConsumer[] = {"key", "plan"};
+constexpr std::string_view kApiKeys[] = {"header",           "consumers",
+                                         "default_plan",     "store",
+                                         "cache_ttl_ms",     "unknown_cache_ttl_ms",
+                                         "cache_max_entries", "unknown_key",
+                                         "forward_consumer"};
+constexpr std::string_view kConsumer[] = {"key", "plan", "id"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_fleet_size",
                                        "max_buckets"};
 constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",

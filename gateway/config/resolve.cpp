@@ -41,10 +41,50 @@ std::string unknown_plan(const std::string& plan, const std::string& list) {
          ": not api_keys.default_plan nor the plan of a consumer (known: " + list + ")";
 }
 
+// With a plans list, every plan named anywhere must be listed: the default
+// plan, the YAML consumers', the limits' overrides and the exempt plans.
+void check_declared_plans(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  const std::set<std::string> declared(c.plans.begin(), c.plans.end());
+  std::string list;
+  for (const auto& name : c.plans) list += (list.empty() ? "" : ", ") + name;
+  const auto check = [&](const std::string& plan, YamlReader::Mark mark, const Field& field) {
+    if (plan.empty() || declared.count(plan)) return;
+    r.error_at(mark, field, "unknown plan " + shown(plan) + ": not in plans (" + list + ")");
+  };
+  if (notes.api_keys_read) {
+    if (notes.default_plan) {
+      check(c.api_keys.default_plan, notes.plans_mark, *notes.default_plan);
+    } else if (!declared.count(c.api_keys.default_plan)) {
+      r.error_at(notes.plans_mark, *notes.plans,
+                 "does not list " + shown(c.api_keys.default_plan) +
+                     ", the default api_keys.default_plan");
+    }
+    for (const auto& plan : notes.consumer_plan_values) check(plan.text, plan.mark, plan.field);
+  }
+  for (const auto& [plan, field] : notes.plan_overrides) check(plan, notes.plans_mark, field);
+  for (const auto& plan : notes.exempt_plans) check(plan.text, plan.mark, plan.field);
+}
+
+// The consumer store needs the plans its consumers may be on, and the secret
+// their keys are fingerprinted under (never stored raw).
+void check_store(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (!notes.store) return;
+  if (c.plans.empty()) {
+    r.error_at(notes.plans_mark, *notes.store,
+               "redis needs the top-level plans list (the plans consumers may be on)");
+  }
+  if (c.redis.key_secret.empty()) {
+    r.error_at(notes.plans_mark, *notes.store,
+               "redis needs redis.key_secret_file: consumer keys are kept in Redis only as "
+               "HMAC fingerprints under that secret");
+  }
+}
+
 // A plan override applies only to a plan some key can have: the default plan
 // or a consumer's. Any other name is a typo that would silently give those
 // customers the base limits.
 void check_plan_names(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (notes.plans) return check_declared_plans(r, notes, c);
   if (!notes.api_keys_read || notes.plan_overrides.empty()) return;
   const auto [known, list] = known_plans(notes, c);
   for (const auto& [plan, field] : notes.plan_overrides) {
@@ -55,12 +95,16 @@ void check_plan_names(YamlReader& r, const ReadNotes& notes, const Config& c) {
 
 // Only the keys of listed consumers can be exempt by plan: an unlisted key
 // gets the default plan, so exempting a plan no consumer has would exempt
-// nobody (a typo) or, for the default plan, any key a client makes up.
-void check_exempt_plans(YamlReader& r, const ReadNotes& notes) {
+// nobody (a typo) or, for the default plan, any key a client makes up. With
+// the consumer store, any declared plan may be a stored consumer's.
+void check_exempt_plans(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  if (notes.store) return;
   std::string list;
   for (const auto& name : notes.consumer_plans) list += (list.empty() ? "" : ", ") + name;
   for (const auto& plan : notes.exempt_plans) {
     if (notes.consumer_plans.count(plan.text)) continue;
+    // An undeclared plan is reported as such (check_declared_plans).
+    if (notes.plans && !is_known_plan(c, plan.text)) continue;
     r.error_at(plan.mark, plan.field,
                "no consumer in api_keys.consumers has plan " + shown(plan.text) +
                    " (only listed keys can be exempt; consumers' plans: " +
@@ -186,7 +230,8 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
   // In the order of the marks, so that errors at one mark keep the reading order.
   check_admin_listen(r, notes, c);
   check_plan_names(r, notes, c);
-  check_exempt_plans(r, notes);
+  check_exempt_plans(r, notes, c);
+  check_store(r, notes, c);
   for (std::size_t i = 0; i < c.routes.size(); ++i) {
     const auto& route_notes = notes.routes[i];
     auto& route = c.routes[i];

@@ -43,6 +43,10 @@ struct ReadNotes {
 
   bool api_keys_read = true;  // false when api_keys is broken: plan names are not checked
   std::set<std::string> consumer_plans;
+  std::vector<ReadValue> consumer_plan_values;  // each YAML consumer's plan, where it was read
+  std::optional<Field> default_plan;            // api_keys.default_plan, when given
+  std::optional<Field> store;                   // api_keys.store, when it is redis
+  std::optional<Field> plans;                   // the top-level plans list, when valid
   struct PlanOverride {
     std::string plan;
     Field field;
@@ -78,6 +82,8 @@ void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_api_keys(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_exemptions(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+// The top-level plans list (plans_section.cpp).
+void read_plans(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 // A route's cost_header, max_cost and reject (route_cost_reject.cpp).
 void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
                                 ReadNotes::Route& notes);

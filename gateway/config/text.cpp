@@ -55,6 +55,31 @@ bool is_valid_name(std::string_view s) {
   });
 }
 
+std::optional<std::string> api_key_problem(std::string_view key) {
+  if (key.empty()) return "must not be empty";
+  if (key.size() > kMaxApiKeyBytes) {
+    return "longer than " + std::to_string(kMaxApiKeyBytes) + " bytes";
+  }
+  if (std::any_of(key.begin(), key.end(),
+                  [](char c) { return static_cast<unsigned char>(c) <= ' ' || c == 0x7f; })) {
+    return "must not contain spaces or control characters";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> consumer_id_problem(std::string_view id) {
+  if (id.empty()) return "must not be empty";
+  if (id.size() > kMaxConsumerIdBytes) {
+    return "longer than " + std::to_string(kMaxConsumerIdBytes) + " bytes";
+  }
+  const bool allowed = std::all_of(id.begin(), id.end(), [](char c) {
+    return is_digit(c) || is_alpha(c) || std::string_view("-_.@:+~").find(c) != std::string_view::npos;
+  });
+  if (!allowed) return "may hold only letters, digits and - _ . @ : + ~";
+  if (id.find("..") != std::string_view::npos) return "must not contain \"..\"";
+  return std::nullopt;
+}
+
 bool is_host_name(std::string_view s) {
   return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char c) {
     return is_digit(c) || is_alpha(c) || c == '-' || c == '.' || c == '_';

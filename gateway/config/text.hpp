@@ -33,6 +33,16 @@ bool is_token(std::string_view s);
 // "_", "-" and ".", at most 64 bytes.
 bool is_valid_name(std::string_view s);
 
+// Consumers (YAML and the consumer store): an API key is 1 to
+// kMaxApiKeyBytes bytes without spaces or control characters; an id, which
+// appears in admin URLs and X-Consumer-Id, is 1 to kMaxConsumerIdBytes of
+// letters, digits and "-", "_", ".", "@", ":", "+", "~", and never contains
+// "..". Each returns why a value is not valid, or nothing when it is.
+constexpr std::size_t kMaxApiKeyBytes = 256;
+constexpr std::size_t kMaxConsumerIdBytes = 128;
+std::optional<std::string> api_key_problem(std::string_view key);
+std::optional<std::string> consumer_id_problem(std::string_view id);
+
 // Letters, digits, "-", "." and "_", at most 253 bytes.
 bool is_host_name(std::string_view s);
 

@@ -46,13 +46,13 @@ BearerCredential parse_bearer(std::string_view value) {
   return result;
 }
 
-const std::string* consumer_plan(const ApiKeysConfig& config, std::string_view key) {
-  if (!config.plan_by_key.empty()) {
-    auto it = config.plan_by_key.find(std::string(key));
-    return it == config.plan_by_key.end() ? nullptr : &it->second;
+const Consumer* find_consumer(const ApiKeysConfig& config, std::string_view key) {
+  if (!config.consumer_index.empty()) {
+    auto it = config.consumer_index.find(std::string(key));
+    return it == config.consumer_index.end() ? nullptr : &config.consumers[it->second];
   }
   for (const Consumer& consumer : config.consumers) {
-    if (consumer.key == key) return &consumer.plan;
+    if (consumer.key == key) return &consumer;
   }
   return nullptr;
 }
@@ -77,10 +77,12 @@ ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config) 
     key = trim(*value);
   }
   if (!key || key->empty() || key->size() > kMaxApiKeyBytes) return result;
-  if (const std::string* plan = consumer_plan(config, *key)) {
+  result.presented = key;
+  if (const Consumer* consumer = find_consumer(config, *key)) {
     result.key = key;
-    result.plan = *plan;
-  } else if (config.consumers.empty()) {
+    result.plan = consumer->plan;
+    result.consumer = consumer;
+  } else if (config.consumers.empty() && config.store == ApiKeysConfig::Store::kNone) {
     result.key = key;
   }
   return result;

@@ -8,17 +8,22 @@
 #include <string_view>
 
 #include "gateway/config/config.hpp"
+#include "gateway/config/text.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 
 namespace sluice {
 
-// API keys longer than this count as missing.
-inline constexpr std::size_t kMaxApiKeyBytes = 256;
+// API keys longer than this count as missing (the bound of every API key).
+inline constexpr std::size_t kMaxApiKeyBytes = config::kMaxApiKeyBytes;
 
 struct ApiKey {
   std::optional<std::string_view> key;  // nullopt: missing (absent, too long, or not a consumer)
   std::string_view plan;                // the consumer's plan, else default_plan (views `config`)
   bool malformed = false;  // a Bearer credential not of the form below (key is then nullopt)
+  // The key as the request carries it when well-formed, whoever holds it
+  // (what the consumer store is asked about).
+  std::optional<std::string_view> presented;
+  const Consumer* consumer = nullptr;  // the YAML consumer holding the key
 };
 
 // Whether the API key is read as a Bearer credential: api_keys.header is
@@ -35,8 +40,9 @@ bool reads_bearer_credential(const ApiKeysConfig& config);
 // such as "Basic", or none) has no key; a value whose first word is "Bearer"
 // but that is not of that form ("Bearer", "Bearer tok,", "Bearer tok extra", a
 // tab after the scheme) is malformed: no key and `malformed` set. A key longer
-// than kMaxApiKeyBytes is missing, not malformed. When consumers are listed, an
-// unlisted key counts as missing.
+// than kMaxApiKeyBytes is missing, not malformed. When consumers are listed,
+// or the consumer store is on, a key no listed consumer holds counts as missing
+// (`presented` still holds it).
 ApiKey extract_api_key(const RequestView& request, const ApiKeysConfig& config);
 
 }  // namespace sluice

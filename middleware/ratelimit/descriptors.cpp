@@ -300,7 +300,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
   for (const LimitConfig* limit : limits) {
     if (limit == nullptr) continue;
     LimitKeyValue value = limit_key_value(*limit, request, identity.key);
-    const BucketParams& params = limit->for_plan(result.plan);
+    const BucketParams params =
+        plan ? limit->for_plan(result.plan) : identity_params(*limit, identity);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
         LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});

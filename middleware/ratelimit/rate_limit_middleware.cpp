@@ -11,6 +11,8 @@
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/api_key.hpp"
+#include "middleware/ratelimit/consumers/consumer_resolver.hpp"
+#include "middleware/ratelimit/consumers/identity_reply.hpp"
 #include "middleware/ratelimit/delayed_request.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/exemptions.hpp"
@@ -157,9 +159,9 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
   }
 }
 
-MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
-  const RouteConfig& route = *ctx.route;
-  if (!route_limits(route)) return MiddlewareResult::next();
+namespace {
+
+RequestView request_view(const RequestContext& ctx) {
   RequestView view;
   view.method = ctx.method;
   view.path = ctx.route_path;  // what the route matched: one bucket per path, however spelled
@@ -167,8 +169,54 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   view.header = ctx.header;
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
-  view.route = route.name;
-  const Identity identity = identify(view, ctx.config->api_keys);
+  view.route = ctx.route->name;
+  return view;
+}
+
+// Whether anything but the limits needs to know who the caller is.
+bool identifies(const ApiKeysConfig& api_keys) {
+  return !api_keys.consumers.empty() || api_keys.store == ApiKeysConfig::Store::kRedis;
+}
+
+}  // namespace
+
+MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
+  const ApiKeysConfig& api_keys = ctx.config->api_keys;
+  if (!route_limits(*ctx.route) && !identifies(api_keys)) return MiddlewareResult::next();
+  Identity identity = identify(request_view(ctx), api_keys);
+  if (needs_store(identity, api_keys) && consumers_) {
+    if (auto cached = consumers_->cached(*identity.presented)) {
+      apply_store_consumer(identity, std::move(cached->consumer));
+    } else {
+      auto done = later.take();
+      consumers_->lookup(*identity.presented, [self = shared_from_this(), &ctx, &later, identity,
+                                               done = std::move(done)](Resolution found) mutable {
+        apply_store_consumer(identity, std::move(found.consumer));
+        auto result = self->admit(ctx, identity, later, &done);
+        if (result.step != MiddlewareStep::kPending) done(std::move(result.reply));
+      });
+      return MiddlewareResult::pending();
+    }
+  }
+  return admit(ctx, identity, later, nullptr);
+}
+
+MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const Identity& identity,
+                                            MiddlewareLater& later, MiddlewareDone* taken) {
+  const ApiKeysConfig& api_keys = ctx.config->api_keys;
+  if (identity.disabled) return MiddlewareResult::respond(disabled_consumer_reply());
+  if (api_keys.unknown_key == ApiKeysConfig::UnknownKey::kReject && unknown_key(identity, api_keys)) {
+    return MiddlewareResult::respond(unknown_key_reply(api_keys));
+  }
+  if (api_keys.forward_consumer && identity.consumer) {
+    if (!identity.consumer_id.empty()) {
+      ctx.identity_headers.emplace_back("X-Consumer-Id", std::string(identity.consumer_id));
+    }
+    ctx.identity_headers.emplace_back("X-Consumer-Plan", std::string(identity.plan));
+  }
+  const RouteConfig& route = *ctx.route;
+  if (!route_limits(route)) return MiddlewareResult::next();
+  const RequestView view = request_view(ctx);
   const Exemption exemption = find_exemption(ctx.config->exemptions, view, identity);
   if (exemption != Exemption::kNone) {
     // Never limited: no bucket, no Redis call, no rate-limit headers.
@@ -200,7 +248,7 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
   const auto started = Clock::now();
   // Shared with the completion, which formats the headers from them.
   auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
-  auto done = later.take();
+  auto done = taken ? std::move(*taken) : later.take();
   std::shared_ptr<DelayedRequest> delayed;
   if (route.on_limit == RouteConfig::OnLimit::kDelay) {
     // Enforced limits may reserve tokens up to max_delay ahead; a shadow limit never waits.

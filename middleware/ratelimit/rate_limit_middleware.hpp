@@ -22,9 +22,11 @@
 
 namespace sluice {
 
+class ConsumerResolver;
 class DelayedRequest;
 class FallbackStore;
 class MetricsShard;
+struct Identity;
 
 // Retry-After of a fail-closed 503: the limiter's expected unavailable time in
 // whole seconds, rounded up, at least 1.
@@ -45,18 +47,31 @@ class RateLimitMiddleware final : public Middleware,
 
   // `fallback` decides for routes with on_redis_failure: local; without one
   // (tests) those routes fail closed. Delayed requests wait on `executor`.
+  // `consumers` looks keys up in the consumer store (api_keys.store: redis);
+  // without one every such key is treated as unknown.
   RateLimitMiddleware(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
-                      MetricsShard& metrics, std::shared_ptr<FallbackStore> fallback = nullptr)
+                      MetricsShard& metrics, std::shared_ptr<FallbackStore> fallback = nullptr,
+                      std::shared_ptr<ConsumerResolver> consumers = nullptr)
       : executor_(executor),
         limiter_(std::move(limiter)),
         metrics_(metrics),
-        fallback_(std::move(fallback)) {}
+        fallback_(std::move(fallback)),
+        consumers_(std::move(consumers)) {}
 
-  // Continues at once for a route without limits, answers at once a request
-  // whose key sources are refused, and otherwise completes when the limiter does.
+  // Identifies the caller first (with the consumer store: from the cache at
+  // once, or after one lookup): a key no consumer holds gets 401 with
+  // unknown_key: reject, a disabled consumer 403, and the consumer's headers
+  // are queued for the upstream. Then continues at once for a route without
+  // limits, answers at once a request whose key sources are refused, and
+  // otherwise completes when the limiter does.
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
+  // Everything after the identity. `taken` is the completion when the
+  // identity took it already (a store lookup), else null.
+  MiddlewareResult admit(RequestContext& ctx, const Identity& identity, MiddlewareLater& later,
+                         MiddlewareDone* taken);
+
   // Continues after `seconds`, or refunds what the request debited and
   // completes at once when the client leaves first.
   void wait(DelayedRequest& delayed, double seconds, const RouteConfig& route, double cost,
@@ -67,6 +82,7 @@ class RateLimitMiddleware final : public Middleware,
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
   std::shared_ptr<FallbackStore> fallback_;
+  std::shared_ptr<ConsumerResolver> consumers_;
 };
 
 }  // namespace sluice

@@ -82,7 +82,7 @@ inline LimitConfig make_limit(std::string name, std::vector<KeySource> key, doub
 
 inline ApiKeysConfig with_consumers() {
   ApiKeysConfig config;
-  config.consumers = {{"demo-pro-key", "pro"}, {"other-key", "gold"}};
+  config.consumers = {{"demo-pro-key", "pro", ""}, {"other-key", "gold", ""}};
   for (const auto& c : config.consumers) config.plan_by_key[c.key] = c.plan;
   return config;
 }

@@ -20,41 +20,6 @@ namespace http = boost::beast::http;
 
 constexpr std::string_view kBucketRequests = "sluice_admin_bucket_requests_total";
 
-std::string_view result_of(unsigned status) {
-  switch (status) {
-    case 200:
-    case 204:
-      return "ok";
-    case 400:
-      return "bad_request";
-    case 404:
-      return "not_found";
-    default:
-      return "unavailable";
-  }
-}
-
-// The one admin reply of a request, shared by the workers that take part:
-// the first (and only) answer moves it out and calls it, so that its hold on
-// the admin session goes with the answer, never released on a worker.
-class ReplyOnce {
- public:
-  explicit ReplyOnce(AdminReply reply) : reply_(std::move(reply)) {}
-  void operator()(AdminResponse res) {
-    AdminReply reply;
-    {
-      std::lock_guard lock(mutex_);
-      reply = std::move(reply_);
-      reply_ = nullptr;
-    }
-    if (reply) reply(std::move(res));
-  }
-
- private:
-  std::mutex mutex_;
-  AdminReply reply_;
-};
-
 void respond(ReplyOnce& reply, unsigned status, const nlohmann::ordered_json& document) {
   if (status == 204) {
     return reply(admin_response(http::status::no_content, "application/json", ""));
@@ -73,7 +38,7 @@ struct BucketCall {
   void count(unsigned status) const {
     worker->metrics->add(
         "sluice_admin_bucket_requests_total",
-        labels("method", is_delete ? "DELETE" : "GET", "result", result_of(status)));
+        labels("method", is_delete ? "DELETE" : "GET", "result", admin_result_label(status)));
   }
 
   void answer(unsigned status, const nlohmann::ordered_json& document) const {
@@ -136,22 +101,10 @@ struct BucketCall {
 
 }  // namespace
 
-void BucketWorkers::add(boost::asio::any_io_executor executor, std::weak_ptr<BucketWorker> worker) {
-  std::lock_guard lock(mutex_);
-  entries_.push_back({std::move(executor), std::move(worker)});
-}
-
-std::vector<BucketWorkers::Entry> BucketWorkers::live(std::size_t& chosen) {
-  std::lock_guard lock(mutex_);
-  std::erase_if(entries_, [](const Entry& e) { return e.worker.expired(); });
-  chosen = entries_.empty() ? 0 : next_++ % entries_.size();
-  return entries_;
-}
-
 void seed_bucket_api_metrics(MetricsShard& metrics) {
   for (const char* method : {"GET", "DELETE"}) {
     for (const unsigned status : {200u, 400u, 404u, 503u}) {
-      metrics.declare(kBucketRequests, labels("method", method, "result", result_of(status)));
+      metrics.declare(kBucketRequests, labels("method", method, "result", admin_result_label(status)));
     }
   }
 }

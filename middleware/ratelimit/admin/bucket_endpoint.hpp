@@ -12,13 +12,13 @@
 
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
 
 #include "gateway/admin/admin_routes.hpp"
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/admin/worker_registry.hpp"
 
 namespace sluice {
 
@@ -33,24 +33,8 @@ struct BucketWorker {
   MetricsShard* metrics;                        // the worker's shard
 };
 
-// The workers of the process, as their services register them (any thread;
-// a mutex guards the list). A worker whose services are gone drops out.
-class BucketWorkers {
- public:
-  struct Entry {
-    boost::asio::any_io_executor executor;
-    std::weak_ptr<BucketWorker> worker;
-  };
-
-  void add(boost::asio::any_io_executor executor, std::weak_ptr<BucketWorker> worker);
-  // The live workers, and which of them takes the next request (round robin).
-  std::vector<Entry> live(std::size_t& chosen);
-
- private:
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-  std::size_t next_ = 0;
-};
+// The workers of the process, for the bucket API.
+using BucketWorkers = WorkerRegistry<BucketWorker>;
 
 // Declares a zero series of sluice_admin_bucket_requests_total for every
 // method and result.

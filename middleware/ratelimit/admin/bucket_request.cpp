@@ -35,15 +35,6 @@ void append_form_encoded(std::string& out, std::string_view bytes) {
   }
 }
 
-bool known_plan(const Config& config, const std::string& plan) {
-  if (plan == config.api_keys.default_plan) return true;
-  for (const auto& consumer : config.api_keys.consumers) {
-    if (consumer.plan == plan) return true;
-  }
-  return std::any_of(config.limits.begin(), config.limits.end(),
-                     [&](const LimitConfig& limit) { return limit.plans.count(plan) > 0; });
-}
-
 // "api_key", "header:NAME": a key part as the config writes it.
 std::string kind_name(const KeySource& source) {
   std::string name(key_source_name(source.kind));
@@ -190,10 +181,10 @@ std::variant<BucketTarget, BucketRequestError> find_bucket(const Config& config,
                        std::to_string(expected) + " value parameter(s), got " +
                        std::to_string(query.values.size()));
   }
-  if (query.plan && !known_plan(config, *query.plan)) {
+  if (query.plan && !is_known_plan(config, *query.plan)) {
     return bad_request(
-        "unknown plan: not api_keys.default_plan, the plan of a consumer nor a "
-        "plan of a limit");
+        "unknown plan: not in plans (or, without that list, not api_keys.default_plan, the plan "
+        "of a consumer nor a plan of a limit)");
   }
   SyntheticRequest request;
   std::size_t next = 0;
