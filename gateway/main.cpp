@@ -20,6 +20,7 @@
 #include "gateway/version.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
+#include "middleware/ratelimit/consumers/consumer_import.hpp"
 #include "middleware/setup.hpp"
 
 namespace {
@@ -165,6 +166,7 @@ int main(int argc, char** argv) {
   sluice::Application app(*config_path, result.config, std::move(options));
   sluice::add_bucket_endpoints(app.admin_routes(), buckets);
   sluice::add_consumer_endpoints(app.admin_routes(), consumers);
+  sluice::add_consumer_import(app.admin_routes(), consumers);
   if (!app.start()) return 1;
   return app.run();
 }

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
+#include "middleware/ratelimit/consumers/consumer_subscription.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
@@ -71,6 +73,11 @@ class MiddlewareServices final : public WorkerServices {
           [&metrics = metrics_] { metrics.add("sluice_fleet_heartbeat_failures_total", ""); });
       heartbeat_->enable(learns_fleet_size(*worker.config));
     }
+    // One worker per process hears the consumer store's change events.
+    if (worker.index == 0 && process.consumers) {
+      subscription_ = make_subscription(worker.executor, consumers_, process.consumers);
+      subscription_->configure(*worker.config);
+    }
     if (process.buckets) {
       buckets_ = std::make_shared<BucketWorker>(BucketWorker{&worker.config, local_, &metrics_});
       process.buckets->add(worker.executor, buckets_);
@@ -98,12 +105,14 @@ class MiddlewareServices final : public WorkerServices {
     if (has_limits(*next)) limiter_->connect();
     if (heartbeat_) heartbeat_->enable(learns_fleet_size(*next));
     consumers_->on_config();
+    if (subscription_) subscription_->configure(*next);
   }
 
   // Leases go back to Redis, and the heartbeat's member is removed, before
   // the connection closes; the worker's loop runs until those calls are
   // answered or time out.
   void on_stop() override {
+    if (subscription_) subscription_->close();
     consumers_->close();
     auto close = [limiter = limiter_] { limiter->close(); };
     if (!heartbeat_) return local_->drain(close);
@@ -134,6 +143,32 @@ class MiddlewareServices final : public WorkerServices {
                                               std::move(client), std::move(make_client));
   }
 
+  // The subscription asks this worker's store connection which nodes it
+  // reaches, and hands every event to every worker's cache.
+  static std::shared_ptr<ConsumerSubscription> make_subscription(
+      const boost::asio::any_io_executor& executor, const std::shared_ptr<ConsumerWorker>& own,
+      const std::shared_ptr<ConsumerWorkers>& workers) {
+    auto on_each = [workers](auto apply) {
+      workers->each([&apply](const boost::asio::any_io_executor& ex,
+                             const std::weak_ptr<ConsumerWorker>& weak) {
+        boost::asio::post(ex, [weak, apply] {
+          if (auto worker = weak.lock()) apply(*worker->resolver());
+        });
+      });
+    };
+    return std::make_shared<ConsumerSubscription>(
+        executor, [weak = std::weak_ptr<ConsumerWorker>(own)] {
+          auto worker = weak.lock();
+          return worker ? worker->nodes() : std::vector<redis::NodeStatus>{};
+        },
+        [on_each](std::vector<std::string> fingerprints) {
+          on_each([fingerprints](ConsumerResolver& resolver) {
+            for (const auto& fingerprint : fingerprints) resolver.forget(fingerprint);
+          });
+        },
+        [on_each] { on_each([](ConsumerResolver& resolver) { resolver.invalidate_all(); }); });
+  }
+
   boost::asio::io_context::executor_type executor_;
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
@@ -142,6 +177,7 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<FleetHeartbeat> heartbeat_;  // worker 0 only
   std::shared_ptr<BucketWorker> buckets_;      // with the bucket API only
   std::shared_ptr<ConsumerWorker> consumers_;
+  std::shared_ptr<ConsumerSubscription> subscription_;  // worker 0 only
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {

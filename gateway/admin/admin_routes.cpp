@@ -45,7 +45,17 @@ AdminResponse json_response(http::status status, const nlohmann::ordered_json& d
 void AdminRoutes::add(std::string path, AdminHandler handler,
                       std::initializer_list<http::verb> methods, AdminMatch match,
                       AdminGuard guard) {
-  endpoints_.push_back({std::move(path), methods, std::move(handler), match, guard});
+  endpoints_.push_back({std::move(path), methods, std::move(handler), match, guard, {}});
+}
+
+void AdminRoutes::add_streaming(std::string path, AdminStreamHandler handler, AdminGuard guard) {
+  endpoints_.push_back(
+      {std::move(path), {http::verb::post}, {}, AdminMatch::kExact, guard, std::move(handler)});
+}
+
+bool AdminRoutes::streams(const AdminRequest& head) const {
+  const auto* endpoint = find(split_target(head.target()).path);
+  return endpoint && endpoint->stream_handler && head.method() == http::verb::post;
 }
 
 void AdminRoutes::set_access(const AdminAccess& access) {
@@ -65,22 +75,43 @@ const AdminRoutes::Endpoint* AdminRoutes::find(std::string_view path) const {
   return best;
 }
 
-void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const {
+const AdminRoutes::Endpoint* AdminRoutes::admit(const AdminRequest& request,
+                                                AdminReply& reply) const {
   const std::string_view target = request.target();
   const auto* endpoint = find(split_target(target).path);
   const auto method = request.method();
   if (!endpoint) {
-    if (!is_read(method)) return reply(method_not_allowed({http::verb::get, http::verb::head}));
-    return reply(json_response(http::status::not_found, {{"error", "not found"}}));
+    if (!is_read(method)) {
+      reply(method_not_allowed({http::verb::get, http::verb::head}));
+    } else {
+      reply(json_response(http::status::not_found, {{"error", "not found"}}));
+    }
+    return nullptr;
   }
   if (endpoint->guard == AdminGuard::kProtected) {
-    if (auto refusal = refuse_admin_request(request, access_)) return reply(std::move(*refusal));
+    if (auto refusal = refuse_admin_request(request, access_)) {
+      reply(std::move(*refusal));
+      return nullptr;
+    }
   }
   const auto& methods = endpoint->methods;
   if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
-    return reply(method_not_allowed(methods));
+    reply(method_not_allowed(methods));
+    return nullptr;
   }
-  endpoint->handler(request, std::move(reply));
+  return endpoint;
+}
+
+void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const {
+  if (const auto* endpoint = admit(request, reply)) endpoint->handler(request, std::move(reply));
+}
+
+void AdminRoutes::dispatch_stream(const AdminRequest& head, std::shared_ptr<AdminBodyReader> body,
+                                  AdminReply reply) const {
+  const auto* endpoint = admit(head, reply);
+  if (endpoint && endpoint->stream_handler) {
+    endpoint->stream_handler(head, std::move(body), std::move(reply));
+  }
 }
 
 }  // namespace sluice

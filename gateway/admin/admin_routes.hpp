@@ -5,6 +5,10 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <system_error>
+
+#include <boost/asio/any_io_executor.hpp>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -24,6 +28,25 @@ using AdminResponse = boost::beast::http::response<boost::beast::http::string_bo
 // answers from another thread must not keep copies of it past the call.
 using AdminReply = std::function<void(AdminResponse)>;
 using AdminHandler = std::function<void(const AdminRequest&, AdminReply)>;
+
+// The body of a request to a streaming endpoint, read piece by piece instead
+// of whole (an import of any size holds one piece at a time). Called on the
+// admin listener's thread only.
+class AdminBodyReader {
+ public:
+  // `piece` holds the next bytes (at most 64 KiB); `done` once the whole body
+  // was read; an error when the connection failed or the framing is bad
+  // (the request then ends without an answer).
+  using Piece = std::function<void(std::error_code ec, std::string piece, bool done)>;
+  virtual ~AdminBodyReader() = default;
+  // Reads the next piece; call again only once `piece` was called.
+  virtual void read(Piece piece) = 0;
+  // The admin listener's executor, where read() must be called.
+  virtual boost::asio::any_io_executor executor() const = 0;
+};
+// `request` holds the head only (its body is empty).
+using AdminStreamHandler =
+    std::function<void(const AdminRequest&, std::shared_ptr<AdminBodyReader>, AdminReply)>;
 
 // Who may call the protected endpoints (the rule is in admin_access.hpp).
 struct AdminAccess {
@@ -59,6 +82,16 @@ class AdminRoutes {
                {boost::beast::http::verb::get, boost::beast::http::verb::head},
            AdminMatch match = AdminMatch::kExact, AdminGuard guard = AdminGuard::kOpen);
 
+  // An endpoint whose body is read piece by piece (exact path, POST only),
+  // with no size limit: the handler bounds what it keeps.
+  void add_streaming(std::string path, AdminStreamHandler handler,
+                     AdminGuard guard = AdminGuard::kProtected);
+  // Whether a request with this head goes to a streaming endpoint (the
+  // server then reads its head only, and hands the body over as it comes).
+  bool streams(const AdminRequest& head) const;
+  void dispatch_stream(const AdminRequest& head, std::shared_ptr<AdminBodyReader> body,
+                       AdminReply reply) const;
+
   // Who may call the protected endpoints from now on (main thread).
   void set_access(const AdminAccess& access);
 
@@ -73,8 +106,12 @@ class AdminRoutes {
     AdminHandler handler;
     AdminMatch match;
     AdminGuard guard;
+    AdminStreamHandler stream_handler;  // set for a streaming endpoint
   };
   const Endpoint* find(std::string_view path) const;
+  // The endpoint that takes `request`, or null once `reply` was given the
+  // refusal (404, 405, 401, 403).
+  const Endpoint* admit(const AdminRequest& request, AdminReply& reply) const;
 
   std::vector<Endpoint> endpoints_;
   AdminAccess access_;

@@ -89,45 +89,102 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     req_ = {};
     parser_.emplace();
     parser_->header_limit(kAdminHeaderLimit);
-    parser_->body_limit(kAdminBodyLimit);
+    // Set once the head tells which endpoint the body is for (on_header).
+    parser_->body_limit(boost::none);
     entry_->waiting_since = Clock::now();
     stream_.expires_after(requests_ == 0 ? AdminServer::kFirstRequestTimeout
                                          : AdminServer::kIdleTimeout);
-    http::async_read(
+    http::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::body_limit && !entry_->closing) {
-      // Answered, then closed: the rest of the body is never read.
-      entry_->waiting_since.reset();
-      req_ = {};
-      req_.keep_alive(false);
-      return write(admin_response(http::status::payload_too_large, "application/problem+json",
-                                  R"({"type":"about:blank","title":"Content Too Large",)"
-                                  R"("status":413,"detail":"the body is larger than 1 MiB"})"
-                                  "\n"));
+  // The head is in: a streaming endpoint gets the body piece by piece, any
+  // other request is read whole (within kAdminBodyLimit) first.
+  void on_header(beast::error_code ec) {
+    if (ec || entry_->closing) return close();
+    if (!routes_.streams(parser_->get())) {
+      const auto length = parser_->content_length();
+      if (length && *length > kAdminBodyLimit) return too_large();
+      parser_->body_limit(kAdminBodyLimit);  // a chunked body is counted as it comes
+      stream_.expires_after(kAdminTimeout);
+      return http::async_read(
+          stream_, buffer_, *parser_,
+          [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_read(e); });
     }
+    entry_->waiting_since.reset();
+    ++requests_;
+    parser_->body_limit(boost::none);
+    req_ = parser_->get();  // the head (its body is empty yet)
+    routes_.dispatch_stream(req_, std::make_shared<BodyReader>(shared_from_this()),
+                            reply_from_here());
+  }
+
+  // What a streaming endpoint reads the body with: one piece per call, and
+  // none held here afterwards.
+  class BodyReader final : public AdminBodyReader {
+   public:
+    explicit BodyReader(std::shared_ptr<AdminSession> session) : session_(std::move(session)) {}
+    void read(Piece piece) override {
+      auto& s = *session_;
+      if (s.parser_->is_done()) {
+        return asio::post(s.stream_.get_executor(),
+                          [piece = std::move(piece)] { piece({}, {}, true); });
+      }
+      s.stream_.expires_after(kAdminTimeout);
+      http::async_read_some(
+          s.stream_, s.buffer_, *s.parser_,
+          [session = session_, piece = std::move(piece)](beast::error_code ec, std::size_t) {
+            std::string bytes = std::move(session->parser_->get().body());
+            session->parser_->get().body().clear();
+            piece(ec, std::move(bytes), !ec && session->parser_->is_done());
+          });
+    }
+    boost::asio::any_io_executor executor() const override {
+      return session_->stream_.get_executor();
+    }
+
+   private:
+    std::shared_ptr<AdminSession> session_;
+  };
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit && !entry_->closing) return too_large();
     if (ec || entry_->closing) return close();
     entry_->waiting_since.reset();
     ++requests_;
     req_ = parser_->release();
-    // A handler may answer from another thread (a worker): the write is
-    // posted back to this session's executor, and the reply hands its hold
-    // on the session over to that post, so that the session is never
-    // released on the other thread.
-    routes_.dispatch(req_, [self = shared_from_this()](AdminResponse res) mutable {
+    routes_.dispatch(req_, reply_from_here());
+  }
+
+  // 413, then the connection closes: the rest of the body is never read.
+  void too_large() {
+    entry_->waiting_since.reset();
+    req_ = {};
+    req_.keep_alive(false);
+    write(admin_response(http::status::payload_too_large, "application/problem+json",
+                         R"({"type":"about:blank","title":"Content Too Large",)"
+                         R"("status":413,"detail":"the body is larger than 1 MiB"})"
+                         "\n"));
+  }
+
+  // A handler may answer from another thread (a worker): the write is
+  // posted back to this session's executor, and the reply hands its hold on
+  // the session over to that post, so that the session is never released on
+  // the other thread.
+  AdminReply reply_from_here() {
+    return [self = shared_from_this()](AdminResponse res) mutable {
       auto executor = self->stream_.get_executor();
       asio::post(executor, [self = std::move(self), res = std::move(res)]() mutable {
         self->write(std::move(res));
       });
-    });
+    };
   }
 
   void write(AdminResponse res) {
     res_ = std::move(res);
-    res_.keep_alive(req_.keep_alive());
+    // A body left unread (a streaming request answered early) ends the connection.
+    res_.keep_alive(req_.keep_alive() && (!parser_ || parser_->is_done()));
     res_.prepare_payload();
     if (req_.method() == http::verb::head) {
       // The head of what GET would send, without the body.

@@ -15,12 +15,21 @@ real redis-server (api_keys.store: redis).
 - The list is paginated in id order and filtered by plan.
 - Redis stopped: a cached consumer keeps its plan, an unknown key follows unknown_key.
 - Many requests missing the cache at once for one key cost one lookup.
+- Two instances: a PUT, a plan change, a disable and a DELETE made through one
+  are applied by the other within 1 s (change events over pub/sub), not after
+  the cache's time; with the subscription killed, a change made meanwhile is
+  applied within cache_ttl_ms, and events flow again afterwards.
+- The NDJSON import streams: bad lines fail alone with their numbers, a second
+  import of the same file changes nothing, a cut-short body applies the whole
+  lines before the cut and not the partial one, and 100,000 consumers import
+  with the gateway's memory flat (time and Redis memory printed).
 """
 
 import json
 import os
 import socket
 import threading
+import time
 import unittest
 import urllib.parse
 
@@ -30,7 +39,7 @@ from harness import (Client, ProcessTestCase, gateway_config, metric_sum, redis_
 PREFIX = "sluice:"
 
 
-class ConsumerStoreCase(ProcessTestCase):
+class ConsumerCase(ProcessTestCase):
     def setUp(self):
         super().setUp()
         self.redis = self.start_redis()
@@ -58,8 +67,8 @@ class ConsumerStoreCase(ProcessTestCase):
             limits={"per_key": {"key": "api_key", "capacity": 3, "refill_per_second": 0.001,
                                 "plans": {"pro": {"capacity": 6, "refill_per_second": 0.001}}}})
 
-    def gateway(self, **kw):
-        gw = self.start_sluice(self.config(**kw))
+    def gateway(self, name="sluice", **kw):
+        gw = self.start_sluice(self.config(**kw), name=name)
         wait_redis_ready(gw)
         return gw
 
@@ -84,6 +93,16 @@ class ConsumerStoreCase(ProcessTestCase):
         self.assertEqual(status, 200, body)
         return {name.lower(): value for name, value in json.loads(body)["headers"]}
 
+    def plan_seen(self, gw, key):
+        """The plan the upstream is told for `key`, 403 when disabled, None when unknown."""
+        status, _, body = request(gw.port, "GET", "/open/echo", headers={"X-API-Key": key})
+        if status == 403:
+            return 403
+        headers = {name.lower(): value for name, value in json.loads(body)["headers"]}
+        return headers.get("x-consumer-plan")
+
+
+class ConsumerStoreCase(ConsumerCase):
     def test_put_get_delete_and_requests_follow(self):
         gw = self.gateway()
         _, doc = self.put(gw, "acme", {"keys": ["acme-k1", "acme-k2"], "plan": "pro"}, 201)
@@ -261,6 +280,145 @@ class ConsumerStoreCase(ProcessTestCase):
         self.assertTrue(evalsha, stats)
         calls = int(evalsha[0].split("calls=")[1].split(",")[0])
         self.assertEqual(calls, 1, stats)
+
+
+def redis_used_memory(port: int) -> int:
+    info = redis_call(port, "INFO", "memory").decode()
+    return int(next(line.split(":")[1] for line in info.splitlines()
+                    if line.startswith("used_memory:")))
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class ConsumerFleetCase(ConsumerCase):
+    def test_changes_reach_the_other_instance_within_a_second(self):
+        long = {"cache_ttl_ms": 60000, "unknown_cache_ttl_ms": 60000}
+        a = self.gateway(name="a", **long)
+        b = self.gateway(name="b", **long)
+        self.assertIsNone(self.plan_seen(b, "fleet-k"))  # cached as unknown for a minute
+        steps = [({"keys": ["fleet-k"], "plan": "free"}, "free"),
+                 ({"keys": ["fleet-k"], "plan": "pro"}, "pro"),
+                 ({"keys": ["fleet-k"], "plan": "pro", "disabled": True}, 403),
+                 (None, None)]
+        for doc, expected in steps:
+            with self.subTest(expected=expected):
+                # Both workers of b have the old answer cached.
+                for _ in range(4):
+                    self.plan_seen(b, "fleet-k")
+                if doc is None:
+                    self.assertEqual(self.admin(a, "DELETE", "/consumers/fleet")[0], 204)
+                else:
+                    self.assertIn(self.put(a, "fleet", doc)[0], (200, 201))
+                changed = time.monotonic()
+                wait_until(lambda: all(self.plan_seen(b, "fleet-k") == expected
+                                       for _ in range(4)), timeout=1.0)
+                print(f"\n  b applied the change after {time.monotonic() - changed:.3f} s",
+                      end="")
+
+    def test_a_lost_subscription_misses_nothing_past_the_cache_time(self):
+        a = self.gateway(name="a")
+        b = self.gateway(name="b", cache_ttl_ms=3000, unknown_cache_ttl_ms=3000)
+        self.put(a, "acme", {"keys": ["acme-k"], "plan": "free"}, 201)
+        wait_until(lambda: self.plan_seen(b, "acme-k") == "free", timeout=1.0)
+        killed = redis_call(self.redis.port, "CLIENT", "KILL", "TYPE", "pubsub")
+        self.assertGreaterEqual(killed, 2)  # a's and b's subscriptions
+        self.put(a, "acme", {"keys": ["acme-k"], "plan": "pro"}, 200)
+        wait_until(lambda: all(self.plan_seen(b, "acme-k") == "pro" for _ in range(4)),
+                   timeout=3.5)
+        # The subscription is back: the next change arrives within a second again.
+        channel = f"{PREFIX}{{consumers}}:changes"
+        wait_until(lambda: redis_call(self.redis.port, "PUBSUB", "NUMSUB", channel)[1] == 2,
+                   timeout=3.0)
+        self.put(a, "acme", {"keys": ["acme-k"], "plan": "free"}, 200)
+        wait_until(lambda: all(self.plan_seen(b, "acme-k") == "free" for _ in range(4)),
+                   timeout=1.0)
+
+
+class ConsumerImportCase(ConsumerCase):
+    def import_body(self, gw, body: bytes):
+        status, _, answer = self.admin(gw, "POST", "/consumers/import", body)
+        self.assertEqual(status, 200, answer)
+        return json.loads(answer)
+
+    def test_bad_lines_fail_alone_and_a_second_import_changes_nothing(self):
+        gw = self.gateway()
+        lines = [json.dumps({"id": f"imp{i}", "keys": [f"imp-key-{i}"], "plan": "free"})
+                 for i in range(10)]
+        lines[2] = "{not json"
+        lines[4] = json.dumps({"id": "imp4", "keys": ["k4"], "plan": "gold"})
+        lines[5] = ""
+        lines[6] = json.dumps({"id": "imp6", "keys": ["x" * (10 * 1024 * 1024)], "plan": "free"})
+        lines[8] = json.dumps({"id": "imp8", "keys": ["imp-key-1"], "plan": "free"})
+        body = ("\n".join(lines) + "\n").encode()
+        result = self.import_body(gw, body)
+        self.assertEqual(result["created"], 5, result)
+        self.assertEqual(result["replaced"], 0)
+        self.assertEqual({f["line"] for f in result["failed"]}, {3, 5, 7, 9}, result)
+        reasons = {f["line"]: f["reason"] for f in result["failed"]}
+        self.assertIn("plan", reasons[5])
+        self.assertIn("1 MiB", reasons[7])
+        self.assertIn("keys[0]", reasons[9])
+        again = self.import_body(gw, body)
+        self.assertEqual((again["created"], again["replaced"], again["unchanged"]), (0, 0, 5))
+        self.assertEqual(self.plan_seen(gw, "imp-key-3"), "free")
+
+    def test_a_cut_short_body_applies_the_whole_lines_only(self):
+        gw = self.gateway()
+        whole = "".join(json.dumps({"id": f"cut{i}", "keys": [f"cut-key-{i}"], "plan": "free"})
+                        + "\n" for i in range(3)).encode()
+        partial = json.dumps({"id": "cut3", "keys": ["cut-key-3"], "plan": "free"}).encode()[:-5]
+        with socket.create_connection(("127.0.0.1", gw.admin_port), timeout=5) as sock:
+            sock.sendall(b"POST /consumers/import HTTP/1.1\r\nHost: a\r\n"
+                         b"Content-Length: 100000\r\n\r\n" + whole + partial)
+            wait_until(lambda: redis_call(self.redis.port, "EXISTS",
+                                          f"{PREFIX}{{consumers}}:c:cut2") == 1, timeout=5)
+        wait_until(lambda: "import cut short" in self.sluice_log(gw), timeout=5)
+        for i in range(3):
+            self.assertEqual(redis_call(self.redis.port, "EXISTS",
+                                        f"{PREFIX}{{consumers}}:c:cut{i}"), 1)
+        self.assertEqual(redis_call(self.redis.port, "EXISTS", f"{PREFIX}{{consumers}}:c:cut3"), 0)
+        self.assertEqual(self.admin(gw, "GET", "/consumers")[0], 200)
+
+    def sluice_log(self, gw):
+        return gw.output_tail(10 ** 7)
+
+    def test_100000_consumers_stream_in(self):
+        gw = self.gateway()
+        count = 100_000
+        redis_before = redis_used_memory(self.redis.port)
+
+        def lines():
+            batch = []
+            for i in range(count):
+                key = f"bulk-{i:06d}-" + "k" * 240
+                batch.append(json.dumps({"id": f"bulk{i:06d}", "keys": [key], "plan": "pro"}))
+                if len(batch) == 1000:
+                    yield ("\n".join(batch) + "\n").encode()
+                    batch = []
+
+        rss_before = rss_kib(gw.pid)
+        started = time.monotonic()
+        status, _, answer = request(gw.admin_port, "POST", "/consumers/import", body=lines(),
+                                    chunked=True, timeout=300)
+        elapsed = time.monotonic() - started
+        self.assertEqual(status, 200, answer)
+        result = json.loads(answer)
+        self.assertEqual(result["created"], count, result)
+        self.assertEqual(result["failed_count"], 0)
+        rss_growth = rss_kib(gw.pid) - rss_before
+        redis_growth = redis_used_memory(self.redis.port) - redis_before
+        print(f"\n  {count} consumers imported in {elapsed:.1f} s ({count / elapsed:.0f}/s); "
+              f"Redis memory +{redis_growth / 1048576:.1f} MiB; sluice RSS +{rss_growth} KiB "
+              f"for a body of {count * 330 / 1048576:.0f} MiB", end="")
+        # The body (about 31 MiB) was never held: the gateway grew far less.
+        self.assertLess(rss_growth, 16 * 1024)
+        self.assertEqual(self.plan_seen(gw, "bulk-099999-" + "k" * 240), "pro")
 
 
 if __name__ == "__main__":

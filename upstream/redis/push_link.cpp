@@ -9,6 +9,21 @@ namespace sluice::redis {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
+std::optional<std::string_view> pubsub_payload(const Reply& reply, std::string_view channel) {
+  const auto text = [](const Reply& r) {
+    return r.type == Reply::Type::kString || r.type == Reply::Type::kStatus;
+  };
+  if (reply.type != Reply::Type::kArray || reply.elements.size() != 3) return std::nullopt;
+  const Reply& kind = reply.elements[0];
+  const Reply& name = reply.elements[1];
+  const Reply& payload = reply.elements[2];
+  if (!text(kind) || kind.str != "message" || !text(name) || name.str != channel ||
+      !text(payload)) {
+    return std::nullopt;
+  }
+  return std::string_view(payload.str);
+}
+
 PushLink::PushLink(const asio::any_io_executor& executor, const Options& options,
                    Credentials credentials, std::shared_ptr<asio::ssl::context> tls_context,
                    Endpoint server)

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,10 @@
 #include "upstream/redis/options.hpp"
 
 namespace sluice::redis {
+
+// The payload of a pub/sub push ["message", channel, payload] on `channel`;
+// nullopt for anything else (the subscribe confirmation, another channel).
+std::optional<std::string_view> pubsub_payload(const Reply& reply, std::string_view channel);
 
 class PushLink : public std::enable_shared_from_this<PushLink> {
  public:

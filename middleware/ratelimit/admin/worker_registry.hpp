@@ -34,6 +34,18 @@ class WorkerRegistry {
     entries_.push_back({std::move(executor), std::move(worker)});
   }
 
+  // Calls `visit(executor, weak worker)` for each live worker.
+  template <typename Visit>
+  void each(Visit visit) {
+    std::vector<Entry> entries;
+    {
+      std::lock_guard lock(mutex_);
+      std::erase_if(entries_, [](const Entry& e) { return e.worker.expired(); });
+      entries = entries_;
+    }
+    for (const auto& entry : entries) visit(entry.executor, entry.worker);
+  }
+
   // The live workers, and which of them takes the next request (round robin).
   std::vector<Entry> live(std::size_t& chosen) {
     std::lock_guard lock(mutex_);

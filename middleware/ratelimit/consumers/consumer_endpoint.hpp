@@ -15,14 +15,11 @@
 #include <memory>
 
 #include "gateway/admin/admin_routes.hpp"
-#include "middleware/ratelimit/admin/worker_registry.hpp"
 #include "middleware/ratelimit/consumers/consumer_worker.hpp"
 
 namespace sluice {
 
 class MetricsShard;
-
-using ConsumerWorkers = WorkerRegistry<ConsumerWorker>;
 
 // Declares a zero series of sluice_admin_consumer_requests_total for every
 // method and result.

@@ -11,6 +11,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/admin/worker_registry.hpp"
 #include "middleware/ratelimit/consumers/consumer_resolver.hpp"
 #include "middleware/ratelimit/consumers/consumer_store.hpp"
 #include "upstream/redis/client.hpp"
@@ -34,6 +35,10 @@ class ConsumerWorker {
   // The store, while api_keys.store is redis; else null.
   ConsumerStore* store() const { return store_.get(); }
   const Config& config() const { return *config_; }
+  // The servers behind the store's connection (none while the store is off).
+  std::vector<redis::NodeStatus> nodes() const {
+    return client_ ? client_->nodes() : std::vector<redis::NodeStatus>{};
+  }
   MetricsShard& metrics() const { return metrics_; }
   const boost::asio::any_io_executor& executor() const { return executor_; }
 
@@ -51,5 +56,8 @@ class ConsumerWorker {
   std::vector<std::unique_ptr<redis::Client>> retired_;
   std::vector<std::unique_ptr<ConsumerStore>> retired_stores_;
 };
+
+// The workers of the process, for the consumer API and the change events.
+using ConsumerWorkers = WorkerRegistry<ConsumerWorker>;
 
 }  // namespace sluice

@@ -169,7 +169,7 @@ void SentinelClient::Impl::subscribe() {
 }
 
 void SentinelClient::Impl::on_subscription_reply(std::size_t index, const Reply& reply) {
-  const auto payload = sentinel::pubsub_payload(reply, sentinel::kSwitchMasterChannel);
+  const auto payload = pubsub_payload(reply, sentinel::kSwitchMasterChannel);
   if (!payload) {
     if (reply.type != Reply::Type::kArray || reply.elements.empty() ||
         reply.elements.front().str != "subscribe") {

@@ -50,18 +50,6 @@ MasterAnswer parse_master_address(const Reply& reply, Endpoint& address) {
   return MasterAnswer::kAddress;
 }
 
-std::optional<std::string_view> pubsub_payload(const Reply& reply, std::string_view channel) {
-  if (reply.type != Reply::Type::kArray || reply.elements.size() != 3) return std::nullopt;
-  const Reply& kind = reply.elements[0];
-  const Reply& name = reply.elements[1];
-  const Reply& payload = reply.elements[2];
-  if (!is_text(kind) || kind.str != "message" || !is_text(name) || name.str != channel ||
-      !is_text(payload)) {
-    return std::nullopt;
-  }
-  return std::string_view(payload.str);
-}
-
 std::optional<SwitchMaster> parse_switch_master(std::string_view payload) {
   const auto fields = split_fields(payload);
   if (fields.size() != 5) return std::nullopt;

@@ -24,10 +24,6 @@ MasterAnswer parse_master_address(const Reply& reply, Endpoint& address);
 // A decimal TCP port 1..65535.
 std::optional<std::uint16_t> parse_port(std::string_view text);
 
-// The payload of a pub/sub push ["message", channel, payload] on `channel`;
-// nullopt for anything else (the subscribe confirmation, another channel).
-std::optional<std::string_view> pubsub_payload(const Reply& reply, std::string_view channel);
-
 // A +switch-master event: "<master name> <old ip> <old port> <new ip> <new port>".
 struct SwitchMaster {
   std::string master;

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "middleware/ratelimit/consumers/consumer.hpp"
+#include "middleware/ratelimit/consumers/consumer_subscription.hpp"
 
 namespace consumer_test {
 
@@ -153,4 +154,17 @@ TEST_CASE("consumer params: the plan's, then the consumer's override", "[consume
   CHECK(params.capacity == 900);
   CHECK(params.refill_per_second == 10);  // the pro plan's
   CHECK(sluice::consumer_params(config.limits[1], c).window_seconds == 60);
+}
+
+TEST_CASE("consumer store: change events name the keys to forget", "[consumers]") {
+  const std::string fp1(32, 'a');
+  const std::string fp2 = "0123456789abcdef0123456789abcdef";
+  CHECK(sluice::parse_change_event("acme " + fp1 + " " + fp2) ==
+        std::vector<std::string>{fp1, fp2});
+  CHECK(sluice::parse_change_event("acme ") == std::vector<std::string>{});
+  CHECK(sluice::parse_change_event("acme") == std::vector<std::string>{});
+  CHECK_FALSE(sluice::parse_change_event(""));
+  CHECK_FALSE(sluice::parse_change_event(" " + fp1));
+  CHECK_FALSE(sluice::parse_change_event("acme " + fp1 + "X"));
+  CHECK_FALSE(sluice::parse_change_event("acme " + std::string(32, 'A')));
 }

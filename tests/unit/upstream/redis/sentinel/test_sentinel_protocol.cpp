@@ -4,6 +4,7 @@
 
 #include "support/script_replies.hpp"
 
+#include "upstream/redis/push_link.hpp"
 #include "upstream/redis/sentinel/sentinel_protocol.hpp"
 
 namespace {
@@ -70,7 +71,7 @@ TEST_CASE("sentinel: GET-MASTER-ADDR-BY-NAME answers", "[sentinel][unit]") {
 TEST_CASE("sentinel: pub/sub messages on one channel", "[sentinel][unit]") {
   const auto message =
       array_reply({text_reply("message"), text_reply("+switch-master"), text_reply("m a 1 b 2")});
-  const auto payload = sentinel::pubsub_payload(message, sentinel::kSwitchMasterChannel);
+  const auto payload = sluice::redis::pubsub_payload(message, sentinel::kSwitchMasterChannel);
   REQUIRE(payload);
   CHECK(*payload == "m a 1 b 2");
 
@@ -78,9 +79,9 @@ TEST_CASE("sentinel: pub/sub messages on one channel", "[sentinel][unit]") {
       array_reply({text_reply("subscribe"), text_reply("+switch-master"), Reply{}});
   confirmation.elements[2].type = Reply::Type::kInteger;
   confirmation.elements[2].integer = 1;
-  CHECK_FALSE(sentinel::pubsub_payload(confirmation, sentinel::kSwitchMasterChannel));
-  CHECK_FALSE(sentinel::pubsub_payload(
+  CHECK_FALSE(sluice::redis::pubsub_payload(confirmation, sentinel::kSwitchMasterChannel));
+  CHECK_FALSE(sluice::redis::pubsub_payload(
       array_reply({text_reply("message"), text_reply("+sdown"), text_reply("x")}),
       sentinel::kSwitchMasterChannel));
-  CHECK_FALSE(sentinel::pubsub_payload(text_reply("message"), sentinel::kSwitchMasterChannel));
+  CHECK_FALSE(sluice::redis::pubsub_payload(text_reply("message"), sentinel::kSwitchMasterChannel));
 }
