@@ -19,6 +19,9 @@ real redis-server (api_keys.store: redis).
   are applied by the other within 1 s (change events over pub/sub), not after
   the cache's time; with the subscription killed, a change made meanwhile is
   applied within cache_ttl_ms, and events flow again afterwards.
+- The same on a 3-primary Cluster and on Sentinel: two instances see each change.
+- A record another writer damaged is an unknown key, counted and logged once;
+  the admin API needs the token when admin.token_file is set.
 - The NDJSON import streams: bad lines fail alone with their numbers, a second
   import of the same file changes nothing, a cut-short body applies the whole
   lines before the cut and not the partial one, and 100,000 consumers import
@@ -34,7 +37,10 @@ import unittest
 import urllib.parse
 
 from harness import (Client, ProcessTestCase, gateway_config, metric_sum, redis_call, request,
+                     require_binaries, require_topology_support, topology_redis,
                      wait_redis_ready, wait_until)
+from testkit.cluster import RedisCluster
+from testkit.sentinel import MASTER_NAME, RedisSentinelSet
 
 PREFIX = "sluice:"
 
@@ -42,8 +48,10 @@ PREFIX = "sluice:"
 class ConsumerCase(ProcessTestCase):
     def setUp(self):
         super().setUp()
-        self.redis = self.start_redis()
+        self.redis = self.start_redis() if self.standalone else None
         self.echo = self.start_echo()
+
+    standalone = True
 
     def secret_file(self) -> str:
         path = os.path.join(self.workdir, "key-secret")
@@ -51,8 +59,8 @@ class ConsumerCase(ProcessTestCase):
             f.write("consumer-store-test-secret-0123456789\n")
         return path
 
-    def config(self, unknown_key="missing", threads=2, **api_keys):
-        return gateway_config(
+    def config(self, unknown_key="missing", threads=2, redis=None, admin=None, **api_keys):
+        config = gateway_config(
             {"echo": [self.echo.address]},
             [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "echo",
               "limits": ["per_key"]},
@@ -60,12 +68,16 @@ class ConsumerCase(ProcessTestCase):
             server={"threads": threads},
             log={"level": "info", "access_log": False},
             plans=["free", "pro"],
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000,
-                   "key_prefix": PREFIX, "key_secret_file": self.secret_file()},
+            redis={**(redis or {"url": f"redis://127.0.0.1:{self.redis.port}/0"}),
+                   "timeout_ms": 1000, "key_prefix": PREFIX,
+                   "key_secret_file": self.secret_file()},
             api_keys={"header": "X-API-Key", "default_plan": "free", "store": "redis",
                       "unknown_key": unknown_key, **api_keys},
             limits={"per_key": {"key": "api_key", "capacity": 3, "refill_per_second": 0.001,
                                 "plans": {"pro": {"capacity": 6, "refill_per_second": 0.001}}}})
+        if admin:
+            config["admin"].update(admin)
+        return config
 
     def gateway(self, name="sluice", **kw):
         gw = self.start_sluice(self.config(**kw), name=name)
@@ -280,6 +292,83 @@ class ConsumerStoreCase(ConsumerCase):
         self.assertTrue(evalsha, stats)
         calls = int(evalsha[0].split("calls=")[1].split(",")[0])
         self.assertEqual(calls, 1, stats)
+
+    def test_a_damaged_record_is_an_unknown_key(self):
+        gw = self.gateway(unknown_key="reject")
+        self.put(gw, "acme", {"keys": ["acme-k"], "plan": "pro"}, 201)
+        self.put(gw, "ghost", {"keys": ["ghost-k"], "plan": "pro"}, 201)
+        redis_call(self.redis.port, "DEL", f"{PREFIX}{{consumers}}:c:acme")
+        redis_call(self.redis.port, "SET", f"{PREFIX}{{consumers}}:c:acme", "garbage")
+        redis_call(self.redis.port, "HSET", f"{PREFIX}{{consumers}}:c:ghost", "doc", "{]")
+        for key in ("acme-k", "ghost-k", "acme-k"):
+            status, _, body = request(gw.port, "GET", "/open/x", headers={"X-API-Key": key})
+            self.assertEqual(status, 401, body)
+        wait_until(lambda: metric_sum(gw, "sluice_consumer_store_damaged_total") >= 2)
+        self.assertEqual(gw.output_tail(10 ** 7).count("not one Sluice wrote"), 1)
+        self.assertEqual(self.admin(gw, "GET", "/consumers/acme")[0], 503)
+        # Writing it again repairs it (a record of the wrong type is replaced whole).
+        self.assertIn(self.put(gw, "acme", {"keys": ["acme-k"], "plan": "pro"})[0], (200, 201))
+        self.assertEqual(self.plan_seen(gw, "acme-k"), "pro")
+
+    def test_the_admin_token_guards_the_api(self):
+        token = os.path.join(self.workdir, "admin-token")
+        with open(token, "w") as f:
+            f.write("admin-token-0123456789abcdef\n")
+        gw = self.gateway(admin={"token_file": token})
+        doc = json.dumps({"keys": ["k"], "plan": "free"}).encode()
+        self.assertEqual(self.admin(gw, "PUT", "/consumers/a", doc)[0], 401)
+        self.assertEqual(self.admin(gw, "PUT", "/consumers/a", doc,
+                                    {"Authorization": "Bearer wrong"})[0], 401)
+        self.assertEqual(self.admin(gw, "POST", "/consumers/import", doc)[0], 401)
+        self.assertEqual(redis_call(self.redis.port, "EXISTS", f"{PREFIX}{{consumers}}:c:a"), 0)
+        good = {"Authorization": "Bearer admin-token-0123456789abcdef"}
+        self.assertEqual(self.admin(gw, "PUT", "/consumers/a", doc, good)[0], 201)
+        log = gw.output_tail(10 ** 7)
+        self.assertIn("consumer a created", log)
+        self.assertNotIn("admin-token-0123456789abcdef", log)
+
+
+class ConsumerTopologyCase(ConsumerCase):
+    """Two instances on a Cluster or a Sentinel set see each other's changes."""
+
+    standalone = False
+
+    def two_instances_agree(self, redis):
+        long = {"cache_ttl_ms": 60000, "unknown_cache_ttl_ms": 60000}
+        a = self.start_sluice(self.config(redis=redis, **long), name="a")
+        b = self.start_sluice(self.config(redis=redis, **long), name="b")
+        wait_redis_ready(a)
+        wait_redis_ready(b)
+        # b's subscription is open before the first change.
+        wait_until(lambda: self.plan_seen(b, "topo-k") is None, timeout=5)
+        for doc, expected in [({"keys": ["topo-k"], "plan": "free"}, "free"),
+                              ({"keys": ["topo-k"], "plan": "pro"}, "pro"),
+                              (None, None)]:
+            for _ in range(4):
+                self.plan_seen(b, "topo-k")
+            if doc is None:
+                self.assertEqual(self.admin(a, "DELETE", "/consumers/topo")[0], 204)
+            else:
+                self.assertIn(self.put(a, "topo", doc)[0], (200, 201))
+            wait_until(lambda: all(self.plan_seen(b, "topo-k") == expected for _ in range(4)),
+                       timeout=1.0)
+
+    def test_on_a_cluster(self):
+        require_binaries("redis-server", "redis-cli")
+        require_topology_support("cluster")
+        cluster = RedisCluster()
+        self.addCleanup(cluster.stop)
+        seeds = cluster.seeds()
+        self.two_instances_agree(topology_redis(seeds[0], seeds[1:], "cluster"))
+
+    def test_on_sentinel(self):
+        require_binaries("redis-server", "redis-sentinel")
+        require_topology_support("sentinel")
+        group = RedisSentinelSet(workdir=self.workdir)
+        self.addCleanup(group.stop)
+        sentinels = group.sentinels()
+        self.two_instances_agree(topology_redis(sentinels[0], sentinels[1:], "sentinel",
+                                                sentinel_master=MASTER_NAME))
 
 
 def redis_used_memory(port: int) -> int:
