@@ -4,7 +4,7 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 20 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Default run: 23 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
 Cluster, row 11 their load on one Redis, row 12 the denial cache, row 13 a
 leased global key, row 14 a sliding window per API key, rows 15 and 16 TLS
 termination) behind one sluice-echo upstream, and rows 17-20, WebSocket echo

@@ -35,6 +35,8 @@ LEASE_TOKENS = 50  # row 13's lease_tokens
 SLIDING_WINDOW_MS = 60_000  # row 14's window
 START_TIMEOUT = 10  # seconds for a server to serve
 CLUSTER_KEYS = 10_000  # rows 9 and 10: API keys sent in turn, their buckets on every primary
+STORE_CONSUMERS = 100_000  # rows 22 and 23: consumers imported into the consumer store
+COLD_CACHE = 1_000  # row 23: cache entries per worker, far fewer than the keys sent
 # The WebSocket echo server and load client of rows 17-20 (tests/support/ws_bench.cpp).
 WSBENCH_BIN = os.environ.get("SLUICE_WSBENCH_BIN", os.path.join(BUILD_DIR, "sluice-wsbench"))
 WS_SIZES = (16 * 1024, 128)  # message sizes: rows 17 and 18, rows 19 and 20
@@ -55,7 +57,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   redis: dict | None = None, more_limits: dict | None = None,
                   more_routes: list[dict] = (), lease_tokens: int | None = None,
                   local: dict | None = None, on_redis_failure: str = "open",
-                  window_ms: int | None = None, tls: dict | None = None) -> dict:
+                  window_ms: int | None = None, tls: dict | None = None,
+                  api_keys: dict | None = None, plans: list[str] | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -64,7 +67,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     routes, the routes matched before the catch-all one. lease_tokens: the `limit`'s
     lease size; local: the local section (deny_cache, fleet_size); window_ms: `limit`
     is a sliding window of `capacity` per window_ms instead of a token bucket; tls: the
-    server.tls section (the listener then speaks TLS only)."""
+    server.tls section (the listener then speaks TLS only); api_keys, plans: those
+    sections (the consumers of rows 21-23)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -81,6 +85,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "log": {"level": "warn", "access_log": False},
         **({"local": local} if local else {}),
+        **({"api_keys": api_keys} if api_keys else {}),
+        **({"plans": plans} if plans else {}),
         "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
                   "key_prefix": key_prefix, **(redis or {})},
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
@@ -266,7 +272,7 @@ class Stack:
 
 
 def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = None) -> list[Row]:
-    """Starts the servers of the twenty rows and returns the rows. Row 7's own Redis is
+    """Starts the servers of the twenty-three rows and returns the rows. Row 7's own Redis is
     stopped (and forgotten) once its Sluice had connected. Rows 9 and 10 share a
     3-primary Redis Cluster (no replicas: none of the other rows has one either);
     row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
@@ -321,6 +327,26 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                        limit=ALLOW_ALL, key="global", lease_tokens=LEASE_TOKENS)
     s18 = stack.sluice("sluice-websocket", upstream=ws_echo.port, redis_port=redis.port,
                        limit=None)
+    # Rows 21-23: row 11's limit, its 10,000 keys held by consumers: listed in the YAML
+    # (21), in the consumer store with 100,000 consumers and a cache that holds every
+    # key sent (22), and with a cache of COLD_CACHE entries that they keep pushing
+    # each other out of, so that every request looks its key up (23).
+    secret = os.path.join(stack.workdir, "bench-key-secret")
+    with open(secret, "w") as f:
+        f.write("bench-consumer-store-secret-0123456789\n")
+    yaml_consumers = [{"key": f"bench-{i}", "plan": "free", "id": f"c{i}"}
+                      for i in range(CLUSTER_KEYS)]
+    s21 = stack.sluice("sluice-consumers-yaml", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key",
+                       api_keys={"consumers": yaml_consumers}, redis={"key_secret_file": secret})
+    store = {"store": "redis", "cache_ttl_ms": 600_000, "unknown_cache_ttl_ms": 600_000}
+    s22 = stack.sluice("sluice-consumers-store", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key", plans=["free", "pro"], api_keys=store,
+                       redis={"key_secret_file": secret})
+    s23 = stack.sluice("sluice-consumers-cold", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key", plans=["free", "pro"],
+                       api_keys={**store, "cache_max_entries": COLD_CACHE},
+                       redis={"key_secret_file": secret})
 
     # --compare: rows 4, 5, 14 and 16 again with another sluice binary, as rows 104,
     # 105, 114 and 116.
@@ -348,8 +374,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed),
                 sluice_row(116, f"row 16 with {binary}", s116, scheme="https")]
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23):
         stack.wait_redis(gateway)
+    import_consumers(s22, STORE_CONSUMERS)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
 
@@ -392,8 +419,28 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
             ws_echo.port, ws_echo, ws_size=small),
         sluice_row(20, f"WebSocket echo via Sluice (no limits), {size_text(small)} messages",
                    s18, ws_size=small),
+        sluice_row(21, "row 11 with its 10,000 keys as YAML consumers (api_keys.consumers)",
+                   s21, [redis], keyed),
+        sluice_row(22, f"row 11 with its 10,000 keys among {STORE_CONSUMERS:,} consumers in "
+                   "the consumer store, cache warm (all hits)", s22, [redis], keyed),
+        sluice_row(23, f"row 22 with a cache of {COLD_CACHE:,} entries per worker (every "
+                   "request a lookup)", s23, [redis], keyed),
         *compare_rows(),
     ]
+
+
+def import_consumers(gateway: Sluice, count: int):
+    """Consumers c0.. holding keys bench-0.. (the keys report.lua sends), through the
+    gateway's admin API; the store is shared with every gateway on that Redis."""
+    def lines():
+        for start in range(0, count, 1000):
+            yield "".join(json.dumps({"id": f"c{i}", "keys": [f"bench-{i}"], "plan": "free"})
+                          + "\n" for i in range(start, min(start + 1000, count))).encode()
+    status, _, body = request(gateway.admin_port, "POST", "/consumers/import", body=lines(),
+                              chunked=True, timeout=300)
+    result = json.loads(body) if status == 200 else {}
+    if status != 200 or result.get("failed_count"):
+        raise RuntimeError(f"importing the bench's consumers failed: {status} {body[:300]!r}")
 
 
 def size_text(size: int) -> str:

@@ -64,7 +64,7 @@ class RedisSentinelSet(ProcessGroup):
         super().__init__(workdir, pid_file, prefix="sluice-sentinel-")
         self.master_name = master_name
         ports = list(sentinel_ports)
-        self._sentinel_ports = ports + unique_free_ports(3 - len(ports), ports)
+        self._given_ports = ports
         self.data: list[Redis] = []
         self.sentinel_processes: list[Sentinel] = []
         self._starting(lambda: self._start(timeout))
@@ -78,10 +78,25 @@ class RedisSentinelSet(ProcessGroup):
             *common, "--replicaof", "127.0.0.1", str(primary.port)), **options))
         self.data = [primary, replica]
         self.wait_synced(timeout)
-        self.sentinel_processes = [
-            self._own(Sentinel(self.workdir, port, primary.port, self.master_name, **options))
-            for port in self._sentinel_ports]
+        self.sentinel_processes = []
+        for i in range(3):
+            given = self._given_ports[i] if i < len(self._given_ports) else None
+            self.sentinel_processes.append(self._own(self._sentinel(given, primary.port,
+                                                                    options)))
         self.wait_until_known(timeout)
+
+    def _sentinel(self, given: int | None, master_port: int, options: dict) -> Sentinel:
+        """A sentinel on `given`, or on a port picked free just before it starts, and
+        picked again when another process took it first (tests run side by side)."""
+        taken = {p.port for p in self.sentinel_processes} | set(self._given_ports)
+        for attempt in range(5):
+            port = given or unique_free_ports(1, taken)[0]
+            try:
+                return Sentinel(self.workdir, port, master_port, self.master_name, **options)
+            except AssertionError as e:
+                if given or "already in use" not in str(e) or attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     # -- what the set looks like
 

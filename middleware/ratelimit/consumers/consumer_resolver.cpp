@@ -15,6 +15,10 @@ using Clock = ConsumerCache::Clock;
 // A damaged store is worth one warning per process, not one per request.
 std::atomic<bool> damage_reported{false};
 
+double& lookup_series(MetricsShard& metrics, std::string_view result) {
+  return metrics.value_ref("sluice_consumer_lookups_total", scratch_labels({{"result", result}}));
+}
+
 }  // namespace
 
 ConsumerResolver::ConsumerResolver(boost::asio::any_io_executor executor,
@@ -23,6 +27,8 @@ ConsumerResolver::ConsumerResolver(boost::asio::any_io_executor executor,
     : executor_(std::move(executor)),
       coalescer_(std::move(coalescer)),
       metrics_(metrics),
+      lookups_{lookup_series(metrics, "hit"), lookup_series(metrics, "miss"),
+               lookup_series(metrics, "unknown"), lookup_series(metrics, "error")},
       secret_(config.redis.key_secret),
       cache_(config.api_keys.cache_max_entries, config.api_keys.cache_ttl,
              config.api_keys.unknown_cache_ttl) {}
@@ -39,14 +45,10 @@ void ConsumerResolver::configure(const Config& config) {
                    config.api_keys.unknown_cache_ttl);
 }
 
-void ConsumerResolver::count(std::string_view result) {
-  metrics_.add("sluice_consumer_lookups_total", scratch_labels({{"result", result}}));
-}
-
 std::optional<Resolution> ConsumerResolver::cached(std::string_view key) {
   const auto entry = cache_.find(key, Clock::now());
   if (!entry || !entry->fresh) return std::nullopt;
-  count(entry->consumer ? "hit" : "unknown");
+  (entry->consumer ? lookups_.hit : lookups_.unknown) += 1;
   return Resolution{entry->consumer, false};
 }
 
@@ -109,7 +111,7 @@ void ConsumerResolver::apply(const std::string& key, const std::string& fingerpr
   const auto now = Clock::now();
   switch (result.result) {
     case ConsumerLookup::Result::kFound:
-      count("miss");
+      lookups_.miss += 1;
       cache_.store(key, fingerprint, result.consumer, now);
       return done(Resolution{result.consumer, false});
     case ConsumerLookup::Result::kDamaged:
@@ -122,13 +124,13 @@ void ConsumerResolver::apply(const std::string& key, const std::string& fingerpr
       }
       [[fallthrough]];
     case ConsumerLookup::Result::kUnknown:
-      count("unknown");
+      lookups_.unknown += 1;
       cache_.store(key, fingerprint, nullptr, now);
       return done(Resolution{nullptr, false});
     case ConsumerLookup::Result::kError:
       break;
   }
-  count("error");
+  lookups_.error += 1;
   // What was cached, however old, is better than nothing while Redis is away.
   if (const auto stale = cache_.find(key, now)) return done(Resolution{stale->consumer, false});
   done(Resolution{nullptr, true});

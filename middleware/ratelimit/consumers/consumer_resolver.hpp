@@ -59,11 +59,18 @@ class ConsumerResolver : public std::enable_shared_from_this<ConsumerResolver> {
  private:
   void apply(const std::string& key, const std::string& fingerprint, const ConsumerLookup& result,
              const std::function<void(Resolution)>& done);
-  void count(std::string_view result);
+  // The four series of sluice_consumer_lookups_total, looked up once.
+  struct Counters {
+    double& hit;
+    double& miss;
+    double& unknown;
+    double& error;
+  };
 
   boost::asio::any_io_executor executor_;
   std::shared_ptr<LookupCoalescer> coalescer_;
   MetricsShard& metrics_;
+  Counters lookups_;
   std::string secret_;
   ConsumerCache cache_;
   ConsumerStore* store_ = nullptr;
