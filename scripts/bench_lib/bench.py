@@ -13,8 +13,9 @@ all servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every HTTP row; the WebSocket
 rows: sluice-wsbench's client, one thread, --ws-connections connections each
 echoing one message at a time. Pinned pass: the load tool on CPU 0, every server
-on the other CPUs (taskset), REPS repetitions taken round robin over the rows
-(so drift of a noisy machine spreads over all rows), the median reported; then
+on the other CPUs (taskset), REPS repetitions taken round robin over the rows,
+every other one in reverse order (so drift of a noisy machine spreads over all
+rows, and no row always runs just after another), the median reported; then
 a single-connection pass (latency each layer adds) and one unpinned pass.
 Output: a Markdown report on stdout and in loadtest/results/<date>.md.
 
@@ -166,7 +167,9 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
         check_alive(stack, "during warm-up")
 
     for rep in range(opts.reps):
-        for r in rows:
+        # Every other repetition in reverse order: a row measured just before or
+        # after another (a --compare pair) is not always the one that goes first.
+        for r in (rows if rep % 2 == 0 else list(reversed(rows))):
             m = measure(r, connections(opts, r), opts.duration, pin_cpu)
             r.pinned.append(m)
             log(f"pinned rep {rep + 1}/{opts.reps} row {r.num}: {describe(r, m)}")

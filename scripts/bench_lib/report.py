@@ -113,7 +113,8 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
         w("- TLS: " + "; ".join(f"row {r.num} {r.tls}" for r in tls_rows)
           + " (a default OpenSSL client, as wrk is; one P-256 certificate)")
     w(f"- Load: `wrk -t1 -c{opts.connections} -d{opts.duration:g}s` on `http://127.0.0.1:PORT{PATH}`, "
-      f"{opts.reps} repetition(s) per row, round robin over the rows, medians shown; "
+      f"{opts.reps} repetition(s) per row, round robin over the rows (every other "
+      "repetition in reverse), medians shown; "
       + (f"wrk pinned to CPU {pin_cpu}, every server to CPU(s) {server_cpus} (taskset)."
          if pin_cpu is not None else "no pinning (one CPU)."))
     w("- Upstream: one `sluice-echo` (a small JSON echo) for every row; each gateway is one "

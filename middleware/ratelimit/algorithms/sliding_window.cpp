@@ -51,7 +51,7 @@ double window_seconds_to_full(const WindowCounts& c) {
 
 std::int64_t window_ttl_ms(double window_seconds) {
   const double ttl =
-      std::min(std::ceil(window_seconds * 2000.0), static_cast<double>(kMaxBucketTtlMs));
+      std::min(std::ceil(window_seconds * 2000.0) + 1, static_cast<double>(kMaxBucketTtlMs));
   return std::max<std::int64_t>(static_cast<std::int64_t>(ttl), 1);
 }
 

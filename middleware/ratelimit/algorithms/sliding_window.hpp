@@ -44,7 +44,10 @@ double window_seconds_to_cost(const WindowCounts& counts, double capacity, doubl
 double window_seconds_to_full(const WindowCounts& counts);
 
 // Expiry of a window's key, in milliseconds: two windows, after which its
-// counts no longer weigh on any estimate.
+// counts no longer weigh on any estimate, and 1 ms more: Redis sets an expiry
+// from its clock in whole milliseconds (up to 1 ms before the microsecond
+// TIME the counts are kept by), so that the key never goes while its previous
+// window still counts.
 std::int64_t window_ttl_ms(double window_seconds);
 
 }  // namespace sluice

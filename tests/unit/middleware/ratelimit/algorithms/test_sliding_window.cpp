@@ -76,8 +76,8 @@ TEST_CASE("sliding window: a window two windows old counts for nothing",
   CHECK(w.states[0].tokens == 1);
   CHECK(d.limits[0].remaining == 2);
   CHECK(d.limits[0].seconds_to_full == 2);  // this window to its end, then the next
-  CHECK(sluice::window_ttl_ms(1) == 2000);
-  CHECK(sluice::window_ttl_ms(60) == 120000);
+  CHECK(sluice::window_ttl_ms(1) == 2001);
+  CHECK(sluice::window_ttl_ms(60) == 120001);
 }
 
 TEST_CASE("sliding window: cost above capacity never fits", "[ratelimit][sliding_window]") {
