@@ -183,7 +183,8 @@ bool identifies(const ApiKeysConfig& api_keys) {
 MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
   const ApiKeysConfig& api_keys = ctx.config->api_keys;
   if (!route_limits(*ctx.route) && !identifies(api_keys)) return MiddlewareResult::next();
-  Identity identity = identify(request_view(ctx), api_keys);
+  const RequestView view = request_view(ctx);
+  Identity identity = identify(view, api_keys);
   if (needs_store(identity, api_keys) && consumers_) {
     if (auto cached = consumers_->cached(*identity.presented)) {
       apply_store_consumer(identity, std::move(cached->consumer));
@@ -192,17 +193,18 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
       consumers_->lookup(*identity.presented, [self = shared_from_this(), &ctx, &later, identity,
                                                done = std::move(done)](Resolution found) mutable {
         apply_store_consumer(identity, std::move(found.consumer));
-        auto result = self->admit(ctx, identity, later, &done);
+        auto result = self->admit(ctx, request_view(ctx), identity, later, &done);
         if (result.step != MiddlewareStep::kPending) done(std::move(result.reply));
       });
       return MiddlewareResult::pending();
     }
   }
-  return admit(ctx, identity, later, nullptr);
+  return admit(ctx, view, identity, later, nullptr);
 }
 
-MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const Identity& identity,
-                                            MiddlewareLater& later, MiddlewareDone* taken) {
+MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestView& view,
+                                            const Identity& identity, MiddlewareLater& later,
+                                            MiddlewareDone* taken) {
   const ApiKeysConfig& api_keys = ctx.config->api_keys;
   if (identity.disabled) return MiddlewareResult::respond(disabled_consumer_reply());
   if (api_keys.unknown_key == ApiKeysConfig::UnknownKey::kReject && unknown_key(identity, api_keys)) {
@@ -216,7 +218,6 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const Identity&
   }
   const RouteConfig& route = *ctx.route;
   if (!route_limits(route)) return MiddlewareResult::next();
-  const RequestView view = request_view(ctx);
   const Exemption exemption = find_exemption(ctx.config->exemptions, view, identity);
   if (exemption != Exemption::kNone) {
     // Never limited: no bucket, no Redis call, no rate-limit headers.

@@ -27,6 +27,7 @@ class DelayedRequest;
 class FallbackStore;
 class MetricsShard;
 struct Identity;
+struct RequestView;
 
 // Retry-After of a fail-closed 503: the limiter's expected unavailable time in
 // whole seconds, rounded up, at least 1.
@@ -67,10 +68,10 @@ class RateLimitMiddleware final : public Middleware,
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
-  // Everything after the identity. `taken` is the completion when the
-  // identity took it already (a store lookup), else null.
-  MiddlewareResult admit(RequestContext& ctx, const Identity& identity, MiddlewareLater& later,
-                         MiddlewareDone* taken);
+  // Everything after the identity, on the request's `view`. `taken` is the
+  // completion when the identity took it already (a store lookup), else null.
+  MiddlewareResult admit(RequestContext& ctx, const RequestView& view, const Identity& identity,
+                         MiddlewareLater& later, MiddlewareDone* taken);
 
   // Continues after `seconds`, or refunds what the request debited and
   // completes at once when the client leaves first.

@@ -96,12 +96,6 @@ std::string rfc3339_ms(std::int64_t ms) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
 }
 
-bool is_fingerprint(const std::string& s) {
-  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 }  // namespace
 
 std::string key_fingerprint(std::string_view key, std::string_view secret) {
@@ -110,6 +104,12 @@ std::string key_fingerprint(std::string_view key, std::string_view secret) {
   std::string out;
   hex::append(out, key_hash(input, secret));
   return out;
+}
+
+bool is_key_fingerprint(std::string_view s) {
+  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 std::variant<StoredConsumer, BodyProblem> read_consumer_body(std::string_view body,
@@ -205,7 +205,9 @@ std::optional<StoredConsumer> parse_consumer_document(std::string_view id, std::
   out.disabled = disabled->get<bool>();
   out.updated_at_ms = updated_at_ms;
   for (const auto& key : *keys) {
-    if (!key.is_string() || !is_fingerprint(key.get_ref<const std::string&>())) return std::nullopt;
+    if (!key.is_string() || !is_key_fingerprint(key.get_ref<const std::string&>())) {
+      return std::nullopt;
+    }
     out.key_fingerprints.push_back(key.get<std::string>());
   }
   for (const auto& [name, fields] : limits->items()) {

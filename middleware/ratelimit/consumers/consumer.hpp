@@ -55,6 +55,9 @@ struct StoredConsumer {
 // as 32 lower-case hex digits. What the store keeps and looks keys up by.
 std::string key_fingerprint(std::string_view key, std::string_view secret);
 
+// Whether `s` has the form key_fingerprint gives.
+bool is_key_fingerprint(std::string_view s);
+
 // Why a body is refused: the field it names ("keys[2]", "limits.per_key.capacity")
 // and what is wrong with it. Never holds a key.
 struct BodyProblem {

@@ -1,10 +1,10 @@
 #include "middleware/ratelimit/consumers/consumer_subscription.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/config/text.hpp"
 #include "middleware/ratelimit/consumers/consumer_store.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "upstream/redis/transport.hpp"
@@ -14,29 +14,6 @@ namespace {
 
 constexpr auto kRetryInitial = std::chrono::milliseconds(100);
 constexpr auto kRetryMax = std::chrono::milliseconds(2000);
-
-bool is_fingerprint(std::string_view s) {
-  return s.size() == 32 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-// "host:port" or "[v6]:port".
-std::optional<redis::Endpoint> endpoint_of(std::string_view address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string_view::npos) return std::nullopt;
-  std::string_view host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string_view port_text = address.substr(colon + 1);
-  unsigned port = 0;
-  const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-    return std::nullopt;
-  }
-  return redis::Endpoint{std::string(host), static_cast<std::uint16_t>(port)};
-}
 
 }  // namespace
 
@@ -51,7 +28,7 @@ std::optional<std::vector<std::string>> parse_change_event(std::string_view payl
       if (field.empty()) return std::nullopt;
       first = false;
     } else if (!field.empty()) {
-      if (!is_fingerprint(field)) return std::nullopt;
+      if (!is_key_fingerprint(field)) return std::nullopt;
       fingerprints.emplace_back(field);
     }
     start = end + 1;
@@ -96,7 +73,10 @@ void ConsumerSubscription::subscribe() {
   std::vector<redis::Endpoint> candidates;
   for (const auto& node : nodes_()) {
     if (node.role == "sentinel") continue;
-    if (auto endpoint = endpoint_of(node.address)) candidates.push_back(std::move(*endpoint));
+    const auto parsed = config::parse_address(node.address, false);
+    if (const auto* address = std::get_if<HostPort>(&parsed)) {
+      candidates.push_back(redis::Endpoint{address->host, address->port});
+    }
   }
   const std::uint64_t generation = ++generation_;
   if (candidates.empty()) return on_down(generation, "no node of the store is known yet");
