@@ -111,7 +111,8 @@ class DashboardTest(unittest.TestCase):
         exprs = " ".join(expr for _, expr in dashboard_queries(dashboard))
         for needle in ("histogram_quantile", 'code="429"', "sluice_ratelimit_check_duration_seconds",
                        "sluice_connections_active", "process_resident_memory_bytes",
-                       "sluice_ratelimit_fail_open_total", "sluice_upstream_requests_total"):
+                       "sluice_ratelimit_fail_open_total", "sluice_upstream_requests_total",
+                       'sluice_consumer_lookups_total{job=~"$job",instance=~"$instance",result="hit"}'):
             self.assertIn(needle, exprs)
 
 
