@@ -107,10 +107,10 @@ constexpr std::string_view kReadyServing = "READY=1\nSTATUS=serving";
 // /healthz answers while the process does; /readyz says whether traffic is
 // taken and what the services report of their dependencies; /metrics scrapes.
 void Application::Impl::add_admin_endpoints() {
-  admin_routes_.add("/healthz", [](const AdminRequest&, AdminReply reply) {
+  admin_routes_.add("/healthz", [](const AdminCall&, AdminReply reply) {
     reply(json_response(http::status::ok, {{"status", "ok"}}));
   });
-  admin_routes_.add("/readyz", [this](const AdminRequest&, AdminReply reply) {
+  admin_routes_.add("/readyz", [this](const AdminCall&, AdminReply reply) {
     gather_dependencies(
         workers_, main_io_, options_.services.get(), last_readiness_,
         [this, reply = std::move(reply)](nlohmann::json dependencies) {
@@ -119,7 +119,7 @@ void Application::Impl::add_admin_endpoints() {
                               readiness_document(ready, dependencies, health_checks_.readiness())));
         });
   });
-  admin_routes_.add("/metrics", [this](const AdminRequest&, AdminReply reply) {
+  admin_routes_.add("/metrics", [this](const AdminCall&, AdminReply reply) {
     copy_worker_shards(
         workers_, main_io_, [this, reply = std::move(reply)](std::vector<MetricsShard> shards) {
           health_checks_.add_series(shards.emplace_back());

@@ -102,13 +102,13 @@ const AdminRoutes::Endpoint* AdminRoutes::admit(const AdminRequest& request,
   return endpoint;
 }
 
-void AdminRoutes::dispatch(const AdminRequest& request, AdminReply reply) const {
-  if (const auto* endpoint = admit(request, reply)) endpoint->handler(request, std::move(reply));
+void AdminRoutes::dispatch(const AdminCall& call, AdminReply reply) const {
+  if (const auto* endpoint = admit(call.request, reply)) endpoint->handler(call, std::move(reply));
 }
 
-void AdminRoutes::dispatch_stream(const AdminRequest& head, std::shared_ptr<AdminBodyReader> body,
+void AdminRoutes::dispatch_stream(const AdminCall& head, std::shared_ptr<AdminBodyReader> body,
                                   AdminReply reply) const {
-  const auto* endpoint = admit(head, reply);
+  const auto* endpoint = admit(head.request, reply);
   if (endpoint && endpoint->stream_handler) {
     endpoint->stream_handler(head, std::move(body), std::move(reply));
   }

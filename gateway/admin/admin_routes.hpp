@@ -27,7 +27,13 @@ using AdminResponse = boost::beast::http::response<boost::beast::http::string_bo
 // thread). Calling it releases its hold on the admin session: a handler that
 // answers from another thread must not keep copies of it past the call.
 using AdminReply = std::function<void(AdminResponse)>;
-using AdminHandler = std::function<void(const AdminRequest&, AdminReply)>;
+// A request as an endpoint sees it: the message and who sent it. Both live
+// until the reply is called; a handler that needs them later copies them.
+struct AdminCall {
+  const AdminRequest& request;
+  std::string_view peer;  // the client's address, for the log of what it changed
+};
+using AdminHandler = std::function<void(const AdminCall&, AdminReply)>;
 
 // The body of a request to a streaming endpoint, read piece by piece instead
 // of whole (an import of any size holds one piece at a time). Called on the
@@ -44,9 +50,9 @@ class AdminBodyReader {
   // The admin listener's executor, where read() must be called.
   virtual boost::asio::any_io_executor executor() const = 0;
 };
-// `request` holds the head only (its body is empty).
+// The call's request holds the head only (its body is empty).
 using AdminStreamHandler =
-    std::function<void(const AdminRequest&, std::shared_ptr<AdminBodyReader>, AdminReply)>;
+    std::function<void(const AdminCall&, std::shared_ptr<AdminBodyReader>, AdminReply)>;
 
 // Who may call the protected endpoints (the rule is in admin_access.hpp).
 struct AdminAccess {
@@ -89,7 +95,7 @@ class AdminRoutes {
   // Whether a request with this head goes to a streaming endpoint (the
   // server then reads its head only, and hands the body over as it comes).
   bool streams(const AdminRequest& head) const;
-  void dispatch_stream(const AdminRequest& head, std::shared_ptr<AdminBodyReader> body,
+  void dispatch_stream(const AdminCall& head, std::shared_ptr<AdminBodyReader> body,
                        AdminReply reply) const;
 
   // Who may call the protected endpoints from now on (main thread).
@@ -97,7 +103,7 @@ class AdminRoutes {
 
   // A known path with a method it does not take gets 405 with its Allow; an
   // unknown path gets 404 for GET and HEAD and 405 (Allow: GET, HEAD) for the rest.
-  void dispatch(const AdminRequest& request, AdminReply reply) const;
+  void dispatch(const AdminCall& call, AdminReply reply) const;
 
  private:
   struct Endpoint {

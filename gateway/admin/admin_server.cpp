@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <list>
 #include <optional>
+#include <string>
 
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
@@ -73,6 +74,9 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   AdminSession(const AdminRoutes& routes, std::shared_ptr<Sessions> sessions, tcp::socket socket)
       : routes_(routes), sessions_(std::move(sessions)), stream_(std::move(socket)) {
     entry_ = sessions_->add(this);
+    beast::error_code ec;
+    const auto peer = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = peer.address().to_string();
   }
   ~AdminSession() { sessions_->remove(entry_); }
 
@@ -116,7 +120,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     ++requests_;
     parser_->body_limit(boost::none);
     req_ = parser_->get();  // the head (its body is empty yet)
-    routes_.dispatch_stream(req_, std::make_shared<BodyReader>(shared_from_this()),
+    routes_.dispatch_stream({req_, peer_}, std::make_shared<BodyReader>(shared_from_this()),
                             reply_from_here());
   }
 
@@ -154,7 +158,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     entry_->waiting_since.reset();
     ++requests_;
     req_ = parser_->release();
-    routes_.dispatch(req_, reply_from_here());
+    routes_.dispatch({req_, peer_}, reply_from_here());
   }
 
   // 413, then the connection closes: the rest of the body is never read.
@@ -208,6 +212,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
 
   const AdminRoutes& routes_;
   std::shared_ptr<Sessions> sessions_;
+  std::string peer_;  // the client's address, as endpoints log it
   std::list<Sessions::Entry>::iterator entry_;
   std::uint64_t requests_ = 0;
   beast::tcp_stream stream_;

@@ -30,6 +30,7 @@ real redis-server (api_keys.store: redis).
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -323,8 +324,13 @@ class ConsumerStoreCase(ConsumerCase):
         self.assertEqual(redis_call(self.redis.port, "EXISTS", f"{PREFIX}{{consumers}}:c:a"), 0)
         good = {"Authorization": "Bearer admin-token-0123456789abcdef"}
         self.assertEqual(self.admin(gw, "PUT", "/consumers/a", doc, good)[0], 201)
+        self.assertEqual(self.admin(gw, "DELETE", "/consumers/a", None, good)[0], 204)
         log = gw.output_tail(10 ** 7)
-        self.assertIn("consumer a created", log)
+        # Each change names who made it: the peer and the token's fingerprint.
+        created = re.search(r"consumer a created .*peer 127\.0\.0\.1, token ([0-9a-f]{12})\)", log)
+        deleted = re.search(r"consumer a deleted \(peer 127\.0\.0\.1, token ([0-9a-f]{12})\)", log)
+        self.assertTrue(created and deleted, log)
+        self.assertEqual(created.group(1), deleted.group(1))
         self.assertNotIn("admin-token-0123456789abcdef", log)
 
 

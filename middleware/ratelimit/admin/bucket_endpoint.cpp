@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/admin/admin_caller.hpp"
 #include "middleware/ratelimit/admin/bucket_request.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
@@ -32,6 +33,7 @@ struct BucketCall {
   std::shared_ptr<BucketWorker> worker;
   std::vector<BucketWorkers::Entry> others;  // every other live worker
   bool is_delete = false;
+  std::string caller;  // for the log of a reset
   std::shared_ptr<ReplyOnce> reply;
 
   // Counted on the chosen worker, whose metrics shard this is.
@@ -74,9 +76,10 @@ struct BucketCall {
       // Without a key secret the bucket's name is a plain hash of the key
       // value (reversible for IP addresses): the limit's name only, then.
       if (call.worker_has_secret()) {
-        spdlog::info("admin: bucket {} reset", bucket_name(bucket->descriptor));
+        spdlog::info("admin: bucket {} reset ({})", bucket_name(bucket->descriptor), call.caller);
       } else {
-        spdlog::info("admin: a bucket of limit {} reset", bucket->descriptor.limit);
+        spdlog::info("admin: a bucket of limit {} reset ({})", bucket->descriptor.limit,
+                     call.caller);
       }
       call.forget_elsewhere(bucket);
     });
@@ -112,7 +115,8 @@ void seed_bucket_api_metrics(MetricsShard& metrics) {
 void add_bucket_endpoints(AdminRoutes& routes, std::shared_ptr<BucketWorkers> workers) {
   routes.add(
       std::string(kBucketsPath),
-      [workers = std::move(workers)](const AdminRequest& request, AdminReply reply) {
+      [workers = std::move(workers)](const AdminCall& call, AdminReply reply) {
+        const AdminRequest& request = call.request;
         std::size_t chosen = 0;
         auto entries = workers->live(chosen);
         if (entries.empty()) {
@@ -124,13 +128,14 @@ void add_bucket_endpoints(AdminRoutes& routes, std::shared_ptr<BucketWorkers> wo
         boost::asio::post(entry.executor, [weak = entry.worker, others = std::move(entries),
                                            target = std::string(request.target()),
                                            is_delete = request.method() == http::verb::delete_,
+                                           caller = admin_caller(call),
                                            reply = std::make_shared<ReplyOnce>(std::move(reply))] {
           auto worker = weak.lock();
           if (!worker) {
             return (*reply)(json_response(http::status::service_unavailable,
                                           {{"error", "the worker stopped"}}));
           }
-          BucketCall{std::move(worker), others, is_delete, reply}.serve(target);
+          BucketCall{std::move(worker), others, is_delete, caller, reply}.serve(target);
         });
       },
       {http::verb::get, http::verb::head, http::verb::delete_}, AdminMatch::kPrefix,

@@ -11,6 +11,7 @@
 #include "gateway/common/target_parts.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/admin/admin_caller.hpp"
 #include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
@@ -33,14 +34,6 @@ std::string_view title_of(unsigned status) {
     default:
       return "Service Unavailable";
   }
-}
-
-// Who made a change, for the log: a fingerprint of the bearer token (never
-// the token), or that none was given.
-std::string caller_of(const AdminRequest& request) {
-  const auto it = request.find(http::field::authorization);
-  if (it == request.end()) return "no token";
-  return "token " + key_fingerprint(it->value(), "admin-token").substr(0, 12);
 }
 
 struct ConsumerCall {
@@ -198,8 +191,9 @@ struct ConsumerCall {
   }
 };
 
-void dispatch(const std::shared_ptr<ConsumerWorkers>& workers, const AdminRequest& request,
+void dispatch(const std::shared_ptr<ConsumerWorkers>& workers, const AdminCall& call,
               AdminReply reply) {
+  const AdminRequest& request = call.request;
   std::size_t chosen = 0;
   auto entries = workers->live(chosen);
   if (entries.empty()) {
@@ -211,7 +205,7 @@ void dispatch(const std::shared_ptr<ConsumerWorkers>& workers, const AdminReques
   boost::asio::post(entry.executor, [weak = entry.worker, others = std::move(entries),
                                      method = request.method(),
                                      target = std::string(request.target()), body = request.body(),
-                                     caller = caller_of(request),
+                                     caller = admin_caller(call),
                                      reply = std::make_shared<ReplyOnce>(std::move(reply))] {
     auto worker = weak.lock();
     if (!worker) {
@@ -233,8 +227,8 @@ void seed_consumer_api_metrics(MetricsShard& metrics) {
 }
 
 void add_consumer_endpoints(AdminRoutes& routes, std::shared_ptr<ConsumerWorkers> workers) {
-  auto handler = [workers = std::move(workers)](const AdminRequest& request, AdminReply reply) {
-    dispatch(workers, request, std::move(reply));
+  auto handler = [workers = std::move(workers)](const AdminCall& call, AdminReply reply) {
+    dispatch(workers, call, std::move(reply));
   };
   routes.add(std::string(kConsumersPath), handler, {http::verb::get, http::verb::head},
              AdminMatch::kExact, AdminGuard::kProtected);

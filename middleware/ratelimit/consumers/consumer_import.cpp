@@ -3,6 +3,8 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "middleware/ratelimit/admin/admin_caller.hpp"
+
 namespace sluice {
 namespace {
 
@@ -14,9 +16,10 @@ enum class LineResult { kCreated, kReplaced, kUnchanged, kFailed };
 // come back here.
 class Import : public std::enable_shared_from_this<Import> {
  public:
-  Import(std::shared_ptr<AdminBodyReader> body, AdminReply reply, ConsumerWorkers::Entry worker,
-         std::vector<ConsumerWorkers::Entry> others)
-      : body_(std::move(body)),
+  Import(std::string caller, std::shared_ptr<AdminBodyReader> body, AdminReply reply,
+         ConsumerWorkers::Entry worker, std::vector<ConsumerWorkers::Entry> others)
+      : caller_(std::move(caller)),
+        body_(std::move(body)),
         reply_(std::move(reply)),
         worker_(std::move(worker)),
         others_(std::move(others)) {}
@@ -36,7 +39,8 @@ class Import : public std::enable_shared_from_this<Import> {
     if (ec) {
       // Cut short: the partial line is dropped; lines under way still land.
       cut_ = true;
-      spdlog::warn("admin: consumer import cut short after line {} ({})", line_, ec.message());
+      spdlog::warn("admin: consumer import cut short after line {} ({}; {})", line_, ec.message(),
+                   caller_);
       return finish_if_done();
     }
     for (char c : piece) {
@@ -162,8 +166,9 @@ class Import : public std::enable_shared_from_this<Import> {
 
   void finish_if_done() {
     if (in_flight_ > 0 || !(body_done_ || cut_) || !reply_) return;
-    spdlog::info("admin: consumer import of {} lines: {} created, {} replaced, {} unchanged, {} failed",
-                 line_, created_, replaced_, unchanged_, failed_count_);
+    spdlog::info(
+        "admin: consumer import of {} lines: {} created, {} replaced, {} unchanged, {} failed ({})",
+        line_, created_, replaced_, unchanged_, failed_count_, caller_);
     if (cut_) return;  // nobody to answer
     AdminReply reply = std::move(reply_);
     reply_ = nullptr;
@@ -174,6 +179,7 @@ class Import : public std::enable_shared_from_this<Import> {
                                            {"failed_count", failed_count_}}));
   }
 
+  std::string caller_;
   std::shared_ptr<AdminBodyReader> body_;
   AdminReply reply_;
   ConsumerWorkers::Entry worker_;
@@ -194,7 +200,7 @@ class Import : public std::enable_shared_from_this<Import> {
 void add_consumer_import(AdminRoutes& routes, std::shared_ptr<ConsumerWorkers> workers) {
   routes.add_streaming(
       "/consumers/import",
-      [workers = std::move(workers)](const AdminRequest&, std::shared_ptr<AdminBodyReader> body,
+      [workers = std::move(workers)](const AdminCall& call, std::shared_ptr<AdminBodyReader> body,
                                      AdminReply reply) {
         std::size_t chosen = 0;
         auto entries = workers->live(chosen);
@@ -204,8 +210,8 @@ void add_consumer_import(AdminRoutes& routes, std::shared_ptr<ConsumerWorkers> w
         }
         auto worker = entries[chosen];
         entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(chosen));
-        std::make_shared<Import>(std::move(body), std::move(reply), std::move(worker),
-                                 std::move(entries))
+        std::make_shared<Import>(admin_caller(call), std::move(body), std::move(reply),
+                                 std::move(worker), std::move(entries))
             ->start();
       });
 }

@@ -16,20 +16,21 @@ namespace {
 AdminResponse dispatch(const AdminRoutes& routes, http::verb method, std::string target) {
   AdminRequest req{method, target, 11};
   std::optional<AdminResponse> got;
-  routes.dispatch(req, [&got](AdminResponse res) { got = std::move(res); });
+  routes.dispatch({req, "127.0.0.1"}, [&got](AdminResponse res) { got = std::move(res); });
   REQUIRE(got);
   return *got;
 }
 
 AdminRoutes example_routes() {
   AdminRoutes routes;
-  routes.add("/healthz", [](const AdminRequest&, AdminReply reply) {
+  routes.add("/healthz", [](const sluice::AdminCall&, AdminReply reply) {
     reply(sluice::json_response(http::status::ok, {{"status", "ok"}}));
   });
   routes.add("/buckets",
-             [](const AdminRequest& req, AdminReply reply) {
+             [](const sluice::AdminCall& call, AdminReply reply) {
                reply(sluice::json_response(
-                   http::status::ok, {{"method", std::string{http::to_string(req.method())}}}));
+                   http::status::ok, {{"method", std::string{http::to_string(call.request.method())}},
+                                      {"peer", std::string(call.peer)}}));
              },
              {http::verb::get, http::verb::delete_});
   return routes;
@@ -45,7 +46,7 @@ TEST_CASE("admin routes: a known path and method reach the handler, the query ig
   CHECK(res[http::field::cache_control] == "no-store");
   CHECK(res[http::field::server] == "sluice");
   CHECK(dispatch(example_routes(), http::verb::delete_, "/buckets").body() ==
-        "{\"method\":\"DELETE\"}\n");
+        "{\"method\":\"DELETE\",\"peer\":\"127.0.0.1\"}\n");
 }
 
 TEST_CASE("admin routes: an unknown path is 404 for GET and HEAD") {
@@ -71,7 +72,7 @@ TEST_CASE("admin routes: a method an endpoint does not take is 405 with its Allo
 TEST_CASE("admin routes: a prefix endpoint takes longer paths; exact and longer prefixes win") {
   AdminRoutes routes;
   const auto answer = [](std::string who) {
-    return [who](const AdminRequest&, AdminReply reply) {
+    return [who](const sluice::AdminCall&, AdminReply reply) {
       reply(sluice::json_response(http::status::ok, {{"who", who}}));
     };
   };
@@ -92,7 +93,7 @@ TEST_CASE("admin routes: a protected endpoint follows the access in force, the o
   AdminRoutes routes = example_routes();
   routes.add(
       "/secret",
-      [](const AdminRequest&, AdminReply reply) {
+      [](const sluice::AdminCall&, AdminReply reply) {
         reply(sluice::json_response(http::status::ok, {{"ok", true}}));
       },
       {http::verb::get, http::verb::delete_}, sluice::AdminMatch::kExact,
@@ -109,7 +110,7 @@ TEST_CASE("admin routes: a protected endpoint follows the access in force, the o
   AdminRequest req{http::verb::get, "/secret", 11};
   req.set(http::field::authorization, "Bearer s3cret");
   std::optional<AdminResponse> got;
-  routes.dispatch(req, [&got](AdminResponse r) { got = std::move(r); });
+  routes.dispatch({req, "127.0.0.1"}, [&got](AdminResponse r) { got = std::move(r); });
   REQUIRE(got);
   CHECK(got->result() == http::status::ok);
 }

@@ -3,19 +3,19 @@
 #include "upstream/redis/cluster/redirect.hpp"
 
 using sluice::redis::cluster::parse_redirect;
-using Kind = sluice::redis::cluster::Redirect::Kind;
+using RedirectKind = sluice::redis::cluster::Redirect::Kind;
 
 TEST_CASE("cluster redirect: MOVED and ASK name a slot and an address") {
   auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381");
   REQUIRE(moved);
-  CHECK(moved->kind == Kind::kMoved);
+  CHECK(moved->kind == RedirectKind::kMoved);
   CHECK(moved->slot == 3999);
   CHECK(moved->host == "127.0.0.1");
   CHECK(moved->port == 6381);
 
   auto ask = parse_redirect("ASK 16383 redis-2.internal:7000");
   REQUIRE(ask);
-  CHECK(ask->kind == Kind::kAsk);
+  CHECK(ask->kind == RedirectKind::kAsk);
   CHECK(ask->slot == 16383);
   CHECK(ask->host == "redis-2.internal");
   CHECK(ask->port == 7000);
@@ -35,10 +35,10 @@ TEST_CASE("cluster redirect: IPv6 hosts and an unknown host") {
 TEST_CASE("cluster redirect: TRYAGAIN and CLUSTERDOWN") {
   auto again = parse_redirect("TRYAGAIN Multiple keys request during rehashing of slot");
   REQUIRE(again);
-  CHECK(again->kind == Kind::kTryAgain);
+  CHECK(again->kind == RedirectKind::kTryAgain);
   auto down = parse_redirect("CLUSTERDOWN The cluster is down");
   REQUIRE(down);
-  CHECK(down->kind == Kind::kClusterDown);
+  CHECK(down->kind == RedirectKind::kClusterDown);
   CHECK(parse_redirect("CLUSTERDOWN"));
 }
 
