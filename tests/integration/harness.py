@@ -132,11 +132,13 @@ class ProcessTestCase(unittest.TestCase):
         return upstream
 
     def start_sluice(self, config, extra_args=(), name: str = "sluice",
-                     wait_healthy: bool = True, wrapper=()) -> Sluice:
-        """config: a dict (see gateway_config) or YAML text. Fails with sluice's
-        stderr if /healthz is not 200 within START_TIMEOUT."""
+                     wait_healthy: bool = True, wrapper=(), env: dict | None = None) -> Sluice:
+        """config: a dict (see gateway_config) or YAML text; env: variables set
+        for it. Fails with sluice's stderr if /healthz is not 200 within
+        START_TIMEOUT."""
         self._require(SLUICE_BIN)
-        return self._own(Sluice(self.workdir, config, extra_args, name, wait_healthy, wrapper),
+        return self._own(Sluice(self.workdir, config, extra_args, name, wait_healthy, wrapper,
+                                env=env),
                          check_alive=True)
 
     def _require(self, path: str):
@@ -144,10 +146,22 @@ class ProcessTestCase(unittest.TestCase):
             self.fail(f"binary not found or not executable: {path}")
 
 
-def run_cli(args, cwd: str | None = None, timeout: float = 10.0) -> subprocess.CompletedProcess:
-    """Runs sluice to completion (e.g. --check, --version); text stdout/stderr."""
+def shipped_config_env(workdir: str) -> dict:
+    """What the shipped configs (conf/*.yaml) need from the environment, as
+    scripts/run provides it: SLUICE_KEY_SECRET_FILE naming a fresh key secret."""
+    path = os.path.join(workdir, "key-secret")
+    with open(path, "w") as f:
+        f.write(os.urandom(24).hex() + "\n")
+    return {"SLUICE_KEY_SECRET_FILE": path}
+
+
+def run_cli(args, cwd: str | None = None, timeout: float = 10.0,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """Runs sluice to completion (e.g. --check, --version); text stdout/stderr;
+    env: variables set for it."""
     return subprocess.run([SLUICE_BIN, *args], cwd=cwd, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, errors="replace", timeout=timeout)
+                          capture_output=True, text=True, errors="replace", timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 def require_store_policies():

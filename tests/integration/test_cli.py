@@ -12,7 +12,8 @@ import unittest
 import unittest.mock
 
 from harness import (SANITIZED, SOURCE_DIR, ProcessTestCase, RawConnection, SLUICE_BIN,
-                     closed_port, free_port, gateway_config, request, run_cli, to_yaml, wait_until)
+                     closed_port, free_port, gateway_config, request, run_cli, shipped_config_env,
+                     to_yaml, wait_until)
 
 # A complete, valid configuration using every section (nothing here may be contacted by --check).
 GOOD_CONFIG = """\
@@ -344,10 +345,18 @@ routes:
 
     def test_demo_config_checks_without_warnings(self):
         self.require_binary()
-        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "sluice.yaml"), "--check"])
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stdout, "configuration OK\n")
-        self.assertEqual(result.stderr, "")
+        for name in ("sluice.yaml", "cluster.yaml", "sentinel.yaml"):
+            with self.subTest(config=name):
+                result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", name), "--check"],
+                                 env=shipped_config_env(self.workdir))
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertEqual(result.stdout, "configuration OK\n")
+                self.assertEqual(result.stderr, "")
+        # Without a key secret the consumer store is refused, naming the file.
+        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "sluice.yaml"), "--check"],
+                         env={"SLUICE_KEY_SECRET_FILE": os.path.join(self.workdir, "none")})
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("redis.key_secret_file", result.stderr)
 
     def test_check_warns_when_other_methods_fall_through_to_an_unlimited_route(self):
         self.require_binary()

@@ -3,17 +3,21 @@
 The file is used as it is, except for its addresses: the listeners, the Redis
 url and the upstream server are rewritten to ephemeral 127.0.0.1 ports of this
 test's own processes. Each rewrite must happen exactly once, so a change of the
-demo's addresses fails here instead of silently testing something else.
+demo's addresses fails here instead of silently testing something else. As
+scripts/run does, the test gives it a key secret and stores the demo consumers
+(conf/demo-consumers.ndjson) through the admin API.
 """
 
+import json
 import os
 import unittest
 
-from harness import (SOURCE_DIR, Client, ProcessTestCase, RawConnection, free_port,
-                     wait_redis_ready)
+from harness import (SOURCE_DIR, Client, ProcessTestCase, RawConnection, echo_header, free_port,
+                     request, shipped_config_env, wait_redis_ready)
 from testkit.configs import retarget
 
 DEMO = os.path.join(SOURCE_DIR, "conf", "sluice.yaml")
+DEMO_CONSUMERS = os.path.join(SOURCE_DIR, "conf", "demo-consumers.ndjson")
 BURST = 100  # requests sent back to back with one key
 
 
@@ -25,8 +29,14 @@ class DemoConfigTest(ProcessTestCase):
         with open(DEMO) as f:
             text = retarget(f.read(), free_port(), free_port(), redis.port, echo.address,
                                 source=DEMO)
-        self.gateway = self.start_sluice(text)
+        self.gateway = self.start_sluice(text, env=shipped_config_env(self.workdir))
         wait_redis_ready(self.gateway)
+        with open(DEMO_CONSUMERS, "rb") as f:
+            status, _, body = request(self.gateway.admin_port, "POST", "/consumers/import",
+                                      body=f.read())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body), {"created": 2, "replaced": 0, "unchanged": 0,
+                                            "failed": [], "failed_count": 0})
 
     def burst(self, key: str, count: int = BURST):
         """`count` GETs on one keep-alive connection: [(status, headers)]."""
@@ -56,6 +66,17 @@ class DemoConfigTest(ProcessTestCase):
         self.assertEqual(headers["RateLimit-Policy"],
                          '"per_key";q=500;w=5, "global";q=2000;w=2')
         self.assertRegex(headers["RateLimit"], r'^"per_key";r=\d+;t=0, "global";r=\d+;t=0$')
+
+    def test_the_upstream_learns_the_consumer_never_from_the_client(self):
+        status, _, body = request(self.gateway.port, "GET", "/api/who",
+                                  headers={"X-API-Key": "demo-pro-key",
+                                           "X-Consumer-Id": "someone-else",
+                                           "X-Consumer-Plan": "enterprise"})
+        self.assertEqual(status, 200, body)
+        doc = json.loads(body)
+        self.assertEqual(echo_header(doc, "X-Consumer-Id"), ["demo-pro"])
+        self.assertEqual(echo_header(doc, "X-Consumer-Plan"), ["pro"])
+        self.assertEqual(echo_header(doc, "X-API-Key"), ["demo-pro-key"])
 
     def test_methods_the_api_route_does_not_list_are_still_limited(self):
         # They fall through to the catch-all, which limits per client IP.

@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -47,6 +50,20 @@ inline std::shared_ptr<const Config> parse_ok_no_env(std::string_view yaml) {
 
 #ifdef SLUICE_FIXTURES_DIR
 inline const std::string kFixtures = SLUICE_FIXTURES_DIR;  // tests/fixtures
+
+// A shipped configuration (conf/NAME) read as `sluice --config` reads it, with
+// SLUICE_KEY_SECRET_FILE naming a test secret (as scripts/run sets it) and no
+// other environment variable.
+inline ConfigResult load_shipped_config(const std::string& name) {
+  std::ifstream in(kFixtures + "/../../conf/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string secret = kFixtures + "/demo-key-secret";
+  return parse_config(text.str(), name, [secret](std::string_view var) -> std::optional<std::string> {
+    if (var == "SLUICE_KEY_SECRET_FILE") return secret;
+    return std::nullopt;
+  });
+}
 #endif
 
 }  // namespace sluice::testing

@@ -66,7 +66,9 @@ class Process:
     terminal then reaches only its starter, which stops it)."""
 
     def __init__(self, name: str, args: list[str], workdir: str, cwd: str | None = None,
-                 new_session: bool = False, pid_file: str | None = None):
+                 new_session: bool = False, pid_file: str | None = None,
+                 env: dict | None = None):
+        """env: variables set for the child on top of this process's environment."""
         self.name = name
         self.args = list(args)
         self.stdout_path = os.path.join(workdir, f"{name}.stdout")
@@ -74,7 +76,8 @@ class Process:
         self._stdout = open(self.stdout_path, "wb")
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=self._stdout,
-                                     stderr=self._stderr, cwd=cwd, start_new_session=new_session)
+                                     stderr=self._stderr, cwd=cwd, start_new_session=new_session,
+                                     env={**os.environ, **env} if env else None)
         self.pid = self.proc.pid
         self.expected_exit = False
         if pid_file:

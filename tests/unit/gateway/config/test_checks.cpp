@@ -284,7 +284,7 @@ TEST_CASE("messages escape and cut what they echo", "[config][checks]") {
 
 TEST_CASE("endpoints_json", "[config][checks]") {
   SECTION("the demo config") {
-    const auto result = load_config_file(kFixtures + "/../../conf/sluice.yaml");
+    const auto result = sluice::testing::load_shipped_config("sluice.yaml");
     REQUIRE(result.config);
     CHECK(endpoints_json(*result.config) ==
           R"({"listen":"127.0.0.1:8080","admin_listen":"127.0.0.1:9901",)"
