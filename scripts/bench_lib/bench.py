@@ -51,6 +51,7 @@ import shutil
 import signal
 import socket
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,7 +63,8 @@ from accuracy import accuracy  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
-from measure import measure, run_wrk, run_wsbench, wrk_command, wsbench_command  # noqa: E402
+from measure import (measure, metrics_text, run_wrk, run_wsbench, wrk_command,  # noqa: E402
+                     wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
@@ -70,6 +72,7 @@ from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
 from stack import ROOT, WSBENCH_BIN, Stack, load_script, start_rows  # noqa: E402
 from testkit import procfs  # noqa: E402
+from testkit.metrics import metric_sum  # noqa: E402
 from testkit.processes import ECHO_BIN, SLUICE_BIN  # noqa: E402
 
 # The chart of the latest full --accuracy run, beside sustained.png.
@@ -141,6 +144,39 @@ def negotiated_tls(port: int) -> str:
             return f"{version} {name}"
 
 
+# Row 22's cache starts empty: how long the row's load takes to have every one of
+# its keys looked up once (each key's first request asks Redis, every later one is
+# a hit), at most this long.
+CACHE_WARMUP_LIMIT = 30.0
+
+
+def cache_warmup(opts, row, pin_cpu: str | None) -> dict:
+    """Row 22 before anything else reached it: its keyed load from an empty cache
+    until the store was asked for every key once. {seconds, lookups, hits}."""
+    keys = int(row.wrk_args[0])
+
+    def lookups(result):
+        return metric_sum(metrics_text(row.admin), "sluice_consumer_lookups_total",
+                          result=result)
+    before = lookups("miss")
+    load = subprocess.Popen(wrk_command(row.port, connections(opts, row), CACHE_WARMUP_LIMIT,
+                                        pin_cpu, args=row.wrk_args),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = time.monotonic()
+    seconds = None
+    try:
+        while load.poll() is None:
+            if lookups("miss") - before >= keys:
+                seconds = time.monotonic() - started
+                break
+            time.sleep(0.01)
+    finally:
+        load.terminate()
+        load.wait()
+    return {"seconds": seconds, "lookups": lookups("miss") - before, "hits": lookups("hit"),
+            "keys": keys}
+
+
 def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
     """The rows with their pinned, single-connection and unpinned measurements."""
     script = load_script()
@@ -163,6 +199,9 @@ def benchmark(opts, stack: Stack, pin_cpu: str | None) -> list:
             r.tls = negotiated_tls(r.port)
             log(f"row {r.num} negotiates {r.tls}")
     for r in rows:
+        if r.num == 22:
+            r.cache_warmup = cache_warmup(opts, r, pin_cpu)
+            log(f"row 22's cache warm-up: {r.cache_warmup}")
         warm_up(opts, r, pin_cpu)
         check_alive(stack, "during warm-up")
 

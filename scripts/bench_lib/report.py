@@ -97,6 +97,14 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     if opts.rows:
         notes.append("only the rows of the table were measured (--rows): the checks of the "
                      "others were skipped.")
+    warmup = by.get(22) and by[22].cache_warmup
+    if warmup:
+        took = (f"in {warmup['seconds']:.2f} s" if warmup["seconds"] is not None else
+                "not within the time limit")
+        notes.append(f"row 22's consumer cache, empty at start, had every one of the "
+                     f"{warmup['keys']:,} keys looked up {took} of its load "
+                     f"({warmup['lookups']:,.0f} store lookups, {warmup['hits']:,.0f} hits "
+                     "meanwhile), before its warm-up and measurements.")
     tls_rows = [r for r in rows if r.tls]
     if len({r.tls for r in tls_rows}) > 1:
         notes.append("the TLS rows negotiated different protocols or suites: "

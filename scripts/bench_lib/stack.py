@@ -141,6 +141,7 @@ class Row:
         self.unpinned: dict | None = None
         self.single: dict | None = None
         self.tls: str | None = None  # https rows: the protocol and suite negotiated
+        self.cache_warmup: dict | None = None  # row 22: its consumer cache filling up
 
 
 class WsEcho(Process):
