@@ -126,6 +126,8 @@ def wanted_rows(opts) -> set[int]:
     wanted = set(opts.rows) | {base["upstream"], base["proxy"], base["redis_proxy"]}
     if opts.compare:
         wanted |= {4, 5, 14, 16, 104, 105, 114, 116}
+        if wanted & {21, 22}:
+            wanted |= {21, 22, 121, 122}
     for pair in base.get("websocket", []):
         if wanted & set(pair):
             wanted |= set(pair)

@@ -349,9 +349,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                        api_keys={**store, "cache_max_entries": COLD_CACHE},
                        redis={"key_secret_file": secret})
 
-    # --compare: rows 4, 5, 14 and 16 again with another sluice binary, as rows 104,
-    # 105, 114 and 116.
-    s104 = s105 = s114 = s116 = None
+    # --compare: rows 4, 5, 14, 16, 21 and 22 again with another sluice binary, as
+    # rows 104, 105, 114, 116, 121 and 122.
+    s104 = s105 = s114 = s116 = s121 = s122 = None
     if compare:
         s104 = stack.sluice("sluice-nolimit-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None)
@@ -363,8 +363,16 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         s116 = stack.sluice("sluice-tls-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None,
                             tls={"cert_file": cert, "key_file": key})
-        stack.wait_redis(s105)
-        stack.wait_redis(s114)
+        s121 = stack.sluice("sluice-consumers-yaml-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
+                            api_keys={"consumers": yaml_consumers},
+                            redis={"key_secret_file": secret})
+        s122 = stack.sluice("sluice-consumers-store-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
+                            plans=["free", "pro"], api_keys=store,
+                            redis={"key_secret_file": secret})
+        for gateway in (s105, s114, s121, s122):
+            stack.wait_redis(gateway)
 
     def compare_rows() -> list[Row]:
         if not compare:
@@ -373,7 +381,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         return [sluice_row(104, f"row 4 with {binary}", s104),
                 sluice_row(105, f"row 5 with {binary}", s105, [redis]),
                 sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed),
-                sluice_row(116, f"row 16 with {binary}", s116, scheme="https")]
+                sluice_row(116, f"row 16 with {binary}", s116, scheme="https"),
+                sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),
+                sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed)]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23):
         stack.wait_redis(gateway)

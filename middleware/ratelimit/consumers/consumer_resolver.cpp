@@ -36,10 +36,8 @@ ConsumerResolver::ConsumerResolver(boost::asio::any_io_executor executor,
 void ConsumerResolver::configure(const Config& config) {
   if (config.redis.key_secret != secret_) {
     // Every fingerprint changes with the secret: nothing cached still holds.
-    cache_ = ConsumerCache(config.api_keys.cache_max_entries, config.api_keys.cache_ttl,
-                           config.api_keys.unknown_cache_ttl);
+    cache_.clear();
     secret_ = config.redis.key_secret;
-    return;
   }
   cache_.configure(config.api_keys.cache_max_entries, config.api_keys.cache_ttl,
                    config.api_keys.unknown_cache_ttl);

@@ -26,7 +26,8 @@ namespace sluice {
 class MetricsShard;
 
 struct Resolution {
-  std::shared_ptr<const StoredConsumer> consumer;  // null: no consumer holds the key
+  // Null: no consumer holds the key. From the cache: its copy (consumer_cache.hpp).
+  std::shared_ptr<const StoredConsumer> consumer;
   bool error = false;  // the store did not answer and nothing was cached
 };
 

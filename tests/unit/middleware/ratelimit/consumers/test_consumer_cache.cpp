@@ -81,3 +81,36 @@ TEST_CASE("consumer cache: bounded, and unknown keys never push consumers out", 
   CHECK(cache.consumers() == 1);
   CHECK(cache.unknown_keys() == 1);
 }
+
+TEST_CASE("consumer cache: keeps a copy of its own, which outlives the cache", "[consumers]") {
+  std::shared_ptr<const sluice::StoredConsumer> held;
+  auto stored = std::make_shared<sluice::StoredConsumer>();
+  stored->id = "a-consumer-with-a-long-id";
+  stored->plan = "pro";
+  stored->bucket_value = "consumer a-consumer-with-a-long-id";
+  stored->limits["per_key"].capacity = 5;
+  stored->disabled = true;
+  stored->key_fingerprints = {"fp1"};
+  stored->updated_at_ms = 7;
+  {
+    sluice::ConsumerCache cache(10, 1000ms, 1000ms);
+    const auto t0 = Clock::now();
+    cache.store("k1", "fp1", stored, t0);
+    held = cache.find("k1", t0)->consumer;
+    REQUIRE(held);
+    CHECK(held != stored);
+    CHECK(held->id == stored->id);
+    CHECK(held->plan == "pro");
+    CHECK(held->bucket_value == stored->bucket_value);
+    CHECK(held->limits == stored->limits);
+    CHECK(held->disabled);
+    CHECK(held->updated_at_ms == 7);
+    CHECK(held->key_fingerprints.empty());  // requests never read them
+    cache.clear();
+    CHECK(cache.consumers() == 0);
+    CHECK_FALSE(cache.find("k1", t0));
+    cache.store("k1", "fp1", stored, t0);
+    CHECK(cache.find("k1", t0)->consumer->id == stored->id);
+  }
+  CHECK(held->bucket_value == "consumer a-consumer-with-a-long-id");  // still valid
+}
