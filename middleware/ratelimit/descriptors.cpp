@@ -23,44 +23,6 @@ KeyRefusal duplicate_query_param(std::string_view name) {
           "query parameter " + std::string(name) + " given more than once"};
 }
 
-// check_identity with the request's API key already extracted.
-std::optional<KeyRefusal> refusal_for(const std::vector<const LimitConfig*>& limits,
-                                      const RequestView& request, const ApiKeysConfig& api_keys,
-                                      const Identity& identity) {
-  bool keys_on_api_key = false;
-  for (const LimitConfig* limit : limits) {
-    if (limit == nullptr) continue;
-    // The API key also picks the plan, so plan overrides depend on it too.
-    if (!limit->plans.empty()) {
-      keys_on_api_key = true;
-      if (identity.key_lines > 1) return duplicate_header(api_keys.header);
-    }
-    for (const KeySource& source : limit->key) {
-      switch (source.kind) {
-        case KeySource::Kind::kApiKey:
-          keys_on_api_key = true;
-          if (identity.key_lines > 1) return duplicate_header(api_keys.header);
-          break;
-        case KeySource::Kind::kHeader:
-          if (count_header(request, source.name) > 1) return duplicate_header(source.name);
-          break;
-        case KeySource::Kind::kQuery:
-          if (query_param_count(request.query, source.name) > 1) {
-            return duplicate_query_param(source.name);
-          }
-          break;
-        default:
-          break;
-      }
-    }
-  }
-  if (keys_on_api_key && identity.malformed) {
-    return KeyRefusal{KeyRefusal::Reason::kMalformedAuthorization,
-                      "malformed Authorization header"};
-  }
-  return std::nullopt;
-}
-
 // Appends "<length>:<bytes>" so that consecutive fields cannot run together.
 void append_field(std::string& out, std::string_view bytes) {
   out += std::to_string(bytes.size());
@@ -134,7 +96,38 @@ IpAddress ip_key_address(const IpAddress& client, unsigned ipv6_prefix) {
 std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& limits,
                                          const RequestView& request, const ApiKeysConfig& api_keys,
                                          const Identity& identity) {
-  return refusal_for(limits, request, api_keys, identity);
+  bool keys_on_api_key = false;
+  for (const LimitConfig* limit : limits) {
+    if (limit == nullptr) continue;
+    // The API key also picks the plan, so plan overrides depend on it too.
+    if (!limit->plans.empty()) {
+      keys_on_api_key = true;
+      if (identity.key_lines > 1) return duplicate_header(api_keys.header);
+    }
+    for (const KeySource& source : limit->key) {
+      switch (source.kind) {
+        case KeySource::Kind::kApiKey:
+          keys_on_api_key = true;
+          if (identity.key_lines > 1) return duplicate_header(api_keys.header);
+          break;
+        case KeySource::Kind::kHeader:
+          if (count_header(request, source.name) > 1) return duplicate_header(source.name);
+          break;
+        case KeySource::Kind::kQuery:
+          if (query_param_count(request.query, source.name) > 1) {
+            return duplicate_query_param(source.name);
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  if (keys_on_api_key && identity.malformed) {
+    return KeyRefusal{KeyRefusal::Reason::kMalformedAuthorization,
+                      "malformed Authorization header"};
+  }
+  return std::nullopt;
 }
 
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
@@ -291,7 +284,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
                                       const Identity& identity, std::string_view key_secret,
                                       std::optional<std::string_view> plan) {
   RateLimitKeys result;
-  result.refusal = refusal_for(limits, request, api_keys, identity);
+  result.refusal = check_identity(limits, request, api_keys, identity);
   if (result.refusal) return result;
   result.plan = std::string(plan.value_or(identity.plan));
   result.has_api_key = identity.key.has_value();

@@ -14,25 +14,18 @@ namespace {
 
 using Reply = redis::Reply;
 
-const redis::Script& lookup_script() {
-  static const redis::Script script{std::string(kConsumerLookupScript)};
-  return script;
-}
-const redis::Script& read_script() {
-  static const redis::Script script{std::string(kConsumerReadScript)};
-  return script;
-}
-const redis::Script& put_script() {
-  static const redis::Script script{std::string(kConsumerPutScript)};
-  return script;
-}
-const redis::Script& delete_script() {
-  static const redis::Script script{std::string(kConsumerDeleteScript)};
-  return script;
-}
-const redis::Script& list_script() {
-  static const redis::Script script{std::string(kConsumerListScript)};
-  return script;
+// The store's scripts, each made once (with its SHA1) on first use.
+struct StoreScripts {
+  redis::Script lookup{std::string(kConsumerLookupScript)};
+  redis::Script read{std::string(kConsumerReadScript)};
+  redis::Script put{std::string(kConsumerPutScript)};
+  redis::Script remove{std::string(kConsumerDeleteScript)};
+  redis::Script list{std::string(kConsumerListScript)};
+};
+
+const StoreScripts& store_scripts() {
+  static const StoreScripts all;
+  return all;
 }
 
 std::string error_text(std::error_code ec, const Reply& reply) {
@@ -78,15 +71,15 @@ ConsumerStore::ConsumerStore(redis::Client& client, std::string key_prefix)
     : client_(client), base_(consumer_store_base(key_prefix)) {}
 
 void ConsumerStore::load_scripts() {
-  for (const auto* script :
-       {&lookup_script(), &read_script(), &put_script(), &delete_script(), &list_script()}) {
+  const auto& all = store_scripts();
+  for (const auto* script : {&all.lookup, &all.read, &all.put, &all.remove, &all.list}) {
     client_.load_script(*script);
   }
 }
 
 void ConsumerStore::lookup(const std::string& fingerprint,
                            std::function<void(ConsumerLookup)> done) {
-  client_.evalsha(lookup_script(), {base_ + "k:" + fingerprint}, {base_},
+  client_.evalsha(store_scripts().lookup, {base_ + "k:" + fingerprint}, {base_},
                   [done = std::move(done)](std::error_code ec, Reply reply) {
                     ConsumerLookup out;
                     if (ec) {
@@ -113,7 +106,7 @@ void ConsumerStore::put(const StoredConsumer& consumer, std::function<void(Consu
   std::vector<std::string> args = {base_, consumer.id, consumer_document(consumer), consumer.plan};
   args.insert(args.end(), consumer.key_fingerprints.begin(), consumer.key_fingerprints.end());
   client_.evalsha(
-      put_script(), {base_ + "c:" + consumer.id}, std::move(args),
+      store_scripts().put, {base_ + "c:" + consumer.id}, std::move(args),
       [done = std::move(done)](std::error_code ec, Reply reply) {
         ConsumerWrite out;
         if (ec) {
@@ -146,7 +139,7 @@ void ConsumerStore::put(const StoredConsumer& consumer, std::function<void(Consu
 }
 
 void ConsumerStore::read(const std::string& id, std::function<void(ConsumerRead)> done) {
-  client_.evalsha(read_script(), {base_ + "c:" + id}, {},
+  client_.evalsha(store_scripts().read, {base_ + "c:" + id}, {},
                   [id, done = std::move(done)](std::error_code ec, Reply reply) {
                     ConsumerRead out;
                     if (ec) {
@@ -167,7 +160,7 @@ void ConsumerStore::read(const std::string& id, std::function<void(ConsumerRead)
 }
 
 void ConsumerStore::remove(const std::string& id, std::function<void(ConsumerRemoval)> done) {
-  client_.evalsha(delete_script(), {base_ + "c:" + id}, {base_, id},
+  client_.evalsha(store_scripts().remove, {base_ + "c:" + id}, {base_, id},
                   [done = std::move(done)](std::error_code ec, Reply reply) {
                     ConsumerRemoval out;
                     if (ec) {
@@ -191,7 +184,7 @@ void ConsumerStore::remove(const std::string& id, std::function<void(ConsumerRem
 void ConsumerStore::list(const std::string& plan, const std::string& cursor, std::size_t count,
                          std::function<void(ConsumerPage)> done) {
   const std::string set = plan.empty() ? base_ + "ids" : base_ + "plan:" + plan;
-  client_.evalsha(list_script(), {set}, {base_, cursor, std::to_string(count)},
+  client_.evalsha(store_scripts().list, {set}, {base_, cursor, std::to_string(count)},
                   [count, done = std::move(done)](std::error_code ec, Reply reply) {
                     ConsumerPage page;
                     if (ec) {
