@@ -10,14 +10,13 @@ kill comes last (tests run in name order) and the killed node is brought back.
 import json
 import re
 import struct
-import os
 import time
 import unittest
 
-from harness import (SOURCE_DIR, Holder, Load, ProcessTestCase, assert_serves_without_redis,
+from harness import (Holder, Load, ProcessTestCase, assert_serves_without_redis,
                      closed_port, gateway_config, limit, metric_sum, readyz, redis_call,
                      redis_nodes, request, require_binaries, require_topology_support, route,
-                     run_cli, topology_redis, wait_redis_ready, wait_until)
+                     topology_redis, wait_redis_ready, wait_until)
 from testkit.cluster import RedisCluster
 
 CLUSTER: RedisCluster | None = None
@@ -352,13 +351,6 @@ class ClusterBadInputTest(ClusterCase):
             status, h, _ = request(gw.port, "GET", "/closed/x")
             self.assertEqual((status, h.get("X-RateLimit-Remaining")), (200, str(expected)))
         self.assertEqual(request(gw.port, "GET", "/closed/x")[0], 429)
-
-
-class ExampleConfigTest(unittest.TestCase):
-    def test_conf_cluster_yaml_passes_the_check(self):
-        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "cluster.yaml"), "--check"])
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("configuration OK", result.stdout + result.stderr)
 
 
 if __name__ == "__main__":

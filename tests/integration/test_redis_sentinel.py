@@ -8,14 +8,13 @@ exact again on the new primary within a bounded time. A sentinel naming a primar
 nobody serves leaves a gateway that serves and says why.
 """
 
-import os
 import time
 import unittest
 
-from harness import (SOURCE_DIR, Load, ProcessTestCase, assert_serves_without_redis,
+from harness import (Load, ProcessTestCase, assert_serves_without_redis,
                      closed_port, gateway_config, limit, metric_sum, readyz, redis_call,
                      redis_nodes, request, require_binaries, require_topology_support, route,
-                     run_cli, topology_redis, wait_redis_ready, wait_until)
+                     topology_redis, wait_redis_ready, wait_until)
 from testkit.sentinel import MASTER_NAME, RedisSentinelSet
 
 CAPACITY = 5
@@ -139,13 +138,6 @@ class SentinelBadInputTest(SentinelCase):
     def test_master_name_no_sentinel_knows(self):
         gw = self.start_gateway(master="nobody-knows-me", wait_ready=False)
         assert_serves_without_redis(self, gw, "nobody-knows-me")
-
-
-class ExampleConfigTest(unittest.TestCase):
-    def test_conf_sentinel_yaml_passes_the_check(self):
-        result = run_cli(["--config", os.path.join(SOURCE_DIR, "conf", "sentinel.yaml"), "--check"])
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("configuration OK", result.stdout + result.stderr)
 
 
 if __name__ == "__main__":
