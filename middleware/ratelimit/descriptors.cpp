@@ -10,6 +10,7 @@
 
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/hex.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {
 namespace {
@@ -299,10 +300,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
         LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});
     descriptor.lease_tokens = limit->lease_tokens;
-    if (limit->algorithm == LimitConfig::Algorithm::kSlidingWindow) {
-      descriptor.algorithm = LimitAlgorithm::kSlidingWindow;
-      descriptor.window_seconds = params.window_seconds;
-    }
+    descriptor.algorithm = algorithm_row(*limit).algorithm;
+    descriptor.window_seconds = params.window_seconds;  // 0 but for a window
     descriptor.shadow = limit->shadow;
     value.hash_input.clear();  // raw request data: not kept beyond hashing
     result.values.push_back(std::move(value));

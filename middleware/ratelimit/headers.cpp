@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gateway/common/hex.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {
 
@@ -60,12 +61,10 @@ void append_int(std::string& out, std::int64_t value) {
   out.append(digits, end);
 }
 
-// w = ceil(C/R): the window in which the whole capacity refills; a sliding
-// window's own length.
+// w: the algorithm's window (a token bucket's C/R, the time in which the
+// whole capacity refills; a sliding window's own length), in whole seconds.
 std::int64_t window_seconds(const LimitDescriptor& limit) {
-  if (limit.algorithm == LimitAlgorithm::kSlidingWindow) return ceil_seconds(limit.window_seconds);
-  if (!(limit.refill_per_second > 0)) return kMaxHeaderSeconds;
-  return ceil_seconds(limit.capacity / limit.refill_per_second);
+  return ceil_seconds(algorithm_row(limit).policy_window_seconds(limit));
 }
 
 }  // namespace

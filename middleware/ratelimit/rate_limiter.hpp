@@ -46,14 +46,6 @@ struct LimitDescriptor {
   double max_wait_seconds = 0;
 };
 
-inline bool is_window(const LimitDescriptor& limit) {
-  return limit.algorithm == LimitAlgorithm::kSlidingWindow;
-}
-// A limit's second number: its refill per second, or its window in seconds.
-inline double rate_or_window(const LimitDescriptor& limit) {
-  return is_window(limit) ? limit.window_seconds : limit.refill_per_second;
-}
-
 // The state of one bucket after the decision.
 struct LimitState {
   bool sufficient = false;     // had at least `cost` tokens before this request

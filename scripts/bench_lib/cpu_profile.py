@@ -32,7 +32,7 @@ USER_PARTS = [
     ("limiter: keys, descriptors, outcome, headers",
      r"sluice::(RateLimit|RedisRateLimiter|LocalLayer|LeaseTable|DenyCache|select_outcome|"
      r"client_view|rate_limit_headers|build_(route|limit)_descriptors|key_hash|redis_key|"
-     r"TokenBucketCodec|decode_script_reply|CircuitBreaker|append_int|append_sf_string)|"
+     r"LimitsCodec|decode_script_reply|CircuitBreaker|append_int|append_sf_string)|"
      r"EVP_|HMAC|sha256|SHA256"),
     ("metrics", r"sluice::Metrics|metrics::"),
     ("HTTP parsing and serialising (Beast)", r"beast::http|basic_parser|http::detail|"

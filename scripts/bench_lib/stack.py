@@ -45,7 +45,7 @@ WS_PATH = "/ws/bench"
 
 def load_script() -> str:
     """The token-bucket Lua script, the very file the build embeds into the gateway."""
-    path = os.path.join(ROOT, "middleware", "ratelimit", "algorithms", "token_bucket.lua")
+    path = os.path.join(ROOT, "middleware", "ratelimit", "algorithms", "decide_limits.lua")
     with open(path, encoding="utf-8", newline="") as f:
         return f.read()
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gateway/metrics.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
@@ -41,8 +41,8 @@ struct ClusterHarness {
   std::optional<RedisRateLimiter> limiter;
   std::vector<LimitDescriptor> descriptors{{"per_key", key_hash("alice"), 10, 1},
                                            {"global", key_hash("everyone"), 100, 10}};
-  const std::string decide_sha = redis::script_sha1(kTokenBucketScript);
-  const std::string refund_sha = redis::script_sha1(kTokenBucketRefundScript);
+  const std::string decide_sha = redis::script_sha1(kDecideLimitsScript);
+  const std::string refund_sha = redis::script_sha1(kRefundLimitsScript);
 
   ClusterHarness() {
     config.key_prefix = "s:";
@@ -108,7 +108,7 @@ TEST_CASE("cluster limiter: a denial in one slot refunds the other slot at once"
   REQUIRE(c.calls.size() == 2);
   CHECK(c.calls[0].keys == std::vector<std::string>{keys[0]});
   CHECK(c.calls[1].keys == std::vector<std::string>{keys[1]});
-  const TokenBucketCodec codec;
+  const LimitsCodec codec;
   CHECK(c.calls[0].args == codec.encode_args({&h.descriptors[0], 1}, 1));
   // per_key allows (and debits), global denies.
   c.complete(0, {}, one_bucket_reply(true, 9));
@@ -186,7 +186,7 @@ TEST_CASE("cluster limiter: a denied request gives back the lease its other slot
   c.complete(0, {}, one_bucket_reply(true, 5, 4));  // debited 1 and leased 4
   c.complete(1, {}, one_bucket_reply(false, 0.5));
   REQUIRE(h.loop.run_until([&] { return c.calls.size() == 3; }));
-  const TokenBucketCodec codec;
+  const LimitsCodec codec;
   CHECK(c.calls[2].args ==
         codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[0], 5}}));
   REQUIRE(h.loop.run_until([&] { return out.has_value(); }));
@@ -201,7 +201,7 @@ TEST_CASE("cluster limiter: refunds go one call per slot", "[ratelimit][cluster]
                     [&done](std::error_code ec) { done = ec; });
   auto& c = h.client();
   REQUIRE(c.calls.size() == 2);
-  const TokenBucketCodec codec;
+  const LimitsCodec codec;
   CHECK(c.calls[0].sha1 == h.refund_sha);
   CHECK(c.calls[0].args ==
         codec.encode_refund_args(std::vector<BucketRefund>{{h.descriptors[0], 3}}));

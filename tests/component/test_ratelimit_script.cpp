@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "middleware/ratelimit/algorithms/limits.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "support/script_redis.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gateway/metrics.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/bucket_admin.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
@@ -102,7 +102,7 @@ struct Harness {
 // The scripts loaded on every connection: decision, refund, fleet heartbeat,
 // and the admin API's bucket read and reset.
 std::vector<std::string> every_script() {
-  return {redis::script_sha1(kTokenBucketScript), redis::script_sha1(kTokenBucketRefundScript),
+  return {redis::script_sha1(kDecideLimitsScript), redis::script_sha1(kRefundLimitsScript),
           redis::script_sha1(kFleetHeartbeatScript), redis::script_sha1(kBucketReadScript),
           redis::script_sha1(kBucketResetScript)};
 }
@@ -117,10 +117,10 @@ TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
   REQUIRE(h.client().calls.size() == 1);
   const auto& call = h.client().calls[0];
   CHECK(call.script);
-  CHECK(call.sha1 == redis::script_sha1(kTokenBucketScript));
+  CHECK(call.sha1 == redis::script_sha1(kDecideLimitsScript));
   CHECK(call.keys == std::vector<std::string>{"sluice:per_ip:ba7816bf8f01cfea414140de5dae2223"});
   const LimitDescriptor d{"per_ip", key_hash("abc"), 10, 1};
-  CHECK(call.args == TokenBucketCodec{}.encode_args({&d, 1}, 1));
+  CHECK(call.args == LimitsCodec{}.encode_args({&d, 1}, 1));
   h.loop.io.poll();
   CHECK_FALSE(h.outcomes[index]);  // nothing until the client completes
   h.client().complete(0, {}, one_bucket_reply(true, 9));
@@ -332,14 +332,14 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
   h.loop.io.poll();
   REQUIRE(h.client().calls.size() == 1);
   const auto& call = h.client().calls[0];
-  CHECK(call.sha1 == redis::script_sha1(kTokenBucketScript));
+  CHECK(call.sha1 == redis::script_sha1(kDecideLimitsScript));
   const LimitDescriptor abc{"per_ip", key_hash("abc"), 10, 1};
   const LimitDescriptor def{"per_ip", key_hash("def"), 10, 1};
   CHECK(call.keys == std::vector<std::string>{"sluice:" + bucket_name(abc),
                                               "sluice:" + bucket_name(def),
                                               "sluice:" + bucket_name(abc)});
   const std::vector<BatchRequest> requests = {{&abc, 1}, {&def, 2}, {&abc, 1}};
-  CHECK(call.args == TokenBucketCodec{}.encode_batch_args(requests));
+  CHECK(call.args == LimitsCodec{}.encode_batch_args(requests));
 
   redis::Reply reply;
   reply.type = redis::Reply::Type::kArray;
@@ -394,7 +394,7 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     REQUIRE(h.client().calls.size() == 3);
     CHECK(h.client().calls[1].keys.size() == 2);
     CHECK(h.client().calls[2].keys.size() == 1);  // a batch of one: the usual call
-    CHECK(h.client().calls[2].args == TokenBucketCodec{}.encode_args({&abc, 1}, 1));
+    CHECK(h.client().calls[2].args == LimitsCodec{}.encode_args({&abc, 1}, 1));
     h.client().complete(2, {}, one_bucket_reply(true, 7));
     CHECK(h.wait(a).decision.limits[0].remaining == 7);
   }
@@ -410,11 +410,11 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     h.limiter->decide({shadow}, 1, [&](std::error_code ec, RateDecision) { shadowed = ec; });
     const auto a = h.queue("abc");
     REQUIRE(h.client().calls.size() == 2);  // the shadow bucket went at once
-    CHECK(h.client().calls[1].args == TokenBucketCodec{}.encode_args({&shadow, 1}, 1));
+    CHECK(h.client().calls[1].args == LimitsCodec{}.encode_args({&shadow, 1}, 1));
     h.loop.io.poll();
     REQUIRE(h.client().calls.size() == 3);
     const std::vector<BatchRequest> batched = {{&w, 1}, {&abc, 1}};
-    CHECK(h.client().calls[2].args == TokenBucketCodec{}.encode_batch_args(batched));
+    CHECK(h.client().calls[2].args == LimitsCodec{}.encode_batch_args(batched));
     redis::Reply both;
     both.type = redis::Reply::Type::kArray;
     both.elements = {one_bucket_reply(true, 4), one_bucket_reply(true, 7)};

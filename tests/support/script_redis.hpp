@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "middleware/ratelimit/algorithms/limits.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "upstream/redis/codec.hpp"
@@ -32,7 +32,7 @@ using sluice::RateDecision;
 static_assert(std::endian::native == std::endian::little, "the stored bucket is little-endian");
 
 inline constexpr std::string_view kKeyPrefix = "sluice-test:";
-inline const sluice::TokenBucketCodec kCodec;
+inline const sluice::LimitsCodec kCodec;
 
 // A bucket of limit `limit` whose key value is `key`.
 inline LimitDescriptor bucket(std::string limit, std::string_view key, double capacity,
@@ -46,7 +46,7 @@ inline std::string key_of(const LimitDescriptor& limit) {
 }
 
 inline std::string script_sha1() {
-  return sluice::redis::script_sha1(sluice::kTokenBucketScript);
+  return sluice::redis::script_sha1(sluice::kDecideLimitsScript);
 }
 
 struct ReplyDeleter {
@@ -184,7 +184,7 @@ class Redis {
     std::vector<sluice::BucketRefund> refunds;
     for (const auto& l : limits) refunds.push_back({l, tokens});
     const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
-    std::vector<std::string> args = {"EVAL", std::string(sluice::kTokenBucketRefundScript),
+    std::vector<std::string> args = {"EVAL", std::string(sluice::kRefundLimitsScript),
                                      std::to_string(keys.size())};
     args.insert(args.end(), keys.begin(), keys.end());
     const auto argv = kCodec.encode_refund_args(refunds);
@@ -204,7 +204,7 @@ inline bool have_redis() {
 }
 
 inline void load_script(Redis& redis) {
-  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kTokenBucketScript)});
+  Reply r = redis.command({"SCRIPT", "LOAD", std::string(sluice::kDecideLimitsScript)});
   REQUIRE(r->type == REDIS_REPLY_STRING);
   REQUIRE(std::string(r->str, r->len) == script_sha1());
 }

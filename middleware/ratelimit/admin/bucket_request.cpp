@@ -7,6 +7,7 @@
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/target_parts.hpp"
 #include "gateway/request_target.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/identity.hpp"
@@ -217,15 +218,9 @@ nlohmann::ordered_json bucket_document(const BucketTarget& target, const BucketV
   doc["limit"] = d.limit;
   doc["bucket"] = bucket_name(d);
   doc["plan"] = target.plan;
-  if (d.algorithm == LimitAlgorithm::kSlidingWindow) {
-    doc["algorithm"] = "sliding_window";
-    doc["capacity"] = d.capacity;
-    doc["window_ms"] = std::llround(d.window_seconds * 1000);
-  } else {
-    doc["algorithm"] = "token_bucket";
-    doc["capacity"] = d.capacity;
-    doc["refill_per_second"] = d.refill_per_second;
-  }
+  const AlgorithmRow& algorithm = algorithm_row(d);
+  doc["algorithm"] = algorithm.name;
+  algorithm.describe(doc, d);
   // Whether Redis holds the bucket: false for one never used or expired (full),
   // and for a value that names another bucket than the one meant.
   doc["exists"] = view.exists;

@@ -20,7 +20,7 @@ struct Loaded {
 Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
             std::int64_t now_us) {
   Loaded l;
-  if (is_window(limit)) {
+  if (limit.algorithm == LimitAlgorithm::kSlidingWindow) {
     l.window = window_counts(state, limit.window_seconds, now_us);
     l.need = window_seconds_to_cost(l.window, limit.capacity, cost);
     l.sufficient = l.need == 0;
@@ -109,8 +109,14 @@ RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitD
   for (std::size_t i = 0; i < n; ++i) {
     const bool debit = decision.allowed && (!limits[i].shadow || loaded[i].sufficient);
     LimitState& out = decision.limits[i];
-    out = is_window(limits[i]) ? settle_window(loaded[i], limits[i], cost, debit, states[i])
-                               : settle_bucket(loaded[i], limits[i], cost, debit, states[i]);
+    switch (limits[i].algorithm) {
+      case LimitAlgorithm::kTokenBucket:
+        out = settle_bucket(loaded[i], limits[i], cost, debit, states[i]);
+        break;
+      case LimitAlgorithm::kSlidingWindow:
+        out = settle_window(loaded[i], limits[i], cost, debit, states[i]);
+        break;
+    }
     out.sufficient = loaded[i].sufficient;
     if (decision.allowed) {
       out.wait_seconds = waits[i];

@@ -1,7 +1,7 @@
 // The whole decision of the rate-limit script for one request, as a pure C++
 // twin (time is passed in): token buckets (token_bucket.hpp) and sliding
 // windows (sliding_window.hpp) decided together, all or none debited, exactly
-// as token_bucket.lua decides them inside Redis (a component test checks bit
+// as decide_limits.lua decides them inside Redis (a component test checks bit
 // for bit). It serves the unit tests (with a manual clock) and the local
 // fallback (local/fallback_store.hpp).
 #pragma once

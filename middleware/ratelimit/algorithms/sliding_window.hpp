@@ -1,6 +1,6 @@
 // The sliding-window arithmetic of the rate-limit script, as a pure C++ twin
 // (time is passed in): the same formulas, in the same order of floating-point
-// operations, as the sliding-window parts of token_bucket.lua, so that the
+// operations, as the sliding-window parts of decide_limits.lua, so that the
 // results are bit-identical (a component test checks on a real Redis).
 //
 // The counter approximation: time is cut into fixed windows of

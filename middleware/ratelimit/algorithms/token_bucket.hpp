@@ -1,6 +1,6 @@
 // The token-bucket arithmetic of the rate-limit script, as a pure C++ twin
 // (time is passed in): the same formulas, in the same order of floating-point
-// operations, as the token-bucket parts of token_bucket.lua. decide_limits()
+// operations, as the token-bucket parts of decide_limits.lua. decide_limits()
 // (limits.hpp) puts it together with the sliding window's into the whole
 // decision; it serves the unit tests (with a manual clock) and the local
 // fallback (local/fallback_store.hpp).

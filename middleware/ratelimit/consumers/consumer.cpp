@@ -9,6 +9,7 @@
 
 #include "gateway/common/hex.hpp"
 #include "gateway/config/text.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 
 namespace sluice {
@@ -19,13 +20,8 @@ using json = nlohmann::json;
 constexpr double kMaxParameter = 1e15;
 constexpr double kMaxWindowMs = 2147483647;  // as the configuration allows
 
-bool is_token_bucket(const LimitConfig& limit) {
-  return limit.algorithm == LimitConfig::Algorithm::kTokenBucket;
-}
-
 std::string algorithm_fields(const LimitConfig& limit) {
-  return is_token_bucket(limit) ? "a token bucket: its fields are capacity and refill_per_second"
-                                : "a sliding window: its fields are capacity and window_ms";
+  return std::string(algorithm_row(limit).fields);
 }
 
 // A positive finite number, at most kMaxParameter (or a whole number of
@@ -55,7 +51,7 @@ std::variant<LimitOverride, BodyProblem> read_override(const json& value, const 
     if (name != "capacity" && !bucket_field && !window_field) {
       return BodyProblem{at, "unknown field; limit " + limit.name + " is " + algorithm_fields(limit)};
     }
-    if ((bucket_field && !is_token_bucket(limit)) || (window_field && is_token_bucket(limit))) {
+    if (name != "capacity" && name != algorithm_row(limit).rate_field) {
       return BodyProblem{at, "limit " + limit.name + " is " + algorithm_fields(limit)};
     }
     if (auto problem = parameter_problem(v, window_field)) return BodyProblem{at, *problem};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
+
 namespace sluice {
 
 void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
@@ -22,7 +24,7 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
     // A shadow bucket never denies: it is only known.
     put(buckets[i],
         Entry{!s.sufficient && !buckets[i].shadow, cost, s.remaining, buckets[i].capacity,
-              rate_or_window(buckets[i]), s.seconds_to_cost, s.seconds_to_full, asked_us,
+              algorithm_row(buckets[i]).rate_or_window(buckets[i]), s.seconds_to_cost, s.seconds_to_full, asked_us,
               asked_us + static_cast<std::int64_t>(own_us)});
   }
 }
@@ -51,7 +53,7 @@ const DenyCache::Entry* DenyCache::find(const LimitDescriptor& bucket, std::int6
     return nullptr;
   }
   // Decided with other parameters (another plan): nothing is known.
-  if (bucket.capacity != e.capacity || rate_or_window(bucket) != e.refill) return nullptr;
+  if (bucket.capacity != e.capacity || algorithm_row(bucket).rate_or_window(bucket) != e.refill) return nullptr;
   return &e;
 }
 
@@ -77,7 +79,7 @@ std::optional<LimitState> DenyCache::known(const LimitDescriptor& bucket, double
 
 LimitState DenyCache::state_at(const LimitDescriptor& bucket, const Entry& e, double cost,
                                std::int64_t now_us) {
-  if (is_window(bucket)) {
+  if (!algorithm_row(bucket).refills) {
     // The waits the store reported, less the time since (the count it
     // reported is an upper bound).
     const double elapsed_s =

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 
 namespace sluice {
@@ -22,10 +23,8 @@ bool is_spent(const BucketState& st, double capacity, double refill, double wind
   return st.tokens + elapsed_s * refill >= capacity;
 }
 
-// A window's length, or 0 for a token bucket.
-double window_of(const LimitDescriptor& d) {
-  return d.algorithm == LimitAlgorithm::kSlidingWindow ? d.window_seconds : 0;
-}
+// A window's length, or 0 for an algorithm without one.
+double window_of(const LimitDescriptor& d) { return algorithm_row(d).local_window_seconds(d); }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
@@ -21,29 +22,6 @@ std::optional<std::int64_t> integer_of(const redis::Reply& reply) {
   return value;
 }
 
-// The stored state as token_bucket.lua writes it: a token bucket as two
-// little-endian doubles (tokens, timestamp_us), a sliding window as three
-// (window index, current count, previous count). Any other shape is a bucket
-// not held.
-BucketState stored_state(const LimitDescriptor& bucket, const std::string& value) {
-  BucketState state;
-  double d[3] = {0, 0, 0};
-  const bool window = bucket.algorithm == LimitAlgorithm::kSlidingWindow;
-  const std::size_t size = (window ? 3 : 2) * sizeof(double);
-  if (value.size() != size) return state;
-  std::memcpy(d, value.data(), size);
-  state.exists = true;
-  if (window) {
-    state.timestamp_us = static_cast<std::int64_t>(d[0]);
-    state.tokens = d[1];
-    state.previous = d[2];
-  } else {
-    state.tokens = d[0];
-    state.timestamp_us = static_cast<std::int64_t>(d[1]);
-  }
-  return state;
-}
-
 std::string key_of(const redis::Client& client, std::string_view key_prefix,
                    const LimitDescriptor& bucket) {
   return redis_key(key_prefix, bucket,
@@ -58,7 +36,7 @@ std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis
   const auto micros = integer_of(reply.elements[1]);
   const auto& value = reply.elements[2];
   if (!seconds || !micros || value.type != redis::Reply::Type::kString) return std::nullopt;
-  BucketState state = stored_state(bucket, value.str);
+  BucketState state = algorithm_row(bucket).stored_state(value.str);
   BucketView view;
   view.exists = state.exists;
   // A decision of cost 0 with nothing to lease, wait for or shadow brings the

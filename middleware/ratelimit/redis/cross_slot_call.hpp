@@ -14,7 +14,7 @@
 #include <system_error>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "upstream/redis/client.hpp"
 
@@ -24,7 +24,7 @@ struct CrossSlotContext {
   redis::Client& client;
   const redis::Script& decide_script;
   const redis::Script& refund_script;
-  const TokenBucketCodec& codec;
+  const LimitsCodec& codec;
   // Keeps client, scripts and codec alive until the last refund has answered.
   std::shared_ptr<const void> owner;
   // Told each refund's outcome (may be empty).

@@ -9,7 +9,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "gateway/metrics.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/circuit_breaker.hpp"
 #include "middleware/ratelimit/redis/bucket_admin.hpp"
 #include "middleware/ratelimit/redis/cross_slot_call.hpp"
@@ -197,12 +198,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     RateDecisionHandler handler;
   };
 
-  // One enforced bucket (token bucket or sliding window) on one Redis:
-  // decided in a batch with the other such requests of this turn of the loop
-  // (one script call for all of them).
+  // One enforced bucket of an algorithm that batches, on one Redis: decided
+  // in a batch with the other such requests of this turn of the loop (one
+  // script call for all of them).
   static bool batchable(const LimitDescriptor& bucket) {
-    return !bucket.shadow && (bucket.algorithm == LimitAlgorithm::kTokenBucket ||
-                              bucket.algorithm == LimitAlgorithm::kSlidingWindow);
+    return !bucket.shadow && algorithm_row(bucket).batches;
   }
 
   void enqueue(const LimitDescriptor& bucket, std::string key, double cost,
@@ -537,7 +537,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
 
   boost::asio::any_io_executor executor_;
   MetricsShard& metrics_;
-  TokenBucketCodec codec_;
+  LimitsCodec codec_;
   redis::Script script_;
   redis::Script refund_script_;
   redis::Script fleet_script_;

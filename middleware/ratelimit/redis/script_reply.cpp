@@ -17,7 +17,7 @@ std::vector<ScriptReplyValue> element_values(const redis::Reply& reply) {
 
 }  // namespace
 
-std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
+std::optional<RateDecision> decode_script_reply(const LimitsCodec& codec,
                                                 const redis::Reply& reply,
                                                 std::size_t limit_count) {
   if (reply.type == redis::Reply::Type::kString) {  // one enforced key's packed reply
@@ -28,7 +28,7 @@ std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
   return codec.decode(element_values(reply), limit_count);
 }
 
-std::optional<std::vector<RateDecision>> decode_batch_reply(const TokenBucketCodec& codec,
+std::optional<std::vector<RateDecision>> decode_batch_reply(const LimitsCodec& codec,
                                                             const redis::Reply& reply,
                                                             std::size_t request_count) {
   if (reply.type != redis::Reply::Type::kArray) return std::nullopt;

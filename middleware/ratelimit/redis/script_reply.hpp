@@ -6,20 +6,20 @@
 #include <optional>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "upstream/redis/reply.hpp"
 
 namespace sluice {
 
 // The decision in `reply` for `limit_count` buckets; nullopt when the reply
 // does not have the script's shape.
-std::optional<RateDecision> decode_script_reply(const TokenBucketCodec& codec,
+std::optional<RateDecision> decode_script_reply(const LimitsCodec& codec,
                                                 const redis::Reply& reply,
                                                 std::size_t limit_count);
 
 // The decisions in a batch call's reply, one per request; nullopt when the
 // reply does not have that shape.
-std::optional<std::vector<RateDecision>> decode_batch_reply(const TokenBucketCodec& codec,
+std::optional<std::vector<RateDecision>> decode_batch_reply(const LimitsCodec& codec,
                                                             const redis::Reply& reply,
                                                             std::size_t request_count);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "upstream/redis/cluster/slot.hpp"
 
 namespace sluice {
@@ -26,7 +27,7 @@ LimitState refunded(const LimitState& debited_state, const LimitDescriptor& desc
   state.wait_seconds = 0;
   // It had enough for this request, or (a reservation) lacked what it waited for.
   state.seconds_to_cost = debited_state.sufficient ? 0 : debited_state.wait_seconds;
-  if (descriptor.algorithm == LimitAlgorithm::kSlidingWindow) return state;
+  if (!algorithm_row(descriptor).refills) return state;
   const double missing = descriptor.capacity - state.remaining;
   state.seconds_to_full = missing <= 0 ? 0
                           : descriptor.refill_per_second > 0

@@ -1,4 +1,4 @@
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
 
@@ -58,28 +59,26 @@ std::optional<bool> parse_flag(const ScriptReplyValue& value) {
 
 // A key's kind in the script: its algorithm, and whether it is shadow.
 double kind_of(const LimitDescriptor& limit) {
-  return (limit.algorithm == LimitAlgorithm::kSlidingWindow ? 2 : 0) + (limit.shadow ? 1 : 0);
+  return algorithm_row(limit).script_kind + (limit.shadow ? 1 : 0);
 }
 
 // The decimal PX of a key written by either script.
 std::string ttl_ms(const LimitDescriptor& limit) {
-  return std::to_string(limit.algorithm == LimitAlgorithm::kSlidingWindow
-                            ? window_ttl_ms(limit.window_seconds)
-                            : bucket_ttl_ms(limit.capacity, limit.refill_per_second));
+  return std::to_string(algorithm_row(limit).key_ttl_ms(limit));
 }
 
 // A key's five numbers in the script's order.
 void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
   append_double(out, kind_of(limit));
   append_double(out, limit.capacity);
-  append_double(out, rate_or_window(limit));
+  append_double(out, algorithm_row(limit).rate_or_window(limit));
   append_double(out, limit.lease_want);
   append_double(out, limit.max_wait_seconds);
 }
 
 }  // namespace
 
-std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDescriptor> limits,
+std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescriptor> limits,
                                                        double cost) const {
   std::vector<std::string> args;
   args.reserve(1 + limits.size());
@@ -93,7 +92,7 @@ std::vector<std::string> TokenBucketCodec::encode_args(std::span<const LimitDesc
   return args;
 }
 
-std::vector<std::string> TokenBucketCodec::encode_batch_args(
+std::vector<std::string> LimitsCodec::encode_batch_args(
     std::span<const BatchRequest> requests) const {
   std::vector<std::string> args;
   args.reserve(1 + 2 * requests.size());
@@ -108,7 +107,7 @@ std::vector<std::string> TokenBucketCodec::encode_batch_args(
   return args;
 }
 
-std::vector<std::string> TokenBucketCodec::encode_refund_args(
+std::vector<std::string> LimitsCodec::encode_refund_args(
     std::span<const BucketRefund> refunds) const {
   std::vector<std::string> args;
   args.reserve(1 + refunds.size());
@@ -119,13 +118,13 @@ std::vector<std::string> TokenBucketCodec::encode_refund_args(
     append_double(numbers, kind_of(bucket));
     append_double(numbers, refund.tokens);
     append_double(numbers, bucket.capacity);
-    append_double(numbers, rate_or_window(bucket));
+    append_double(numbers, algorithm_row(bucket).rate_or_window(bucket));
     args.push_back(ttl_ms(bucket));
   }
   return args;
 }
 
-std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReplyValue> values,
+std::optional<RateDecision> LimitsCodec::decode(std::span<const ScriptReplyValue> values,
                                                      std::size_t limit_count) const {
   if (limit_count == 1 && values.size() == 1 && values[0].is_string) {
     return decode_one(values[0].text);
@@ -150,7 +149,7 @@ std::optional<RateDecision> TokenBucketCodec::decode(std::span<const ScriptReply
   return decision;
 }
 
-std::optional<std::vector<RateDecision>> TokenBucketCodec::decode_batch(
+std::optional<std::vector<RateDecision>> LimitsCodec::decode_batch(
     std::span<const ScriptReplyValue> values, std::size_t request_count) const {
   if (values.size() != request_count) return std::nullopt;
   std::vector<RateDecision> decisions;
@@ -164,7 +163,7 @@ std::optional<std::vector<RateDecision>> TokenBucketCodec::decode_batch(
   return decisions;
 }
 
-std::optional<RateDecision> TokenBucketCodec::decode_one(std::string_view numbers) const {
+std::optional<RateDecision> LimitsCodec::decode_one(std::string_view numbers) const {
   if (numbers.size() != kOneKeyReplySize) return std::nullopt;
   const double flags = read_double(numbers.data());
   if (!(flags == 0 || flags == 1 || flags == 3)) return std::nullopt;  // sufficient means allowed

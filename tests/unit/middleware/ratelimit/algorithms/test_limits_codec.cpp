@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
-#include "middleware/ratelimit/algorithms/token_bucket_codec.hpp"
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "upstream/redis/codec.hpp"
 
-namespace token_bucket_codec_test {
+namespace limits_codec_test {
 
 using sluice::LimitDescriptor;
 
-const sluice::TokenBucketCodec kCodec;
+const sluice::LimitsCodec kCodec;
 
 // A bucket of limit `limit` whose key value is `key`.
 LimitDescriptor bucket(std::string limit, std::string_view key, double capacity, double rate) {
@@ -28,7 +28,7 @@ LimitDescriptor bucket(std::string limit, std::string_view key, double capacity,
 }
 
 std::string script_sha1() {
-  return sluice::redis::script_sha1(sluice::kTokenBucketScript);
+  return sluice::redis::script_sha1(sluice::kDecideLimitsScript);
 }
 
 std::string raw_doubles(std::initializer_list<double> values) {
@@ -193,7 +193,7 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
 }
 
 TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
-  const std::string_view script = sluice::kTokenBucketScript;
+  const std::string_view script = sluice::kDecideLimitsScript;
   // redis.call is bound once to the local `call`; nothing else of redis.* is used.
   std::size_t redis_uses = 0;
   for (std::size_t at = script.find("redis."); at != std::string_view::npos;
@@ -216,4 +216,4 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") 
   CHECK(calls == 8);
 }
 
-}  // namespace token_bucket_codec_test
+}  // namespace limits_codec_test

@@ -26,7 +26,7 @@
 // previous window's count). A key is written only when the request is allowed,
 // with its expiry in the same SET. A value of another shape counts as absent.
 //
-// The refund script (token_bucket_refund.lua) takes the same KEYS and ttls,
+// The refund script (refund_limits.lua) takes the same KEYS and ttls,
 // with `numbers` holding per key kind, tokens, capacity, refill (or window).
 // It gives the tokens back to each token bucket that exists, refilled to now
 // and capped at capacity, and takes them off a window's latest count (never
@@ -46,9 +46,9 @@
 
 namespace sluice {
 
-// The bytes of token_bucket.lua and token_bucket_refund.lua.
-extern const std::string_view kTokenBucketScript;
-extern const std::string_view kTokenBucketRefundScript;
+// The bytes of decide_limits.lua and refund_limits.lua.
+extern const std::string_view kDecideLimitsScript;
+extern const std::string_view kRefundLimitsScript;
 
 // One element of the script's reply as the Redis client decoded it: an
 // integer reply, or a string reply (`text`).
@@ -64,10 +64,10 @@ struct BatchRequest {
   double cost = 1;
 };
 
-class TokenBucketCodec {
+class LimitsCodec {
  public:
-  std::string_view script() const { return kTokenBucketScript; }
-  std::string_view refund_script() const { return kTokenBucketRefundScript; }
+  std::string_view script() const { return kDecideLimitsScript; }
+  std::string_view refund_script() const { return kRefundLimitsScript; }
 
   // The ARGV of one call (KEYS, one per descriptor in the same order, are the
   // caller's). The numbers are the raw doubles, so the script computes with

@@ -1,0 +1,56 @@
+// What sets one limit algorithm apart, as one row of one table: its name and
+// fields, its kind in the decision script, the shape of its value in Redis,
+// its key's expiry, the window its headers name, how the local layer, the
+// cross-slot plan and the batcher treat it, and its view in the bucket API.
+// Code that differs by algorithm asks its row instead of testing which one
+// it is; adding an algorithm adds a row here, its section of the decision
+// script and its twin.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+struct LimitConfig;
+
+struct AlgorithmRow {
+  LimitAlgorithm algorithm;
+  std::string_view name;        // as the configuration and the bucket API write it
+  std::string_view fields;      // what a limit of it holds, for messages
+  std::string_view rate_field;  // its second field, besides capacity
+  double script_kind;           // its kind in the decision script (shadow adds 1)
+  // One enforced key of it, alone in a request, may be decided in a batch.
+  bool batches;
+  // Its tokens come back continuously (a refund makes it fuller at once, and
+  // its time to full follows from the refill rate).
+  bool refills;
+  // Its second number as the script and the local layer take it: the refill
+  // per second, or the window in seconds.
+  double (*rate_or_window)(const LimitDescriptor& limit);
+  // The expiry of its key in Redis, in milliseconds.
+  std::int64_t (*key_ttl_ms)(const LimitDescriptor& limit);
+  // The window its RateLimit-Policy names, in seconds (+infinity: never).
+  double (*policy_window_seconds)(const LimitDescriptor& limit);
+  // Its window for the local fallback; 0 for none.
+  double (*local_window_seconds)(const LimitDescriptor& limit);
+  // Its value in Redis read back (exists = false for any other shape).
+  BucketState (*stored_state)(std::string_view value);
+  // Its own fields of the bucket API's document, after "algorithm": capacity
+  // and its second field.
+  void (*describe)(nlohmann::ordered_json& doc, const LimitDescriptor& limit);
+};
+
+const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm);
+inline const AlgorithmRow& algorithm_row(const LimitDescriptor& limit) {
+  return algorithm_row(limit.algorithm);
+}
+// The row of a configured limit's algorithm.
+const AlgorithmRow& algorithm_row(const LimitConfig& limit);
+
+}  // namespace sluice
