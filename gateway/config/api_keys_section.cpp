@@ -53,7 +53,6 @@ void read_consumer(YamlReader& r, const Field& item, ApiKeysConfig& a, ReadNotes
     return;
   }
   consumer.key = *s;
-  a.plan_by_key[consumer.key] = consumer.plan;
   a.consumer_index[consumer.key] = a.consumers.size();
   a.consumers.push_back(std::move(consumer));
 }

@@ -173,7 +173,6 @@ struct ApiKeysConfig {
 
   std::string header = "X-API-Key";  // "Authorization" means "Bearer <key>"
   std::vector<Consumer> consumers;
-  std::unordered_map<std::string, std::string> plan_by_key;  // built from consumers
   std::unordered_map<std::string, std::size_t> consumer_index;  // key -> index in consumers
   std::string default_plan = "free";
   Store store = Store::kNone;

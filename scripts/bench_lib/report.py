@@ -101,10 +101,11 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     if warmup:
         took = (f"in {warmup['seconds']:.2f} s" if warmup["seconds"] is not None else
                 "not within the time limit")
-        notes.append(f"row 22's consumer cache, empty at start, had every one of the "
-                     f"{warmup['keys']:,} keys looked up {took} of its load "
-                     f"({warmup['lookups']:,.0f} store lookups, {warmup['hits']:,.0f} hits "
-                     "meanwhile), before its warm-up and measurements.")
+        notes.append(f"row 22's consumer cache, empty at start, held every one of the "
+                     f"{warmup['keys']:,} keys {took} of its load "
+                     f"({warmup['lookups']:,.0f} requests answered by a store lookup, "
+                     f"{warmup['hits']:,.0f} by the cache meanwhile), before its warm-up and "
+                     "measurements.")
     tls_rows = [r for r in rows if r.tls]
     if len({r.tls for r in tls_rows}) > 1:
         notes.append("the TLS rows negotiated different protocols or suites: "

@@ -83,7 +83,9 @@ inline LimitConfig make_limit(std::string name, std::vector<KeySource> key, doub
 inline ApiKeysConfig with_consumers() {
   ApiKeysConfig config;
   config.consumers = {{"demo-pro-key", "pro", ""}, {"other-key", "gold", ""}};
-  for (const auto& c : config.consumers) config.plan_by_key[c.key] = c.plan;
+  for (std::size_t i = 0; i < config.consumers.size(); ++i) {
+    config.consumer_index[config.consumers[i].key] = i;
+  }
   return config;
 }
 

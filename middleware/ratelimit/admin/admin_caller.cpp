@@ -18,7 +18,7 @@ std::string admin_caller(const AdminCall& call) {
     credential = ascii::trim(credential.substr(space + 1));  // after the scheme
   }
   std::string fingerprint;
-  hex::append(fingerprint, key_hash(std::string("admin-token:").append(credential)));
+  hex::append(fingerprint, key_hash(credential));  // the SHA-256, truncated
   return out + ", token " + fingerprint.substr(0, 12);
 }
 

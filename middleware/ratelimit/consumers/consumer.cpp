@@ -250,9 +250,15 @@ BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& con
   BucketParams params = limit.for_plan(consumer.plan);
   const auto it = consumer.limits.find(limit.name);
   if (it == consumer.limits.end()) return params;
-  if (it->second.capacity) params.capacity = *it->second.capacity;
-  if (it->second.refill_per_second) params.refill_per_second = *it->second.refill_per_second;
-  if (it->second.window_seconds) params.window_seconds = *it->second.window_seconds;
+  // Only the fields of the limit's algorithm: a record written while the
+  // limit had another one keeps an override this one does not have.
+  const LimitOverride& o = it->second;
+  const std::string_view rate_field = algorithm_row(limit).rate_field;
+  if (o.capacity) params.capacity = *o.capacity;
+  if (o.refill_per_second && rate_field == "refill_per_second") {
+    params.refill_per_second = *o.refill_per_second;
+  }
+  if (o.window_seconds && rate_field == "window_ms") params.window_seconds = *o.window_seconds;
   return params;
 }
 

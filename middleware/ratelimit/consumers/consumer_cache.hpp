@@ -8,9 +8,10 @@
 // and is used only while that lookup fails. Pure: the caller passes the time.
 // Not thread-safe: one per worker.
 //
-// Everything the cache keeps (its lists, indexes, keys and fingerprints, and
-// its own copy of each consumer) comes from a memory pool of its own, not from
-// the worker's heap. Entries made while a lookup's temporaries (its Redis
+// What the cache keeps (its lists, indexes, keys and fingerprints, and its own
+// copy of each consumer) comes from a memory pool of its own, not from the
+// worker's heap (but for a copy's strings longer than the short-string buffer
+// and its per-limit overrides). Entries made while a lookup's temporaries (its Redis
 // reply, the parsed document) come and go would otherwise stay scattered over
 // the worker's heap with free holes between them, and malloc hands those
 // holes to every later request in turn: each request's allocations then

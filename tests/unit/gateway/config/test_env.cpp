@@ -115,7 +115,7 @@ routes: []
   REQUIRE(c.upstreams[0].servers.size() == 2);
   CHECK(c.upstreams[0].servers[0].to_string() == "127.0.0.1:9100");
   CHECK(c.upstreams[0].servers[1].to_string() == "backup.internal:9000");
-  CHECK(c.api_keys.plan_by_key.at("k-from-env") == "pro");
+  CHECK(c.api_keys.consumers[c.api_keys.consumer_index.at("k-from-env")].plan == "pro");
 }
 
 TEST_CASE("values from the environment are validated like literal ones", "[config][env]") {

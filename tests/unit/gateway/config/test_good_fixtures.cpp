@@ -82,8 +82,8 @@ TEST_CASE("full.yaml: every key is parsed", "[config]") {
   REQUIRE(c.api_keys.consumers.size() == 2);
   CHECK(c.api_keys.consumers[1].key == "demo-team-key");
   CHECK(c.api_keys.consumers[1].plan == "team");
-  CHECK(c.api_keys.plan_by_key.size() == 2);
-  CHECK(c.api_keys.plan_by_key.at("demo-pro-key") == "pro");
+  CHECK(c.api_keys.consumer_index.size() == 2);
+  CHECK(c.api_keys.consumers[c.api_keys.consumer_index.at("demo-pro-key")].plan == "pro");
 
   REQUIRE(c.limits.size() == 4);
   const auto* per_key = c.find_limit("per_key");

@@ -221,15 +221,16 @@ routes:
 
 TEST_CASE("api_keys consumers", "[config]") {
   const std::string tail = kMinimalTail;
-  SECTION("plan_by_key is built from consumers") {
+  SECTION("consumer_index is built from consumers") {
     const auto c = parse_ok(R"(
 api_keys:
   consumers:
     - { key: k1, plan: pro }
     - { key: k2, plan: free }
 )" + tail);
-    CHECK(c->api_keys.plan_by_key ==
-          std::unordered_map<std::string, std::string>{{"k1", "pro"}, {"k2", "free"}});
+    CHECK(c->api_keys.consumer_index ==
+          std::unordered_map<std::string, std::size_t>{{"k1", 0}, {"k2", 1}});
+    CHECK(c->api_keys.consumers[1].plan == "free");
   }
   SECTION("a key is never echoed in a message") {
     const std::string long_key(257, 'k');

@@ -128,7 +128,7 @@ TEST_CASE("consumers: plans, and unlisted keys count as missing", "[ratelimit][k
   CHECK(key.plan == "free");
 
   SECTION("consumers without the lookup map") {
-    config.plan_by_key.clear();
+    config.consumer_index.clear();
     request.header("X-API-Key", "other-key");
     key = sluice::extract_api_key(request.view(), config);
     REQUIRE(key.key);

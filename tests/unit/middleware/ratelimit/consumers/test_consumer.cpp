@@ -154,6 +154,14 @@ TEST_CASE("consumer params: the plan's, then the consumer's override", "[consume
   CHECK(params.capacity == 900);
   CHECK(params.refill_per_second == 10);  // the pro plan's
   CHECK(sluice::consumer_params(config.limits[1], c).window_seconds == 60);
+  // A record written while a limit had another algorithm keeps an override
+  // the limit's algorithm does not have: it is not applied.
+  auto stale = c;
+  stale.limits["per_key"].window_seconds = 5;  // per_key is a token bucket
+  stale.limits[config.limits[1].name].refill_per_second = 99;  // a sliding window
+  CHECK(sluice::consumer_params(config.limits[0], stale).window_seconds == 0);
+  CHECK(sluice::consumer_params(config.limits[1], stale).refill_per_second == 0);
+  CHECK(sluice::consumer_params(config.limits[1], stale).window_seconds == 60);
 }
 
 TEST_CASE("consumer store: change events name the keys to forget", "[consumers]") {
