@@ -1,5 +1,6 @@
 """Rate limiting on a real Redis Cluster (3 primaries, 3 replicas, cluster-node-timeout
-1000 ms, started by tests/testkit/cluster.py and shared by the whole module).
+1000 ms, 3000 ms under the sanitizers, started by tests/testkit/cluster.py and
+shared by the whole module).
 
 Counts must be exact across slots, across two gateway instances, while slots move
 (redis-cli --cluster reshard) and after a primary dies. Every test writes under a
@@ -13,11 +14,11 @@ import struct
 import time
 import unittest
 
-from harness import (Holder, Load, ProcessTestCase, assert_serves_without_redis,
+from harness import (SANITIZED, Holder, Load, ProcessTestCase, assert_serves_without_redis,
                      closed_port, gateway_config, limit, metric_sum, readyz, redis_call,
                      redis_nodes, request, require_binaries, require_topology_support, route,
                      topology_redis, wait_redis_ready, wait_until)
-from testkit.cluster import RedisCluster
+from testkit.cluster import NODE_TIMEOUT_MS, RedisCluster
 
 CLUSTER: RedisCluster | None = None
 JUNK = b"HTTP/1.1 400 Bad Request\r\n\r\n\x00\xff not RESP\r\n"  # what a "node" answers
@@ -27,7 +28,11 @@ def setUpModule():
     global CLUSTER
     require_binaries("redis-server", "redis-cli")
     require_topology_support("cluster")
-    CLUSTER = RedisCluster()
+    # Under the sanitizers two gateways and 32 clients can starve a node of CPU
+    # long enough that the others mark it failed (cluster-node-timeout 1000 ms)
+    # in the middle of a reshard, whose MIGRATE then gets CLUSTERDOWN: a longer
+    # timeout there.
+    CLUSTER = RedisCluster(node_timeout_ms=3000 if SANITIZED else NODE_TIMEOUT_MS)
     unittest.addModuleCleanup(CLUSTER.stop)
 
 
@@ -190,7 +195,8 @@ class ClusterTest(ClusterCase):
         load = Load(jobs, clients=32, timeout=30).start()
         resharding = CLUSTER.reshard_async(2000, source, target)
         self.addCleanup(lambda: resharding.poll() is None and resharding.kill())
-        self.assertEqual(resharding.wait(120), 0, "redis-cli --cluster reshard failed")
+        self.assertEqual(resharding.wait(120), 0,
+                         f"redis-cli --cluster reshard failed:\n{CLUSTER.output_of('reshard')}")
         resharded = time.monotonic()
         load.join()
         CLUSTER.wait_until_ok()

@@ -199,6 +199,14 @@ class RedisCluster(ProcessGroup):
                                     stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT)
 
+    def output_of(self, name: str) -> str:
+        """The end of what reshard_async(name=NAME) printed."""
+        try:
+            with open(f"{self.workdir}/{name}.out", errors="replace") as f:
+                return f.read()[-3000:]
+        except OSError as e:
+            return f"(no output: {e})"
+
     def reshard(self, slot_count: int, source: Redis, target: Redis,
                 timeout: float = CREATE_TIMEOUT):
         """reshard_async() waited for; AssertionError with its output when it fails."""
@@ -210,7 +218,6 @@ class RedisCluster(ProcessGroup):
             process.wait()
             code = None
         if code != 0:
-            with open(f"{self.workdir}/reshard.out", errors="replace") as f:
-                raise AssertionError(f"redis-cli --cluster reshard: exit {code}\n"
-                                     f"{f.read()[-3000:]}")
+            raise AssertionError(f"redis-cli --cluster reshard: exit {code}\n"
+                                 f"{self.output_of('reshard')}")
         self.wait_until_ok()
