@@ -38,7 +38,7 @@ import unittest
 import urllib.parse
 
 from harness import (SANITIZED, Client, ProcessTestCase, gateway_config, metric_sum, redis_call, request,
-                     require_binaries, require_topology_support, topology_redis,
+                     require_binaries, require_topology_support, rss_kib, topology_redis,
                      wait_redis_ready, wait_until)
 from testkit.cluster import RedisCluster
 from testkit.sentinel import MASTER_NAME, RedisSentinelSet
@@ -89,6 +89,21 @@ class ConsumerCase(ProcessTestCase):
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
         return request(gw.admin_port, method, target, body=body, headers=headers)
+
+    def change_seen_within_a_second(self, a, b, cid, key, doc, expected):
+        """Puts `doc` as consumer `cid` through `a` (None: deletes it), after
+        every worker of `b` cached the old answer for `key`; `b` must answer
+        `expected` for it within 1 s. Returns the seconds it took."""
+        for _ in range(4):
+            self.plan_seen(b, key)
+        if doc is None:
+            self.assertEqual(self.admin(a, "DELETE", f"/consumers/{cid}")[0], 204)
+        else:
+            self.assertIn(self.put(a, cid, doc)[0], (200, 201))
+        changed = time.monotonic()
+        wait_until(lambda: all(self.plan_seen(b, key) == expected for _ in range(4)),
+                   timeout=1.0)
+        return time.monotonic() - changed
 
     def put(self, gw, cid, doc, expect=None):
         status, headers, body = self.admin(gw, "PUT", f"/consumers/{cid}", doc)
@@ -350,14 +365,7 @@ class ConsumerTopologyCase(ConsumerCase):
         for doc, expected in [({"keys": ["topo-k"], "plan": "free"}, "free"),
                               ({"keys": ["topo-k"], "plan": "pro"}, "pro"),
                               (None, None)]:
-            for _ in range(4):
-                self.plan_seen(b, "topo-k")
-            if doc is None:
-                self.assertEqual(self.admin(a, "DELETE", "/consumers/topo")[0], 204)
-            else:
-                self.assertIn(self.put(a, "topo", doc)[0], (200, 201))
-            wait_until(lambda: all(self.plan_seen(b, "topo-k") == expected for _ in range(4)),
-                       timeout=1.0)
+            self.change_seen_within_a_second(a, b, "topo", "topo-k", doc, expected)
 
     def test_on_a_cluster(self):
         require_binaries("redis-server", "redis-cli")
@@ -383,14 +391,6 @@ def redis_used_memory(port: int) -> int:
                     if line.startswith("used_memory:")))
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 class ConsumerFleetCase(ConsumerCase):
     def test_changes_reach_the_other_instance_within_a_second(self):
         long = {"cache_ttl_ms": 60000, "unknown_cache_ttl_ms": 60000}
@@ -403,18 +403,8 @@ class ConsumerFleetCase(ConsumerCase):
                  (None, None)]
         for doc, expected in steps:
             with self.subTest(expected=expected):
-                # Both workers of b have the old answer cached.
-                for _ in range(4):
-                    self.plan_seen(b, "fleet-k")
-                if doc is None:
-                    self.assertEqual(self.admin(a, "DELETE", "/consumers/fleet")[0], 204)
-                else:
-                    self.assertIn(self.put(a, "fleet", doc)[0], (200, 201))
-                changed = time.monotonic()
-                wait_until(lambda: all(self.plan_seen(b, "fleet-k") == expected
-                                       for _ in range(4)), timeout=1.0)
-                print(f"\n  b applied the change after {time.monotonic() - changed:.3f} s",
-                      end="")
+                took = self.change_seen_within_a_second(a, b, "fleet", "fleet-k", doc, expected)
+                print(f"\n  b applied the change after {took:.3f} s", end="")
 
     def test_a_lost_subscription_misses_nothing_past_the_cache_time(self):
         a = self.gateway(name="a")
