@@ -1,6 +1,7 @@
 // Test helper: a real Redis Cluster of 3 primaries and 3 replicas, six
 // cluster-enabled redis-server processes on free 127.0.0.1 ports (each in its
-// own temporary directory, with a 1000 ms cluster-node-timeout, no
+// own temporary directory, with a 1000 ms cluster-node-timeout (3000 ms under
+// the sanitizers, where a node starved of CPU was marked failed), no
 // persistence, and cluster-require-full-coverage off so that the slots of a
 // dead primary fail alone), joined with `redis-cli --cluster create
 // --cluster-replicas 1` and ready once every node reports cluster_state:ok
@@ -42,10 +43,15 @@ class ClusterFixture {
   };
 
   ClusterFixture() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const char* const node_timeout_ms = "3000";
+#else
+    const char* const node_timeout_ms = "1000";
+#endif
     RedisServerOptions options;
     options.extra_args = {
         "--cluster-enabled",      "yes",  "--cluster-config-file",           "nodes.conf",
-        "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no"};
+        "--cluster-node-timeout", node_timeout_ms, "--cluster-require-full-coverage", "no"};
     options.cluster_bus = true;
     for (int i = 0; i < kNodes; ++i)
       nodes_.push_back(std::make_unique<RedisServerFixture>(options));
