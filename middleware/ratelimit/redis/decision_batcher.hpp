@@ -1,0 +1,60 @@
+// Batching of one-bucket decisions on one Redis: a request whose only limit is
+// one enforced key of an algorithm that batches waits for the end of this turn
+// of the worker's loop, and every such request of the turn is decided in one
+// script call (at most kMaxBatch per call, since one call holds Redis for all
+// of them). The script decides them in order, each as it would alone.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "middleware/ratelimit/algorithms/limits_codec.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+#include "upstream/redis/client.hpp"
+
+namespace sluice {
+
+// A one-bucket decision waiting for the end of this turn of the loop.
+struct QueuedDecision {
+  LimitDescriptor bucket;
+  std::string key;
+  double cost = 1;
+  RateDecisionHandler handler;
+};
+
+// Each request's outcome of a batch call: its decision, or the call's error.
+using BatchOutcome =
+    std::function<void(std::error_code, RateDecision, const RateDecisionHandler&)>;
+
+class DecisionBatcher {
+ public:
+  static constexpr std::size_t kMaxBatch = 64;
+
+  // Whether a request of this one bucket may wait for a batch.
+  static bool batchable(const LimitDescriptor& bucket);
+
+  // Queues a decision; true when it is the first of this turn, and the
+  // caller must post the flush.
+  bool enqueue(QueuedDecision decision);
+
+  // The decisions queued this turn; the next enqueue starts a new turn.
+  std::vector<QueuedDecision> take();
+
+ private:
+  std::vector<QueuedDecision> queued_;
+  bool posted_ = false;
+};
+
+// Sends `batch` (at most kMaxBatch decisions) as one script call: a batch
+// call, or the call of one request when it is alone. `owner` is held until
+// the reply, which goes to `outcome` for each request in order.
+void send_batch(redis::Client& client, const redis::Script& script, const LimitsCodec& codec,
+                std::span<QueuedDecision> batch, std::shared_ptr<const void> owner,
+                BatchOutcome outcome);
+
+}  // namespace sluice
