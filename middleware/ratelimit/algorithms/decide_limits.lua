@@ -1,198 +1,226 @@
--- sluice: the buckets of one request (token buckets and sliding windows)
+-- sluice: the limits of one request, decided together (all or nothing)
 local n = #KEYS
 if n == 0 then return {1} end
-local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor
+local call, pack, unpack_d, nums, floor, huge = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
--- Per key five doubles: kind (0 token bucket, 1 token bucket in shadow,
--- 2 sliding window, 3 sliding window in shadow), capacity, refill per second
--- (a sliding window: its window in seconds), lease want, max wait in seconds.
--- A token bucket is stored as two little-endian doubles: tokens, timestamp_us.
--- An admitted request takes `cost` from each bucket, and a lease of up to
--- `want` more: whole tokens, at most half of what the bucket holds after cost.
--- A bucket short of `cost` whose wait (cost - tokens) / refill is at most its
--- max wait is debited all the same (below zero, no lease): a reservation.
--- A stored token bucket `v` (or nil, or a value of another shape: a full one)
--- refilled to now: its tokens and the timestamp it keeps (a later stored one
--- when the clock went back).
-local function refill(v, capacity, rate)
-  if not (v and #v == 16) then return capacity, now end
-  local st, sts = unpack_d('<dd', v)
-  if now <= sts then return math.min(st, capacity), sts end
-  local t = st + (now - sts) * rate / 1000000
-  if t > capacity then t = capacity end
-  return t, now
+-- Per key five doubles: kind, capacity and three numbers x, y, z of its
+-- algorithm. kind is the algorithm's number (0 token bucket, 2 sliding window,
+-- 4 quota), plus 1 when the key is shadow (decided, and debited when it fits,
+-- but never denying).
+-- Each algorithm is one section of two functions:
+--   load(v, cost, capacity, x, y, z): its stored value `v` (nil, or of another
+--     shape: absent) at now. Answers its state (four numbers, handed to
+--     commit), 1 when it fits `cost` now (else 0), and, when it does not, the
+--     seconds after which it would if it may be reserved for so long (else nil).
+--   commit(key, s1, s2, s3, s4, cost, capacity, x, y, debit, fits, ttl):
+--     writes the debit when `debit`, and answers remaining, seconds_to_cost,
+--     seconds_to_full and leased.
+-- One enforced key alone (the hot path) returns right after its section, so
+-- that a call makes no function of the sections after it (each call of a
+-- script makes its functions anew).
+
+-- One enforced key alone, decided by its section's `load` and `commit` as
+-- the general path below would, answered as one packed string: the double
+-- allowed + 2 * sufficient, then its numbers (remaining, to_cost, to_full,
+-- leased, wait).
+local function one(load, commit, key, cost, capacity, x, y, z, ttl)
+  local s1, s2, s3, s4, fits, wait = load(call('MGET', key)[1], cost, capacity, x, y, z)
+  local allowed = fits
+  if fits == 1 then wait = 0 elseif wait then allowed = 1 else wait = 0 end
+  local remaining, to_cost, to_full, grant =
+    commit(key, s1, s2, s3, s4, cost, capacity, x, y, allowed == 1, fits, ttl)
+  return pack('<dddddd', allowed + 2 * fits, remaining, to_cost, to_full, grant, wait)
 end
--- One enforced token bucket (kind 0), the hot path: its key, the request's
--- cost, the key's numbers and its PX `ttl`. Answers one packed string.
-local function one_bucket(key, cost, capacity, rate, want, max_wait, ttl)
-  local t, ts = refill(call('MGET', key)[1], capacity, rate)
-  local allowed, sufficient, grant, wait = 0, 0, 0, 0
-  if t >= cost then
-    allowed, sufficient = 1, 1
-    if want > 0 then
+-- The numbers of one key that is not a batch (whose ARGV[1] is empty).
+local cost1, kind1, capacity1, x1, y1, z1
+if n == 1 and nums ~= '' then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<dddddd', nums) end
+
+-- ---- token bucket (0): x refill per second, y lease want, z max wait in seconds
+-- Stored as two little-endian doubles: tokens, timestamp_us. A stored bucket
+-- is refilled to now (a later stored timestamp is kept: the clock went back).
+-- An admitted request takes `cost`, and a lease of up to `want` more: whole
+-- tokens, at most half of what the bucket holds after cost. A bucket short of
+-- `cost` whose wait (cost - tokens) / refill is at most its max wait is
+-- debited all the same (below zero, no lease): a reservation.
+local function bucket_load(v, cost, capacity, rate, _, max_wait)
+  local t, ts = capacity, now
+  if v and #v == 16 then
+    local st, sts = unpack_d('<dd', v)
+    if now <= sts then
+      t, ts = math.min(st, capacity), sts
+    else
+      t = st + (now - sts) * rate / 1000000
+      if t > capacity then t = capacity end
+    end
+  end
+  if t >= cost then return t, ts, 0, 0, 1 end
+  if max_wait > 0 and cost <= capacity then
+    local wait = (cost - t) / rate
+    if wait > 0 and wait <= max_wait then return t, ts, 0, 0, 0, wait end
+  end
+  return t, ts, 0, 0, 0
+end
+local function bucket_commit(key, t, ts, _, _, cost, capacity, rate, want, debit, fits, ttl)
+  local grant = 0
+  if debit then
+    if want > 0 and fits == 1 then
       grant = floor((t - cost) / 2)
       if grant > want then grant = want end
     end
-  elseif max_wait > 0 and cost <= capacity then
-    wait = (cost - t) / rate
-    if wait > 0 and wait <= max_wait then allowed = 1 else wait = 0 end
-  end
-  if allowed == 1 then
     t = t - cost - grant
     call('SET', key, pack('<dd', t, ts), 'PX', ttl)
   end
   local to_cost, to_full = 0, 0
-  if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
+  if cost > capacity then to_cost = huge elseif t < cost then to_cost = (cost - t) / rate end
   if t < capacity then to_full = (capacity - t) / rate end
-  -- One string, not a table: Redis converts it the cheapest way.
-  return pack('<dddddd', allowed + 2 * sufficient, t, to_cost, to_full, grant, wait)
+  return t, to_cost, to_full, grant
 end
--- One key (not a batch, whose ARGV[1] is empty): an enforced token bucket
--- returns here, before the functions below are made (each call of a script
--- makes its functions anew).
-local single = n == 1 and nums ~= ''
-local cost1, kind1, capacity1, rate1, want1, max_wait1
-if single then
-  cost1, kind1, capacity1, rate1, want1, max_wait1 = unpack_d('<dddddd', nums)
-  if kind1 == 0 then return one_bucket(KEYS[1], cost1, capacity1, rate1, want1, max_wait1, ARGV[2]) end
+if kind1 == 0 then
+  return one(bucket_load, bucket_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
 end
--- A sliding window is stored as three little-endian doubles: its window index
--- floor(now_us / window_us), that window's count and the previous window's.
--- Its estimate weighs the previous count by the part of the previous window
--- still inside the sliding one; a request fits when estimate + cost <= capacity.
+
+-- ---- sliding window (2): x window in seconds, y unused, z max wait in seconds
+-- Stored as three little-endian doubles: its window index floor(now_us /
+-- window_us), that window's count and the previous window's. Its estimate
+-- weighs the previous count by the part of the previous window still inside
+-- the sliding one; a request fits when estimate + cost <= capacity.
 -- Seconds until a request of `cost` fits (in this window as the previous
 -- count slides out, or in the next, where the current count becomes the
 -- previous one), for a window of W microseconds `e` microseconds in.
 local function window_to_cost(cur, prev, e, W, capacity, cost)
-  if cost > capacity then return math.huge end
+  if cost > capacity then return huge end
   local room = capacity - cost
   if prev * ((W - e) / W) + cur <= room then return 0 end
   if cur <= room then return (W - W * (room - cur) / prev - e) / 1000000 end
   return (W - e + (W - W * room / cur)) / 1000000
 end
--- A stored sliding window `v` (or nil, or a value of another shape: empty)
--- at now: its current and previous counts, window index and microseconds
--- into that window (0 when a later stored window is kept: the clock went back).
-local function window_at(v, W)
-  local c = floor(now / W)
-  local e = now - c * W
-  if not (v and #v == 24) then return 0, 0, c, e end
-  local sw, sc, sp = unpack_d('<ddd', v)
-  if sw == c then return sc, sp, c, e end
-  if sw == c - 1 then return 0, sc, c, e end
-  if sw > c then return sc, sp, sw, 0 end
-  return 0, 0, c, e
-end
--- One enforced sliding window (kind 2), as the general path below decides
--- it, answered as one packed string like one_bucket's (it leases nothing).
-local function one_window(key, cost, capacity, window, max_wait, ttl)
+-- Its current and previous counts, window index and microseconds into that
+-- window (0 when a later stored window is kept: the clock went back).
+local function window_load(v, cost, capacity, window, _, max_wait)
   local W = window * 1000000
-  local cur, prev, c, e = window_at(call('MGET', key)[1], W)
+  local c = floor(now / W)
+  local cur, prev, e = 0, 0, now - c * W
+  if v and #v == 24 then
+    local sw, sc, sp = unpack_d('<ddd', v)
+    if sw == c then
+      cur, prev = sc, sp
+    elseif sw == c - 1 then
+      prev = sc
+    elseif sw > c then
+      cur, prev, c, e = sc, sp, sw, 0
+    end
+  end
   local need = window_to_cost(cur, prev, e, W, capacity, cost)
+  if need == 0 then return cur, prev, c, e, 1 end
   -- A reservation is counted in this window, so it must go within it: only
   -- while the previous count slides out (the current count leaves room).
-  if need > 0 and cur + cost > capacity then need = math.huge end
-  local allowed, sufficient, wait = 0, 0, 0
-  if need == 0 then
-    allowed, sufficient = 1, 1
-  elseif need > 0 and need <= max_wait then
-    allowed, wait = 1, need
-  end
-  if allowed == 1 then
+  if need > 0 and cur + cost <= capacity and need <= max_wait then return cur, prev, c, e, 0, need end
+  return cur, prev, c, e, 0
+end
+local function window_commit(key, cur, prev, c, e, cost, capacity, window, _, debit, _, ttl)
+  local W = window * 1000000
+  if debit then
     cur = cur + cost
     call('SET', key, pack('<ddd', c, cur, prev), 'PX', ttl)
   end
   local to_full = 0
   if cur > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
-  return pack('<dddddd', allowed + 2 * sufficient, capacity - (prev * ((W - e) / W) + cur),
-              window_to_cost(cur, prev, e, W, capacity, cost), to_full, 0, wait)
+  return capacity - (prev * ((W - e) / W) + cur), window_to_cost(cur, prev, e, W, capacity, cost),
+         to_full, 0
 end
-if single and kind1 == 2 then
-  return one_window(KEYS[1], cost1, capacity1, rate1, max_wait1, ARGV[2])
+if kind1 == 2 then
+  return one(window_load, window_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
 end
--- A batch: ARGV[1] empty, then per key its numbers and its ttl; each key is
--- one request's one enforced key, a token bucket or a sliding window (kind 0
--- or 2: a batch holds no other), decided in order (a later request sees what
--- an earlier one took). Answers one packed string per request.
+
+-- ---- quota (4): x, y the start and end (us) of the calendar period the
+-- gateway's clock is in, z the end of the period after it
+-- Stored as two little-endian doubles: the end of its period (us since the
+-- epoch; it names the period) and the units used in it. The period is the
+-- one that holds Redis' now: before x, the one ending at x; then [x, y),
+-- [y, z), and past z as many periods of length z - y as it takes. A later
+-- stored period is kept (the clock went back). Never reserved. Its key
+-- expires a second after its period ends.
+local function quota_load(v, cost, capacity, start, stop, next_stop)
+  local e = next_stop
+  if now < start then
+    e = start
+  elseif now < stop then
+    e = stop
+  elseif now >= next_stop then
+    local len = next_stop - stop
+    e = next_stop + (floor((now - next_stop) / len) + 1) * len
+  end
+  local used = 0
+  if v and #v == 16 then
+    local se, su = unpack_d('<dd', v)
+    if se >= e then e, used = se, su end
+  end
+  if used + cost <= capacity then return used, e, 0, 0, 1 end
+  return used, e, 0, 0, 0
+end
+local function quota_commit(key, used, e, _, _, cost, capacity, _, _, debit)
+  if debit then
+    used = used + cost
+    call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+  end
+  local left = (e - now) / 1000000
+  local to_cost = 0
+  if cost > capacity then to_cost = huge elseif used + cost > capacity then to_cost = left end
+  return capacity - used, to_cost, left, 0
+end
+if kind1 == 4 then
+  return one(quota_load, quota_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+end
+
+-- ---- several keys, or one in shadow, or a batch
+local loads = {[0] = bucket_load, [2] = window_load, [4] = quota_load}
+local commits = {[0] = bucket_commit, [2] = window_commit, [4] = quota_commit}
+-- A batch: ARGV[1] empty, then per key its numbers (cost first) and its ttl;
+-- each key is one request's one enforced key, decided in order (a later
+-- request sees what an earlier one took). Answers one packed string per request.
 if nums == '' then
   local out = {}
   for i = 1, n do
-    local cost, kind, capacity, rate, want, max_wait = unpack_d('<dddddd', ARGV[2 * i])
-    if kind == 0 then
-      out[i] = one_bucket(KEYS[i], cost, capacity, rate, want, max_wait, ARGV[2 * i + 1])
-    elseif kind == 2 then
-      out[i] = one_window(KEYS[i], cost, capacity, rate, max_wait, ARGV[2 * i + 1])
-    else
-      error('sluice: a batch holds enforced keys only')
-    end
+    local cost, kind, capacity, x, y, z = unpack_d('<dddddd', ARGV[2 * i])
+    if kind % 2 == 1 then error('sluice: a batch holds enforced keys only') end
+    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ARGV[2 * i + 1])
   end
   return out
 end
 local cost = unpack_d('<d', nums)
--- Per key i, scratch[6i-5 .. 6i]: its state before any debit (token bucket:
--- tokens, timestamp; sliding window: current, previous, index, elapsed_us),
--- whether it fits `cost` now, and its wait if it is reserved.
+-- Per key i, scratch[6i-5 .. 6i]: its loaded state, whether it fits `cost`
+-- now, and its wait if it is reserved.
 local scratch = {}
 local allowed = 1
 local stored = call('MGET', unpack(KEYS))
 for i = 1, n do
-  local kind, capacity, rate, _, max_wait = unpack_d('<ddddd', nums, 40 * i - 31)
-  local v = stored[i]
-  local a, b, c, d, need = capacity, now, 0, 0, 0
-  if kind < 2 then
-    a, b = refill(v, capacity, rate)
-    if a < cost and max_wait > 0 and cost <= capacity then need = (cost - a) / rate end
-  else
-    local W = rate * 1000000
-    a, b, c, d = window_at(v, W)
-    need = window_to_cost(a, b, d, W, capacity, cost)
-    -- A reservation is counted in this window, so it must go within it: only
-    -- while the previous count slides out (the current count leaves room).
-    if need > 0 and a + cost > capacity then need = math.huge end
-  end
-  local sufficient, wait = 0, 0
-  if need == 0 and (kind >= 2 or a >= cost) then
-    sufficient = 1
-  elseif kind == 0 or kind == 2 then
-    -- Enforced and short: reserved within its max wait, else the request is denied.
-    if need > 0 and need <= max_wait then wait = need else allowed = 0 end
+  local kind, capacity, x, y, z = unpack_d('<ddddd', nums, 40 * i - 31)
+  local base = kind - kind % 2
+  local s1, s2, s3, s4, fits, wait = loads[base](stored[i], cost, capacity, x, y, z)
+  if fits == 1 or base ~= kind then
+    wait = 0
+  elseif not wait then
+    -- Enforced and short, and not reserved: the request is denied.
+    allowed, wait = 0, 0
   end
   local o = 6 * i - 6
-  scratch[o + 1], scratch[o + 2], scratch[o + 3], scratch[o + 4] = a, b, c, d
-  scratch[o + 5], scratch[o + 6] = sufficient, wait
+  scratch[o + 1], scratch[o + 2], scratch[o + 3], scratch[o + 4] = s1, s2, s3, s4
+  scratch[o + 5], scratch[o + 6] = fits, wait
 end
 -- Debit all or none; a shadow key only when it fit `cost`. Nothing is
 -- written on a denial.
 local reply = {allowed}
 for i = 1, n do
-  local kind, capacity, rate, want = unpack_d('<dddd', nums, 40 * i - 31)
+  local kind, capacity, x, y = unpack_d('<dddd', nums, 40 * i - 31)
+  local base = kind - kind % 2
   local o = 6 * i - 6
-  local t, sufficient, wait = scratch[o + 1], scratch[o + 5], scratch[o + 6]
-  local debit = allowed == 1 and (kind == 0 or kind == 2 or sufficient == 1)
-  local grant, to_cost, to_full = 0, 0, 0
+  local fits, wait = scratch[o + 5], scratch[o + 6]
+  local debit = allowed == 1 and (base == kind or fits == 1)
   if allowed == 0 then wait = 0 end
-  if kind < 2 then
-    if debit then
-      if want > 0 and sufficient == 1 then
-        grant = floor((t - cost) / 2)
-        if grant > want then grant = want end
-      end
-      t = t - cost - grant
-      call('SET', KEYS[i], pack('<dd', t, scratch[o + 2]), 'PX', ARGV[i + 1])
-    end
-    if cost > capacity then to_cost = math.huge elseif t < cost then to_cost = (cost - t) / rate end
-    if t < capacity then to_full = (capacity - t) / rate end
-  else
-    local W, prev, e = rate * 1000000, scratch[o + 2], scratch[o + 4]
-    if debit then
-      t = t + cost
-      call('SET', KEYS[i], pack('<ddd', scratch[o + 3], t, prev), 'PX', ARGV[i + 1])
-    end
-    to_cost = window_to_cost(t, prev, e, W, capacity, cost)
-    if t > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
-    t = capacity - (prev * ((W - e) / W) + t)
-  end
-  reply[2 * i], reply[2 * i + 1] = sufficient, pack('<ddddd', t, to_cost, to_full, grant, wait)
+  local remaining, to_cost, to_full, grant =
+    commits[base](KEYS[i], scratch[o + 1], scratch[o + 2], scratch[o + 3], scratch[o + 4], cost,
+                  capacity, x, y, debit, fits, ARGV[i + 1])
+  reply[2 * i], reply[2 * i + 1] = fits, pack('<ddddd', remaining, to_cost, to_full, grant, wait)
 end
 return reply

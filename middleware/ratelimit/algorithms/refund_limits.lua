@@ -1,38 +1,58 @@
--- sluice: give tokens back to buckets (a lease's unspent rest, or a request
--- that a bucket in another slot denied, or whose client left while it waited)
+-- sluice: give units back to limits (a lease's unspent rest, or a request
+-- that a limit in another slot denied, or whose client left while it waited)
 -- ARGV[1] holds per key four little-endian doubles: kind (as in the decide
--- script: 0 and 1 token bucket, 2 and 3 sliding window), tokens, capacity,
--- refill (a window: its length in seconds); ARGV[i + 1] is key i's expiry in
--- ms. A token bucket is refilled to now and gets its tokens back, capped at
--- its capacity, as if they had never been taken. A sliding window takes them
--- off the count of its latest window (the one the refunded request was counted
--- in, refunds coming soon after their debit), never below 0, while that
--- window is the current or the previous one. A bucket that is gone (expired:
--- it would be full) stays gone.
--- Reply: how many buckets were refunded.
+-- script), units, capacity and the algorithm's first number x (a token
+-- bucket's refill per second, a window's length in seconds); ARGV[i + 1] is
+-- key i's expiry in ms. A limit that is gone (expired: it would be full)
+-- stays gone. Reply: how many limits were refunded.
 local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
+
+-- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
+-- its capacity, as if they had never been taken.
+local function bucket_refund(key, v, tokens, capacity, rate, ttl)
+  if not (v and #v == 16) then return 0 end
+  local st, sts = unpack_d('<dd', v)
+  local ts, elapsed = now, 0
+  if now > sts then elapsed = now - sts else ts = sts end
+  local t = st + elapsed * rate / 1000000 + tokens
+  if t > capacity then t = capacity end
+  call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+  return 1
+end
+
+-- ---- sliding window (2): the units come off the count of its latest window
+-- (the one the refunded request was counted in, refunds coming soon after
+-- their debit), never below 0, while that window is the current or the
+-- previous one.
+local function window_refund(key, v, tokens, _, window, ttl)
+  if not (v and #v == 24) then return 0 end
+  local sw, sc, sp = unpack_d('<ddd', v)
+  if sw < floor(now / (window * 1000000)) - 1 then return 0 end
+  sc = sc - tokens
+  if sc < 0 then sc = 0 end
+  call('SET', key, pack('<ddd', sw, sc, sp), 'PX', ttl)
+  return 1
+end
+
+-- ---- quota (4): the units come off the count of its period, never below 0,
+-- while that period lasts (a refund of an ended period has nothing to give).
+local function quota_refund(key, v, tokens)
+  if not (v and #v == 16) then return 0 end
+  local e, used = unpack_d('<dd', v)
+  if e <= now then return 0 end
+  used = used - tokens
+  if used < 0 then used = 0 end
+  call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+  return 1
+end
+
+local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund}
 local refunded = 0
 for i = 1, #KEYS do
-  local kind, tokens, capacity, rate = unpack_d('<dddd', nums, 32 * i - 31)
-  local v = call('GET', KEYS[i])
-  if kind < 2 and v and #v == 16 then
-    local st, sts = unpack_d('<dd', v)
-    local ts, elapsed = now, 0
-    if now > sts then elapsed = now - sts else ts = sts end
-    local t = st + elapsed * rate / 1000000 + tokens
-    if t > capacity then t = capacity end
-    call('SET', KEYS[i], pack('<dd', t, ts), 'PX', ARGV[i + 1])
-    refunded = refunded + 1
-  elseif kind >= 2 and v and #v == 24 then
-    local sw, sc, sp = unpack_d('<ddd', v)
-    if sw >= floor(now / (rate * 1000000)) - 1 then
-      sc = sc - tokens
-      if sc < 0 then sc = 0 end
-      call('SET', KEYS[i], pack('<ddd', sw, sc, sp), 'PX', ARGV[i + 1])
-      refunded = refunded + 1
-    end
-  end
+  local kind, tokens, capacity, x = unpack_d('<dddd', nums, 32 * i - 31)
+  local refund = refunds[kind - kind % 2]
+  refunded = refunded + refund(KEYS[i], call('GET', KEYS[i]), tokens, capacity, x, ARGV[i + 1])
 end
 return refunded
