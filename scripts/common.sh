@@ -18,7 +18,8 @@ SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
-  libspdlog-dev libfmt-dev libssl-dev redis-server redis-sentinel redis-tools python3
+  libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata
+  redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that
 # integration tests call (openssl for certificates, curl, procps, and hey and

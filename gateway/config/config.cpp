@@ -4,6 +4,29 @@
 
 namespace sluice {
 
+namespace {
+
+constexpr std::pair<std::string_view, CalendarPeriod> kCalendarPeriods[] = {
+    {"minute", CalendarPeriod::kMinute}, {"hour", CalendarPeriod::kHour},
+    {"day", CalendarPeriod::kDay},       {"week", CalendarPeriod::kWeek},
+    {"month", CalendarPeriod::kMonth},   {"year", CalendarPeriod::kYear}};
+
+}  // namespace
+
+std::string_view calendar_period_name(CalendarPeriod period) {
+  for (const auto& [name, p] : kCalendarPeriods) {
+    if (p == period) return name;
+  }
+  return "day";
+}
+
+std::optional<CalendarPeriod> calendar_period_named(std::string_view name) {
+  for (const auto& [n, p] : kCalendarPeriods) {
+    if (n == name) return p;
+  }
+  return std::nullopt;
+}
+
 const BucketParams& LimitConfig::for_plan(std::string_view plan) const {
   const auto it = plans.find(std::string(plan));
   return it == plans.end() ? bucket : it->second;

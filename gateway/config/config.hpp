@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "gateway/config/time_zone.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
@@ -200,8 +201,13 @@ struct BucketParams {
   double window_seconds = 0;     // sliding_window: capacity is per this window
 };
 
+// A quota's calendar period, and its name in the configuration.
+enum class CalendarPeriod { kMinute, kHour, kDay, kWeek, kMonth, kYear };
+std::string_view calendar_period_name(CalendarPeriod period);
+std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
+
 struct LimitConfig {
-  enum class Algorithm { kTokenBucket, kSlidingWindow };
+  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota };
 
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key
@@ -216,6 +222,9 @@ struct LimitConfig {
   // Take up to this many tokens from Redis at a time and spend them locally
   // (hot keys); 0 = every request asks Redis.
   double lease_tokens = 0;
+  // quota: capacity is per this calendar period of this zone.
+  CalendarPeriod period = CalendarPeriod::kDay;
+  TimeZone timezone;
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
 };

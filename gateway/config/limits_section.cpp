@@ -1,5 +1,5 @@
-// limits: the named token buckets and sliding windows, what keys them, and
-// per-plan overrides.
+// limits: the named token buckets, sliding windows and quotas, what keys
+// them, and per-plan overrides.
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -85,19 +85,51 @@ bool read_window(YamlReader& r, const Field* v, double& window_seconds) {
   return ms.has_value();
 }
 
-// The key that the limit's algorithm does not use, if given, is an error.
-bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algorithm algorithm) {
-  const bool window = algorithm == LimitConfig::Algorithm::kSlidingWindow;
-  if (const Field* v = m.get(window ? "refill_per_second" : "window_ms")) {
-    r.error(*v, window
-                    ? "is not used by algorithm sliding_window (it admits capacity per window_ms)"
-                    : "needs algorithm: sliding_window");
-    return false;
+// The fields of each algorithm besides capacity (the first is required, the
+// rest optional), and what its name in `algorithm:` is.
+struct AlgorithmFields {
+  LimitConfig::Algorithm algorithm;
+  std::string_view name;
+  std::string_view required;
+  std::string_view optional;  // empty: none
+};
+
+constexpr AlgorithmFields kAlgorithms[] = {
+    {LimitConfig::Algorithm::kTokenBucket, "token_bucket", "refill_per_second", ""},
+    {LimitConfig::Algorithm::kSlidingWindow, "sliding_window", "window_ms", ""},
+    {LimitConfig::Algorithm::kQuota, "quota", "period", "timezone"},
+};
+
+const AlgorithmFields& fields_of(LimitConfig::Algorithm algorithm) {
+  for (const AlgorithmFields& a : kAlgorithms) {
+    if (a.algorithm == algorithm) return a;
   }
-  return true;
+  return kAlgorithms[0];
 }
 
-// A plan overrides capacity, refill (or window) or both; the rest is inherited.
+// A field of another algorithm than the limit's, if given, is an error.
+bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algorithm algorithm) {
+  const AlgorithmFields& own = fields_of(algorithm);
+  bool ok = true;
+  for (const AlgorithmFields& other : kAlgorithms) {
+    if (other.algorithm == algorithm) continue;
+    for (const std::string_view field : {other.required, other.optional}) {
+      if (field.empty() || field == own.required || field == own.optional) continue;
+      if (const Field* v = m.get(field)) {
+        // Written for the default algorithm, the field names the one it needs.
+        r.error(*v, algorithm == LimitConfig::Algorithm::kTokenBucket
+                        ? "needs algorithm: " + std::string(other.name)
+                        : "is not used by algorithm " + std::string(own.name) +
+                              " (it admits capacity per " + std::string(own.required) + ")");
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+// A plan overrides capacity, refill (or window) or both; the rest is
+// inherited. A quota's plan overrides its capacity only.
 bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes) {
   const auto plans = r.named_mapping(f);
   if (!plans) return false;
@@ -120,17 +152,62 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   return ok;
 }
 
-// algorithm: token_bucket (the default) or sliding_window.
+// algorithm: token_bucket (the default), sliding_window or quota.
 bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) {
   if (!v) return true;
   const auto text = r.string(*v);
   if (!text) return false;
-  if (*text == "token_bucket" || *text == "sliding_window") {
-    out = *text == "token_bucket" ? LimitConfig::Algorithm::kTokenBucket
-                                  : LimitConfig::Algorithm::kSlidingWindow;
+  for (const AlgorithmFields& a : kAlgorithms) {
+    if (*text == a.name) {
+      out = a.algorithm;
+      return true;
+    }
+  }
+  r.error(*v, "unknown algorithm " + shown(*text) +
+                  " (expected token_bucket, sliding_window or quota)");
+  return false;
+}
+
+// period: minute, hour, day, week, month or year.
+bool read_period(YamlReader& r, const Field& v, CalendarPeriod& out) {
+  const auto text = r.string(v);
+  if (!text) return false;
+  if (const auto named = calendar_period_named(*text)) {
+    out = *named;
     return true;
   }
-  r.error(*v, "unknown algorithm " + shown(*text) + " (expected token_bucket or sliding_window)");
+  r.error(v, "unknown period " + shown(*text) + " (expected minute, hour, day, week, month or year)");
+  return false;
+}
+
+bool read_timezone(YamlReader& r, const Field& v, TimeZone& out) {
+  const auto text = r.string(v);
+  if (!text) return false;
+  std::string why;
+  auto tz = parse_time_zone(*text, why);
+  if (!tz) {
+    r.error(v, "invalid timezone " + shown(*text) + ": " + why);
+    return false;
+  }
+  out = std::move(*tz);
+  return true;
+}
+
+// The fields of the limit's own algorithm besides capacity.
+bool read_algorithm_fields(YamlReader& r, const Mapping& m, LimitConfig& l) {
+  const Field* own = r.required(m, fields_of(l.algorithm).required);
+  if (!own) return false;
+  switch (l.algorithm) {
+    case LimitConfig::Algorithm::kTokenBucket:
+      return read_bucket_number(r, own, l.bucket.refill_per_second);
+    case LimitConfig::Algorithm::kSlidingWindow:
+      return read_window(r, own, l.bucket.window_seconds);
+    case LimitConfig::Algorithm::kQuota: {
+      bool ok = read_period(r, *own, l.period);
+      if (const Field* tz = m.get("timezone")) ok = read_timezone(r, *tz, l.timezone) && ok;
+      return ok;
+    }
+  }
   return false;
 }
 
@@ -141,16 +218,9 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   bool ok = true;
   if (auto* v = r.required(*m, "key")) ok = read_key_sources(r, *v, l.key, notes) && ok;
   ok = read_algorithm(r, m->get("algorithm"), l.algorithm) && ok;
-  const bool window = l.algorithm == LimitConfig::Algorithm::kSlidingWindow;
   const Field* capacity = r.required(*m, "capacity");
   ok = capacity && read_bucket_number(r, capacity, l.bucket.capacity) && ok;
-  if (window) {
-    const Field* length = r.required(*m, "window_ms");
-    ok = length && read_window(r, length, l.bucket.window_seconds) && ok;
-  } else {
-    const Field* refill = r.required(*m, "refill_per_second");
-    ok = refill && read_bucket_number(r, refill, l.bucket.refill_per_second) && ok;
-  }
+  ok = read_algorithm_fields(r, *m, l) && ok;
   ok = refuse_other_algorithm(r, *m, l.algorithm) && ok;
   if (auto* v = m->get("shadow")) {
     const auto shadow = r.boolean(*v);
@@ -160,7 +230,7 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
   if (auto* v = m->get("lease_tokens")) {
     ok = read_bucket_number(r, v, l.lease_tokens) && ok;
-    if (window) {
+    if (l.algorithm != LimitConfig::Algorithm::kTokenBucket) {
       r.error(*v, "needs algorithm: token_bucket (leases are taken from token buckets only)");
       ok = false;
     }

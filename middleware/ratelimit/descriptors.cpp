@@ -11,6 +11,7 @@
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/hex.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
+#include "middleware/ratelimit/algorithms/quota_calendar.hpp"
 
 namespace sluice {
 namespace {
@@ -302,6 +303,9 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     descriptor.lease_tokens = limit->lease_tokens;
     descriptor.algorithm = algorithm_row(*limit).algorithm;
     descriptor.window_seconds = params.window_seconds;  // 0 but for a window
+    if (descriptor.algorithm == LimitAlgorithm::kQuota) {
+      descriptor.periods = current_periods(*limit, system_now_us());
+    }
     descriptor.shadow = limit->shadow;
     value.hash_input.clear();  // raw request data: not kept beyond hashing
     result.values.push_back(std::move(value));

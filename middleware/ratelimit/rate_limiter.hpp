@@ -18,6 +18,16 @@ using KeyHash = std::array<std::uint8_t, 16>;
 enum class LimitAlgorithm {
   kTokenBucket,    // capacity, refilled at refill_per_second
   kSlidingWindow,  // at most capacity per window_seconds (previous window weighted by overlap)
+  kQuota,          // at most capacity per calendar period (periods)
+};
+
+// A quota's calendar periods around the gateway's clock, in microseconds
+// since the epoch: the period holding it [start_us, end_us), and the end of
+// the period after it. The store picks the period by its own clock from them.
+struct QuotaPeriods {
+  double start_us = 0;
+  double end_us = 0;
+  double next_end_us = 0;
 };
 
 // One bucket to check for a request: the limit and the key hash together name
@@ -37,6 +47,7 @@ struct LimitDescriptor {
   double lease_tokens = 0;
   LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
   double window_seconds = 0;  // sliding window
+  QuotaPeriods periods;       // quota
   // Decided and debited (when the request goes through and it had the
   // tokens), but its shortage never denies the request.
   bool shadow = false;
@@ -85,7 +96,8 @@ struct RateDecision {
 struct BucketView {
   bool exists = false;         // the store holds state for it (else it is full)
   double tokens = 0;           // what a request could take now (capacity when full)
-  double seconds_to_full = 0;  // until it is full again
+  double seconds_to_full = 0;  // until it is full again (a quota: until its period ends)
+  std::int64_t read_at_us = 0;  // the store's clock when it was read
 };
 
 using BucketViewHandler = std::function<void(std::error_code, BucketView)>;

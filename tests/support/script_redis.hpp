@@ -135,15 +135,20 @@ class Redis {
     return *decision;
   }
 
-  // One batch call: each request one enforced token bucket and its cost.
-  std::vector<RateDecision> decide_batch(const std::vector<sluice::BatchRequest>& requests) {
+  // The command of one batch call.
+  std::vector<std::string> batch_args(const std::vector<sluice::BatchRequest>& requests) {
     std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(requests.size())};
     for (const auto& request : requests) {
       args.push_back(sluice::redis_key(kKeyPrefix, *request.bucket));
     }
     const std::vector<std::string> argv = kCodec.encode_batch_args(requests);
     args.insert(args.end(), argv.begin(), argv.end());
-    Reply r = command(args);
+    return args;
+  }
+
+  // One batch call: each request one enforced key and its cost.
+  std::vector<RateDecision> decide_batch(const std::vector<sluice::BatchRequest>& requests) {
+    Reply r = command(batch_args(requests));
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
     std::vector<sluice::ScriptReplyValue> values;

@@ -220,15 +220,11 @@ nlohmann::ordered_json bucket_document(const BucketTarget& target, const BucketV
   doc["plan"] = target.plan;
   const AlgorithmRow& algorithm = algorithm_row(d);
   doc["algorithm"] = algorithm.name;
-  algorithm.describe(doc, d);
+  algorithm.describe(doc, *target.limit, d);
   // Whether Redis holds the bucket: false for one never used or expired (full),
   // and for a value that names another bucket than the one meant.
   doc["exists"] = view.exists;
-  doc["tokens"] = view.exists ? view.tokens : d.capacity;
-  const double full_in = view.exists ? view.seconds_to_full : 0;
-  // Never, for a bucket that does not refill: null.
-  doc["full_in_ms"] = nullptr;
-  if (std::isfinite(full_in)) doc["full_in_ms"] = static_cast<long long>(std::ceil(full_in * 1000));
+  algorithm.state_fields(doc, d, view);
   return doc;
 }
 

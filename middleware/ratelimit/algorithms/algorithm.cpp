@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/algorithms/quota.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 
 namespace sluice {
@@ -29,6 +31,15 @@ BucketState token_bucket_stored(std::string_view value) {
   return BucketState{d[0], static_cast<std::int64_t>(d[1]), true};
 }
 
+// tokens (a bucket never stored is full) and full_in_ms (null: never).
+void refilling_state_fields(nlohmann::ordered_json& doc, const LimitDescriptor& l,
+                            const BucketView& view) {
+  doc["tokens"] = view.exists ? view.tokens : l.capacity;
+  const double full_in = view.exists ? view.seconds_to_full : 0;
+  doc["full_in_ms"] = nullptr;
+  if (std::isfinite(full_in)) doc["full_in_ms"] = static_cast<long long>(std::ceil(full_in * 1000));
+}
+
 const AlgorithmRow kTokenBucket{
     LimitAlgorithm::kTokenBucket,
     "token_bucket",
@@ -37,6 +48,9 @@ const AlgorithmRow kTokenBucket{
     0,
     true,
     true,
+    [](const LimitDescriptor& l) {
+      return std::array<double, 3>{l.refill_per_second, l.lease_want, l.max_wait_seconds};
+    },
     [](const LimitDescriptor& l) { return l.refill_per_second; },
     [](const LimitDescriptor& l) { return bucket_ttl_ms(l.capacity, l.refill_per_second); },
     [](const LimitDescriptor& l) {
@@ -44,12 +58,18 @@ const AlgorithmRow kTokenBucket{
       return l.refill_per_second > 0 ? l.capacity / l.refill_per_second
                                      : std::numeric_limits<double>::infinity();
     },
-    [](const LimitDescriptor&) { return 0.0; },
+    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+      // Refilled to its share since.
+      const double elapsed_s =
+          static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
+      return st.tokens + elapsed_s * share.refill_per_second >= share.capacity;
+    },
     token_bucket_stored,
-    [](nlohmann::ordered_json& doc, const LimitDescriptor& l) {
+    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
       doc["capacity"] = l.capacity;
       doc["refill_per_second"] = l.refill_per_second;
     },
+    refilling_state_fields,
 };
 
 // ---- sliding window: at most capacity per window_seconds
@@ -70,14 +90,79 @@ const AlgorithmRow kSlidingWindow{
     2,
     true,
     false,
+    [](const LimitDescriptor& l) {
+      return std::array<double, 3>{l.window_seconds, 0, l.max_wait_seconds};
+    },
     [](const LimitDescriptor& l) { return l.window_seconds; },
     [](const LimitDescriptor& l) { return window_ttl_ms(l.window_seconds); },
     [](const LimitDescriptor& l) { return l.window_seconds; },
-    [](const LimitDescriptor& l) { return l.window_seconds; },
+    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+      // Both counts slid out.
+      const WindowCounts counts = window_counts(st, share.window_seconds, now);
+      return counts.current == 0 && counts.previous == 0;
+    },
     sliding_window_stored,
-    [](nlohmann::ordered_json& doc, const LimitDescriptor& l) {
+    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
       doc["capacity"] = l.capacity;
       doc["window_ms"] = std::llround(l.window_seconds * 1000);
+    },
+    refilling_state_fields,
+};
+
+// ---- quota: at most capacity per calendar period
+// Stored as two little-endian doubles: its period's end (microseconds since
+// the epoch), the units used in it.
+
+BucketState quota_stored(std::string_view value) {
+  double d[2];
+  if (!unpack_doubles(value, d)) return {};
+  return BucketState{d[1], static_cast<std::int64_t>(d[0]), true};
+}
+
+// An instant as RFC 3339 in UTC, to the second: "2026-12-01T05:00:00Z".
+std::string rfc3339_utc(std::int64_t seconds) {
+  const std::time_t t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return std::string(text, n);
+}
+
+const AlgorithmRow kQuota{
+    LimitAlgorithm::kQuota,
+    "quota",
+    "a quota: its fields are capacity, period and timezone",
+    "",  // a plan or a consumer overrides its capacity only
+    4,
+    true,
+    false,
+    [](const LimitDescriptor& l) {
+      return std::array<double, 3>{l.periods.start_us, l.periods.end_us, l.periods.next_end_us};
+    },
+    [](const LimitDescriptor& l) { return l.periods.end_us; },
+    [](const LimitDescriptor& l) {
+      return static_cast<std::int64_t>(std::ceil((l.periods.end_us - l.periods.start_us) / 1000)) +
+             1000;
+    },
+    [](const LimitDescriptor& l) { return (l.periods.end_us - l.periods.start_us) / 1e6; },
+    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+      // Nothing used in the period holding now.
+      return quota_usage(st, share.periods, now).used == 0;
+    },
+    quota_stored,
+    [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
+      doc["capacity"] = l.capacity;
+      doc["period"] = calendar_period_name(config.period);
+      doc["timezone"] = config.timezone.name;
+    },
+    [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
+      // The view is a decision of cost 0 at the store's time: remaining is
+      // capacity - used, and its time to full the time to the period's end.
+      doc["used"] = l.capacity - view.tokens;
+      doc["remaining"] = view.tokens;
+      doc["resets_at"] = rfc3339_utc(std::llround(
+          static_cast<double>(view.read_at_us) / 1e6 + view.seconds_to_full));
     },
 };
 
@@ -87,6 +172,8 @@ const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
   switch (algorithm) {
     case LimitAlgorithm::kSlidingWindow:
       return kSlidingWindow;
+    case LimitAlgorithm::kQuota:
+      return kQuota;
     case LimitAlgorithm::kTokenBucket:
       break;
   }
@@ -97,6 +184,8 @@ const AlgorithmRow& algorithm_row(const LimitConfig& limit) {
   switch (limit.algorithm) {
     case LimitConfig::Algorithm::kSlidingWindow:
       return kSlidingWindow;
+    case LimitConfig::Algorithm::kQuota:
+      return kQuota;
     case LimitConfig::Algorithm::kTokenBucket:
       break;
   }

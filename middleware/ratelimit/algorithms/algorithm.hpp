@@ -7,6 +7,7 @@
 // script and its twin.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -30,20 +31,30 @@ struct AlgorithmRow {
   // Its tokens come back continuously (a refund makes it fuller at once, and
   // its time to full follows from the refill rate).
   bool refills;
-  // Its second number as the script and the local layer take it: the refill
-  // per second, or the window in seconds.
+  // Its three numbers x, y, z of the decision script (after kind and
+  // capacity; x is also the refund script's).
+  std::array<double, 3> (*script_numbers)(const LimitDescriptor& limit);
+  // The number that, with capacity, tells one setting of it from another
+  // (the denial cache forgets what it learnt under other ones): the refill
+  // per second, the window in seconds, a quota's period end.
   double (*rate_or_window)(const LimitDescriptor& limit);
   // The expiry of its key in Redis, in milliseconds.
   std::int64_t (*key_ttl_ms)(const LimitDescriptor& limit);
   // The window its RateLimit-Policy names, in seconds (+infinity: never).
   double (*policy_window_seconds)(const LimitDescriptor& limit);
-  // Its window for the local fallback; 0 for none.
-  double (*local_window_seconds)(const LimitDescriptor& limit);
+  // In the local fallback: whether a state held for `share` is as good as
+  // absent at `now_us` (refilled, slid out, its period over).
+  bool (*spent)(const BucketState& state, const LimitDescriptor& share, std::int64_t now_us);
   // Its value in Redis read back (exists = false for any other shape).
   BucketState (*stored_state)(std::string_view value);
   // Its own fields of the bucket API's document, after "algorithm": capacity
-  // and its second field.
-  void (*describe)(nlohmann::ordered_json& doc, const LimitDescriptor& limit);
+  // and its settings.
+  void (*describe)(nlohmann::ordered_json& doc, const LimitConfig& config,
+                   const LimitDescriptor& limit);
+  // The fields of the bucket API's document that tell its state, read at
+  // view.read_at_us.
+  void (*state_fields)(nlohmann::ordered_json& doc, const LimitDescriptor& limit,
+                       const BucketView& view);
 };
 
 const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm);

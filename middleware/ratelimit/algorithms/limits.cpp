@@ -13,6 +13,7 @@ namespace {
 struct Loaded {
   Refilled bucket;
   WindowCounts window;
+  QuotaUsage quota;
   bool sufficient = false;
   double need = 0;  // seconds until it fits, when it may be reserved
 };
@@ -20,6 +21,12 @@ struct Loaded {
 Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
             std::int64_t now_us) {
   Loaded l;
+  if (limit.algorithm == LimitAlgorithm::kQuota) {
+    // Never reserved: its units come back when the period ends.
+    l.quota = quota_usage(state, limit.periods, now_us);
+    l.sufficient = l.quota.used + cost <= limit.capacity;
+    return l;
+  }
   if (limit.algorithm == LimitAlgorithm::kSlidingWindow) {
     l.window = window_counts(state, limit.window_seconds, now_us);
     l.need = window_seconds_to_cost(l.window, limit.capacity, cost);
@@ -80,6 +87,26 @@ LimitState settle_window(const Loaded& l, const LimitDescriptor& limit, double c
   return out;
 }
 
+// Counts `cost` in a quota's period if `debit`, and reports it.
+LimitState settle_quota(const Loaded& l, const LimitDescriptor& limit, double cost, bool debit,
+                        std::int64_t now_us, BucketState& state) {
+  QuotaUsage usage = l.quota;
+  if (debit) {
+    usage.used = usage.used + cost;
+    state = BucketState{usage.used, static_cast<std::int64_t>(usage.end_us), true};
+  }
+  const double left = (usage.end_us - static_cast<double>(now_us)) / 1000000;
+  LimitState out;
+  out.remaining = limit.capacity - usage.used;
+  if (cost > limit.capacity) {
+    out.seconds_to_cost = std::numeric_limits<double>::infinity();
+  } else if (usage.used + cost > limit.capacity) {
+    out.seconds_to_cost = left;
+  }
+  out.seconds_to_full = left;
+  return out;
+}
+
 }  // namespace
 
 RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitDescriptor> limits,
@@ -115,6 +142,9 @@ RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitD
         break;
       case LimitAlgorithm::kSlidingWindow:
         out = settle_window(loaded[i], limits[i], cost, debit, states[i]);
+        break;
+      case LimitAlgorithm::kQuota:
+        out = settle_quota(loaded[i], limits[i], cost, debit, now_us, states[i]);
         break;
     }
     out.sufficient = loaded[i].sufficient;

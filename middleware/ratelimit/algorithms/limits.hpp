@@ -1,6 +1,6 @@
 // The whole decision of the rate-limit script for one request, as a pure C++
-// twin (time is passed in): token buckets (token_bucket.hpp) and sliding
-// windows (sliding_window.hpp) decided together, all or none debited, exactly
+// twin (time is passed in): token buckets (token_bucket.hpp), sliding
+// windows (sliding_window.hpp) and quotas (quota.hpp) decided together, all or none debited, exactly
 // as decide_limits.lua decides them inside Redis (a component test checks bit
 // for bit). It serves the unit tests (with a manual clock) and the local
 // fallback (local/fallback_store.hpp).
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "middleware/ratelimit/algorithms/quota.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
@@ -18,7 +19,8 @@ namespace sluice {
 // Decides every bucket of one request at `now_us`. A token bucket is refilled
 // from the time elapsed since its timestamp (capped at its capacity; no refill
 // when the clock went backwards) and fits when it holds `cost` tokens; a
-// sliding window fits when its estimate + cost <= capacity.
+// sliding window fits when its estimate + cost <= capacity; a quota when its
+// period's used units + cost <= capacity (never reserved).
 // The request is admitted when every bucket that is not shadow fits or is
 // reserved: its wait (seconds_to_cost before the debit) is positive and at
 // most its max_wait_seconds (never when cost > capacity). Then every bucket

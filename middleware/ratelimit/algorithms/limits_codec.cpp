@@ -67,13 +67,12 @@ std::string ttl_ms(const LimitDescriptor& limit) {
   return std::to_string(algorithm_row(limit).key_ttl_ms(limit));
 }
 
-// A key's five numbers in the script's order.
+// A key's five numbers in the script's order: kind, capacity, and its
+// algorithm's three.
 void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
   append_double(out, kind_of(limit));
   append_double(out, limit.capacity);
-  append_double(out, algorithm_row(limit).rate_or_window(limit));
-  append_double(out, limit.lease_want);
-  append_double(out, limit.max_wait_seconds);
+  for (const double x : algorithm_row(limit).script_numbers(limit)) append_double(out, x);
 }
 
 }  // namespace
@@ -118,7 +117,7 @@ std::vector<std::string> LimitsCodec::encode_refund_args(
     append_double(numbers, kind_of(bucket));
     append_double(numbers, refund.tokens);
     append_double(numbers, bucket.capacity);
-    append_double(numbers, algorithm_row(bucket).rate_or_window(bucket));
+    append_double(numbers, algorithm_row(bucket).script_numbers(bucket)[0]);
     args.push_back(ttl_ms(bucket));
   }
   return args;

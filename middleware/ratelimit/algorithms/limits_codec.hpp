@@ -1,39 +1,45 @@
-// The Lua script that decides all buckets of one request atomically in
-// Redis (token buckets and sliding windows, mixed), and its SHA1 for EVALSHA.
-// middleware/ratelimit/algorithms/limits.hpp holds its pure C++ twin; the two
-// must stay in step (a component test checks).
+// The Lua script that decides all limits of one request atomically in Redis
+// (token buckets, sliding windows and quotas, mixed), and its SHA1 for
+// EVALSHA. middleware/ratelimit/algorithms/limits.hpp holds its pure C++
+// twin; the two must stay in step (a component test checks).
 //
 // Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the
 // script, memcpy here): exact, and far cheaper for Redis than decimal text.
 // Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N, where `numbers` is
-// the doubles cost, then per key kind, capacity, refill (a sliding window: its
-// window in seconds), lease_want and max_wait_seconds (8 bytes each), and ttl_i
-// the key's decimal expiry in ms (bucket_ttl_ms(capacity, refill), or
-// window_ttl_ms(window) for a sliding window). kind: 0 a token bucket, 2 a
-// sliding window, plus 1 when the key is shadow (decided, and debited when it
-// fits `cost`, but never denying).
+// the doubles cost, then per key kind, capacity and the three numbers of its
+// algorithm (AlgorithmRow::script_numbers: a token bucket's refill per second,
+// lease want and max wait in seconds; a sliding window's length in seconds, 0
+// and max wait; a quota's period start, end and the next period's end in
+// microseconds), 8 bytes each, and ttl_i the key's decimal expiry in ms
+// (AlgorithmRow::key_ttl_ms; a quota's key expires a second after the period
+// that Redis' clock picks). kind: the row's script_kind (0 token bucket, 2
+// sliding window, 4 quota), plus 1 when the key is shadow (decided, and
+// debited when it fits `cost`, but never denying).
 // Reply: a flat array {allowed, then per key: sufficient, numbers}: allowed and
 // sufficient are integers 0/1, numbers a 40-byte string holding the doubles
 // remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
-// ends: cost > capacity, or a refill rate of 0), leased and wait (seconds the
-// request waits for a reserved key; 0 otherwise). One enforced key, a token
-// bucket or a sliding window (the hot path), replies with one 48-byte string
+// ends: cost > capacity, or a refill rate of 0; a quota: to the period's end),
+// leased and wait (seconds the request waits for a reserved key; 0
+// otherwise). One enforced key (the hot path) replies with one 48-byte string
 // instead, which Redis returns for less than a table: the double
 // allowed + 2 * sufficient, then its numbers.
 // Time is Redis' TIME. A token bucket is stored as one 16-byte string, two
 // little-endian IEEE doubles (tokens, timestamp in microseconds); a sliding
 // window as a 24-byte string, three doubles (window index, its count, the
-// previous window's count). A key is written only when the request is allowed,
-// with its expiry in the same SET. A value of another shape counts as absent.
+// previous window's count); a quota as 16 bytes, its period's end in
+// microseconds and the units used in it. A key is written only when the
+// request is allowed, with its expiry in the same SET. A value of another
+// shape counts as absent.
 //
 // The refund script (refund_limits.lua) takes the same KEYS and ttls,
-// with `numbers` holding per key kind, tokens, capacity, refill (or window).
-// It gives the tokens back to each token bucket that exists, refilled to now
-// and capped at capacity, and takes them off a window's latest count (never
-// below 0) while that window is the current or the previous one: a lease's
-// unspent rest, what a Redis Cluster decision debited in a slot for a request
-// another slot denied, or a reservation whose client left. Reply: an integer,
-// the buckets refunded.
+// with `numbers` holding per key kind, units, capacity and the algorithm's
+// first number. It gives the units back to each token bucket that exists,
+// refilled to now and capped at capacity; takes them off a window's latest
+// count (never below 0) while that window is the current or the previous
+// one, and off a quota's count while its period lasts: a lease's unspent
+// rest, what a Redis Cluster decision debited in a slot for a request another
+// slot denied, or a reservation whose client left. Reply: an integer, the
+// limits refunded.
 #pragma once
 
 #include <optional>

@@ -8,28 +8,8 @@
 
 namespace sluice {
 
-namespace {
-
-// A sliding window whose counts have both slid out, or a token bucket that
-// has refilled to its share: as good as absent.
-bool is_spent(const BucketState& st, double capacity, double refill, double window_seconds,
-              std::int64_t now) {
-  if (window_seconds > 0) {
-    const WindowCounts counts = window_counts(st, window_seconds, now);
-    return counts.current == 0 && counts.previous == 0;
-  }
-  const double elapsed_s =
-      static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
-  return st.tokens + elapsed_s * refill >= capacity;
-}
-
-// A window's length, or 0 for an algorithm without one.
-double window_of(const LimitDescriptor& d) { return algorithm_row(d).local_window_seconds(d); }
-
-}  // namespace
-
 bool FallbackStore::refilled_to_share(const Entry& e, std::int64_t now) {
-  return is_spent(e.state, e.capacity, e.refill, e.window, now);
+  return algorithm_row(e.share).spent(e.state, e.share, now);
 }
 
 FallbackStore::FallbackStore(std::size_t max_buckets, Clock now_us)
@@ -86,9 +66,7 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
   for (std::size_t i = 0; i < shares.size(); ++i) {
     if (held[i] != lru_.end()) {
       held[i]->state = states[i];
-      held[i]->capacity = shares[i].capacity;
-      held[i]->refill = shares[i].refill_per_second;
-      held[i]->window = window_of(shares[i]);
+      held[i]->share = shares[i];
       continue;
     }
     // A bucket named twice in one request is inserted once.
@@ -98,9 +76,7 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
       it->second = lru_.begin();
     }
     it->second->state = states[i];
-    it->second->capacity = shares[i].capacity;
-    it->second->refill = shares[i].refill_per_second;
-    it->second->window = window_of(shares[i]);
+    it->second->share = shares[i];
   }
   evict_over_bound();
   used_.store(true, std::memory_order_release);

@@ -1,7 +1,7 @@
-// The local fallback: token buckets and sliding windows held in this process, deciding a request
-// while Redis cannot (on_redis_failure: local). Each bucket enforces this
+// The local fallback: token buckets, sliding windows and quotas held in this process, deciding a
+// request while Redis cannot (on_redis_failure: local). Each bucket enforces this
 // instance's share of its limit, capacity / N and refill / N (a window keeps
-// its length), N being the
+// its length, a quota its period), N being the
 // fleet size, with the same arithmetic as the Redis script (the twin
 // decide_limits), so the N instances together admit at most what one
 // Redis bucket would, plus each instance's starting share.
@@ -74,9 +74,7 @@ class FallbackStore {
   struct Entry {
     std::string name;
     BucketState state;
-    double capacity = 0;  // the share it was decided at
-    double refill = 0;
-    double window = 0;  // a sliding window's length in seconds (0: a token bucket)
+    LimitDescriptor share;  // the share it was decided at
   };
   using Lru = std::list<Entry>;  // most recently used first
 

@@ -39,6 +39,7 @@ std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis
   BucketState state = algorithm_row(bucket).stored_state(value.str);
   BucketView view;
   view.exists = state.exists;
+  view.read_at_us = *seconds * 1'000'000 + *micros;
   // A decision of cost 0 with nothing to lease, wait for or shadow brings the
   // bucket to the reply's time and reports it; the state it debits is a copy.
   LimitDescriptor read = bucket;
@@ -46,7 +47,7 @@ std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis
   read.max_wait_seconds = 0;
   read.shadow = false;
   const RateDecision now =
-      decide_limits({&state, 1}, {&read, 1}, 0, *seconds * 1'000'000 + *micros);
+      decide_limits({&state, 1}, {&read, 1}, 0, view.read_at_us);
   view.tokens = now.limits.front().remaining;
   view.seconds_to_full = now.limits.front().seconds_to_full;
   return view;

@@ -231,7 +231,7 @@ const std::vector<BadFixture> kBadFixtures = {
     // Limit algorithms: each takes its own keys only.
     {"bad_algorithm.yaml",
      {"5: limits.per_minute.algorithm: unknown algorithm \"leaky_bucket\" (expected "
-      "token_bucket or sliding_window)",
+      "token_bucket, sliding_window or quota)",
       "8: limits.per_minute.shadow: expected true or false, got \"maybe\""}},
     {"sliding_window_missing_window.yaml",
      {"3: limits.per_minute: missing required key \"window_ms\""}},
@@ -246,6 +246,33 @@ const std::vector<BadFixture> kBadFixtures = {
     {"token_bucket_with_window.yaml",
      {"7: limits.per_ip.window_ms: needs algorithm: sliding_window",
       "9: limits.per_ip.plans.free.window_ms: needs algorithm: sliding_window"}},
+    // Quotas: a calendar period of a time zone, and nothing of the other algorithms.
+    {"quota_bad_period.yaml",
+     {"7: limits.monthly.period: unknown period \"fortnight\" (expected minute, hour, day, "
+      "week, month or year)"}},
+    {"quota_missing_period.yaml", {"3: limits.monthly: missing required key \"period\""}},
+    {"quota_bad_timezone.yaml",
+     {"8: limits.a.timezone: invalid timezone \"Mars/Olympus_Mons\": no such time zone in the "
+      "system's database (is tzdata installed?)",
+      "14: limits.b.timezone: invalid timezone \"../../etc/passwd\": expected UTC, an offset "
+      "such as +05:30, or a zone name such as America/New_York",
+      "20: limits.c.timezone: invalid timezone \"/usr/share/zoneinfo/UTC\": expected UTC, an "
+      "offset such as +05:30, or a zone name such as America/New_York",
+      "26: limits.d.timezone: invalid timezone \"+25:00\": a fixed offset is +HH:MM or -HH:MM, "
+      "at most 18:00",
+      "32: limits.e.timezone: invalid timezone \"+5:30\": a fixed offset is +HH:MM or -HH:MM, "
+      "at most 18:00"}},
+    {"quota_other_fields.yaml",
+     {"8: limits.monthly.refill_per_second: is not used by algorithm quota (it admits capacity "
+      "per period)",
+      "9: limits.monthly.window_ms: is not used by algorithm quota (it admits capacity per "
+      "period)",
+      "10: limits.monthly.lease_tokens: needs algorithm: token_bucket (leases are taken from "
+      "token buckets only)",
+      "12: limits.monthly.plans.free.refill_per_second: is not used by algorithm quota (it "
+      "admits capacity per period)",
+      "17: limits.per_ip.period: needs algorithm: quota",
+      "18: limits.per_ip.timezone: needs algorithm: quota"}},
     {"sliding_window_lease.yaml",
      {"8: limits.per_minute.lease_tokens: needs algorithm: token_bucket (leases are taken from "
       "token buckets only)"}},

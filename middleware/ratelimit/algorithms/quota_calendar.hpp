@@ -1,0 +1,29 @@
+// A quota's calendar: the periods (a minute, hour, day, ISO week from
+// Monday, month or year) of a time zone around an instant. The gateway
+// computes them from its own clock and hands them to the script, which picks
+// the one holding Redis' time (quota.hpp).
+//
+// Periods follow the zone's clock. A day, week, month or year starts at the
+// local midnight that begins it; a midnight that the clock skips starts it at
+// the change, one that happens twice at its first occurrence, so a day is 23,
+// 24 or 25 hours long (23.5 or 24.5 on Lord Howe Island). A minute or an hour
+// is one of the local clock, cut where the zone's offset changes: periods
+// never overlap and leave no gap.
+#pragma once
+
+#include <cstdint>
+
+#include "gateway/config/config.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+// The period of `period` in `zone` that holds `now_us` (microseconds since
+// the epoch), and the end of the one after it.
+QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::int64_t now_us);
+
+// calendar_periods() of a configured quota, remembered by each thread until
+// the period ends (a zone's rules cost a search each).
+QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t now_us);
+
+}  // namespace sluice
