@@ -1,7 +1,8 @@
 """scripts/bench --accuracy: three Sluice instances on one Redis, wrk against all
 three at once on one key, then on 1000 keys, then on one `global` key without and
 with lease_tokens; the allowed requests against the ideal C + R*T, with Redis's
-clock at both ends of the window.
+clock at both ends of the window. Last, a minute quota on one key, the load inside
+one minute: exactly C admitted.
 
 The per-key cases end the window at each key's last debit (the timestamp in its
 bucket). The global cases cannot: a lease's refund after the load moves that
@@ -152,6 +153,62 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
     }
 
 
+def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capacity: int,
+               duration: float, conns: int, pin_cpu: str | None) -> dict:
+    """A minute quota of `capacity` on one key, three instances hammering it within
+    one minute of Redis's clock: exactly `capacity` may be admitted, never more."""
+    run = f"{int(time.time() * 1000) % 10**9}"
+    prefix = f"accq{run}:"
+    gateways = [stack.sluice(f"sluice-accq{run}-{i}", upstream=up, redis_port=redis_port,
+                             limit=(capacity, 1), key="api_key", key_prefix=prefix,
+                             quota_period="minute")
+                for i in range(3)]
+    try:
+        for gateway in gateways:
+            stack.wait_redis(gateway)
+        before = [sluice_counters(g.admin_port) for g in gateways]
+        # The whole load inside one minute: wait (polling Redis's clock) for the next
+        # minute when this one has too little left.
+        deadline = time.monotonic() + 70
+        while time.monotonic() < deadline:
+            left = 60 - (redis.time_us() / 1e6) % 60
+            if left > duration + 3 and left < 59.5:
+                break
+            time.sleep(0.1)
+        wrks = [subprocess.Popen(wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
+                                             args=[run, "1", "0"]),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for g in gateways]
+        outputs = []
+        for p in wrks:
+            out, err = p.communicate(timeout=duration + 60)
+            outputs.append(parse_bench_lines(out))
+            if p.returncode != 0 or "requests" not in outputs[-1]:
+                raise RuntimeError(f"wrk failed: {out}\n{err}")
+        stored = [redis("GET", k) for k in redis("KEYS", BUCKETS.format(prefix))]
+        after = [sluice_counters(g.admin_port) for g in gateways]
+    finally:
+        for gateway in gateways:
+            stack.stop(gateway)
+    used = [struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16]
+    allowed = sum(a["allowed"] - b["allowed"] for a, b in zip(after, before))
+    requests = sum(o["requests"] for o in outputs)
+    return {
+        "label": f"minute quota, one key, 64 connections per instance (Redis counted "
+                 f"{used[0] if used else 0:,.0f})",
+        "C": capacity, "R": 0, "keys": 1, "T": duration, "requests": requests,
+        "allowed": allowed,
+        "limited": sum(a["limited"] - b["limited"] for a, b in zip(after, before)),
+        "ok": sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs),
+        "fail_open": sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before)),
+        "ideal": float(capacity), "buckets": len(used),
+        "error_pct": 100 * (allowed - capacity) / capacity, "skew_pct": 0.0,
+        "load_rate": requests / duration, "spread_ms": 0.0, "leftover": 0.0,
+        "lease_tokens": None, "windowed": False, "window_s": None, "script_calls": 0,
+        "leases": 0, "local": 0, "series": [],
+    }
+
+
 def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     """Both cases' results (see accuracy_case), one after the other on one Redis."""
     up = stack.echo().port
@@ -169,4 +226,7 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
         log(f"accuracy: {label}, C={c}, R={r}/s, {duration:g} s, 3 instances")
         results.append(accuracy_case(stack, redis, up, redis_port, label, c, r, k, duration,
                                      opts.accuracy_connections, pin_cpu, lease))
+    log(f"accuracy: a minute quota, C=2000, {duration:g} s within one minute, "
+        "3 instances x 64 connections")
+    results.append(quota_case(stack, redis, up, redis_port, 2000, duration, 64, pin_cpu))
     return results
