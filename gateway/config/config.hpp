@@ -198,8 +198,11 @@ struct KeySource {
 struct BucketParams {
   double capacity = 0;
   double refill_per_second = 0;  // token_bucket
-  double window_seconds = 0;     // sliding_window: capacity is per this window
+  double window_seconds = 0;     // sliding_window, sliding_log: capacity is per this window
 };
+
+// A sliding log keeps one entry per admitted unit: its capacity is capped.
+inline constexpr double kMaxSlidingLogCapacity = 10000;
 
 // A quota's calendar period, and its name in the configuration.
 enum class CalendarPeriod { kMinute, kHour, kDay, kWeek, kMonth, kYear };
@@ -207,7 +210,7 @@ std::string_view calendar_period_name(CalendarPeriod period);
 std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
 
 struct LimitConfig {
-  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota };
+  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota, kSlidingLog };
 
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key

@@ -1,5 +1,8 @@
 // limits: the named token buckets, sliding windows and quotas, what keys
 // them, and per-plan overrides.
+#include <algorithm>
+#include <vector>
+
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -98,6 +101,7 @@ constexpr AlgorithmFields kAlgorithms[] = {
     {LimitConfig::Algorithm::kTokenBucket, "token_bucket", "refill_per_second", ""},
     {LimitConfig::Algorithm::kSlidingWindow, "sliding_window", "window_ms", ""},
     {LimitConfig::Algorithm::kQuota, "quota", "period", "timezone"},
+    {LimitConfig::Algorithm::kSlidingLog, "sliding_log", "window_ms", ""},
 };
 
 const AlgorithmFields& fields_of(LimitConfig::Algorithm algorithm) {
@@ -107,14 +111,18 @@ const AlgorithmFields& fields_of(LimitConfig::Algorithm algorithm) {
   return kAlgorithms[0];
 }
 
-// A field of another algorithm than the limit's, if given, is an error.
+// A field of another algorithm than the limit's, if given, is an error
+// (once, naming the first algorithm that has it).
 bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algorithm algorithm) {
   const AlgorithmFields& own = fields_of(algorithm);
   bool ok = true;
+  std::vector<std::string_view> refused;
   for (const AlgorithmFields& other : kAlgorithms) {
     if (other.algorithm == algorithm) continue;
     for (const std::string_view field : {other.required, other.optional}) {
       if (field.empty() || field == own.required || field == own.optional) continue;
+      if (std::find(refused.begin(), refused.end(), field) != refused.end()) continue;
+      refused.push_back(field);
       if (const Field* v = m.get(field)) {
         // Written for the default algorithm, the field names the one it needs.
         r.error(*v, algorithm == LimitConfig::Algorithm::kTokenBucket
@@ -126,6 +134,17 @@ bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algori
     }
   }
   return ok;
+}
+
+// A sliding log's capacity (the limit's or a plan's) above the cap is an error.
+bool check_log_capacity(YamlReader& r, const Field* v, const LimitConfig& l, double capacity) {
+  if (v == nullptr || l.algorithm != LimitConfig::Algorithm::kSlidingLog ||
+      capacity <= kMaxSlidingLogCapacity) {
+    return true;
+  }
+  r.error(*v, "must be at most 10000 for algorithm sliding_log (it keeps one entry per unit "
+              "admitted within window_ms)");
+  return false;
 }
 
 // A plan overrides capacity, refill (or window) or both; the rest is
@@ -145,6 +164,7 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
     }
     ok = refuse_other_algorithm(r, *pm, l.algorithm) && ok;
     ok = read_bucket_number(r, pm->get("capacity"), params.capacity) && ok;
+    ok = check_log_capacity(r, pm->get("capacity"), l, params.capacity) && ok;
     ok = read_bucket_number(r, pm->get("refill_per_second"), params.refill_per_second) && ok;
     ok = read_window(r, pm->get("window_ms"), params.window_seconds) && ok;
     l.plans[plan] = params;
@@ -152,7 +172,7 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   return ok;
 }
 
-// algorithm: token_bucket (the default), sliding_window or quota.
+// algorithm: token_bucket (the default), sliding_window, quota or sliding_log.
 bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) {
   if (!v) return true;
   const auto text = r.string(*v);
@@ -164,7 +184,7 @@ bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) 
     }
   }
   r.error(*v, "unknown algorithm " + shown(*text) +
-                  " (expected token_bucket, sliding_window or quota)");
+                  " (expected token_bucket, sliding_window, quota or sliding_log)");
   return false;
 }
 
@@ -201,6 +221,7 @@ bool read_algorithm_fields(YamlReader& r, const Mapping& m, LimitConfig& l) {
     case LimitConfig::Algorithm::kTokenBucket:
       return read_bucket_number(r, own, l.bucket.refill_per_second);
     case LimitConfig::Algorithm::kSlidingWindow:
+    case LimitConfig::Algorithm::kSlidingLog:
       return read_window(r, own, l.bucket.window_seconds);
     case LimitConfig::Algorithm::kQuota: {
       bool ok = read_period(r, *own, l.period);
@@ -221,6 +242,7 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   const Field* capacity = r.required(*m, "capacity");
   ok = capacity && read_bucket_number(r, capacity, l.bucket.capacity) && ok;
   ok = read_algorithm_fields(r, *m, l) && ok;
+  ok = check_log_capacity(r, capacity, l, l.bucket.capacity) && ok;
   ok = refuse_other_algorithm(r, *m, l.algorithm) && ok;
   if (auto* v = m->get("shadow")) {
     const auto shadow = r.boolean(*v);

@@ -19,6 +19,7 @@ enum class LimitAlgorithm {
   kTokenBucket,    // capacity, refilled at refill_per_second
   kSlidingWindow,  // at most capacity per window_seconds (previous window weighted by overlap)
   kQuota,          // at most capacity per calendar period (periods)
+  kSlidingLog,     // at most capacity in any span of window_seconds (an exact log)
 };
 
 // A quota's calendar periods around the gateway's clock, in microseconds
@@ -46,7 +47,7 @@ struct LimitDescriptor {
   // once for this bucket (0 = never leased).
   double lease_tokens = 0;
   LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
-  double window_seconds = 0;  // sliding window
+  double window_seconds = 0;  // sliding window and sliding log
   QuotaPeriods periods;       // quota
   // Decided and debited (when the request goes through and it had the
   // tokens), but its shortage never denies the request.

@@ -349,6 +349,15 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
   w.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
   w.window_seconds = 60;
   measure("1 sliding window, allowed", {w}, 1);
+  LimitDescriptor q = bucket("q", "perf", 1e12, 0);
+  q.algorithm = sluice::LimitAlgorithm::kQuota;
+  const double now = static_cast<double>(redis.time_us());
+  q.periods = {now - 1e9, now + 1e10, now + 2e10};
+  measure("1 quota, allowed", {q}, 1);
+  LimitDescriptor l = bucket("l", "perf", 10000, 0);
+  l.algorithm = sluice::LimitAlgorithm::kSlidingLog;
+  l.window_seconds = 0.01;
+  measure("1 sliding log (mostly empty), allowed", {l}, 1);
   measure("2 limits, allowed", {bucket("a", "perf", 1e12, 1e6), bucket("c", "perf", 1e12, 1e6)}, 1);
   // A batch of 8 requests, each its own sliding window (the batcher's call).
   std::vector<LimitDescriptor> windows;

@@ -13,14 +13,12 @@ microseconds since the epoch, the units used in it.
 import json
 import os
 import struct
-import threading
-import time
 import unittest
 import urllib.parse
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from harness import (Client, gateway_config, redis_call, request, require_binaries,
+from harness import (gateway_config, redis_call, request, require_binaries,
                      require_topology_support, run_cli, to_yaml, topology_redis,
                      wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase, parse_rate_limit, route
@@ -142,21 +140,7 @@ class QuotaTest(RateLimitTestCase):
         limits = {"daily": quota("api_key", 40, "day", "America/New_York")}
         gateways = [self.start_gateway([route("q", "/q", ["daily"])], limits, name=f"sluice{i}",
                                        api_keys=API_KEYS) for i in range(2)]
-        statuses = []
-        lock = threading.Lock()
-
-        def hammer(gw):
-            with Client(gw.port) as conn:
-                got = [conn.request("GET", "/q", headers={"X-API-Key": "key-free"})[0]
-                       for _ in range(50)]
-            with lock:
-                statuses.extend(got)
-
-        threads = [threading.Thread(target=hammer, args=(gw,)) for gw in gateways for _ in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
+        statuses = self.concurrent_statuses(gateways, "/q", 50, {"X-API-Key": "key-free"})
         self.assertEqual(len(statuses), 200)
         self.assertEqual(statuses.count(200), 40, statuses)
         self.assertEqual(statuses.count(429), 160)

@@ -82,6 +82,26 @@ class RateLimitTestCase(ProcessTestCase):
     def get(self, gateway, target, headers=None):
         return request(gateway.port, "GET", target, headers=headers or {})
 
+    def concurrent_statuses(self, gateways, target, count, headers=None, per_gateway=2):
+        """`per_gateway` clients on each gateway at once, each sending `count`
+        requests on one connection; every status."""
+        statuses = []
+        lock = threading.Lock()
+
+        def client(gateway):
+            with Client(gateway.port) as conn:
+                got = [conn.request("GET", target, headers=headers)[0] for _ in range(count)]
+            with lock:
+                statuses.extend(got)
+
+        threads = [threading.Thread(target=client, args=(gw,))
+                   for gw in gateways for _ in range(per_gateway)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        return statuses
+
     def assert_allowed(self, gateway, target, headers=None, remaining=None, msg=""):
         status, h, body = self.get(gateway, target, headers)
         self.assertEqual(status, 200, f"{msg} GET {target} {headers}: {body[:300]!r}")

@@ -9,6 +9,7 @@
 
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/algorithms/quota.hpp"
+#include "middleware/ratelimit/algorithms/sliding_log.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 
 namespace sluice {
@@ -45,6 +46,7 @@ const AlgorithmRow kTokenBucket{
     "token_bucket",
     "a token bucket: its fields are capacity and refill_per_second",
     "refill_per_second",
+    0,
     0,
     true,
     true,
@@ -88,6 +90,7 @@ const AlgorithmRow kSlidingWindow{
     "a sliding window: its fields are capacity and window_ms",
     "window_ms",
     2,
+    0,
     true,
     false,
     [](const LimitDescriptor& l) {
@@ -135,6 +138,7 @@ const AlgorithmRow kQuota{
     "a quota: its fields are capacity, period and timezone",
     "",  // a plan or a consumer overrides its capacity only
     4,
+    0,
     true,
     false,
     [](const LimitDescriptor& l) {
@@ -166,6 +170,46 @@ const AlgorithmRow kQuota{
     },
 };
 
+// ---- sliding log: at most capacity units in any span of window_seconds
+// Stored as a sorted set, one member per unit scored by its admission time;
+// read back by bucket_read.lua as 'L' and the scores as little-endian doubles.
+
+BucketState sliding_log_stored(std::string_view value) {
+  if (value.empty() || value[0] != 'L' || (value.size() - 1) % sizeof(double) != 0) return {};
+  BucketState state;
+  state.log.resize((value.size() - 1) / sizeof(double));
+  std::memcpy(state.log.data(), value.data() + 1, value.size() - 1);
+  state.exists = !state.log.empty();
+  return state;
+}
+
+const AlgorithmRow kSlidingLog{
+    LimitAlgorithm::kSlidingLog,
+    "sliding_log",
+    "a sliding log: its fields are capacity and window_ms",
+    "window_ms",
+    6,
+    kMaxSlidingLogCapacity,
+    true,
+    false,
+    [](const LimitDescriptor& l) { return std::array<double, 3>{l.window_seconds, 0, 0}; },
+    [](const LimitDescriptor& l) { return l.window_seconds; },
+    [](const LimitDescriptor& l) { return log_ttl_ms(l.window_seconds); },
+    [](const LimitDescriptor& l) { return l.window_seconds; },
+    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+      // Every entry has left the window.
+      BucketState slid = st;
+      slide_log(slid, share.window_seconds, now);
+      return slid.log.empty();
+    },
+    sliding_log_stored,
+    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
+      doc["capacity"] = l.capacity;
+      doc["window_ms"] = std::llround(l.window_seconds * 1000);
+    },
+    refilling_state_fields,
+};
+
 }  // namespace
 
 const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
@@ -174,6 +218,8 @@ const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
       return kSlidingWindow;
     case LimitAlgorithm::kQuota:
       return kQuota;
+    case LimitAlgorithm::kSlidingLog:
+      return kSlidingLog;
     case LimitAlgorithm::kTokenBucket:
       break;
   }
@@ -186,6 +232,8 @@ const AlgorithmRow& algorithm_row(const LimitConfig& limit) {
       return kSlidingWindow;
     case LimitConfig::Algorithm::kQuota:
       return kQuota;
+    case LimitConfig::Algorithm::kSlidingLog:
+      return kSlidingLog;
     case LimitConfig::Algorithm::kTokenBucket:
       break;
   }

@@ -26,6 +26,7 @@ struct AlgorithmRow {
   std::string_view fields;      // what a limit of it holds, for messages
   std::string_view rate_field;  // its second field, besides capacity
   double script_kind;           // its kind in the decision script (shadow adds 1)
+  double max_capacity;          // the largest capacity it takes (0: any)
   // One enforced key of it, alone in a request, may be decided in a batch.
   bool batches;
   // Its tokens come back continuously (a refund makes it fuller at once, and

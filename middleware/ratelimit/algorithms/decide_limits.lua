@@ -6,26 +6,28 @@ local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 -- Per key five doubles: kind, capacity and three numbers x, y, z of its
 -- algorithm. kind is the algorithm's number (0 token bucket, 2 sliding window,
--- 4 quota), plus 1 when the key is shadow (decided, and debited when it fits,
--- but never denying).
+-- 4 quota, 6 sliding log), plus 1 when the key is shadow (decided, and debited
+-- when it fits, but never denying).
 -- Each algorithm is one section of two functions:
---   load(v, cost, capacity, x, y, z): its stored value `v` (nil, or of another
---     shape: absent) at now. Answers its state (four numbers, handed to
+--   load(v, cost, capacity, x, y, z, key): its stored value `v` (nil, or of
+--     another shape: absent; MGET's answer, nil for a key that is not a
+--     string) at now. Answers its state (four numbers, handed to
 --     commit), 1 when it fits `cost` now (else 0), and, when it does not, the
 --     seconds after which it would if it may be reserved for so long (else nil).
 --   commit(key, s1, s2, s3, s4, cost, capacity, x, y, debit, fits, ttl):
 --     writes the debit when `debit`, and answers remaining, seconds_to_cost,
 --     seconds_to_full and leased.
--- One enforced key alone (the hot path) returns right after its section, so
--- that a call makes no function of the sections after it (each call of a
--- script makes its functions anew).
+-- Each call of a script makes its functions anew: one enforced key alone
+-- (the hot path) makes only its own section's, and returns at its end; the
+-- other calls (several keys, one in shadow, a batch) make every section's,
+-- gathered in `loads` and `commits` by kind.
 
 -- One enforced key alone, decided by its section's `load` and `commit` as
 -- the general path below would, answered as one packed string: the double
 -- allowed + 2 * sufficient, then its numbers (remaining, to_cost, to_full,
 -- leased, wait).
 local function one(load, commit, key, cost, capacity, x, y, z, ttl)
-  local s1, s2, s3, s4, fits, wait = load(call('MGET', key)[1], cost, capacity, x, y, z)
+  local s1, s2, s3, s4, fits, wait = load(call('MGET', key)[1], cost, capacity, x, y, z, key)
   local allowed = fits
   if fits == 1 then wait = 0 elseif wait then allowed = 1 else wait = 0 end
   local remaining, to_cost, to_full, grant =
@@ -35,6 +37,8 @@ end
 -- The numbers of one key that is not a batch (whose ARGV[1] is empty).
 local cost1, kind1, capacity1, x1, y1, z1
 if n == 1 and nums ~= '' then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<dddddd', nums) end
+local loads, commits
+if not kind1 or kind1 % 2 == 1 then loads, commits = {}, {} end
 
 -- ---- token bucket (0): x refill per second, y lease want, z max wait in seconds
 -- Stored as two little-endian doubles: tokens, timestamp_us. A stored bucket
@@ -43,41 +47,44 @@ if n == 1 and nums ~= '' then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<d
 -- tokens, at most half of what the bucket holds after cost. A bucket short of
 -- `cost` whose wait (cost - tokens) / refill is at most its max wait is
 -- debited all the same (below zero, no lease): a reservation.
-local function bucket_load(v, cost, capacity, rate, _, max_wait)
-  local t, ts = capacity, now
-  if v and #v == 16 then
-    local st, sts = unpack_d('<dd', v)
-    if now <= sts then
-      t, ts = math.min(st, capacity), sts
-    else
-      t = st + (now - sts) * rate / 1000000
-      if t > capacity then t = capacity end
+if loads or kind1 == 0 then
+  local function bucket_load(v, cost, capacity, rate, _, max_wait)
+    local t, ts = capacity, now
+    if v and #v == 16 then
+      local st, sts = unpack_d('<dd', v)
+      if now <= sts then
+        t, ts = math.min(st, capacity), sts
+      else
+        t = st + (now - sts) * rate / 1000000
+        if t > capacity then t = capacity end
+      end
     end
-  end
-  if t >= cost then return t, ts, 0, 0, 1 end
-  if max_wait > 0 and cost <= capacity then
-    local wait = (cost - t) / rate
-    if wait > 0 and wait <= max_wait then return t, ts, 0, 0, 0, wait end
-  end
-  return t, ts, 0, 0, 0
-end
-local function bucket_commit(key, t, ts, _, _, cost, capacity, rate, want, debit, fits, ttl)
-  local grant = 0
-  if debit then
-    if want > 0 and fits == 1 then
-      grant = floor((t - cost) / 2)
-      if grant > want then grant = want end
+    if t >= cost then return t, ts, 0, 0, 1 end
+    if max_wait > 0 and cost <= capacity then
+      local wait = (cost - t) / rate
+      if wait > 0 and wait <= max_wait then return t, ts, 0, 0, 0, wait end
     end
-    t = t - cost - grant
-    call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+    return t, ts, 0, 0, 0
   end
-  local to_cost, to_full = 0, 0
-  if cost > capacity then to_cost = huge elseif t < cost then to_cost = (cost - t) / rate end
-  if t < capacity then to_full = (capacity - t) / rate end
-  return t, to_cost, to_full, grant
-end
-if kind1 == 0 then
-  return one(bucket_load, bucket_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  local function bucket_commit(key, t, ts, _, _, cost, capacity, rate, want, debit, fits, ttl)
+    local grant = 0
+    if debit then
+      if want > 0 and fits == 1 then
+        grant = floor((t - cost) / 2)
+        if grant > want then grant = want end
+      end
+      t = t - cost - grant
+      call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+    end
+    local to_cost, to_full = 0, 0
+    if cost > capacity then to_cost = huge elseif t < cost then to_cost = (cost - t) / rate end
+    if t < capacity then to_full = (capacity - t) / rate end
+    return t, to_cost, to_full, grant
+  end
+  if kind1 == 0 then
+    return one(bucket_load, bucket_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  end
+  loads[0], commits[0] = bucket_load, bucket_commit
 end
 
 -- ---- sliding window (2): x window in seconds, y unused, z max wait in seconds
@@ -88,49 +95,52 @@ end
 -- Seconds until a request of `cost` fits (in this window as the previous
 -- count slides out, or in the next, where the current count becomes the
 -- previous one), for a window of W microseconds `e` microseconds in.
-local function window_to_cost(cur, prev, e, W, capacity, cost)
-  if cost > capacity then return huge end
-  local room = capacity - cost
-  if prev * ((W - e) / W) + cur <= room then return 0 end
-  if cur <= room then return (W - W * (room - cur) / prev - e) / 1000000 end
-  return (W - e + (W - W * room / cur)) / 1000000
-end
--- Its current and previous counts, window index and microseconds into that
--- window (0 when a later stored window is kept: the clock went back).
-local function window_load(v, cost, capacity, window, _, max_wait)
-  local W = window * 1000000
-  local c = floor(now / W)
-  local cur, prev, e = 0, 0, now - c * W
-  if v and #v == 24 then
-    local sw, sc, sp = unpack_d('<ddd', v)
-    if sw == c then
-      cur, prev = sc, sp
-    elseif sw == c - 1 then
-      prev = sc
-    elseif sw > c then
-      cur, prev, c, e = sc, sp, sw, 0
+if loads or kind1 == 2 then
+  local function window_to_cost(cur, prev, e, W, capacity, cost)
+    if cost > capacity then return huge end
+    local room = capacity - cost
+    if prev * ((W - e) / W) + cur <= room then return 0 end
+    if cur <= room then return (W - W * (room - cur) / prev - e) / 1000000 end
+    return (W - e + (W - W * room / cur)) / 1000000
+  end
+  -- Its current and previous counts, window index and microseconds into that
+  -- window (0 when a later stored window is kept: the clock went back).
+  local function window_load(v, cost, capacity, window, _, max_wait)
+    local W = window * 1000000
+    local c = floor(now / W)
+    local cur, prev, e = 0, 0, now - c * W
+    if v and #v == 24 then
+      local sw, sc, sp = unpack_d('<ddd', v)
+      if sw == c then
+        cur, prev = sc, sp
+      elseif sw == c - 1 then
+        prev = sc
+      elseif sw > c then
+        cur, prev, c, e = sc, sp, sw, 0
+      end
     end
+    local need = window_to_cost(cur, prev, e, W, capacity, cost)
+    if need == 0 then return cur, prev, c, e, 1 end
+    -- A reservation is counted in this window, so it must go within it: only
+    -- while the previous count slides out (the current count leaves room).
+    if need > 0 and cur + cost <= capacity and need <= max_wait then return cur, prev, c, e, 0, need end
+    return cur, prev, c, e, 0
   end
-  local need = window_to_cost(cur, prev, e, W, capacity, cost)
-  if need == 0 then return cur, prev, c, e, 1 end
-  -- A reservation is counted in this window, so it must go within it: only
-  -- while the previous count slides out (the current count leaves room).
-  if need > 0 and cur + cost <= capacity and need <= max_wait then return cur, prev, c, e, 0, need end
-  return cur, prev, c, e, 0
-end
-local function window_commit(key, cur, prev, c, e, cost, capacity, window, _, debit, _, ttl)
-  local W = window * 1000000
-  if debit then
-    cur = cur + cost
-    call('SET', key, pack('<ddd', c, cur, prev), 'PX', ttl)
+  local function window_commit(key, cur, prev, c, e, cost, capacity, window, _, debit, _, ttl)
+    local W = window * 1000000
+    if debit then
+      cur = cur + cost
+      call('SET', key, pack('<ddd', c, cur, prev), 'PX', ttl)
+    end
+    local to_full = 0
+    if cur > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
+    return capacity - (prev * ((W - e) / W) + cur), window_to_cost(cur, prev, e, W, capacity, cost),
+           to_full, 0
   end
-  local to_full = 0
-  if cur > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
-  return capacity - (prev * ((W - e) / W) + cur), window_to_cost(cur, prev, e, W, capacity, cost),
-         to_full, 0
-end
-if kind1 == 2 then
-  return one(window_load, window_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  if kind1 == 2 then
+    return one(window_load, window_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  end
+  loads[2], commits[2] = window_load, window_commit
 end
 
 -- ---- quota (4): x, y the start and end (us) of the calendar period the
@@ -141,41 +151,88 @@ end
 -- [y, z), and past z as many periods of length z - y as it takes. A later
 -- stored period is kept (the clock went back). Never reserved. Its key
 -- expires a second after its period ends.
-local function quota_load(v, cost, capacity, start, stop, next_stop)
-  local e = next_stop
-  if now < start then
-    e = start
-  elseif now < stop then
-    e = stop
-  elseif now >= next_stop then
-    local len = next_stop - stop
-    e = next_stop + (floor((now - next_stop) / len) + 1) * len
+if loads or kind1 == 4 then
+  local function quota_load(v, cost, capacity, start, stop, next_stop)
+    local e = next_stop
+    if now < start then
+      e = start
+    elseif now < stop then
+      e = stop
+    elseif now >= next_stop then
+      local len = next_stop - stop
+      e = next_stop + (floor((now - next_stop) / len) + 1) * len
+    end
+    local used = 0
+    if v and #v == 16 then
+      local se, su = unpack_d('<dd', v)
+      if se >= e then e, used = se, su end
+    end
+    if used + cost <= capacity then return used, e, 0, 0, 1 end
+    return used, e, 0, 0, 0
   end
-  local used = 0
-  if v and #v == 16 then
-    local se, su = unpack_d('<dd', v)
-    if se >= e then e, used = se, su end
+  local function quota_commit(key, used, e, _, _, cost, capacity, _, _, debit)
+    if debit then
+      used = used + cost
+      call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+    end
+    local left = (e - now) / 1000000
+    local to_cost = 0
+    if cost > capacity then to_cost = huge elseif used + cost > capacity then to_cost = left end
+    return capacity - used, to_cost, left, 0
   end
-  if used + cost <= capacity then return used, e, 0, 0, 1 end
-  return used, e, 0, 0, 0
+  if kind1 == 4 then
+    return one(quota_load, quota_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  end
+  loads[4], commits[4] = quota_load, quota_commit
 end
-local function quota_commit(key, used, e, _, _, cost, capacity, _, _, debit)
-  if debit then
-    used = used + cost
-    call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+
+-- ---- sliding log (6): x window in seconds, y and z unused
+-- A sorted set of one member per admitted unit, scored by its admission time
+-- (us), members "<time>-<n>" with n counting on from the log's size (unique:
+-- two calls never share a TIME, and a batch's requests count on). A request
+-- of cost c takes ceil(c) units. Units admitted at or before now - window have
+-- left: they are dropped as the log is read. Never reserved. The key expires
+-- a window and a second after its last debit. A value of another algorithm
+-- under the key is dropped.
+if loads or kind1 == 6 then
+  local function log_load(v, cost, capacity, window, _, _, key)
+    if v then call('DEL', key) end
+    call('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)
+    local count = call('ZCARD', key)
+    if count + math.ceil(cost) <= capacity then return count, 0, 0, 0, 1 end
+    return count, 0, 0, 0, 0
   end
-  local left = (e - now) / 1000000
-  local to_cost = 0
-  if cost > capacity then to_cost = huge elseif used + cost > capacity then to_cost = left end
-  return capacity - used, to_cost, left, 0
-end
-if kind1 == 4 then
-  return one(quota_load, quota_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  local function log_commit(key, count, _, _, _, cost, capacity, window, _, debit)
+    local units, W = math.ceil(cost), window * 1000000
+    if debit then
+      local args, stamp = {}, string.format('%.0f', now)
+      for j = 1, units do args[2 * j - 1], args[2 * j] = now, stamp .. '-' .. (count + j) end
+      for first = 1, 2 * units, 1000 do  -- within Lua's limit on unpacked values
+        call('ZADD', key, unpack(args, first, math.min(first + 999, 2 * units)))
+      end
+      count = count + units
+      call('PEXPIRE', key, math.ceil(window * 1000) + 1000)
+    end
+    local to_cost, to_full = 0, 0
+    if units > capacity then
+      to_cost = huge
+    elseif count + units > capacity then
+      -- Units fit once the oldest count + units - capacity entries have left.
+      local k = math.ceil(count + units - capacity) - 1
+      to_cost = (tonumber(call('ZRANGE', key, k, k, 'WITHSCORES')[2]) + W - now) / 1000000
+    end
+    if count > 0 then
+      to_full = (tonumber(call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]) + W - now) / 1000000
+    end
+    return capacity - count, to_cost, to_full, 0
+  end
+  if kind1 == 6 then
+    return one(log_load, log_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  end
+  loads[6], commits[6] = log_load, log_commit
 end
 
 -- ---- several keys, or one in shadow, or a batch
-local loads = {[0] = bucket_load, [2] = window_load, [4] = quota_load}
-local commits = {[0] = bucket_commit, [2] = window_commit, [4] = quota_commit}
 -- A batch: ARGV[1] empty, then per key its numbers (cost first) and its ttl;
 -- each key is one request's one enforced key, decided in order (a later
 -- request sees what an earlier one took). Answers one packed string per request.
@@ -197,7 +254,7 @@ local stored = call('MGET', unpack(KEYS))
 for i = 1, n do
   local kind, capacity, x, y, z = unpack_d('<ddddd', nums, 40 * i - 31)
   local base = kind - kind % 2
-  local s1, s2, s3, s4, fits, wait = loads[base](stored[i], cost, capacity, x, y, z)
+  local s1, s2, s3, s4, fits, wait = loads[base](stored[i], cost, capacity, x, y, z, KEYS[i])
   if fits == 1 or base ~= kind then
     wait = 0
   elseif not wait then

@@ -14,6 +14,7 @@ struct Loaded {
   Refilled bucket;
   WindowCounts window;
   QuotaUsage quota;
+  BucketState log;  // a sliding log slid to now
   bool sufficient = false;
   double need = 0;  // seconds until it fits, when it may be reserved
 };
@@ -25,6 +26,14 @@ Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
     // Never reserved: its units come back when the period ends.
     l.quota = quota_usage(state, limit.periods, now_us);
     l.sufficient = l.quota.used + cost <= limit.capacity;
+    return l;
+  }
+  if (limit.algorithm == LimitAlgorithm::kSlidingLog) {
+    // Never reserved: its units come back as its entries leave the window.
+    l.log = state;
+    slide_log(l.log, limit.window_seconds, now_us);
+    l.sufficient =
+        static_cast<double>(l.log.log.size()) + log_units(cost) <= limit.capacity;
     return l;
   }
   if (limit.algorithm == LimitAlgorithm::kSlidingWindow) {
@@ -107,6 +116,28 @@ LimitState settle_quota(const Loaded& l, const LimitDescriptor& limit, double co
   return out;
 }
 
+// Logs ceil(cost) entries at `now_us` if `debit`, and reports it.
+LimitState settle_log(const Loaded& l, const LimitDescriptor& limit, double cost, bool debit,
+                      std::int64_t now_us, BucketState& state) {
+  BucketState log = l.log;
+  const double units = log_units(cost);
+  if (debit) {
+    const double now = static_cast<double>(now_us);
+    // After every entry of the same time or earlier (a clock gone back
+    // leaves later ones in the log).
+    log.log.insert(std::upper_bound(log.log.begin(), log.log.end(), now),
+                   static_cast<std::size_t>(units), now);
+    log.exists = true;
+    state = log;
+  }
+  LimitState out;
+  out.remaining = limit.capacity - static_cast<double>(log.log.size());
+  out.seconds_to_cost =
+      log_seconds_to_cost(log, limit.capacity, limit.window_seconds, units, now_us);
+  out.seconds_to_full = log_seconds_to_full(log, limit.window_seconds, now_us);
+  return out;
+}
+
 }  // namespace
 
 RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitDescriptor> limits,
@@ -145,6 +176,9 @@ RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitD
         break;
       case LimitAlgorithm::kQuota:
         out = settle_quota(loaded[i], limits[i], cost, debit, now_us, states[i]);
+        break;
+      case LimitAlgorithm::kSlidingLog:
+        out = settle_log(loaded[i], limits[i], cost, debit, now_us, states[i]);
         break;
     }
     out.sufficient = loaded[i].sufficient;

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "middleware/ratelimit/algorithms/quota.hpp"
+#include "middleware/ratelimit/algorithms/sliding_log.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
@@ -20,7 +21,9 @@ namespace sluice {
 // from the time elapsed since its timestamp (capped at its capacity; no refill
 // when the clock went backwards) and fits when it holds `cost` tokens; a
 // sliding window fits when its estimate + cost <= capacity; a quota when its
-// period's used units + cost <= capacity (never reserved).
+// period's used units + cost <= capacity (never reserved); a sliding log when
+// the units it admitted within its window + ceil(cost) <= capacity (never
+// reserved).
 // The request is admitted when every bucket that is not shadow fits or is
 // reserved: its wait (seconds_to_cost before the debit) is positive and at
 // most its max_wait_seconds (never when cost > capacity). Then every bucket

@@ -11,7 +11,8 @@ local now = time[1] * 1000000 + time[2]
 
 -- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
 -- its capacity, as if they had never been taken.
-local function bucket_refund(key, v, tokens, capacity, rate, ttl)
+local function bucket_refund(key, tokens, capacity, rate, ttl)
+  local v = call('GET', key)
   if not (v and #v == 16) then return 0 end
   local st, sts = unpack_d('<dd', v)
   local ts, elapsed = now, 0
@@ -26,7 +27,8 @@ end
 -- (the one the refunded request was counted in, refunds coming soon after
 -- their debit), never below 0, while that window is the current or the
 -- previous one.
-local function window_refund(key, v, tokens, _, window, ttl)
+local function window_refund(key, tokens, _, window, ttl)
+  local v = call('GET', key)
   if not (v and #v == 24) then return 0 end
   local sw, sc, sp = unpack_d('<ddd', v)
   if sw < floor(now / (window * 1000000)) - 1 then return 0 end
@@ -38,7 +40,8 @@ end
 
 -- ---- quota (4): the units come off the count of its period, never below 0,
 -- while that period lasts (a refund of an ended period has nothing to give).
-local function quota_refund(key, v, tokens)
+local function quota_refund(key, tokens)
+  local v = call('GET', key)
   if not (v and #v == 16) then return 0 end
   local e, used = unpack_d('<dd', v)
   if e <= now then return 0 end
@@ -48,11 +51,19 @@ local function quota_refund(key, v, tokens)
   return 1
 end
 
-local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund}
+-- ---- sliding log (6): its newest ceil(units) entries go (refunds come
+-- within moments of their debit, so those are the refunded request's, or
+-- entries as new).
+local function log_refund(key, tokens)
+  if call('TYPE', key).ok ~= 'zset' then return 0 end
+  call('ZPOPMAX', key, math.ceil(tokens))
+  return 1
+end
+
+local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund, [6] = log_refund}
 local refunded = 0
 for i = 1, #KEYS do
   local kind, tokens, capacity, x = unpack_d('<dddd', nums, 32 * i - 31)
-  local refund = refunds[kind - kind % 2]
-  refunded = refunded + refund(KEYS[i], call('GET', KEYS[i]), tokens, capacity, x, ARGV[i + 1])
+  refunded = refunded + refunds[kind - kind % 2](KEYS[i], tokens, capacity, x, ARGV[i + 1])
 end
 return refunded

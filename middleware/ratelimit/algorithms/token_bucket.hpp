@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "middleware/ratelimit/rate_limiter.hpp"
 
@@ -17,12 +18,15 @@ namespace sluice {
 // little-endian doubles (tokens, timestamp_us). A bucket that does not exist
 // starts full. A sliding window (sliding_window.hpp) keeps its current count in
 // `tokens`, its window's index in `timestamp_us` and the previous window's
-// count in `previous`.
+// count in `previous`; a quota (quota.hpp) its used units and its period's
+// end; a sliding log (sliding_log.hpp) the admission time of each unit in
+// `log`.
 struct BucketState {
   double tokens = 0;
   std::int64_t timestamp_us = 0;  // time of the last debit (server clock)
   bool exists = false;
   double previous = 0;  // sliding window only
+  std::vector<double> log;  // sliding log only: microseconds, oldest first
 };
 
 // A token bucket refilled to some moment, before any debit.

@@ -56,6 +56,12 @@ std::variant<LimitOverride, BodyProblem> read_override(const json& value, const 
     }
     if (auto problem = parameter_problem(v, window_field)) return BodyProblem{at, *problem};
     const double number = v.get<double>();
+    const double max_capacity = algorithm_row(limit).max_capacity;
+    if (name == "capacity" && max_capacity > 0 && number > max_capacity) {
+      return BodyProblem{at, "must be at most " + std::to_string(std::llround(max_capacity)) +
+                                 " for limit " + limit.name + " (" +
+                                 std::string(algorithm_row(limit).name) + ")"};
+    }
     if (name == "capacity") out.capacity = number;
     if (bucket_field) out.refill_per_second = number;
     if (window_field) out.window_seconds = number / 1000.0;

@@ -231,7 +231,7 @@ const std::vector<BadFixture> kBadFixtures = {
     // Limit algorithms: each takes its own keys only.
     {"bad_algorithm.yaml",
      {"5: limits.per_minute.algorithm: unknown algorithm \"leaky_bucket\" (expected "
-      "token_bucket, sliding_window or quota)",
+      "token_bucket, sliding_window, quota or sliding_log)",
       "8: limits.per_minute.shadow: expected true or false, got \"maybe\""}},
     {"sliding_window_missing_window.yaml",
      {"3: limits.per_minute: missing required key \"window_ms\""}},
@@ -273,6 +273,16 @@ const std::vector<BadFixture> kBadFixtures = {
       "admits capacity per period)",
       "17: limits.per_ip.period: needs algorithm: quota",
       "18: limits.per_ip.timezone: needs algorithm: quota"}},
+    // A sliding log: capacity capped, no lease, no refill.
+    {"sliding_log_capacity.yaml",
+     {"6: limits.strict.capacity: must be at most 10000 for algorithm sliding_log (it keeps one "
+      "entry per unit admitted within window_ms)",
+      "8: limits.strict.lease_tokens: needs algorithm: token_bucket (leases are taken from "
+      "token buckets only)",
+      "9: limits.strict.refill_per_second: is not used by algorithm sliding_log (it admits "
+      "capacity per window_ms)",
+      "11: limits.strict.plans.free.capacity: must be at most 10000 for algorithm sliding_log "
+      "(it keeps one entry per unit admitted within window_ms)"}},
     {"sliding_window_lease.yaml",
      {"8: limits.per_minute.lease_tokens: needs algorithm: token_bucket (leases are taken from "
       "token buckets only)"}},

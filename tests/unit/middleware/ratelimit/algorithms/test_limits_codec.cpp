@@ -192,7 +192,8 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK(script_sha1().size() == 40);
 }
 
-TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") {
+TEST_CASE("script: only TIME, MGET and SET reach Redis, and the sorted-set commands of a log",
+          "[ratelimit][script]") {
   const std::string_view script = sluice::kDecideLimitsScript;
   // redis.call is bound once to the local `call`; nothing else of redis.* is used.
   std::size_t redis_uses = 0;
@@ -202,19 +203,33 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis", "[ratelimit][script]") 
     CHECK(script.substr(at, 11) == "redis.call,");
   }
   CHECK(redis_uses == 1);
+  // The sliding log's section, from its heading to the next one.
+  const std::size_t log_start = script.find("-- ---- sliding log");
+  const std::size_t log_end = script.find("-- ----", log_start + 1);
+  REQUIRE(log_start != std::string_view::npos);
+  REQUIRE(log_end != std::string_view::npos);
   int calls = 0;
+  int log_calls = 0;
   for (std::size_t at = script.find("call('"); at != std::string_view::npos;
        at = script.find("call('", at + 1)) {
     const std::size_t name = at + 6;
     const std::string command(script.substr(name, script.find('\'', name) - name));
     CAPTURE(command);
+    if (at > log_start && at < log_end) {
+      // What a user needs for sliding_log limits besides (docs/operations.md).
+      CHECK((command == "DEL" || command == "ZREMRANGEBYSCORE" || command == "ZCARD" ||
+             command == "ZADD" || command == "PEXPIRE" || command == "ZRANGE"));
+      ++log_calls;
+      continue;
+    }
     // What a restricted ACL user is granted (tests/integration/test_redis_failure.py).
     CHECK((command == "TIME" || command == "MGET" || command == "SET"));
     ++calls;
   }
-  // TIME; one SET in each algorithm's section (token bucket, sliding window,
-  // quota); MGET of one key, MGET of several.
+  // TIME; one SET in each other algorithm's section (token bucket, sliding
+  // window, quota); MGET of one key, MGET of several.
   CHECK(calls == 6);
+  CHECK(log_calls == 7);
 }
 
 }  // namespace limits_codec_test
