@@ -366,6 +366,7 @@ void ProxySession::linger() {
 
 void ProxySession::close() {
   closed_ = true;
+  pipeline_.end({});
   tls_open_ = false;
   beast::error_code ec;
   stream_.socket().close(ec);
@@ -376,6 +377,7 @@ void ProxySession::close() {
 }
 
 void ProxySession::reset_exchange() {
+  pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status()});
   exchange_.reset();
   local_status_ = 0;
   info_.original_target.clear();

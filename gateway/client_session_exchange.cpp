@@ -227,6 +227,7 @@ void ProxySession::tunnel_relayed(TunnelDirection direction, std::size_t n) {
 
 void ProxySession::tunnel_ended(bool graceful) {
   in_tunnel_ = false;
+  pipeline_.end({101});
   worker_.tunnels_changed(-1);
   if (closed_) return;
   if (graceful) return graceful_close();

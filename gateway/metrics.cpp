@@ -69,6 +69,8 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_ratelimit_local_decisions_total", "counter",
      "Rate-limit decisions made without Redis: by the denial cache or from leased tokens."},
     {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
+    {"sluice_ratelimit_in_flight", "gauge",
+     "Concurrency slots this instance holds: requests in progress, by concurrency limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},
     {"sluice_fleet_size", "gauge",
      "Instances the local fallback divides each limit by: local.fleet_size, else the live "

@@ -28,6 +28,11 @@ struct LocalReply {
   bool close_connection = false;  // close the client connection after this reply
 };
 
+// How an exchange ended, for the steps that hold something until then.
+struct ExchangeEnd {
+  unsigned status = 0;  // the status sent to the client (0: none, it left first)
+};
+
 // What the middleware sees of a request. Header values are looked up by name
 // (case-insensitive): `header` gives the first line of a header, and
 // `header_count` how many lines of it there are. The views stay valid until
@@ -48,6 +53,12 @@ struct RequestContext {
   // rate-limit step identified the caller (the client's own lines of those
   // names are never forwarded).
   HeaderList identity_headers;
+  // Called once, in order, when the exchange ends, however it ends: its
+  // response sent, its WebSocket tunnel closed, the client or the upstream
+  // gone, the connection closed (a drain, an error), or the session gone. A
+  // step that registers one after the end (its decision came back after the
+  // client left) has it called when the session lets the request go.
+  std::vector<std::function<void(const ExchangeEnd&)>> on_end;
 };
 
 // What is known of a finished exchange (for the access log and the like).

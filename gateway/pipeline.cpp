@@ -12,11 +12,19 @@ Pipeline::Pipeline() {
 }
 
 RequestContext& Pipeline::begin(const boost::beast::http::fields& head) {
+  end({});
   head_ = &head;
   next_ = 0;
   ctx_.response_headers.clear();
   ctx_.identity_headers.clear();
   return ctx_;
+}
+
+void Pipeline::end(const ExchangeEnd& end) {
+  if (ctx_.on_end.empty()) return;
+  auto hooks = std::move(ctx_.on_end);
+  ctx_.on_end.clear();
+  for (auto& hook : hooks) hook(end);
 }
 
 MiddlewareResult Pipeline::advance(const MiddlewareChain& chain, MiddlewareLater& later) {

@@ -16,18 +16,24 @@ namespace sluice {
 class Pipeline {
  public:
   Pipeline();
+  ~Pipeline() { end({}); }
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
   // Starts a request whose header lookups read `head` (which outlives the
-  // request): the walk starts at the first step, with no response headers.
-  // The caller fills in the rest of the context.
+  // request): the walk starts at the first step, with no response headers
+  // (the previous request is ended first, if it was not). The caller fills
+  // in the rest of the context.
   RequestContext& begin(const boost::beast::http::fields& head);
   RequestContext& context() { return ctx_; }
 
   // Runs the steps after the last one run until one responds or goes pending;
   // kContinue when every step continued.
   MiddlewareResult advance(const MiddlewareChain& chain, MiddlewareLater& later);
+
+  // The exchange has ended: runs the steps' on_end hooks and forgets them
+  // (a second call finds none).
+  void end(const ExchangeEnd& end);
 
   // The headers the middleware queued for whatever response goes back.
   HeaderList take_response_headers() { return std::move(ctx_.response_headers); }

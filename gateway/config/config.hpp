@@ -210,7 +210,7 @@ std::string_view calendar_period_name(CalendarPeriod period);
 std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
 
 struct LimitConfig {
-  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota, kSlidingLog };
+  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota, kSlidingLog, kConcurrency };
 
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key
@@ -228,6 +228,8 @@ struct LimitConfig {
   // quota: capacity is per this calendar period of this zone.
   CalendarPeriod period = CalendarPeriod::kDay;
   TimeZone timezone;
+  // concurrency: a slot not renewed for this long (its instance died) is free.
+  Millis lease{30000};
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
 };

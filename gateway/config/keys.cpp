@@ -49,7 +49,7 @@ constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_fleet_si
 constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",
                                        "plans",     "lease_tokens", "algorithm",
                                        "window_ms", "shadow",       "ipv6_prefix",
-                                       "period",    "timezone"};
+                                       "period",    "timezone",     "lease_ms"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
 constexpr std::string_view kRoute[] = {"name",
                                        "match",

@@ -102,6 +102,7 @@ constexpr AlgorithmFields kAlgorithms[] = {
     {LimitConfig::Algorithm::kSlidingWindow, "sliding_window", "window_ms", ""},
     {LimitConfig::Algorithm::kQuota, "quota", "period", "timezone"},
     {LimitConfig::Algorithm::kSlidingLog, "sliding_log", "window_ms", ""},
+    {LimitConfig::Algorithm::kConcurrency, "concurrency", "", "lease_ms"},
 };
 
 const AlgorithmFields& fields_of(LimitConfig::Algorithm algorithm) {
@@ -125,10 +126,14 @@ bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algori
       refused.push_back(field);
       if (const Field* v = m.get(field)) {
         // Written for the default algorithm, the field names the one it needs.
-        r.error(*v, algorithm == LimitConfig::Algorithm::kTokenBucket
-                        ? "needs algorithm: " + std::string(other.name)
-                        : "is not used by algorithm " + std::string(own.name) +
-                              " (it admits capacity per " + std::string(own.required) + ")");
+        std::string message = "is not used by algorithm " + std::string(own.name);
+        if (!own.required.empty()) {
+          message += " (it admits capacity per " + std::string(own.required) + ")";
+        }
+        if (algorithm == LimitConfig::Algorithm::kTokenBucket) {
+          message = "needs algorithm: " + std::string(other.name);
+        }
+        r.error(*v, message);
         ok = false;
       }
     }
@@ -172,7 +177,8 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   return ok;
 }
 
-// algorithm: token_bucket (the default), sliding_window, quota or sliding_log.
+// algorithm: token_bucket (the default), sliding_window, quota, sliding_log or
+// concurrency.
 bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) {
   if (!v) return true;
   const auto text = r.string(*v);
@@ -184,7 +190,7 @@ bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) 
     }
   }
   r.error(*v, "unknown algorithm " + shown(*text) +
-                  " (expected token_bucket, sliding_window, quota or sliding_log)");
+                  " (expected token_bucket, sliding_window, quota, sliding_log or concurrency)");
   return false;
 }
 
@@ -215,9 +221,22 @@ bool read_timezone(YamlReader& r, const Field& v, TimeZone& out) {
 
 // The fields of the limit's own algorithm besides capacity.
 bool read_algorithm_fields(YamlReader& r, const Mapping& m, LimitConfig& l) {
+  if (l.algorithm == LimitConfig::Algorithm::kConcurrency) {
+    const Field* lease = m.get("lease_ms");
+    if (!lease) return true;
+    const auto ms = read_duration(r, *lease);
+    if (ms && ms->count() < 1000) {
+      r.error(*lease, "must be at least 1000 (slots are renewed every third of it)");
+      return false;
+    }
+    if (ms) l.lease = *ms;
+    return ms.has_value();
+  }
   const Field* own = r.required(m, fields_of(l.algorithm).required);
   if (!own) return false;
   switch (l.algorithm) {
+    case LimitConfig::Algorithm::kConcurrency:
+      return true;
     case LimitConfig::Algorithm::kTokenBucket:
       return read_bucket_number(r, own, l.bucket.refill_per_second);
     case LimitConfig::Algorithm::kSlidingWindow:

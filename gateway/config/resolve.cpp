@@ -155,6 +155,8 @@ void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, do
   for (std::size_t i : route.limit_indexes) {
     if (!notes.limit_valid[i]) continue;
     const auto& l = c.limits[i];
+    // A request takes one slot of a concurrency limit, whatever its cost.
+    if (l.algorithm == LimitConfig::Algorithm::kConcurrency) continue;
     if (value > l.bucket.capacity) {
       r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + shown(l.name));
     }
@@ -164,6 +166,38 @@ void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, do
                    over(params) + " of limit " + shown(l.name) + " plan " + shown(plan));
       }
     }
+  }
+}
+
+// A concurrency limit counts requests in progress: a route cannot wait for
+// one of its slots (on_limit: delay).
+void check_concurrency_delay(YamlReader& r, const ReadNotes::Route& route_notes, const Config& c,
+                             const RouteConfig& route) {
+  if (route.on_limit != RouteConfig::OnLimit::kDelay || !route_notes.limits) return;
+  for (std::size_t i : route.limit_indexes) {
+    if (c.limits[i].algorithm != LimitConfig::Algorithm::kConcurrency) continue;
+    r.error(*route_notes.limits, "on_limit: delay cannot wait for concurrency limit " +
+                                     shown(c.limits[i].name) +
+                                     " (its slots come back when exchanges end)");
+  }
+}
+
+// A live instance renews its slots every third of lease_ms; a lease shorter
+// than what a request may take upstream loses the slot of a slow request when
+// renewals fail (Redis unreachable for longer than the lease).
+void warn_short_leases(YamlReader& r, const ReadNotes::Route& route_notes, const Config& c,
+                       const RouteConfig& route) {
+  if (!route_notes.limits || route.upstream_index >= c.upstreams.size()) return;
+  const UpstreamConfig& upstream = c.upstreams[route.upstream_index];
+  const auto longest = upstream.connect_timeout + upstream.response_timeout;
+  for (std::size_t i : route.limit_indexes) {
+    const LimitConfig& l = c.limits[i];
+    if (l.algorithm != LimitConfig::Algorithm::kConcurrency || l.lease >= longest) continue;
+    r.warning(*route_notes.limits,
+              "lease_ms " + std::to_string(l.lease.count()) + " of concurrency limit " +
+                  shown(l.name) + " is shorter than upstream " + shown(upstream.name) +
+                  "'s connect and response timeouts (" + std::to_string(longest.count()) +
+                  " ms): a slow request could lose its slot while Redis is unreachable");
   }
 }
 
@@ -241,6 +275,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
     if (route_notes.max_cost) {
       check_cost(r, notes, *route_notes.max_cost, route.max_cost, "max_cost", c, route);
     }
+    check_concurrency_delay(r, route_notes, c, route);
   }
   // Warnings are given only with a valid configuration.
   if (r.has_errors()) return;
@@ -252,6 +287,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
     if (const auto& limits = notes.routes[i].limits) {
       warn_if_keys_mint_buckets(r, *limits, c.routes[i], c);
     }
+    warn_short_leases(r, notes.routes[i], c, c.routes[i]);
   }
   warn_method_bypasses(r, notes, c);
 }

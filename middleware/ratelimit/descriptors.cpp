@@ -11,6 +11,7 @@
 #include "gateway/common/ascii.hpp"
 #include "gateway/common/hex.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota_calendar.hpp"
 
 namespace sluice {
@@ -305,6 +306,9 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     descriptor.window_seconds = params.window_seconds;  // 0 but for a window
     if (descriptor.algorithm == LimitAlgorithm::kQuota) {
       descriptor.periods = current_periods(*limit, system_now_us());
+    } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
+      descriptor.slot = next_slot_number();
+      descriptor.lease_ms = static_cast<double>(limit->lease.count());
     }
     descriptor.shadow = limit->shadow;
     value.hash_input.clear();  // raw request data: not kept beyond hashing

@@ -74,6 +74,9 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     if (limit.lease_tokens > 0) {
       metrics.declare("sluice_ratelimit_leases_total", scratch_labels({{"limit", limit.name}}));
     }
+    if (limit.algorithm == LimitConfig::Algorithm::kConcurrency) {
+      metrics.declare("sluice_ratelimit_in_flight", scratch_labels({{"limit", limit.name}}));
+    }
   }
   for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
@@ -299,6 +302,7 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                    {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
         }
         const RateOutcome outcome = select_outcome(*descriptors, decision);
+        if (!ec && decision.allowed) self->hold_slots(ctx, *descriptors, decision);
         for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
           metrics_.add("sluice_ratelimit_decisions_total",
                        scratch_labels({{"route", route.name},
@@ -326,6 +330,22 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
         }
       });
   return MiddlewareResult::pending();
+}
+
+void RateLimitMiddleware::hold_slots(RequestContext& ctx,
+                                     const std::vector<LimitDescriptor>& descriptors,
+                                     const RateDecision& decision) {
+  std::vector<LimitDescriptor> taken;
+  for (std::size_t i = 0; i < descriptors.size() && i < decision.limits.size(); ++i) {
+    const LimitDescriptor& d = descriptors[i];
+    if (d.algorithm == LimitAlgorithm::kConcurrency && (!d.shadow || decision.limits[i].sufficient)) {
+      taken.push_back(d);
+    }
+  }
+  if (taken.empty()) return;
+  slots_->hold(taken);
+  ctx.on_end.emplace_back(
+      [slots = slots_, taken = std::move(taken)](const ExchangeEnd&) { slots->release(taken); });
 }
 
 void RateLimitMiddleware::wait(DelayedRequest& delayed, double seconds, const RouteConfig& route,

@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "gateway/middleware.hpp"
+#include "middleware/ratelimit/concurrency/slot_keeper.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
@@ -57,7 +58,8 @@ class RateLimitMiddleware final : public Middleware,
         limiter_(std::move(limiter)),
         metrics_(metrics),
         fallback_(std::move(fallback)),
-        consumers_(std::move(consumers)) {}
+        consumers_(std::move(consumers)),
+        slots_(std::make_shared<SlotKeeper>(executor_, limiter_, metrics_)) {}
 
   // Identifies the caller first (with the consumer store: from the cache at
   // once, or after one lookup): a key no consumer holds gets 401 with
@@ -73,6 +75,9 @@ class RateLimitMiddleware final : public Middleware,
   MiddlewareResult admit(RequestContext& ctx, const RequestView& view, const Identity& identity,
                          MiddlewareLater& later, MiddlewareDone* taken);
 
+  // Holds the concurrency slots an admitted request took until its exchange ends.
+  void hold_slots(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
+                  const RateDecision& decision);
   // Continues after `seconds`, or refunds what the request debited and
   // completes at once when the client leaves first.
   void wait(DelayedRequest& delayed, double seconds, const RouteConfig& route, double cost,
@@ -84,6 +89,7 @@ class RateLimitMiddleware final : public Middleware,
   MetricsShard& metrics_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<ConsumerResolver> consumers_;
+  std::shared_ptr<SlotKeeper> slots_;
 };
 
 }  // namespace sluice

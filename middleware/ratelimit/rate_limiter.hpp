@@ -20,6 +20,7 @@ enum class LimitAlgorithm {
   kSlidingWindow,  // at most capacity per window_seconds (previous window weighted by overlap)
   kQuota,          // at most capacity per calendar period (periods)
   kSlidingLog,     // at most capacity in any span of window_seconds (an exact log)
+  kConcurrency,    // at most capacity requests in progress (slot, lease_ms)
 };
 
 // A quota's calendar periods around the gateway's clock, in microseconds
@@ -49,6 +50,10 @@ struct LimitDescriptor {
   LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
   double window_seconds = 0;  // sliding window and sliding log
   QuotaPeriods periods;       // quota
+  // concurrency: this request's slot (a whole number below 2^53, unique in
+  // the fleet) and how long the slot lives unless renewed.
+  double slot = 0;
+  double lease_ms = 0;
   // Decided and debited (when the request goes through and it had the
   // tokens), but its shortage never denies the request.
   bool shadow = false;
@@ -135,6 +140,14 @@ class RateLimiter {
   virtual void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {
     (void)bucket;
     handler(std::make_error_code(std::errc::operation_not_supported), {});
+  }
+  // Renews the leases of concurrency slots this instance holds (`slots`: their
+  // descriptors as decided), so that only a dead instance's slots expire;
+  // `done` (may be empty) is called like refund()'s. A slot already gone stays
+  // gone. A store without slots answers an error.
+  virtual void renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
+    (void)slots;
+    if (done) done(std::make_error_code(std::errc::operation_not_supported));
   }
   // Forgets one bucket, so that it starts full again; `done` is called like refund()'s.
   virtual void reset(const LimitDescriptor& bucket, RefundHandler done) {

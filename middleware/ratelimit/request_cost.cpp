@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "gateway/common/ascii.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {
 
@@ -24,7 +25,10 @@ double max_request_cost(const RouteConfig& route, std::span<const LimitDescripto
   double smallest = std::numeric_limits<double>::infinity();
   // Shadow limits leave the enforced ones as they would be without them.
   for (const auto& limit : limits) {
-    if (!limit.shadow) smallest = std::min(smallest, limit.capacity);
+    // A concurrency limit takes one slot, whatever the cost.
+    if (!limit.shadow && algorithm_row(limit).counts_cost) {
+      smallest = std::min(smallest, limit.capacity);
+    }
   }
   return smallest;
 }

@@ -100,11 +100,11 @@ struct Harness {
 };
 
 // The scripts loaded on every connection: decision, refund, fleet heartbeat,
-// and the admin API's bucket read and reset.
+// the admin API's bucket read and reset, and the renewal of concurrency slots.
 std::vector<std::string> every_script() {
   return {redis::script_sha1(kDecideLimitsScript), redis::script_sha1(kRefundLimitsScript),
           redis::script_sha1(kFleetHeartbeatScript), redis::script_sha1(kBucketReadScript),
-          redis::script_sha1(kBucketResetScript)};
+          redis::script_sha1(kBucketResetScript), redis::script_sha1(kRenewSlotsScript)};
 }
 
 

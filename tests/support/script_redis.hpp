@@ -185,6 +185,20 @@ class Redis {
 
   // Gives `tokens` back to each of `limits` with the refund script; how many
   // buckets it refunded.
+  // One renew_slots.lua call for `slots`; how many were renewed.
+  long long renew(const std::vector<LimitDescriptor>& slots) {
+    const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, slots);
+    std::vector<std::string> args = {"EVAL", std::string(sluice::kRenewSlotsScript),
+                                     std::to_string(keys.size())};
+    args.insert(args.end(), keys.begin(), keys.end());
+    const auto argv = kCodec.encode_renew_args(slots);
+    args.insert(args.end(), argv.begin(), argv.end());
+    Reply r = command(args);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_INTEGER);
+    return r->integer;
+  }
+
   long long refund(const std::vector<LimitDescriptor>& limits, double tokens) {
     std::vector<sluice::BucketRefund> refunds;
     for (const auto& l : limits) refunds.push_back({l, tokens});

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota.hpp"
 #include "middleware/ratelimit/algorithms/sliding_log.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
@@ -48,6 +49,8 @@ const AlgorithmRow kTokenBucket{
     "refill_per_second",
     0,
     0,
+    true,
+    true,
     true,
     true,
     [](const LimitDescriptor& l) {
@@ -91,6 +94,8 @@ const AlgorithmRow kSlidingWindow{
     "window_ms",
     2,
     0,
+    true,
+    true,
     true,
     false,
     [](const LimitDescriptor& l) {
@@ -139,6 +144,8 @@ const AlgorithmRow kQuota{
     "",  // a plan or a consumer overrides its capacity only
     4,
     0,
+    true,
+    true,
     true,
     false,
     [](const LimitDescriptor& l) {
@@ -191,6 +198,8 @@ const AlgorithmRow kSlidingLog{
     6,
     kMaxSlidingLogCapacity,
     true,
+    true,
+    true,
     false,
     [](const LimitDescriptor& l) { return std::array<double, 3>{l.window_seconds, 0, 0}; },
     [](const LimitDescriptor& l) { return l.window_seconds; },
@@ -210,6 +219,44 @@ const AlgorithmRow kSlidingLog{
     refilling_state_fields,
 };
 
+// ---- concurrency: at most capacity requests in progress
+// Stored as a sorted set, one member per slot scored by the end of its lease;
+// read back like a sliding log ('L' and the scores).
+
+const AlgorithmRow kConcurrency{
+    LimitAlgorithm::kConcurrency,
+    "concurrency",
+    "a concurrency limit: its fields are capacity and lease_ms",
+    "",  // a plan or a consumer overrides its capacity only
+    8,
+    0,
+    true,
+    false,
+    false,
+    false,
+    [](const LimitDescriptor& l) { return std::array<double, 3>{l.slot, l.lease_ms, 0}; },
+    [](const LimitDescriptor& l) { return l.lease_ms; },
+    [](const LimitDescriptor& l) { return slots_ttl_ms(l.lease_ms); },
+    // RateLimit-Policy w: the second after which a denied client may try again.
+    [](const LimitDescriptor&) { return 1.0; },
+    [](const BucketState& st, const LimitDescriptor&, std::int64_t now) {
+      // Every slot's lease has ended.
+      BucketState slots = st;
+      drop_ended_slots(slots, now);
+      return slots.log.empty();
+    },
+    sliding_log_stored,
+    [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
+      doc["capacity"] = l.capacity;
+      doc["lease_ms"] = config.lease.count();
+    },
+    [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
+      // The view is a decision at the store's time: remaining = free slots.
+      doc["in_flight"] = l.capacity - view.tokens;
+      doc["free"] = view.tokens;
+    },
+};
+
 }  // namespace
 
 const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
@@ -220,6 +267,8 @@ const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
       return kQuota;
     case LimitAlgorithm::kSlidingLog:
       return kSlidingLog;
+    case LimitAlgorithm::kConcurrency:
+      return kConcurrency;
     case LimitAlgorithm::kTokenBucket:
       break;
   }
@@ -234,6 +283,8 @@ const AlgorithmRow& algorithm_row(const LimitConfig& limit) {
       return kQuota;
     case LimitConfig::Algorithm::kSlidingLog:
       return kSlidingLog;
+    case LimitConfig::Algorithm::kConcurrency:
+      return kConcurrency;
     case LimitConfig::Algorithm::kTokenBucket:
       break;
   }

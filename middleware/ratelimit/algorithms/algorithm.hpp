@@ -29,6 +29,11 @@ struct AlgorithmRow {
   double max_capacity;          // the largest capacity it takes (0: any)
   // One enforced key of it, alone in a request, may be decided in a batch.
   bool batches;
+  // A request takes its cost from it (a concurrency limit takes one slot).
+  bool counts_cost;
+  // The denial cache may remember its denials (a concurrency slot may come
+  // back at any moment: no).
+  bool caches_denials;
   // Its tokens come back continuously (a refund makes it fuller at once, and
   // its time to full follows from the refill rate).
   bool refills;

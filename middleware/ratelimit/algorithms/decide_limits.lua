@@ -6,7 +6,7 @@ local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 -- Per key five doubles: kind, capacity and three numbers x, y, z of its
 -- algorithm. kind is the algorithm's number (0 token bucket, 2 sliding window,
--- 4 quota, 6 sliding log), plus 1 when the key is shadow (decided, and debited
+-- 4 quota, 6 sliding log, 8 concurrency), plus 1 when the key is shadow (decided, and debited
 -- when it fits, but never denying).
 -- Each algorithm is one section of two functions:
 --   load(v, cost, capacity, x, y, z, key): its stored value `v` (nil, or of
@@ -230,6 +230,38 @@ if loads or kind1 == 6 then
     return one(log_load, log_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
   end
   loads[6], commits[6] = log_load, log_commit
+end
+
+-- ---- concurrency (8): x this request's slot (a whole number unique in the
+-- fleet), y the slot's lease in ms, z unused
+-- A sorted set of the slots in use, each scored by the end of its lease (us);
+-- a slot whose lease has ended (its instance stopped renewing it) is dropped
+-- as the set is read. A request takes one slot whatever its cost; it is given
+-- back by the refund script and renewed by renew_slots.lua. Never reserved.
+-- The key expires a second after the newest slot's lease. A value of another
+-- algorithm under the key is dropped.
+if loads or kind1 == 8 then
+  local function slots_load(v, _, capacity, _, _, _, key)
+    if v then call('DEL', key) end
+    call('ZREMRANGEBYSCORE', key, '-inf', now)
+    local count = call('ZCARD', key)
+    if count + 1 <= capacity then return count, 0, 0, 0, 1 end
+    return count, 0, 0, 0, 0
+  end
+  local function slots_commit(key, count, _, _, _, _, capacity, slot, lease_ms, debit)
+    if debit then
+      call('ZADD', key, now + lease_ms * 1000, string.format('%.0f', slot))
+      call('PEXPIRE', key, math.ceil(lease_ms) + 1000)
+      count = count + 1
+    end
+    local to_cost = 0
+    if count + 1 > capacity then to_cost = 1 end
+    return capacity - count, to_cost, 0, 0
+  end
+  if kind1 == 8 then
+    return one(slots_load, slots_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+  end
+  loads[8], commits[8] = slots_load, slots_commit
 end
 
 -- ---- several keys, or one in shadow, or a batch

@@ -28,6 +28,13 @@ Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
     l.sufficient = l.quota.used + cost <= limit.capacity;
     return l;
   }
+  if (limit.algorithm == LimitAlgorithm::kConcurrency) {
+    // One slot per request; never reserved.
+    l.log = state;
+    drop_ended_slots(l.log, now_us);
+    l.sufficient = static_cast<double>(l.log.log.size()) + 1 <= limit.capacity;
+    return l;
+  }
   if (limit.algorithm == LimitAlgorithm::kSlidingLog) {
     // Never reserved: its units come back as its entries leave the window.
     l.log = state;
@@ -138,6 +145,24 @@ LimitState settle_log(const Loaded& l, const LimitDescriptor& limit, double cost
   return out;
 }
 
+// Takes a slot until now + lease if `debit`, and reports it: remaining =
+// free slots; a second to wait when none would be left for the next request.
+LimitState settle_slots(const Loaded& l, const LimitDescriptor& limit, bool debit,
+                        std::int64_t now_us, BucketState& state) {
+  BucketState slots = l.log;
+  if (debit) {
+    const double end = static_cast<double>(now_us) + limit.lease_ms * 1000;
+    slots.log.insert(std::upper_bound(slots.log.begin(), slots.log.end(), end), end);
+    slots.exists = true;
+    state = slots;
+  }
+  const double count = static_cast<double>(slots.log.size());
+  LimitState out;
+  out.remaining = limit.capacity - count;
+  out.seconds_to_cost = count + 1 > limit.capacity ? 1 : 0;
+  return out;
+}
+
 }  // namespace
 
 RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitDescriptor> limits,
@@ -179,6 +204,9 @@ RateDecision decide_limits(std::span<BucketState> states, std::span<const LimitD
         break;
       case LimitAlgorithm::kSlidingLog:
         out = settle_log(loaded[i], limits[i], cost, debit, now_us, states[i]);
+        break;
+      case LimitAlgorithm::kConcurrency:
+        out = settle_slots(loaded[i], limits[i], debit, now_us, states[i]);
         break;
     }
     out.sufficient = loaded[i].sufficient;

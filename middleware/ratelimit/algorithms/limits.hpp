@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota.hpp"
 #include "middleware/ratelimit/algorithms/sliding_log.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
@@ -23,6 +24,7 @@ namespace sluice {
 // sliding window fits when its estimate + cost <= capacity; a quota when its
 // period's used units + cost <= capacity (never reserved); a sliding log when
 // the units it admitted within its window + ceil(cost) <= capacity (never
+// reserved); a concurrency limit when one of its slots is free (never
 // reserved).
 // The request is admitted when every bucket that is not shadow fits or is
 // reserved: its wait (seconds_to_cost before the debit) is positive and at

@@ -123,6 +123,17 @@ std::vector<std::string> LimitsCodec::encode_refund_args(
   return args;
 }
 
+std::vector<std::string> LimitsCodec::encode_renew_args(
+    std::span<const LimitDescriptor> slots) const {
+  std::vector<std::string> args(1);
+  args[0].reserve(sizeof(double) * 2 * slots.size());
+  for (const LimitDescriptor& slot : slots) {
+    append_double(args[0], slot.slot);
+    append_double(args[0], slot.lease_ms);
+  }
+  return args;
+}
+
 std::optional<RateDecision> LimitsCodec::decode(std::span<const ScriptReplyValue> values,
                                                      std::size_t limit_count) const {
   if (limit_count == 1 && values.size() == 1 && values[0].is_string) {

@@ -52,9 +52,10 @@
 
 namespace sluice {
 
-// The bytes of decide_limits.lua and refund_limits.lua.
+// The bytes of decide_limits.lua, refund_limits.lua and renew_slots.lua.
 extern const std::string_view kDecideLimitsScript;
 extern const std::string_view kRefundLimitsScript;
+extern const std::string_view kRenewSlotsScript;
 
 // One element of the script's reply as the Redis client decoded it: an
 // integer reply, or a string reply (`text`).
@@ -74,6 +75,7 @@ class LimitsCodec {
  public:
   std::string_view script() const { return kDecideLimitsScript; }
   std::string_view refund_script() const { return kRefundLimitsScript; }
+  std::string_view renew_script() const { return kRenewSlotsScript; }
 
   // The ARGV of one call (KEYS, one per descriptor in the same order, are the
   // caller's). The numbers are the raw doubles, so the script computes with
@@ -88,6 +90,10 @@ class LimitsCodec {
 
   // The ARGV of a refund call (KEYS: one per refund, in the same order).
   std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;
+
+  // The ARGV of a renew_slots.lua call (KEYS: one per slot, in the same
+  // order): per slot its number and its lease in ms.
+  std::vector<std::string> encode_renew_args(std::span<const LimitDescriptor> slots) const;
 
   // The decision in a reply for `limit_count` buckets; nullopt when the reply
   // does not have that shape (a protocol error for the caller).

@@ -60,7 +60,15 @@ local function log_refund(key, tokens)
   return 1
 end
 
-local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund, [6] = log_refund}
+-- ---- concurrency (8): the slot x is given back (the exchange holding it
+-- ended, or another slot of a cluster denied the request).
+local function slot_release(key, _, _, slot)
+  if call('TYPE', key).ok ~= 'zset' then return 0 end
+  return call('ZREM', key, string.format('%.0f', slot))
+end
+
+local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund, [6] = log_refund,
+                 [8] = slot_release}
 local refunded = 0
 for i = 1, #KEYS do
   local kind, tokens, capacity, x = unpack_d('<dddd', nums, 32 * i - 31)

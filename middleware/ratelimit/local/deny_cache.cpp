@@ -12,7 +12,10 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
   double wait_s = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const LimitState& s = decision.limits[i];
-    if (!s.sufficient && !buckets[i].shadow) wait_s = std::max(wait_s, s.seconds_to_cost);
+    if (s.sufficient || buckets[i].shadow) continue;
+    // A denial that may end at any moment (a concurrency slot given back) is not kept.
+    if (!algorithm_row(buckets[i]).caches_denials) return;
+    wait_s = std::max(wait_s, s.seconds_to_cost);
   }
   if (!(wait_s > 0)) return;
   const double wait_us = std::min(wait_s * 1e6, static_cast<double>(kMaxEntryUs));

@@ -261,6 +261,10 @@ void LocalLayer::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
   give_back(std::move(refunds), std::move(done));
 }
 
+void LocalLayer::renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
+  store_->renew(std::move(slots), std::move(done));
+}
+
 void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done) {
   for (const auto& r : refunds) cache_.forget(r.bucket);
   ++calls_out_;

@@ -55,6 +55,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
               RateDecisionHandler handler) override;
   // Forwards to the store; the refunded buckets leave this worker's cache.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
+  void renew(std::vector<LimitDescriptor> slots, RefundHandler done) override;
 
   // Reads the bucket from the store (a lease held here was debited there).
   void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) override;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <span>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -85,9 +86,11 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
         fleet_script_(std::string{kFleetHeartbeatScript}),
         read_script_(std::string{kBucketReadScript}),
         reset_script_(std::string{kBucketResetScript}),
+        renew_script_(std::string{codec_.renew_script()}),
         key_prefix_(config.key_prefix),
         clients_(executor_, std::move(client), std::move(make_client),
-                 {&script_, &refund_script_, &fleet_script_, &read_script_, &reset_script_}),
+                 {&script_, &refund_script_, &fleet_script_, &read_script_, &reset_script_,
+                  &renew_script_}),
         breaker_(std::make_shared<BreakerProbe>(executor_, clients_, metrics,
                                                 config.circuit_breaker.failures,
                                                 config.circuit_breaker.open)) {}
@@ -173,22 +176,12 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                             }};
   }
 
-  // One refund call per slot (one in all on a single Redis). Not behind the
-  // breaker: a refund that fails loses nothing but the tokens it carried.
-  void refund(std::vector<BucketRefund> refunds, RefundHandler done) {
-    redis::Client& client = clients_.client();
-    if (refunds.empty()) {
-      if (done) boost::asio::post(executor_, [done = std::move(done)] { done({}); });
-      return;
-    }
-    const bool by_slot = client.routes_by_slot();
-    std::vector<std::string> keys;
-    keys.reserve(refunds.size());
-    for (const auto& r : refunds) {
-      keys.push_back(
-          redis_key(key_prefix_, r.bucket, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain));
-    }
-    const CrossSlotContext context = cross_slot_context();
+  // Calls send(indexes, counted) once per group of `keys` that share a hash
+  // slot (one group in all on a single Redis); `done` (may be empty) gets the
+  // first error once every call has told `counted` its outcome.
+  template <class Send>
+  void per_slot_group(const std::vector<std::string>& keys, bool by_slot, RefundHandler done,
+                      Send send) {
     struct Pending {
       std::size_t waiting = 0;
       std::error_code first_error;
@@ -196,26 +189,100 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     };
     auto pending = std::make_shared<Pending>();
     pending->done = std::move(done);
-    const auto counted = [this, pending](std::error_code ec) {
-      on_refund(ec);
+    const auto counted = [pending](std::error_code ec) {
       if (ec && !pending->first_error) pending->first_error = ec;
       if (--pending->waiting == 0 && pending->done) pending->done(pending->first_error);
     };
-    if (!by_slot || refunds.size() == 1 || common_slot(keys)) {
+    if (!by_slot || keys.size() == 1 || common_slot(keys)) {
+      std::vector<std::size_t> all(keys.size());
+      for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
       pending->waiting = 1;
-      return send_refund(context, std::move(keys), std::move(refunds), counted);
+      return send(all, counted);
     }
     const auto groups = group_by_slot(keys);
     pending->waiting = groups.size();
-    for (const auto& group : groups) {
-      std::vector<std::string> group_keys;
-      std::vector<BucketRefund> group_refunds;
-      for (const std::size_t i : group.indexes) {
-        group_keys.push_back(std::move(keys[i]));
-        group_refunds.push_back(refunds[i]);
-      }
-      send_refund(context, std::move(group_keys), std::move(group_refunds), counted);
+    for (const auto& group : groups) send(group.indexes, counted);
+  }
+
+  std::vector<std::string> keys_of(std::span<const LimitDescriptor> buckets, bool by_slot) const {
+    return redis_keys(key_prefix_, buckets, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain);
+  }
+
+  // One refund call per slot (one in all on a single Redis). Not behind the
+  // breaker: a refund that fails loses nothing but the tokens it carried.
+  // On one Redis the refunds of a turn of the loop (concurrency slots' releases
+  // above all) go out together at its end, in one call.
+  void refund(std::vector<BucketRefund> refunds, RefundHandler done) {
+    redis::Client& client = clients_.client();
+    if (refunds.empty()) {
+      if (done) boost::asio::post(executor_, [done = std::move(done)] { done({}); });
+      return;
     }
+    const bool by_slot = client.routes_by_slot();
+    if (!by_slot && !flushing_refunds_) {
+      const bool first = refund_batch_.empty();
+      for (auto& r : refunds) refund_batch_.push_back(std::move(r));
+      if (done) refund_waiters_.push_back(std::move(done));
+      if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_refunds(); });
+      return;
+    }
+    std::vector<std::string> keys;
+    keys.reserve(refunds.size());
+    for (const auto& r : refunds) {
+      keys.push_back(
+          redis_key(key_prefix_, r.bucket, by_slot ? KeyStyle::kHashTag : KeyStyle::kPlain));
+    }
+    const CrossSlotContext context = cross_slot_context();
+    per_slot_group(keys, by_slot, std::move(done),
+                   [&](const std::vector<std::size_t>& indexes, auto counted) {
+                     std::vector<std::string> group_keys;
+                     std::vector<BucketRefund> group_refunds;
+                     for (const std::size_t i : indexes) {
+                       group_keys.push_back(keys[i]);
+                       group_refunds.push_back(refunds[i]);
+                     }
+                     send_refund(context, std::move(group_keys), std::move(group_refunds),
+                                 [this, counted](std::error_code ec) {
+                                   on_refund(ec);
+                                   counted(ec);
+                                 });
+                   });
+  }
+
+  // The refunds of this turn of the loop in one call; each caller hears its outcome.
+  void flush_refunds() {
+    auto waiters = std::exchange(refund_waiters_, {});
+    flushing_refunds_ = true;
+    refund(std::exchange(refund_batch_, {}), [waiters = std::move(waiters)](std::error_code ec) {
+      for (const auto& waiter : waiters) waiter(ec);
+    });
+    flushing_refunds_ = false;
+  }
+
+  // One renew_slots.lua call per slot group; not behind the breaker.
+  void renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
+    redis::Client& client = clients_.client();
+    if (slots.empty()) {
+      if (done) boost::asio::post(executor_, [done = std::move(done)] { done({}); });
+      return;
+    }
+    const bool by_slot = client.routes_by_slot();
+    const std::vector<std::string> keys = keys_of(slots, by_slot);
+    per_slot_group(
+        keys, by_slot, std::move(done), [&](const std::vector<std::size_t>& indexes, auto counted) {
+          std::vector<std::string> group_keys;
+          std::vector<LimitDescriptor> group_slots;
+          for (const std::size_t i : indexes) {
+            group_keys.push_back(keys[i]);
+            group_slots.push_back(slots[i]);
+          }
+          client.evalsha(renew_script_, std::move(group_keys),
+                         codec_.encode_renew_args(group_slots),
+                         [self = shared_from_this(), counted](std::error_code ec, redis::Reply) {
+                           if (ec) spdlog::debug("redis: renewing slots failed: {}", ec.message());
+                           counted(ec);
+                         });
+        });
   }
 
   void on_reply(std::error_code ec, redis::Reply reply, std::size_t count,
@@ -311,10 +378,15 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   redis::Script fleet_script_;
   redis::Script read_script_;
   redis::Script reset_script_;
+  redis::Script renew_script_;
   std::string key_prefix_;
   ClientSwitch clients_;
   std::shared_ptr<BreakerProbe> breaker_;
   DecisionBatcher batcher_;
+  // Refunds of this turn of the loop, sent together (refund()), and who waits.
+  std::vector<BucketRefund> refund_batch_;
+  std::vector<RefundHandler> refund_waiters_;
+  bool flushing_refunds_ = false;
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
@@ -334,6 +406,10 @@ void RedisRateLimiter::decide(const std::vector<LimitDescriptor>& descriptors, d
 
 void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler done) {
   impl_->refund(std::move(refunds), std::move(done));
+}
+
+void RedisRateLimiter::renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
+  impl_->renew(std::move(slots), std::move(done));
 }
 
 void RedisRateLimiter::inspect(const LimitDescriptor& bucket, BucketViewHandler handler) {

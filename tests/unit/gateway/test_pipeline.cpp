@@ -107,3 +107,31 @@ TEST_CASE("a pending step resumes after itself; a new request starts over", "[pi
   CHECK(pipeline.advance(chain, later).step == MiddlewareStep::kPending);
   CHECK(ran == std::vector<std::string>{"a", "b", "a"});
 }
+
+TEST_CASE("the end hooks of a request run once, in order; a new request or the pipeline's end "
+          "runs those left",
+          "[pipeline]") {
+  std::vector<std::string> ended;
+  http::fields head;
+  {
+    Pipeline pipeline;
+    auto& ctx = pipeline.begin(head);
+    ctx.on_end.emplace_back([&](const ExchangeEnd& e) { ended.push_back("a" + std::to_string(e.status)); });
+    ctx.on_end.emplace_back([&](const ExchangeEnd& e) { ended.push_back("b" + std::to_string(e.status)); });
+    pipeline.end({200});
+    pipeline.end({500});  // already ended: nothing left to run
+    CHECK(ended == std::vector<std::string>{"a200", "b200"});
+
+    // A hook registered after the end (a decision that came back late) runs
+    // when the next request begins...
+    pipeline.context().on_end.emplace_back([&](const ExchangeEnd& e) {
+      ended.push_back("late" + std::to_string(e.status));
+    });
+    pipeline.begin(head);
+    CHECK(ended.back() == "late0");
+    // ... or when the pipeline goes.
+    pipeline.context().on_end.emplace_back([&](const ExchangeEnd&) { ended.push_back("last"); });
+  }
+  CHECK(ended.back() == "last");
+  CHECK(ended.size() == 4);
+}

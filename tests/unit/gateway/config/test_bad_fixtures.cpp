@@ -231,7 +231,7 @@ const std::vector<BadFixture> kBadFixtures = {
     // Limit algorithms: each takes its own keys only.
     {"bad_algorithm.yaml",
      {"5: limits.per_minute.algorithm: unknown algorithm \"leaky_bucket\" (expected "
-      "token_bucket, sliding_window, quota or sliding_log)",
+      "token_bucket, sliding_window, quota, sliding_log or concurrency)",
       "8: limits.per_minute.shadow: expected true or false, got \"maybe\""}},
     {"sliding_window_missing_window.yaml",
      {"3: limits.per_minute: missing required key \"window_ms\""}},
@@ -273,6 +273,15 @@ const std::vector<BadFixture> kBadFixtures = {
       "admits capacity per period)",
       "17: limits.per_ip.period: needs algorithm: quota",
       "18: limits.per_ip.timezone: needs algorithm: quota"}},
+    // A concurrency limit: a lease of a second at least, no token lease, no
+    // window, and no route waits for it.
+    {"concurrency_fields.yaml",
+     {"8: limits.in_flight.lease_ms: must be at least 1000 (slots are renewed every third of it)",
+      "9: limits.in_flight.lease_tokens: needs algorithm: token_bucket (leases are taken from "
+      "token buckets only)",
+      "10: limits.in_flight.window_ms: is not used by algorithm concurrency",
+      "15: routes[0].limits: on_limit: delay cannot wait for concurrency limit \"in_flight\" "
+      "(its slots come back when exchanges end)"}},
     // A sliding log: capacity capped, no lease, no refill.
     {"sliding_log_capacity.yaml",
      {"6: limits.strict.capacity: must be at most 10000 for algorithm sliding_log (it keeps one "

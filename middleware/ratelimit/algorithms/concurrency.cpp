@@ -1,0 +1,29 @@
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+
+namespace sluice {
+
+double next_slot_number() {
+  static const std::uint64_t prefix = [] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) & ((1u << 21) - 1)) << 32;
+  }();
+  static std::atomic<std::uint32_t> counter{0};
+  return static_cast<double>(prefix | counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+void drop_ended_slots(BucketState& state, std::int64_t now_us) {
+  auto& ends = state.log;
+  ends.erase(ends.begin(),
+             std::upper_bound(ends.begin(), ends.end(), static_cast<double>(now_us)));
+}
+
+std::int64_t slots_ttl_ms(double lease_ms) {
+  return static_cast<std::int64_t>(std::ceil(lease_ms)) + 1000;
+}
+
+}  // namespace sluice

@@ -1,0 +1,32 @@
+// A concurrency limit: at most `capacity` requests in progress at once
+// across the fleet. Each admitted request takes one slot, whatever its cost,
+// and gives it back when its exchange ends; a slot lives `lease_ms` unless
+// its instance renews it, so a crashed instance's slots come back. In Redis a
+// sorted set per key, one member per slot (its fleet-unique number) scored by
+// the end of its lease. Never reserved, never cached as a denial.
+//
+// The pure C++ twin of the concurrency section of decide_limits.lua (the
+// same arithmetic, checked bit for bit by a component test), and the slot
+// numbers the gateway hands out.
+#pragma once
+
+#include <cstdint>
+
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
+
+namespace sluice {
+
+// A new slot number: unique in this process, and across the fleet but for a
+// chance of 2^-21 per pair of processes (a random prefix of 21 bits and a
+// counter of 32), below 2^53 so that a double holds it exactly.
+double next_slot_number();
+
+// Drops the slots of `state` (their lease ends, in `log`) whose lease has
+// ended at `now_us`.
+void drop_ended_slots(BucketState& state, std::int64_t now_us);
+
+// The expiry of a concurrency key in milliseconds, set with each slot: its
+// lease and a second.
+std::int64_t slots_ttl_ms(double lease_ms);
+
+}  // namespace sluice

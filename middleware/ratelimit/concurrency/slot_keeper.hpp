@@ -1,0 +1,51 @@
+// The concurrency slots one worker holds: given back when their exchange
+// ends (one refund call per turn of the loop for all of them), renewed every
+// third of the shortest lease while held, so that only a dead instance's
+// slots expire, and counted in sluice_ratelimit_in_flight{limit}. Used on the
+// worker's executor.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+class MetricsShard;
+
+class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
+ public:
+  using Executor = boost::asio::io_context::executor_type;
+
+  SlotKeeper(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
+             MetricsShard& metrics);
+
+  // Holds the slots a decision took (concurrency descriptors) until release().
+  void hold(std::span<const LimitDescriptor> taken);
+  // Gives back those of `taken` still held, and forgets them.
+  void release(std::span<const LimitDescriptor> taken);
+
+  std::size_t held() const { return held_.size(); }
+
+ private:
+  void arm();
+  void renew_all();
+  void count(const std::string& limit, double delta);
+
+  std::shared_ptr<RateLimiter> limiter_;
+  MetricsShard& metrics_;
+  std::unordered_map<double, LimitDescriptor> held_;  // by slot number
+  std::map<std::string, double, std::less<>> in_flight_;
+  boost::asio::steady_timer timer_;
+  bool armed_ = false;
+};
+
+}  // namespace sluice
