@@ -59,7 +59,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   local: dict | None = None, on_redis_failure: str = "open",
                   window_ms: int | None = None, tls: dict | None = None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
-                  quota_period: str | None = None) -> dict:
+                  quota_period: str | None = None, concurrency: bool = False) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -70,7 +70,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     is a sliding window of `capacity` per window_ms instead of a token bucket; tls: the
     server.tls section (the listener then speaks TLS only); api_keys, plans: those
     sections (the consumers of rows 21-23); quota_period: `limit` is a calendar quota of
-    `capacity` per that period instead (row 24)."""
+    `capacity` per that period instead (row 24); concurrency: `limit` is a concurrency
+    limit of `capacity` slots instead (row 25)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -79,6 +80,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     if quota_period:
         limits["bench"] = {"key": key, "algorithm": "quota", "capacity": capacity,
                            "period": quota_period}
+    if concurrency:
+        limits["bench"] = {"key": key, "algorithm": "concurrency", "capacity": capacity}
     if lease_tokens:
         limits["bench"]["lease_tokens"] = lease_tokens
     if global_limit:
@@ -357,6 +360,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     # Row 24: row 11's load on a calendar quota (a day of UTC) instead of a token bucket.
     s24 = stack.sluice("sluice-quota", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key", quota_period="day")
+    # Row 25: the same load on a concurrency limit per API key (a slot taken and given
+    # back by every request).
+    s25 = stack.sluice("sluice-concurrency", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key", concurrency=True)
 
     # --compare: rows 4, 5, 14, 16, 21 and 22 again with another sluice binary, as
     # rows 104, 105, 114, 116, 121 and 122.
@@ -394,7 +401,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),
                 sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed)]
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25):
         stack.wait_redis(gateway)
     import_consumers(s22, STORE_CONSUMERS)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
@@ -447,6 +454,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    "request a lookup)", s23, [redis], keyed),
         sluice_row(24, "row 11 with a daily quota per API key instead of its token bucket "
                    "(allowing all)", s24, [redis], keyed),
+        sluice_row(25, "row 11 with a concurrency limit per API key instead of its token "
+                   "bucket (allowing all; a slot taken and given back per request)", s25,
+                   [redis], keyed),
         *compare_rows(),
     ]
 
