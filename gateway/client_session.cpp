@@ -378,6 +378,7 @@ void ProxySession::close() {
 
 void ProxySession::reset_exchange() {
   pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status()});
+  awaiting_response(false);  // an exchange that ended before its response head
   exchange_.reset();
   local_status_ = 0;
   info_.original_target.clear();

@@ -73,6 +73,7 @@ class ProxySession final : public ClientSession,
   bool keep_client(bool ends_with_close) override;
   bool draining() const override { return draining_; }
   bool client_closed() const override { return closed_; }
+  void awaiting_response(bool waiting) override;
   void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) override;
   void count_connection(const UpstreamConfig& upstream) override;
   void count_retry() override;
@@ -142,6 +143,7 @@ class ProxySession final : public ClientSession,
   std::function<void()> client_gone_;  // set while a pending step watches the client
   std::uint64_t watch_generation_ = 0;
   bool watch_pending_ = false;  // a readiness wait is on the socket
+  bool watching_response_wait_ = false;  // the watch is awaiting_response()'s
   UpstreamExchange exchange_;
   bool closed_ = false;     // the client socket was closed
   bool in_tunnel_ = false;  // between tunnel_opened and tunnel_ended

@@ -109,6 +109,21 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   exchange_aborted();
 }
 
+// While the upstream has not answered, a client that closes its connection
+// aborts the exchange at once (on_client_readable): its upstream connection
+// is dropped and what the request held (a concurrency slot) given back.
+void ProxySession::awaiting_response(bool waiting) {
+  if (!waiting) {
+    if (!watching_response_wait_) return;
+    watching_response_wait_ = false;
+    return stop_watching();
+  }
+  if (closed_ || watch_pending_ || watching_response_wait_) return;
+  watching_response_wait_ = true;
+  client_gone_ = [] {};  // nothing to tell: the abort is on_client_readable's own
+  await_client();
+}
+
 // The watched step learns, in this call, that the client is gone.
 void ProxySession::tell_client_gone() {
   if (!client_gone_) return;

@@ -62,6 +62,11 @@ class ExchangeHost : public TunnelHost {
   virtual bool keep_client(bool ends_with_close) = 0;
   virtual bool draining() const = 0;
   virtual bool client_closed() const = 0;
+  // The request went whole and its response head is awaited (true), or the
+  // head came (false). Meanwhile a host that can tell watches the client
+  // connection, and aborts the exchange (exchange_aborted) as soon as the
+  // client closes it, so that nothing is held for a client that left.
+  virtual void awaiting_response(bool waiting) { (void)waiting; }
   // Metrics: an upstream exchange by outcome, a new connection, a retry.
   virtual void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) = 0;
   virtual void count_connection(const UpstreamConfig& upstream) = 0;

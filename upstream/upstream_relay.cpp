@@ -142,12 +142,14 @@ void UpstreamExchange::read_response_head() {
   }
   if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
   host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
+  host_.awaiting_response(true);
   http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
                           upstream_handler([](UpstreamExchange& self, beast::error_code ec,
                                               std::size_t) { self.on_response_head(ec); }));
 }
 
 void UpstreamExchange::on_response_head(beast::error_code ec) {
+  host_.awaiting_response(false);
   if (ec) return io_failed(ec);
   auto& res = res_parser_->get();
   // 101 ends HTTP on this connection (upstream_upgrade.cpp); the other

@@ -142,12 +142,15 @@ class ConcurrencyTest(RateLimitTestCase):
             self.assertEqual(status, expected, (target, body))
         wait_until(lambda: self.in_use("one") == 0, timeout=5, message="the slot back")
 
-        # A client that leaves: its slot comes back (at the latest when the
-        # upstream answers).
+        # A client that leaves while the upstream still holds its request: its
+        # slot comes back at once, long before the upstream would answer.
         with socket.create_connection(("127.0.0.1", gw.port)) as s:
-            s.sendall(b"GET /?hold_ms=250 HTTP/1.1\r\nHost: x\r\n\r\n")
-            wait_until(lambda: self.in_use("one") == 1, timeout=5, message="taken")
-        wait_until(lambda: self.in_use("one") == 0, timeout=5, message="back after the client left")
+            s.sendall(b"GET /?hold_ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n")
+            wait_until(lambda: self.upstream.current == 1, timeout=5, message="held upstream")
+        left = time.monotonic()
+        wait_until(lambda: self.in_use("one") == 0, timeout=2, message="back after the client left")
+        self.assertLess(time.monotonic() - left, 1.0)
+        self.assertEqual(self.get(gw, "/?hold_ms=0")[0], 200)
         wait_until(lambda: metric_sum(gw, "sluice_ratelimit_in_flight") == 0, timeout=5,
                    message="in_flight 0")
 
