@@ -366,7 +366,7 @@ void ProxySession::linger() {
 
 void ProxySession::close() {
   closed_ = true;
-  pipeline_.end({});
+  pipeline_.end({exchange_.upstream_status(), exchange_.usage()});
   tls_open_ = false;
   beast::error_code ec;
   stream_.socket().close(ec);
@@ -377,7 +377,7 @@ void ProxySession::close() {
 }
 
 void ProxySession::reset_exchange() {
-  pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status()});
+  pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status(), exchange_.usage()});
   awaiting_response(false);  // an exchange that ended before its response head
   exchange_.reset();
   local_status_ = 0;

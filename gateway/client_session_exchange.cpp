@@ -88,7 +88,10 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
     const auto peeked = stream_.tls_session().attempt_peek();
     if (peeked.bytes > 0 || peeked.want == TlsSocket::Want::kWrite) return;
     if (peeked.want == TlsSocket::Want::kRead) return await_client();
-    gone = true;  // close_notify, end of stream or an error
+    // close_notify, end of stream or an error. While the upstream has not
+    // answered, only a reset counts (below): the client may still read.
+    if (watching_response_wait_ && peeked.ec != boost::asio::error::connection_reset) return;
+    gone = true;
   } else if (!gone && !ec) {
     char byte;
     const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -96,7 +99,12 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
     // the connection still tells the step (tell_client_gone).
     if (n > 0) return;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return await_client();
-    gone = true;  // end of stream or a hard error
+    // End of stream or a hard error. While the upstream has not answered, an
+    // end of stream may be a client that only stopped sending and waits for
+    // the response (a half-close): the exchange goes on, unwatched; a reset
+    // is a client gone.
+    if (n == 0 && watching_response_wait_) return;
+    gone = true;
   }
   if (ec && !gone && ec != asio::error::operation_aborted) gone = true;
   if (!gone) return;
@@ -109,9 +117,12 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
   exchange_aborted();
 }
 
-// While the upstream has not answered, a client that closes its connection
+// While the upstream has not answered, a client that resets its connection
 // aborts the exchange at once (on_client_readable): its upstream connection
-// is dropped and what the request held (a concurrency slot) given back.
+// is dropped and what the request held (a concurrency slot) given back. An
+// orderly end of its stream (it may be a half-close, the client still
+// reading) lets the exchange go on; a client that closed is then noticed
+// when the response is written to it.
 void ProxySession::awaiting_response(bool waiting) {
   if (!waiting) {
     if (!watching_response_wait_) return;
@@ -164,6 +175,7 @@ void ProxySession::start_upstream() {
   request.body_empty = info_.body.done;
   request.websocket = info_.websocket;
   request.tunnel_idle_timeout = config_->server.idle_timeout;
+  request.usage_header = info_.route->cost_from_response.header;
   const RouteConfig& route = *info_.route;
   if (!route.request_headers.empty() || !route.response_headers.empty()) {
     client_ip_text_ = info_.client_ip.to_string();

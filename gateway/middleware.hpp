@@ -31,6 +31,9 @@ struct LocalReply {
 // How an exchange ended, for the steps that hold something until then.
 struct ExchangeEnd {
   unsigned status = 0;  // the status sent to the client (0: none, it left first)
+  // The route's cost_from_response header as the response carried it, in its
+  // head or trailers ("" when sent twice); nullopt when none came.
+  std::optional<std::string> usage;
 };
 
 // What the middleware sees of a request. Header values are looked up by name

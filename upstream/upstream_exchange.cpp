@@ -269,6 +269,7 @@ void UpstreamExchange::cancel_wait() {
 
 void UpstreamExchange::reset() {
   res_parser_.reset();
+  usage_.reset();
   relay_ = {};  // the host may take its relay buffer back
   upstream_status_ = 0;
   upstream_server_.clear();

@@ -97,6 +97,9 @@ struct ExchangeRequest {
   bool body_empty = false;                   // the request has no body at all
   bool websocket = false;                    // a WebSocket handshake (see RequestInfo)
   std::chrono::milliseconds tunnel_idle_timeout{};  // an upgraded connection's idle timeout
+  // A response header (or trailer) whose value the host wants at the end
+  // (usage()); empty: none.
+  std::string_view usage_header;
 };
 
 class UpstreamExchange {
@@ -132,6 +135,11 @@ class UpstreamExchange {
 
   // The status the upstream answered with (0: none), and by which server.
   unsigned upstream_status() const { return upstream_status_; }
+  // The request's usage_header as the response carried it: in its head, or
+  // in its trailers once the body has ended whole (a trailer replaces
+  // nothing: a header sent twice, in either place, is "" like any invalid
+  // value). nullopt while none came.
+  const std::optional<std::string>& usage() const { return usage_; }
   std::string_view upstream_server() const { return upstream_server_; }
   // The response sent keeps the client connection open.
   bool client_keep_alive() const { return client_keep_alive_; }
@@ -206,6 +214,8 @@ class UpstreamExchange {
   void on_upstream_body(boost::beast::error_code ec);
   void on_response_piece_sent(boost::beast::error_code ec);
   void finish();
+  // Takes request_.usage_header's value from `fields` (head, or head and trailers).
+  void note_usage(const boost::beast::http::fields& fields);
   void start_tunnel();
   void io_failed(boost::beast::error_code ec);
   // Nothing more can be relayed: the upstream connection is dropped and the
@@ -248,6 +258,7 @@ class UpstreamExchange {
   PieceBuffers out_buffers_;  // one write in flight at a time
   std::string upstream_server_;
   unsigned upstream_status_ = 0;
+  std::optional<std::string> usage_;
   bool upstream_timed_out_ = false;
   bool last_connect_timed_out_ = false;
   bool upstream_reused_ = false;  // upstream_ came from the pool

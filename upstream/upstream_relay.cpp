@@ -166,6 +166,7 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   }
   upstream_status_ = res.result_int();
   upstream_server_ = upstream_->server;
+  note_usage(res.base());
   host_.count_upstream(*upstream_cfg_, "ok");
   upstream_reusable_ = res_parser_->keep_alive();
   const auto content_length = res_parser_->content_length();
@@ -244,7 +245,20 @@ void UpstreamExchange::on_response_piece_sent(beast::error_code ec) {
   read_upstream_body();
 }
 
+void UpstreamExchange::note_usage(const http::fields& fields) {
+  if (request_.usage_header.empty()) return;
+  const auto n = fields.count(request_.usage_header);
+  if (n == 0) return;
+  if (n > 1) {
+    usage_ = std::string();  // repeated: invalid
+    return;
+  }
+  usage_ = std::string(fields[request_.usage_header]);
+}
+
 void UpstreamExchange::finish() {
+  // Trailers, parsed into the response's fields once its body ended.
+  if (res_parser_ && res_parser_->is_done()) note_usage(res_parser_->get().base());
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),
                       .request_done = parser_->is_done(),

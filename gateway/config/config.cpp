@@ -13,6 +13,14 @@ constexpr std::pair<std::string_view, CalendarPeriod> kCalendarPeriods[] = {
 
 }  // namespace
 
+bool CostFromResponse::counts(unsigned status) const {
+  if (statuses.empty()) return true;
+  return std::any_of(statuses.begin(), statuses.end(),
+                     [status](const auto& range) {
+                       return status >= range.first && status <= range.second;
+                     });
+}
+
 std::string_view calendar_period_name(CalendarPeriod period) {
   for (const auto& [name, p] : kCalendarPeriods) {
     if (p == period) return name;

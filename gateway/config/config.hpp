@@ -247,6 +247,20 @@ struct RouteMatch {
 // answer 503, or enforce each limit's share locally (LocalConfig::fleet_size).
 enum class FailureMode { kOpen, kClosed, kLocal };
 
+// A route's cost settled from the response: the estimate (cost or
+// cost_header) is debited at admission, and the difference to the real cost,
+// read from a response header or trailer, settled when the response ends.
+struct CostFromResponse {
+  std::string header;  // empty: the cost is the estimate
+  // Statuses whose response costs what the header says (inclusive ranges);
+  // others cost 0 (the estimate is refunded). Empty: every status.
+  std::vector<std::pair<unsigned, unsigned>> statuses;
+  // How far below empty a settlement may push a limit.
+  double max_debt = 0;
+  bool enabled() const { return !header.empty(); }
+  bool counts(unsigned status) const;
+};
+
 // What a route answers a request its limits deny; an empty body means the
 // default problem+json document.
 struct RejectReply {
@@ -274,6 +288,7 @@ struct RouteConfig {
   // max_cost are clamped to it (0 = the smallest capacity of the route's enforced limits).
   std::string cost_header;
   double max_cost = 0;
+  CostFromResponse cost_from_response;
   RejectReply reject;
   // Headers set or removed on the request sent upstream and on the response
   // relayed from it (empty: none).

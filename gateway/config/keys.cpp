@@ -62,10 +62,12 @@ constexpr std::string_view kRoute[] = {"name",
                                        "max_delay_ms",
                                        "cost_header",
                                        "max_cost",
+                                       "cost_from_response",
                                        "reject",
                                        "request_headers",
                                        "response_headers"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
+constexpr std::string_view kCostFromResponse[] = {"header", "statuses", "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
@@ -91,6 +93,7 @@ constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
+constexpr MappingKeys kCostFromResponseKeys{"routes[].cost_from_response", kCostFromResponse};
 constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
 constexpr MappingKeys kResponseHeadersKeys{"routes[].response_headers", kHeaderRules};
 constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
@@ -103,7 +106,7 @@ std::vector<std::string> config_key_paths() {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
-      &kRejectKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};
+      &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

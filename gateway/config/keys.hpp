@@ -35,6 +35,7 @@ extern const MappingKeys kPlanKeys;
 extern const MappingKeys kRouteKeys;
 extern const MappingKeys kMatchKeys;
 extern const MappingKeys kRejectKeys;
+extern const MappingKeys kCostFromResponseKeys;
 extern const MappingKeys kRequestHeadersKeys;
 extern const MappingKeys kResponseHeadersKeys;
 extern const MappingKeys kExemptionsKeys;

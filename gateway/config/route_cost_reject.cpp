@@ -93,6 +93,54 @@ void read_reject(YamlReader& r, const Field& f, RejectReply& reject) {
   }
 }
 
+// "200-299", "404" or 404: a status or an inclusive range of them.
+std::optional<std::pair<unsigned, unsigned>> read_status_range(YamlReader& r, const Field& f) {
+  const auto text = r.string(f);
+  if (!text) return std::nullopt;
+  const std::string_view t = *text;
+  const auto dash = t.find('-');
+  const auto number = [](std::string_view s) -> std::optional<unsigned> {
+    if (s.size() != 3 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    const unsigned n = static_cast<unsigned>((s[0] - '0') * 100 + (s[1] - '0') * 10 + (s[2] - '0'));
+    if (n < 100 || n > 599) return std::nullopt;
+    return n;
+  };
+  const auto lo = number(t.substr(0, dash));
+  const auto hi = dash == std::string_view::npos ? lo : number(t.substr(dash + 1));
+  if (!lo || !hi || *lo > *hi) {
+    r.error(f, "expected a status (100-599) or a range \"LOW-HIGH\", got " + shown(t));
+    return std::nullopt;
+  }
+  return std::pair{*lo, *hi};
+}
+
+void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& out) {
+  const auto m = r.mapping(f, kCostFromResponseKeys.keys);
+  if (!m) return;
+  if (const Field* header = r.required(*m, "header")) {
+    if (auto name = r.nonempty_string(*header)) {
+      if (!is_token(*name)) {
+        r.error(*header, "invalid header name " + shown(*name));
+      } else {
+        out.header = *name;
+      }
+    }
+  }
+  if (const Field* statuses = m->get("statuses")) {
+    if (auto items = r.list(*statuses)) {
+      if (items->empty()) r.error(*statuses, "must list at least one status or range");
+      for (const auto& item : *items) {
+        if (auto range = read_status_range(r, item)) out.statuses.push_back(*range);
+      }
+    }
+  }
+  if (const Field* debt = m->get("max_debt")) {
+    if (auto n = r.integer(*debt, 0, kMaxCost)) out.max_debt = static_cast<double>(*n);
+  }
+}
+
 }  // namespace
 
 void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
@@ -108,6 +156,7 @@ void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& ro
     }
   }
   if (auto* v = m.get("reject")) read_reject(r, *v, route.reject);
+  if (auto* v = m.get("cost_from_response")) read_cost_from_response(r, *v, route.cost_from_response);
 }
 
 }  // namespace sluice::config

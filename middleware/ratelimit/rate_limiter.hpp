@@ -49,7 +49,7 @@ struct LimitDescriptor {
   double lease_tokens = 0;
   LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
   double window_seconds = 0;  // sliding window and sliding log
-  QuotaPeriods periods;       // quota
+  QuotaPeriods periods{};     // quota
   // concurrency: this request's slot (a whole number below 2^53, unique in
   // the fleet) and how long the slot lives unless renewed.
   double slot = 0;
@@ -108,11 +108,14 @@ struct BucketView {
 
 using BucketViewHandler = std::function<void(std::error_code, BucketView)>;
 
-// Tokens to give back to a bucket: a lease's unspent rest, or the debit of a
-// request that another part of the decision denied.
+// Tokens to give back to a bucket: a lease's unspent rest, the debit of a
+// request that another part of the decision denied, what a response cost
+// less than its estimate; or, negative, to take (what it cost more), down to
+// -max_debt below empty at most.
 struct BucketRefund {
   LimitDescriptor bucket;
   double tokens = 0;
+  double max_debt = 0;
 };
 
 using RefundHandler = std::function<void(std::error_code)>;

@@ -12,6 +12,7 @@ A concurrency limit's slots are a sorted set per key in Redis.
 import http.client
 import signal
 import socket
+import struct
 import threading
 import time
 import unittest
@@ -142,11 +143,14 @@ class ConcurrencyTest(RateLimitTestCase):
             self.assertEqual(status, expected, (target, body))
         wait_until(lambda: self.in_use("one") == 0, timeout=5, message="the slot back")
 
-        # A client that leaves while the upstream still holds its request: its
-        # slot comes back at once, long before the upstream would answer.
+        # A client whose connection is reset while the upstream still holds its
+        # request: its slot comes back at once, long before the upstream would
+        # answer. (An orderly close may be a half-close, the client still
+        # waiting: that slot comes back when the response is written.)
         with socket.create_connection(("127.0.0.1", gw.port)) as s:
             s.sendall(b"GET /?hold_ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n")
             wait_until(lambda: self.upstream.current == 1, timeout=5, message="held upstream")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         left = time.monotonic()
         wait_until(lambda: self.in_use("one") == 0, timeout=2, message="back after the client left")
         self.assertLess(time.monotonic() - left, 1.0)

@@ -111,13 +111,14 @@ std::vector<std::string> LimitsCodec::encode_refund_args(
   std::vector<std::string> args;
   args.reserve(1 + refunds.size());
   std::string& numbers = args.emplace_back();
-  numbers.reserve(sizeof(double) * 4 * refunds.size());
+  numbers.reserve(sizeof(double) * 7 * refunds.size());
   for (const BucketRefund& refund : refunds) {
     const LimitDescriptor& bucket = refund.bucket;
     append_double(numbers, kind_of(bucket));
     append_double(numbers, refund.tokens);
     append_double(numbers, bucket.capacity);
-    append_double(numbers, algorithm_row(bucket).script_numbers(bucket)[0]);
+    for (const double x : algorithm_row(bucket).script_numbers(bucket)) append_double(numbers, x);
+    append_double(numbers, refund.max_debt);
     args.push_back(ttl_ms(bucket));
   }
   return args;

@@ -1,62 +1,116 @@
--- sluice: give units back to limits (a lease's unspent rest, or a request
--- that a limit in another slot denied, or whose client left while it waited)
--- ARGV[1] holds per key four little-endian doubles: kind (as in the decide
--- script), units, capacity and the algorithm's first number x (a token
--- bucket's refill per second, a window's length in seconds); ARGV[i + 1] is
--- key i's expiry in ms. A limit that is gone (expired: it would be full)
--- stays gone. Reply: how many limits were refunded.
+-- sluice: give units back to limits (a lease's unspent rest, a request that a
+-- limit in another slot denied or whose client left while it waited, a
+-- response that cost less than its estimate), or take more (a response that
+-- cost more: negative units)
+-- ARGV[1] holds per key seven little-endian doubles: kind (as in the decide
+-- script), units (negative: a debit), capacity, the algorithm's three numbers
+-- x, y, z (as in the decide script), and max_debt: how far below empty a
+-- debit may take the limit. ARGV[i + 1] is key i's expiry in ms.
+-- A refund to a limit that is gone (expired: it would be full) leaves it
+-- gone; a debit finds it full. Reply: how many limits were changed.
 local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 
 -- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
--- its capacity, as if they had never been taken.
-local function bucket_refund(key, tokens, capacity, rate, ttl)
+-- its capacity, as if they had never been taken; a debit takes tokens, down
+-- to -max_debt at most (a bucket already lower stays where it is), and the
+-- key then lives until the bucket would be full again.
+local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   local v = call('GET', key)
-  if not (v and #v == 16) then return 0 end
-  local st, sts = unpack_d('<dd', v)
-  local ts, elapsed = now, 0
-  if now > sts then elapsed = now - sts else ts = sts end
-  local t = st + elapsed * rate / 1000000 + tokens
-  if t > capacity then t = capacity end
-  call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+  local t, ts = capacity, now
+  if v and #v == 16 then
+    local st, sts = unpack_d('<dd', v)
+    local elapsed = 0
+    if now > sts then elapsed = now - sts else ts = sts end
+    t = st + elapsed * rate / 1000000
+    if t > capacity then t = capacity end
+  elseif tokens > 0 then
+    return 0
+  end
+  local nt = t + tokens
+  if nt > capacity then nt = capacity end
+  if tokens < 0 and nt < -max_debt then nt = math.min(t, -max_debt) end
+  if tokens < 0 and nt < 0 and rate > 0 then ttl = math.ceil((capacity - nt) / rate * 1000) + 1000 end
+  call('SET', key, pack('<dd', nt, ts), 'PX', ttl)
   return 1
 end
 
 -- ---- sliding window (2): the units come off the count of its latest window
 -- (the one the refunded request was counted in, refunds coming soon after
 -- their debit), never below 0, while that window is the current or the
--- previous one.
-local function window_refund(key, tokens, _, window, ttl)
+-- previous one; a debit adds to the current window's count, up to capacity +
+-- max_debt.
+local function window_refund(key, tokens, capacity, window, _, _, max_debt, ttl)
   local v = call('GET', key)
-  if not (v and #v == 24) then return 0 end
-  local sw, sc, sp = unpack_d('<ddd', v)
-  if sw < floor(now / (window * 1000000)) - 1 then return 0 end
-  sc = sc - tokens
-  if sc < 0 then sc = 0 end
-  call('SET', key, pack('<ddd', sw, sc, sp), 'PX', ttl)
+  local W = window * 1000000
+  local c = floor(now / W)
+  local sw, sc, sp = c, 0, 0
+  if v and #v == 24 then
+    sw, sc, sp = unpack_d('<ddd', v)
+    if tokens < 0 and sw < c then
+      if sw == c - 1 then sp = sc else sp = 0 end
+      sw, sc = c, 0
+    end
+  elseif tokens > 0 then
+    return 0
+  end
+  if tokens > 0 and sw < c - 1 then return 0 end
+  local nc = sc - tokens
+  if nc < 0 then nc = 0 end
+  if tokens < 0 and nc > capacity + max_debt then nc = math.max(sc, capacity + max_debt) end
+  call('SET', key, pack('<ddd', sw, nc, sp), 'PX', ttl)
   return 1
 end
 
 -- ---- quota (4): the units come off the count of its period, never below 0,
--- while that period lasts (a refund of an ended period has nothing to give).
-local function quota_refund(key, tokens)
+-- while that period lasts (a refund of an ended period has nothing to give);
+-- a debit adds to the count of the period holding now (x, y, z: the
+-- gateway's periods, as in the decide script), up to capacity + max_debt.
+local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_debt)
   local v = call('GET', key)
-  if not (v and #v == 16) then return 0 end
-  local e, used = unpack_d('<dd', v)
-  if e <= now then return 0 end
-  used = used - tokens
-  if used < 0 then used = 0 end
-  call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+  local e, used = 0, 0
+  if v and #v == 16 then e, used = unpack_d('<dd', v) end
+  if tokens > 0 then
+    if e <= now then return 0 end
+  elseif e <= now then
+    used = 0
+    if now < start then
+      e = start
+    elseif now < stop then
+      e = stop
+    elseif now < next_stop then
+      e = next_stop
+    else
+      local len = next_stop - stop
+      e = next_stop + (floor((now - next_stop) / len) + 1) * len
+    end
+  end
+  local nu = used - tokens
+  if nu < 0 then nu = 0 end
+  if tokens < 0 and nu > capacity + max_debt then nu = math.max(used, capacity + max_debt) end
+  call('SET', key, pack('<dd', e, nu), 'PX', floor((e - now) / 1000) + 1000)
   return 1
 end
 
 -- ---- sliding log (6): its newest ceil(units) entries go (refunds come
 -- within moments of their debit, so those are the refunded request's, or
--- entries as new).
-local function log_refund(key, tokens)
-  if call('TYPE', key).ok ~= 'zset' then return 0 end
-  call('ZPOPMAX', key, math.ceil(tokens))
+-- entries as new); a debit logs ceil(units) more entries now, up to
+-- capacity + max_debt entries.
+local function log_refund(key, tokens, capacity, window, _, _, max_debt)
+  local kind = call('TYPE', key).ok
+  if tokens > 0 then
+    if kind ~= 'zset' then return 0 end
+    call('ZPOPMAX', key, math.ceil(tokens))
+    return 1
+  end
+  if kind ~= 'zset' and kind ~= 'none' then call('DEL', key) end
+  call('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)
+  local count = call('ZCARD', key)
+  local units = math.min(math.ceil(-tokens), math.max(0, capacity + max_debt - count))
+  local stamp = string.format('%.0f', now)
+  for j = 1, units do call('ZADD', key, now, stamp .. '-d' .. (count + j)) end
+  if units > 0 then call('PEXPIRE', key, math.ceil(window * 1000) + 1000) end
   return 1
 end
 
@@ -69,9 +123,10 @@ end
 
 local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund, [6] = log_refund,
                  [8] = slot_release}
-local refunded = 0
+local changed = 0
 for i = 1, #KEYS do
-  local kind, tokens, capacity, x = unpack_d('<dddd', nums, 32 * i - 31)
-  refunded = refunded + refunds[kind - kind % 2](KEYS[i], tokens, capacity, x, ARGV[i + 1])
+  local kind, units, capacity, x, y, z, max_debt = unpack_d('<ddddddd', nums, 56 * i - 55)
+  changed = changed + refunds[kind - kind % 2](KEYS[i], units, capacity, x, y, z, max_debt,
+                                               ARGV[i + 1])
 end
-return refunded
+return changed

@@ -26,7 +26,7 @@ struct BucketState {
   std::int64_t timestamp_us = 0;  // time of the last debit (server clock)
   bool exists = false;
   double previous = 0;  // sliding window only
-  std::vector<double> log;  // sliding log only: microseconds, oldest first
+  std::vector<double> log{};  // sliding log and concurrency: microseconds, oldest first
 };
 
 // A token bucket refilled to some moment, before any debit.

@@ -74,7 +74,7 @@ class FallbackStore {
   struct Entry {
     std::string name;
     BucketState state;
-    LimitDescriptor share;  // the share it was decided at
+    LimitDescriptor share{};  // the share it was decided at
   };
   using Lru = std::list<Entry>;  // most recently used first
 

@@ -183,10 +183,12 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK(args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
   CHECK(kCodec.encode_args({}, 2) == std::vector<std::string>{raw_doubles({2})});
 
-  const std::vector<sluice::BucketRefund> refunds = {{limits[0], 4}, {limits[1], 0.5}};
+  const std::vector<sluice::BucketRefund> refunds = {{limits[0], 4}, {limits[1], -0.5, 7}};
   const auto refund_args = kCodec.encode_refund_args(refunds);
   REQUIRE(refund_args.size() == 3);
-  CHECK(refund_args[0] == raw_doubles({1, 4, 50, 0.1, 0, 0.5, 3, 1.0 / 3}));
+  // Per key: kind, units (negative: a debit), capacity, x, y, z, max_debt.
+  CHECK(refund_args[0] ==
+        raw_doubles({1, 4, 50, 0.1, 0, 0, 0, 0, -0.5, 3, 1.0 / 3, 20, 0.25, 7}));
   CHECK(refund_args[1] == "501000");
   CHECK(refund_args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
   CHECK(script_sha1().size() == 40);
