@@ -69,6 +69,11 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_ratelimit_local_decisions_total", "counter",
      "Rate-limit decisions made without Redis: by the denial cache or from leased tokens."},
     {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
+    {"sluice_ratelimit_settlements_total", "counter",
+     "Requests whose cost was settled from the response, by route and result (refund: it cost "
+     "less than its estimate; debit: more; even; failed: Redis never took it)."},
+    {"sluice_ratelimit_settled_units_total", "counter",
+     "Units given back (refund) or taken (debit) by settlements, per limit, by route."},
     {"sluice_ratelimit_in_flight", "gauge",
      "Concurrency slots this instance holds: requests in progress, by concurrency limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},

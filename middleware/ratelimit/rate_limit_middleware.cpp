@@ -79,6 +79,17 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     }
   }
   for (const auto& route : config.routes) {
+    if (!route.cost_from_response.enabled()) continue;
+    for (const auto result : {"refund", "debit", "even", "failed"}) {
+      metrics.declare("sluice_ratelimit_settlements_total",
+                      scratch_labels({{"route", route.name}, {"result", result}}));
+    }
+    for (const auto direction : {"refund", "debit"}) {
+      metrics.declare("sluice_ratelimit_settled_units_total",
+                      scratch_labels({{"route", route.name}, {"direction", direction}}));
+    }
+  }
+  for (const auto& route : config.routes) {
     if (!route_limits(route)) continue;
     metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
     for (const auto exemption : {Exemption::kCidr, Exemption::kPlan}) {
@@ -302,7 +313,12 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                    {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
         }
         const RateOutcome outcome = select_outcome(*descriptors, decision);
-        if (!ec && decision.allowed) self->hold_slots(ctx, *descriptors, decision);
+        if (!ec && decision.allowed) {
+          self->hold_slots(ctx, *descriptors, decision);
+          if (route.cost_from_response.enabled()) {
+            self->settle_at_end(ctx, descriptors, decision, cost);
+          }
+        }
         for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
           metrics_.add("sluice_ratelimit_decisions_total",
                        scratch_labels({{"route", route.name},
@@ -346,6 +362,18 @@ void RateLimitMiddleware::hold_slots(RequestContext& ctx,
   slots_->hold(taken);
   ctx.on_end.emplace_back(
       [slots = slots_, taken = std::move(taken)](const ExchangeEnd&) { slots->release(taken); });
+}
+
+void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
+                                        std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
+                                        const RateDecision& decision, double cost) {
+  ctx.on_end.emplace_back([settler = settler_, config = ctx.config, route = ctx.route,
+                           descriptors = std::move(descriptors), decision,
+                           cost](const ExchangeEnd& end) {
+    const CostFromResponse& settle = route->cost_from_response;
+    settler->settle(route->name, *descriptors, decision, cost, settled_cost(settle, end, cost),
+                    settle.max_debt);
+  });
 }
 
 void RateLimitMiddleware::wait(DelayedRequest& delayed, double seconds, const RouteConfig& route,

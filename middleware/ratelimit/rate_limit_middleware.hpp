@@ -20,6 +20,7 @@
 #include "middleware/ratelimit/concurrency/slot_keeper.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "middleware/ratelimit/settlement/settlement.hpp"
 
 namespace sluice {
 
@@ -59,7 +60,8 @@ class RateLimitMiddleware final : public Middleware,
         metrics_(metrics),
         fallback_(std::move(fallback)),
         consumers_(std::move(consumers)),
-        slots_(std::make_shared<SlotKeeper>(executor_, limiter_, metrics_)) {}
+        slots_(std::make_shared<SlotKeeper>(executor_, limiter_, metrics_)),
+        settler_(std::make_shared<Settler>(executor_, limiter_, metrics_)) {}
 
   // Identifies the caller first (with the consumer store: from the cache at
   // once, or after one lookup): a key no consumer holds gets 401 with
@@ -75,6 +77,10 @@ class RateLimitMiddleware final : public Middleware,
   MiddlewareResult admit(RequestContext& ctx, const RequestView& view, const Identity& identity,
                          MiddlewareLater& later, MiddlewareDone* taken);
 
+  // Settles an admitted request's cost once its exchange has ended
+  // (routes[].cost_from_response).
+  void settle_at_end(RequestContext& ctx, std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
+                     const RateDecision& decision, double cost);
   // Holds the concurrency slots an admitted request took until its exchange ends.
   void hold_slots(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
                   const RateDecision& decision);
@@ -90,6 +96,7 @@ class RateLimitMiddleware final : public Middleware,
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<ConsumerResolver> consumers_;
   std::shared_ptr<SlotKeeper> slots_;
+  std::shared_ptr<Settler> settler_;
 };
 
 }  // namespace sluice

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -429,3 +430,29 @@ def assert_serves_without_redis(case: unittest.TestCase, sluice: Sluice, reason:
     case.assertEqual(sluice.metric("sluice_redis_up"), 0)
     wait_until(lambda: reason in sluice.stdout() + sluice.stderr(), 5,
                message=f"the log to say {reason!r}")
+
+
+class PythonUpstream:
+    """A threaded HTTP/1.1 upstream on a free 127.0.0.1 port whose GET is
+    `do_get(handler, query)` (query: parse_qs of the target); stop() ends it."""
+
+    def __init__(self, do_get):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                do_get(self, urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server.daemon_threads = True
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -16,10 +16,8 @@ import struct
 import threading
 import time
 import unittest
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import (free_port, gateway_config, metric_sum, redis_call, wait_redis_ready,
+from harness import (PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready,
                      wait_until)
 from test_ratelimit import RateLimitTestCase, parse_rate_limit
 
@@ -34,42 +32,29 @@ class HoldingUpstream:
         self.current = 0
         self.peak = 0
         self.served = 0
-        upstream = self
+        self.upstream = PythonUpstream(self.do_get)
+        self.address = self.upstream.address
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-                hold = int(query.get("hold_ms", ["100"])[0]) / 1000
-                status = int(query.get("status", ["200"])[0])
-                with upstream.lock:
-                    upstream.current += 1
-                    upstream.peak = max(upstream.peak, upstream.current)
-                try:
-                    time.sleep(hold)
-                finally:
-                    with upstream.lock:
-                        upstream.current -= 1
-                        upstream.served += 1
-                body = b"held\n"
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.server.daemon_threads = True
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def do_get(self, handler, query):
+        hold = int(query.get("hold_ms", ["100"])[0]) / 1000
+        status = int(query.get("status", ["200"])[0])
+        with self.lock:
+            self.current += 1
+            self.peak = max(self.peak, self.current)
+        try:
+            time.sleep(hold)
+        finally:
+            with self.lock:
+                self.current -= 1
+                self.served += 1
+        body = b"held\n"
+        handler.send_response(status)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.upstream.stop()
 
 
 def slots(key, capacity, lease_ms=30000):

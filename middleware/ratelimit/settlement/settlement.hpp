@@ -1,0 +1,71 @@
+// Cost settled from the response (routes[].cost_from_response): a request
+// is admitted at its estimate (cost or cost_header); once its exchange has
+// ended, the difference to the real cost the upstream reported (a response
+// header or trailer) goes to the same limits: refunded when the response cost
+// less, debited when it cost more (down to -max_debt below empty). Exactly
+// once per request: from the request's end hook, which runs once, also when
+// the client left or the connection was cut. A settlement Redis could not
+// take waits in a bounded queue per worker and is sent again (at most
+// kAttempts times, a second apart); one that still fails, or finds the queue
+// full, is dropped and counted (result="failed"). Used on the worker's
+// executor.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "gateway/middleware.hpp"
+#include "middleware/ratelimit/rate_limiter.hpp"
+
+namespace sluice {
+
+class MetricsShard;
+
+// A usage value: a whole number of at most 2^53 written in decimal digits
+// only (surrounding blanks allowed); nullopt for anything else ("", "-1",
+// "1.5", "12abc", a huge number).
+std::optional<double> parse_usage(std::string_view text);
+
+// What the request really cost: 0 for a status the route does not count;
+// the usage the response carried when it is valid; else (none, invalid, no
+// response at all) the estimate.
+double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate);
+
+class Settler : public std::enable_shared_from_this<Settler> {
+ public:
+  using Executor = boost::asio::io_context::executor_type;
+  static constexpr std::size_t kMaxQueued = 10000;
+  static constexpr int kAttempts = 3;
+
+  Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics);
+
+  // Settles a request of `route` that debited `estimate` on `descriptors`
+  // (as `decision` admitted it) and really cost `real`.
+  void settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
+              const RateDecision& decision, double estimate, double real, double max_debt);
+
+  std::size_t queued() const { return queued_; }
+
+ private:
+  struct Pending {
+    std::string route;
+    std::vector<BucketRefund> refunds;
+    double units = 0;  // refunded (> 0) or debited (< 0) on each limit
+    int attempts = 0;
+  };
+  void send(std::shared_ptr<Pending> pending);
+  void count(const std::string& route, std::string_view result);
+
+  Executor executor_;
+  std::shared_ptr<RateLimiter> limiter_;
+  MetricsShard& metrics_;
+  std::size_t queued_ = 0;  // settlements waiting to be sent again
+};
+
+}  // namespace sluice

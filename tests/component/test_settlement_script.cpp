@@ -1,0 +1,103 @@
+// Component test: the refund script as settlements use it on a real
+// redis-server: positive units give back, negative units take more, down to
+// max_debt below empty at most, for token buckets, sliding windows, quotas
+// and sliding logs; a limit that is gone takes a debit from full.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/script_redis.hpp"
+
+using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
+
+namespace settlement_script_test {
+
+// One refund call of `units` (negative: a debit) with `max_debt`.
+long long settle(Redis& redis, const LimitDescriptor& limit, double units, double max_debt) {
+  const std::vector<sluice::BucketRefund> refunds = {{limit, units, max_debt}};
+  const std::vector<std::string> keys = {key_of(limit)};
+  std::vector<std::string> args = {"EVAL", std::string(sluice::kRefundLimitsScript), "1"};
+  args.insert(args.end(), keys.begin(), keys.end());
+  const auto argv = kCodec.encode_refund_args(refunds);
+  args.insert(args.end(), argv.begin(), argv.end());
+  Reply r = redis.command(args);
+  INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+  REQUIRE(r->type == REDIS_REPLY_INTEGER);
+  return r->integer;
+}
+
+// The two doubles of a 16-byte value (a token bucket, a quota).
+std::pair<double, double> pair_of(Redis& redis, const std::string& key) {
+  Reply r = redis.command({"GET", key});
+  REQUIRE(r->type == REDIS_REPLY_STRING);
+  REQUIRE(r->len == 16);
+  double d[2];
+  std::memcpy(d, r->str, sizeof d);
+  return {d[0], d[1]};
+}
+
+TEST_CASE("script: a token bucket settles up and down, down to max_debt at most",
+          "[ratelimit][script][redis][settlement]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  const LimitDescriptor b = bucket("tokens", "k", 10, 1e-9);  // nothing refills meanwhile
+  REQUIRE(redis.decide({b}, 5).allowed);
+  CHECK(settle(redis, b, 3, 0) == 1);  // cost 2, not 5
+  CHECK(pair_of(redis, key_of(b)).first == Approx(8).margin(1e-6));
+  CHECK(settle(redis, b, -20, 7) == 1);  // cost 20 more: down to -7 only
+  CHECK(pair_of(redis, key_of(b)).first == Approx(-7).margin(1e-6));
+  CHECK(settle(redis, b, -1, 7) == 1);  // already at the floor: stays
+  CHECK(pair_of(redis, key_of(b)).first == Approx(-7).margin(1e-6));
+  CHECK_FALSE(redis.decide({b}, 1).allowed);  // the debt is paid off first
+  // The key lives until the bucket would be full again.
+  CHECK(redis.pttl(key_of(b)) > 1'000'000'000LL);
+  // A bucket that is gone takes a debit from full; a refund leaves it gone.
+  const LimitDescriptor gone = bucket("tokens", "gone", 10, 1);
+  CHECK(settle(redis, gone, 4, 0) == 0);
+  CHECK(settle(redis, gone, -4, 0) == 1);
+  CHECK(pair_of(redis, key_of(gone)).first == Approx(6).margin(1e-3));
+}
+
+TEST_CASE("script: windows, quotas and logs settle up and down",
+          "[ratelimit][script][redis][settlement]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  LimitDescriptor w = bucket("window", "k", 10, 0);
+  w.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
+  w.window_seconds = 1000;
+  REQUIRE(redis.decide({w}, 5).allowed);
+  CHECK(settle(redis, w, 2, 0) == 1);
+  CHECK(stored_window(redis, key_of(w)).tokens == 3);
+  CHECK(settle(redis, w, -20, 4) == 1);  // up to capacity + max_debt
+  CHECK(stored_window(redis, key_of(w)).tokens == 14);
+
+  LimitDescriptor q = bucket("quota", "k", 100, 0);
+  q.algorithm = sluice::LimitAlgorithm::kQuota;
+  const double now = static_cast<double>(redis.time_us());
+  q.periods = {now - 1e9, now + 1e9, now + 2e9};
+  CHECK(settle(redis, q, -30, 0) == 1);  // no count yet: the period's starts at 30
+  CHECK(pair_of(redis, key_of(q)) == std::pair{now + 1e9, 30.0});
+  REQUIRE(redis.decide({q}, 50).allowed);
+  CHECK(settle(redis, q, 45, 0) == 1);  // the 50 cost 5
+  CHECK(pair_of(redis, key_of(q)).second == 35);
+  CHECK(settle(redis, q, -500, 20) == 1);
+  CHECK(pair_of(redis, key_of(q)).second == 120);
+
+  LimitDescriptor l = bucket("log", "k", 10, 0);
+  l.algorithm = sluice::LimitAlgorithm::kSlidingLog;
+  l.window_seconds = 1000;
+  REQUIRE(redis.decide({l}, 4).allowed);
+  CHECK(settle(redis, l, -3, 0) == 1);
+  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
+  CHECK(settle(redis, l, -30, 2) == 1);  // up to capacity + max_debt entries
+  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 12);
+  CHECK(settle(redis, l, 5, 0) == 1);
+  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
+}
+
+}  // namespace settlement_script_test

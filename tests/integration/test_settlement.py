@@ -1,0 +1,148 @@
+"""Cost settled from the response through the real sluice binary and a real
+redis-server: an upstream reports the real cost in a response header or a
+trailer; the estimate debited at admission is settled to it on a token
+bucket and a monthly quota, to the unit: the quota's count is the sum of the
+real costs. Statuses not counted cost nothing, invalid values settle at the
+estimate, a debit stops at max_debt, and the settlement metrics count each.
+"""
+
+import random
+import socket
+import struct
+import unittest
+import urllib.parse
+
+from harness import (PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready,
+                     wait_until)
+from test_ratelimit import RateLimitTestCase
+
+ESTIMATE = 500
+
+
+def usage_upstream():
+    """Answers `status` (query, default 200) with the usage `usage` (query) in
+    its head (mode=head, the default), in a trailer of a chunked body
+    (mode=trailer), twice in its head (mode=twice), or not at all (no usage)."""
+
+    def do_get(handler, query):
+        status = int(query.get("status", ["200"])[0])
+        usage = query.get("usage", [None])[0]
+        mode = query.get("mode", ["head"])[0]
+        if mode == "trailer":
+            handler.wfile.write(
+                f"HTTP/1.1 {status} OK\r\nTransfer-Encoding: chunked\r\n"
+                f"Trailer: X-Usage-Tokens\r\n\r\n5\r\nhello\r\n0\r\n"
+                f"X-Usage-Tokens: {usage}\r\n\r\n".encode())
+            return
+        body = b"done\n"
+        handler.send_response(status)
+        if usage is not None:
+            handler.send_header("X-Usage-Tokens", usage)
+            if mode == "twice":
+                handler.send_header("X-Usage-Tokens", usage)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    return PythonUpstream(do_get)
+
+
+class SettlementTest(RateLimitTestCase):
+    def setUp(self):
+        super().setUp()
+        self.upstream = usage_upstream()
+        self.addCleanup(self.upstream.stop)
+        limits = {
+            "tokens": {"key": "global", "capacity": 100000, "refill_per_second": 0.000001},
+            "monthly": {"key": "global", "algorithm": "quota", "capacity": 10000000,
+                        "period": "month"},
+        }
+        routes = [{"name": "completions", "match": {"path_prefix": "/"}, "upstream": "llm",
+                   "limits": list(limits), "cost": ESTIMATE,
+                   "cost_from_response": {"header": "X-Usage-Tokens",
+                                          "statuses": ["200-299"], "max_debt": 5000}}]
+        config = gateway_config(
+            {"llm": [self.upstream.address]}, routes, server={"threads": 2},
+            log={"level": "info", "access_log": False},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000},
+            limits=limits)
+        self.gw = self.start_sluice(config)
+        wait_redis_ready(self.gw)
+
+    def stored(self, limit):
+        keys = redis_call(self.redis.port, "KEYS", f"*{limit}:*")
+        self.assertEqual(len(keys), 1, keys)
+        return struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))
+
+    def tokens(self):
+        return self.stored("tokens")[0]
+
+    def quota_used(self):
+        return self.stored("monthly")[1]
+
+    def settled(self):
+        return sum(metric_sum(self.gw, "sluice_ratelimit_settlements_total", result=r)
+                   for r in ("refund", "debit", "even", "failed"))
+
+    def call(self, query, expected=200):
+        status, _, body = self.get(self.gw, "/?" + query)
+        self.assertEqual(status, expected, body)
+
+    def settle(self, query, expected=200):
+        """One request, and its settlement awaited (counted in the metrics)."""
+        before = self.settled()
+        self.call(query, expected)
+        wait_until(lambda: self.settled() == before + 1, timeout=5, message="settled")
+
+    def test_head_trailer_statuses_invalid_values_and_max_debt(self):
+        self.settle("usage=120")
+        self.assertAlmostEqual(self.tokens(), 100000 - 120, places=2)
+        self.assertEqual(self.quota_used(), 120)
+        self.settle("usage=42&mode=trailer")
+        self.assertEqual(self.quota_used(), 162)
+        self.settle("usage=900&status=503", expected=503)  # not counted: costs 0
+        self.assertEqual(self.quota_used(), 162)
+        for bad in ("12abc", "-5", "1.5", "99999999999999999999"):
+            self.settle("usage=" + urllib.parse.quote(bad))  # the estimate
+        self.settle("usage=7&mode=twice")  # repeated: the estimate
+        self.settle("")  # none: the estimate
+        self.assertEqual(self.quota_used(), 162 + 6 * ESTIMATE)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_settlements_total",
+                                    route="completions", result="even"), 6)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_settlements_total",
+                                    route="completions", result="refund"), 3)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_settled_units_total",
+                                    route="completions", direction="refund"),
+                         (ESTIMATE - 120) + (ESTIMATE - 42) + ESTIMATE)
+        # A debit far beyond the bucket stops at max_debt below empty; the quota
+        # counts what it can hold (its capacity is large).
+        self.settle("usage=200000")
+        self.assertAlmostEqual(self.tokens(), -5000, places=2)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_settlements_total",
+                                    route="completions", result="debit"), 1)
+        status, h, _ = self.get(self.gw, "/?usage=1")
+        self.assertEqual(status, 429)  # the debt is paid off before anything else goes
+
+    def test_the_quota_counts_the_sum_of_the_real_costs_to_the_unit(self):
+        rng = random.Random(28)
+        real = 0
+        for _ in range(60):
+            usage = rng.randint(0, 2000)
+            mode = rng.choice(("head", "trailer"))
+            self.settle(f"usage={usage}&mode={mode}")
+            real += usage
+        self.assertEqual(self.quota_used(), real)
+        self.assertAlmostEqual(self.tokens(), 100000 - real, places=1)
+
+    def test_a_client_gone_after_the_head_is_settled_with_the_head_usage(self):
+        before = self.settled()
+        with socket.create_connection(("127.0.0.1", self.gw.port)) as s:
+            s.sendall(b"GET /?usage=77 HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.recv(1)  # the head has come
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        wait_until(lambda: self.settled() == before + 1, timeout=5, message="settled")
+        self.assertEqual(self.quota_used(), 77)
+
+
+if __name__ == "__main__":
+    unittest.main()
