@@ -4,11 +4,12 @@
 Started by scripts/bench (which installs packages and builds); it can also run
 alone once the binaries exist:  python3 scripts/bench_lib/bench.py [--quick]
 
-Default run: 25 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
+Default run: 26 rows (stack.start_rows; rows 9 and 10 on a 3-primary Redis
 Cluster, row 11 their load on one Redis, row 12 the denial cache, row 13 a
 leased global key, row 14 a sliding window per API key, rows 15 and 16 TLS
 termination, rows 21-23 the consumer store, row 24 a calendar quota per API
-key, row 25 a concurrency limit per API key) behind one sluice-echo upstream, and rows 17-20, WebSocket echo
+key, row 25 a concurrency limit per API key, row 26 a cost settled from the
+response) behind one sluice-echo upstream, and rows 17-20, WebSocket echo
 (sluice-wsbench echo directly and through Sluice, 16 KiB and 128-byte messages),
 all servers started here on free 127.0.0.1 ports and stopped here by PID. Load:
 wrk, one thread, the same connection count for every HTTP row; the WebSocket

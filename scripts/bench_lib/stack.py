@@ -59,7 +59,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   local: dict | None = None, on_redis_failure: str = "open",
                   window_ms: int | None = None, tls: dict | None = None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
-                  quota_period: str | None = None, concurrency: bool = False) -> dict:
+                  quota_period: str | None = None, concurrency: bool = False,
+                  settled: bool = False) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -71,7 +72,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     server.tls section (the listener then speaks TLS only); api_keys, plans: those
     sections (the consumers of rows 21-23); quota_period: `limit` is a calendar quota of
     `capacity` per that period instead (row 24); concurrency: `limit` is a concurrency
-    limit of `capacity` slots instead (row 25)."""
+    limit of `capacity` slots instead (row 25); settled: the route's cost (500) is settled
+    from the response, the echo reporting 120 (row 26)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -103,7 +105,11 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "routes": [*more_routes,
                    {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
                     "limits": list(limits) if limit else [],
-                    "on_redis_failure": on_redis_failure}],
+                    "on_redis_failure": on_redis_failure,
+                    **({"cost": 500,
+                        "cost_from_response": {"header": "X-Usage-Tokens"},
+                        "request_headers": {"set": {"X-Echo-Usage": "120"}}}
+                       if settled else {})}],
     }
 
 
@@ -364,6 +370,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     # back by every request).
     s25 = stack.sluice("sluice-concurrency", upstream=up, redis_port=redis.port,
                        limit=ALLOW_ALL, key="api_key", concurrency=True)
+    # Row 26: the same load on a route whose cost (500) is settled from the response:
+    # the echo reports 120, so every request gets 380 back.
+    s26 = stack.sluice("sluice-settled", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
+                       key="api_key", settled=True)
 
     # --compare: rows 4, 5, 14, 16, 21 and 22 again with another sluice binary, as
     # rows 104, 105, 114, 116, 121 and 122.
@@ -401,7 +411,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),
                 sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed)]
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26):
         stack.wait_redis(gateway)
     import_consumers(s22, STORE_CONSUMERS)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
@@ -457,6 +467,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         sluice_row(25, "row 11 with a concurrency limit per API key instead of its token "
                    "bucket (allowing all; a slot taken and given back per request)", s25,
                    [redis], keyed),
+        sluice_row(26, "row 11 with its cost (500) settled from the response (the echo "
+                   "reports 120: every request refunded 380)", s26, [redis], keyed),
         *compare_rows(),
     ]
 

@@ -18,7 +18,8 @@
 //                        body_length, body_sha256 (the body is hashed while it
 //                        streams in, never held). HEAD gets the head only.
 // Bytes >= 0x80 in JSON strings are written as \u00XX (latin-1), so the
-// output is ASCII and round-trips exactly.
+// output is ASCII and round-trips exactly. A request carrying X-Echo-Usage
+// gets its value back as X-Usage-Tokens (a usage report for settlements).
 #include <openssl/evp.h>
 
 #include <array>
@@ -282,6 +283,11 @@ class Session : public std::enable_shared_from_this<Session> {
       res_->body() = std::move(body);
     }
     if (http::int_to_status(code) == http::status::unknown) res_->reason("Status");
+    // A usage report on request (settlement benches and tests): the value of
+    // X-Echo-Usage comes back as X-Usage-Tokens.
+    if (auto usage = req.find("X-Echo-Usage"); usage != req.end()) {
+      res_->set("X-Usage-Tokens", usage->value());
+    }
     res_->keep_alive(req.keep_alive());
     res_->prepare_payload();
     if (bodiless) res_->erase(http::field::content_length);  // RFC 9110 8.6
