@@ -2,7 +2,8 @@
 three at once on one key, then on 1000 keys, then on one `global` key without and
 with lease_tokens; the allowed requests against the ideal C + R*T, with Redis's
 clock at both ends of the window. Last, a minute quota on one key, the load inside
-one minute: exactly C admitted.
+one minute: exactly C admitted; a settled cost (the quota counts the real costs
+to the unit) and a concurrency limit (the echo never holds more than C).
 
 The per-key cases end the window at each key's last debit (the timestamp in its
 bucket). The global cases cannot: a lease's refund after the load moves that
@@ -209,9 +210,81 @@ def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capaci
     }
 
 
+def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_port: int,
+                                  duration: float, conns: int, pin_cpu: str | None) -> list[dict]:
+    """Two cases on three instances at once, one after the other:
+    - settled: a monthly quota on one key, each request's cost (500) settled from
+      the response, sluice-echo reporting 120: once every settlement is in, the
+      quota's count must be 120 per admitted request, to the unit;
+    - concurrency: a concurrency limit of C slots on one key, every request held
+      20 ms by the echo (/__slow/20): the echo must never hold more than C at once."""
+    results = []
+    for label, kind in (("settled cost, one key", "settled"),
+                        ("concurrency C=8, one key, held 20 ms", "concurrency")):
+        run = f"{int(time.time() * 1000) % 10**9}"
+        prefix = f"acc{kind[0]}{run}:"
+        capacity = 8 if kind == "concurrency" else 1_000_000_000
+        gateways = [stack.sluice(f"sluice-acc{kind[0]}{run}-{i}", upstream=echo.port,
+                                 redis_port=redis_port, limit=(capacity, 1), key="api_key",
+                                 key_prefix=prefix, settled=kind == "settled",
+                                 quota_period="month" if kind == "settled" else None,
+                                 concurrency=kind == "concurrency")
+                    for i in range(3)]
+        try:
+            for gateway in gateways:
+                stack.wait_redis(gateway)
+            before = [sluice_counters(g.admin_port) for g in gateways]
+            path = "/__slow/20" if kind == "concurrency" else "/"
+            wrks = [subprocess.Popen(wrk_command(g.port, conns, duration, pin_cpu,
+                                                 script=KEYS_LUA, path=path,
+                                                 args=[run, "1", "0"]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for g in gateways]
+            outputs = []
+            for p in wrks:
+                out, err = p.communicate(timeout=duration + 60)
+                outputs.append(parse_bench_lines(out))
+                if p.returncode != 0 or "requests" not in outputs[-1]:
+                    raise RuntimeError(f"wrk failed: {out}\n{err}")
+
+            def delta(name):
+                now = [sluice_counters(g.admin_port) for g in gateways]
+                return sum(a[name] - b[name] for a, b in zip(now, before))
+
+            allowed = delta("allowed")
+            limited = delta("limited")
+            deadline = time.monotonic() + 15
+            while kind == "settled" and delta("settled") < allowed and time.monotonic() < deadline:
+                time.sleep(0.1)
+            stored = [redis("GET", k) for k in redis("KEYS", BUCKETS.format(prefix))]
+            used = sum(struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16)
+            peak = echo.stats().get("slow_peak", 0)
+        finally:
+            for gateway in gateways:
+                stack.stop(gateway)
+        requests = sum(o["requests"] for o in outputs)
+        ideal = allowed * 120 if kind == "settled" else capacity
+        measured = used if kind == "settled" else peak
+        results.append({
+            "label": (f"{label}: quota counted {used:,.0f}, 120 x {allowed:,.0f} admitted"
+                      if kind == "settled" else f"{label}: the echo held at most {peak} at once"),
+            "C": capacity if kind == "concurrency" else 0, "R": 0, "keys": 1, "T": duration,
+            "requests": requests, "allowed": measured, "ideal": float(ideal),
+            "limited": limited,
+            "ok": sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs),
+            "fail_open": 0, "buckets": len(stored),
+            "error_pct": 100 * (measured - ideal) / ideal if ideal else 0.0, "skew_pct": 0.0,
+            "load_rate": requests / duration, "spread_ms": 0.0, "leftover": 0.0,
+            "lease_tokens": None, "windowed": False, "window_s": None, "script_calls": 0,
+            "leases": 0, "local": 0, "series": [],
+        })
+    return results
+
+
 def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     """Both cases' results (see accuracy_case), one after the other on one Redis."""
-    up = stack.echo().port
+    echo = stack.echo()
+    up = echo.port
     redis_port = stack.redis("redis").port
     redis = Connection(redis_port, timeout=5.0)
     duration = 3.0 if opts.quick else opts.accuracy_duration
@@ -229,4 +302,8 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     log(f"accuracy: a minute quota, C=2000, {duration:g} s within one minute, "
         "3 instances x 64 connections")
     results.append(quota_case(stack, redis, up, redis_port, 2000, duration, 64, pin_cpu))
+    log("accuracy: cost settled from the response, and a concurrency limit of 8, "
+        "3 instances x 64 connections")
+    results += settled_and_concurrency_cases(stack, redis, echo, redis_port, duration, 64,
+                                             pin_cpu)
     return results

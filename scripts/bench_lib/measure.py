@@ -74,6 +74,7 @@ def sluice_counters(admin: int) -> dict[str, float]:
                                  kind="deny_cache"),
         "lease": metric_sum(text, "sluice_ratelimit_local_decisions_total", kind="lease"),
         "leases": metric_sum(text, "sluice_ratelimit_leases_total"),
+        "settled": metric_sum(text, "sluice_ratelimit_settlements_total"),
     }
 
 

@@ -103,7 +103,8 @@ class EchoServerTest(ProcessTestCase):
             for _ in range(5):
                 self.assertEqual(client.request("GET", "/k")[0], 200)
         stats = self.echo.stats()
-        self.assertEqual(stats, {"connections": 3, "requests": 9, "bad_requests": 0})
+        self.assertEqual(stats, {"connections": 3, "requests": 9, "bad_requests": 0,
+                                 "slow_peak": 0})
 
     def test_bad_requests_are_counted(self):
         for data in (b"0\r\n\r\nGET / HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\nBad\r\n\r\n"):

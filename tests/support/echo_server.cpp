@@ -5,7 +5,8 @@
 //
 // The first stdout line is "listening HOST:PORT". Endpoints (by path prefix):
 //   GET /__stats         {"connections": accepted, "requests": request heads read,
-//                        "bad_requests": connections ended by a parse error}
+//                        "bad_requests": connections ended by a parse error,
+//                        "slow_peak": the most /__slow/ requests waiting at once}
 //   /__download/N        N bytes, byte i = i % 251, in 64 KiB pieces
 //                        (Content-Length; chunked with ?chunked=1; no length,
 //                        ended by closing the connection, with ?eof=1)
@@ -64,6 +65,8 @@ struct Stats {
   std::uint64_t connections = 0;
   std::uint64_t requests = 0;
   std::uint64_t bad_requests = 0;  // connections ended by an HTTP parse error
+  std::uint64_t slow_now = 0;      // /__slow/ requests waiting now
+  std::uint64_t slow_peak = 0;     // the most of them at once
 };
 
 // Incremental SHA-256 (OpenSSL EVP).
@@ -248,8 +251,10 @@ class Session : public std::enable_shared_from_this<Session> {
       return start_download(*n, framing);
     }
     if (auto ms = number_after(path, "/__slow/")) {
+      stats_.slow_peak = std::max(stats_.slow_peak, ++stats_.slow_now);
       timer_.expires_after(std::chrono::milliseconds(*ms));
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        --self->stats_.slow_now;
         if (ec) return self->close();
         self->reply(http::status::ok, "application/json", echo_json(self->parser_->get()));
       });
@@ -263,7 +268,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return reply(http::status::ok, "application/json",
                    "{\"connections\":" + std::to_string(stats_.connections) +
                        ",\"requests\":" + std::to_string(stats_.requests) +
-                       ",\"bad_requests\":" + std::to_string(stats_.bad_requests) + "}");
+                       ",\"bad_requests\":" + std::to_string(stats_.bad_requests) +
+                       ",\"slow_peak\":" + std::to_string(stats_.slow_peak) + "}");
     }
     if (path.starts_with("/__hop")) {
       return reply(http::status::ok, "application/json", echo_json(req), true);
