@@ -166,8 +166,9 @@ class Echo(Process):
         return text.split("\n", 1)[0] if "\n" in text else None
 
     def stats(self) -> dict:
-        """{"connections": n, "requests": n, "bad_requests": n} as sluice-echo reports
-        them: every /__stats call (this one included) counts as a connection and a request."""
+        """{"connections": n, "requests": n, "bad_requests": n, "slow_peak": n} as
+        sluice-echo reports them: every /__stats call (this one included) counts as a
+        connection and a request."""
         self.stats_calls += 1
         status, _, body = request(self.port, "GET", "/__stats")
         assert status == 200, status
