@@ -29,6 +29,23 @@ LEASE_TOKENS = 50
 BUCKETS = "{}bench:*"  # the buckets of limit "bench" under a key prefix
 
 
+def start_wrks(commands: list[list[str]]) -> list[subprocess.Popen]:
+    """wrk runs started at once, their output piped."""
+    return [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for cmd in commands]
+
+
+def wrk_outputs(wrks: list[subprocess.Popen], duration: float) -> list[dict]:
+    """Each wrk's BENCH figures once it has ended; RuntimeError for a failed one."""
+    outputs = []
+    for p in wrks:
+        out, err = p.communicate(timeout=duration + 60)
+        outputs.append(parse_bench_lines(out))
+        if p.returncode != 0 or "requests" not in outputs[-1]:
+            raise RuntimeError(f"wrk failed: {out}\n{err}")
+    return outputs
+
+
 def bucket_stamps(redis: Connection, pattern: str) -> dict[bytes, tuple[float, float]]:
     """key -> (tokens, timestamp_us) of every bucket matching `pattern`."""
     out, cursor = {}, b"0"
@@ -71,12 +88,10 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
         redis("FLUSHALL")  # this Redis is ours: no bucket marks "no request decided yet"
         redis("CONFIG", "RESETSTAT")
         start_us = all_keys_us = redis.time_us()
-        wrks, launched = [], time.monotonic()
-        for i, gateway in enumerate(gateways):
-            cmd = wrk_command(gateway.port, conns, duration, pin_cpu, script=KEYS_LUA,
-                              args=[run, str(nkeys), str(i * nkeys // 3)])
-            wrks.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         text=True))
+        launched = time.monotonic()
+        wrks = start_wrks([wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
+                                       args=[run, str(nkeys), str(i * nkeys // 3)])
+                           for i, g in enumerate(gateways)])
         # The window starts at the last moment (Redis TIME) no bucket existed yet: the
         # first decision comes after it. Polled, as wrk takes a while to start.
         # Polling goes on until every key has its bucket: that bounds when each key's
@@ -97,12 +112,7 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
             while windowed and time.monotonic() < launched + round(duration) - SAMPLE_MARGIN:
                 samples.append(allowed_sample(redis, gateways, pool))
                 time.sleep(max(0.0, SAMPLE_PERIOD - (samples[-1][1] - samples[-1][0]) / 1e6))
-        outputs = []
-        for p in wrks:
-            out, err = p.communicate(timeout=duration + 60)
-            outputs.append(parse_bench_lines(out))
-            if p.returncode != 0 or "requests" not in outputs[-1]:
-                raise RuntimeError(f"wrk failed: {out}\n{err}")
+        outputs = wrk_outputs(wrks, duration)
         end_us = redis.time_us()
         script_calls = script_stats(redis.commandstats())[0]
         buckets = bucket_stamps(redis, BUCKETS.format(prefix))
@@ -154,6 +164,23 @@ def accuracy_case(stack: Stack, redis: Connection, up: int, redis_port: int, lab
     }
 
 
+def exact_case(label: str, capacity: float, duration: float, outputs: list[dict],
+               measured: float, ideal: float, limited: float, fail_open: float,
+               buckets: int) -> dict:
+    """A case whose figure must equal its ideal exactly, in the per-key table's shape."""
+    requests = sum(o["requests"] for o in outputs)
+    return {
+        "label": label, "C": capacity, "R": 0, "keys": 1, "T": duration, "requests": requests,
+        "allowed": measured, "ideal": float(ideal), "limited": limited,
+        "ok": sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs),
+        "fail_open": fail_open, "buckets": buckets,
+        "error_pct": 100 * (measured - ideal) / ideal if ideal else 0.0, "skew_pct": 0.0,
+        "load_rate": requests / duration, "spread_ms": 0.0, "leftover": 0.0,
+        "lease_tokens": None, "windowed": False, "window_s": None, "script_calls": 0,
+        "leases": 0, "local": 0, "series": [],
+    }
+
+
 def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capacity: int,
                duration: float, conns: int, pin_cpu: str | None) -> dict:
     """A minute quota of `capacity` on one key, three instances hammering it within
@@ -176,16 +203,9 @@ def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capaci
             if left > duration + 3 and left < 59.5:
                 break
             time.sleep(0.1)
-        wrks = [subprocess.Popen(wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
-                                             args=[run, "1", "0"]),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for g in gateways]
-        outputs = []
-        for p in wrks:
-            out, err = p.communicate(timeout=duration + 60)
-            outputs.append(parse_bench_lines(out))
-            if p.returncode != 0 or "requests" not in outputs[-1]:
-                raise RuntimeError(f"wrk failed: {out}\n{err}")
+        wrks = start_wrks([wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
+                                       args=[run, "1", "0"]) for g in gateways])
+        outputs = wrk_outputs(wrks, duration)
         stored = [redis("GET", k) for k in redis("KEYS", BUCKETS.format(prefix))]
         after = [sluice_counters(g.admin_port) for g in gateways]
     finally:
@@ -193,21 +213,11 @@ def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capaci
             stack.stop(gateway)
     used = [struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16]
     allowed = sum(a["allowed"] - b["allowed"] for a, b in zip(after, before))
-    requests = sum(o["requests"] for o in outputs)
-    return {
-        "label": f"minute quota, one key, 64 connections per instance (Redis counted "
-                 f"{used[0] if used else 0:,.0f})",
-        "C": capacity, "R": 0, "keys": 1, "T": duration, "requests": requests,
-        "allowed": allowed,
-        "limited": sum(a["limited"] - b["limited"] for a, b in zip(after, before)),
-        "ok": sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs),
-        "fail_open": sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before)),
-        "ideal": float(capacity), "buckets": len(used),
-        "error_pct": 100 * (allowed - capacity) / capacity, "skew_pct": 0.0,
-        "load_rate": requests / duration, "spread_ms": 0.0, "leftover": 0.0,
-        "lease_tokens": None, "windowed": False, "window_s": None, "script_calls": 0,
-        "leases": 0, "local": 0, "series": [],
-    }
+    return exact_case(
+        f"minute quota, one key, 64 connections per instance (Redis counted "
+        f"{used[0] if used else 0:,.0f})", capacity, duration, outputs, allowed, capacity,
+        sum(a["limited"] - b["limited"] for a, b in zip(after, before)),
+        sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before)), len(used))
 
 
 def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_port: int,
@@ -235,17 +245,9 @@ def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_p
                 stack.wait_redis(gateway)
             before = [sluice_counters(g.admin_port) for g in gateways]
             path = "/__slow/20" if kind == "concurrency" else "/"
-            wrks = [subprocess.Popen(wrk_command(g.port, conns, duration, pin_cpu,
-                                                 script=KEYS_LUA, path=path,
-                                                 args=[run, "1", "0"]),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    for g in gateways]
-            outputs = []
-            for p in wrks:
-                out, err = p.communicate(timeout=duration + 60)
-                outputs.append(parse_bench_lines(out))
-                if p.returncode != 0 or "requests" not in outputs[-1]:
-                    raise RuntimeError(f"wrk failed: {out}\n{err}")
+            wrks = start_wrks([wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
+                                           path=path, args=[run, "1", "0"]) for g in gateways])
+            outputs = wrk_outputs(wrks, duration)
 
             def delta(name):
                 now = [sluice_counters(g.admin_port) for g in gateways]
@@ -262,22 +264,13 @@ def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_p
         finally:
             for gateway in gateways:
                 stack.stop(gateway)
-        requests = sum(o["requests"] for o in outputs)
         ideal = allowed * 120 if kind == "settled" else capacity
         measured = used if kind == "settled" else peak
-        results.append({
-            "label": (f"{label}: quota counted {used:,.0f}, 120 x {allowed:,.0f} admitted"
-                      if kind == "settled" else f"{label}: the echo held at most {peak} at once"),
-            "C": capacity if kind == "concurrency" else 0, "R": 0, "keys": 1, "T": duration,
-            "requests": requests, "allowed": measured, "ideal": float(ideal),
-            "limited": limited,
-            "ok": sum(o["requests"] - o["non2xx"] - o["errors_socket"] for o in outputs),
-            "fail_open": 0, "buckets": len(stored),
-            "error_pct": 100 * (measured - ideal) / ideal if ideal else 0.0, "skew_pct": 0.0,
-            "load_rate": requests / duration, "spread_ms": 0.0, "leftover": 0.0,
-            "lease_tokens": None, "windowed": False, "window_s": None, "script_calls": 0,
-            "leases": 0, "local": 0, "series": [],
-        })
+        results.append(exact_case(
+            f"{label}: quota counted {used:,.0f}, 120 x {allowed:,.0f} admitted"
+            if kind == "settled" else f"{label}: the echo held at most {peak} at once",
+            capacity if kind == "concurrency" else 0, duration, outputs, measured, ideal,
+            limited, 0, len(stored)))
     return results
 
 

@@ -213,19 +213,29 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // On one Redis the refunds of a turn of the loop (concurrency slots' releases
   // above all) go out together at its end, in one call.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) {
-    redis::Client& client = clients_.client();
     if (refunds.empty()) {
       if (done) boost::asio::post(executor_, [done = std::move(done)] { done({}); });
       return;
     }
-    const bool by_slot = client.routes_by_slot();
-    if (!by_slot && !flushing_refunds_) {
-      const bool first = refund_batch_.empty();
-      for (auto& r : refunds) refund_batch_.push_back(std::move(r));
-      if (done) refund_waiters_.push_back(std::move(done));
-      if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_refunds(); });
-      return;
+    if (clients_.client().routes_by_slot()) {
+      return send_refunds(std::move(refunds), std::move(done));
     }
+    const bool first = refund_batch_.empty();
+    for (auto& r : refunds) refund_batch_.push_back(std::move(r));
+    if (done) refund_waiters_.push_back(std::move(done));
+    if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_refunds(); });
+  }
+
+  // The refunds of this turn of the loop in one call; each caller hears its outcome.
+  void flush_refunds() {
+    send_refunds(std::exchange(refund_batch_, {}),
+                 [waiters = std::exchange(refund_waiters_, {})](std::error_code ec) {
+                   for (const auto& waiter : waiters) waiter(ec);
+                 });
+  }
+
+  void send_refunds(std::vector<BucketRefund> refunds, RefundHandler done) {
+    const bool by_slot = clients_.client().routes_by_slot();
     std::vector<std::string> keys;
     keys.reserve(refunds.size());
     for (const auto& r : refunds) {
@@ -247,16 +257,6 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                                    counted(ec);
                                  });
                    });
-  }
-
-  // The refunds of this turn of the loop in one call; each caller hears its outcome.
-  void flush_refunds() {
-    auto waiters = std::exchange(refund_waiters_, {});
-    flushing_refunds_ = true;
-    refund(std::exchange(refund_batch_, {}), [waiters = std::move(waiters)](std::error_code ec) {
-      for (const auto& waiter : waiters) waiter(ec);
-    });
-    flushing_refunds_ = false;
   }
 
   // One renew_slots.lua call per slot group; not behind the breaker.
@@ -386,7 +386,6 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // Refunds of this turn of the loop, sent together (refund()), and who waits.
   std::vector<BucketRefund> refund_batch_;
   std::vector<RefundHandler> refund_waiters_;
-  bool flushing_refunds_ = false;
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,
