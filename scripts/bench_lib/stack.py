@@ -375,10 +375,15 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s26 = stack.sluice("sluice-settled", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key", settled=True)
 
-    # --compare: rows 4, 5, 14, 16, 21 and 22 again with another sluice binary, as
-    # rows 104, 105, 114, 116, 121 and 122.
-    s104 = s105 = s114 = s116 = s121 = s122 = None
+    # --compare: rows 4, 5, 14, 16, 21, 22, 25 and 26 again with another sluice binary,
+    # as rows 104, 105, 114, 116, 121, 122, 125 and 126.
+    s104 = s105 = s114 = s116 = s121 = s122 = s125 = s126 = None
     if compare:
+        s125 = stack.sluice("sluice-concurrency-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
+                            concurrency=True)
+        s126 = stack.sluice("sluice-settled-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="api_key", settled=True)
         s104 = stack.sluice("sluice-nolimit-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None)
         s105 = stack.sluice("sluice-allow-compared", binary=compare, upstream=up,
@@ -397,7 +402,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             plans=["free", "pro"], api_keys=store,
                             redis={"key_secret_file": secret})
-        for gateway in (s105, s114, s121, s122):
+        for gateway in (s105, s114, s121, s122, s125, s126):
             stack.wait_redis(gateway)
 
     def compare_rows() -> list[Row]:
@@ -409,7 +414,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed),
                 sluice_row(116, f"row 16 with {binary}", s116, scheme="https"),
                 sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),
-                sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed)]
+                sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed),
+                sluice_row(125, f"row 25 with {binary}", s125, [redis], keyed),
+                sluice_row(126, f"row 26 with {binary}", s126, [redis], keyed)]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26):
         stack.wait_redis(gateway)
