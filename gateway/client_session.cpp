@@ -376,8 +376,13 @@ void ProxySession::close() {
   tell_client_gone();
 }
 
-void ProxySession::reset_exchange() {
+void ProxySession::end_exchange() {
   pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status(), exchange_.usage()});
+}
+
+void ProxySession::reset_exchange() {
+  end_exchange();
+  pipeline_.context().decision = {};
   awaiting_response(false);  // an exchange that ended before its response head
   exchange_.reset();
   local_status_ = 0;

@@ -112,7 +112,9 @@ class ProxySession final : public ClientSession,
   void stop_watching();
   void tell_client_gone();
   void start_upstream();
-  void record(unsigned status);
+  // Counts and logs the exchange once; `ended` (all but a WebSocket tunnel's
+  // opening) runs the steps' end hooks first.
+  void record(unsigned status, bool ended = true);
 
   // Local replies and closing (client_session.cpp).
   bool keep_open(bool must_close) const;
@@ -120,6 +122,7 @@ class ProxySession final : public ClientSession,
   void graceful_close();
   void linger();
   void close();
+  void end_exchange();  // the pipeline's end hooks, with the status sent
   void reset_exchange();
   std::string new_id();
 

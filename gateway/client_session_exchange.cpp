@@ -237,7 +237,7 @@ void ProxySession::exchange_done() {
 
 void ProxySession::tunnel_opened() {
   deadline_.clear();  // the tunnel keeps its own idle timeout
-  record(exchange_.upstream_status());
+  record(exchange_.upstream_status(), false);  // it ends when the tunnel closes
   in_tunnel_ = true;
   worker_.tunnels_changed(1);
   worker_.metrics().add("sluice_websocket_tunnels_total",
@@ -254,7 +254,7 @@ void ProxySession::tunnel_relayed(TunnelDirection direction, std::size_t n) {
 
 void ProxySession::tunnel_ended(bool graceful) {
   in_tunnel_ = false;
-  pipeline_.end({101});
+  pipeline_.end({101, std::nullopt});
   worker_.tunnels_changed(-1);
   if (closed_) return;
   if (graceful) return graceful_close();
@@ -303,9 +303,11 @@ void ProxySession::exchange_aborted() {
   close();
 }
 
-void ProxySession::record(unsigned status) {
+void ProxySession::record(unsigned status, bool ended) {
   if (recorded_) return;
   recorded_ = true;
+  // The steps' end hooks run first (a settled cost is then in the decision).
+  if (ended) end_exchange();
   ExchangeRecord record;
   record.route = info_.route;
   record.have_head = parser_ && parser_->is_header_done();
@@ -321,6 +323,7 @@ void ProxySession::record(unsigned status) {
   record.local_status = local_status_;
   record.upstream_server = exchange_.upstream_server();
   record.started = started_;
+  if (record.have_head) record.decision = &pipeline_.context().decision;
   log_exchange(record, config_, worker_.series(), worker_.chain().observers);
 }
 

@@ -28,6 +28,7 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   summary.upstream_server = record.upstream_status ? record.upstream_server : std::string_view{};
   summary.duration_seconds = seconds;
   summary.local = record.local_status == record.status && !record.upstream_status;
+  summary.decision = record.decision;
   for (const auto& observer : observers) observer->on_exchange(*config, summary);
 }
 

@@ -30,6 +30,7 @@ struct ExchangeRecord {
   unsigned local_status = 0;         // the status of Sluice's own reply, 0 when none
   std::string_view upstream_server;  // "host:port" of the upstream that answered
   std::chrono::steady_clock::time_point started;
+  const DecisionRecord* decision = nullptr;  // with a head only
 };
 
 // Counts the exchange and tells the observers about it.

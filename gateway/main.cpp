@@ -19,6 +19,7 @@
 #include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "middleware/ratelimit/audit/top_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_import.hpp"
 #include "middleware/setup.hpp"
@@ -161,12 +162,14 @@ int main(int argc, char** argv) {
   sluice::ApplicationOptions options;
   auto buckets = std::make_shared<sluice::BucketWorkers>();
   auto consumers = std::make_shared<sluice::ConsumerWorkers>();
-  options.services = sluice::make_middleware_services({buckets, consumers});
+  auto top = std::make_shared<sluice::TopWorkers>();
+  options.services = sluice::make_middleware_services({buckets, consumers, top});
   options.log_level_from_command_line = log_level.has_value();
   sluice::Application app(*config_path, result.config, std::move(options));
   sluice::add_bucket_endpoints(app.admin_routes(), buckets);
   sluice::add_consumer_endpoints(app.admin_routes(), consumers);
   sluice::add_consumer_import(app.admin_routes(), consumers);
+  sluice::add_top_endpoint(app.admin_routes(), top);
   if (!app.start()) return 1;
   return app.run();
 }

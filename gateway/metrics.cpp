@@ -74,6 +74,16 @@ constexpr FamilyInfo kFamilies[] = {
      "less than its estimate; debit: more; even; failed: Redis never took it)."},
     {"sluice_ratelimit_settled_units_total", "counter",
      "Units given back (refund) or taken (debit) by settlements, per limit, by route."},
+    {"sluice_audit_appended_total", "counter",
+     "Denials appended to the audit stream (audit.redis_stream)."},
+    {"sluice_audit_dropped_total", "counter",
+     "Denials the audit stream lost: the worker's queue was full, the stream is off, or Redis "
+     "did not take them."},
+    {"sluice_ratelimit_top_dropped_total", "counter",
+     "Denials the most-limited view lost: beyond what a worker keeps between flushes, or not "
+     "taken by Redis."},
+    {"sluice_admin_top_requests_total", "counter",
+     "Requests to GET /ratelimit/top, by result."},
     {"sluice_ratelimit_in_flight", "gauge",
      "Concurrency slots this instance holds: requests in progress, by concurrency limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},

@@ -36,6 +36,22 @@ struct ExchangeEnd {
   std::optional<std::string> usage;
 };
 
+// What the rate-limit step decided about a request, for the access log: the
+// step fills it in, and the settlement of a cost from the response adds
+// settled_cost when the exchange ends. A request no limit step looked at
+// keeps "none" and empty fields.
+struct DecisionRecord {
+  // allowed, limited, shadow_limited, delayed, exempt, fail_open,
+  // fail_closed, fail_local or none.
+  std::string_view decision = "none";
+  std::string consumer;  // the store's id, or a key's fingerprint; empty: no key
+  std::string plan;      // the plan whose limits applied; empty: no limit step
+  std::string limit;     // the limit that denied, else the most restrictive; empty: none
+  std::optional<double> remaining;     // that limit's remaining units
+  std::optional<double> cost;          // the units the request was charged at admission
+  std::optional<double> settled_cost;  // its real cost, settled from the response
+};
+
 // What the middleware sees of a request. Header values are looked up by name
 // (case-insensitive): `header` gives the first line of a header, and
 // `header_count` how many lines of it there are. The views stay valid until
@@ -62,6 +78,7 @@ struct RequestContext {
   // step that registers one after the end (its decision came back after the
   // client left) has it called when the session lets the request go.
   std::vector<std::function<void(const ExchangeEnd&)>> on_end;
+  DecisionRecord decision;
 };
 
 // What is known of a finished exchange (for the access log and the like).
@@ -72,9 +89,11 @@ struct ExchangeSummary {
   unsigned status = 0;
   IpAddress client_ip;
   std::string_view request_id;
+  std::string_view trace_id;  // the W3C trace id (32 hex digits); empty without a head
   std::string_view upstream_server;  // "host:port", empty for local replies
   double duration_seconds = 0;
   bool local = false;  // answered by Sluice itself
+  const DecisionRecord* decision = nullptr;  // null: no request head was read
 };
 
 // What a middleware decided about a request.

@@ -17,6 +17,7 @@ RequestContext& Pipeline::begin(const boost::beast::http::fields& head) {
   next_ = 0;
   ctx_.response_headers.clear();
   ctx_.identity_headers.clear();
+  ctx_.decision = {};
   return ctx_;
 }
 

@@ -8,6 +8,8 @@
 
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "middleware/ratelimit/audit/denial_audit.hpp"
+#include "middleware/ratelimit/audit/top_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_subscription.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -45,6 +47,7 @@ struct ProcessState {
   std::string instance_id = random_instance_id();
   std::shared_ptr<BucketWorkers> buckets;
   std::shared_ptr<ConsumerWorkers> consumers;
+  std::shared_ptr<TopWorkers> top;
   std::shared_ptr<LookupCoalescer> lookups = std::make_shared<LookupCoalescer>();
 };
 
@@ -58,7 +61,13 @@ class MiddlewareServices final : public WorkerServices {
                                             worker.config->local)),
         fallback_(process.fallback),
         consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config,
-                                                    worker.metrics, process.lookups)) {
+                                                    worker.metrics, process.lookups)),
+        audit_(std::make_shared<DenialAudit>(worker.executor, worker.config, worker.metrics,
+                                             process.instance_id)) {
+    if (process.top) {
+      top_ = std::make_shared<TopWorker>(TopWorker{&worker.config, audit_, &metrics_});
+      process.top->add(worker.executor, top_);
+    }
     if (process.consumers) process.consumers->add(worker.executor, consumers_);
     if (has_limits(*worker.config)) limiter_->connect();
     // One worker per process renews the heartbeat, on its own connection.
@@ -86,8 +95,8 @@ class MiddlewareServices final : public WorkerServices {
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
-    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(executor_, local_, metrics_,
-                                                                fallback_, consumers_->resolver()));
+    chain.steps.push_back(std::make_shared<RateLimitMiddleware>(
+        executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -105,6 +114,7 @@ class MiddlewareServices final : public WorkerServices {
     if (has_limits(*next)) limiter_->connect();
     if (heartbeat_) heartbeat_->enable(learns_fleet_size(*next));
     consumers_->on_config();
+    audit_->on_config();
     if (subscription_) subscription_->configure(*next);
   }
 
@@ -114,6 +124,7 @@ class MiddlewareServices final : public WorkerServices {
   void on_stop() override {
     if (subscription_) subscription_->close();
     consumers_->close();
+    audit_->close();
     auto close = [limiter = limiter_] { limiter->close(); };
     if (!heartbeat_) return local_->drain(close);
     local_->drain([heartbeat = heartbeat_, close] { heartbeat->leave(close); });
@@ -178,6 +189,8 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<BucketWorker> buckets_;      // with the bucket API only
   std::shared_ptr<ConsumerWorker> consumers_;
   std::shared_ptr<ConsumerSubscription> subscription_;  // worker 0 only
+  std::shared_ptr<DenialAudit> audit_;
+  std::shared_ptr<TopWorker> top_;  // with the top endpoint only
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
@@ -185,6 +198,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   explicit MiddlewareServicesFactory(AdminRegistries registries) {
     process_.buckets = std::move(registries.buckets);
     process_.consumers = std::move(registries.consumers);
+    process_.top = std::move(registries.top);
   }
 
   std::unique_ptr<WorkerServices> make(const WorkerContext& worker) override {
@@ -195,6 +209,10 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
     seed_rate_limit_metrics(config, metrics);
     if (process_.buckets) seed_bucket_api_metrics(metrics);
     if (process_.consumers) seed_consumer_api_metrics(metrics);
+    if (process_.top) seed_top_api_metrics(metrics);
+    metrics.declare("sluice_audit_dropped_total", "");
+    metrics.declare("sluice_audit_appended_total", "");
+    metrics.declare("sluice_ratelimit_top_dropped_total", "");
     for (const auto result : {"hit", "miss", "unknown", "error"}) {
       metrics.declare("sluice_consumer_lookups_total", scratch_labels({{"result", result}}));
     }

@@ -102,6 +102,13 @@ struct LogConfig {
   bool access_log = true;
 };
 
+// The denial stream: every denial appended to a Redis Stream (off when
+// redis_stream is empty), capped at max_len entries.
+struct AuditConfig {
+  std::string redis_stream;
+  std::size_t max_len = 100000;
+};
+
 struct CircuitBreakerConfig {
   unsigned failures = 5;
   Millis open{1000};
@@ -310,6 +317,7 @@ struct Config {
   ServerConfig server;
   AdminConfig admin;
   LogConfig log;
+  AuditConfig audit;
   RedisConfig redis;
   LocalConfig local;
   ExemptionsConfig exemptions;

@@ -5,7 +5,8 @@ namespace config {
 namespace {
 
 constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
-                                      "api_keys", "limits", "routes", "exemptions", "plans"};
+                                      "api_keys", "limits", "routes", "exemptions", "plans",
+                                      "audit"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -27,6 +28,7 @@ constexpr std::string_view kTls[] = {"listen",          "cert_file",
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file"};
 constexpr std::string_view kLog[] = {"level", "access_log"};
+constexpr std::string_view kAudit[] = {"redis_stream", "max_len"};
 constexpr std::string_view kRedis[] = {
     "url",         "timeout_ms",      "connect_timeout_ms", "key_prefix",        "circuit_breaker",
     "tls_ca_file", "tls_cert_file",   "tls_key_file",       "tls_server_name",   "topology",
@@ -81,6 +83,7 @@ constexpr MappingKeys kTlsKeys{"server.tls", kTls};
 constexpr MappingKeys kTlsCertificateKeys{"server.tls.certificates[]", kTlsCertificate};
 constexpr MappingKeys kAdminKeys{"admin", kAdmin};
 constexpr MappingKeys kLogKeys{"log", kLog};
+constexpr MappingKeys kAuditKeys{"audit", kAudit};
 constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
 constexpr MappingKeys kLocalKeys{"local", kLocal};
@@ -103,7 +106,7 @@ constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
-      &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys,
+      &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};

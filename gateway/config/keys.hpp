@@ -23,6 +23,7 @@ extern const MappingKeys kTlsKeys;
 extern const MappingKeys kTlsCertificateKeys;
 extern const MappingKeys kAdminKeys;
 extern const MappingKeys kLogKeys;
+extern const MappingKeys kAuditKeys;
 extern const MappingKeys kRedisKeys;
 extern const MappingKeys kLocalKeys;
 extern const MappingKeys kCircuitBreakerKeys;

@@ -73,6 +73,7 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
+void read_audit(YamlReader& r, const Field& f, Config& c);
 void read_redis(YamlReader& r, const Field& f, Config& c);
 void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

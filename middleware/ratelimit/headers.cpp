@@ -91,10 +91,19 @@ std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
   const bool violated_only =
       !decision.allowed && std::any_of(decision.limits.begin(), decision.limits.begin() + n,
                                        [](const LimitState& s) { return !s.sufficient; });
+  return most_restrictive_of(limits, decision, [&](std::size_t i) {
+    return !violated_only || !decision.limits[i].sufficient;
+  });
+}
+
+std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
+                                const RateDecision& decision,
+                                const std::function<bool(std::size_t)>& competes) {
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
   std::size_t best = limits.size();
   double best_ratio = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (violated_only && decision.limits[i].sufficient) continue;
+    if (!competes(i)) continue;
     const double capacity = limits[i].capacity;
     const double ratio = capacity > 0 ? decision.limits[i].remaining / capacity : 0;
     if (best == limits.size() || ratio < best_ratio) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,6 +25,10 @@ inline constexpr std::string_view kProblemJsonContentType = "application/problem
 // to spare. Returns limits.size() when there are none.
 std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
                                    const RateDecision& decision);
+// The same choice among the limits `competes(index)` admits.
+std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
+                                const RateDecision& decision,
+                                const std::function<bool(std::size_t)>& competes);
 
 // Every rate-limit header for a limited route, in this order:
 //   X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset,

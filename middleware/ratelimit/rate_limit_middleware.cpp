@@ -11,6 +11,8 @@
 #include "gateway/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/api_key.hpp"
+#include "middleware/ratelimit/audit/decision_fields.hpp"
+#include "middleware/ratelimit/audit/denial_audit.hpp"
 #include "middleware/ratelimit/consumers/consumer_resolver.hpp"
 #include "middleware/ratelimit/consumers/identity_reply.hpp"
 #include "middleware/ratelimit/delayed_request.hpp"
@@ -230,10 +232,17 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
     }
     ctx.identity_headers.emplace_back("X-Consumer-Plan", std::string(identity.plan));
   }
+  // Who the caller is, for the access log (a key's fingerprint costs an HMAC:
+  // only when the log is on).
+  ctx.decision.plan = identity.plan;
+  if (ctx.config->log.access_log || identity.stored) {
+    ctx.decision.consumer = caller_label(identity, ctx.config->redis.key_secret);
+  }
   const RouteConfig& route = *ctx.route;
   if (!route_limits(route)) return MiddlewareResult::next();
   const Exemption exemption = find_exemption(ctx.config->exemptions, view, identity);
   if (exemption != Exemption::kNone) {
+    ctx.decision.decision = "exempt";
     // Never limited: no bucket, no Redis call, no rate-limit headers.
     metrics_.add("sluice_ratelimit_exempt_total",
                  scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
@@ -288,6 +297,10 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                                      ? FailureMode::kClosed
                                      : route.on_redis_failure;
         if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
+        if (ec && mode != FailureMode::kLocal) {
+          ctx.decision.decision = mode == FailureMode::kOpen ? "fail_open" : "fail_closed";
+          ctx.decision.cost = cost;
+        }
         if (ec && mode == FailureMode::kLocal) {
           // Redis cannot decide: this instance's share decides, answered as Redis' would be.
           decision = fallback->decide(*descriptors, cost);
@@ -313,6 +326,10 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                    {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
         }
         const RateOutcome outcome = select_outcome(*descriptors, decision);
+        record_decision(ctx.decision, *descriptors, decision, outcome, cost, static_cast<bool>(ec));
+        if (outcome.kind == RateOutcome::Kind::kLimited && self->audit_) {
+          self->note_denial(ctx, *descriptors, decision, outcome);
+        }
         if (!ec && decision.allowed) {
           self->hold_slots(ctx, *descriptors, decision);
           if (route.cost_from_response.enabled()) {
@@ -348,6 +365,23 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   return MiddlewareResult::pending();
 }
 
+void RateLimitMiddleware::note_denial(RequestContext& ctx,
+                                      const std::vector<LimitDescriptor>& descriptors,
+                                      const RateDecision& decision, const RateOutcome& outcome) {
+  const std::size_t chosen = deciding_limit(descriptors, decision, outcome);
+  if (chosen >= descriptors.size()) return;
+  if (ctx.decision.consumer.empty()) {
+    // The label the access log would show (a key's fingerprint), worked out
+    // again for a denial only: the key is read from the request once more.
+    ctx.decision.consumer = caller_label(identify(request_view(ctx), ctx.config->api_keys),
+                                         ctx.config->redis.key_secret);
+  }
+  const double retry = retry_after_seconds(descriptors, decision);
+  audit_->denied(Denial{ctx.route->name, descriptors[chosen].limit,
+                        denied_caller(ctx.decision.consumer, descriptors[chosen]),
+                        ctx.decision.plan, static_cast<std::int64_t>(std::ceil(retry * 1000))});
+}
+
 void RateLimitMiddleware::hold_slots(RequestContext& ctx,
                                      const std::vector<LimitDescriptor>& descriptors,
                                      const RateDecision& decision) {
@@ -368,11 +402,12 @@ void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
                                         std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
                                         const RateDecision& decision, double cost) {
   ctx.on_end.emplace_back([settler = settler_, config = ctx.config, route = ctx.route,
-                           descriptors = std::move(descriptors), decision,
-                           cost](const ExchangeEnd& end) {
+                           descriptors = std::move(descriptors), decision, cost,
+                           record = &ctx.decision](const ExchangeEnd& end) {
     const CostFromResponse& settle = route->cost_from_response;
-    settler->settle(route->name, *descriptors, decision, cost, settled_cost(settle, end, cost),
-                    settle.max_debt);
+    const double real = settled_cost(settle, end, cost);
+    record->settled_cost = real;
+    settler->settle(route->name, *descriptors, decision, cost, real, settle.max_debt);
   });
 }
 

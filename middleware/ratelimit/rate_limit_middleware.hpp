@@ -26,9 +26,11 @@ namespace sluice {
 
 class ConsumerResolver;
 class DelayedRequest;
+class DenialAudit;
 class FallbackStore;
 class MetricsShard;
 struct Identity;
+struct RateOutcome;
 struct RequestView;
 
 // Retry-After of a fail-closed 503: the limiter's expected unavailable time in
@@ -54,12 +56,14 @@ class RateLimitMiddleware final : public Middleware,
   // without one every such key is treated as unknown.
   RateLimitMiddleware(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
                       MetricsShard& metrics, std::shared_ptr<FallbackStore> fallback = nullptr,
-                      std::shared_ptr<ConsumerResolver> consumers = nullptr)
+                      std::shared_ptr<ConsumerResolver> consumers = nullptr,
+                      std::shared_ptr<DenialAudit> audit = nullptr)
       : executor_(executor),
         limiter_(std::move(limiter)),
         metrics_(metrics),
         fallback_(std::move(fallback)),
         consumers_(std::move(consumers)),
+        audit_(std::move(audit)),
         slots_(std::make_shared<SlotKeeper>(executor_, limiter_, metrics_)),
         settler_(std::make_shared<Settler>(executor_, limiter_, metrics_)) {}
 
@@ -81,6 +85,10 @@ class RateLimitMiddleware final : public Middleware,
   // (routes[].cost_from_response).
   void settle_at_end(RequestContext& ctx, std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
                      const RateDecision& decision, double cost);
+  // Tells the denial audit (the most-limited view, the denial stream) of a
+  // denied request.
+  void note_denial(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
+                   const RateDecision& decision, const RateOutcome& outcome);
   // Holds the concurrency slots an admitted request took until its exchange ends.
   void hold_slots(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
                   const RateDecision& decision);
@@ -95,6 +103,7 @@ class RateLimitMiddleware final : public Middleware,
   MetricsShard& metrics_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<ConsumerResolver> consumers_;
+  std::shared_ptr<DenialAudit> audit_;
   std::shared_ptr<SlotKeeper> slots_;
   std::shared_ptr<Settler> settler_;
 };

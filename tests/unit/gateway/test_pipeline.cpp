@@ -118,8 +118,8 @@ TEST_CASE("the end hooks of a request run once, in order; a new request or the p
     auto& ctx = pipeline.begin(head);
     ctx.on_end.emplace_back([&](const ExchangeEnd& e) { ended.push_back("a" + std::to_string(e.status)); });
     ctx.on_end.emplace_back([&](const ExchangeEnd& e) { ended.push_back("b" + std::to_string(e.status)); });
-    pipeline.end({200});
-    pipeline.end({500});  // already ended: nothing left to run
+    pipeline.end({200, std::nullopt});
+    pipeline.end({500, std::nullopt});  // already ended: nothing left to run
     CHECK(ended == std::vector<std::string>{"a200", "b200"});
 
     // A hook registered after the end (a decision that came back late) runs

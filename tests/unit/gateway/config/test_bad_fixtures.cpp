@@ -282,6 +282,11 @@ const std::vector<BadFixture> kBadFixtures = {
       "10: limits.in_flight.window_ms: is not used by algorithm concurrency",
       "15: routes[0].limits: on_limit: delay cannot wait for concurrency limit \"in_flight\" "
       "(its slots come back when exchanges end)"}},
+    // The denial stream: a key name without whitespace, a positive cap.
+    {"audit_fields.yaml",
+     {"4: audit.redis_stream: must not contain whitespace, got \"sluice denials\"",
+      "5: audit.max_len: must be greater than 0, got 0",
+      "6: audit.extra: unknown key \"extra\""}},
     // A sliding log: capacity capped, no lease, no refill.
     {"sliding_log_capacity.yaml",
      {"6: limits.strict.capacity: must be at most 10000 for algorithm sliding_log (it keeps one "

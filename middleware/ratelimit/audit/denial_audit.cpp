@@ -1,0 +1,261 @@
+#include "middleware/ratelimit/audit/denial_audit.hpp"
+
+#include <chrono>
+#include <map>
+
+#include "gateway/metrics.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+
+namespace sluice {
+
+extern const std::string_view kTopAddScript;
+extern const std::string_view kTopReadScript;
+extern const std::string_view kStreamAddScript;
+
+namespace {
+
+constexpr auto kFlushInterval = std::chrono::seconds(1);
+constexpr std::size_t kStreamBatch = 1000;  // entries per script call
+// A slot's set lives as long as the longest window can reach it, and a slot more.
+constexpr std::int64_t kTopKeyTtlSeconds = kTopMaxWindowSeconds + 2 * kTopSlotSeconds;
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string slot_key(std::string_view key_prefix, std::string_view limit, std::int64_t slot) {
+  std::string key(key_prefix);
+  key += "{top}:";
+  key += std::to_string(slot);
+  key += ':';
+  key += limit;
+  return key;
+}
+
+}  // namespace
+
+std::vector<std::string> top_slot_keys(std::string_view key_prefix, std::string_view limit,
+                                       std::int64_t now_s, std::int64_t window_s) {
+  std::vector<std::string> keys;
+  const std::int64_t last = now_s / kTopSlotSeconds;
+  const std::int64_t first = (now_s - window_s + 1) / kTopSlotSeconds;
+  for (std::int64_t slot = first; slot <= last; ++slot) {
+    keys.push_back(slot_key(key_prefix, limit, slot));
+  }
+  return keys;
+}
+
+DenialAudit::DenialAudit(boost::asio::any_io_executor executor,
+                         const std::shared_ptr<const Config>& config, MetricsShard& metrics,
+                         std::string instance)
+    : executor_(executor),
+      config_(config),
+      metrics_(metrics),
+      instance_(std::move(instance)),
+      make_client_(redis::client_factory(executor)),
+      top_add_(std::string(kTopAddScript)),
+      top_read_(std::string(kTopReadScript)),
+      stream_add_(std::string(kStreamAddScript)),
+      timer_(executor) {
+  on_config();
+}
+
+DenialAudit::~DenialAudit() {
+  if (client_) client_->close();
+}
+
+redis::Client* DenialAudit::client() {
+  if (closed_) return nullptr;
+  const redis::Options options = redis_options(config_->redis);
+  if (client_ && options == options_) return client_.get();
+  if (client_) {
+    // Calls under way on the old connection end with kClosed; the client
+    // stays until the worker goes, since their handlers still run here.
+    client_->close();
+    retired_.push_back(std::move(client_));
+  }
+  options_ = options;
+  client_ = make_client_(options);
+  for (const auto* script : {&top_add_, &top_read_, &stream_add_}) client_->load_script(*script);
+  client_->connect(nullptr);
+  return client_.get();
+}
+
+void DenialAudit::when_connected(std::function<void(redis::Client*)> send,
+                                 std::function<void(std::error_code)> failed) {
+  auto* redis = client();
+  if (!redis) return failed(std::make_error_code(std::errc::operation_canceled));
+  // At once when ready; else after the connect attempt under way (or a new one).
+  redis->connect([weak = weak_from_this(), redis, send = std::move(send),
+                  failed = std::move(failed)](std::error_code ec) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (!ec && self->client_.get() != redis) ec = std::make_error_code(std::errc::operation_canceled);
+    if (ec) return failed(ec);
+    send(redis);
+  });
+}
+
+void DenialAudit::on_config() {
+  if (!config_->limits.empty()) client();  // connected before the first denial
+  if (config_->audit.redis_stream.empty() && !queue_.empty()) {
+    metrics_.add("sluice_audit_dropped_total", "", static_cast<double>(queue_.size()));
+    queue_.clear();
+  }
+}
+
+void DenialAudit::denied(const Denial& denial) {
+  if (closed_) return;
+  counts_.add(denial.limit, denial.caller);
+  if (!config_->audit.redis_stream.empty()) {
+    if (queue_.size() >= kAuditQueueMax) {
+      metrics_.add("sluice_audit_dropped_total", "");
+    } else {
+      queue_.push_back(denial);
+    }
+  }
+  arm();
+}
+
+void DenialAudit::arm() {
+  if (armed_ || closed_) return;
+  armed_ = true;
+  timer_.expires_after(kFlushInterval);
+  timer_.async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) {
+      self->armed_ = false;
+      self->flush();
+    }
+  });
+}
+
+void DenialAudit::dropped_counts(std::uint64_t denials) {
+  if (denials) metrics_.add("sluice_ratelimit_top_dropped_total", "", static_cast<double>(denials));
+}
+
+void DenialAudit::flush() {
+  dropped_counts(counts_.dropped() - counts_dropped_seen_);
+  counts_dropped_seen_ = counts_.dropped();
+  if (counts_.empty() && queue_.empty()) return;
+  if (in_flight_ > 0) return arm();  // Redis is slow: skip a round, keep noting
+  if (!counts_.empty()) send_counts(counts_.take());
+  send_stream();
+  if (!queue_.empty()) arm();
+}
+
+void DenialAudit::send_counts(std::vector<DenialCounts::Entry> entries) {
+  std::uint64_t denials = 0;
+  for (const auto& e : entries) denials += e.count;
+  std::map<std::string_view, std::vector<const DenialCounts::Entry*>> by_limit;
+  for (const auto& e : entries) by_limit[e.limit].push_back(&e);
+  const std::int64_t slot = unix_seconds() / kTopSlotSeconds;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+  args.reserve(1 + by_limit.size() + 2 * entries.size());
+  args.push_back(std::to_string(kTopKeyTtlSeconds));
+  for (const auto& [limit, list] : by_limit) {
+    keys.push_back(slot_key(config_->redis.key_prefix, limit, slot));
+    args.push_back(std::to_string(list.size()));
+    for (const auto* e : list) {
+      args.push_back(e->caller);
+      args.push_back(std::to_string(e->count));
+    }
+  }
+  ++in_flight_;
+  auto done = [weak = weak_from_this(), denials](std::error_code ec) {
+    auto self = weak.lock();
+    if (!self) return;
+    self->answered();
+    if (ec) self->dropped_counts(denials);
+  };
+  when_connected(
+      [this, keys = std::move(keys), args = std::move(args), done](redis::Client* redis) mutable {
+        redis->evalsha(top_add_, std::move(keys), std::move(args),
+                       [done](std::error_code ec, redis::Reply) { done(ec); });
+      },
+      done);
+}
+
+void DenialAudit::send_stream() {
+  if (queue_.empty()) return;
+  const std::string& stream = config_->audit.redis_stream;
+  if (stream.empty()) {
+    metrics_.add("sluice_audit_dropped_total", "", static_cast<double>(queue_.size()));
+    queue_.clear();
+    return;
+  }
+  while (!queue_.empty()) {
+    const std::size_t n = std::min(queue_.size(), kStreamBatch);
+    std::vector<std::string> args;
+    args.reserve(1 + 6 * n);
+    args.push_back(std::to_string(config_->audit.max_len));
+    for (std::size_t i = 0; i < n; ++i) {
+      Denial& d = queue_.front();
+      args.push_back(std::move(d.route));
+      args.push_back(std::move(d.limit));
+      args.push_back(std::move(d.caller));
+      args.push_back(std::move(d.plan));
+      args.push_back(std::to_string(d.retry_after_ms));
+      args.push_back(instance_);
+      queue_.pop_front();
+    }
+    ++in_flight_;
+    auto done = [weak = weak_from_this(), n](std::error_code ec) {
+      auto self = weak.lock();
+      if (!self) return;
+      self->answered();
+      self->metrics_.add(ec ? "sluice_audit_dropped_total" : "sluice_audit_appended_total", "",
+                         static_cast<double>(n));
+    };
+    when_connected(
+        [this, stream, args = std::move(args), done](redis::Client* redis) mutable {
+          redis->evalsha(stream_add_, {stream}, std::move(args),
+                         [done](std::error_code ec, redis::Reply) { done(ec); });
+        },
+        done);
+  }
+}
+
+void DenialAudit::top(const std::string& limit, std::int64_t window_s, std::size_t n,
+                      TopHandler done) {
+  const std::string& prefix = config_->redis.key_prefix;
+  std::vector<std::string> keys{prefix + "{top}:scratch:" + instance_ + ":" +
+                                std::to_string(++scratch_)};
+  for (auto& key : top_slot_keys(prefix, limit, unix_seconds(), window_s)) {
+    keys.push_back(std::move(key));
+  }
+  auto shared = std::make_shared<TopHandler>(std::move(done));
+  when_connected(
+      [this, keys = std::move(keys), n, shared](redis::Client* redis) mutable {
+        redis->evalsha(top_read_, std::move(keys), {std::to_string(n)},
+                       [shared](std::error_code ec, redis::Reply reply) {
+                         if (ec) return (*shared)(ec, {});
+                         std::vector<TopEntry> entries;
+                         for (std::size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+                           const auto& score = reply.elements[i + 1].str;
+                           entries.push_back(
+                               {reply.elements[i].str, std::strtod(score.c_str(), nullptr)});
+                         }
+                         (*shared)({}, std::move(entries));
+                       });
+      },
+      [shared](std::error_code ec) { (*shared)(ec, {}); });
+}
+
+void DenialAudit::answered() {
+  --in_flight_;
+  if (closed_ && in_flight_ == 0 && client_) client_->close();
+}
+
+void DenialAudit::close() {
+  if (closed_) return;
+  flush();  // what is noted goes out once; the connection closes when it is answered
+  closed_ = true;
+  timer_.cancel();
+  if (client_ && in_flight_ == 0) client_->close();
+}
+
+}  // namespace sluice

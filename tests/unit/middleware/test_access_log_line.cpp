@@ -1,0 +1,79 @@
+// The access-log line: every documented field on every line (null when it
+// does not apply), the decision fields, and JSON escaping of odd bytes.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "middleware/access_log_line.hpp"
+
+using namespace sluice;
+
+namespace access_log_line_test {
+
+std::string escaped(std::string_view text) {
+  std::string out;
+  append_json_string(out, text);
+  return out;
+}
+
+TEST_CASE("access log: strings are escaped, bad UTF-8 replaced", "[access-log]") {
+  CHECK(escaped("plain") == "\"plain\"");
+  CHECK(escaped("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(escaped("cr\rlf\ntab\t") == "\"cr\\rlf\\ntab\\t\"");
+  CHECK(escaped(std::string("nul\0x", 5)) == "\"nul\\u0000x\"");
+  CHECK(escaped("\x1b") == "\"\\u001b\"");
+  CHECK(escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") ==
+        "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");  // well-formed UTF-8 kept
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(escaped("\xff") == "\"" + fffd + "\"");
+  CHECK(escaped("\xc0\xaf") == "\"" + fffd + fffd + "\"");      // overlong
+  CHECK(escaped("\xed\xa0\x80") == "\"" + fffd + fffd + fffd + "\"");  // a surrogate
+  CHECK(escaped("\xf4\x90\x80\x80") == "\"" + fffd + fffd + fffd + fffd + "\"");  // > U+10FFFF
+  CHECK(escaped("\xe2\x82") == "\"" + fffd + fffd + "\"");  // cut short
+  // Whatever goes in, the output parses as JSON.
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  CHECK_NOTHROW(nlohmann::json::parse(escaped(all)));
+}
+
+TEST_CASE("access log: a line has every field, null where it does not apply", "[access-log]") {
+  ExchangeSummary s;
+  s.method = "GET";
+  s.target = "/a/b?key=secret";
+  s.status = 429;
+  s.request_id = "r1";
+  s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  s.route = "api";
+  s.duration_seconds = 0.0125;
+  DecisionRecord d;
+  d.decision = "limited";
+  d.consumer = "c-1";
+  d.plan = "free";
+  d.limit = "per_key";
+  d.remaining = 0;
+  d.cost = 2;
+  s.decision = &d;
+  const std::string text = access_log_line(s, 1700000000123);
+  REQUIRE(text.back() == '\n');
+  const auto line = nlohmann::json::parse(text);
+  CHECK(line.size() == 18);
+  CHECK(line["ts"] == "2023-11-14T22:13:20.123Z");
+  CHECK(line["path"] == "/a/b");  // never the query
+  CHECK(line["decision"] == "limited");
+  CHECK(line["limit"] == "per_key");
+  CHECK(line["remaining"] == 0);
+  CHECK(line["cost"] == 2);
+  CHECK(line["settled_cost"].is_null());
+  CHECK(line["upstream"].is_null());
+  CHECK(line["duration_ms"] == 12.5);
+  CHECK(line["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736");
+
+  ExchangeSummary bare;  // no head: no decision
+  const auto none = nlohmann::json::parse(access_log_line(bare, 0));
+  CHECK(none.size() == 18);
+  CHECK(none["decision"] == "none");
+  CHECK(none["consumer"].is_null());
+  CHECK(none["method"].is_null());
+}
+
+}  // namespace access_log_line_test
