@@ -306,6 +306,7 @@ void ProxySession::send_local(LocalReply reply, bool close_after) {
   res.set("X-Request-Id", info_.request_id);
   for (auto& [name, value] : response_headers_) res.set(name, value);
   for (auto& [name, value] : reply.headers) res.set(name, value);
+  with_trace_id(reply, info_.trace_id);
   if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
   res.prepare_payload();
   if (parser_ && parser_->get().method() == http::verb::head) {

@@ -323,7 +323,10 @@ void ProxySession::record(unsigned status, bool ended) {
   record.local_status = local_status_;
   record.upstream_server = exchange_.upstream_server();
   record.started = started_;
-  if (record.have_head) record.decision = &pipeline_.context().decision;
+  if (record.have_head) {
+    record.decision = &pipeline_.context().decision;
+    record.trace_id = info_.trace_id;
+  }
   log_exchange(record, config_, worker_.series(), worker_.chain().observers);
 }
 

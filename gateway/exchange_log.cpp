@@ -25,6 +25,7 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   summary.status = record.status;
   summary.client_ip = record.client_ip;
   summary.request_id = record.request_id;
+  summary.trace_id = record.trace_id;
   summary.upstream_server = record.upstream_status ? record.upstream_server : std::string_view{};
   summary.duration_seconds = seconds;
   summary.local = record.local_status == record.status && !record.upstream_status;

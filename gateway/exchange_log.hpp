@@ -25,6 +25,7 @@ struct ExchangeRecord {
   std::string_view target;             // as received, with a head only
   IpAddress client_ip;                 // the resolved client IP, or the peer without a head
   std::string_view request_id;
+  std::string_view trace_id;           // with a head only
   unsigned status = 0;               // what the client got (499: nothing, it went away)
   unsigned upstream_status = 0;      // the upstream's status, 0 when it gave none
   unsigned local_status = 0;         // the status of Sluice's own reply, 0 when none

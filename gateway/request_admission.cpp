@@ -7,6 +7,7 @@
 
 #include "gateway/local_reply.hpp"
 #include "gateway/router.hpp"
+#include "gateway/trace_context.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -94,7 +95,24 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
   return reply;
 }
 
+// A valid traceparent stays (its tracestate too); anything else is replaced
+// by a new one and its tracestate dropped. `trace_id` gets the trace's id.
+void keep_or_start_trace(http::fields& head, bool sampled, std::string& trace_id) {
+  if (head.count("traceparent") == 1) {
+    if (auto id = traceparent_trace_id(head["traceparent"])) {
+      trace_id.assign(*id);
+      return;
+    }
+  }
+  head.erase("traceparent");
+  head.erase("tracestate");
+  std::string fresh = new_traceparent(sampled);
+  trace_id.assign(fresh, 3, 32);
+  head.set("traceparent", fresh);
+}
+
 }  // namespace
+
 
 std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
                                         bool over_tls, const Config& config, RequestInfo& info) {
@@ -102,6 +120,7 @@ std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, con
   info.original_target.clear();
   info.keep_alive = false;
   info.websocket = false;
+  keep_or_start_trace(req.base(), config.log.trace_sampled, info.trace_id);
   if (const auto refusal = check_framing_and_host(req); refusal.status) {
     return refuse(refusal.status, refusal.message, info);
   }

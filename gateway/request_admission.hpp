@@ -36,6 +36,8 @@ struct RequestInfo {
   NormalizedTarget target;      // forwarded target and route path
   std::string original_target;  // as received, set only when the target was rewritten
   std::string request_id;       // kept from X-Request-Id or generated; also set on refusal
+  // The W3C trace id of the request's traceparent (kept or new: trace_context.hpp).
+  std::string trace_id;
   IpAddress client_ip;          // the peer or the right-most untrusted X-Forwarded-For entry
   // "https" on a TLS connection, or from a trusted proxy that says so
   std::string_view forwarded_proto = "http";

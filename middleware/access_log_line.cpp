@@ -128,8 +128,8 @@ std::string access_log_line(const ExchangeSummary& s, std::int64_t unix_ms) {
   append_string_or_null(out, "route", s.route);
   append_field(out, "status");
   fmt::format_to(std::back_inserter(out), "{}", s.status);
-  append_field(out, "duration_ms");
-  append_number(out, s.duration_seconds * 1000.0);
+  append_field(out, "duration_ms");  // to the microsecond
+  append_number(out, std::round(s.duration_seconds * 1e6) / 1000.0);
   append_string_or_null(out, "upstream", s.upstream_server);
   append_field(out, "local");
   out += s.local ? "true" : "false";

@@ -100,6 +100,8 @@ struct AdminConfig {
 struct LogConfig {
   std::string level = "info";  // trace | debug | info | warn | error
   bool access_log = true;
+  // The sampled flag of the traceparent Sluice starts for a request without one.
+  bool trace_sampled = false;
 };
 
 // The denial stream: every denial appended to a Redis Stream (off when

@@ -25,6 +25,9 @@ void read_log(YamlReader& r, const Field& f, Config& c) {
   if (auto* v = m->get("access_log")) {
     if (auto b = r.boolean(*v)) c.log.access_log = *b;
   }
+  if (auto* v = m->get("trace_sampled")) {
+    if (auto b = r.boolean(*v)) c.log.trace_sampled = *b;
+  }
 }
 
 }  // namespace sluice::config

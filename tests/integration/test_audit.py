@@ -10,15 +10,18 @@ redis-server and sluice-echo:
   denial cache's included), most first, and refuses bad queries with 400
   problem+json;
 - audit.redis_stream holds one entry per denial with its fields, capped at
-  exactly max_len.
+  exactly max_len;
+- a valid traceparent (and its tracestate) reaches the upstream as sent, a
+  missing or bad one is replaced (its tracestate dropped); the trace id is
+  in the access log and in Sluice's own replies.
 """
 
 import json
 import socket
 import unittest
 
-from harness import (ProcessTestCase, gateway_config, limit, metric_sum, redis_call, request, route,
-                     wait_redis_ready, wait_until)
+from harness import (ProcessTestCase, echo_header, gateway_config, limit, metric_sum, redis_call,
+                     request, route, wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase
 
 
@@ -148,6 +151,48 @@ class AccessLogDecisionTest(RateLimitTestCase):
         self.assertEqual(lines[0]["path"], '/open/q"uo\\te\ufffd\ufffd')
         raw = [t for t in self.gw.stdout().splitlines() if "/open/q" in t][0]
         self.assertIn('\\"uo\\\\te', raw)
+
+
+class TraceContextTest(RateLimitTestCase):
+    VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    def test_trace_context_is_kept_or_started_and_logged(self):
+        gw = self.start_gateway([route("api", "/api", ["one"]), route("open", "/open", [])],
+                                {"one": limit("ip", 1, TINY)},
+                                log={"level": "info", "access_log": True})
+
+        status, _, body = self.get(gw, "/api/valid",
+                                   {"traceparent": self.VALID, "tracestate": "vendor=1"})
+        self.assertEqual(status, 200)
+        doc = json.loads(body)
+        self.assertEqual(echo_header(doc, "traceparent"), [self.VALID])
+        self.assertEqual(echo_header(doc, "tracestate"), ["vendor=1"])
+        self.assertEqual(last_line(gw, "/api/valid")["trace_id"],
+                         "4bf92f3577b34da6a3ce929d0e0e4736")
+
+        bad = ["garbage", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+               "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+               "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" + "-x" * 300, None]
+        for i, value in enumerate(bad):
+            headers = {"tracestate": "vendor=2"}
+            if value is not None:
+                headers["traceparent"] = value
+            status, _, body = self.get(gw, f"/open/bad{i}", headers)
+            self.assertEqual(status, 200)
+            doc = json.loads(body)
+            sent = echo_header(doc, "traceparent")
+            self.assertEqual(len(sent), 1, value)
+            self.assertRegex(sent[0], r"^00-[0-9a-f]{32}-[0-9a-f]{16}-00$")
+            self.assertNotEqual(sent[0], value)
+            self.assertEqual(echo_header(doc, "tracestate"), [], value)
+            self.assertEqual(last_line(gw, f"/open/bad{i}")["trace_id"], sent[0][3:35])
+
+        # Sluice's own reply (here a 429) carries the trace id too.
+        status, _, body = self.get(gw, "/api/limited", {"traceparent": self.VALID})
+        self.assertEqual(status, 429)
+        self.assertEqual(json.loads(body)["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736")
+        self.assertEqual(last_line(gw, "/api/limited")["trace_id"],
+                         "4bf92f3577b34da6a3ce929d0e0e4736")
 
 
 class FailureDecisionTest(ProcessTestCase):

@@ -1,0 +1,68 @@
+#include "gateway/trace_context.hpp"
+
+#include <cstdint>
+#include <random>
+
+#include "gateway/common/hex.hpp"
+
+namespace sluice {
+namespace {
+
+bool lower_hex(std::string_view s) {
+  for (const char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool all_zero(std::string_view s) { return s.find_first_not_of('0') == std::string_view::npos; }
+
+void append_random_hex(std::string& out, std::size_t digits) {
+  thread_local std::mt19937_64 rng{[] {
+    std::random_device rd;
+    return (std::uint64_t{rd()} << 32) ^ rd();
+  }()};
+  while (digits > 0) {
+    std::uint64_t v = rng();
+    for (int i = 0; i < 16 && digits > 0; ++i, --digits) {
+      out += hex::digit(v & 0xf);
+      v >>= 4;
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<std::string_view> traceparent_trace_id(std::string_view value) {
+  constexpr std::size_t kV00Size = 55;  // 2 + 1 + 32 + 1 + 16 + 1 + 2
+  if (value.size() < kV00Size || value.size() > kMaxTraceparentBytes) return std::nullopt;
+  const std::string_view version = value.substr(0, 2);
+  if (!lower_hex(version) || version == "ff") return std::nullopt;
+  if (version == "00" && value.size() != kV00Size) return std::nullopt;
+  if (value.size() > kV00Size && value[kV00Size] != '-') return std::nullopt;
+  if (value[2] != '-' || value[35] != '-' || value[52] != '-') return std::nullopt;
+  const std::string_view trace_id = value.substr(3, 32);
+  const std::string_view parent_id = value.substr(36, 16);
+  const std::string_view flags = value.substr(53, 2);
+  if (!lower_hex(trace_id) || !lower_hex(parent_id) || !lower_hex(flags)) return std::nullopt;
+  if (all_zero(trace_id) || all_zero(parent_id)) return std::nullopt;
+  return trace_id;
+}
+
+std::string new_traceparent(bool sampled) {
+  std::string out = "00-";
+  out.reserve(55);
+  do {
+    out.resize(3);
+    append_random_hex(out, 32);
+  } while (all_zero(std::string_view(out).substr(3)));
+  out += '-';
+  do {
+    out.resize(36);
+    append_random_hex(out, 16);
+  } while (all_zero(std::string_view(out).substr(36)));
+  out += sampled ? "-01" : "-00";
+  return out;
+}
+
+}  // namespace sluice

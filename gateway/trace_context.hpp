@@ -1,0 +1,26 @@
+// W3C Trace Context for a proxied request: a valid incoming traceparent (and
+// its tracestate) is forwarded as it came; a missing, malformed, too long,
+// all-zero, version-ff or repeated one is replaced by a new traceparent (and
+// any tracestate dropped: it belongs to the trace that was refused). Sluice
+// exports no spans: it propagates the context and logs its trace id. Pure
+// parsing; new ids come from a per-thread generator seeded by the OS.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+inline constexpr std::size_t kMaxTraceparentBytes = 512;
+
+// The trace id (32 lower-case hex digits) of a well-formed traceparent value,
+// else nullopt. Version 00 must be exactly version-traceid-parentid-flags;
+// a later version (not ff) may carry more after a '-'.
+std::optional<std::string_view> traceparent_trace_id(std::string_view value);
+
+// A new traceparent "00-<trace id>-<parent id>-<flags>", flags 01 when
+// `sampled`, else 00.
+std::string new_traceparent(bool sampled);
+
+}  // namespace sluice
