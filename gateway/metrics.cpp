@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
+#include <mutex>
 #include <vector>
 
 namespace sluice {
@@ -25,73 +27,10 @@ std::pair<std::string_view, std::string_view> split_key(const std::string& key) 
   return {k.substr(0, pos), k.substr(pos + 1)};
 }
 
-struct FamilyInfo {
-  std::string_view name;
-  std::string_view type;
-  std::string_view help;
-};
-
-constexpr FamilyInfo kFamilies[] = {
+constexpr MetricFamily kOwnFamilies[] = {
     {"sluice_http_requests_total", "counter", "Requests answered, by route and status code."},
     {"sluice_http_request_duration_seconds", "histogram",
      "Time from request head to response end."},
-    {"sluice_ratelimit_decisions_total", "counter", "Rate-limit decisions per route and limit."},
-    {"sluice_ratelimit_fail_open_total", "counter",
-     "Requests forwarded unlimited because Redis could not decide."},
-    {"sluice_ratelimit_fail_closed_total", "counter",
-     "Requests refused with 503 because Redis could not decide."},
-    {"sluice_ratelimit_fail_local_total", "counter",
-     "Requests decided by the instance's local share of each limit because Redis could not "
-     "decide."},
-    {"sluice_ratelimit_missing_key_total", "counter",
-     "Requests whose key source was missing and fell back to the client IP."},
-    {"sluice_ratelimit_rejected_total", "counter",
-     "Requests refused with 400 because a rate-limit key source was repeated or malformed."},
-    {"sluice_ratelimit_exempt_total", "counter",
-     "Requests of limited routes that skipped rate limiting: an exempt client address or plan."},
-    {"sluice_ratelimit_check_duration_seconds", "histogram", "Time to get a limiter decision."},
-    {"sluice_ratelimit_delay_seconds", "histogram",
-     "Time delayed requests waited for their reserved tokens before going upstream, by route."},
-    {"sluice_ratelimit_delay_abandoned_total", "counter",
-     "Delayed requests whose client left while waiting; their reserved tokens were refunded."},
-    {"sluice_redis_errors_total", "counter", "Redis errors by kind."},
-    {"sluice_redis_commands_total", "counter", "Commands sent to Redis."},
-    {"sluice_redis_writes_total", "counter", "Network writes to Redis (pipelining batches)."},
-    {"sluice_redis_up", "gauge",
-     "1 when every worker reaches Redis: the server, the primary (sentinel) or every slot's "
-     "owner (cluster)."},
-    {"sluice_redis_redirects_total", "counter", "Redis Cluster MOVED and ASK redirects followed."},
-    {"sluice_redis_topology_refresh_total", "counter",
-     "Redis Cluster slot map or Sentinel primary lookups, by result."},
-    {"sluice_ratelimit_refunds_total", "counter",
-     "Refund calls to Redis (unspent leases, and debits of cross-slot requests that were not "
-     "admitted), by result."},
-    {"sluice_ratelimit_local_decisions_total", "counter",
-     "Rate-limit decisions made without Redis: by the denial cache or from leased tokens."},
-    {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
-    {"sluice_ratelimit_settlements_total", "counter",
-     "Requests whose cost was settled from the response, by route and result (refund: it cost "
-     "less than its estimate; debit: more; even; failed: Redis never took it)."},
-    {"sluice_ratelimit_settled_units_total", "counter",
-     "Units given back (refund) or taken (debit) by settlements, per limit, by route."},
-    {"sluice_audit_appended_total", "counter",
-     "Denials appended to the audit stream (audit.redis_stream)."},
-    {"sluice_audit_dropped_total", "counter",
-     "Denials the audit stream lost: the worker's queue was full, the stream is off, or Redis "
-     "did not take them."},
-    {"sluice_ratelimit_top_dropped_total", "counter",
-     "Denials the most-limited view lost: beyond what a worker keeps between flushes, or not "
-     "taken by Redis."},
-    {"sluice_admin_top_requests_total", "counter",
-     "Requests to GET /ratelimit/top, by result."},
-    {"sluice_ratelimit_in_flight", "gauge",
-     "Concurrency slots this instance holds: requests in progress, by concurrency limit."},
-    {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open."},
-    {"sluice_fleet_size", "gauge",
-     "Instances the local fallback divides each limit by: local.fleet_size, else the live "
-     "instances last seen in Redis, else 1."},
-    {"sluice_fleet_heartbeat_failures_total", "counter",
-     "Fleet heartbeats Redis did not answer with a live count (the learned fleet size stays)."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
     {"sluice_upstream_healthy", "gauge",
@@ -100,8 +39,8 @@ constexpr FamilyInfo kFamilies[] = {
      "Active health checks of upstream servers, by result."},
     {"sluice_connections_active", "gauge", "Open client connections."},
     {"sluice_connections_max", "gauge",
-     "The client connection cap in force (server.max_connections, lowered to fit the "
-     "descriptor limit)."},
+     "The client connection cap in force (server.max_connections, lowered to fit the descriptor "
+     "limit)."},
     {"sluice_connections_rejected_total", "counter",
      "Client connections closed at accept because the connection cap was reached."},
     {"sluice_connections_shed_total", "counter",
@@ -128,6 +67,24 @@ constexpr FamilyInfo kFamilies[] = {
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
     {"sluice_build_info", "gauge", "Always 1; the version label is what sluice --version prints."},
 };
+
+std::mutex& registry_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::vector<MetricFamily>& registered() {
+  static std::vector<MetricFamily> families;
+  return families;
+}
+
+MergeRule merge_rule(std::string_view family) {
+  std::lock_guard lock(registry_mutex());
+  for (const auto& f : registered()) {
+    if (f.name == family) return f.merge;
+  }
+  return MergeRule::kSum;
+}
 
 std::string format_value(double v) {
   if (v == static_cast<double>(static_cast<std::int64_t>(v))) {
@@ -236,14 +193,16 @@ void MetricsSnapshot::add(std::string_view family, std::string_view labels, doub
   auto& samples = values_[std::string{family}];
   auto [it, inserted] = samples.try_emplace(std::string{labels}, value);
   if (inserted) return;
-  // Health gauges merge as "all workers up" / "any breaker open", a
-  // process-wide value set by every worker as itself; the rest add up.
-  if (family == "sluice_redis_up") {
-    it->second = std::min(it->second, value);
-  } else if (family == "sluice_redis_circuit_open" || family == "sluice_fleet_size") {
-    it->second = std::max(it->second, value);
-  } else {
-    it->second += value;
+  switch (merge_rule(family)) {
+    case MergeRule::kMin:
+      it->second = std::min(it->second, value);
+      break;
+    case MergeRule::kMax:
+      it->second = std::max(it->second, value);
+      break;
+    case MergeRule::kSum:
+      it->second += value;
+      break;
   }
 }
 
@@ -342,13 +301,35 @@ std::string MetricsSnapshot::render() const {
       }
     }
   };
-  for (const auto& family : kFamilies) render_family(family.name, family.type, family.help);
+  for (const auto& family : metric_families()) {
+    render_family(family.name, family.type, family.help);
+  }
   // Families not in the table (added later by components) are still shown.
   for (const auto& [name, samples] : values_) {
     if (std::find(seen.begin(), seen.end(), name) == seen.end()) {
       render_family(name, "untyped", "Sluice metric.");
     }
   }
+  return out;
+}
+
+void register_metric_families(std::span<const MetricFamily> families) {
+  std::lock_guard lock(registry_mutex());
+  auto& all = registered();
+  for (const auto& family : families) {
+    const bool own = std::any_of(std::begin(kOwnFamilies), std::end(kOwnFamilies),
+                                 [&](const MetricFamily& f) { return f.name == family.name; });
+    const bool known = std::any_of(all.begin(), all.end(), [&](const MetricFamily& f) {
+      return f.name == family.name;
+    });
+    if (!own && !known) all.push_back(family);
+  }
+}
+
+std::vector<MetricFamily> metric_families() {
+  std::vector<MetricFamily> out(std::begin(kOwnFamilies), std::end(kOwnFamilies));
+  std::lock_guard lock(registry_mutex());
+  out.insert(out.end(), registered().begin(), registered().end());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,6 +50,32 @@ struct MetricKeyEqual {
   bool operator()(std::string_view a, const MetricKey& b) const { return (*this)(b, a); }
 };
 }  // namespace detail
+
+// How the workers' series of a family combine at scrape time.
+enum class MergeRule {
+  kSum,  // counters, and gauges each worker holds a share of
+  kMin,  // a health gauge that is 1 only when every worker's is ("all up")
+  kMax,  // a gauge any worker may raise ("any breaker open"), or one process-wide value
+};
+
+// A metric family as its owner declares it: the gateway declares its own
+// (requests, upstreams, connections ...); each middleware declares the
+// families it counts (register_metric_families), and the scrape renders
+// every declared family with its HELP and TYPE, samples or not.
+struct MetricFamily {
+  std::string_view name;
+  std::string_view type;  // counter, gauge or histogram
+  std::string_view help;
+  MergeRule merge = MergeRule::kSum;
+};
+
+// Adds a module's families (their strings must outlive the process: string
+// literals). At startup, before the first scrape; any thread. A name declared
+// twice keeps its first declaration.
+void register_metric_families(std::span<const MetricFamily> families);
+
+// Every declared family: the gateway's own, then the registered ones in order.
+std::vector<MetricFamily> metric_families();
 
 // `labels` below is a rendered label set without braces, e.g.
 // route="orders",code="200" (see label()). Empty means no labels.

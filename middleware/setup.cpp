@@ -16,6 +16,7 @@
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/local/fleet_heartbeat.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "upstream/redis/client_factory.hpp"
@@ -196,6 +197,7 @@ class MiddlewareServices final : public WorkerServices {
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
   explicit MiddlewareServicesFactory(AdminRegistries registries) {
+    register_metric_families(rate_limit_metric_families());
     process_.buckets = std::move(registries.buckets);
     process_.consumers = std::move(registries.consumers);
     process_.top = std::move(registries.top);

@@ -53,6 +53,14 @@ std::string_view fail_counter(FailureMode mode) {
   return "sluice_ratelimit_fail_closed_total";
 }
 
+// An enforced limit that admitted the request with less than a tenth of its
+// capacity left.
+bool near_limit(const LimitDescriptor& limit, LimitVerdict verdict, const RateDecision& decision,
+                std::size_t i) {
+  return verdict == LimitVerdict::kAllowed && !limit.shadow && i < decision.limits.size() &&
+         decision.limits[i].remaining < 0.1 * limit.capacity;
+}
+
 }  // namespace
 
 long unavailable_retry_after(const RateDecision& decision) {
@@ -126,6 +134,10 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     }
     for (const auto index : route.limit_indexes) {
       const LimitConfig& limit = config.limits[index];
+      if (!limit.shadow) {
+        metrics.declare("sluice_ratelimit_near_limit_total",
+                        scratch_labels({{"route", route.name}, {"limit", limit.name}}));
+      }
       // A shadow limit is never limited nor delayed; only an enforced one on a delay route waits.
       std::vector<LimitVerdict> verdicts = {LimitVerdict::kAllowed};
       if (limit.shadow) {
@@ -337,10 +349,15 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
           }
         }
         for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
+          const LimitDescriptor& limit = (*descriptors)[i];
           metrics_.add("sluice_ratelimit_decisions_total",
                        scratch_labels({{"route", route.name},
-                                       {"limit", (*descriptors)[i].limit},
+                                       {"limit", limit.limit},
                                        {"decision", verdict_label(outcome.limits[i])}}));
+          if (near_limit(limit, outcome.limits[i], decision, i)) {
+            metrics_.add("sluice_ratelimit_near_limit_total",
+                         scratch_labels({{"route", route.name}, {"limit", limit.limit}}));
+          }
         }
         // Shadow limits are a dry run: the client sees the enforced limits only.
         const ClientView view = client_view(*descriptors, decision);

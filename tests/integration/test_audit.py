@@ -95,7 +95,11 @@ class AccessLogDecisionTest(RateLimitTestCase):
         self.assertRegex(line["consumer"], r"^[0-9a-f]{32}$")  # the key's fingerprint
         fingerprint = line["consumer"]
 
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_near_limit_total",
+                                    route="limited", limit="per_key"), 0)  # 1 of 2 left
         self.get_with("/limited/2")
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_near_limit_total",
+                                    route="limited", limit="per_key"), 1)  # 0 of 2 left
         self.assertEqual(self.get_with("/limited/3")[0], 429)
         line = last_line(self.gw, "/limited/3")
         self.assert_fields(line)

@@ -9,6 +9,7 @@
 
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "support/rate_limit_harness.hpp"
 
 using namespace sluice;
@@ -245,6 +246,12 @@ TEST_CASE("malformed Authorization: 400, limiter not asked", "[ratelimit][middle
 }
 
 TEST_CASE("metrics render in Prometheus text format", "[metrics]") {
+  // The rate limiter's families, as the middleware's services declare them.
+  register_metric_families(rate_limit_metric_families());
+  register_metric_families(rate_limit_metric_families());  // twice: kept once
+  std::size_t declared = 0;
+  for (const auto& family : metric_families()) declared += family.name == "sluice_redis_up";
+  CHECK(declared == 1);
   MetricsShard a, b;
   a.add("sluice_http_requests_total", labels("route", "r", "code", "200"));
   b.add("sluice_http_requests_total", labels("route", "r", "code", "200"), 2);
