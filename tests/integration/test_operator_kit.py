@@ -10,7 +10,7 @@ import re
 import subprocess
 import unittest
 
-from exposition import (documented_families, family_of_name, metric_names_in,
+from exposition import (DOCS_PATH, documented_families, family_of_name, metric_names_in,
                         parse_exposition, promtool)
 from harness import SOURCE_DIR, ProcessTestCase, gateway_config
 
@@ -114,6 +114,27 @@ class DashboardTest(unittest.TestCase):
                        "sluice_ratelimit_fail_open_total", "sluice_upstream_requests_total",
                        'sluice_consumer_lookups_total{job=~"$job",instance=~"$instance",result="hit"}'):
             self.assertIn(needle, exprs)
+
+
+    def test_every_documented_family_has_a_panel_or_says_why_not(self):
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+        with open(DOCS_PATH) as f:
+            docs = f.read()
+        documented = documented_families()
+        shown = set()
+        for _, expr in dashboard_queries(dashboard):
+            for name in metric_names_in(expr):
+                shown.add(name)
+                for suffix in ("_bucket", "_count", "_sum"):
+                    if name.endswith(suffix):
+                        shown.add(name[:-len(suffix)])
+        sections = dict(re.findall(r"^### `([a-z_:][a-z0-9_:]*)`$\n(.*?)(?=^### |^## |\Z)",
+                                   docs, re.M | re.S))
+        missing = [family for family in sorted(documented)
+                   if family not in shown and "Not on the dashboard:" not in sections[family]]
+        self.assertEqual(missing, [], "families with neither a dashboard panel nor a line in "
+                                      "docs/metrics.md saying why not")
 
 
 class MetricsInUseTest(ProcessTestCase):
