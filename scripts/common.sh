@@ -22,9 +22,10 @@ SLUICE_RUN_PACKAGES=(
   redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that
-# integration tests call (openssl for certificates, curl, procps, and hey and
-# gnuplot for the load-test scripts).
-SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox)
+# integration tests call (openssl for certificates, curl, procps, hey and
+# gnuplot for the load-test scripts, python3-yaml to read the Kubernetes
+# manifests).
+SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox python3-yaml)
 # node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
 command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
 SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")

@@ -1,7 +1,9 @@
 """The load-test scenarios of loadtest/, checked for outcomes, not speed.
 
-- The k6 scripts (k6 is not installable here) parse as ES modules under node
-  and carry thresholds and a how-to-run header.
+- The k6 scripts (k6 is not installable here) parse as ES modules under node,
+  type-check against k6's published API types (npm @types/k6 with
+  TypeScript's tsc --checkJs, where the npm registry can be reached), and
+  carry thresholds and a how-to-run header.
 - loadtest/burst.sh (hey) runs end to end against a real sluice + redis-server
   started here: exactly `capacity` 200s, the rest 429, a final 429 with
   Retry-After; the gateway's own counters agree.
@@ -12,6 +14,7 @@ Skipped with a message when hey (or node, or gnuplot for the chart) is missing.
 """
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -64,6 +67,52 @@ class K6ScriptsTest(unittest.TestCase):
                     result = subprocess.run([node, "--check", copy], capture_output=True,
                                             text=True, timeout=30)
                     self.assertEqual(result.returncode, 0, result.stderr)
+
+    # Pinned, so that a new release of either cannot change what passes.
+    TYPES = ("@types/k6@2.3.0", "typescript@7.0.2")
+
+    def test_k6_scripts_type_check_against_the_k6_api(self):
+        npm, node = shutil.which("npm"), shutil.which("node") or shutil.which("nodejs")
+        if not npm or not node:
+            self.skipTest("npm or node is not installed: the k6 scenarios were NOT type-checked "
+                          "against @types/k6 (Debian packages npm, nodejs)")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                fetched = subprocess.run(
+                    [npm, "install", "--no-save", "--no-audit", "--no-fund", "--silent",
+                     "--prefix", tmp, *self.TYPES], capture_output=True, text=True, timeout=180)
+            except subprocess.TimeoutExpired:
+                fetched = None
+            if fetched is None or fetched.returncode != 0:
+                self.skipTest("the npm registry cannot be reached: the k6 scenarios were NOT "
+                              f"type-checked against {' and '.join(self.TYPES)}")
+            for name in self.SCRIPTS:
+                shutil.copyfile(os.path.join(LOADTEST, name), os.path.join(tmp, name))
+            with open(os.path.join(tmp, "tsconfig.json"), "w") as f:
+                f.write(json.dumps({
+                    "compilerOptions": {
+                        "allowJs": True, "checkJs": True, "noEmit": True, "strict": False,
+                        "target": "es2020", "module": "es2022", "moduleResolution": "bundler",
+                        "lib": ["es2020"], "types": ["k6"],
+                        "typeRoots": [os.path.join(tmp, "node_modules", "@types")]},
+                    "files": list(self.SCRIPTS)}))
+            tsc = os.path.join(tmp, "node_modules", "typescript", "bin", "tsc")
+            checked = subprocess.run([node, tsc, "-p", tmp], cwd=tmp, capture_output=True,
+                                     text=True, timeout=120)
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+            # The check can fail: a call k6 does not have is reported.
+            with open(os.path.join(tmp, "wrong.js"), "w") as f:
+                f.write("import http from 'k6/http';\nexport default function () "
+                        "{ http.get(42); }\n")
+            with open(os.path.join(tmp, "tsconfig.json")) as f:
+                config = json.load(f)
+            config["files"] = ["wrong.js"]
+            with open(os.path.join(tmp, "tsconfig.json"), "w") as f:
+                json.dump(config, f)
+            wrong = subprocess.run([node, tsc, "-p", tmp], cwd=tmp, capture_output=True,
+                                   text=True, timeout=120)
+            self.assertNotEqual(wrong.returncode, 0)
+            self.assertIn("TS2345", wrong.stdout + wrong.stderr)
 
     def test_k6_scripts_encode_outcomes_and_say_how_to_run(self):
         found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(LOADTEST, "*.js")))
