@@ -49,7 +49,10 @@ LocalReply make_local_reply(unsigned status, std::string_view message,
 void with_trace_id(LocalReply& reply, std::string_view trace_id) {
   const bool json = reply.content_type == "application/json" ||
                     reply.content_type == "application/problem+json";
-  if (!json || trace_id.empty() || reply.body.empty() || reply.body.front() != '{') return;
+  if (!json || reply.verbatim || trace_id.empty() || reply.body.empty() ||
+      reply.body.front() != '{') {
+    return;
+  }
   std::string member = "\"trace_id\":\"";
   member += trace_id;  // hex digits only: nothing to escape
   member += reply.body.size() > 1 && reply.body[1] != '}' ? "\"," : "\"";

@@ -14,7 +14,7 @@ LocalReply make_local_reply(unsigned status, std::string_view message, std::stri
 
 // Adds "trace_id" (32 hex digits, as the access log has it) as the first
 // member of a JSON reply's body (application/json or problem+json, a body
-// that is an object); other replies are left as they are.
+// that is an object, not verbatim); other replies are left as they are.
 void with_trace_id(LocalReply& reply, std::string_view trace_id);
 
 // The standard reason phrase for the statuses Sluice produces.

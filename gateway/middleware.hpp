@@ -26,6 +26,9 @@ struct LocalReply {
   std::string body;
   HeaderList headers;             // extra headers (Allow, Retry-After, ...)
   bool close_connection = false;  // close the client connection after this reply
+  // A body the operator wrote (routes[].reject.body): sent exactly as written,
+  // never given the trace id Sluice's own JSON replies carry.
+  bool verbatim = false;
 };
 
 // How an exchange ended, for the steps that hold something until then.

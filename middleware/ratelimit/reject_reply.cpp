@@ -14,6 +14,7 @@ LocalReply limited_reply(const RejectReply& reject, std::span<const LimitDescrip
   } else {
     reply.content_type = reject.content_type;
     reply.body = reject.body;
+    reply.verbatim = true;
   }
   return reply;
 }

@@ -60,7 +60,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   window_ms: int | None = None, tls: dict | None = None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
                   quota_period: str | None = None, concurrency: bool = False,
-                  settled: bool = False) -> dict:
+                  settled: bool = False, access_log: bool = False) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -73,7 +73,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     sections (the consumers of rows 21-23); quota_period: `limit` is a calendar quota of
     `capacity` per that period instead (row 24); concurrency: `limit` is a concurrency
     limit of `capacity` slots instead (row 25); settled: the route's cost (500) is settled
-    from the response, the echo reporting 120 (row 26)."""
+    from the response, the echo reporting 120 (row 26); access_log: the access log on, its
+    lines going to the gateway's stdout file (row 27)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -93,7 +94,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "server": {"listen": f"127.0.0.1:{port}", "threads": threads,
                    **({"tls": tls} if tls else {})},
         "admin": {"listen": f"127.0.0.1:{admin}"},
-        "log": {"level": "warn", "access_log": False},
+        "log": {"level": "warn", "access_log": access_log},
         **({"local": local} if local else {}),
         **({"api_keys": api_keys} if api_keys else {}),
         **({"plans": plans} if plans else {}),
@@ -322,6 +323,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                      SCRIPT_FILE=script_file, SCRIPT_SHA=sha, CAPACITY=ALLOW_ALL[0],
                      RATE=ALLOW_ALL[1])
     s4 = stack.sluice("sluice-nolimit", upstream=up, redis_port=redis.port, limit=None)
+    # Row 27: row 4 with the access log on (one JSON line per request to a file).
+    s27 = stack.sluice("sluice-access-log", upstream=up, redis_port=redis.port, limit=None,
+                       access_log=True)
     s5 = stack.sluice("sluice-allow", upstream=up, redis_port=redis.port, limit=ALLOW_ALL)
     s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST,
                       local={"deny_cache": False})
@@ -377,8 +381,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
 
     # --compare: rows 4, 5, 14, 16, 21, 22, 25 and 26 again with another sluice binary,
     # as rows 104, 105, 114, 116, 121, 122, 125 and 126.
-    s104 = s105 = s114 = s116 = s121 = s122 = s125 = s126 = None
+    s104 = s105 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
     if compare:
+        s127 = stack.sluice("sluice-access-log-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=None, access_log=True)
         s125 = stack.sluice("sluice-concurrency-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             concurrency=True)
@@ -416,7 +422,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),
                 sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed),
                 sluice_row(125, f"row 25 with {binary}", s125, [redis], keyed),
-                sluice_row(126, f"row 26 with {binary}", s126, [redis], keyed)]
+                sluice_row(126, f"row 26 with {binary}", s126, [redis], keyed),
+                sluice_row(127, f"row 27 with {binary}", s127)]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26):
         stack.wait_redis(gateway)
@@ -476,6 +483,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    [redis], keyed),
         sluice_row(26, "row 11 with its cost (500) settled from the response (the echo "
                    "reports 120: every request refunded 380)", s26, [redis], keyed),
+        sluice_row(27, "row 4 with the access log on (a JSON line per request to a file)", s27),
         *compare_rows(),
     ]
 

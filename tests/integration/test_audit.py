@@ -155,6 +155,27 @@ class AccessLogDecisionTest(RateLimitTestCase):
         self.assertEqual(lines[0]["path"], '/open/q"uo\\te\ufffd\ufffd')
         raw = [t for t in self.gw.stdout().splitlines() if "/open/q" in t][0]
         self.assertIn('\\"uo\\\\te', raw)
+        # A request id the client chose (any visible ASCII) with a quote and a backslash.
+        status, headers, _ = self.get(self.gw, "/open/rid", {"X-Request-Id": 'a"b\\c'})
+        self.assertEqual(headers["X-Request-Id"], 'a"b\\c')
+        self.assertEqual(last_line(self.gw, "/open/rid")["request_id"], 'a"b\\c')
+        # Non-UTF-8 bytes and a bare CR in header values: the id is not taken (a new one is
+        # made) or the request is refused; either way every line is still one JSON document.
+        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
+            s.sendall(b"GET /open/bytes HTTP/1.1\r\nHost: x\r\nX-Request-Id: \xff\xfe\r\n"
+                      b"X-API-Key: k\xc3\x28\r\nConnection: close\r\n\r\n")
+            while s.recv(65536):
+                pass
+        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
+            s.sendall(b"GET /open/cr HTTP/1.1\r\nHost: x\r\nX-Request-Id: a\rb\r\n"
+                      b"Connection: close\r\n\r\n")
+            while s.recv(65536):
+                pass
+        line = last_line(self.gw, "/open/bytes")
+        self.assertRegex(line["request_id"], r"^[0-9a-f]{32}$")
+        for text in self.gw.stdout().splitlines():
+            if text.startswith("{"):
+                json.loads(text)  # every line parses
 
 
 class TraceContextTest(RateLimitTestCase):

@@ -67,6 +67,12 @@ TEST_CASE("local replies: the trace id joins a JSON body", "[trace]") {
   with_trace_id(empty_object, "ab");
   CHECK(empty_object.body == R"({"trace_id":"ab"})");
 
+  LocalReply custom;  // an operator's reject body stays as written
+  custom.body = R"({"error":"slow down"})";
+  custom.verbatim = true;
+  with_trace_id(custom, "ab");
+  CHECK(custom.body == R"({"error":"slow down"})");
+
   LocalReply text;
   text.content_type = "text/plain";
   text.body = "{not json";
