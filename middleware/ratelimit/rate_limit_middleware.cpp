@@ -342,7 +342,9 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
         if (outcome.kind == RateOutcome::Kind::kLimited && self->audit_) {
           self->note_denial(ctx, *descriptors, decision, outcome);
         }
-        if (!ec && decision.allowed) {
+        if (ec && decision.allowed) {
+          self->hold_local_slots(ctx, *descriptors, decision);
+        } else if (!ec && decision.allowed) {
           self->hold_slots(ctx, *descriptors, decision);
           if (route.cost_from_response.enabled()) {
             self->settle_at_end(ctx, descriptors, decision, cost);
@@ -399,9 +401,12 @@ void RateLimitMiddleware::note_denial(RequestContext& ctx,
                         ctx.decision.plan, static_cast<std::int64_t>(std::ceil(retry * 1000))});
 }
 
-void RateLimitMiddleware::hold_slots(RequestContext& ctx,
-                                     const std::vector<LimitDescriptor>& descriptors,
-                                     const RateDecision& decision) {
+namespace {
+
+// The concurrency slots an admitted request took: its concurrency limits,
+// enforced or (a shadow one) sufficient.
+std::vector<LimitDescriptor> slots_taken(const std::vector<LimitDescriptor>& descriptors,
+                                         const RateDecision& decision) {
   std::vector<LimitDescriptor> taken;
   for (std::size_t i = 0; i < descriptors.size() && i < decision.limits.size(); ++i) {
     const LimitDescriptor& d = descriptors[i];
@@ -409,6 +414,25 @@ void RateLimitMiddleware::hold_slots(RequestContext& ctx,
       taken.push_back(d);
     }
   }
+  return taken;
+}
+
+}  // namespace
+
+void RateLimitMiddleware::hold_local_slots(RequestContext& ctx,
+                                           const std::vector<LimitDescriptor>& descriptors,
+                                           const RateDecision& decision) {
+  auto taken = slots_taken(descriptors, decision);
+  if (taken.empty() || !fallback_) return;
+  ctx.on_end.emplace_back([fallback = fallback_, taken = std::move(taken)](const ExchangeEnd&) {
+    fallback->release_slots(taken);
+  });
+}
+
+void RateLimitMiddleware::hold_slots(RequestContext& ctx,
+                                     const std::vector<LimitDescriptor>& descriptors,
+                                     const RateDecision& decision) {
+  auto taken = slots_taken(descriptors, decision);
   if (taken.empty()) return;
   slots_->hold(taken);
   ctx.on_end.emplace_back(

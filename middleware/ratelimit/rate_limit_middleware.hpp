@@ -89,6 +89,10 @@ class RateLimitMiddleware final : public Middleware,
   // denied request.
   void note_denial(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
                    const RateDecision& decision, const RateOutcome& outcome);
+  // Gives the concurrency slots the local fallback admitted back to it when
+  // the exchange ends.
+  void hold_local_slots(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
+                        const RateDecision& decision);
   // Holds the concurrency slots an admitted request took until its exchange ends.
   void hold_slots(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
                   const RateDecision& decision);

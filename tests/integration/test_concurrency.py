@@ -176,5 +176,44 @@ class ConcurrencyTest(RateLimitTestCase):
         self.assertGreaterEqual(time.monotonic() - killed, 0.5)
 
 
+class LocalFallbackConcurrencyTest(RateLimitTestCase):
+    threads = 1
+
+    def setUp(self):
+        super().setUp()
+        self.upstream = HoldingUpstream()
+        self.addCleanup(self.upstream.stop)
+
+    def test_without_redis_the_local_share_holds_and_gives_slots_back(self):
+        """on_redis_failure: local with Redis gone: the instance's share (2 of 2,
+        fleet size 1) is held while requests run and back as each ends, not
+        after lease_ms (30 s)."""
+        limits = {"two": slots("global", 2)}
+        routes = [{"name": "held", "match": {"path_prefix": "/"}, "upstream": "held",
+                   "limits": list(limits), "on_redis_failure": "local"}]
+        config = gateway_config(
+            {"held": [self.upstream.address]}, routes, server={"threads": 1},
+            log={"level": "info", "access_log": False},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 200},
+            local={"fleet_size": 1}, limits=limits)
+        gw = self.start_sluice(config)
+        wait_redis_ready(gw)
+        self.redis.stop()
+        # One after another: each ends before the next, so all go through.
+        for i in range(6):
+            self.assertEqual(self.get(gw, "/?hold_ms=0")[0], 200, i)
+        # Two held at once: a third is denied until one of them ends.
+        holders = [threading.Thread(target=lambda: self.get(gw, "/?hold_ms=1500"))
+                   for _ in range(2)]
+        for holder in holders:
+            holder.start()
+        wait_until(lambda: self.upstream.current == 2, timeout=5, message="two held")
+        self.assertEqual(self.get(gw, "/?hold_ms=0")[0], 429)
+        for holder in holders:
+            holder.join()
+        self.assertEqual(self.get(gw, "/?hold_ms=0")[0], 200)
+        self.assertGreater(metric_sum(gw, "sluice_ratelimit_fail_local_total"), 0)
+
+
 if __name__ == "__main__":
     unittest.main()

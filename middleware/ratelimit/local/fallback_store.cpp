@@ -96,6 +96,16 @@ void FallbackStore::evict_over_bound() {
   }
 }
 
+void FallbackStore::release_slots(std::span<const LimitDescriptor> slots) {
+  std::lock_guard lock(mutex_);
+  for (const auto& slot : slots) {
+    auto it = index_.find(bucket_name(slot));
+    if (it == index_.end()) continue;  // forgotten (Redis decides again) or evicted
+    auto& ends = it->second->state.log;  // lease ends, oldest first: any one is the slot
+    if (!ends.empty()) ends.pop_back();
+  }
+}
+
 void FallbackStore::clear() {
   std::lock_guard lock(mutex_);
   index_.clear();

@@ -54,6 +54,11 @@ class FallbackStore {
   // Lowers or raises the bound; the least recently used buckets over it go now.
   void set_max_buckets(std::size_t max_buckets);
 
+  // Gives back the concurrency slots of an exchange this store admitted
+  // (it ended): one slot of each of those limits' local state is freed at
+  // once, instead of when its lease would end.
+  void release_slots(std::span<const LimitDescriptor> slots);
+
   // Forgets every bucket.
   void clear();
   // Redis decided `buckets` again: they are forgotten here, and, once no

@@ -83,6 +83,27 @@ TEST_CASE("fallback: all buckets of a request or none, each at its share",
   CHECK(f.decide({big}).limits[0].remaining == 47);
 }
 
+TEST_CASE("fallback: a concurrency slot it admitted comes back when the exchange ends",
+          "[ratelimit][fallback]") {
+  Fixture f;
+  f.store.set_configured_fleet_size(2);
+  LimitDescriptor slots = bucket("in_flight", 1, 4, 0);  // a share of 2 per instance
+  slots.algorithm = LimitAlgorithm::kConcurrency;
+  slots.lease_ms = 30000;
+  CHECK(f.decide({slots}).allowed);
+  CHECK(f.decide({slots}).allowed);
+  CHECK_FALSE(f.decide({slots}).allowed);  // both held
+  f.store.release_slots(std::vector<LimitDescriptor>{slots});
+  CHECK(f.decide({slots}).allowed);  // long before the lease would end
+  CHECK_FALSE(f.decide({slots}).allowed);
+  f.store.release_slots(std::vector<LimitDescriptor>{slots});
+  f.store.release_slots(std::vector<LimitDescriptor>{slots});
+  f.store.release_slots(std::vector<LimitDescriptor>{slots});  // more than held: nothing more
+  CHECK(f.decide({slots}).allowed);
+  CHECK(f.decide({slots}).allowed);
+  CHECK_FALSE(f.decide({slots}).allowed);
+}
+
 TEST_CASE("fallback: N is the configured size, else the learned count, else 1",
           "[ratelimit][fallback]") {
   FallbackStore store;
