@@ -26,8 +26,8 @@ std::int64_t unix_seconds() {
 }
 
 std::string slot_key(std::string_view key_prefix, std::string_view limit, std::int64_t slot) {
-  std::string key(key_prefix);
-  key += "{top}:";
+  std::string key = "{top}:";
+  key += key_prefix;
   key += std::to_string(slot);
   key += ':';
   key += limit;
@@ -222,7 +222,7 @@ void DenialAudit::send_stream() {
 void DenialAudit::top(const std::string& limit, std::int64_t window_s, std::size_t n,
                       TopHandler done) {
   const std::string& prefix = config_->redis.key_prefix;
-  std::vector<std::string> keys{prefix + "{top}:scratch:" + instance_ + ":" +
+  std::vector<std::string> keys{"{top}:" + prefix + "scratch:" + instance_ + ":" +
                                 std::to_string(++scratch_)};
   for (auto& key : top_slot_keys(prefix, limit, unix_seconds(), window_s)) {
     keys.push_back(std::move(key));

@@ -10,10 +10,12 @@
 // sluice_ratelimit_top_dropped_total. A request never waits for any of it.
 // Created, used and destroyed on the worker's executor.
 //
-// Redis layout: <key_prefix>{top}:<slot>:<limit>, a sorted set per limit and
+// Redis layout: {top}:<key_prefix><slot>:<limit>, a sorted set per limit and
 // 10-second slot of the gateway's clock (members: callers, scores: their
 // denials in that slot), living an hour past its slot; all of them share one
-// hash slot of a Cluster. The stream is audit.redis_stream as named.
+// hash slot of a Cluster. They start with "{top}:", not with the key prefix,
+// so that the prefix holds nothing but limits' keys. The stream is
+// audit.redis_stream as named.
 #pragma once
 
 #include <cstdint>

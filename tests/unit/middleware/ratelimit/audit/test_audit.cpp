@@ -149,9 +149,9 @@ TEST_CASE("top slots: every 10-second slot a window overlaps", "[audit]") {
   // now 1000 s: slot 100 holds [1000, 1010); a 60 s window is (940, 1000].
   const auto keys = top_slot_keys("sluice:", "l", 1000, 60);
   REQUIRE(keys.size() == 7);
-  CHECK(keys.front() == "sluice:{top}:94:l");
-  CHECK(keys.back() == "sluice:{top}:100:l");
-  CHECK(top_slot_keys("p:", "l", 1009, 1) == std::vector<std::string>{"p:{top}:100:l"});
+  CHECK(keys.front() == "{top}:sluice:94:l");
+  CHECK(keys.back() == "{top}:sluice:100:l");
+  CHECK(top_slot_keys("p:", "l", 1009, 1) == std::vector<std::string>{"{top}:p:100:l"});
 }
 
 }  // namespace audit_test
