@@ -296,6 +296,20 @@ def topology_redis(url_node: str, nodes, topology: str, **extra) -> dict:
             **extra}
 
 
+class SharedCluster:
+    """Mixed into a test class: a 3-primary Redis Cluster its tests share
+    (cls.cluster), skipped where redis-cli cannot make one."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        require_binaries("redis-server", "redis-cli")
+        require_topology_support("cluster")
+        from testkit.cluster import RedisCluster
+        cls.cluster = RedisCluster()
+        cls.addClassCleanup(cls.cluster.stop)
+
+
 def redis_nodes(sluice: Sluice) -> list[dict]:
     """/readyz dependencies.redis_nodes: one object per node (address, role, state,
     slots, last_error)."""

@@ -24,10 +24,9 @@ import tempfile
 import unittest
 import urllib.parse
 
-from harness import (Client, ProcessTestCase, free_port, gateway_config, limit, metric_sum,
-                     redis_call, request, require_binaries, require_topology_support, route,
-                     topology_redis, wait_redis_ready, wait_until)
-from testkit.cluster import RedisCluster
+from harness import (Client, ProcessTestCase, SharedCluster, free_port, gateway_config, limit,
+                     metric_sum, redis_call, request, require_binaries, route, topology_redis,
+                     wait_redis_ready, wait_until)
 
 API_KEY = "demo-pro-key"
 
@@ -238,15 +237,8 @@ class BucketApiAuthTest(AdminBucketsCase):
         self.assertEqual(request(gw.admin_port, "GET", "/healthz")[0], 200)
 
 
-class BucketApiClusterTest(AdminBucketsCase):
+class BucketApiClusterTest(SharedCluster, AdminBucketsCase):
     """The same API on a Redis Cluster: each bucket lives on its slot's primary."""
-
-    @classmethod
-    def setUpClass(cls):
-        require_binaries("redis-server", "redis-cli")
-        require_topology_support("cluster")
-        cls.cluster = RedisCluster()
-        cls.addClassCleanup(cls.cluster.stop)
 
     def setUp(self):
         ProcessTestCase.setUp(self)

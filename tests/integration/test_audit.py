@@ -20,8 +20,9 @@ import json
 import socket
 import unittest
 
-from harness import (ProcessTestCase, echo_header, gateway_config, limit, metric_sum, redis_call,
-                     request, route, wait_redis_ready, wait_until)
+from harness import (ProcessTestCase, SharedCluster, echo_header, gateway_config, limit,
+                     metric_sum, redis_call, request, route, topology_redis, wait_redis_ready,
+                     wait_until)
 from test_ratelimit import RateLimitTestCase
 
 
@@ -306,6 +307,38 @@ class TopAndStreamTest(RateLimitTestCase):
         wait_until(lambda: metric_sum(a, "sluice_audit_appended_total") >= a_denials + 60, 10,
                    message="the later denials appended")
         self.assertEqual(redis_call(self.redis.port, "XLEN", "sluice:denials"), 50)
+
+
+class TopOnClusterTest(SharedCluster, RateLimitTestCase):
+    """The view and the stream on a Redis Cluster: the counts go to the slot that
+    holds every {top} key, the stream to its own slot, by plain commands; none
+    is a script call (a flush adds nothing to what the limiter's calls count)."""
+
+    def test_top_and_stream_on_a_cluster(self):
+        seeds = self.cluster.seeds()
+        config = gateway_config(
+            {"echo": [self.echo.address]}, [route("api", "/api", ["per_key"])],
+            log={"level": "info", "access_log": False},
+            redis=topology_redis(seeds[0], seeds[1:], "cluster", timeout_ms=1000),
+            audit={"redis_stream": "audit:denials", "max_len": 100},
+            limits={"per_key": limit("api_key", 1, TINY)})
+        gw = self.start_sluice(config)
+        wait_redis_ready(gw)
+        for key, count in (("cluster-key-aaaaaaaa", 7), ("cluster-key-bbbbbbbb", 3)):
+            for _ in range(count + 1):
+                self.get(gw, "/api/x", {"X-API-Key": key})
+
+        def counted():
+            status, _, body = request(gw.admin_port, "GET", "/ratelimit/top?limit=per_key")
+            return status == 200 and [k["denials"] for k in json.loads(body)["keys"]] == [7, 3]
+        wait_until(counted, 10, message="the denials counted on the cluster")
+        wait_until(lambda: metric_sum(gw, "sluice_audit_appended_total") == 10, 10,
+                   message="the stream entries appended")
+        # The node that owns the stream's slot answers; the others redirect.
+        lengths = [redis_call(node.port, "XLEN", "audit:denials")
+                   for node, _ in self.cluster.primaries()]
+        self.assertEqual([n for n in lengths if isinstance(n, int)], [10])
+        self.assertEqual(metric_sum(gw, "sluice_ratelimit_top_dropped_total"), 0)
 
 
 if __name__ == "__main__":

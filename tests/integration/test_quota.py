@@ -18,11 +18,9 @@ import urllib.parse
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from harness import (gateway_config, redis_call, request, require_binaries,
-                     require_topology_support, run_cli, to_yaml, topology_redis,
-                     wait_redis_ready, wait_until)
+from harness import (SharedCluster, gateway_config, redis_call, request, run_cli, to_yaml,
+                     topology_redis, wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase, parse_rate_limit, route
-from testkit.cluster import RedisCluster
 
 NEW_YORK = ZoneInfo("America/New_York")
 API_KEYS = {"header": "X-API-Key",
@@ -163,16 +161,9 @@ class QuotaTest(RateLimitTestCase):
                       "taken from token buckets only)", result.stderr)
 
 
-class QuotaClusterTest(RateLimitTestCase):
+class QuotaClusterTest(SharedCluster, RateLimitTestCase):
     """A quota and a token bucket in different slots of a Redis Cluster: the
     slot that admitted a request another slot denied gives its debit back."""
-
-    @classmethod
-    def setUpClass(cls):
-        require_binaries("redis-server", "redis-cli")
-        require_topology_support("cluster")
-        cls.cluster = RedisCluster()
-        cls.addClassCleanup(cls.cluster.stop)
 
     def test_a_denial_in_another_slot_leaves_the_quota_as_it_was(self):
         away_from_midnight()

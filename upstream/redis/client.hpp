@@ -92,6 +92,16 @@ class Client {
   //   kConnectionLost, kProtocol or kClosed.
   virtual void command(std::vector<std::string> args, Handler handler) = 0;
 
+  // A command on one key (args[1] names it, e.g. {"ZINCRBY", key, "1", "m"}),
+  // completing as command() does. A single node or a Sentinel primary takes
+  // it as command() would; a Cluster sends it to the owner of the key's slot
+  // and answers a redirect (MOVED, ASK) as an error after asking for a fresh
+  // slot map, without following it: for callers that may lose a command
+  // while slots move (the denial audit).
+  virtual void keyed_command(std::vector<std::string> args, Handler handler) {
+    command(std::move(args), std::move(handler));
+  }
+
   // EVALSHA script.sha1 with keys and args, completing as command() does. A
   // NOSCRIPT reply is retried once with EVAL, invisibly to the caller and
   // within the same deadline. Every script used here is also loaded with

@@ -8,14 +8,11 @@
 
 namespace sluice {
 
-extern const std::string_view kTopAddScript;
 extern const std::string_view kTopReadScript;
-extern const std::string_view kStreamAddScript;
 
 namespace {
 
 constexpr auto kFlushInterval = std::chrono::seconds(1);
-constexpr std::size_t kStreamBatch = 1000;  // entries per script call
 // A slot's set lives as long as the longest window can reach it, and a slot more.
 constexpr std::int64_t kTopKeyTtlSeconds = kTopMaxWindowSeconds + 2 * kTopSlotSeconds;
 
@@ -55,9 +52,7 @@ DenialAudit::DenialAudit(boost::asio::any_io_executor executor,
       metrics_(metrics),
       instance_(std::move(instance)),
       make_client_(redis::client_factory(executor)),
-      top_add_(std::string(kTopAddScript)),
       top_read_(std::string(kTopReadScript)),
-      stream_add_(std::string(kStreamAddScript)),
       timer_(executor) {
   on_config();
 }
@@ -78,7 +73,7 @@ redis::Client* DenialAudit::client() {
   }
   options_ = options;
   client_ = make_client_(options);
-  for (const auto* script : {&top_add_, &top_read_, &stream_add_}) client_->load_script(*script);
+  client_->load_script(top_read_);
   client_->connect(nullptr);
   return client_.get();
 }
@@ -146,39 +141,32 @@ void DenialAudit::flush() {
   if (!queue_.empty()) arm();
 }
 
+// One ZINCRBY per (limit, caller) and one EXPIRE per limit's slot set, as
+// plain commands (pipelined in one write): the flush adds no script call to
+// what Redis counts of the limiter's.
 void DenialAudit::send_counts(std::vector<DenialCounts::Entry> entries) {
-  std::uint64_t denials = 0;
-  for (const auto& e : entries) denials += e.count;
   std::map<std::string_view, std::vector<const DenialCounts::Entry*>> by_limit;
   for (const auto& e : entries) by_limit[e.limit].push_back(&e);
   const std::int64_t slot = unix_seconds() / kTopSlotSeconds;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
-  args.reserve(1 + by_limit.size() + 2 * entries.size());
-  args.push_back(std::to_string(kTopKeyTtlSeconds));
+  std::vector<std::vector<std::string>> commands;
+  std::vector<std::uint64_t> denials;  // per command: what a failure loses
+  commands.reserve(entries.size() + by_limit.size());
   for (const auto& [limit, list] : by_limit) {
-    keys.push_back(slot_key(config_->redis.key_prefix, limit, slot));
-    args.push_back(std::to_string(list.size()));
+    std::string key = slot_key(config_->redis.key_prefix, limit, slot);
     for (const auto* e : list) {
-      args.push_back(e->caller);
-      args.push_back(std::to_string(e->count));
+      commands.push_back({"ZINCRBY", key, std::to_string(e->count), e->caller});
+      denials.push_back(e->count);
     }
+    commands.push_back({"EXPIRE", std::move(key), std::to_string(kTopKeyTtlSeconds)});
+    denials.push_back(0);
   }
-  ++in_flight_;
-  auto done = [weak = weak_from_this(), denials](std::error_code ec) {
-    auto self = weak.lock();
-    if (!self) return;
-    self->answered();
-    if (ec) self->dropped_counts(denials);
-  };
-  when_connected(
-      [this, keys = std::move(keys), args = std::move(args), done](redis::Client* redis) mutable {
-        redis->evalsha(top_add_, std::move(keys), std::move(args),
-                       [done](std::error_code ec, redis::Reply) { done(ec); });
-      },
-      done);
+  send_all(std::move(commands), [weak = weak_from_this(), denials = std::move(denials)](
+                                    std::size_t i, std::error_code ec) {
+    if (auto self = weak.lock(); self && ec) self->dropped_counts(denials[i]);
+  });
 }
 
+// One XADD per denial (exact MAXLEN trimming), plain commands as above.
 void DenialAudit::send_stream() {
   if (queue_.empty()) return;
   const std::string& stream = config_->audit.redis_stream;
@@ -187,36 +175,45 @@ void DenialAudit::send_stream() {
     queue_.clear();
     return;
   }
-  while (!queue_.empty()) {
-    const std::size_t n = std::min(queue_.size(), kStreamBatch);
-    std::vector<std::string> args;
-    args.reserve(1 + 6 * n);
-    args.push_back(std::to_string(config_->audit.max_len));
-    for (std::size_t i = 0; i < n; ++i) {
-      Denial& d = queue_.front();
-      args.push_back(std::move(d.route));
-      args.push_back(std::move(d.limit));
-      args.push_back(std::move(d.caller));
-      args.push_back(std::move(d.plan));
-      args.push_back(std::to_string(d.retry_after_ms));
-      args.push_back(instance_);
-      queue_.pop_front();
-    }
-    ++in_flight_;
-    auto done = [weak = weak_from_this(), n](std::error_code ec) {
-      auto self = weak.lock();
-      if (!self) return;
-      self->answered();
-      self->metrics_.add(ec ? "sluice_audit_dropped_total" : "sluice_audit_appended_total", "",
-                         static_cast<double>(n));
-    };
-    when_connected(
-        [this, stream, args = std::move(args), done](redis::Client* redis) mutable {
-          redis->evalsha(stream_add_, {stream}, std::move(args),
-                         [done](std::error_code ec, redis::Reply) { done(ec); });
-        },
-        done);
+  const std::string max_len = std::to_string(config_->audit.max_len);
+  std::vector<std::vector<std::string>> commands;
+  commands.reserve(queue_.size());
+  for (auto& d : queue_) {
+    commands.push_back({"XADD", stream, "MAXLEN", max_len, "*", "route", std::move(d.route),
+                        "limit", std::move(d.limit), "consumer", std::move(d.caller), "plan",
+                        std::move(d.plan), "retry_after_ms", std::to_string(d.retry_after_ms),
+                        "instance", instance_});
   }
+  queue_.clear();
+  send_all(std::move(commands), [weak = weak_from_this()](std::size_t, std::error_code ec) {
+    if (auto self = weak.lock()) {
+      self->metrics_.add(ec ? "sluice_audit_dropped_total" : "sluice_audit_appended_total", "");
+    }
+  });
+}
+
+void DenialAudit::send_all(std::vector<std::vector<std::string>> commands,
+                           std::function<void(std::size_t, std::error_code)> each) {
+  if (commands.empty()) return;
+  ++in_flight_;
+  auto batch = std::make_shared<std::vector<std::vector<std::string>>>(std::move(commands));
+  auto failed = [weak = weak_from_this(), batch, each](std::error_code ec) {
+    for (std::size_t i = 0; i < batch->size(); ++i) each(i, ec);
+    if (auto self = weak.lock()) self->answered();
+  };
+  when_connected(
+      [weak = weak_from_this(), batch, each](redis::Client* redis) {
+        auto left = std::make_shared<std::size_t>(batch->size());
+        for (std::size_t i = 0; i < batch->size(); ++i) {
+          redis->keyed_command(std::move((*batch)[i]),
+                               [weak, each, left, i](std::error_code ec, redis::Reply) {
+                                 each(i, ec);
+                                 if (--*left > 0) return;
+                                 if (auto self = weak.lock()) self->answered();
+                               });
+        }
+      },
+      failed);
 }
 
 void DenialAudit::top(const std::string& limit, std::int64_t window_s, std::size_t n,

@@ -2,7 +2,7 @@
 // the counts behind the most-limited view (GET /ratelimit/top), and, with
 // audit.redis_stream, one stream entry per denial. A denial is noted in
 // memory (denied(): no I/O, bounded); once a second the worker sends what it
-// noted in at most a few script calls on its own Redis connection (made while
+// noted as plain commands, pipelined, on its own Redis connection (made while
 // a route has limits, replaced when a reload changes the Redis settings). A
 // flush still in flight skips the next one; stream entries beyond the
 // worker's queue bound, or whose call fails, are dropped and counted in
@@ -87,6 +87,10 @@ class DenialAudit : public std::enable_shared_from_this<DenialAudit> {
   void flush();
   void send_counts(std::vector<DenialCounts::Entry> entries);
   void send_stream();
+  // Sends `commands` (keyed, pipelined) as one flush call: `each(i, ec)` for
+  // every command's outcome, and in_flight_ back down once all are answered.
+  void send_all(std::vector<std::vector<std::string>> commands,
+                std::function<void(std::size_t, std::error_code)> each);
   void dropped_counts(std::uint64_t denials);
   void answered();  // a flush call came back
   redis::Client* client();
@@ -102,9 +106,7 @@ class DenialAudit : public std::enable_shared_from_this<DenialAudit> {
   redis::Options options_;
   std::unique_ptr<redis::Client> client_;
   std::vector<std::unique_ptr<redis::Client>> retired_;
-  redis::Script top_add_;
   redis::Script top_read_;
-  redis::Script stream_add_;
   boost::asio::steady_timer timer_;
   bool armed_ = false;
   bool closed_ = false;

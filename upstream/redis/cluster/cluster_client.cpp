@@ -35,6 +35,24 @@ void Impl::command(std::vector<std::string> args, Handler handler) {
   node->client->command(std::move(args), std::move(handler));
 }
 
+void Impl::keyed_command(std::vector<std::string> args, Handler handler) {
+  if (!handler) handler = [](std::error_code, Reply) {};
+  if (closed_) return fail_fast(std::move(handler), Error::kClosed);
+  if (args.size() < 2) return command(std::move(args), std::move(handler));
+  const std::uint16_t index = route_[cluster::key_slot(args[1])];
+  Node* node = index == kNoNode ? nullptr : nodes_[index].get();
+  if (!node || node->client->state() != State::kReady) {
+    request_refresh(node ? "a connection lost" : "a slot without an owner");
+    return fail_fast(std::move(handler), Error::kNotConnected);
+  }
+  node->client->command(std::move(args), [self = shared_from_this(), handler = std::move(handler)](
+                                             std::error_code ec, Reply reply) {
+    const bool redirected = reply.str.rfind("MOVED ", 0) == 0 || reply.str.rfind("ASK ", 0) == 0;
+    if (ec && redirected && !self->closed_) self->request_refresh("a redirect of a keyed command");
+    handler(ec, std::move(reply));
+  });
+}
+
 void Impl::evalsha(const Script& script, std::vector<std::string> keys,
                    std::vector<std::string> args, Handler handler) {
   if (!handler) handler = [](std::error_code, Reply) {};
@@ -243,6 +261,9 @@ void ClusterClient::connect_now(ConnectHandler handler) {
 }
 void ClusterClient::command(std::vector<std::string> args, Handler handler) {
   impl_->command(std::move(args), std::move(handler));
+}
+void ClusterClient::keyed_command(std::vector<std::string> args, Handler handler) {
+  impl_->keyed_command(std::move(args), std::move(handler));
 }
 void ClusterClient::evalsha(const Script& script, std::vector<std::string> keys,
                             std::vector<std::string> args, Handler handler) {

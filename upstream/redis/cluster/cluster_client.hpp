@@ -33,6 +33,7 @@ class ClusterClient final : public Client {
   void connect_now(ConnectHandler handler = {}) override;
   // command() without keys goes to any ready primary (PING, say).
   void command(std::vector<std::string> args, Handler handler) override;
+  void keyed_command(std::vector<std::string> args, Handler handler) override;
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler) override;
   void load_script(const Script& script) override;

@@ -66,6 +66,7 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   // Public operations and routing (cluster_client.cpp).
   void connect(ConnectHandler handler, bool now);
   void command(std::vector<std::string> args, Handler handler);
+  void keyed_command(std::vector<std::string> args, Handler handler);
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler);
   void load_script(const Script& script);
