@@ -42,6 +42,11 @@ void append_field(std::string& out, std::string_view name) {
   out += "\":";
 }
 
+void append_string(std::string& out, std::string_view name, std::string_view value) {
+  append_field(out, name);
+  append_json_string(out, value);
+}
+
 void append_string_or_null(std::string& out, std::string_view name, std::string_view value) {
   append_field(out, name);
   if (value.empty()) {
@@ -119,18 +124,20 @@ std::string access_log_line(const ExchangeSummary& s, std::int64_t unix_ms) {
   fmt::format_to(std::back_inserter(out), "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z\"",
                  tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                  static_cast<int>(unix_ms % 1000));
-  append_string_or_null(out, "request_id", s.request_id);
+  // The fields the log has always had are strings, "" when they do not apply;
+  // the later ones are null then.
+  append_string(out, "request_id", s.request_id);
   append_string_or_null(out, "trace_id", s.trace_id);
   append_field(out, "client_ip");
   append_json_string(out, s.client_ip.to_string());
-  append_string_or_null(out, "method", s.method);
-  append_string_or_null(out, "path", split_target(s.target).path);
-  append_string_or_null(out, "route", s.route);
+  append_string(out, "method", s.method);
+  append_string(out, "path", split_target(s.target).path);
+  append_string(out, "route", s.route);
   append_field(out, "status");
   fmt::format_to(std::back_inserter(out), "{}", s.status);
   append_field(out, "duration_ms");  // to the microsecond
   append_number(out, std::round(s.duration_seconds * 1e6) / 1000.0);
-  append_string_or_null(out, "upstream", s.upstream_server);
+  append_string(out, "upstream", s.upstream_server);
   append_field(out, "local");
   out += s.local ? "true" : "false";
   static const DecisionRecord kNone;

@@ -1,6 +1,7 @@
 // One access-log line as JSON text, built by hand (the line is written for
-// every request: no document tree, one string). Every field is always present,
-// null when it does not apply; docs/operations.md lists them. Strings are
+// every request: no document tree, one string). Every field is always present:
+// the ten the log always had as strings ("" when they do not apply), the
+// decision fields and trace_id null then; docs/operations.md lists them. Strings are
 // escaped for JSON: quotes, backslashes and control characters escaped, and a
 // byte that is not part of well-formed UTF-8 replaced by U+FFFD. Pure, no I/O.
 #pragma once
