@@ -197,6 +197,7 @@ void ProxySession::serialize_request_head(std::string& out, std::string_view ups
   ForwardedInfo forwarded{peer_text_,       info_.forwarded_proto, req[http::field::host],
                           info_.request_id, upstream_host,         info_.route->cost_header};
   forwarded.websocket = info_.websocket;
+  forwarded.traceparent = info_.traceparent;
   forwarded.identity = pipeline_.context().identity_headers;
   if (!info_.route->request_headers.empty()) {
     forwarded.rules = &info_.route->request_headers;

@@ -95,20 +95,26 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
   return reply;
 }
 
-// A valid traceparent stays (its tracestate too); anything else is replaced
-// by a new one and its tracestate dropped. `trace_id` gets the trace's id.
-void keep_or_start_trace(http::fields& head, bool sampled, std::string& trace_id) {
-  if (head.count("traceparent") == 1) {
+// A valid traceparent stays (its tracestate too); anything else is dropped
+// (with its tracestate) and a new one started, which the upstream request
+// carries (ForwardedInfo::traceparent). `trace_id` gets the trace's id.
+void keep_or_start_trace(http::fields& head, bool sampled, RequestInfo& info) {
+  const std::size_t lines = head.count("traceparent");
+  if (lines == 1) {
     if (auto id = traceparent_trace_id(head["traceparent"])) {
-      trace_id.assign(*id);
+      info.trace_id.assign(*id);
+      info.traceparent.clear();
       return;
     }
   }
-  head.erase("traceparent");
-  head.erase("tracestate");
-  std::string fresh = new_traceparent(sampled);
-  trace_id.assign(fresh, 3, 32);
-  head.set("traceparent", fresh);
+  if (lines > 0) {
+    head.erase("traceparent");
+    head.erase("tracestate");
+  } else if (head.count("tracestate") > 0) {
+    head.erase("tracestate");
+  }
+  new_traceparent(info.traceparent, sampled);
+  info.trace_id.assign(info.traceparent, 3, 32);
 }
 
 }  // namespace
@@ -120,7 +126,7 @@ std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, con
   info.original_target.clear();
   info.keep_alive = false;
   info.websocket = false;
-  keep_or_start_trace(req.base(), config.log.trace_sampled, info.trace_id);
+  keep_or_start_trace(req.base(), config.log.trace_sampled, info);
   if (const auto refusal = check_framing_and_host(req); refusal.status) {
     return refuse(refusal.status, refusal.message, info);
   }

@@ -38,6 +38,9 @@ struct RequestInfo {
   std::string request_id;       // kept from X-Request-Id or generated; also set on refusal
   // The W3C trace id of the request's traceparent (kept or new: trace_context.hpp).
   std::string trace_id;
+  // The traceparent Sluice started for the request (sent upstream in place of
+  // a missing or refused one); empty when the request's own is kept.
+  std::string traceparent;
   IpAddress client_ip;          // the peer or the right-most untrusted X-Forwarded-For entry
   // "https" on a TLS connection, or from a trusted proxy that says so
   std::string_view forwarded_proto = "http";

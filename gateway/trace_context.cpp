@@ -50,8 +50,13 @@ std::optional<std::string_view> traceparent_trace_id(std::string_view value) {
 }
 
 std::string new_traceparent(bool sampled) {
-  std::string out = "00-";
-  out.reserve(55);
+  std::string out;
+  new_traceparent(out, sampled);
+  return out;
+}
+
+void new_traceparent(std::string& out, bool sampled) {
+  out.assign("00-");
   do {
     out.resize(3);
     append_random_hex(out, 32);
@@ -62,7 +67,6 @@ std::string new_traceparent(bool sampled) {
     append_random_hex(out, 16);
   } while (all_zero(std::string_view(out).substr(36)));
   out += sampled ? "-01" : "-00";
-  return out;
 }
 
 }  // namespace sluice

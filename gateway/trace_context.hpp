@@ -19,8 +19,9 @@ inline constexpr std::size_t kMaxTraceparentBytes = 512;
 // a later version (not ff) may carry more after a '-'.
 std::optional<std::string_view> traceparent_trace_id(std::string_view value);
 
-// A new traceparent "00-<trace id>-<parent id>-<flags>", flags 01 when
-// `sampled`, else 00.
+// A new traceparent "00-<trace id>-<parent id>-<flags>" into `out` (its
+// capacity reused), flags 01 when `sampled`, else 00.
+void new_traceparent(std::string& out, bool sampled);
 std::string new_traceparent(bool sampled);
 
 }  // namespace sluice

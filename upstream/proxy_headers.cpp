@@ -172,6 +172,7 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   append_list(via, "1.1 sluice");
   append_field(out, "Via", via);
   if (info.websocket) out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  if (!info.traceparent.empty()) append_field(out, "traceparent", info.traceparent);
   for (const auto& [name, value] : info.identity) append_field(out, name, value);
   if (info.rules) info.rules->append_set(out, info.vars);
   if (chunked) {

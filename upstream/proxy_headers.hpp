@@ -45,6 +45,8 @@ struct ForwardedInfo {
   bool websocket = false;               // forward a WebSocket handshake's Upgrade
   // X-Consumer-Id and X-Consumer-Plan as Sluice resolved them (empty: none).
   std::span<const std::pair<std::string, std::string>> identity = {};
+  // A traceparent Sluice started (empty: the request's own goes as it came).
+  std::string_view traceparent = {};
 };
 
 // Heads are serialized straight into one buffer (one write with the first
@@ -55,7 +57,7 @@ struct ForwardedInfo {
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
 // then "Connection: Upgrade" and "Upgrade: websocket" for a WebSocket
-// handshake, then info.identity (the client's own X-Consumer-Id and
+// handshake, then info.traceparent when set, then info.identity (the client's own X-Consumer-Id and
 // X-Consumer-Plan lines are never forwarded), then the lines info.rules sets (the incoming lines of the names it sets or
 // removes are left out), and "Transfer-Encoding: chunked" when `chunked`.
 // Content-Length is never copied from `fields`: it is written from

@@ -284,6 +284,8 @@ class TopAndStreamTest(RateLimitTestCase):
             self.assertEqual(status, 400, query)
             self.assertEqual(headers["Content-Type"], "application/problem+json", query)
             self.assertEqual(doc["status"], 400)
+        self.assertEqual(metric_sum(a, "sluice_admin_top_requests_total", result="bad_request"), 7)
+        self.assertGreaterEqual(metric_sum(a, "sluice_admin_top_requests_total", result="ok"), 2)
 
         # Instance a's denials in the stream, capped at exactly 50 entries.
         a_denials = sum(count // 2 + (count % 2) for count in denials.values())

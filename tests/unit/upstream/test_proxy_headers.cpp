@@ -132,6 +132,20 @@ TEST_CASE("request head: the dropped header is not forwarded, in any case", "[pr
   CHECK(head.find("x-cost: 7\r\n") != std::string::npos);
 }
 
+TEST_CASE("request head: a traceparent Sluice started goes after Via", "[proxy_headers]") {
+  http::fields f;
+  f.set("Host", "h");
+  std::string head;
+  ForwardedInfo info{"1.2.3.4", "http", "h", "id"};
+  serialize_request_head(head, "GET", "/", f, info, false);
+  CHECK(head.find("traceparent") == std::string::npos);  // none started: none added
+  info.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+  serialize_request_head(head, "GET", "/", f, info, false);
+  CHECK(head.find("Via: 1.1 sluice\r\n"
+                  "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\r\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]") {
   http::fields f;
   f.set("Content-Type", "text/plain");
