@@ -1,9 +1,6 @@
 #include "gateway/trace_context.hpp"
 
-#include <cstdint>
-#include <random>
-
-#include "gateway/common/hex.hpp"
+#include "upstream/proxy_headers.hpp"
 
 namespace sluice {
 namespace {
@@ -16,20 +13,6 @@ bool lower_hex(std::string_view s) {
 }
 
 bool all_zero(std::string_view s) { return s.find_first_not_of('0') == std::string_view::npos; }
-
-void append_random_hex(std::string& out, std::size_t digits) {
-  thread_local std::mt19937_64 rng{[] {
-    std::random_device rd;
-    return (std::uint64_t{rd()} << 32) ^ rd();
-  }()};
-  while (digits > 0) {
-    std::uint64_t v = rng();
-    for (int i = 0; i < 16 && digits > 0; ++i, --digits) {
-      out += hex::digit(v & 0xf);
-      v >>= 4;
-    }
-  }
-}
 
 }  // namespace
 
@@ -56,16 +39,17 @@ std::string new_traceparent(bool sampled) {
 }
 
 void new_traceparent(std::string& out, bool sampled) {
+  // Random hex digits as the request ids are made (X-Request-Id, 32 of them):
+  // one id is the trace id, half of another the parent id.
+  thread_local std::string id;
   out.assign("00-");
-  do {
-    out.resize(3);
-    append_random_hex(out, 32);
-  } while (all_zero(std::string_view(out).substr(3)));
+  do generate_request_id(id);
+  while (all_zero(id));
+  out += id;
   out += '-';
-  do {
-    out.resize(36);
-    append_random_hex(out, 16);
-  } while (all_zero(std::string_view(out).substr(36)));
+  do generate_request_id(id);
+  while (all_zero(std::string_view(id).substr(0, 16)));
+  out.append(id, 0, 16);
   out += sampled ? "-01" : "-00";
 }
 

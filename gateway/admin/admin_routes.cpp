@@ -5,6 +5,7 @@
 
 #include "gateway/admin/admin_access.hpp"
 #include "gateway/common/target_parts.hpp"
+#include "gateway/local_reply.hpp"
 
 namespace sluice {
 namespace {
@@ -40,6 +41,19 @@ AdminResponse admin_response(http::status status, std::string content_type, std:
 
 AdminResponse json_response(http::status status, const nlohmann::ordered_json& document) {
   return admin_response(status, "application/json", document.dump() + "\n");
+}
+
+AdminResponse problem_response(unsigned status, std::string_view detail,
+                               std::string_view field) {
+  nlohmann::ordered_json doc = {
+      {"type", "about:blank"},
+      {"title", reason_for(status)},
+      {"status", status},
+      {"detail", field.empty() ? std::string(detail)
+                               : std::string(field) + ": " + std::string(detail)}};
+  if (!field.empty()) doc["field"] = field;
+  return admin_response(static_cast<http::status>(status), "application/problem+json",
+                        doc.dump() + "\n");
 }
 
 void AdminRoutes::add(std::string path, AdminHandler handler,

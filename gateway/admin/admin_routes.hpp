@@ -75,6 +75,11 @@ AdminResponse admin_response(boost::beast::http::status status, std::string cont
 // An application/json admin response: `document` on one line, then a newline.
 AdminResponse json_response(boost::beast::http::status status,
                             const nlohmann::ordered_json& document);
+// An application/problem+json admin response: type about:blank, the status'
+// reason phrase as title, `detail`, and with a `field` also that field (the
+// detail then names it first).
+AdminResponse problem_response(unsigned status, std::string_view detail,
+                               std::string_view field = {});
 
 class AdminRoutes {
  public:

@@ -32,16 +32,6 @@ std::optional<std::int64_t> bounded_integer(const std::string& text, std::int64_
   return value;
 }
 
-AdminResponse problem(unsigned status, const std::string& detail) {
-  const nlohmann::ordered_json doc = {{"type", "about:blank"},
-                                      {"title", status == 400 ? "Bad Request"
-                                                              : "Service Unavailable"},
-                                      {"status", status},
-                                      {"detail", detail}};
-  return admin_response(static_cast<http::status>(status), "application/problem+json",
-                        doc.dump() + "\n");
-}
-
 std::string_view result_label(unsigned status) {
   return status == 200 ? "ok" : status == 400 ? "bad_request" : "unavailable";
 }
@@ -90,7 +80,7 @@ void add_top_endpoint(AdminRoutes& routes, std::shared_ptr<TopWorkers> workers) 
       [workers = std::move(workers)](const AdminCall& call, AdminReply reply) {
         std::size_t chosen = 0;
         auto entries = workers->live(chosen);
-        if (entries.empty()) return reply(problem(503, "no worker is serving"));
+        if (entries.empty()) return reply(problem_response(503, "no worker is serving"));
         const std::string_view target = call.request.target();
         const auto mark = target.find('?');
         std::string query(mark == std::string_view::npos ? std::string_view{}
@@ -100,21 +90,21 @@ void add_top_endpoint(AdminRoutes& routes, std::shared_ptr<TopWorkers> workers) 
                                                      reply = std::make_shared<ReplyOnce>(
                                                          std::move(reply))] {
           auto worker = weak.lock();
-          if (!worker) return (*reply)(problem(503, "the worker stopped"));
+          if (!worker) return (*reply)(problem_response(503, "the worker stopped"));
           auto answer = [worker, reply](unsigned status, AdminResponse res) {
             worker->metrics->add(kTopRequests, scratch_labels({{"result", result_label(status)}}));
             (*reply)(std::move(res));
           };
           auto parsed = parse_top_query(query, **worker->config);
           if (auto* bad = std::get_if<TopQueryError>(&parsed)) {
-            return answer(400, problem(400, bad->detail));
+            return answer(400, problem_response(400, bad->detail));
           }
           auto q = std::get<TopQuery>(std::move(parsed));
           worker->audit->top(
               q.limit, q.window_s, q.n,
               [answer, q](std::error_code ec, std::vector<TopEntry> top) {
                 if (ec) {
-                  return answer(503, problem(503, "Redis did not answer: " + ec.message()));
+                  return answer(503, problem_response(503, "Redis did not answer: " + ec.message()));
                 }
                 nlohmann::ordered_json keys = nlohmann::ordered_json::array();
                 for (const auto& e : top) {

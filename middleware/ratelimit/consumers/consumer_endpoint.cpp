@@ -25,17 +25,6 @@ constexpr std::string_view kRequests = "sluice_admin_consumer_requests_total";
 constexpr std::size_t kDefaultPage = 100;
 constexpr std::size_t kMaxPage = 1000;
 
-std::string_view title_of(unsigned status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    default:
-      return "Service Unavailable";
-  }
-}
-
 struct ConsumerCall {
   std::shared_ptr<ConsumerWorker> worker;
   std::vector<ConsumerWorkers::Entry> others;
@@ -71,15 +60,7 @@ struct ConsumerCall {
 
   void problem(unsigned status, const std::string& detail, const std::string& field = {}) const {
     count(status);
-    nlohmann::ordered_json doc = {{"type", "about:blank"},
-                                  {"title", title_of(status)},
-                                  {"status", status},
-                                  {"detail", field.empty() ? detail : field + ": " + detail}};
-    if (!field.empty()) doc["field"] = field;
-    AdminResponse res =
-        admin_response(static_cast<http::status>(status), "application/problem+json",
-                       doc.dump() + "\n");
-    (*reply)(std::move(res));
+    (*reply)(problem_response(status, detail, field));
   }
 
   // Every worker of this instance forgets these keys; then `then` runs here.
