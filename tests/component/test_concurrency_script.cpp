@@ -4,6 +4,7 @@
 // renewal by renew_slots.lua (a slot already gone stays gone), and a batch.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -23,10 +24,12 @@ LimitDescriptor slots(std::string limit, double capacity, double lease_ms) {
   return d;
 }
 
-// A slot's member in Redis: its number as a whole decimal.
+// A slot's member in Redis: its number as a whole decimal (what the script
+// writes, and what slot_member() gives back with ZREM).
 std::string fmt_slot(double slot) {
   char text[32];
   std::snprintf(text, sizeof text, "%.0f", slot);
+  CHECK(sluice::slot_member(slot) == text);
   return text;
 }
 
@@ -135,6 +138,42 @@ TEST_CASE("script: a slot is released by the refund script and renewed until it 
   const auto held = stored_slots(redis, key_of(c));
   CHECK(held.size() == 2);
   CHECK(held.count(fmt_slot(c.slot)) == 1);
+  // The gateway's plain release on one Redis: ZREM of the slot's member.
+  Reply removed = redis.command({"ZREM", key_of(c), sluice::slot_member(c.slot)});
+  REQUIRE(removed->type == REDIS_REPLY_INTEGER);
+  CHECK(removed->integer == 1);
+}
+
+TEST_CASE("script: an ended slot is not counted, and is dropped by one admission in 16",
+          "[ratelimit][script][redis][concurrency]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  LimitDescriptor d = slots("c", 2, 60000);
+  // Two slots whose lease ended (an instance that stopped renewing), and a
+  // value of another shape under a second key.
+  const std::string key = key_of(d);
+  redis.command({"ZADD", key, "1", "1001", "2", "1002"});
+  const double unpruned = std::floor(sluice::next_slot_number() / 16) * 16 + 1;
+  d.slot = unpruned;
+  const RateDecision first = redis.decide({d}, 1);
+  CHECK(first.allowed);
+  CHECK(first.limits[0].remaining == 1);     // the ended ones are not counted
+  CHECK(stored_slots(redis, key).size() == 3);  // nor dropped by this slot number
+  d.slot = unpruned + 15;                     // a multiple of 16
+  const RateDecision second = redis.decide({d}, 1);
+  CHECK(second.allowed);
+  CHECK(second.limits[0].remaining == 0);
+  const auto held = stored_slots(redis, key);
+  CHECK(held.size() == 2);
+  CHECK(held.count("1001") == 0);
+  CHECK(held.count(fmt_slot(unpruned)) == 1);
+
+  LimitDescriptor other = slots("o", 2, 60000);
+  redis.command({"SET", key_of(other), "not a set"});
+  other.slot = sluice::next_slot_number();
+  CHECK(redis.decide({other}, 1).allowed);  // dropped, not an error
+  CHECK(stored_slots(redis, key_of(other)).size() == 1);
 }
 
 }  // namespace concurrency_script_test

@@ -429,4 +429,46 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
   }
 }
 
+TEST_CASE(
+    "fake redis: on one Redis a turn's slots go back as pipelined ZREMs, other refunds in one "
+    "script call",
+    "[ratelimit][limiter][concurrency]") {
+  Harness h;
+  h.client().set_state(redis::State::kReady);
+  LimitDescriptor slot{"inflight", key_hash("abc"), 4, 0};
+  slot.algorithm = LimitAlgorithm::kConcurrency;
+  slot.lease_ms = 30000;
+  slot.slot = 4096;
+  LimitDescriptor other_slot = slot;
+  other_slot.slot = 4097;
+  const LimitDescriptor tokens{"per_ip", key_hash("abc"), 10, 1};
+  std::vector<std::error_code> heard;
+  h.limiter->refund({{slot, 1}, {tokens, 2}}, [&](std::error_code ec) { heard.push_back(ec); });
+  h.limiter->refund({{other_slot, 1}}, [&](std::error_code ec) { heard.push_back(ec); });
+  CHECK(h.client().calls.empty());  // nothing before the turn ends
+  h.loop.io.poll();
+  REQUIRE(h.client().calls.size() == 3);
+  const std::string slot_key = "sluice:" + bucket_name(slot);
+  CHECK_FALSE(h.client().calls[0].script);
+  CHECK(h.client().calls[0].args == std::vector<std::string>{"ZREM", slot_key, "4096"});
+  CHECK(h.client().calls[1].args == std::vector<std::string>{"ZREM", slot_key, "4097"});
+  CHECK(h.client().calls[2].sha1 == redis::script_sha1(kRefundLimitsScript));
+  CHECK(h.client().calls[2].keys == std::vector<std::string>{"sluice:" + bucket_name(tokens)});
+
+  // A value of another shape under the key: no slot to give back, no error.
+  redis::Reply wrong_type;
+  wrong_type.type = redis::Reply::Type::kError;
+  wrong_type.str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  h.client().complete(0, {}, integer_reply(1));
+  h.client().complete(1, redis::Error::kServer, wrong_type);
+  h.loop.io.poll();
+  CHECK(heard.empty());  // each caller hears once every call has answered
+  h.client().complete(2, redis::Error::kTimeout);
+  REQUIRE(h.loop.run_until([&] { return heard.size() == 2; }));
+  CHECK(heard[0] == redis::Error::kTimeout);
+  CHECK(heard[1] == redis::Error::kTimeout);
+  CHECK(h.gauge("sluice_ratelimit_refunds_total", "result=\"ok\"") == 2);
+  CHECK(h.gauge("sluice_ratelimit_refunds_total", "result=\"error\"") == 1);
+}
+
 }  // namespace redis_rate_limiter_fake_test

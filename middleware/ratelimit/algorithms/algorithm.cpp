@@ -75,6 +75,7 @@ const AlgorithmRow kTokenBucket{
       doc["refill_per_second"] = l.refill_per_second;
     },
     refilling_state_fields,
+    nullptr,
 };
 
 // ---- sliding window: at most capacity per window_seconds
@@ -115,6 +116,7 @@ const AlgorithmRow kSlidingWindow{
       doc["window_ms"] = std::llround(l.window_seconds * 1000);
     },
     refilling_state_fields,
+    nullptr,
 };
 
 // ---- quota: at most capacity per calendar period
@@ -175,6 +177,7 @@ const AlgorithmRow kQuota{
       doc["resets_at"] = rfc3339_utc(std::llround(
           static_cast<double>(view.read_at_us) / 1e6 + view.seconds_to_full));
     },
+    nullptr,
 };
 
 // ---- sliding log: at most capacity units in any span of window_seconds
@@ -217,6 +220,7 @@ const AlgorithmRow kSlidingLog{
       doc["window_ms"] = std::llround(l.window_seconds * 1000);
     },
     refilling_state_fields,
+    nullptr,
 };
 
 // ---- concurrency: at most capacity requests in progress
@@ -254,6 +258,9 @@ const AlgorithmRow kConcurrency{
       // The view is a decision at the store's time: remaining = free slots.
       doc["in_flight"] = l.capacity - view.tokens;
       doc["free"] = view.tokens;
+    },
+    [](std::string key, const BucketRefund& refund) {
+      return std::vector<std::string>{"ZREM", std::move(key), slot_member(refund.bucket.slot)};
     },
 };
 

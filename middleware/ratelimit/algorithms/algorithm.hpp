@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -61,6 +63,10 @@ struct AlgorithmRow {
   // view.read_at_us.
   void (*state_fields)(nlohmann::ordered_json& doc, const LimitDescriptor& limit,
                        const BucketView& view);
+  // A refund of it that Redis takes as one plain command on its key instead
+  // of a refund script call (a slot given back: ZREM of its member); nullptr
+  // when it needs the script.
+  std::vector<std::string> (*refund_command)(std::string key, const BucketRefund& refund);
 };
 
 const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm);

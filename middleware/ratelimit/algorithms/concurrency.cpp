@@ -16,6 +16,10 @@ double next_slot_number() {
   return static_cast<double>(prefix | counter.fetch_add(1, std::memory_order_relaxed));
 }
 
+std::string slot_member(double slot) {
+  return std::to_string(static_cast<std::uint64_t>(slot));
+}
+
 void drop_ended_slots(BucketState& state, std::int64_t now_us) {
   auto& ends = state.log;
   ends.erase(ends.begin(),

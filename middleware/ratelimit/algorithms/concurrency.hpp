@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
 
@@ -20,6 +21,10 @@ namespace sluice {
 // chance of 2^-21 per pair of processes (a random prefix of 21 bits and a
 // counter of 32), below 2^53 so that a double holds it exactly.
 double next_slot_number();
+
+// A slot's member in its sorted set: its number in decimal digits, as the
+// decision script writes it.
+std::string slot_member(double slot);
 
 // Drops the slots of `state` (their lease ends, in `log`) whose lease has
 // ended at `now_us`.

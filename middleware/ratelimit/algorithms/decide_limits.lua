@@ -1,7 +1,8 @@
 -- sluice: the limits of one request, decided together (all or nothing)
 local n = #KEYS
 if n == 0 then return {1} end
-local call, pack, unpack_d, nums, floor, huge = redis.call, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
+local call, try, pack, unpack_d, nums, floor, huge =
+  redis.call, redis.pcall, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 -- Per key five doubles: kind, capacity and three numbers x, y, z of its
@@ -11,8 +12,9 @@ local now = time[1] * 1000000 + time[2]
 -- Each algorithm is one section of two functions:
 --   load(v, cost, capacity, x, y, z, key): its stored value `v` (nil, or of
 --     another shape: absent; MGET's answer, nil for a key that is not a
---     string) at now. Answers its state (four numbers, handed to
---     commit), 1 when it fits `cost` now (else 0), and, when it does not, the
+--     string; a section that keeps a sorted set reads its key itself) at
+--     now. Answers its state (four numbers, handed to commit), 1 when it
+--     fits `cost` now (else 0), and, when it does not, the
 --     seconds after which it would if it may be reserved for so long (else nil).
 --   commit(key, s1, s2, s3, s4, cost, capacity, x, y, debit, fits, ttl):
 --     writes the debit when `debit`, and answers remaining, seconds_to_cost,
@@ -26,8 +28,12 @@ local now = time[1] * 1000000 + time[2]
 -- the general path below would, answered as one packed string: the double
 -- allowed + 2 * sufficient, then its numbers (remaining, to_cost, to_full,
 -- leased, wait).
-local function one(load, commit, key, cost, capacity, x, y, z, ttl)
-  local s1, s2, s3, s4, fits, wait = load(call('MGET', key)[1], cost, capacity, x, y, z, key)
+-- The kinds whose value is a sorted set: their load reads the key itself.
+local zsets = {[6] = true, [8] = true}
+local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset)
+  local v
+  if not zset then v = call('MGET', key)[1] end
+  local s1, s2, s3, s4, fits, wait = load(v, cost, capacity, x, y, z, key)
   local allowed = fits
   if fits == 1 then wait = 0 elseif wait then allowed = 1 else wait = 0 end
   local remaining, to_cost, to_full, grant =
@@ -195,9 +201,10 @@ end
 -- a window and a second after its last debit. A value of another algorithm
 -- under the key is dropped.
 if loads or kind1 == 6 then
-  local function log_load(v, cost, capacity, window, _, _, key)
-    if v then call('DEL', key) end
-    call('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)
+  local function log_load(_, cost, capacity, window, _, _, key)
+    if type(try('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)) ~= 'number' then
+      call('DEL', key)  -- a value of another shape
+    end
     local count = call('ZCARD', key)
     if count + math.ceil(cost) <= capacity then return count, 0, 0, 0, 1 end
     return count, 0, 0, 0, 0
@@ -227,7 +234,7 @@ if loads or kind1 == 6 then
     return capacity - count, to_cost, to_full, 0
   end
   if kind1 == 6 then
-    return one(log_load, log_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+    return one(log_load, log_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2], true)
   end
   loads[6], commits[6] = log_load, log_commit
 end
@@ -235,21 +242,27 @@ end
 -- ---- concurrency (8): x this request's slot (a whole number unique in the
 -- fleet), y the slot's lease in ms, z unused
 -- A sorted set of the slots in use, each scored by the end of its lease (us);
--- a slot whose lease has ended (its instance stopped renewing it) is dropped
--- as the set is read. A request takes one slot whatever its cost; it is given
--- back by the refund script and renewed by renew_slots.lua. Never reserved.
--- The key expires a second after the newest slot's lease. A value of another
--- algorithm under the key is dropped.
+-- the slots in use are those whose lease ends after now. One whose lease has
+-- ended (its instance stopped renewing it) is not counted, and is dropped
+-- from the set by one admission in 16 (those whose slot number is a
+-- multiple of 16), which bounds what such slots take. A request takes one
+-- slot whatever its cost; it is given back with ZREM (or by the refund
+-- script) and renewed by renew_slots.lua. Never reserved. The key expires a
+-- second after the newest slot's lease. A value of another algorithm under
+-- the key is dropped.
 if loads or kind1 == 8 then
-  local function slots_load(v, _, capacity, _, _, _, key)
-    if v then call('DEL', key) end
-    call('ZREMRANGEBYSCORE', key, '-inf', now)
-    local count = call('ZCARD', key)
+  local function slots_load(_, _, capacity, _, _, _, key)
+    local count = try('ZCOUNT', key, string.format('(%.0f', now), '+inf')
+    if type(count) ~= 'number' then
+      call('DEL', key)  -- a value of another shape
+      count = 0
+    end
     if count + 1 <= capacity then return count, 0, 0, 0, 1 end
     return count, 0, 0, 0, 0
   end
   local function slots_commit(key, count, _, _, _, _, capacity, slot, lease_ms, debit)
     if debit then
+      if slot % 16 == 0 then call('ZREMRANGEBYSCORE', key, '-inf', now) end
       call('ZADD', key, now + lease_ms * 1000, string.format('%.0f', slot))
       call('PEXPIRE', key, math.ceil(lease_ms) + 1000)
       count = count + 1
@@ -259,7 +272,7 @@ if loads or kind1 == 8 then
     return capacity - count, to_cost, 0, 0
   end
   if kind1 == 8 then
-    return one(slots_load, slots_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2])
+    return one(slots_load, slots_commit, KEYS[1], cost1, capacity1, x1, y1, z1, ARGV[2], true)
   end
   loads[8], commits[8] = slots_load, slots_commit
 end
@@ -273,7 +286,8 @@ if nums == '' then
   for i = 1, n do
     local cost, kind, capacity, x, y, z = unpack_d('<dddddd', ARGV[2 * i])
     if kind % 2 == 1 then error('sluice: a batch holds enforced keys only') end
-    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ARGV[2 * i + 1])
+    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ARGV[2 * i + 1],
+                 zsets[kind])
   end
   return out
 end
