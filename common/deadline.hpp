@@ -17,7 +17,7 @@
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/error_code.hpp>
 
-#include "gateway/common/guarded.hpp"
+#include "common/guarded.hpp"
 
 namespace sluice {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 
 namespace sluice {
 namespace {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/common/ip_literal.hpp"
+#include "common/ip_literal.hpp"
 
 namespace sluice {
 

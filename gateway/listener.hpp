@@ -16,7 +16,7 @@
 #include "gateway/acceptor.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
-#include "gateway/session.hpp"
+#include "gateway/session/session.hpp"
 
 namespace sluice {
 

@@ -1,7 +1,7 @@
 #include "gateway/metrics_scrape.hpp"
 
 #include "gateway/process_metrics.hpp"
-#include "gateway/session.hpp"
+#include "gateway/session/session.hpp"
 #include "gateway/worker_gather.hpp"
 #include "gateway/worker_services.hpp"
 

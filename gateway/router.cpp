@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <regex>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/target_parts.hpp"
-#include "gateway/request_target.hpp"
+#include "common/ascii.hpp"
+#include "common/target_parts.hpp"
+#include "gateway/session/request_target.hpp"
 
 namespace sluice {
 namespace {

@@ -17,7 +17,7 @@ struct RouteDecision {
 };
 
 // `target` is the path to route on (the session passes the route path of
-// gateway/request_target.hpp), optionally with a query; `host` is the Host header (a port, if any,
+// gateway/session/request_target.hpp), optionally with a query; `host` is the Host header (a port, if any,
 // is ignored; case-insensitive). If routes match path and host but none allows the method, the
 // answer is kMethodNotAllowed with the union of their methods in `allow`.
 RouteDecision select_route(const Config& config, std::string_view method, std::string_view target,

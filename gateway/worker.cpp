@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "gateway/common/guarded.hpp"
+#include "common/guarded.hpp"
 
 namespace sluice {
 

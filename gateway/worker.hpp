@@ -19,7 +19,7 @@
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
-#include "gateway/request_series.hpp"
+#include "gateway/session/request_series.hpp"
 #include "gateway/worker_services.hpp"
 #include "upstream/upstream_pool.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/common/target_parts.hpp"
+#include "common/target_parts.hpp"
 
 namespace sluice {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <boost/beast/core/string.hpp>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 
 namespace sluice {
 namespace {

@@ -5,7 +5,7 @@
 #include <span>
 #include <utility>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 
 namespace sluice {
 namespace {

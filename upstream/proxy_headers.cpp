@@ -10,8 +10,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/status.hpp>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 
 namespace sluice {
 namespace {

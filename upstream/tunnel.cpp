@@ -6,7 +6,7 @@
 
 #include <boost/asio/write.hpp>
 
-#include "gateway/common/guarded.hpp"
+#include "common/guarded.hpp"
 
 namespace sluice {
 namespace {

@@ -30,8 +30,8 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
-#include "gateway/common/guarded.hpp"
-#include "gateway/common/http_limits.hpp"
+#include "common/guarded.hpp"
+#include "common/http_limits.hpp"
 #include "upstream/client_stream.hpp"
 #include "upstream/framing.hpp"
 #include "upstream/header_rules.hpp"

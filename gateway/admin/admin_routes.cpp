@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "gateway/admin/admin_access.hpp"
-#include "gateway/common/target_parts.hpp"
-#include "gateway/local_reply.hpp"
+#include "common/target_parts.hpp"
+#include "gateway/session/local_reply.hpp"
 
 namespace sluice {
 namespace {

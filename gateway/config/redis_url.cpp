@@ -2,8 +2,8 @@
 
 #include <charconv>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 #include "gateway/config/text.hpp"
 
 namespace sluice {

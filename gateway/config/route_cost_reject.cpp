@@ -4,7 +4,7 @@
 // the second pass.
 #include <algorithm>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"

@@ -4,7 +4,7 @@
 // are read as written, without environment expansion, and parsed here once.
 #include <unordered_map>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"

@@ -5,12 +5,12 @@
 #include <regex>
 #include <unordered_map>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
-#include "gateway/request_target.hpp"
+#include "gateway/session/request_target.hpp"
 
 namespace sluice::config {
 namespace {

@@ -4,8 +4,8 @@
 #include <charconv>
 #include <cstdio>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 
 namespace sluice::config {
 

@@ -1,4 +1,4 @@
-#include "gateway/exchange_log.hpp"
+#include "gateway/session/exchange_log.hpp"
 
 #include "gateway/metrics.hpp"
 

@@ -1,4 +1,4 @@
-#include "gateway/client_session.hpp"
+#include "gateway/session/http1_session.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "gateway/local_reply.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/tls/server_tls.hpp"
 #include "upstream/proxy_headers.hpp"
@@ -55,7 +55,7 @@ IpAddress to_ip(const asio::ip::address& a) {
 
 }  // namespace
 
-ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
+Http1Session::Http1Session(Worker& worker, WorkerStream::socket_type socket,
                            std::shared_ptr<const ServerTls> tls)
     : worker_(worker),
       stream_(std::move(socket)),
@@ -77,12 +77,12 @@ ProxySession::ProxySession(Worker& worker, WorkerStream::socket_type socket,
 // client's first byte is readable, as nginx does: until then a connection that
 // sends nothing costs what a plain one does. Like an idle connection, it is
 // closed at once by a drain.
-void ProxySession::start() {
+void Http1Session::start() {
   if (!pending_tls_) return do_read_head();
   set_deadline(Side::kClient, worker_.config()->server.header_timeout);
   idle_ = true;
   stream_.socket().async_wait(
-      tcp::socket::wait_read, handler([](ProxySession& self, beast::error_code ec) {
+      tcp::socket::wait_read, handler([](Http1Session& self, beast::error_code ec) {
         self.idle_ = false;
         if (self.closed_) return;  // closed by a drain
         if (!ec) return self.start_tls();
@@ -92,10 +92,10 @@ void ProxySession::start() {
       }));
 }
 
-void ProxySession::start_tls() {
+void Http1Session::start_tls() {
   SSL_CTX* context = pending_tls_->context().native_handle();
   stream_.use_tls(context, std::move(pending_tls_));
-  stream_.tls().async_handshake(handler([](ProxySession& self, beast::error_code ec) {
+  stream_.tls().async_handshake(handler([](Http1Session& self, beast::error_code ec) {
     self.deadline_.clear();
     self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));
     if (ec) return self.close();
@@ -104,20 +104,20 @@ void ProxySession::start_tls() {
   }));
 }
 
-ProxySession::~ProxySession() {
+Http1Session::~Http1Session() {
   set_idle(false);
   if (in_tunnel_) worker_.tunnels_changed(-1);
   worker_.return_relay_buffer(std::move(relay_buffer_));
   worker_.remove_session(this);
 }
 
-void ProxySession::on_drain() {
+void Http1Session::on_drain() {
   draining_ = true;
   // Only a connection with no byte of a request yet is closed now.
   if (idle_ && buffer_.size() == 0) force_close();
 }
 
-void ProxySession::force_close() {
+void Http1Session::force_close() {
   closed_ = true;
   tls_open_ = false;
   exchange_.cancel_wait();
@@ -130,7 +130,7 @@ void ProxySession::force_close() {
   tell_client_gone();
 }
 
-void ProxySession::on_internal_error(std::string_view what) noexcept {
+void Http1Session::on_internal_error(std::string_view what) noexcept {
   if (internal_error_) return;
   internal_error_ = true;
   try {
@@ -144,7 +144,7 @@ void ProxySession::on_internal_error(std::string_view what) noexcept {
 
 // Keep-alive idleness, as the worker sees it (for closing the longest idle
 // connections near the connection cap).
-void ProxySession::set_idle(bool idle) {
+void Http1Session::set_idle(bool idle) {
   if (idle == idle_since_.has_value()) return;
   if (idle) {
     idle_since_ = Clock::now();
@@ -156,7 +156,7 @@ void ProxySession::set_idle(bool idle) {
 
 // ---- Reading a request head ----------------------------------------------
 
-void ProxySession::do_read_head() {
+void Http1Session::do_read_head() {
   if (draining_) return graceful_close();
   if (buffer_.size() == 0 && requests_ > 0) {
     // Keep-alive: wait until the next request's first byte is readable,
@@ -166,7 +166,7 @@ void ProxySession::do_read_head() {
     set_idle(true);
     set_deadline(Side::kClient, worker_.config()->server.idle_timeout);
     stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
-                            handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+                            handler([](Http1Session& self, beast::error_code ec, std::size_t n) {
                               self.on_first_bytes(ec, n);
                             }));
     return;
@@ -174,7 +174,7 @@ void ProxySession::do_read_head() {
   start_head_read();
 }
 
-void ProxySession::on_first_bytes(beast::error_code ec, std::size_t n) {
+void Http1Session::on_first_bytes(beast::error_code ec, std::size_t n) {
   idle_ = false;
   set_idle(false);
   if (ec) return close();  // idle timeout or the client went away: close quietly
@@ -185,14 +185,14 @@ void ProxySession::on_first_bytes(beast::error_code ec, std::size_t n) {
 // An idle connection keeps little beyond the session itself: the relay
 // buffer goes back to the worker, the parsers are freed, and a read buffer
 // that a large request grew is given back.
-void ProxySession::release_buffers() {
+void Http1Session::release_buffers() {
   worker_.return_relay_buffer(std::move(relay_buffer_));
   if (buffer_.size() == 0 && buffer_.capacity() > 2 * kIdleReadBytes) buffer_.shrink_to_fit();
   parser_.reset();
   exchange_.reset();
 }
 
-void ProxySession::start_head_read() {
+void Http1Session::start_head_read() {
   // Each request is served by the config current when it starts, even on a
   // connection that was idle across a reload.
   config_ = worker_.config();
@@ -209,7 +209,7 @@ void ProxySession::start_head_read() {
   head_timed_out_ = false;
   head_timer_.expires_after(config_->server.header_timeout);
   const auto generation = ++head_generation_;
-  head_timer_.async_wait(handler([generation](ProxySession& self, beast::error_code ec) {
+  head_timer_.async_wait(handler([generation](Http1Session& self, beast::error_code ec) {
     // Cancelled, or a stale expiry that raced with a head that arrived in time.
     if (ec || generation != self.head_generation_ || !self.parser_ ||
         self.parser_->is_header_done()) {
@@ -224,10 +224,10 @@ void ProxySession::start_head_read() {
   }));
   http::async_read_header(
       stream_, buffer_, *parser_,
-      handler([](ProxySession& self, beast::error_code ec, std::size_t) { self.on_head(ec); }));
+      handler([](Http1Session& self, beast::error_code ec, std::size_t) { self.on_head(ec); }));
 }
 
-void ProxySession::on_head(beast::error_code ec) {
+void Http1Session::on_head(beast::error_code ec) {
   idle_ = false;
   head_timer_.cancel();
   ++head_generation_;
@@ -269,12 +269,12 @@ void ProxySession::on_head(beast::error_code ec) {
 // On expiry the socket of that side is closed, failing its pending operation;
 // the *_timed_out_ flags tell a timeout from other errors.
 
-void ProxySession::set_deadline(Side side, Clock::duration timeout) {
+void Http1Session::set_deadline(Side side, Clock::duration timeout) {
   if (side == Side::kClient) client_timed_out_ = false;
   deadline_.expires_after(side, timeout, *this);
 }
 
-void ProxySession::on_deadline(Side side) {
+void Http1Session::on_deadline(Side side) {
   if (side == Side::kUpstream) return exchange_.on_upstream_deadline();
   client_timed_out_ = true;
   // A stalled request body still gets its 408: the read is cancelled, not the
@@ -290,14 +290,14 @@ void ProxySession::on_deadline(Side side) {
 // ---- Local replies and closing --------------------------------------------
 
 // Whether the connection stays open after the response now being sent.
-bool ProxySession::keep_open(bool must_close) const {
+bool Http1Session::keep_open(bool must_close) const {
   auto facts = keep_alive_;
   facts.draining = draining_;
   facts.must_close = must_close;
   return keep_client_alive(facts);
 }
 
-void ProxySession::send_local(LocalReply reply, bool close_after) {
+void Http1Session::send_local(LocalReply reply, bool close_after) {
   if (info_.request_id.empty()) generate_request_id(info_.request_id);
   local_res_.emplace(static_cast<http::status>(reply.status), 11);
   auto& res = *local_res_;
@@ -320,7 +320,7 @@ void ProxySession::send_local(LocalReply reply, bool close_after) {
   local_status_ = reply.status;
   set_deadline(Side::kClient, config_->server.send_timeout);
   http::async_write(stream_, res,
-                    handler([keep](ProxySession& self, beast::error_code ec, std::size_t) {
+                    handler([keep](Http1Session& self, beast::error_code ec, std::size_t) {
                       self.record(self.local_status_);
                       self.local_res_.reset();
                       self.reset_exchange();
@@ -336,11 +336,11 @@ void ProxySession::send_local(LocalReply reply, bool close_after) {
 // knows it was not cut short; its close_notify or its end ends the wait. A
 // client still sending (OpenSSL refuses data after close_notify) gets the
 // plain linger on the socket.
-void ProxySession::graceful_close() {
+void Http1Session::graceful_close() {
   if (tls_open_) {
     tls_open_ = false;
     set_deadline(Side::kClient, kLingerTimeout);
-    stream_.tls().async_shutdown(handler([](ProxySession& self, beast::error_code ec) {
+    stream_.tls().async_shutdown(handler([](Http1Session& self, beast::error_code ec) {
       if (!ec || ClientStream::ended(ec) || self.closed_) return self.close();
       self.graceful_close();
     }));
@@ -355,17 +355,17 @@ void ProxySession::graceful_close() {
 }
 
 // Reads the socket itself: after a TLS shutdown the bytes are only dropped.
-void ProxySession::linger() {
+void Http1Session::linger() {
   stream_.socket().async_read_some(
       asio::buffer(discard_buffer(), 4096),
-      handler([](ProxySession& self, beast::error_code ec, std::size_t n) {
+      handler([](Http1Session& self, beast::error_code ec, std::size_t n) {
         self.linger_bytes_ += n;
         if (ec || self.linger_bytes_ > kLingerMaxBytes) return self.close();
         self.linger();
       }));
 }
 
-void ProxySession::close() {
+void Http1Session::close() {
   closed_ = true;
   pipeline_.end({exchange_.upstream_status(), exchange_.usage()});
   tls_open_ = false;
@@ -377,11 +377,11 @@ void ProxySession::close() {
   tell_client_gone();
 }
 
-void ProxySession::end_exchange() {
+void Http1Session::end_exchange() {
   pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status(), exchange_.usage()});
 }
 
-void ProxySession::reset_exchange() {
+void Http1Session::reset_exchange() {
   end_exchange();
   pipeline_.context().decision = {};
   awaiting_response(false);  // an exchange that ended before its response head
@@ -391,7 +391,7 @@ void ProxySession::reset_exchange() {
   recorded_ = false;
 }
 
-std::string ProxySession::new_id() {
+std::string Http1Session::new_id() {
   generate_request_id(info_.request_id);
   return info_.request_id;
 }

@@ -19,9 +19,9 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "gateway/common/deadline.hpp"
-#include "gateway/pipeline.hpp"
-#include "gateway/request_admission.hpp"
+#include "common/deadline.hpp"
+#include "gateway/session/pipeline.hpp"
+#include "gateway/session/request_admission.hpp"
 #include "gateway/worker.hpp"
 #include "upstream/upstream_exchange.hpp"
 
@@ -29,17 +29,17 @@ namespace sluice {
 
 class ServerTls;
 
-class ProxySession final : public ClientSession,
+class Http1Session final : public ClientSession,
                            public MiddlewareLater,
                            public ExchangeHost,
-                           public std::enable_shared_from_this<ProxySession> {
+                           public std::enable_shared_from_this<Http1Session> {
  public:
   using Clock = std::chrono::steady_clock;
 
   // `tls`: the listener's TLS contexts, or null for plain HTTP.
-  ProxySession(Worker& worker, WorkerStream::socket_type socket,
+  Http1Session(Worker& worker, WorkerStream::socket_type socket,
                std::shared_ptr<const ServerTls> tls);
-  ~ProxySession() override;
+  ~Http1Session() override;
 
   // A TLS connection's handshake first (once the client's first byte is
   // readable), then the first request head.
@@ -50,11 +50,11 @@ class ProxySession final : public ClientSession,
   void force_close() override;
   std::optional<Clock::time_point> idle_since() const override { return idle_since_; }
 
-  // An exception on this connection's data path (see gateway/common/guarded.hpp):
+  // An exception on this connection's data path (see common/guarded.hpp):
   // count it once and close this connection; the process goes on serving.
   void on_internal_error(std::string_view what) noexcept override;
 
-  // The deadline of `side` passed (see gateway/common/deadline.hpp).
+  // The deadline of `side` passed (see common/deadline.hpp).
   void on_deadline(Side side);
 
   // MiddlewareLater: an asynchronous step's completion resumes the pipeline
@@ -91,10 +91,10 @@ class ProxySession final : public ClientSession,
     return guarded(shared_from_this(), std::move(fn));
   }
 
-  // The TLS handshake (client_session.cpp).
+  // The TLS handshake (http1_session.cpp).
   void start_tls();
 
-  // Reading a request head (client_session.cpp).
+  // Reading a request head (http1_session.cpp).
   void set_idle(bool idle);
   void do_read_head();
   void on_first_bytes(boost::beast::error_code ec, std::size_t n);
@@ -103,7 +103,7 @@ class ProxySession final : public ClientSession,
   void on_head(boost::beast::error_code ec);
   bool body_done() const { return parser_->is_done(); }
 
-  // The middleware and the exchange (client_session_exchange.cpp).
+  // The middleware and the exchange (http1_session_exchange.cpp).
   void run_middleware();
   void run_pipeline();
   void on_middleware_outcome(std::optional<LocalReply> reply);
@@ -116,7 +116,7 @@ class ProxySession final : public ClientSession,
   // opening) runs the steps' end hooks first.
   void record(unsigned status, bool ended = true);
 
-  // Local replies and closing (client_session.cpp).
+  // Local replies and closing (http1_session.cpp).
   bool keep_open(bool must_close) const;
   void send_local(LocalReply reply, bool close_after);
   void graceful_close();

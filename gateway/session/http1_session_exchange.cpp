@@ -1,7 +1,7 @@
 // The client session's side of an exchange: the middleware pipeline, the
 // upstream exchange it then starts (as its ExchangeHost), and the record of
 // the finished exchange.
-#include "gateway/client_session.hpp"
+#include "gateway/session/http1_session.hpp"
 
 #include <sys/socket.h>
 
@@ -10,11 +10,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "gateway/exchange_log.hpp"
-#include "gateway/local_reply.hpp"
+#include "gateway/session/exchange_log.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
-#include "gateway/session.hpp"
+#include "gateway/session/session.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -29,7 +29,7 @@ using tcp = asio::ip::tcp;
 
 // ---- Middleware -------------------------------------------------------------
 
-void ProxySession::run_middleware() {
+void Http1Session::run_middleware() {
   auto& req = parser_->get();
   auto& ctx = pipeline_.begin(req.base());
   ctx.config = config_;
@@ -43,15 +43,15 @@ void ProxySession::run_middleware() {
   run_pipeline();
 }
 
-void ProxySession::run_pipeline() {
+void Http1Session::run_pipeline() {
   if (closed_) return;  // the client is gone: nothing goes upstream for it
   auto result = pipeline_.advance(worker_.chain(), *this);
   if (result.step == MiddlewareStep::kPending) return;
   on_middleware_outcome(std::move(result.reply));
 }
 
-MiddlewareDone ProxySession::take() {
-  return handler([](ProxySession& self, std::optional<LocalReply> reply) {
+MiddlewareDone Http1Session::take() {
+  return handler([](Http1Session& self, std::optional<LocalReply> reply) {
     self.stop_watching();
     if (self.closed_) return;  // the client is gone: the outcome is dropped
     if (reply) return self.on_middleware_outcome(std::move(reply));
@@ -59,22 +59,22 @@ MiddlewareDone ProxySession::take() {
   });
 }
 
-void ProxySession::watch_client(std::function<void()> gone) {
+void Http1Session::watch_client(std::function<void()> gone) {
   if (closed_) return;
   client_gone_ = std::move(gone);
   await_client();
 }
 
-void ProxySession::await_client() {
+void Http1Session::await_client() {
   watch_pending_ = true;
   stream_.socket().async_wait(
       tcp::socket::wait_read,
-      handler([generation = watch_generation_](ProxySession& self, beast::error_code ec) {
+      handler([generation = watch_generation_](Http1Session& self, beast::error_code ec) {
         self.on_client_readable(ec, generation);
       }));
 }
 
-void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t generation) {
+void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t generation) {
   if (generation != watch_generation_) return;  // a watch that ended
   watch_pending_ = false;
   if (!client_gone_) return;
@@ -123,7 +123,7 @@ void ProxySession::on_client_readable(beast::error_code ec, std::uint64_t genera
 // orderly end of its stream (it may be a half-close, the client still
 // reading) lets the exchange go on; a client that closed is then noticed
 // when the response is written to it.
-void ProxySession::awaiting_response(bool waiting) {
+void Http1Session::awaiting_response(bool waiting) {
   if (!waiting) {
     if (!watching_response_wait_) return;
     watching_response_wait_ = false;
@@ -136,7 +136,7 @@ void ProxySession::awaiting_response(bool waiting) {
 }
 
 // The watched step learns, in this call, that the client is gone.
-void ProxySession::tell_client_gone() {
+void Http1Session::tell_client_gone() {
   if (!client_gone_) return;
   auto tell = std::move(client_gone_);
   client_gone_ = nullptr;
@@ -144,7 +144,7 @@ void ProxySession::tell_client_gone() {
 }
 
 // The watched step completed: its watch ends.
-void ProxySession::stop_watching() {
+void Http1Session::stop_watching() {
   client_gone_ = nullptr;
   ++watch_generation_;
   if (!watch_pending_ || closed_) return;
@@ -154,7 +154,7 @@ void ProxySession::stop_watching() {
 }
 
 // Every step continued (no reply), or one answered.
-void ProxySession::on_middleware_outcome(std::optional<LocalReply> reply) {
+void Http1Session::on_middleware_outcome(std::optional<LocalReply> reply) {
   response_headers_ = pipeline_.take_response_headers();
   if (!reply) return start_upstream();
   // A half-read body also ends the connection.
@@ -164,7 +164,7 @@ void ProxySession::on_middleware_outcome(std::optional<LocalReply> reply) {
 
 // ---- The upstream exchange ------------------------------------------------------
 
-void ProxySession::start_upstream() {
+void Http1Session::start_upstream() {
   ExchangeRequest request;
   request.upstream = &config_->upstreams[info_.route->upstream_index];
   request.request_id = info_.request_id;
@@ -187,12 +187,12 @@ void ProxySession::start_upstream() {
                   std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 
-std::span<char> ProxySession::relay_buffer() {
+std::span<char> Http1Session::relay_buffer() {
   if (!relay_buffer_) relay_buffer_ = worker_.take_relay_buffer();
   return {relay_buffer_.get(), Worker::kRelayBufferSize};
 }
 
-void ProxySession::serialize_request_head(std::string& out, std::string_view upstream_host) {
+void Http1Session::serialize_request_head(std::string& out, std::string_view upstream_host) {
   auto& req = parser_->get();
   ForwardedInfo forwarded{peer_text_,       info_.forwarded_proto, req[http::field::host],
                           info_.request_id, upstream_host,         info_.route->cost_header};
@@ -208,25 +208,25 @@ void ProxySession::serialize_request_head(std::string& out, std::string_view ups
                                  info_.body.chunked, to_std(parser_->content_length()));
 }
 
-bool ProxySession::keep_client(bool ends_with_close) {
+bool Http1Session::keep_client(bool ends_with_close) {
   keep_alive_.ends_with_close = ends_with_close;
   return keep_open(false);
 }
 
-void ProxySession::count_upstream(const UpstreamConfig& upstream, std::string_view outcome) {
+void Http1Session::count_upstream(const UpstreamConfig& upstream, std::string_view outcome) {
   worker_.series().count_upstream(config_, upstream, outcome);
 }
 
-void ProxySession::count_connection(const UpstreamConfig& upstream) {
+void Http1Session::count_connection(const UpstreamConfig& upstream) {
   worker_.metrics().add("sluice_upstream_connections_total",
                         scratch_labels({{"upstream", upstream.name}}));
 }
 
-void ProxySession::count_retry() {
+void Http1Session::count_retry() {
   worker_.metrics().add("sluice_upstream_retries_total", "");
 }
 
-void ProxySession::exchange_done() {
+void Http1Session::exchange_done() {
   record(exchange_.upstream_status());
   const bool keep = exchange_.client_keep_alive();
   reset_exchange();
@@ -236,7 +236,7 @@ void ProxySession::exchange_done() {
 
 // ---- A WebSocket tunnel ---------------------------------------------------------
 
-void ProxySession::tunnel_opened() {
+void Http1Session::tunnel_opened() {
   deadline_.clear();  // the tunnel keeps its own idle timeout
   record(exchange_.upstream_status(), false);  // it ends when the tunnel closes
   in_tunnel_ = true;
@@ -245,7 +245,7 @@ void ProxySession::tunnel_opened() {
                         scratch_labels({{"route", info_.route->name}}));
 }
 
-void ProxySession::tunnel_relayed(TunnelDirection direction, std::size_t n) {
+void Http1Session::tunnel_relayed(TunnelDirection direction, std::size_t n) {
   worker_.metrics().add("sluice_websocket_bytes_total",
                         direction == TunnelDirection::kClientToUpstream
                             ? R"(direction="client_to_upstream")"
@@ -253,7 +253,7 @@ void ProxySession::tunnel_relayed(TunnelDirection direction, std::size_t n) {
                         static_cast<double>(n));
 }
 
-void ProxySession::tunnel_ended(bool graceful) {
+void Http1Session::tunnel_ended(bool graceful) {
   in_tunnel_ = false;
   pipeline_.end({101, std::nullopt});
   worker_.tunnels_changed(-1);
@@ -262,7 +262,7 @@ void ProxySession::tunnel_ended(bool graceful) {
   close();
 }
 
-void ProxySession::upstream_failed(UpstreamError error) {
+void Http1Session::upstream_failed(UpstreamError error) {
   // The request body may be half read: close after the reply unless it is done.
   send_local(make_local_reply(status_for(error), message_for(error), info_.request_id),
              !parser_->is_done());
@@ -270,7 +270,7 @@ void ProxySession::upstream_failed(UpstreamError error) {
 
 // The request body could not be read (the upstream connection is dropped
 // already): the client is told why when it can still read a reply.
-void ProxySession::request_body_failed(beast::error_code ec) {
+void Http1Session::request_body_failed(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     return send_local(make_local_reply(413, "request body too large", info_.request_id), true);
   }
@@ -294,7 +294,7 @@ void ProxySession::request_body_failed(beast::error_code ec) {
   exchange_aborted();
 }
 
-void ProxySession::exchange_aborted() {
+void Http1Session::exchange_aborted() {
   exchange_.drop_upstream();
   // 499 (nginx's "client closed request") when no status was sent yet.
   if (parser_ && parser_->is_header_done()) {
@@ -304,7 +304,7 @@ void ProxySession::exchange_aborted() {
   close();
 }
 
-void ProxySession::record(unsigned status, bool ended) {
+void Http1Session::record(unsigned status, bool ended) {
   if (recorded_) return;
   recorded_ = true;
   // The steps' end hooks run first (a settled cost is then in the decision).
@@ -333,7 +333,7 @@ void ProxySession::record(unsigned status, bool ended) {
 
 void start_client_session(Worker& worker, WorkerSocket socket,
                           std::shared_ptr<const ServerTls> tls) {
-  auto session = std::make_shared<ProxySession>(worker, std::move(socket), std::move(tls));
+  auto session = std::make_shared<Http1Session>(worker, std::move(socket), std::move(tls));
   if (worker.draining()) session->on_drain();
   session->start();
 }

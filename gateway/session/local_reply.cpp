@@ -1,4 +1,4 @@
-#include "gateway/local_reply.hpp"
+#include "gateway/session/local_reply.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "gateway/pipeline.hpp"
+#include "gateway/session/pipeline.hpp"
 
 namespace sluice {
 

@@ -1,13 +1,13 @@
-#include "gateway/request_admission.hpp"
+#include "gateway/session/request_admission.hpp"
 
 #include <vector>
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
-#include "gateway/local_reply.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/router.hpp"
-#include "gateway/trace_context.hpp"
+#include "gateway/session/trace_context.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {

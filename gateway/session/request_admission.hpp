@@ -18,7 +18,7 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/middleware.hpp"
-#include "gateway/request_target.hpp"
+#include "gateway/session/request_target.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "gateway/request_series.hpp"
+#include "gateway/session/request_series.hpp"
 
 #include <cstdio>
 #include <functional>

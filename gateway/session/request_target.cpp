@@ -1,12 +1,12 @@
-#include "gateway/request_target.hpp"
+#include "gateway/session/request_target.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "gateway/client_ip.hpp"
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
-#include "gateway/common/target_parts.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
+#include "common/target_parts.hpp"
 
 namespace sluice {
 namespace {

@@ -1,11 +1,11 @@
-// Where a worker's client connections start (gateway/client_session.hpp is
+// Where a worker's client connections start (gateway/session/http1_session.hpp is
 // the connection itself): serving an accepted socket, and the metrics its
 // exchanges count. Every handler of a connection runs on its worker's executor.
 #pragma once
 
 #include <memory>
 
-#include "gateway/exchange_log.hpp"  // seed_session_metrics
+#include "gateway/session/exchange_log.hpp"  // seed_session_metrics
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {

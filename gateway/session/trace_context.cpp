@@ -1,4 +1,4 @@
-#include "gateway/trace_context.hpp"
+#include "gateway/session/trace_context.hpp"
 
 #include "upstream/proxy_headers.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/tls/ticket_keys.hpp"
 

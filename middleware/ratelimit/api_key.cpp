@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 
 namespace sluice {
 namespace {

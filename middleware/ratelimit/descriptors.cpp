@@ -8,8 +8,8 @@
 #include <array>
 #include <string>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota_calendar.hpp"

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {

@@ -1,6 +1,6 @@
 #include "middleware/ratelimit/query_params.hpp"
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 
 namespace sluice {
 namespace {

@@ -6,9 +6,9 @@
 #include <span>
 #include <vector>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/target_parts.hpp"
-#include "gateway/local_reply.hpp"
+#include "common/ascii.hpp"
+#include "common/target_parts.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/audit/decision_fields.hpp"

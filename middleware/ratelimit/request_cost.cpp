@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {

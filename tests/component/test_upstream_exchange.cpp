@@ -13,7 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 
-#include "gateway/common/deadline.hpp"
+#include "common/deadline.hpp"
 #include "support/io_loop.hpp"
 #include "upstream/upstream_exchange.hpp"
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 

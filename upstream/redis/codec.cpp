@@ -4,7 +4,7 @@
 
 #include <openssl/evp.h>
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 
 namespace sluice::redis {
 

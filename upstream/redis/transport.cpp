@@ -5,7 +5,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 
-#include "gateway/common/ip_literal.hpp"
+#include "common/ip_literal.hpp"
 
 namespace sluice::redis {
 

@@ -2,8 +2,8 @@
 
 #include <boost/beast/http/field.hpp>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 
 namespace sluice {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <map>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/target_parts.hpp"
-#include "gateway/request_target.hpp"
+#include "common/ascii.hpp"
+#include "common/target_parts.hpp"
+#include "gateway/session/request_target.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"

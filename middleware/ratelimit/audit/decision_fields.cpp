@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 #include "middleware/ratelimit/consumers/consumer.hpp"
 #include "middleware/ratelimit/headers.hpp"
 #include "middleware/ratelimit/identity.hpp"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 #include "gateway/config/text.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/descriptors.hpp"

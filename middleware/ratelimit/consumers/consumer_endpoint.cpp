@@ -8,7 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
-#include "gateway/common/target_parts.hpp"
+#include "common/target_parts.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/admin/admin_caller.hpp"

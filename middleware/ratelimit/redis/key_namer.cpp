@@ -1,6 +1,6 @@
 #include "middleware/ratelimit/redis/key_namer.hpp"
 
-#include "gateway/common/hex.hpp"
+#include "common/hex.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 
 namespace sluice {

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/steady_timer.hpp>
 
-#include "gateway/common/ascii.hpp"
+#include "common/ascii.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 

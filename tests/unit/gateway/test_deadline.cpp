@@ -10,7 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "gateway/common/deadline.hpp"
+#include "common/deadline.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;

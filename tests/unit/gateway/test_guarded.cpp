@@ -10,7 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "gateway/common/guarded.hpp"
+#include "common/guarded.hpp"
 
 namespace guarded_test {
 

@@ -19,7 +19,7 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
-#include "gateway/common/http_limits.hpp"
+#include "common/http_limits.hpp"
 
 namespace {
 

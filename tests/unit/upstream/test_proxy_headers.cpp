@@ -2,7 +2,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "gateway/local_reply.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace http = boost::beast::http;

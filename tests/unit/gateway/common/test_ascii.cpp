@@ -4,8 +4,8 @@
 #include <array>
 #include <string>
 
-#include "gateway/common/ascii.hpp"
-#include "gateway/common/hex.hpp"
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
 
 namespace sluice {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gateway/common/ip_literal.hpp"
+#include "common/ip_literal.hpp"
 
 namespace sluice {
 namespace {

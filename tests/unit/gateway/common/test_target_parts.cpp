@@ -1,7 +1,7 @@
 // Cutting a request-target into path and query.
 #include <catch2/catch.hpp>
 
-#include "gateway/common/target_parts.hpp"
+#include "common/target_parts.hpp"
 
 namespace sluice {
 namespace {

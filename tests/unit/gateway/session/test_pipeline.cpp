@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/pipeline.hpp"
+#include "gateway/session/pipeline.hpp"
 
 namespace http = boost::beast::http;
 using namespace sluice;

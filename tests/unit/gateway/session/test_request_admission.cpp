@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gateway/config/load.hpp"
-#include "gateway/request_admission.hpp"
+#include "gateway/session/request_admission.hpp"
 
 namespace http = boost::beast::http;
 using namespace sluice;

@@ -6,7 +6,7 @@
 
 #include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
-#include "gateway/request_series.hpp"
+#include "gateway/session/request_series.hpp"
 #include "support/metrics_snapshot.hpp"
 
 using namespace sluice;

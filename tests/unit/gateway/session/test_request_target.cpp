@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "gateway/request_target.hpp"
+#include "gateway/session/request_target.hpp"
 
 namespace sluice {
 namespace {

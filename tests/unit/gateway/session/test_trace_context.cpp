@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/local_reply.hpp"
-#include "gateway/trace_context.hpp"
+#include "gateway/session/local_reply.hpp"
+#include "gateway/session/trace_context.hpp"
 
 using namespace sluice;
 
