@@ -23,7 +23,7 @@
 #include "gateway/session/pipeline.hpp"
 #include "gateway/session/request_admission.hpp"
 #include "gateway/worker.hpp"
-#include "upstream/upstream_exchange.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 namespace sluice {
 
@@ -74,7 +74,7 @@ class Http1Session final : public ClientSession,
   bool draining() const override { return draining_; }
   bool client_closed() const override { return closed_; }
   void awaiting_response(bool waiting) override;
-  void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) override;
+  void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) override;
   void count_connection(const UpstreamConfig& upstream) override;
   void count_retry() override;
   void exchange_done() override;

@@ -213,7 +213,7 @@ bool Http1Session::keep_client(bool ends_with_close) {
   return keep_open(false);
 }
 
-void Http1Session::count_upstream(const UpstreamConfig& upstream, std::string_view outcome) {
+void Http1Session::count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) {
   worker_.series().count_upstream(config_, upstream, outcome);
 }
 

@@ -65,13 +65,13 @@ void RequestSeries::count_request(const std::shared_ptr<const Config>& config,
 }
 
 void RequestSeries::count_upstream(const std::shared_ptr<const Config>& config,
-                                   const UpstreamConfig& upstream, std::string_view outcome) {
+                                   const UpstreamConfig& upstream, UpstreamOutcome outcome) {
   use(config);
   const auto labels = [&] {
-    return scratch_labels({{"upstream", upstream.name}, {"outcome", outcome}});
+    return scratch_labels({{"upstream", upstream.name}, {"outcome", outcome_label(outcome)}});
   };
   const std::size_t index = index_in(config->upstreams, &upstream);
-  if (outcome != "ok" || index == config->upstreams.size()) {
+  if (outcome != UpstreamOutcome::kOk || index == config->upstreams.size()) {
     shard_.add("sluice_upstream_requests_total", labels());
     return;
   }

@@ -13,6 +13,7 @@
 
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
+#include "upstream/exchange/upstream_error.hpp"
 
 namespace sluice {
 
@@ -26,7 +27,7 @@ class RequestSeries {
                      unsigned status, double seconds);
   // One exchange with upstream `upstream` of config.
   void count_upstream(const std::shared_ptr<const Config>& config, const UpstreamConfig& upstream,
-                      std::string_view outcome);
+                      UpstreamOutcome outcome);
 
  private:
   struct Code {

@@ -15,7 +15,7 @@
 
 #include "common/deadline.hpp"
 #include "support/io_loop.hpp"
-#include "upstream/upstream_exchange.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -48,8 +48,8 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   bool keep_client(bool ends_with_close) override { return !ends_with_close; }
   bool draining() const override { return false; }
   bool client_closed() const override { return closed; }
-  void count_upstream(const UpstreamConfig&, std::string_view outcome) override {
-    outcomes.emplace_back(outcome);
+  void count_upstream(const UpstreamConfig&, UpstreamOutcome outcome) override {
+    outcomes.emplace_back(outcome_label(outcome));
   }
   void count_connection(const UpstreamConfig&) override { ++connections; }
   void count_retry() override {}

@@ -76,9 +76,9 @@ TEST_CASE("request series follow a new config by route name, not position", "[me
   MetricsShard shard;
   RequestSeries series(shard);
   series.count_request(before, &before->routes[0], 200, 0.0);
-  series.count_upstream(before, before->upstreams[0], "ok");
+  series.count_upstream(before, before->upstreams[0], UpstreamOutcome::kOk);
   series.count_request(after, &after->routes[0], 200, 0.0);
-  series.count_upstream(after, after->upstreams[1], "ok");
+  series.count_upstream(after, after->upstreams[1], UpstreamOutcome::kOk);
   // A session still on the old config after a reload.
   series.count_request(before, &before->routes[1], 200, 0.0);
   const auto s = snapshot_of(shard);
@@ -94,14 +94,15 @@ TEST_CASE("request series: outcomes other than ok go by their labels", "[metrics
 )");
   MetricsShard shard;
   RequestSeries series(shard);
-  for (const char* outcome : {"ok", "timeout", "ok", "reset"}) {
+  for (const UpstreamOutcome outcome : {UpstreamOutcome::kOk, UpstreamOutcome::kTimeout,
+                                        UpstreamOutcome::kOk, UpstreamOutcome::kReset}) {
     series.count_upstream(config, config->upstreams[0], outcome);
   }
   // An upstream that is not part of the config passed is still counted.
   auto other = config_with(R"(
   - { name: a, match: { path_prefix: "/" }, upstream: u }
 )");
-  series.count_upstream(config, other->upstreams[0], "ok");
+  series.count_upstream(config, other->upstreams[0], UpstreamOutcome::kOk);
   const auto s = snapshot_of(shard);
   auto upstream = [&](const char* outcome) {
     return s.value("sluice_upstream_requests_total", labels("upstream", "u", "outcome", outcome));

@@ -1,4 +1,4 @@
-#include "upstream/upstream_error.hpp"
+#include "upstream/exchange/upstream_error.hpp"
 
 namespace sluice {
 
@@ -19,6 +19,26 @@ unsigned status_for(UpstreamError error) {
       return 502;
   }
   return 502;
+}
+
+std::string_view outcome_label(UpstreamOutcome outcome) {
+  switch (outcome) {
+    case UpstreamOutcome::kOk:
+      return "ok";
+    case UpstreamOutcome::kTimeout:
+      return "timeout";
+    case UpstreamOutcome::kReset:
+      return "reset";
+    case UpstreamOutcome::kConnectError:
+      return "connect_error";
+    case UpstreamOutcome::kProtocolError:
+      return "protocol_error";
+    case UpstreamOutcome::kUnhealthy:
+      return "unhealthy";
+    case UpstreamOutcome::kConnectionLimit:
+      return "connection_limit";
+  }
+  return "reset";
 }
 
 std::string_view message_for(UpstreamError error) {

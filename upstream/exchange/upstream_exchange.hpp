@@ -33,10 +33,11 @@
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
 #include "upstream/client_stream.hpp"
-#include "upstream/framing.hpp"
+#include "upstream/exchange/framing.hpp"
+#include "upstream/exchange/retry_rule.hpp"
+#include "upstream/exchange/tunnel.hpp"
+#include "upstream/exchange/upstream_error.hpp"
 #include "upstream/header_rules.hpp"
-#include "upstream/tunnel.hpp"
-#include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
@@ -68,7 +69,7 @@ class ExchangeHost : public TunnelHost {
   // client closes it, so that nothing is held for a client that left.
   virtual void awaiting_response(bool waiting) { (void)waiting; }
   // Metrics: an upstream exchange by outcome, a new connection, a retry.
-  virtual void count_upstream(const UpstreamConfig& upstream, std::string_view outcome) = 0;
+  virtual void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) = 0;
   virtual void count_connection(const UpstreamConfig& upstream) = 0;
   virtual void count_retry() = 0;
 
@@ -221,7 +222,7 @@ class UpstreamExchange {
   // Nothing more can be relayed: the upstream connection is dropped and the
   // host cuts the client connection.
   void abort();
-  bool may_retry_on_fresh_connection(boost::beast::error_code ec) const;
+  FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
 
   ExchangeHost& host_;
   ClientStream& client_;

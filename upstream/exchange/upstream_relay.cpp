@@ -1,7 +1,7 @@
 // The relays of UpstreamExchange: the request (head, 100 Continue, body) to
 // the upstream, then the response (head, body) to the client, through the
 // relay buffer, a piece at a time.
-#include "upstream/upstream_exchange.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -160,14 +160,14 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   if (!relayable_transfer_coding(res.base())) {
     spdlog::warn("upstream {} server {}: unsupported response Transfer-Encoding",
                  upstream_cfg_->name, upstream_->server);
-    host_.count_upstream(*upstream_cfg_, "protocol_error");
+    host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kProtocolError);
     drop_upstream();
     return host_.upstream_failed(UpstreamError::kUnsupportedTransferCoding);
   }
   upstream_status_ = res.result_int();
   upstream_server_ = upstream_->server;
   note_usage(res.base());
-  host_.count_upstream(*upstream_cfg_, "ok");
+  host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kOk);
   upstream_reusable_ = res_parser_->keep_alive();
   const auto content_length = res_parser_->content_length();
   const bool client_http11 = parser_->get().version() == 11;

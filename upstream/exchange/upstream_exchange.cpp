@@ -1,4 +1,4 @@
-#include "upstream/upstream_exchange.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -41,7 +41,7 @@ void UpstreamExchange::try_next_server() {
     // None tried: the servers are in cool-down, or fail their health checks.
     if (!pools_.any_unhealthy(*upstream_cfg_))
       return host_.upstream_failed(UpstreamError::kNoServer);
-    host_.count_upstream(*upstream_cfg_, "unhealthy");
+    host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kUnhealthy);
     return host_.upstream_failed(UpstreamError::kNoHealthyServer);
   }
   server_index_ = *server;
@@ -110,7 +110,7 @@ void UpstreamExchange::wait_for_connection() {
   slot_timer_->async_wait(handler([generation](UpstreamExchange& self, beast::error_code ec) {
     if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
     self.waiting_for_slot_ = false;
-    self.host_.count_upstream(*self.upstream_cfg_, "connection_limit");
+    self.host_.count_upstream(*self.upstream_cfg_, UpstreamOutcome::kConnectionLimit);
     self.host_.upstream_failed(UpstreamError::kConnectionLimit);
   }));
   pools_.wait_for_slot(*upstream_cfg_, server_index_,
@@ -163,11 +163,15 @@ void UpstreamExchange::on_connect(beast::error_code ec) {
     last_connect_timed_out_ = timed_out;
     spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
                  upstream_ ? upstream_->server : "?", ec.message());
-    host_.count_upstream(*upstream_cfg_, timed_out ? "timeout" : "connect_error");
+    host_.count_upstream(*upstream_cfg_, timed_out ? UpstreamOutcome::kTimeout
+                                                     : UpstreamOutcome::kConnectError);
     pools_.mark_failed(*upstream_cfg_, server_index_);
     upstream_.reset();
-    // Nothing was sent: an idempotent request may go to the next server, once.
-    if (is_idempotent(parser_->get().method()) && tried_.size() < 2) return try_next_server();
+    FailedAttempt attempt;
+    attempt.stage = FailedAttempt::Stage::kConnect;
+    attempt.idempotent = is_idempotent(parser_->get().method());
+    attempt.servers_tried = tried_.size();
+    if (retry_rule(attempt) == Retry::kNextServer) return try_next_server();
     return host_.upstream_failed(connect_error(timed_out));
   }
   pools_.mark_ok(*upstream_cfg_, server_index_);
@@ -198,7 +202,7 @@ bool UpstreamExchange::cancel_stalled_body_read() {
 
 void UpstreamExchange::io_failed(beast::error_code ec) {
   const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
-  if (!timed_out && may_retry_on_fresh_connection(ec)) {
+  if (retry_rule(failed_exchange(ec, timed_out)) == Retry::kFreshConnection) {
     // A pooled connection the server had closed: nothing of this request
     // was answered, so it goes once more on a new connection.
     host_.count_retry();
@@ -208,20 +212,27 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
   }
   spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
                upstream_ ? upstream_->server : "?", ec.message());
-  host_.count_upstream(*upstream_cfg_, timed_out ? "timeout" : "reset");
+  host_.count_upstream(*upstream_cfg_,
+                       timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kReset);
   drop_upstream();
   host_.upstream_failed(exchange_error(timed_out));
 }
 
-// A request that failed on a reused connection before any response byte may
-// be sent again once, on a new connection, when it is idempotent and has no
-// body (so nothing of it is lost by having been sent).
-bool UpstreamExchange::may_retry_on_fresh_connection(beast::error_code ec) const {
-  const bool closed_early = ec == http::error::end_of_stream || ec == asio::error::eof ||
-                            ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
-  return closed_early && upstream_reused_ && !retried_on_fresh_ && request_.body_empty &&
-         is_idempotent(parser_->get().method()) && upstream_ && upstream_->buffer.size() == 0 &&
-         (!res_parser_ || !res_parser_->got_some());
+// What the retry rule needs to know of an exchange that failed with `ec`.
+FailedAttempt UpstreamExchange::failed_exchange(beast::error_code ec, bool timed_out) const {
+  FailedAttempt a;
+  a.stage = FailedAttempt::Stage::kExchange;
+  a.idempotent = is_idempotent(parser_->get().method());
+  a.servers_tried = tried_.size();
+  a.timed_out = timed_out;
+  a.closed_by_server = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                       ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+  a.pooled_connection = upstream_reused_ && upstream_ != nullptr;
+  a.retried_on_fresh = retried_on_fresh_;
+  a.body_empty = request_.body_empty;
+  a.response_started =
+      (upstream_ && upstream_->buffer.size() > 0) || (res_parser_ && res_parser_->got_some());
+  return a;
 }
 
 void UpstreamExchange::abort() {

@@ -6,7 +6,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "upstream/framing.hpp"
+#include "upstream/exchange/framing.hpp"
 
 namespace http = boost::beast::http;
 using namespace sluice;

@@ -1,7 +1,8 @@
 // The ways the upstream leg of an exchange fails before the client has any of
 // the response, and the one place that chooses the status the client then gets:
 // 503 when Sluice did not try (no server, connection cap), 504 when the
-// upstream was too slow, 502 when it answered badly or not at all.
+// upstream was too slow, 502 when it answered badly or not at all. Beside it,
+// the outcome of each upstream attempt as the metrics name it.
 #pragma once
 
 #include <string_view>
@@ -23,6 +24,22 @@ enum class UpstreamError {
 
 // 502, 503 or 504.
 unsigned status_for(UpstreamError error);
+
+// How one attempt at an upstream went (sluice_upstream_requests_total's
+// `outcome`): a response head came (ok), or why none did.
+enum class UpstreamOutcome {
+  kOk,               // a response head arrived (whatever its status)
+  kTimeout,          // no connection, or no response, in time
+  kReset,            // the connection broke while the request or response head went
+  kConnectError,     // refused, reset or unresolvable
+  kProtocolError,    // an answer Sluice cannot relay (transfer coding, unasked 101)
+  kUnhealthy,        // every server fails its health checks
+  kConnectionLimit,  // no connection freed up within connect_timeout
+};
+
+// Its label: "ok", "timeout", "reset", "connect_error", "protocol_error",
+// "unhealthy" or "connection_limit".
+std::string_view outcome_label(UpstreamOutcome outcome);
 
 // The message of the local reply.
 std::string_view message_for(UpstreamError error);

@@ -1,4 +1,4 @@
-#include "upstream/framing.hpp"
+#include "upstream/exchange/framing.hpp"
 
 #include <cstdio>
 

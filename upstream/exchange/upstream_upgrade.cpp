@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "upstream/proxy_headers.hpp"
-#include "upstream/upstream_exchange.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 namespace sluice {
 
@@ -21,13 +21,13 @@ void UpstreamExchange::start_tunnel() {
     spdlog::warn("upstream {} server {}: 101 Switching Protocols to a request that did not ask "
                  "for a WebSocket upgrade",
                  upstream_cfg_->name, upstream_->server);
-    host_.count_upstream(*upstream_cfg_, "protocol_error");
+    host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kProtocolError);
     drop_upstream();
     return host_.upstream_failed(UpstreamError::kUnexpectedUpgrade);
   }
   upstream_status_ = 101;
   upstream_server_ = upstream_->server;
-  host_.count_upstream(*upstream_cfg_, "ok");
+  host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kOk);
   client_keep_alive_ = false;
   ResponseHeadOptions options;
   options.request_id = request_.request_id;

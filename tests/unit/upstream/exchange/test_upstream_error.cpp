@@ -1,7 +1,7 @@
 // The one place that maps an upstream failure to 502, 503 or 504.
 #include <catch2/catch.hpp>
 
-#include "upstream/upstream_error.hpp"
+#include "upstream/exchange/upstream_error.hpp"
 
 using namespace sluice;
 
@@ -15,6 +15,16 @@ TEST_CASE("upstream failures map to 502, 503 and 504", "[upstream_error]") {
   CHECK(status_for(UpstreamError::kConnectionFailed) == 502);
   CHECK(status_for(UpstreamError::kUnsupportedTransferCoding) == 502);
   CHECK(status_for(UpstreamError::kMalformedResponseBody) == 502);
+}
+
+TEST_CASE("upstream outcomes have the labels the metrics document", "[upstream_error]") {
+  CHECK(outcome_label(UpstreamOutcome::kOk) == "ok");
+  CHECK(outcome_label(UpstreamOutcome::kTimeout) == "timeout");
+  CHECK(outcome_label(UpstreamOutcome::kReset) == "reset");
+  CHECK(outcome_label(UpstreamOutcome::kConnectError) == "connect_error");
+  CHECK(outcome_label(UpstreamOutcome::kProtocolError) == "protocol_error");
+  CHECK(outcome_label(UpstreamOutcome::kUnhealthy) == "unhealthy");
+  CHECK(outcome_label(UpstreamOutcome::kConnectionLimit) == "connection_limit");
 }
 
 TEST_CASE("upstream failure messages", "[upstream_error]") {

@@ -1,4 +1,4 @@
-#include "upstream/tunnel.hpp"
+#include "upstream/exchange/tunnel.hpp"
 
 #include <algorithm>
 #include <array>

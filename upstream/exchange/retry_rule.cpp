@@ -1,0 +1,15 @@
+#include "upstream/exchange/retry_rule.hpp"
+
+namespace sluice {
+
+Retry retry_rule(const FailedAttempt& a) {
+  if (!a.idempotent) return Retry::kNo;
+  if (a.stage == FailedAttempt::Stage::kConnect) {
+    return a.servers_tried < 2 ? Retry::kNextServer : Retry::kNo;
+  }
+  const bool fresh = !a.timed_out && a.closed_by_server && a.pooled_connection &&
+                     !a.retried_on_fresh && a.body_empty && !a.response_started;
+  return fresh ? Retry::kFreshConnection : Retry::kNo;
+}
+
+}  // namespace sluice
