@@ -9,8 +9,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/session/client_read_error.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/tls/server_tls.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -238,19 +239,10 @@ void Http1Session::on_head(beast::error_code ec) {
   if (head_timed_out_) {
     return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
   }
-  if (ec == http::error::end_of_stream || ClientStream::ended(ec)) return close();
-  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-    return send_local(make_local_reply(431, "request head too large", new_id()), true);
-  }
-  if (ec == http::error::body_limit) {
-    return send_local(make_local_reply(413, "request body too large", new_id()), true);
-  }
-  if (ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
-      ec == asio::error::broken_pipe) {
-    return close();
-  }
   if (ec) {
-    return send_local(make_local_reply(400, "malformed request: " + ec.message(), new_id()), true);
+    const ClientReadError error = client_read_error(ec, ReadPhase::kHead);
+    if (error.status == 0) return close();
+    return send_local(make_local_reply(error.status, error.message, new_id()), true);
   }
   ++requests_;
   auto& req = parser_->get();

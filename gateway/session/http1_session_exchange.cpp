@@ -10,10 +10,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "gateway/session/exchange_log.hpp"
-#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
+#include "gateway/session/client_read_error.hpp"
+#include "gateway/session/exchange_log.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "gateway/session/session.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -271,27 +272,15 @@ void Http1Session::upstream_failed(UpstreamError error) {
 // The request body could not be read (the upstream connection is dropped
 // already): the client is told why when it can still read a reply.
 void Http1Session::request_body_failed(beast::error_code ec) {
-  if (ec == http::error::body_limit) {
-    return send_local(make_local_reply(413, "request body too large", info_.request_id), true);
-  }
-  if (client_timed_out_) {
+  const ClientReadError error = client_read_error(ec, ReadPhase::kBody);
+  if (client_timed_out_ && error.status != 413) {
     // No body byte for body_timeout: the request is cut off upstream and
     // the client told so (no response has started yet).
     return send_local(make_local_reply(408, "request body not received in time", info_.request_id),
                       true);
   }
-  if (ec == http::error::buffer_overflow) {
-    return send_local(
-        make_local_reply(400, "chunk-size line or trailer section too long", info_.request_id),
-        true);
-  }
-  if (!ClientStream::ended(ec) && ec != asio::error::connection_reset &&
-      ec != beast::error::timeout && ec != http::error::partial_message &&
-      ec != asio::error::operation_aborted) {
-    return send_local(make_local_reply(400, "bad request body: " + ec.message(), info_.request_id),
-                      true);
-  }
-  exchange_aborted();
+  if (error.status == 0) return exchange_aborted();
+  send_local(make_local_reply(error.status, error.message, info_.request_id), true);
 }
 
 void Http1Session::exchange_aborted() {
