@@ -77,10 +77,7 @@ class Http1Session final : public ClientSession,
   void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) override;
   void count_connection(const UpstreamConfig& upstream) override;
   void count_retry() override;
-  void exchange_done() override;
-  void upstream_failed(UpstreamError error) override;
-  void request_body_failed(boost::beast::error_code ec) override;
-  void exchange_aborted() override;
+  void exchange_ended(const ExchangeResult& result) override;
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
   void tunnel_ended(bool graceful) override;
@@ -112,6 +109,13 @@ class Http1Session final : public ClientSession,
   void stop_watching();
   void tell_client_gone();
   void start_upstream();
+  // How an exchange ended (http1_session_exchange.cpp).
+  void on_relayed(bool keep_alive);
+  void on_upstream_failed(UpstreamError error);
+  void on_request_body_failed(boost::beast::error_code ec);
+  // Nothing more can be sent: the upstream connection is dropped, the
+  // exchange recorded (499 when no status was sent) and the client cut.
+  void abort_exchange();
   // Counts and logs the exchange once; `ended` (all but a WebSocket tunnel's
   // opening) runs the steps' end hooks first.
   void record(unsigned status, bool ended = true);

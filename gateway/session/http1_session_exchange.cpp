@@ -115,7 +115,7 @@ void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t genera
   // rather than sent upstream for a client that left.
   closed_ = true;
   tell_client_gone();
-  exchange_aborted();
+  abort_exchange();
 }
 
 // While the upstream has not answered, a client that resets its connection
@@ -227,9 +227,21 @@ void Http1Session::count_retry() {
   worker_.metrics().add("sluice_upstream_retries_total", "");
 }
 
-void Http1Session::exchange_done() {
+void Http1Session::exchange_ended(const ExchangeResult& result) {
+  switch (result.end) {
+    case ExchangeResult::End::kRelayed:
+      return on_relayed(result.client_keep_alive);
+    case ExchangeResult::End::kUpstreamFailed:
+      return on_upstream_failed(result.error);
+    case ExchangeResult::End::kRequestBodyFailed:
+      return on_request_body_failed(result.body_error);
+    case ExchangeResult::End::kAborted:
+      return abort_exchange();
+  }
+}
+
+void Http1Session::on_relayed(bool keep) {
   record(exchange_.upstream_status());
-  const bool keep = exchange_.client_keep_alive();
   reset_exchange();
   if (!keep) return graceful_close();
   do_read_head();
@@ -263,7 +275,7 @@ void Http1Session::tunnel_ended(bool graceful) {
   close();
 }
 
-void Http1Session::upstream_failed(UpstreamError error) {
+void Http1Session::on_upstream_failed(UpstreamError error) {
   // The request body may be half read: close after the reply unless it is done.
   send_local(make_local_reply(status_for(error), message_for(error), info_.request_id),
              !parser_->is_done());
@@ -271,7 +283,7 @@ void Http1Session::upstream_failed(UpstreamError error) {
 
 // The request body could not be read (the upstream connection is dropped
 // already): the client is told why when it can still read a reply.
-void Http1Session::request_body_failed(beast::error_code ec) {
+void Http1Session::on_request_body_failed(beast::error_code ec) {
   const ClientReadError error = client_read_error(ec, ReadPhase::kBody);
   if (client_timed_out_ && error.status != 413) {
     // No body byte for body_timeout: the request is cut off upstream and
@@ -279,11 +291,11 @@ void Http1Session::request_body_failed(beast::error_code ec) {
     return send_local(make_local_reply(408, "request body not received in time", info_.request_id),
                       true);
   }
-  if (error.status == 0) return exchange_aborted();
+  if (error.status == 0) return abort_exchange();
   send_local(make_local_reply(error.status, error.message, info_.request_id), true);
 }
 
-void Http1Session::exchange_aborted() {
+void Http1Session::abort_exchange() {
   exchange_.drop_upstream();
   // 499 (nginx's "client closed request") when no status was sent yet.
   if (parser_ && parser_->is_header_done()) {

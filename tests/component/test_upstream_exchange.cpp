@@ -53,10 +53,13 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   }
   void count_connection(const UpstreamConfig&) override { ++connections; }
   void count_retry() override {}
-  void exchange_done() override { ++ends, done = true; }
-  void upstream_failed(UpstreamError e) override { ++ends, error = e; }
-  void request_body_failed(beast::error_code) override { ++ends; }
-  void exchange_aborted() override { ++ends, aborted = true; }
+  void exchange_ended(const ExchangeResult& r) override {
+    ++ends;
+    result = r;
+    done = r.end == ExchangeResult::End::kRelayed;
+    aborted = r.end == ExchangeResult::End::kAborted;
+    if (r.end == ExchangeResult::End::kUpstreamFailed) error = r.error;
+  }
   void on_internal_error(std::string_view what) noexcept override { internal = what; }
   void tunnel_opened() override { ++tunnels; }
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override {
@@ -77,6 +80,7 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   bool aborted = false;
   bool closed = false;  // the client connection was closed
   std::optional<UpstreamError> error;
+  ExchangeResult result;  // the last one
   std::string internal;
   int tunnels = 0;
   std::size_t to_upstream = 0;
@@ -157,7 +161,9 @@ TEST_CASE("exchange: the response is relayed and the exchange done", "[exchange]
   CHECK(f.host->ends == 1);
   CHECK(f.host->outcomes == std::vector<std::string>{"ok"});
   CHECK(f.host->exchange.upstream_status() == 200);
-  CHECK(f.host->exchange.client_keep_alive());
+  CHECK(f.host->result.client_keep_alive);
+  CHECK(f.host->result.status == 200);
+  CHECK_FALSE(f.host->result.upstream_reused);  // a new connection
   std::string response;
   asio::read_until(f.browser, asio::dynamic_buffer(response), "hi");
   CHECK(response.starts_with("HTTP/1.1 200 OK\r\n"));

@@ -37,12 +37,12 @@ void UpstreamExchange::start(const ExchangeRequest& request, ClientParser& parse
 void UpstreamExchange::try_next_server() {
   auto server = pools_.pick(*upstream_cfg_, tried_);
   if (!server) {
-    if (!tried_.empty()) return host_.upstream_failed(connect_error(last_connect_timed_out_));
+    if (!tried_.empty()) return fail(connect_error(last_connect_timed_out_));
     // None tried: the servers are in cool-down, or fail their health checks.
     if (!pools_.any_unhealthy(*upstream_cfg_))
-      return host_.upstream_failed(UpstreamError::kNoServer);
+      return fail(UpstreamError::kNoServer);
     host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kUnhealthy);
-    return host_.upstream_failed(UpstreamError::kNoHealthyServer);
+    return fail(UpstreamError::kNoHealthyServer);
   }
   server_index_ = *server;
   tried_.push_back(*server);
@@ -111,7 +111,7 @@ void UpstreamExchange::wait_for_connection() {
     if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
     self.waiting_for_slot_ = false;
     self.host_.count_upstream(*self.upstream_cfg_, UpstreamOutcome::kConnectionLimit);
-    self.host_.upstream_failed(UpstreamError::kConnectionLimit);
+    self.fail(UpstreamError::kConnectionLimit);
   }));
   pools_.wait_for_slot(*upstream_cfg_, server_index_,
                        [weak = self_, generation](bool take) -> bool {
@@ -172,7 +172,7 @@ void UpstreamExchange::on_connect(beast::error_code ec) {
     attempt.idempotent = is_idempotent(parser_->get().method());
     attempt.servers_tried = tried_.size();
     if (retry_rule(attempt) == Retry::kNextServer) return try_next_server();
-    return host_.upstream_failed(connect_error(timed_out));
+    return fail(connect_error(timed_out));
   }
   pools_.mark_ok(*upstream_cfg_, server_index_);
   host_.count_connection(*upstream_cfg_);
@@ -215,7 +215,7 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
   host_.count_upstream(*upstream_cfg_,
                        timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kReset);
   drop_upstream();
-  host_.upstream_failed(exchange_error(timed_out));
+  fail(exchange_error(timed_out));
 }
 
 // What the retry rule needs to know of an exchange that failed with `ec`.
@@ -237,7 +237,18 @@ FailedAttempt UpstreamExchange::failed_exchange(beast::error_code ec, bool timed
 
 void UpstreamExchange::abort() {
   drop_upstream();
-  host_.exchange_aborted();
+  end(ExchangeResult::End::kAborted);
+}
+
+void UpstreamExchange::end(ExchangeResult::End how, UpstreamError error, beast::error_code ec) {
+  ExchangeResult result;
+  result.end = how;
+  result.status = upstream_status_;
+  result.error = error;
+  result.body_error = ec;
+  result.client_keep_alive = client_keep_alive_;
+  result.upstream_reused = upstream_reused_;
+  host_.exchange_ended(result);
 }
 
 void UpstreamExchange::close_upstream_socket() {

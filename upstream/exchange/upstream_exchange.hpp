@@ -7,9 +7,9 @@
 // One per client connection, reused by its requests, living inside the object
 // that owns the client connection (its host). Every handler runs on the
 // worker's executor through guarded(), holding the host alive by an aliasing
-// shared_ptr. The exchange ends with exactly one call to the host: done,
-// upstream_failed (nothing of the response sent yet: a local reply),
-// request_body_failed, or aborted.
+// shared_ptr. The exchange ends with exactly one call to the host,
+// exchange_ended, with its result: relayed, upstream failed (nothing of the
+// response sent yet: a local reply), request body failed, or aborted.
 #pragma once
 
 #include <chrono>
@@ -47,6 +47,22 @@ using ClientParser = boost::beast::http::request_parser<boost::beast::http::buff
 // Whose operation the client connection's one I/O deadline guards.
 enum class Side { kClient, kUpstream };
 
+// How an exchange ended: what its host is told, once.
+struct ExchangeResult {
+  enum class End {
+    kRelayed,            // the response reached the client whole
+    kUpstreamFailed,     // no response byte sent yet: the client gets a local reply
+    kRequestBodyFailed,  // reading the request body failed (the upstream connection is dropped)
+    kAborted,            // nothing can be sent any more: cut the client connection
+  };
+  End end = End::kAborted;
+  unsigned status = 0;                    // the upstream's status (0: none came, or it was void)
+  UpstreamError error{};                  // kUpstreamFailed: why
+  boost::beast::error_code body_error;    // kRequestBodyFailed: the read's error
+  bool client_keep_alive = false;         // kRelayed: the client connection stays open
+  bool upstream_reused = false;           // its last attempt's connection came from the pool
+};
+
 // What an exchange needs of the client connection it serves, and tells it.
 // Called on the worker's executor; an end found at once (no server to try)
 // is reported from inside UpstreamExchange::start. An upgraded exchange
@@ -73,11 +89,8 @@ class ExchangeHost : public TunnelHost {
   virtual void count_connection(const UpstreamConfig& upstream) = 0;
   virtual void count_retry() = 0;
 
-  // How it ends, each time with the upstream connection pooled or dropped.
-  virtual void exchange_done() = 0;                       // the response was relayed whole
-  virtual void upstream_failed(UpstreamError error) = 0;  // no response byte sent yet
-  virtual void request_body_failed(boost::beast::error_code ec) = 0;  // reading it failed
-  virtual void exchange_aborted() = 0;  // nothing can be sent: cut the client connection
+  // How it ended, with the upstream connection pooled or dropped already.
+  virtual void exchange_ended(const ExchangeResult& result) = 0;
   // The upstream accepted the WebSocket upgrade: the 101 is about to go and
   // the connection becomes a tunnel, which ends with tunnel_ended.
   virtual void tunnel_opened() = 0;
@@ -142,8 +155,6 @@ class UpstreamExchange {
   // value). nullopt while none came.
   const std::optional<std::string>& usage() const { return usage_; }
   std::string_view upstream_server() const { return upstream_server_; }
-  // The response sent keeps the client connection open.
-  bool client_keep_alive() const { return client_keep_alive_; }
 
   void on_internal_error(std::string_view what) noexcept { host_.on_internal_error(what); }
 
@@ -215,6 +226,9 @@ class UpstreamExchange {
   void on_upstream_body(boost::beast::error_code ec);
   void on_response_piece_sent(boost::beast::error_code ec);
   void finish();
+  // Tells the host how the exchange ended (once).
+  void end(ExchangeResult::End how, UpstreamError error = {}, boost::beast::error_code ec = {});
+  void fail(UpstreamError error) { end(ExchangeResult::End::kUpstreamFailed, error); }
   // Takes request_.usage_header's value from `fields` (head, or head and trailers).
   void note_usage(const boost::beast::http::fields& fields);
   void start_tunnel();

@@ -110,7 +110,7 @@ void UpstreamExchange::on_client_body(beast::error_code ec) {
   if (ec) {
     // Already partly sent: the upstream connection is spoiled.
     drop_upstream();
-    return host_.request_body_failed(ec);
+    return end(ExchangeResult::End::kRequestBodyFailed, {}, ec);
   }
   auto& body = parser_->get().body();
   const std::size_t n = relay_.size() - body.size;
@@ -162,7 +162,7 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
                  upstream_cfg_->name, upstream_->server);
     host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kProtocolError);
     drop_upstream();
-    return host_.upstream_failed(UpstreamError::kUnsupportedTransferCoding);
+    return fail(UpstreamError::kUnsupportedTransferCoding);
   }
   upstream_status_ = res.result_int();
   upstream_server_ = upstream_->server;
@@ -223,8 +223,8 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
     const bool timed_out = upstream_timed_out_;
     drop_upstream();
     upstream_status_ = 0;
-    return host_.upstream_failed(timed_out ? UpstreamError::kResponseTimedOut
-                                           : UpstreamError::kMalformedResponseBody);
+    return fail(timed_out ? UpstreamError::kResponseTimedOut
+                          : UpstreamError::kMalformedResponseBody);
   }
   auto& body = res_parser_->get().body();
   const std::size_t n = relay_.size() - body.size;
@@ -268,7 +268,7 @@ void UpstreamExchange::finish() {
     pools_.give_back(*upstream_cfg_, std::move(upstream_));
   }
   upstream_.reset();
-  host_.exchange_done();
+  end(ExchangeResult::End::kRelayed);
 }
 
 }  // namespace sluice

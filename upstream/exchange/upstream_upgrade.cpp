@@ -23,7 +23,7 @@ void UpstreamExchange::start_tunnel() {
                  upstream_cfg_->name, upstream_->server);
     host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kProtocolError);
     drop_upstream();
-    return host_.upstream_failed(UpstreamError::kUnexpectedUpgrade);
+    return fail(UpstreamError::kUnexpectedUpgrade);
   }
   upstream_status_ = 101;
   upstream_server_ = upstream_->server;
