@@ -23,6 +23,7 @@ struct HealthChecks::Entry {
   std::shared_ptr<ServerHealth> flag = std::make_shared<ServerHealth>();
   double ok_count = 0;
   double fail_count = 0;
+  std::shared_ptr<const UpstreamTls> tls;  // the checker's (a reload builds a new one)
   std::unique_ptr<HealthChecker> checker;
 };
 
@@ -50,11 +51,12 @@ std::shared_ptr<const UpstreamHealth> HealthChecks::apply(const Config& config) 
       } else {
         entry = std::make_unique<Entry>(upstream.name, server, check);
       }
-      if (!entry->checker || entry->check != check) {
+      if (!entry->checker || entry->check != check || entry->tls != upstream.tls) {
         entry->check = check;
+        entry->tls = upstream.tls;
         Entry* e = entry.get();
         entry->checker = std::make_unique<HealthChecker>(
-            io_, server, check, [this, e](const HealthCheckResult& result) {
+            io_, server, check, upstream.tls, [this, e](const HealthCheckResult& result) {
               on_result(*e, result.ok, result.detail);
             });
         entry->checker->start();

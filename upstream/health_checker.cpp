@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include "upstream/byte_stream.hpp"
 #include "upstream/health_probe.hpp"
 
 namespace sluice {
@@ -28,35 +29,48 @@ constexpr std::size_t kMaxStatusLine = 1024;
 // Shared with the handlers in flight; every handler first checks that its
 // check is still the current one (`attempt`) and that the checker runs.
 struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io, HostPort server_in, HealthCheckConfig check_in, Report report_in)
-      : server(std::move(server_in)),
+  Impl(asio::io_context& io_in, HostPort server_in, HealthCheckConfig check_in,
+       std::shared_ptr<const UpstreamTls> tls_in, Report report_in)
+      : io(io_in),
+        server(std::move(server_in)),
         check(std::move(check_in)),
+        tls(std::move(tls_in)),
         report(std::move(report_in)),
         request(health_check_request(check, server)),
-        socket(io),
         resolver(io),
         deadline(io),
         next(io) {}
 
   void run_check();
   void connect(std::vector<tcp::endpoint> endpoints);
+  void handshake();
   void send_request();
   void read_status_line();
   void finish(bool ok, std::string detail);
   void stop();
+  // Each handler holds the check's stream: one whose check ended stays until
+  // its cancelled operation has completed.
   template <class Fn>
   auto handler(Fn fn) {
-    return [self = shared_from_this(), attempt = attempt, fn = std::move(fn)](auto&&... args) {
+    return [self = shared_from_this(), attempt = attempt, keep = stream,
+            fn = std::move(fn)](auto&&... args) {
       if (self->stopped || attempt != self->attempt) return;
       fn(*self, std::forward<decltype(args)>(args)...);
     };
   }
+  void close_stream() {
+    if (!stream) return;
+    error_code ignored;
+    stream->socket().close(ignored);
+  }
 
+  asio::io_context& io;
   const HostPort server;
   const HealthCheckConfig check;
+  const std::shared_ptr<const UpstreamTls> tls;  // null: plain TCP
   const Report report;
   const std::string request;
-  tcp::socket socket;
+  std::shared_ptr<ByteStream> stream;  // the current check's connection, new for each
   tcp::resolver resolver;
   asio::steady_timer deadline;  // the current check's timeout
   asio::steady_timer next;      // the start of the next check
@@ -69,6 +83,7 @@ struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
 void HealthChecker::Impl::run_check() {
   ++attempt;
   line.clear();
+  stream = std::make_shared<ByteStream>(ByteStream::socket_type(io.get_executor()));
   // The next check starts an interval after this one did, whatever this one's
   // outcome; the timeout, shorter than the interval, has ended it by then.
   next.expires_after(check.interval);
@@ -93,15 +108,30 @@ void HealthChecker::Impl::run_check() {
 }
 
 void HealthChecker::Impl::connect(std::vector<tcp::endpoint> endpoints) {
-  asio::async_connect(socket, endpoints,
+  asio::async_connect(stream->socket(), endpoints,
                       handler([](Impl& self, error_code ec, const tcp::endpoint&) {
                         if (ec) return self.finish(false, "connect: " + ec.message());
+                        if (self.tls) return self.handshake();
                         self.send_request();
                       }));
 }
 
+// TLS as the upstream's requests speak it: the same name verified, no session kept.
+void HealthChecker::Impl::handshake() {
+  TlsSocket& session = stream->use_tls(tls->context(), tls, TlsSocket::Role::kClient);
+  tls->prepare(session.native_handle(), server.host, nullptr);
+  stream->tls().async_handshake(handler([](Impl& self, error_code ec) {
+    if (ec) {
+      return self.finish(false, "TLS: " + UpstreamTls::failure_reason(
+                                             self.stream->tls_session().native_handle(),
+                                             ec.message()));
+    }
+    self.send_request();
+  }));
+}
+
 void HealthChecker::Impl::send_request() {
-  asio::async_write(socket, asio::buffer(request),
+  asio::async_write(*stream, asio::buffer(request),
                     handler([](Impl& self, error_code ec, std::size_t) {
                       if (ec) return self.finish(false, "send: " + ec.message());
                       self.read_status_line();
@@ -109,7 +139,7 @@ void HealthChecker::Impl::send_request() {
 }
 
 void HealthChecker::Impl::read_status_line() {
-  socket.async_read_some(
+  stream->async_read_some(
       asio::buffer(buffer), handler([](Impl& self, error_code ec, std::size_t n) {
         self.line.append(self.buffer.data(), n);
         const auto end = self.line.find("\r\n");
@@ -129,8 +159,7 @@ void HealthChecker::Impl::finish(bool ok, std::string detail) {
   ++attempt;  // what is still in flight for this check is ignored
   deadline.cancel();
   resolver.cancel();
-  error_code ignored;
-  socket.close(ignored);
+  close_stream();
   report(HealthCheckResult{ok, std::move(detail)});
 }
 
@@ -139,13 +168,13 @@ void HealthChecker::Impl::stop() {
   next.cancel();
   deadline.cancel();
   resolver.cancel();
-  error_code ignored;
-  socket.close(ignored);
+  close_stream();
 }
 
 HealthChecker::HealthChecker(asio::io_context& io, HostPort server, HealthCheckConfig check,
-                             Report report)
-    : impl_(std::make_shared<Impl>(io, std::move(server), std::move(check), std::move(report))) {}
+                             std::shared_ptr<const UpstreamTls> tls, Report report)
+    : impl_(std::make_shared<Impl>(io, std::move(server), std::move(check), std::move(tls),
+                                   std::move(report))) {}
 
 HealthChecker::~HealthChecker() {
   stop();
@@ -153,7 +182,7 @@ HealthChecker::~HealthChecker() {
 
 void HealthChecker::start() {
   // Posted: the first report never comes from inside start().
-  asio::post(impl_->socket.get_executor(), [self = impl_] {
+  asio::post(impl_->io, [self = impl_] {
     if (!self->stopped) self->run_check();
   });
 }

@@ -1,6 +1,7 @@
 // The active health checker of one upstream server: every interval it
-// connects, sends the check's GET and reads the status line, all within the
-// check's timeout, and reports one result per check. A refused or failed
+// connects (with TLS when its upstream speaks TLS, verifying the server as
+// requests do), sends the check's GET and reads the status line, all within
+// the check's timeout, and reports one result per check. A refused or failed
 // connect, a timeout, a close before the status line, a line that is not an
 // HTTP status line, or a status that is not expected, is a failure.
 //
@@ -31,8 +32,9 @@ class HealthChecker {
  public:
   using Report = std::function<void(const HealthCheckResult&)>;
 
+  // `tls`: the upstream's TLS settings, or null for plain TCP.
   HealthChecker(boost::asio::io_context& io, HostPort server, HealthCheckConfig check,
-                Report report);
+                std::shared_ptr<const UpstreamTls> tls, Report report);
   ~HealthChecker();
   HealthChecker(const HealthChecker&) = delete;
   HealthChecker& operator=(const HealthChecker&) = delete;

@@ -12,14 +12,18 @@ namespace sluice {
 
 namespace asio = boost::asio;
 
-TlsSocket::TlsSocket(int descriptor, SSL_CTX* context) : ssl_(SSL_new(context)) {
+TlsSocket::TlsSocket(int descriptor, SSL_CTX* context, Role role) : ssl_(SSL_new(context)) {
   if (!ssl_) throw std::bad_alloc();
   // The BIO does not close the descriptor: the socket's owner does.
   if (SSL_set_fd(ssl_, descriptor) != 1) {
     SSL_free(ssl_);
     throw std::bad_alloc();
   }
-  SSL_set_accept_state(ssl_);
+  if (role == Role::kServer) {
+    SSL_set_accept_state(ssl_);
+  } else {
+    SSL_set_connect_state(ssl_);
+  }
   // A write may end after a whole record (the caller goes on from there) and
   // be repeated from another address; buffers go back to OpenSSL's free list
   // while the connection idles (an idle keep-alive connection keeps none).
@@ -82,6 +86,12 @@ TlsSocket::Attempt TlsSocket::attempt_shutdown() {
   if (result == 0) result = SSL_shutdown(ssl_);
   if (result == 1) return {};
   return failed(result, errno);
+}
+
+void TlsSocket::send_close_notify() {
+  ERR_clear_error();
+  SSL_shutdown(ssl_);  // 0: sent; -1 (the socket full): the peer sees a plain end instead
+  ERR_clear_error();
 }
 
 // The error codes Asio's ssl::stream gives for the same ends, so callers

@@ -1,4 +1,4 @@
-// The server side of one TLS connection, driven by the socket's readiness:
+// One TLS connection, server or client side, driven by the socket's readiness:
 // OpenSSL reads and writes the socket itself (a socket BIO, as nginx does) and
 // the reactor only says when the socket can be read or written again. Asio's
 // ssl::stream instead moves every record through a pair of memory BIOs and its
@@ -45,10 +45,13 @@ class TlsSocket {
   // The largest write gathered into one record from several buffers.
   static constexpr std::size_t kGatherBytes = 16 * 1024;
 
-  // A server connection on the socket `descriptor` (whose owner keeps it
-  // open while attempts are made), starting with `context`'s certificate;
-  // SNI may switch it. Throws std::bad_alloc when OpenSSL has no memory.
-  TlsSocket(int descriptor, SSL_CTX* context);
+  enum class Role { kServer, kClient };
+
+  // A connection on the socket `descriptor` (whose owner keeps it open while
+  // attempts are made) with `context`: a server's starts with the context's
+  // certificate (SNI may switch it), a client's sends its hello on the first
+  // handshake attempt. Throws std::bad_alloc when OpenSSL has no memory.
+  TlsSocket(int descriptor, SSL_CTX* context, Role role = Role::kServer);
   ~TlsSocket();
   TlsSocket(const TlsSocket&) = delete;
   TlsSocket& operator=(const TlsSocket&) = delete;
@@ -61,6 +64,8 @@ class TlsSocket {
   Attempt attempt_read(boost::asio::mutable_buffer buffer);
   Attempt attempt_write(boost::asio::const_buffer buffer);
   Attempt attempt_shutdown();
+  // Sends close_notify once, without waiting for the peer's (a half-close).
+  void send_close_notify();
   // Whether the peer sent anything: a byte of data (bytes 1, left to read),
   // its end (eof) or an error, or nothing yet (kRead).
   Attempt attempt_peek();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "upstream/upstream_tls.hpp"
+
 namespace sluice {
 
 struct HostPort {
@@ -44,6 +46,10 @@ struct UpstreamConfig {
   std::size_t max_connections = 0;
   // Absent: no active checks, every server counts as healthy.
   std::optional<HealthCheckConfig> health_check;
+  // TLS to its servers (upstreams.NAME.tls), as configured and as built;
+  // both absent: plain TCP.
+  std::optional<UpstreamTlsConfig> tls_config;
+  std::shared_ptr<const UpstreamTls> tls;
 };
 
 }  // namespace sluice

@@ -64,6 +64,11 @@ void UpstreamPools::wake_waiter(const WorkerExecutor& executor,
 bool UpstreamPools::quiet(UpstreamConnection& conn) {
   auto& socket = conn.stream.socket();
   if (!socket.is_open() || conn.buffer.size() != 0) return false;
+  if (conn.stream.is_tls()) {
+    // Records that are not data (a session ticket) are taken in by the peek.
+    const TlsSocket::Attempt peek = conn.stream.tls_session().attempt_peek();
+    return peek.want == TlsSocket::Want::kRead && !peek.ec;
+  }
   char byte;
   const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n >= 0) return false;  // 0: the server closed it; > 0: bytes nobody asked for
@@ -119,8 +124,9 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
   while (!state.idle.empty()) {
     auto conn = std::move(state.idle.back());
     state.idle.pop_back();
-    // Bytes may have arrived since the last sweep: never reuse it then.
-    if (quiet(*conn)) {
+    // Bytes may have arrived since the last sweep: never reuse it then. Nor
+    // one made under other TLS settings (a reload).
+    if (conn->tls == upstream.tls.get() && quiet(*conn)) {
       conn->ack_pending = false;  // the request about to be sent carries the ACK
       return conn;
     }
@@ -139,7 +145,7 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
   if (!conn->stream.socket().is_open() || conn->buffer.size() != 0) return;
   auto& state = server_state(upstream, *it);
-  conn->stream.expires_never();
+  conn->stream.tcp().expires_never();
   conn->idle_since = Clock::now();
   conn->ack_pending = true;
   if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
@@ -198,6 +204,18 @@ void UpstreamPools::arm_sweep() {
     });
     if (any_left) arm_sweep();
   });
+}
+
+TlsSessionRef UpstreamPools::tls_session(const UpstreamConfig& upstream, std::size_t server) {
+  auto& state = server_state(upstream, upstream.servers[server]);
+  return state.tls_session_of == upstream.tls ? state.tls_session : nullptr;
+}
+
+void UpstreamPools::keep_tls_session(const UpstreamConfig& upstream, std::size_t server,
+                                     TlsSessionRef session) {
+  auto& state = server_state(upstream, upstream.servers[server]);
+  state.tls_session = std::move(session);
+  state.tls_session_of = upstream.tls;
 }
 
 void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {

@@ -23,16 +23,13 @@
 #include <boost/beast/core/basic_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "upstream/byte_stream.hpp"
+#include "upstream/stream_types.hpp"
 #include "upstream/upstream_config.hpp"
 #include "upstream/upstream_health.hpp"
 
 namespace sluice {
 
-// The worker's executor type. Streams are bound to it directly rather than to
-// the type-erased any_io_executor, which costs a copy per operation.
-using WorkerExecutor = boost::asio::io_context::executor_type;
-using WorkerStream = boost::beast::basic_stream<boost::asio::ip::tcp, WorkerExecutor,
-                                                boost::beast::unlimited_rate_policy>;
 
 // Connections of one worker to one server, against upstream max_connections,
 // and the requests waiting for one of them to close or come back idle.
@@ -48,11 +45,11 @@ struct ServerSlots {
 
 // One connection to one upstream server.
 struct UpstreamConnection {
-  explicit UpstreamConnection(const WorkerExecutor& ex) : stream(ex) {}
+  explicit UpstreamConnection(const WorkerExecutor& ex) : stream(WorkerStream::socket_type(ex)) {}
   ~UpstreamConnection();
   UpstreamConnection(const UpstreamConnection&) = delete;
   UpstreamConnection& operator=(const UpstreamConnection&) = delete;
-  WorkerStream stream;
+  ByteStream stream;                 // plain TCP, or TLS once the handshake is under way
   boost::beast::flat_buffer buffer;  // read buffer; empty between exchanges
   HostPort address;                  // the server it is connected to
   std::string server;                // "host:port", for logs
@@ -60,6 +57,10 @@ struct UpstreamConnection {
   bool ack_pending = false;            // idle, what was read not yet acknowledged
   std::shared_ptr<ServerSlots> slots;  // counted there while it exists
   std::function<void()> on_release;    // wakes a waiter when it closes
+  // The TLS context it was made with (null: plain TCP): a pooled connection
+  // is reused only for the upstream settings it was made under.
+  const UpstreamTls* tls = nullptr;
+  bool tls_session_kept = false;  // its session was kept for the next connection to resume
 };
 
 class UpstreamPools {
@@ -101,6 +102,12 @@ class UpstreamPools {
   // it, at the latest on the next sweep (every kSweepEvery) or when taken.
   void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
 
+  // The session a new TLS connection to the server resumes (null: none),
+  // and the one to keep for the next, from a connection made with `upstream.tls`.
+  TlsSessionRef tls_session(const UpstreamConfig& upstream, std::size_t server);
+  void keep_tls_session(const UpstreamConfig& upstream, std::size_t server,
+                        TlsSessionRef session);
+
   // Passive health: connect failures put the server in cool-down.
   void mark_failed(const UpstreamConfig& upstream, std::size_t server);
   void mark_ok(const UpstreamConfig& upstream, std::size_t server);
@@ -119,6 +126,10 @@ class UpstreamPools {
     Clock::time_point cooldown_until{};
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
     std::shared_ptr<const ServerHealth> health;  // null: not actively checked
+    // The TLS session a new connection resumes, and the context it was made
+    // with (a reload builds a new one: its sessions start afresh).
+    TlsSessionRef tls_session;
+    std::shared_ptr<const UpstreamTls> tls_session_of;
     bool unhealthy() const { return health && !health->is_healthy(); }
   };
   // Servers are looked up by (host, port) without building a key string.

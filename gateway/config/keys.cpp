@@ -36,7 +36,9 @@ constexpr std::string_view kRedis[] = {
 constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
-    "max_connections", "fail_cooldown_ms",   "health_check"};
+    "max_connections", "fail_cooldown_ms",   "health_check",        "tls"};
+constexpr std::string_view kUpstreamTls[] = {"ca_file", "server_name", "certificate_file",
+                                             "key_file", "min_version"};
 constexpr std::string_view kHealthCheck[] = {
     "path",           "interval_ms", "timeout_ms", "healthy_threshold", "unhealthy_threshold",
     "expected_status"};
@@ -89,6 +91,7 @@ constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreak
 constexpr MappingKeys kLocalKeys{"local", kLocal};
 constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
 constexpr MappingKeys kHealthCheckKeys{"upstreams.NAME.health_check", kHealthCheck};
+constexpr MappingKeys kUpstreamTlsKeys{"upstreams.NAME.tls", kUpstreamTls};
 constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
 constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
 constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
@@ -107,7 +110,7 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
-      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys,
+      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};
   std::vector<std::string> out;

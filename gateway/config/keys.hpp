@@ -29,6 +29,7 @@ extern const MappingKeys kLocalKeys;
 extern const MappingKeys kCircuitBreakerKeys;
 extern const MappingKeys kUpstreamKeys;
 extern const MappingKeys kHealthCheckKeys;
+extern const MappingKeys kUpstreamTlsKeys;
 extern const MappingKeys kApiKeysKeys;
 extern const MappingKeys kConsumerKeys;
 extern const MappingKeys kLimitKeys;

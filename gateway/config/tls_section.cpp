@@ -35,15 +35,9 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
     valid = valid && tls.listen.has_value();
   }
   if (auto* v = m->get("min_version")) {
-    const auto text = r.string(*v);
-    if (text == "1.2") {
-      tls.min_version = 12;
-    } else if (text == "1.3") {
-      tls.min_version = 13;
-    } else {
-      if (text) r.error(*v, "expected \"1.2\" or \"1.3\", got " + shown(*text));
-      valid = false;
-    }
+    const auto version = read_tls_version(r, *v);
+    if (version) tls.min_version = *version;
+    valid = valid && version.has_value();
   }
   const std::pair<std::string_view, Millis*> durations[] = {
       {"session_timeout_ms", &tls.session_timeout},

@@ -6,6 +6,45 @@
 namespace sluice::config {
 namespace {
 
+// upstreams.NAME.tls: the files are loaded and the context built here, so
+// that --check, a start and a reload refuse the same bad files.
+void read_upstream_tls(YamlReader& r, const Field& f, UpstreamConfig& u) {
+  const auto m = r.mapping(f, kUpstreamTlsKeys.keys);
+  if (!m) return;
+  UpstreamTlsConfig tls;
+  bool valid = true;
+  const std::pair<std::string_view, std::string*> files[] = {
+      {"ca_file", &tls.ca_file},
+      {"server_name", &tls.server_name},
+      {"certificate_file", &tls.certificate_file},
+      {"key_file", &tls.key_file}};
+  for (const auto& [key, target] : files) {
+    const Field* v = m->get(key);
+    if (!v) continue;
+    if (auto s = r.nonempty_string(*v)) {
+      *target = *s;
+    } else {
+      valid = false;
+    }
+  }
+  // A client certificate needs its key and the other way round.
+  const Field* cert = m->get("certificate_file");
+  const Field* key = m->get("key_file");
+  if (cert && !key) r.error(*cert, "requires upstreams." + u.name + ".tls.key_file");
+  if (key && !cert) r.error(*key, "requires upstreams." + u.name + ".tls.certificate_file");
+  valid = valid && (cert != nullptr) == (key != nullptr);
+  if (auto* v = m->get("min_version")) {
+    const auto version = read_tls_version(r, *v);
+    if (version) tls.min_version = *version;
+    valid = valid && version.has_value();
+  }
+  if (!valid) return;
+  std::string error;
+  u.tls = UpstreamTls::build(tls, error);
+  if (!u.tls) return r.error(f, error);
+  u.tls_config = std::move(tls);
+}
+
 void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   const auto m = r.mapping(f, kUpstreamKeys.keys);
   if (!m) return;
@@ -35,6 +74,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
     if (auto n = r.integer(*v, 0, kMaxCount)) u.max_connections = *n;
   }
   if (auto* v = m->get("health_check")) read_health_check(r, *v, u);
+  if (auto* v = m->get("tls")) read_upstream_tls(r, *v, u);
 }
 
 }  // namespace

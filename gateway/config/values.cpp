@@ -60,4 +60,12 @@ bool check_name(YamlReader& r, const Field& f, std::string_view name) {
   return false;
 }
 
+std::optional<int> read_tls_version(YamlReader& r, const Field& f) {
+  const auto text = r.string(f);
+  if (text == "1.2") return 12;
+  if (text == "1.3") return 13;
+  if (text) r.error(f, "expected \"1.2\" or \"1.3\", got " + shown(*text));
+  return std::nullopt;
+}
+
 }  // namespace sluice::config

@@ -17,6 +17,8 @@ constexpr std::int64_t kMaxCount = 1000000;  // failures, connections
 
 // Milliseconds, at least 1.
 std::optional<Millis> read_duration(YamlReader& r, const Field& f);
+// A TLS version, "1.2" or "1.3", as 12 or 13.
+std::optional<int> read_tls_version(YamlReader& r, const Field& f);
 
 // "host:port" or "[v6]:port"; a listener's host must be an IP literal.
 std::optional<HostPort> read_address(YamlReader& r, const Field& f, bool listener);

@@ -3,7 +3,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 
-#include "upstream/client_stream.hpp"
+#include "upstream/byte_stream.hpp"
 
 namespace sluice {
 
@@ -21,7 +21,7 @@ ClientReadError client_read_error(const boost::system::error_code& ec, ReadPhase
   }
   // Gone: it closed (cleanly, or mid-body), reset, or the read was cancelled.
   const bool gone =
-      ClientStream::ended(ec) || ec == asio::error::connection_reset ||
+      ByteStream::ended(ec) || ec == asio::error::connection_reset ||
       ec == asio::error::operation_aborted ||
       (head ? ec == http::error::end_of_stream || ec == asio::error::broken_pipe
             : ec == beast::error::timeout || ec == http::error::partial_message);

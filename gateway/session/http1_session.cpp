@@ -333,7 +333,7 @@ void Http1Session::graceful_close() {
     tls_open_ = false;
     set_deadline(Side::kClient, kLingerTimeout);
     stream_.tls().async_shutdown(handler([](Http1Session& self, beast::error_code ec) {
-      if (!ec || ClientStream::ended(ec) || self.closed_) return self.close();
+      if (!ec || ByteStream::ended(ec) || self.closed_) return self.close();
       self.graceful_close();
     }));
     return;

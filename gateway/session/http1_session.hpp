@@ -134,7 +134,7 @@ class Http1Session final : public ClientSession,
       boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
 
   Worker& worker_;
-  ClientStream stream_;
+  ByteStream stream_;
   Timer head_timer_;
   Deadline<WorkerExecutor, Side> deadline_;
   bool client_timed_out_ = false;

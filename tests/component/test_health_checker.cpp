@@ -71,7 +71,7 @@ HealthCheckConfig check_config() {
 HealthCheckResult first_result(test::Loop& loop, const HostPort& server,
                                const HealthCheckConfig& check = check_config()) {
   std::vector<HealthCheckResult> results;
-  HealthChecker checker(loop.io, server, check,
+  HealthChecker checker(loop.io, server, check, nullptr,
                         [&](const HealthCheckResult& r) { results.push_back(r); });
   checker.start();
   CHECK(results.empty());  // never from inside start()
@@ -142,7 +142,7 @@ TEST_CASE("health checker: checks repeat every interval, and stop() ends them",
   check.interval = 50ms;
   check.timeout = 40ms;
   int reports = 0;
-  HealthChecker checker(loop.io, server.address(), check,
+  HealthChecker checker(loop.io, server.address(), check, nullptr,
                         [&](const HealthCheckResult&) { ++reports; });
   checker.start();
   REQUIRE(loop.run_until([&] { return reports >= 3; }));

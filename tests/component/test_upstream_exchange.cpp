@@ -67,7 +67,7 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   }
   void tunnel_ended(bool graceful) override { ++ends, tunnel_end = graceful ? "graceful" : "cut"; }
 
-  ClientStream client;
+  ByteStream client;
   beast::flat_buffer buffer;
   Deadline<WorkerExecutor, Side> deadline;
   std::vector<char> relay;

@@ -17,7 +17,7 @@ using tcp = asio::ip::tcp;
 
 }  // namespace
 
-Tunnel::Tunnel(TunnelHost& host, ClientStream& client, beast::flat_buffer& client_buffered,
+Tunnel::Tunnel(TunnelHost& host, ByteStream& client, beast::flat_buffer& client_buffered,
                std::unique_ptr<UpstreamConnection> upstream, std::chrono::milliseconds idle_timeout,
                std::chrono::milliseconds send_timeout)
     : host_(host),
@@ -86,11 +86,10 @@ void Tunnel::on_client_read(beast::error_code ec, std::size_t n) {
                       }));
     return;
   }
-  if (!ClientStream::ended(ec)) return finish(false);
+  if (!ByteStream::ended(ec)) return finish(false);
   // The client is done sending: so is the upstream connection's writing
   // side, and the upstream's answer still flows until it closes too.
-  beast::error_code ignored;
-  upstream_->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  upstream_->stream.shutdown_send();
 }
 
 void Tunnel::on_upstream_written(beast::error_code ec, std::size_t n, bool buffered) {

@@ -28,7 +28,7 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
-#include "upstream/client_stream.hpp"
+#include "upstream/byte_stream.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
@@ -57,7 +57,7 @@ class Tunnel {
 
   // `client_buffered`: bytes the client sent after its handshake (consumed
   // as they are relayed); it must outlive the tunnel.
-  Tunnel(TunnelHost& host, ClientStream& client, boost::beast::flat_buffer& client_buffered,
+  Tunnel(TunnelHost& host, ByteStream& client, boost::beast::flat_buffer& client_buffered,
          std::unique_ptr<UpstreamConnection> upstream, std::chrono::milliseconds idle_timeout,
          std::chrono::milliseconds send_timeout);
   Tunnel(const Tunnel&) = delete;
@@ -110,7 +110,7 @@ class Tunnel {
   void maybe_report();
 
   TunnelHost& host_;
-  ClientStream& client_;
+  ByteStream& client_;
   boost::beast::flat_buffer& client_buffered_;
   std::unique_ptr<UpstreamConnection> upstream_;
   std::chrono::milliseconds idle_timeout_;

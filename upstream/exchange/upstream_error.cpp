@@ -12,6 +12,7 @@ unsigned status_for(UpstreamError error) {
     case UpstreamError::kResponseTimedOut:
       return 504;
     case UpstreamError::kConnectFailed:
+    case UpstreamError::kTlsFailed:
     case UpstreamError::kConnectionFailed:
     case UpstreamError::kUnsupportedTransferCoding:
     case UpstreamError::kMalformedResponseBody:
@@ -31,6 +32,8 @@ std::string_view outcome_label(UpstreamOutcome outcome) {
       return "reset";
     case UpstreamOutcome::kConnectError:
       return "connect_error";
+    case UpstreamOutcome::kTlsError:
+      return "tls_error";
     case UpstreamOutcome::kProtocolError:
       return "protocol_error";
     case UpstreamOutcome::kUnhealthy:
@@ -52,6 +55,8 @@ std::string_view message_for(UpstreamError error) {
     case UpstreamError::kConnectFailed:
     case UpstreamError::kConnectTimedOut:
       return "upstream connect failed";
+    case UpstreamError::kTlsFailed:
+      return "upstream TLS handshake failed";
     case UpstreamError::kConnectionFailed:
       return "upstream connection failed";
     case UpstreamError::kResponseTimedOut:

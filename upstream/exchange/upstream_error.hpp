@@ -15,6 +15,7 @@ enum class UpstreamError {
   kConnectionLimit,            // no connection freed up within connect_timeout
   kConnectFailed,              // refused, reset or unresolvable
   kConnectTimedOut,            // no connection within connect_timeout
+  kTlsFailed,                  // the TLS handshake failed (verification, protocol)
   kConnectionFailed,           // the connection broke while the request or response head went
   kResponseTimedOut,           // no response byte within response_timeout
   kUnsupportedTransferCoding,  // a response coding Sluice cannot re-frame
@@ -32,13 +33,14 @@ enum class UpstreamOutcome {
   kTimeout,          // no connection, or no response, in time
   kReset,            // the connection broke while the request or response head went
   kConnectError,     // refused, reset or unresolvable
+  kTlsError,         // the TLS handshake failed (a certificate not verified, a protocol error)
   kProtocolError,    // an answer Sluice cannot relay (transfer coding, unasked 101)
   kUnhealthy,        // every server fails its health checks
   kConnectionLimit,  // no connection freed up within connect_timeout
 };
 
-// Its label: "ok", "timeout", "reset", "connect_error", "protocol_error",
-// "unhealthy" or "connection_limit".
+// Its label: "ok", "timeout", "reset", "connect_error", "tls_error",
+// "protocol_error", "unhealthy" or "connection_limit".
 std::string_view outcome_label(UpstreamOutcome outcome);
 
 // The message of the local reply.

@@ -37,7 +37,7 @@ void UpstreamExchange::start(const ExchangeRequest& request, ClientParser& parse
 void UpstreamExchange::try_next_server() {
   auto server = pools_.pick(*upstream_cfg_, tried_);
   if (!server) {
-    if (!tried_.empty()) return fail(connect_error(last_connect_timed_out_));
+    if (!tried_.empty()) return fail(last_connect_error_);
     // None tried: the servers are in cool-down, or fail their health checks.
     if (!pools_.any_unhealthy(*upstream_cfg_))
       return fail(UpstreamError::kNoServer);
@@ -148,7 +148,7 @@ bool UpstreamExchange::take_slot(std::uint64_t generation) {
 
 void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
   host_.set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
-  upstream_->stream.async_connect(
+  upstream_->stream.tcp().async_connect(
       endpoints, upstream_handler([](UpstreamExchange& self, beast::error_code ec,
                                      const tcp::endpoint&) { self.on_connect(ec); }));
 }
@@ -160,25 +160,75 @@ void UpstreamExchange::on_connect(beast::error_code ec) {
   }
   if (ec) {
     const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
-    last_connect_timed_out_ = timed_out;
+    last_connect_error_ = connect_error(timed_out);
     spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
                  upstream_ ? upstream_->server : "?", ec.message());
     host_.count_upstream(*upstream_cfg_, timed_out ? UpstreamOutcome::kTimeout
                                                      : UpstreamOutcome::kConnectError);
     pools_.mark_failed(*upstream_cfg_, server_index_);
     upstream_.reset();
-    FailedAttempt attempt;
-    attempt.stage = FailedAttempt::Stage::kConnect;
-    attempt.idempotent = is_idempotent(parser_->get().method());
-    attempt.servers_tried = tried_.size();
-    if (retry_rule(attempt) == Retry::kNextServer) return try_next_server();
-    return fail(connect_error(timed_out));
+    if (connect_elsewhere()) return try_next_server();
+    return fail(last_connect_error_);
   }
   pools_.mark_ok(*upstream_cfg_, server_index_);
   host_.count_connection(*upstream_cfg_);
   beast::error_code ignored;
   upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);
+  if (upstream_cfg_->tls) return start_tls();
   send_request_head();
+}
+
+// TLS to the server, within what is left of connect_timeout: SNI and the
+// name verified, resuming the server's last session when there is one.
+void UpstreamExchange::start_tls() {
+  const UpstreamTls& tls = *upstream_cfg_->tls;
+  TlsSocket& session =
+      upstream_->stream.use_tls(tls.context(), upstream_cfg_->tls, TlsSocket::Role::kClient);
+  upstream_->tls = &tls;
+  const TlsSessionRef resume = pools_.tls_session(*upstream_cfg_, server_index_);
+  tls.prepare(session.native_handle(), upstream_->address.host, resume.get());
+  upstream_->stream.tls().async_handshake(upstream_handler(
+      [](UpstreamExchange& self, beast::error_code ec) { self.on_tls_handshake(ec); }));
+}
+
+void UpstreamExchange::on_tls_handshake(beast::error_code ec) {
+  if (!ec) return send_request_head();
+  if (host_.draining() && ec == asio::error::operation_aborted) return abort();
+  const bool timed_out = upstream_timed_out_;
+  last_connect_error_ = timed_out ? UpstreamError::kConnectTimedOut : UpstreamError::kTlsFailed;
+  const std::string reason =
+      timed_out ? std::string{"timed out"}
+                : UpstreamTls::failure_reason(upstream_->stream.tls_session().native_handle(),
+                                              ec.message());
+  spdlog::warn("upstream {} server {}: TLS handshake failed: {}", upstream_cfg_->name,
+               upstream_->server, reason);
+  host_.count_upstream(*upstream_cfg_,
+                       timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kTlsError);
+  pools_.mark_failed(*upstream_cfg_, server_index_);
+  drop_upstream();
+  if (connect_elsewhere()) return try_next_server();
+  fail(last_connect_error_);
+}
+
+// The session of a TLS connection that served a whole exchange, for the next
+// connection to the server to resume: once per connection (its first exchange
+// has read the server's session tickets).
+void UpstreamExchange::keep_tls_session() {
+  if (upstream_->tls_session_kept || upstream_->tls != upstream_cfg_->tls.get()) return;
+  upstream_->tls_session_kept = true;
+  if (auto session = resumable_session(upstream_->stream.tls_session().native_handle())) {
+    pools_.keep_tls_session(*upstream_cfg_, server_index_, std::move(session));
+  }
+}
+
+// A connect or TLS handshake that failed sent nothing of the request: the
+// retry rule may send it to the next server.
+bool UpstreamExchange::connect_elsewhere() const {
+  FailedAttempt attempt;
+  attempt.stage = FailedAttempt::Stage::kConnect;
+  attempt.idempotent = is_idempotent(parser_->get().method());
+  attempt.servers_tried = tried_.size();
+  return retry_rule(attempt) == Retry::kNextServer;
 }
 
 // ---- Deadlines and failures -----------------------------------------------
@@ -298,7 +348,7 @@ void UpstreamExchange::reset() {
   upstream_reusable_ = false;
   request_rewritten_ = false;
   need_continue_ = false;
-  last_connect_timed_out_ = false;
+  last_connect_error_ = UpstreamError::kConnectFailed;
   upstream_reused_ = false;
   retried_on_fresh_ = false;
   slot_deadline_ = {};

@@ -32,7 +32,7 @@
 
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
-#include "upstream/client_stream.hpp"
+#include "upstream/byte_stream.hpp"
 #include "upstream/exchange/framing.hpp"
 #include "upstream/exchange/retry_rule.hpp"
 #include "upstream/exchange/tunnel.hpp"
@@ -118,7 +118,7 @@ struct ExchangeRequest {
 
 class UpstreamExchange {
  public:
-  UpstreamExchange(ExchangeHost& host, ClientStream& client, boost::beast::flat_buffer& buffer,
+  UpstreamExchange(ExchangeHost& host, ByteStream& client, boost::beast::flat_buffer& buffer,
                    UpstreamPools& pools)
       : host_(host), client_(client), buffer_(buffer), pools_(pools) {}
   UpstreamExchange(const UpstreamExchange&) = delete;
@@ -211,6 +211,10 @@ class UpstreamExchange {
   bool waits(std::uint64_t generation) const;  // still waiting for that slot
   void connect_to(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
   void on_connect(boost::beast::error_code ec);
+  void start_tls();
+  void on_tls_handshake(boost::beast::error_code ec);
+  bool connect_elsewhere() const;
+  void keep_tls_session();
   void send_request_head();
   template <class Stream, class Handler>
   void write_piece(Stream& stream, const std::string& head, bool& head_pending, const char* data,
@@ -239,7 +243,7 @@ class UpstreamExchange {
   FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
 
   ExchangeHost& host_;
-  ClientStream& client_;
+  ByteStream& client_;
   boost::beast::flat_buffer& buffer_;  // the client connection's read buffer
   UpstreamPools& pools_;
   std::weak_ptr<UpstreamExchange> self_;
@@ -275,7 +279,9 @@ class UpstreamExchange {
   unsigned upstream_status_ = 0;
   std::optional<std::string> usage_;
   bool upstream_timed_out_ = false;
-  bool last_connect_timed_out_ = false;
+  // Why the last connect (or TLS handshake) failed, for the reply when no
+  // server is left to try.
+  UpstreamError last_connect_error_ = UpstreamError::kConnectFailed;
   bool upstream_reused_ = false;  // upstream_ came from the pool
   bool retried_on_fresh_ = false;
   bool upstream_reusable_ = false;

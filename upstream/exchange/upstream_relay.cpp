@@ -60,7 +60,7 @@ void UpstreamExchange::write_piece(Stream& stream, const std::string& head, bool
   const std::size_t count =
       frame_piece(out_buffers_, std::exchange(head_pending, false) ? std::string_view{head} : "",
                   data, n, chunked, last, chunk_prefix_);
-  host_.set_deadline(std::is_same_v<Stream, ClientStream> ? Side::kClient : Side::kUpstream,
+  host_.set_deadline(std::is_same_v<Stream, ByteStream> ? Side::kClient : Side::kUpstream,
                      timeout);
   asio::async_write(stream, std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
@@ -259,6 +259,7 @@ void UpstreamExchange::note_usage(const http::fields& fields) {
 void UpstreamExchange::finish() {
   // Trailers, parsed into the response's fields once its body ended.
   if (res_parser_ && res_parser_->is_done()) note_usage(res_parser_->get().base());
+  if (upstream_->tls) keep_tls_session();
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),
                       .request_done = parser_->is_done(),

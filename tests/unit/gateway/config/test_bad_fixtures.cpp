@@ -106,6 +106,13 @@ const std::vector<BadFixture> kBadFixtures = {
       "4: upstreams.users: missing required key \"servers\""}},
     {"health_check_path_missing.yaml",
      {"4: upstreams.orders.health_check: missing required key \"path\""}},
+    {"upstream_tls_ca_missing.yaml",
+     {"4: upstreams.orders.tls: cannot load CA file /nonexistent/sluice-upstream-ca.pem: No "
+      "such file or directory"}},
+    {"upstream_tls_half_pair.yaml",
+     {"5: upstreams.orders.tls.certificate_file: requires upstreams.orders.tls.key_file",
+      "9: upstreams.users.tls.key_file: requires upstreams.users.tls.certificate_file",
+      "10: upstreams.users.tls.min_version: expected \"1.2\" or \"1.3\", got \"1.1\""}},
     {"health_check_path_relative.yaml",
      {"5: upstreams.orders.health_check.path: must start with \"/\", got \"healthz\""}},
     {"health_check_path_space.yaml",

@@ -13,6 +13,7 @@ TEST_CASE("upstream failures map to 502, 503 and 504", "[upstream_error]") {
   CHECK(status_for(UpstreamError::kResponseTimedOut) == 504);
   CHECK(status_for(UpstreamError::kConnectFailed) == 502);
   CHECK(status_for(UpstreamError::kConnectionFailed) == 502);
+  CHECK(status_for(UpstreamError::kTlsFailed) == 502);
   CHECK(status_for(UpstreamError::kUnsupportedTransferCoding) == 502);
   CHECK(status_for(UpstreamError::kMalformedResponseBody) == 502);
 }
@@ -22,12 +23,14 @@ TEST_CASE("upstream outcomes have the labels the metrics document", "[upstream_e
   CHECK(outcome_label(UpstreamOutcome::kTimeout) == "timeout");
   CHECK(outcome_label(UpstreamOutcome::kReset) == "reset");
   CHECK(outcome_label(UpstreamOutcome::kConnectError) == "connect_error");
+  CHECK(outcome_label(UpstreamOutcome::kTlsError) == "tls_error");
   CHECK(outcome_label(UpstreamOutcome::kProtocolError) == "protocol_error");
   CHECK(outcome_label(UpstreamOutcome::kUnhealthy) == "unhealthy");
   CHECK(outcome_label(UpstreamOutcome::kConnectionLimit) == "connection_limit");
 }
 
 TEST_CASE("upstream failure messages", "[upstream_error]") {
+  CHECK(message_for(UpstreamError::kTlsFailed) == "upstream TLS handshake failed");
   CHECK(message_for(UpstreamError::kNoServer) == "no upstream server available (all in cool-down)");
   CHECK(message_for(UpstreamError::kNoHealthyServer) ==
         "no healthy upstream server (failing health checks)");

@@ -1,6 +1,7 @@
-// A client connection's byte stream: plain TCP, or TLS over it. One
-// async_read_some / async_write_some for both, so that the HTTP parser, the
-// relay and the session's writes need not know which; the TLS layer
+// A connection's byte stream, a client's or an upstream's: plain TCP, or TLS
+// over it (the server side for a client, the client side for an upstream).
+// One async_read_some / async_write_some for both, so that the HTTP parser,
+// the relay and the session's writes need not know which; the TLS layer
 // (TlsSocket) reads and writes the socket directly. Operations complete on the
 // worker's executor. Full duplex (one read and one write at a time) either way.
 #pragma once
@@ -11,27 +12,31 @@
 
 #include <boost/asio/ssl/error.hpp>
 
+#include "upstream/stream_types.hpp"
 #include "upstream/tls_socket.hpp"
-#include "upstream/upstream_pool.hpp"
 
 namespace sluice {
 
-class ClientStream {
+class ByteStream {
  public:
   using executor_type = WorkerExecutor;
   using socket_type = WorkerStream::socket_type;
   using Tls = TlsStreamOps<socket_type>;
 
-  explicit ClientStream(socket_type socket) : tcp_(std::move(socket)) {}
-  ClientStream(const ClientStream&) = delete;
-  ClientStream& operator=(const ClientStream&) = delete;
+  explicit ByteStream(socket_type socket) : tcp_(std::move(socket)) {}
+  ByteStream(const ByteStream&) = delete;
+  ByteStream& operator=(const ByteStream&) = delete;
 
-  // Makes this a TLS server stream, before any I/O; `owner` keeps `context` alive.
-  void use_tls(SSL_CTX* context, std::shared_ptr<const void> owner) {
+  // Makes this a TLS stream, server side (a client's connection) or client
+  // side (to an upstream), before any I/O over it; `owner` keeps `context`
+  // alive. Returns the TLS state, to be prepared before the handshake.
+  TlsSocket& use_tls(SSL_CTX* context, std::shared_ptr<const void> owner,
+                     TlsSocket::Role role = TlsSocket::Role::kServer) {
     tls_owner_ = std::move(owner);
     tcp_.socket().non_blocking(true);  // OpenSSL calls the socket itself
-    tls_session_.emplace(tcp_.socket().native_handle(), context);
+    tls_session_.emplace(tcp_.socket().native_handle(), context, role);
     tls_.emplace(tcp_.socket(), *tls_session_);
+    return *tls_session_;
   }
   bool is_tls() const { return tls_.has_value(); }
   // async_handshake and async_shutdown (and the reads and writes below).
@@ -46,6 +51,16 @@ class ClientStream {
 
   executor_type get_executor() { return tcp_.get_executor(); }
   socket_type& socket() { return tcp_.socket(); }
+  // The TCP stream under it (to connect it).
+  WorkerStream& tcp() { return tcp_; }
+
+  // Ends the sending side and keeps reading: over TLS a close_notify goes
+  // first (without waiting for the peer's), so that the peer reads a clean end.
+  void shutdown_send() {
+    if (tls_session_ && tcp_.socket().is_open()) tls_session_->send_close_notify();
+    boost::system::error_code ignored;
+    tcp_.socket().shutdown(socket_type::shutdown_send, ignored);
+  }
 
   template <class Buffers, class Handler>
   void async_read_some(const Buffers& buffers, Handler&& handler) {
