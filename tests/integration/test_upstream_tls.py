@@ -8,6 +8,7 @@ which connection carried the request.
 
 import json
 import os
+import socket
 import ssl
 import threading
 import unittest
@@ -16,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from harness import (ProcessTestCase, free_port, gateway_config, make_ca, make_server_cert,
                      metric_sum, request, wait_until)
 from testkit.tls import openssl
+from testkit.websocket import BINARY, CLOSE, TEXT, WebSocketClient
 
 
 def make_client_cert(workdir: str, ca: str, name: str) -> tuple[str, str]:
@@ -192,6 +194,32 @@ class UpstreamTlsTest(ProcessTestCase):
         wait_until(lambda: bad.metric("sluice_upstream_healthy", upstream="app",
                                       server=server.address) == 0, 10,
                    message="a server whose certificate does not verify to be unhealthy")
+
+    def test_a_websocket_tunnel_runs_over_a_tls_upstream(self):
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, self.key)
+        up = self.start_ws_upstream(tls=context)
+        config = gateway_config({"ws": {"servers": [up.address],
+                                        "tls": {"ca_file": self.ca,
+                                                "server_name": "upstream.test"}}},
+                                [{"name": "ws", "match": {"path_prefix": "/"}, "upstream": "ws"}])
+        gw = self.start_sluice(config)
+        with WebSocketClient(gw.port, "/chat") as ws:
+            self.assertEqual(ws.exchange(TEXT, b"over tls"), b"over tls")
+            data = os.urandom(300_000)
+            self.assertEqual(ws.exchange(BINARY, data), data)
+            ws.close()
+            self.assertEqual(ws.recv()[0], CLOSE)  # the upstream's close frame, relayed
+        # A client that ends its sending side first: the server reads a clean end
+        # (close_notify) and closes, and the end reaches the client.
+        with WebSocketClient(gw.port, "/chat") as ws:
+            self.assertEqual(ws.exchange(TEXT, b"half"), b"half")
+            ws.sock.shutdown(socket.SHUT_WR)
+            ws.sock.settimeout(10)
+            self.assertEqual(ws.sock.recv(1), b"")
+        wait_until(lambda: len(up.open_connections()) == 0, 10,
+                   message="the upstream to see the tunnel's end")
+        wait_until(lambda: gw.metric("sluice_websocket_tunnels_total", route="ws") == 2, 5)
 
 
 if __name__ == "__main__":

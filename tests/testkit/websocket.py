@@ -254,17 +254,19 @@ class EchoUpstream:
       same write as the 101 head. lie: answer 101 to every request, WebSocket or not.
       upgrade: the Upgrade value of the 101. close_after: close TCP, without a close
       frame, after that many echoed messages. hold_reads: read nothing after a 101
-      until resume() (pause() makes later tunnels wait again)."""
+      until resume() (pause() makes later tunnels wait again). tls: a server
+      ssl.SSLContext: every connection speaks TLS (a failed handshake is dropped)."""
 
     def __init__(self, status: int = 101, greeting: str | bytes | None = None,
                  lie: bool = False, upgrade: str = "websocket", close_after: int | None = None,
-                 hold_reads: bool = False, name: str = "ws-upstream"):
+                 hold_reads: bool = False, name: str = "ws-upstream", tls=None):
         self.status = status
         self.greeting = greeting
         self.lie = lie
         self.upgrade = upgrade
         self.close_after = close_after
         self.name = name
+        self.tls = tls
         self._reading = threading.Event()
         if not hold_reads:
             self._reading.set()
@@ -348,6 +350,14 @@ class EchoUpstream:
             except OSError:
                 return
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                try:
+                    sock.settimeout(10)
+                    sock = self.tls.wrap_socket(sock, server_side=True)
+                    sock.settimeout(None)
+                except (OSError, ssl.SSLError):
+                    sock.close()
+                    continue
             conn = UpstreamConnection(sock, peer)
             with self._lock:
                 self.connections.append(conn)
