@@ -119,7 +119,9 @@ void HealthChecker::Impl::connect(std::vector<tcp::endpoint> endpoints) {
 // TLS as the upstream's requests speak it: the same name verified, no session kept.
 void HealthChecker::Impl::handshake() {
   TlsSocket& session = stream->use_tls(tls->context(), tls, TlsSocket::Role::kClient);
-  tls->prepare(session.native_handle(), server.host, nullptr);
+  if (!tls->prepare(session.native_handle(), server.host, nullptr)) {
+    return finish(false, "TLS: cannot check a certificate against host " + server.host);
+  }
   stream->tls().async_handshake(handler([](Impl& self, error_code ec) {
     if (ec) {
       return self.finish(false, "TLS: " + UpstreamTls::failure_reason(

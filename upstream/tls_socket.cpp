@@ -89,6 +89,10 @@ TlsSocket::Attempt TlsSocket::attempt_shutdown() {
 }
 
 void TlsSocket::send_close_notify() {
+  // Only TLS 1.3 lets a side go on reading after its close_notify; under
+  // TLS 1.2 the peer would answer with its own and drop what it still had
+  // to send, so there the TCP half-close alone ends the stream.
+  if (SSL_version(ssl_) != TLS1_3_VERSION) return;
   ERR_clear_error();
   SSL_shutdown(ssl_);  // 0: sent; -1 (the socket full): the peer sees a plain end instead
   ERR_clear_error();

@@ -64,7 +64,8 @@ class TlsSocket {
   Attempt attempt_read(boost::asio::mutable_buffer buffer);
   Attempt attempt_write(boost::asio::const_buffer buffer);
   Attempt attempt_shutdown();
-  // Sends close_notify once, without waiting for the peer's (a half-close).
+  // Sends close_notify once, without waiting for the peer's (a half-close;
+  // TLS 1.3 only: under TLS 1.2 it would end the peer's sending too).
   void send_close_notify();
   // Whether the peer sent anything: a byte of data (bytes 1, left to read),
   // its end (eof) or an error, or nothing yet (kRead).

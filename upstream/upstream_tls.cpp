@@ -43,6 +43,9 @@ std::shared_ptr<const UpstreamTls> UpstreamTls::build(const UpstreamTlsConfig& c
   SSL_CTX* ctx = tls->context_;
   SSL_CTX_set_min_proto_version(ctx, config.min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+  // No passphrase: an encrypted key fails here rather than prompting on a terminal.
+  SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
   // Sessions are kept by the pools (per worker and server), not by OpenSSL's cache.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   if (config.ca_file.empty()) {
@@ -53,6 +56,18 @@ std::shared_ptr<const UpstreamTls> UpstreamTls::build(const UpstreamTlsConfig& c
   } else if (SSL_CTX_load_verify_locations(ctx, config.ca_file.c_str(), nullptr) != 1) {
     error = openssl_error("cannot load CA file " + config.ca_file);
     return nullptr;
+  }
+  if (!config.server_name.empty()) {
+    // A name OpenSSL could not check would leave the servers unverified.
+    SSL* probe = SSL_new(ctx);
+    const bool usable = probe && tls->prepare(probe, config.server_name, nullptr);
+    SSL_free(probe);
+    if (!usable) {
+      error = "server_name " + config.server_name + " is neither a DNS name nor an IP address " +
+              "that a certificate can be checked against";
+      ERR_clear_error();
+      return nullptr;
+    }
   }
   if (!config.certificate_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(ctx, config.certificate_file.c_str()) != 1) {
@@ -76,16 +91,18 @@ UpstreamTls::~UpstreamTls() {
   SSL_CTX_free(context_);
 }
 
-void UpstreamTls::prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const {
+bool UpstreamTls::prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const {
   const std::string& name = config_.server_name.empty() ? host : config_.server_name;
   if (is_ip_literal(name)) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) != 1) return false;
   } else {
-    SSL_set_tlsext_host_name(ssl, name.c_str());
     SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    SSL_set1_host(ssl, name.c_str());
+    if (SSL_set_tlsext_host_name(ssl, name.c_str()) != 1 || SSL_set1_host(ssl, name.c_str()) != 1) {
+      return false;
+    }
   }
   if (resume) SSL_set_session(ssl, resume);
+  return true;
 }
 
 std::string UpstreamTls::failure_reason(SSL* ssl, const std::string& fallback) {

@@ -41,8 +41,9 @@ class UpstreamTls {
   // Prepares a client connection `ssl` to a server whose host is `host`:
   // SNI and the name its certificate must hold (server_name, else `host`; an
   // IP address is checked against the certificate's IP addresses and sent
-  // without SNI), and `resume`, a session of an earlier connection (may be null).
-  void prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const;
+  // without SNI), and `resume`, a session of an earlier connection (may be
+  // null). False when the name cannot be checked: no handshake may start then.
+  bool prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const;
 
   // Why a handshake failed, for the log: the certificate verification's
   // reason when that is what failed, else `fallback`.

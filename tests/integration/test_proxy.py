@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import struct
+import threading
 import time
 import unittest
 
@@ -775,6 +776,59 @@ class ClientTimeoutTest(GatewayTestCase):
         # Waiting for the upstream is not idle time on the client connection.
         status, _, body = request(self.gateway.port, "GET", "/__slow/800")
         self.assertEqual(status, 200, body[:300])
+
+
+class StalledUpstreamWriteTest(ProcessTestCase):
+    """An upstream that takes the connection and the request head but never reads
+    the body: the write to it is bounded by response_timeout_ms (the upstream's
+    deadline, not the client's), and the client gets a 504."""
+
+    def test_a_request_body_the_upstream_stops_reading_ends_in_a_504(self):
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        self.addCleanup(listener.close)
+        held = []
+
+        def accept():
+            while True:
+                try:
+                    held.append(listener.accept()[0])  # never read
+                except OSError:
+                    return
+        threading.Thread(target=accept, daemon=True).start()
+        self.addCleanup(lambda: [c.close() for c in held])
+        config = gateway_config(
+            {"stalled": {"servers": [f"127.0.0.1:{listener.getsockname()[1]}"],
+                         "response_timeout_ms": 500}},
+            [{"name": "up", "match": {"path_prefix": "/"}, "upstream": "stalled"}],
+            server={"body_timeout_ms": 30000, "send_timeout_ms": 30000,
+                    "max_body_bytes": 128 * MIB})
+        gw = self.start_sluice(config)
+        size = 64 * MIB
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=20) as sock:
+            sock.sendall(f"POST /upload HTTP/1.1\r\nHost: g\r\nContent-Length: {size}\r\n\r\n"
+                         .encode())
+
+            def send_body():
+                block = b"x" * MIB
+                try:
+                    for _ in range(size // MIB):
+                        sock.sendall(block)
+                except OSError:
+                    pass  # the gateway answered and closed
+            sender = threading.Thread(target=send_body, daemon=True)
+            sender.start()
+            head = b""
+            while b"\r\n" not in head:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+        self.assertTrue(head.startswith(b"HTTP/1.1 504 "), head[:200])
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="stalled",
+                                   outcome="timeout"), 1)
 
 
 class UpstreamSelectionTest(GatewayTestCase):

@@ -15,7 +15,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import (ProcessTestCase, free_port, gateway_config, make_ca, make_server_cert,
-                     metric_sum, request, wait_until)
+                     metric_sum, request, run_cli, to_yaml, wait_until)
 from testkit.tls import openssl
 from testkit.websocket import BINARY, CLOSE, TEXT, WebSocketClient
 
@@ -220,6 +220,33 @@ class UpstreamTlsTest(ProcessTestCase):
         wait_until(lambda: len(up.open_connections()) == 0, 10,
                    message="the upstream to see the tunnel's end")
         wait_until(lambda: gw.metric("sluice_websocket_tunnels_total", route="ws") == 2, 5)
+
+
+    def test_check_refuses_an_encrypted_key_and_a_name_it_cannot_verify(self):
+        make_ca(self.workdir, "clients")
+        cert, key = make_client_cert(self.workdir, "clients", "gw")
+        openssl("pkey", "-in", key, "-aes256", "-passout", "pass:secret", "-out", "locked.key",
+                cwd=self.workdir)
+        cases = {
+            "an encrypted key_file": ({"certificate_file": cert,
+                                       "key_file": os.path.join(self.workdir, "locked.key")},
+                                      "cannot load key_file"),
+            "a server_name OpenSSL cannot check": ({"server_name": "fe80::1%eth0"},
+                                                   "is neither a DNS name nor an IP address"),
+        }
+        for what, (tls, message) in cases.items():
+            with self.subTest(what):
+                config = gateway_config({"app": {"servers": ["127.0.0.1:9443"],
+                                                 "tls": {"ca_file": self.ca, **tls}}},
+                                        [{"name": "all", "match": {"path_prefix": "/"},
+                                          "upstream": "app"}])
+                path = os.path.join(self.workdir, "check.yaml")
+                with open(path, "w") as f:
+                    f.write(to_yaml(config))
+                checked = run_cli(["--config", path, "--check"])
+                self.assertNotEqual(checked.returncode, 0, checked.stdout)
+                self.assertIn(message, checked.stderr + checked.stdout)
+                self.assertIn("upstreams.app.tls", checked.stderr + checked.stdout)
 
 
 if __name__ == "__main__":

@@ -186,14 +186,21 @@ void UpstreamExchange::start_tls() {
       upstream_->stream.use_tls(tls.context(), upstream_cfg_->tls, TlsSocket::Role::kClient);
   upstream_->tls = &tls;
   const TlsSessionRef resume = pools_.tls_session(*upstream_cfg_, server_index_);
-  tls.prepare(session.native_handle(), upstream_->address.host, resume.get());
+  if (!tls.prepare(session.native_handle(), upstream_->address.host, resume.get())) {
+    // A server host OpenSSL cannot check a certificate against: never unverified.
+    return on_tls_handshake(make_error_code(boost::system::errc::invalid_argument));
+  }
   upstream_->stream.tls().async_handshake(upstream_handler(
       [](UpstreamExchange& self, beast::error_code ec) { self.on_tls_handshake(ec); }));
 }
 
 void UpstreamExchange::on_tls_handshake(beast::error_code ec) {
   if (!ec) return send_request_head();
-  if (host_.draining() && ec == asio::error::operation_aborted) return abort();
+  // Cut by a drain or by a client that left: not the server's failure.
+  if (ec == asio::error::operation_aborted && !upstream_timed_out_ &&
+      (host_.draining() || host_.client_closed())) {
+    return abort();
+  }
   const bool timed_out = upstream_timed_out_;
   last_connect_error_ = timed_out ? UpstreamError::kConnectTimedOut : UpstreamError::kTlsFailed;
   const std::string reason =

@@ -216,8 +216,10 @@ class UpstreamExchange {
   bool connect_elsewhere() const;
   void keep_tls_session();
   void send_request_head();
-  template <class Stream, class Handler>
-  void write_piece(Stream& stream, const std::string& head, bool& head_pending, const char* data,
+  // Writes to `side`'s connection (the upstream's, or the client's), under
+  // that side's deadline.
+  template <class Handler>
+  void write_piece(Side side, const std::string& head, bool& head_pending, const char* data,
                    std::size_t n, bool chunked, bool last, std::chrono::milliseconds timeout,
                    Handler&& handler);
   void on_request_head_sent(boost::beast::error_code ec);

@@ -4,7 +4,6 @@
 #include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
-#include <type_traits>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/write.hpp>
@@ -43,7 +42,7 @@ void UpstreamExchange::send_request_head() {
   req_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.
   if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
-  write_piece(upstream_->stream, req_head_, req_head_pending_, nullptr, 0, false, false,
+  write_piece(Side::kUpstream, req_head_, req_head_pending_, nullptr, 0, false, false,
               upstream_cfg_->response_timeout,
               upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_request_head_sent(ec);
@@ -53,15 +52,15 @@ void UpstreamExchange::send_request_head() {
 // Writes a pending head (once), then `n` body bytes framed as chunked or raw,
 // then the last chunk if `last`, in one write. The buffer list lives here:
 // the write may outlast this call.
-template <class Stream, class Handler>
-void UpstreamExchange::write_piece(Stream& stream, const std::string& head, bool& head_pending,
+template <class Handler>
+void UpstreamExchange::write_piece(Side side, const std::string& head, bool& head_pending,
                                    const char* data, std::size_t n, bool chunked, bool last,
                                    std::chrono::milliseconds timeout, Handler&& handler) {
   const std::size_t count =
       frame_piece(out_buffers_, std::exchange(head_pending, false) ? std::string_view{head} : "",
                   data, n, chunked, last, chunk_prefix_);
-  host_.set_deadline(std::is_same_v<Stream, ByteStream> ? Side::kClient : Side::kUpstream,
-                     timeout);
+  host_.set_deadline(side, timeout);
+  ByteStream& stream = side == Side::kClient ? client_ : upstream_->stream;
   asio::async_write(stream, std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
 }
@@ -116,7 +115,7 @@ void UpstreamExchange::on_client_body(beast::error_code ec) {
   const std::size_t n = relay_.size() - body.size;
   const bool last = parser_->is_done();
   if (n == 0 && !last) return read_client_body();  // only framing was read
-  write_piece(upstream_->stream, req_head_, req_head_pending_, relay_.data(), n, request_.chunked,
+  write_piece(Side::kUpstream, req_head_, req_head_pending_, relay_.data(), n, request_.chunked,
               last, upstream_cfg_->response_timeout,
               upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_upstream_body_written(ec);
@@ -188,7 +187,7 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   res_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.
   if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
-  write_piece(client_, res_head_, res_head_pending_, nullptr, 0, false, false,
+  write_piece(Side::kClient, res_head_, res_head_pending_, nullptr, 0, false, false,
               request_.send_timeout,
               handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_response_piece_sent(ec);
@@ -230,7 +229,7 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
   const std::size_t n = relay_.size() - body.size;
   const bool last = res_parser_->is_done();
   if (n == 0 && !last) return read_upstream_body();
-  write_piece(client_, res_head_, res_head_pending_, relay_.data(), n, res_chunked_out_, last,
+  write_piece(Side::kClient, res_head_, res_head_pending_, relay_.data(), n, res_chunked_out_, last,
               request_.send_timeout,
               handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                 self.on_response_piece_sent(ec);
