@@ -51,7 +51,8 @@ std::shared_ptr<const UpstreamHealth> HealthChecks::apply(const Config& config) 
       } else {
         entry = std::make_unique<Entry>(upstream.name, server, check);
       }
-      if (!entry->checker || entry->check != check || entry->tls != upstream.tls) {
+      if (!entry->checker || entry->check != check ||
+          !UpstreamTls::same(entry->tls.get(), upstream.tls.get())) {
         entry->check = check;
         entry->tls = upstream.tls;
         Entry* e = entry.get();

@@ -126,7 +126,7 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::take_idle(const UpstreamConfi
     state.idle.pop_back();
     // Bytes may have arrived since the last sweep: never reuse it then. Nor
     // one made under other TLS settings (a reload).
-    if (conn->tls == upstream.tls.get() && quiet(*conn)) {
+    if (UpstreamTls::same(conn->tls, upstream.tls.get()) && quiet(*conn)) {
       conn->ack_pending = false;  // the request about to be sent carries the ACK
       return conn;
     }
@@ -208,7 +208,8 @@ void UpstreamPools::arm_sweep() {
 
 TlsSessionRef UpstreamPools::tls_session(const UpstreamConfig& upstream, std::size_t server) {
   auto& state = server_state(upstream, upstream.servers[server]);
-  return state.tls_session_of == upstream.tls ? state.tls_session : nullptr;
+  return UpstreamTls::same(state.tls_session_of.get(), upstream.tls.get()) ? state.tls_session
+                                                                          : nullptr;
 }
 
 void UpstreamPools::keep_tls_session(const UpstreamConfig& upstream, std::size_t server,

@@ -58,7 +58,7 @@ struct UpstreamConnection {
   std::shared_ptr<ServerSlots> slots;  // counted there while it exists
   std::function<void()> on_release;    // wakes a waiter when it closes
   // The TLS context it was made with (null: plain TCP): a pooled connection
-  // is reused only for the upstream settings it was made under.
+  // is reused only under the same settings and files (UpstreamTls::same).
   const UpstreamTls* tls = nullptr;
   bool tls_session_kept = false;  // its session was kept for the next connection to resume
 };
@@ -127,7 +127,7 @@ class UpstreamPools {
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
     std::shared_ptr<const ServerHealth> health;  // null: not actively checked
     // The TLS session a new connection resumes, and the context it was made
-    // with (a reload builds a new one: its sessions start afresh).
+    // with (resumed under the same settings and files only).
     TlsSessionRef tls_session;
     std::shared_ptr<const UpstreamTls> tls_session_of;
     bool unhealthy() const { return health && !health->is_healthy(); }

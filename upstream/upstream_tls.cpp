@@ -1,8 +1,11 @@
 #include "upstream/upstream_tls.hpp"
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include <openssl/err.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -22,6 +25,24 @@ std::string openssl_error(const std::string& what) {
   return what + ": " + text;
 }
 
+// The settings and what each file was when it is read (a file that cannot be
+// stat'ed counts as its name alone: loading it fails anyway).
+std::array<std::uint64_t, 4> fingerprint_of(const UpstreamTlsConfig& c) {
+  std::string text = c.ca_file + '\n' + c.server_name + '\n' + c.certificate_file + '\n' +
+                     c.key_file + '\n' + std::to_string(c.min_version);
+  for (const std::string* file : {&c.ca_file, &c.certificate_file, &c.key_file}) {
+    struct stat st {};
+    if (file->empty() || ::stat(file->c_str(), &st) != 0) continue;
+    text += '\n' + std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
+            std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
+            std::to_string(st.st_mtim.tv_nsec);
+  }
+  std::array<std::uint64_t, 4> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  return digest;
+}
+
 bool is_ip_literal(const std::string& host) {
   boost::system::error_code ec;
   boost::asio::ip::make_address(host, ec);
@@ -35,6 +56,9 @@ std::shared_ptr<const UpstreamTls> UpstreamTls::build(const UpstreamTlsConfig& c
   ERR_clear_error();
   std::shared_ptr<UpstreamTls> tls(new UpstreamTls());
   tls->config_ = config;
+  // Before the files are read: a file replaced meanwhile makes a context that
+  // is never taken for the replacement's.
+  tls->fingerprint_ = fingerprint_of(config);
   tls->context_ = SSL_CTX_new(TLS_client_method());
   if (!tls->context_) {
     error = openssl_error("cannot make a TLS context");

@@ -7,6 +7,8 @@
 // reload fail on the same bad files) and shared read-only by the workers.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -38,6 +40,14 @@ class UpstreamTls {
   SSL_CTX* context() const { return context_; }
   const UpstreamTlsConfig& config() const { return config_; }
 
+  // Whether two contexts were built from the same settings and the same
+  // files (each file's device, inode, size and modification time as they
+  // were when it was read): a reload that changed neither rebuilds the
+  // context, and its connections and sessions carry over to the new one.
+  static bool same(const UpstreamTls* a, const UpstreamTls* b) {
+    return a == b || (a && b && a->fingerprint_ == b->fingerprint_);
+  }
+
   // Prepares a client connection `ssl` to a server whose host is `host`:
   // SNI and the name its certificate must hold (server_name, else `host`; an
   // IP address is checked against the certificate's IP addresses and sent
@@ -53,6 +63,7 @@ class UpstreamTls {
   UpstreamTls() = default;
   SSL_CTX* context_ = nullptr;
   UpstreamTlsConfig config_;
+  std::array<std::uint64_t, 4> fingerprint_{};  // SHA-256 of the settings and file identities
 };
 
 // A session an upstream connection may resume, shared by owner.

@@ -8,6 +8,7 @@ which connection carried the request.
 
 import json
 import os
+import shutil
 import socket
 import ssl
 import threading
@@ -135,6 +136,31 @@ class UpstreamTlsTest(ProcessTestCase):
         self.assertEqual(metric_sum(gw, "sluice_upstream_requests_total", upstream="app",
                                     outcome="ok"), 6)
         self.assertEqual(metric_sum(gw, "sluice_upstream_requests_total", outcome="tls_error"), 0)
+
+    def test_a_reload_keeps_pooled_connections_until_the_tls_files_change(self):
+        server = self.upstream()
+        config = gateway_config(
+            {"app": {"servers": [server.address], "max_idle_connections": 4,
+                     "tls": {"ca_file": self.ca, "server_name": "upstream.test"}}},
+            [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "app"}])
+        gw = self.start_sluice(config)
+
+        def reload():
+            done = gw.metric("sluice_config_reloads_total", result="ok") or 0
+            gw.reload(config)
+            wait_until(lambda: (gw.metric("sluice_config_reloads_total", result="ok") or 0)
+                       > done, 10, message="the reload")
+
+        before = {self.get(gw)["conn"] for _ in range(6)}
+        reload()  # nothing changed: the pooled connections serve on
+        after = {self.get(gw)["conn"] for _ in range(6)}
+        self.assertLessEqual(after, before)
+        # The CA file replaced by a new file (the same certificate): new connections.
+        shutil.copy(self.ca, self.ca + ".new")
+        os.replace(self.ca + ".new", self.ca)
+        reload()
+        fresh = {self.get(gw)["conn"] for _ in range(6)}
+        self.assertFalse(fresh & before, (before, fresh))
 
     def test_a_new_connection_resumes_the_last_session(self):
         server = self.upstream()

@@ -221,7 +221,9 @@ void UpstreamExchange::on_tls_handshake(beast::error_code ec) {
 // connection to the server to resume: once per connection (its first exchange
 // has read the server's session tickets).
 void UpstreamExchange::keep_tls_session() {
-  if (upstream_->tls_session_kept || upstream_->tls != upstream_cfg_->tls.get()) return;
+  if (upstream_->tls_session_kept || !UpstreamTls::same(upstream_->tls, upstream_cfg_->tls.get())) {
+    return;
+  }
   upstream_->tls_session_kept = true;
   if (auto session = resumable_session(upstream_->stream.tls_session().native_handle())) {
     pools_.keep_tls_session(*upstream_cfg_, server_index_, std::move(session));
