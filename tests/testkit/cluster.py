@@ -114,6 +114,11 @@ class RedisCluster(ProcessGroup):
         node = node or self.live_nodes()[0]
         return redis_call(node.port, *args)
 
+    def set_node_timeout(self, ms: int):
+        """cluster-node-timeout on every live node, at once (CONFIG SET)."""
+        for node in self.live_nodes():
+            redis_call(node.port, "CONFIG", "SET", "cluster-node-timeout", str(ms))
+
     def slot_view(self, node: Redis | None = None) -> tuple:
         """((first slot, last slot, primary port), ...) as CLUSTER SLOTS on `node` says."""
         ranges = self.call("CLUSTER", "SLOTS", node=node)
