@@ -160,15 +160,9 @@ void UpstreamExchange::on_connect(beast::error_code ec) {
   }
   if (ec) {
     const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
-    last_connect_error_ = connect_error(timed_out);
-    spdlog::warn("upstream {} server {}: connect failed: {}", upstream_cfg_->name,
-                 upstream_ ? upstream_->server : "?", ec.message());
-    host_.count_upstream(*upstream_cfg_, timed_out ? UpstreamOutcome::kTimeout
-                                                     : UpstreamOutcome::kConnectError);
-    pools_.mark_failed(*upstream_cfg_, server_index_);
-    upstream_.reset();
-    if (connect_elsewhere()) return try_next_server();
-    return fail(last_connect_error_);
+    return connect_failed("connect", ec.message(),
+                          timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kConnectError,
+                          connect_error(timed_out));
   }
   pools_.mark_ok(*upstream_cfg_, server_index_);
   host_.count_connection(*upstream_cfg_);
@@ -201,43 +195,45 @@ void UpstreamExchange::on_tls_handshake(beast::error_code ec) {
       (host_.draining() || host_.client_closed())) {
     return abort();
   }
-  const bool timed_out = upstream_timed_out_;
-  last_connect_error_ = timed_out ? UpstreamError::kConnectTimedOut : UpstreamError::kTlsFailed;
-  const std::string reason =
-      timed_out ? std::string{"timed out"}
-                : UpstreamTls::failure_reason(upstream_->stream.tls_session().native_handle(),
-                                              ec.message());
-  spdlog::warn("upstream {} server {}: TLS handshake failed: {}", upstream_cfg_->name,
-               upstream_->server, reason);
-  host_.count_upstream(*upstream_cfg_,
-                       timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kTlsError);
+  if (upstream_timed_out_) {
+    return connect_failed("TLS handshake", "timed out", UpstreamOutcome::kTimeout,
+                          UpstreamError::kConnectTimedOut);
+  }
+  connect_failed(
+      "TLS handshake",
+      UpstreamTls::failure_reason(upstream_->stream.tls_session().native_handle(), ec.message()),
+      UpstreamOutcome::kTlsError, UpstreamError::kTlsFailed);
+}
+
+// A connect or TLS handshake that failed sent nothing of the request: it is
+// logged and counted, the server goes into cool-down, and the retry rule may
+// send the request to the next server; else the client gets `error`.
+void UpstreamExchange::connect_failed(std::string_view what, const std::string& reason,
+                                      UpstreamOutcome outcome, UpstreamError error) {
+  spdlog::warn("upstream {} server {}: {} failed: {}", upstream_cfg_->name,
+               upstream_ ? upstream_->server : "?", what, reason);
+  host_.count_upstream(*upstream_cfg_, outcome);
   pools_.mark_failed(*upstream_cfg_, server_index_);
   drop_upstream();
-  if (connect_elsewhere()) return try_next_server();
-  fail(last_connect_error_);
+  last_connect_error_ = error;
+  FailedAttempt attempt;
+  attempt.stage = FailedAttempt::Stage::kConnect;
+  attempt.idempotent = is_idempotent(parser_->get().method());
+  attempt.servers_tried = tried_.size();
+  if (retry_rule(attempt) == Retry::kNextServer) return try_next_server();
+  fail(error);
 }
 
 // The session of a TLS connection that served a whole exchange, for the next
 // connection to the server to resume: once per connection (its first exchange
 // has read the server's session tickets).
 void UpstreamExchange::keep_tls_session() {
-  if (upstream_->tls_session_kept || !UpstreamTls::same(upstream_->tls, upstream_cfg_->tls.get())) {
-    return;
-  }
+  if (upstream_->tls_session_kept) return;
+  if (!UpstreamTls::same(upstream_->tls, upstream_cfg_->tls.get())) return;  // a reload's
   upstream_->tls_session_kept = true;
   if (auto session = resumable_session(upstream_->stream.tls_session().native_handle())) {
     pools_.keep_tls_session(*upstream_cfg_, server_index_, std::move(session));
   }
-}
-
-// A connect or TLS handshake that failed sent nothing of the request: the
-// retry rule may send it to the next server.
-bool UpstreamExchange::connect_elsewhere() const {
-  FailedAttempt attempt;
-  attempt.stage = FailedAttempt::Stage::kConnect;
-  attempt.idempotent = is_idempotent(parser_->get().method());
-  attempt.servers_tried = tried_.size();
-  return retry_rule(attempt) == Retry::kNextServer;
 }
 
 // ---- Deadlines and failures -----------------------------------------------

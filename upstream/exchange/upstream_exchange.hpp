@@ -213,7 +213,8 @@ class UpstreamExchange {
   void on_connect(boost::beast::error_code ec);
   void start_tls();
   void on_tls_handshake(boost::beast::error_code ec);
-  bool connect_elsewhere() const;
+  void connect_failed(std::string_view what, const std::string& reason, UpstreamOutcome outcome,
+                      UpstreamError error);
   void keep_tls_session();
   void send_request_head();
   // Writes to `side`'s connection (the upstream's, or the client's), under
