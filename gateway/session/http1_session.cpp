@@ -62,7 +62,7 @@ Http1Session::Http1Session(Worker& worker, WorkerStream::socket_type socket,
       stream_(std::move(socket)),
       head_timer_(stream_.get_executor()),
       deadline_(stream_.get_executor()),
-      exchange_(*this, stream_, buffer_, worker.pools()) {
+      exchange_(*this, *this, stream_.get_executor(), worker.pools()) {
   beast::error_code ec;
   auto endpoint = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
@@ -271,7 +271,7 @@ void Http1Session::on_deadline(Side side) {
   client_timed_out_ = true;
   // A stalled request body still gets its 408: the read is cancelled, not the
   // socket closed; a short backstop closes it if the cancel missed the read.
-  if (exchange_.cancel_stalled_body_read()) {
+  if (cancel_stalled_body_read()) {
     deadline_.expires_after(Side::kClient, kTimeoutBackstop, *this);
     return;
   }

@@ -32,6 +32,7 @@ class ServerTls;
 class Http1Session final : public ClientSession,
                            public MiddlewareLater,
                            public ExchangeHost,
+                           public ClientLeg,
                            public std::enable_shared_from_this<Http1Session> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -70,7 +71,6 @@ class Http1Session final : public ClientSession,
   void set_deadline(Side side, Clock::duration timeout) override;
   std::span<char> relay_buffer() override;
   void serialize_request_head(std::string& out, std::string_view upstream_host) override;
-  bool keep_client(bool ends_with_close) override;
   bool draining() const override { return draining_; }
   bool client_closed() const override { return closed_; }
   void awaiting_response(bool waiting) override;
@@ -81,6 +81,19 @@ class Http1Session final : public ClientSession,
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
   void tunnel_ended(bool graceful) override;
+
+  // ClientLeg: the request body read from this connection, the response
+  // framed for it (http1_client_leg.cpp).
+  bool body_done() const override { return parser_->is_done(); }
+  bool body_at_hand() const override { return buffer_.size() > 0; }
+  bool expects_continue() const override;
+  void send_continue() override;
+  void read_body(std::span<char> into) override;
+  void start_response(const ResponseStart& start) override;
+  void send_response(const char* data, std::size_t n, bool last) override;
+  bool keeps_client() const override { return client_keep_alive_; }
+  UpgradeStreams upgrade_streams() override { return {&stream_, &buffer_}; }
+  std::string upgrade_head() override { return std::move(res_head_); }
 
  private:
   template <class Fn>
@@ -98,7 +111,6 @@ class Http1Session final : public ClientSession,
   void release_buffers();
   void start_head_read();
   void on_head(boost::beast::error_code ec);
-  bool body_done() const { return parser_->is_done(); }
 
   // The middleware and the exchange (http1_session_exchange.cpp).
   void run_middleware();
@@ -109,6 +121,10 @@ class Http1Session final : public ClientSession,
   void stop_watching();
   void tell_client_gone();
   void start_upstream();
+  // The client's deadline passed during a request body read: the read is
+  // cancelled, once, so that the client still gets its 408. False when
+  // there was none to cancel (http1_client_leg.cpp).
+  bool cancel_stalled_body_read();
   // How an exchange ended (http1_session_exchange.cpp).
   void on_relayed(bool keep_alive);
   void on_upstream_failed(UpstreamError error);
@@ -143,7 +159,7 @@ class Http1Session final : public ClientSession,
   std::string peer_text_;
   std::shared_ptr<const Config> config_;
 
-  std::optional<ClientParser> parser_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> parser_;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> local_res_;
   std::unique_ptr<char[]> relay_buffer_;
   Pipeline pipeline_;
@@ -178,6 +194,16 @@ class Http1Session final : public ClientSession,
   bool internal_error_ = false;
   std::optional<Clock::time_point> idle_since_;  // waiting for a kept-alive request
   ChunkExtensionLimit chunk_extension_limit_;
+
+  // The response as this connection frames it (http1_client_leg.cpp).
+  std::string res_head_;  // its capacity is reused
+  ChunkPrefix chunk_prefix_;
+  PieceBuffers out_buffers_;  // one write in flight at a time
+  bool res_head_pending_ = false;
+  bool res_chunked_ = false;
+  bool client_keep_alive_ = false;
+  bool reading_body_ = false;  // a request body read is in flight
+  bool body_timeout_backstop_ = false;
 };
 
 }  // namespace sluice

@@ -168,10 +168,8 @@ void Http1Session::on_middleware_outcome(std::optional<LocalReply> reply) {
 void Http1Session::start_upstream() {
   ExchangeRequest request;
   request.upstream = &config_->upstreams[info_.route->upstream_index];
-  request.request_id = info_.request_id;
-  request.response_headers = response_headers_;
+  request.method = parser_->get().method();
   request.send_timeout = config_->server.send_timeout;
-  request.body_timeout = config_->server.body_timeout;
   request.chunked = info_.body.chunked;
   request.body_empty = info_.body.done;
   request.websocket = info_.websocket;
@@ -181,11 +179,8 @@ void Http1Session::start_upstream() {
   if (!route.request_headers.empty() || !route.response_headers.empty()) {
     client_ip_text_ = info_.client_ip.to_string();
     header_vars_ = {client_ip_text_, info_.request_id, route.name, info_.forwarded_proto};
-    if (!route.response_headers.empty()) request.response_rules = &route.response_headers;
-    request.header_vars = header_vars_;
   }
-  exchange_.start(request, *parser_,
-                  std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
+  exchange_.start(request, std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 
 std::span<char> Http1Session::relay_buffer() {
@@ -207,11 +202,6 @@ void Http1Session::serialize_request_head(std::string& out, std::string_view ups
   sluice::serialize_request_head(out, req.method_string(),
                                  upstream_target(*info_.route, req.target()), req.base(), forwarded,
                                  info_.body.chunked, to_std(parser_->content_length()));
-}
-
-bool Http1Session::keep_client(bool ends_with_close) {
-  keep_alive_.ends_with_close = ends_with_close;
-  return keep_open(false);
 }
 
 void Http1Session::count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) {

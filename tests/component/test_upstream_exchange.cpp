@@ -16,6 +16,7 @@
 #include "common/deadline.hpp"
 #include "support/io_loop.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
+#include "upstream/proxy_headers.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -26,14 +27,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The client connection's side: a real deadline, a relay buffer, and a record
-// of how the exchange ended.
-struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
+// The client connection's side: a real deadline, a relay buffer, a client
+// leg for requests without a body whose responses carry a Content-Length (or
+// upgrade), and a record of how the exchange ended.
+struct Host final : ExchangeHost, ClientLeg, std::enable_shared_from_this<Host> {
   Host(asio::io_context& io, UpstreamPools& pools, WorkerStream::socket_type socket)
       : client(std::move(socket)),
         deadline(io.get_executor()),
         relay(64 * 1024),
-        exchange(*this, client, buffer, pools) {}
+        exchange(*this, *this, client.get_executor(), pools) {}
 
   void set_deadline(Side side, std::chrono::steady_clock::duration timeout) override {
     deadline.expires_after(side, timeout, *this);
@@ -45,7 +47,6 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   void serialize_request_head(std::string& out, std::string_view) override {
     out = "GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
   }
-  bool keep_client(bool ends_with_close) override { return !ends_with_close; }
   bool draining() const override { return false; }
   bool client_closed() const override { return closed; }
   void count_upstream(const UpstreamConfig&, UpstreamOutcome outcome) override {
@@ -67,12 +68,39 @@ struct Host final : ExchangeHost, std::enable_shared_from_this<Host> {
   }
   void tunnel_ended(bool graceful) override { ++ends, tunnel_end = graceful ? "graceful" : "cut"; }
 
+  bool body_done() const override { return true; }
+  bool body_at_hand() const override { return false; }
+  bool expects_continue() const override { return false; }
+  void send_continue() override { FAIL("no body to continue"); }
+  void read_body(std::span<char>) override { FAIL("no body to read"); }
+  void start_response(const ResponseStart& start) override {
+    ResponseHeadOptions options;
+    options.request_id = "rid";
+    options.content_length = start.content_length;
+    options.websocket = start.status == 101;
+    keep = !start.has_body || start.content_length.has_value();
+    serialize_response_head(head, start.status, start.reason, *start.fields, options);
+  }
+  void send_response(const char* data, std::size_t n, bool) override {
+    out = std::exchange(head, {}) + std::string(data, n);
+    asio::async_write(client, asio::buffer(out),
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        self->exchange.on_response_sent(ec);
+                      });
+  }
+  bool keeps_client() const override { return keep; }
+  UpgradeStreams upgrade_streams() override { return {&client, &buffer}; }
+  std::string upgrade_head() override { return std::move(head); }
+
   ByteStream client;
   beast::flat_buffer buffer;
   Deadline<WorkerExecutor, Side> deadline;
   std::vector<char> relay;
   UpstreamExchange exchange;
-  ClientParser parser;
+  http::request_parser<http::buffer_body> parser;
+  std::string head;  // the response head, until it goes
+  std::string out;   // what is being written to the client
+  bool keep = false;
   std::vector<std::string> outcomes;
   int connections = 0;
   int ends = 0;
@@ -114,14 +142,12 @@ struct Fixture {
   void start(bool websocket = false, std::chrono::milliseconds idle = 5000ms) {
     ExchangeRequest request;
     request.upstream = &upstream;
-    request.request_id = "rid";
+    request.method = http::verb::get;
     request.send_timeout = 1000ms;
-    request.body_timeout = 1000ms;
     request.body_empty = true;
     request.websocket = websocket;
     request.tunnel_idle_timeout = idle;
-    host->exchange.start(request, host->parser,
-                         std::shared_ptr<UpstreamExchange>(host, &host->exchange));
+    host->exchange.start(request, std::shared_ptr<UpstreamExchange>(host, &host->exchange));
   }
 };
 

@@ -22,11 +22,10 @@ bool is_idempotent(http::verb v) {
 
 }  // namespace
 
-void UpstreamExchange::start(const ExchangeRequest& request, ClientParser& parser,
+void UpstreamExchange::start(const ExchangeRequest& request,
                              const std::shared_ptr<UpstreamExchange>& self) {
   self_ = self;
   request_ = request;
-  parser_ = &parser;
   upstream_cfg_ = request.upstream;
   tried_.clear();
   try_next_server();
@@ -72,9 +71,9 @@ void UpstreamExchange::connect_fresh() {
 // A host name: resolve it (rare: connections are pooled), within the connect
 // deadline.
 void UpstreamExchange::resolve(const HostPort& hp) {
-  resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{client_.get_executor()});
+  resolver_ = std::make_unique<tcp::resolver>(asio::any_io_executor{executor_});
   resolve_timer_ = std::make_unique<asio::steady_timer>(
-      asio::any_io_executor{client_.get_executor()}, upstream_cfg_->connect_timeout);
+      asio::any_io_executor{executor_}, upstream_cfg_->connect_timeout);
   resolve_timer_->async_wait(handler([](UpstreamExchange& self, beast::error_code ec) {
     if (!ec && self.resolver_) self.resolver_->cancel();
   }));
@@ -101,7 +100,7 @@ void UpstreamExchange::resolve(const HostPort& hp) {
 void UpstreamExchange::wait_for_connection() {
   const auto generation = ++slot_generation_;
   waiting_for_slot_ = true;
-  if (!slot_timer_) slot_timer_ = std::make_unique<Timer>(client_.get_executor());
+  if (!slot_timer_) slot_timer_ = std::make_unique<Timer>(executor_);
   // One deadline per exchange, however often a woken request loses its turn.
   if (slot_deadline_ == Clock::time_point{}) {
     slot_deadline_ = Clock::now() + upstream_cfg_->connect_timeout;
@@ -218,7 +217,7 @@ void UpstreamExchange::connect_failed(std::string_view what, const std::string& 
   last_connect_error_ = error;
   FailedAttempt attempt;
   attempt.stage = FailedAttempt::Stage::kConnect;
-  attempt.idempotent = is_idempotent(parser_->get().method());
+  attempt.idempotent = is_idempotent(request_.method);
   attempt.servers_tried = tried_.size();
   if (retry_rule(attempt) == Retry::kNextServer) return try_next_server();
   fail(error);
@@ -245,16 +244,6 @@ void UpstreamExchange::on_upstream_deadline() {
   upstream_->stream.socket().close(ignored);
 }
 
-bool UpstreamExchange::cancel_stalled_body_read() {
-  if (!reading_body_ || body_timeout_backstop_) return false;
-  // Cancelling misses a read that is between two of its system calls: the
-  // host then closes the socket a little later.
-  body_timeout_backstop_ = true;
-  beast::error_code ignored;
-  client_.socket().cancel(ignored);
-  return true;
-}
-
 void UpstreamExchange::io_failed(beast::error_code ec) {
   const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
   if (retry_rule(failed_exchange(ec, timed_out)) == Retry::kFreshConnection) {
@@ -277,7 +266,7 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
 FailedAttempt UpstreamExchange::failed_exchange(beast::error_code ec, bool timed_out) const {
   FailedAttempt a;
   a.stage = FailedAttempt::Stage::kExchange;
-  a.idempotent = is_idempotent(parser_->get().method());
+  a.idempotent = is_idempotent(request_.method);
   a.servers_tried = tried_.size();
   a.timed_out = timed_out;
   a.closed_by_server = ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -301,7 +290,7 @@ void UpstreamExchange::end(ExchangeResult::End how, UpstreamError error, beast::
   result.status = upstream_status_;
   result.error = error;
   result.body_error = ec;
-  result.client_keep_alive = client_keep_alive_;
+  result.client_keep_alive = how == ExchangeResult::End::kRelayed && client_.keeps_client();
   result.upstream_reused = upstream_reused_;
   host_.exchange_ended(result);
 }
@@ -352,6 +341,7 @@ void UpstreamExchange::reset() {
   upstream_server_.clear();
   upstream_reusable_ = false;
   request_rewritten_ = false;
+  response_sent_ = false;
   need_continue_ = false;
   last_connect_error_ = UpstreamError::kConnectFailed;
   upstream_reused_ = false;

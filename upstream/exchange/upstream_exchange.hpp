@@ -1,11 +1,12 @@
 // The upstream leg of one exchange: pick a server, take a pooled connection
 // or connect (within connect_timeout, resolving a host name if need be), the
-// retry rule, relay the request (head, 100 Continue, body) and the response
-// (head, body) through the client connection's relay buffer, and give the
+// retry rule, relay the request (head, 100 Continue, body) from the client leg
+// (client_leg.hpp: an HTTP/1.1 connection or an HTTP/2 stream) and the
+// response (head, body) back to it through the relay buffer, and give the
 // connection back to the pool after a complete keep-alive exchange.
 //
-// One per client connection, reused by its requests, living inside the object
-// that owns the client connection (its host). Every handler runs on the
+// One per client request stream, reused by its requests, living inside the
+// object that owns the client leg (its host). Every handler runs on the
 // worker's executor through guarded(), holding the host alive by an aliasing
 // shared_ptr. The exchange ends with exactly one call to the host,
 // exchange_ended, with its result: relayed, upstream failed (nothing of the
@@ -29,10 +30,12 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/verb.hpp>
 
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
 #include "upstream/byte_stream.hpp"
+#include "upstream/exchange/client_leg.hpp"
 #include "upstream/exchange/framing.hpp"
 #include "upstream/exchange/retry_rule.hpp"
 #include "upstream/exchange/tunnel.hpp"
@@ -41,8 +44,6 @@
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
-
-using ClientParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
 
 // Whose operation the client connection's one I/O deadline guards.
 enum class Side { kClient, kUpstream };
@@ -74,9 +75,6 @@ class ExchangeHost : public TunnelHost {
   virtual std::span<char> relay_buffer() = 0;
   // The request head as sent upstream, serialized once per exchange.
   virtual void serialize_request_head(std::string& out, std::string_view upstream_host) = 0;
-  // A response head is about to go: whether the client connection stays
-  // open after it (its body ends with the connection, or not).
-  virtual bool keep_client(bool ends_with_close) = 0;
   virtual bool draining() const = 0;
   virtual bool client_closed() const = 0;
   // The request went whole and its response head is awaited (true), or the
@@ -99,15 +97,9 @@ class ExchangeHost : public TunnelHost {
 // What the exchange is asked to do; the views outlive it.
 struct ExchangeRequest {
   const UpstreamConfig* upstream = nullptr;
-  std::string_view request_id;
-  // Headers set by Sluice for the response (rate-limit headers).
-  std::span<const std::pair<std::string, std::string>> response_headers;
-  // Headers the route sets or removes on the response (null: none).
-  const HeaderRules* response_rules = nullptr;
-  HeaderVars header_vars;                    // what their values may use
-  std::chrono::milliseconds send_timeout{};  // a write to the client
-  std::chrono::milliseconds body_timeout{};  // a read of the request body
-  bool chunked = false;                      // the request body is chunked
+  boost::beast::http::verb method = boost::beast::http::verb::unknown;
+  std::chrono::milliseconds send_timeout{};  // a write to the client (a tunnel's)
+  bool chunked = false;                      // the request body goes upstream chunked
   bool body_empty = false;                   // the request has no body at all
   bool websocket = false;                    // a WebSocket handshake (see RequestInfo)
   std::chrono::milliseconds tunnel_idle_timeout{};  // an upgraded connection's idle timeout
@@ -118,23 +110,23 @@ struct ExchangeRequest {
 
 class UpstreamExchange {
  public:
-  UpstreamExchange(ExchangeHost& host, ByteStream& client, boost::beast::flat_buffer& buffer,
+  UpstreamExchange(ExchangeHost& host, ClientLeg& client, WorkerExecutor executor,
                    UpstreamPools& pools)
-      : host_(host), client_(client), buffer_(buffer), pools_(pools) {}
+      : host_(host), client_(client), executor_(std::move(executor)), pools_(pools) {}
   UpstreamExchange(const UpstreamExchange&) = delete;
   UpstreamExchange& operator=(const UpstreamExchange&) = delete;
 
-  // Starts the exchange of the request `parser` holds (its head read).
+  // Starts the exchange of a request whose head the client leg has read.
   // `self` is this object, sharing ownership with its host.
-  void start(const ExchangeRequest& request, ClientParser& parser,
-             const std::shared_ptr<UpstreamExchange>& self);
+  void start(const ExchangeRequest& request, const std::shared_ptr<UpstreamExchange>& self);
+
+  // The client leg's operations completed (see client_leg.hpp).
+  void on_body_read(boost::beast::error_code ec, std::size_t n);
+  void on_continue_sent(boost::beast::error_code ec);
+  void on_response_sent(boost::beast::error_code ec);
 
   // The deadline passed on the upstream side: the connection is closed.
   void on_upstream_deadline();
-  // The deadline passed on the client side: a pending request body read is
-  // cancelled, once, so that the client still gets its 408. False when
-  // there was none to cancel (the host then closes the client socket).
-  bool cancel_stalled_body_read();
 
   // Closes the upstream connection's socket, failing what is pending on it
   // (a tunnel's too: it ends).
@@ -217,21 +209,18 @@ class UpstreamExchange {
                       UpstreamError error);
   void keep_tls_session();
   void send_request_head();
-  // Writes to `side`'s connection (the upstream's, or the client's), under
-  // that side's deadline.
+  // Writes the request head if still pending, then `n` body bytes (and the
+  // last chunk when `last` and chunked) upstream, in one write.
   template <class Handler>
-  void write_piece(Side side, const std::string& head, bool& head_pending, const char* data,
-                   std::size_t n, bool chunked, bool last, std::chrono::milliseconds timeout,
-                   Handler&& handler);
+  void write_upstream(const char* data, std::size_t n, bool last, Handler&& handler);
   void on_request_head_sent(boost::beast::error_code ec);
   void read_client_body();
-  void on_client_body(boost::beast::error_code ec);
   void on_upstream_body_written(boost::beast::error_code ec);
   void read_response_head();
   void on_response_head(boost::beast::error_code ec);
   void read_upstream_body();
   void on_upstream_body(boost::beast::error_code ec);
-  void on_response_piece_sent(boost::beast::error_code ec);
+  void send_response(const char* data, std::size_t n, bool last);
   void finish();
   // Tells the host how the exchange ended (once).
   void end(ExchangeResult::End how, UpstreamError error = {}, boost::beast::error_code ec = {});
@@ -246,12 +235,11 @@ class UpstreamExchange {
   FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
 
   ExchangeHost& host_;
-  ByteStream& client_;
-  boost::beast::flat_buffer& buffer_;  // the client connection's read buffer
+  ClientLeg& client_;
+  WorkerExecutor executor_;
   UpstreamPools& pools_;
   std::weak_ptr<UpstreamExchange> self_;
   ExchangeRequest request_;
-  ClientParser* parser_ = nullptr;
   ParserSlot res_parser_;
   std::span<char> relay_;
 
@@ -274,8 +262,7 @@ class UpstreamExchange {
   Clock::time_point slot_deadline_{};  // set once per exchange
   bool waiting_for_slot_ = false;
 
-  std::string req_head_;  // serialized heads; their capacity is reused
-  std::string res_head_;
+  std::string req_head_;  // the serialized request head; its capacity is reused
   ChunkPrefix chunk_prefix_;
   PieceBuffers out_buffers_;  // one write in flight at a time
   std::string upstream_server_;
@@ -290,12 +277,8 @@ class UpstreamExchange {
   bool upstream_reusable_ = false;
   bool request_rewritten_ = false;
   bool req_head_pending_ = false;
-  bool res_head_pending_ = false;
-  bool res_chunked_out_ = false;
+  bool response_sent_ = false;  // something of the response went to the client leg
   bool need_continue_ = false;
-  bool reading_body_ = false;  // a request body read is in flight
-  bool body_timeout_backstop_ = false;
-  bool client_keep_alive_ = false;
   ChunkExtensionLimit chunk_extension_limit_;
 };
 

@@ -1,6 +1,6 @@
-// The relays of UpstreamExchange: the request (head, 100 Continue, body) to
-// the upstream, then the response (head, body) to the client, through the
-// relay buffer, a piece at a time.
+// The relays of UpstreamExchange: the request (head, 100 Continue, body) from
+// the client leg to the upstream, then the response (head, body) from the
+// upstream to the client leg, through the relay buffer, a piece at a time.
 #include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
@@ -31,100 +31,72 @@ constexpr std::size_t kUpstreamHeadBytes = 4096;
 // ---- The request ----------------------------------------------------------
 
 void UpstreamExchange::send_request_head() {
-  auto& req = parser_->get();
   // The head is serialized once (a retry after a failed connect reuses it).
   if (!request_rewritten_) {
     request_rewritten_ = true;
-    need_continue_ = !parser_->is_done() && req.version() == 11 &&
-                     beast::iequals(req[http::field::expect], "100-continue");
+    need_continue_ = !client_.body_done() && client_.expects_continue();
     host_.serialize_request_head(req_head_, upstream_->server);
   }
   req_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.
-  if (!parser_->is_done() && !need_continue_ && buffer_.size() > 0) return read_client_body();
-  write_piece(Side::kUpstream, req_head_, req_head_pending_, nullptr, 0, false, false,
-              upstream_cfg_->response_timeout,
-              upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                self.on_request_head_sent(ec);
-              }));
+  if (!client_.body_done() && !need_continue_ && client_.body_at_hand()) return read_client_body();
+  write_upstream(nullptr, 0, false,
+                 upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
+                   self.on_request_head_sent(ec);
+                 }));
 }
 
-// Writes a pending head (once), then `n` body bytes framed as chunked or raw,
-// then the last chunk if `last`, in one write. The buffer list lives here:
-// the write may outlast this call.
+// The buffer list lives here: the write may outlast this call.
 template <class Handler>
-void UpstreamExchange::write_piece(Side side, const std::string& head, bool& head_pending,
-                                   const char* data, std::size_t n, bool chunked, bool last,
-                                   std::chrono::milliseconds timeout, Handler&& handler) {
-  const std::size_t count =
-      frame_piece(out_buffers_, std::exchange(head_pending, false) ? std::string_view{head} : "",
-                  data, n, chunked, last, chunk_prefix_);
-  host_.set_deadline(side, timeout);
-  ByteStream& stream = side == Side::kClient ? client_ : upstream_->stream;
-  asio::async_write(stream, std::span<const asio::const_buffer>{out_buffers_.data(), count},
+void UpstreamExchange::write_upstream(const char* data, std::size_t n, bool last,
+                                      Handler&& handler) {
+  const std::size_t count = frame_piece(
+      out_buffers_, std::exchange(req_head_pending_, false) ? std::string_view{req_head_} : "",
+      data, n, request_.chunked, last, chunk_prefix_);
+  host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
+  asio::async_write(upstream_->stream,
+                    std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
 }
 
 void UpstreamExchange::on_request_head_sent(beast::error_code ec) {
   if (ec) return io_failed(ec);
-  if (parser_->is_done()) return read_response_head();
+  if (client_.body_done()) return read_response_head();
   if (need_continue_) {
     // The client waits for 100 Continue before sending its body: answer it ourselves.
     need_continue_ = false;
-    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    host_.set_deadline(Side::kClient, request_.send_timeout);
-    asio::async_write(client_, asio::buffer(kContinue),
-                      handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                        if (ec) return self.abort();
-                        self.read_client_body();
-                      }));
-    return;
+    return client_.send_continue();
   }
   read_client_body();
 }
 
-void UpstreamExchange::read_client_body() {
-  // Room for a large read once what was buffered is used up; bounded by
-  // max_header_bytes (buffer_.max_size()), which also bounds chunk-size
-  // lines and trailers.
-  if (buffer_.size() == 0 && buffer_.capacity() < buffer_.max_size()) {
-    buffer_.reserve(buffer_.max_size());
-  }
-  if (relay_.empty()) relay_ = host_.relay_buffer();
-  auto& body = parser_->get().body();
-  body.data = relay_.data();
-  body.size = relay_.size();
-  host_.set_deadline(Side::kClient, request_.body_timeout);
-  reading_body_ = true;
-  body_timeout_backstop_ = false;
-  http::async_read_some(client_, buffer_, *parser_,
-                        handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                          self.on_client_body(ec);
-                        }));
+void UpstreamExchange::on_continue_sent(beast::error_code ec) {
+  if (ec) return abort();
+  read_client_body();
 }
 
-void UpstreamExchange::on_client_body(beast::error_code ec) {
-  reading_body_ = false;
-  if (ec == http::error::need_buffer) ec = {};
+void UpstreamExchange::read_client_body() {
+  if (relay_.empty()) relay_ = host_.relay_buffer();
+  client_.read_body(relay_);
+}
+
+void UpstreamExchange::on_body_read(beast::error_code ec, std::size_t n) {
   if (ec) {
     // Already partly sent: the upstream connection is spoiled.
     drop_upstream();
     return end(ExchangeResult::End::kRequestBodyFailed, {}, ec);
   }
-  auto& body = parser_->get().body();
-  const std::size_t n = relay_.size() - body.size;
-  const bool last = parser_->is_done();
+  const bool last = client_.body_done();
   if (n == 0 && !last) return read_client_body();  // only framing was read
-  write_piece(Side::kUpstream, req_head_, req_head_pending_, relay_.data(), n, request_.chunked,
-              last, upstream_cfg_->response_timeout,
-              upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                self.on_upstream_body_written(ec);
-              }));
+  write_upstream(relay_.data(), n, last,
+                 upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
+                   self.on_upstream_body_written(ec);
+                 }));
 }
 
 void UpstreamExchange::on_upstream_body_written(beast::error_code ec) {
   if (ec) return io_failed(ec);
-  if (parser_->is_done()) return read_response_head();
+  if (client_.body_done()) return read_response_head();
   read_client_body();
 }
 
@@ -139,7 +111,7 @@ void UpstreamExchange::read_response_head() {
   if (upstream_->buffer.capacity() < kUpstreamHeadBytes) {
     upstream_->buffer.reserve(kUpstreamHeadBytes);
   }
-  if (parser_->get().method() == http::verb::head) res_parser_->skip(true);
+  if (request_.method == http::verb::head) res_parser_->skip(true);
   host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
   host_.awaiting_response(true);
   http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
@@ -168,30 +140,16 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   note_usage(res.base());
   host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kOk);
   upstream_reusable_ = res_parser_->keep_alive();
-  const auto content_length = res_parser_->content_length();
-  const bool client_http11 = parser_->get().version() == 11;
-  const auto framing =
-      frame_response(!res_parser_->is_done(), content_length.has_value(), client_http11);
-  res_chunked_out_ = framing.chunked;
-  client_keep_alive_ = host_.keep_client(framing.ends_with_close);
-  ResponseHeadOptions options;
-  options.request_id = request_.request_id;
-  options.extra = request_.response_headers;
-  options.chunked = res_chunked_out_;
-  options.content_length = to_std(content_length);
-  options.keep_alive = client_keep_alive_;
-  options.announce_keep_alive = !client_http11 && client_keep_alive_;
-  options.rules = request_.response_rules;
-  options.vars = request_.header_vars;
-  serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
-  res_head_pending_ = true;
+  ResponseStart start;
+  start.status = upstream_status_;
+  start.reason = res.reason();
+  start.fields = &res.base();
+  start.content_length = to_std(res_parser_->content_length());
+  start.has_body = !res_parser_->is_done();
+  client_.start_response(start);
   // Body bytes already read with the head: send head and body in one write.
   if (!res_parser_->is_done() && upstream_->buffer.size() > 0) return read_upstream_body();
-  write_piece(Side::kClient, res_head_, res_head_pending_, nullptr, 0, false, false,
-              request_.send_timeout,
-              handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                self.on_response_piece_sent(ec);
-              }));
+  send_response(nullptr, 0, res_parser_->is_done());
 }
 
 void UpstreamExchange::read_upstream_body() {
@@ -218,7 +176,7 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
     // Nothing sent to the client yet: it gets a 502. Otherwise all that can
     // be done is to cut the client connection.
     // (The exchange was already counted "ok" when its head arrived.)
-    if (!res_head_pending_) return abort();
+    if (response_sent_) return abort();
     const bool timed_out = upstream_timed_out_;
     drop_upstream();
     upstream_status_ = 0;
@@ -229,16 +187,17 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
   const std::size_t n = relay_.size() - body.size;
   const bool last = res_parser_->is_done();
   if (n == 0 && !last) return read_upstream_body();
-  write_piece(Side::kClient, res_head_, res_head_pending_, relay_.data(), n, res_chunked_out_, last,
-              request_.send_timeout,
-              handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
-                self.on_response_piece_sent(ec);
-              }));
+  send_response(relay_.data(), n, last);
+}
+
+void UpstreamExchange::send_response(const char* data, std::size_t n, bool last) {
+  response_sent_ = true;
+  client_.send_response(data, n, last);
 }
 
 // The response head, or a piece of the body (with the head if it was still
 // pending), reached the client.
-void UpstreamExchange::on_response_piece_sent(beast::error_code ec) {
+void UpstreamExchange::on_response_sent(beast::error_code ec) {
   if (ec) return abort();
   if (res_parser_->is_done()) return finish();
   read_upstream_body();
@@ -261,7 +220,7 @@ void UpstreamExchange::finish() {
   if (upstream_->tls) keep_tls_session();
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),
-                      .request_done = parser_->is_done(),
+                      .request_done = client_.body_done(),
                       .nothing_buffered = upstream_->buffer.size() == 0,
                       .upgrade_asked = request_.websocket})) {
     if (upstream_->buffer.capacity() > kUpstreamHeadBytes) upstream_->buffer.shrink_to_fit();

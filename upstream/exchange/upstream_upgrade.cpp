@@ -3,7 +3,6 @@
 // protocol error (the client gets a 502, the connection is dropped).
 #include <spdlog/spdlog.h>
 
-#include "upstream/proxy_headers.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
 
 namespace sluice {
@@ -17,7 +16,8 @@ void UpstreamExchange::start_tunnel() {
   if (upstream_timed_out_) return io_failed(beast::error::timeout);
   if (!upstream_->stream.socket().is_open()) return abort();
   const auto& res = res_parser_->get();
-  if (!request_.websocket || !grants_websocket_upgrade(res.base())) {
+  const UpgradeStreams client = client_.upgrade_streams();
+  if (!request_.websocket || !client.stream || !grants_websocket_upgrade(res.base())) {
     spdlog::warn("upstream {} server {}: 101 Switching Protocols to a request that did not ask "
                  "for a WebSocket upgrade",
                  upstream_cfg_->name, upstream_->server);
@@ -28,20 +28,18 @@ void UpstreamExchange::start_tunnel() {
   upstream_status_ = 101;
   upstream_server_ = upstream_->server;
   host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kOk);
-  client_keep_alive_ = false;
-  ResponseHeadOptions options;
-  options.request_id = request_.request_id;
-  options.extra = request_.response_headers;
-  options.rules = request_.response_rules;
-  options.vars = request_.header_vars;
-  options.websocket = true;
-  serialize_response_head(res_head_, upstream_status_, res.reason(), res.base(), options);
+  ResponseStart start;
+  start.status = upstream_status_;
+  start.reason = res.reason();
+  start.fields = &res.base();
+  client_.start_response(start);
+  std::string head = client_.upgrade_head();
   res_parser_.reset();
   host_.tunnel_opened();
   req_head_ = {};
-  tunnel_ = std::make_unique<Tunnel>(host_, client_, buffer_, std::move(upstream_),
+  tunnel_ = std::make_unique<Tunnel>(host_, *client.stream, *client.buffered, std::move(upstream_),
                                      request_.tunnel_idle_timeout, request_.send_timeout);
-  tunnel_->start(std::move(res_head_), std::shared_ptr<Tunnel>(self_.lock(), tunnel_.get()));
+  tunnel_->start(std::move(head), std::shared_ptr<Tunnel>(self_.lock(), tunnel_.get()));
 }
 
 }  // namespace sluice
