@@ -18,14 +18,16 @@ SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
-  libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata
+  libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata libnghttp2-dev
   redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that
 # integration tests call (openssl for certificates, curl, procps, hey and
 # gnuplot for the load-test scripts, python3-yaml to read the Kubernetes
-# manifests).
-SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox python3-yaml)
+# manifests, nghttp2-client (nghttp, h2load), python3-h2 to write raw HTTP/2
+# frames and python3-grpcio as a gRPC client and server).
+SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox python3-yaml nghttp2-client
+  python3-h2 python3-grpcio)
 # node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
 command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
 SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")

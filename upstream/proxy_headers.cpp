@@ -183,15 +183,15 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
   out.append("\r\n");
 }
 
-void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
-                             const http::fields& fields, const ResponseHeadOptions& options) {
-  out.clear();
-  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
-  out.append(reason.empty()
-                 ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
-                 : reason);
-  out.append("\r\n");
-  // The names Connection lists are hop-by-hop too.
+namespace {
+
+// The response fields a client gets, whatever its protocol: the upstream
+// fields minus hop-by-hop ones (and the names Connection lists), minus
+// Content-Length (framing), X-Request-Id, the names in `extra` and the names
+// the rules set or remove; then `extra` and X-Request-Id. emit(name, value).
+template <class Emit>
+void each_response_field(const http::fields& fields, const ResponseHeadOptions& options,
+                         Emit&& emit) {
   const auto listed = connection_tokens(fields);
   for (const auto& f : fields) {
     if (is_hop_by_hop(f) || f.name() == http::field::content_length) continue;
@@ -200,10 +200,25 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
     for (auto l : listed) skip = skip || ascii::iequals(name, l);
     for (const auto& e : options.extra) skip = skip || ascii::iequals(name, e.first);
     skip = skip || (options.rules && options.rules->drops(name));
-    if (!skip) append_field(out, name, f.value());
+    if (!skip) emit(name, f.value());
   }
-  for (const auto& [name, value] : options.extra) append_field(out, name, value);
-  append_field(out, "X-Request-Id", options.request_id);
+  for (const auto& [name, value] : options.extra) emit(name, value);
+  emit("X-Request-Id", options.request_id);
+}
+
+}  // namespace
+
+void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
+                             const http::fields& fields, const ResponseHeadOptions& options) {
+  out.clear();
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(reason.empty()
+                 ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
+                 : reason);
+  out.append("\r\n");
+  each_response_field(fields, options, [&out](std::string_view name, std::string_view value) {
+    append_field(out, name, value);
+  });
   if (options.rules) options.rules->append_set(out, options.vars);
   if (options.websocket) {
     out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
@@ -220,6 +235,25 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
     out.append("Connection: keep-alive\r\n");
   }
   out.append("\r\n");
+}
+
+void response_fields(std::vector<std::pair<std::string, std::string>>& out,
+                     const http::fields& fields, const ResponseHeadOptions& options) {
+  out.clear();
+  const auto add = [&out](std::string_view name, std::string_view value) {
+    std::string lower(name);
+    ascii::to_lower_in_place(lower);
+    out.emplace_back(std::move(lower), std::string(value));
+  };
+  each_response_field(fields, options, add);
+  if (options.rules) {
+    for (const auto& set : options.rules->sets()) {
+      std::string value;
+      set.value.append_to(value, options.vars);
+      add(set.name, value);
+    }
+  }
+  if (options.content_length) add("content-length", std::to_string(*options.content_length));
 }
 
 bool is_acceptable_request_id(std::string_view id) {

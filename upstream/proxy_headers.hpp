@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <boost/beast/http/fields.hpp>
 #include <boost/optional/optional.hpp>
@@ -87,6 +88,12 @@ struct ResponseHeadOptions {
 // "Upgrade: websocket", no framing).
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const http_fields::fields& fields, const ResponseHeadOptions& options);
+
+// The same fields as (lower-case name, value) pairs for an HTTP/2 client:
+// the rules' values rendered, Content-Length when options.content_length is
+// set, no other framing and no Connection.
+void response_fields(std::vector<std::pair<std::string, std::string>>& out,
+                     const http_fields::fields& fields, const ResponseHeadOptions& options);
 
 // A parser's content length as the serializers above take it.
 inline std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {

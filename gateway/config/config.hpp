@@ -57,6 +57,8 @@ struct TlsConfig {
   // (`ciphersuites`). The defaults allow forward-secret AEAD suites only.
   std::string ciphers{kDefaultTlsCiphers};
   std::string ciphersuites{kDefaultTlsCiphersuites};
+  // ALPN offers h2 before http/1.1 (server.http2.enabled).
+  bool http2 = false;
   // Built at load from the files above: a configuration whose files do not
   // load or match is refused as a whole (and a reload keeps the old one).
   std::shared_ptr<const ServerTls> contexts;
@@ -86,6 +88,12 @@ struct ServerConfig {
   // Default 127.0.0.1/32 (IPv4-mapped, so /128 in IPv6 terms); [] trusts no one.
   std::vector<Cidr> trusted_proxies{
       Cidr{IpAddress{{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1}}, 128}};
+  // HTTP/2 from clients: h2 by ALPN on the TLS listener, h2c with prior
+  // knowledge on the plain one.
+  struct Http2 {
+    bool enabled = false;
+    std::uint32_t max_concurrent_streams = 100;  // per connection
+  } http2;
 };
 
 struct AdminConfig {

@@ -19,7 +19,9 @@ constexpr std::string_view kServer[] = {"listen",
                                         "max_connections",
                                         "headers_with_underscores",
                                         "trusted_proxies",
-                                        "tls"};
+                                        "tls",
+                                        "http2"};
+constexpr std::string_view kHttp2[] = {"enabled", "max_concurrent_streams"};
 constexpr std::string_view kTls[] = {"listen",          "cert_file",
                                      "key_file",        "min_version",
                                      "certificates",    "session_timeout_ms",
@@ -82,6 +84,7 @@ constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex"
 constexpr MappingKeys kRootKeys{"", kRoot};
 constexpr MappingKeys kServerKeys{"server", kServer};
 constexpr MappingKeys kTlsKeys{"server.tls", kTls};
+constexpr MappingKeys kHttp2Keys{"server.http2", kHttp2};
 constexpr MappingKeys kTlsCertificateKeys{"server.tls.certificates[]", kTlsCertificate};
 constexpr MappingKeys kAdminKeys{"admin", kAdmin};
 constexpr MappingKeys kLogKeys{"log", kLog};

@@ -20,6 +20,7 @@ struct MappingKeys {
 extern const MappingKeys kRootKeys;
 extern const MappingKeys kServerKeys;
 extern const MappingKeys kTlsKeys;
+extern const MappingKeys kHttp2Keys;
 extern const MappingKeys kTlsCertificateKeys;
 extern const MappingKeys kAdminKeys;
 extern const MappingKeys kLogKeys;

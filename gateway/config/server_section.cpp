@@ -13,6 +13,7 @@ namespace {
 constexpr std::int64_t kMaxThreads = 1024;
 // One header line must fit the 16-bit sizes of the HTTP parser's field table.
 constexpr std::int64_t kMaxHeaderBytes = 65535;
+constexpr std::int64_t kMaxConcurrentStreams = 10000;
 
 void read_underscores(YamlReader& r, const Field& v, ServerConfig& s) {
   const auto text = r.string(v);
@@ -66,6 +67,19 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
     if (auto n = r.integer(*v, 1, kMaxCount)) s.max_connections = static_cast<std::size_t>(*n);
   }
   if (auto* v = m->get("headers_with_underscores")) read_underscores(r, *v, s);
+  if (auto* v = m->get("http2")) {
+    if (const auto h = r.mapping(*v, kHttp2Keys.keys)) {
+      if (auto* e = h->get("enabled")) {
+        if (auto b = r.boolean(*e)) s.http2.enabled = *b;
+      }
+      if (auto* n = h->get("max_concurrent_streams")) {
+        if (auto count = r.integer(*n, 1, kMaxConcurrentStreams)) {
+          s.http2.max_concurrent_streams = static_cast<std::uint32_t>(*count);
+        }
+      }
+    }
+  }
+  // After http2: the TLS contexts' ALPN offers h2 when it is on.
   if (auto* v = m->get("tls")) read_tls(r, *v, s, notes);
   if (auto* v = m->get("trusted_proxies")) {
     s.trusted_proxies.clear();  // present (even empty) replaces the default

@@ -97,6 +97,7 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
   }
   if (!valid) return;
   std::string error;
+  tls.http2 = s.http2.enabled;
   tls.contexts = ServerTls::build(tls, error);
   if (!tls.contexts) return r.error(f, error);
   s.tls = std::move(tls);

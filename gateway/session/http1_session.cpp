@@ -11,6 +11,7 @@
 
 #include "gateway/metrics.hpp"
 #include "gateway/session/client_read_error.hpp"
+#include "gateway/session/http2_session.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/tls/server_tls.hpp"
 #include "upstream/proxy_headers.hpp"
@@ -101,6 +102,7 @@ void Http1Session::start_tls() {
     self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));
     if (ec) return self.close();
     self.tls_open_ = true;
+    if (self.alpn_h2()) return self.become_http2({});
     self.do_read_head();
   }));
 }
@@ -112,13 +114,33 @@ Http1Session::~Http1Session() {
   worker_.remove_session(this);
 }
 
+bool Http1Session::alpn_h2() {
+  const unsigned char* protocol = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(stream_.tls_session().native_handle(), &protocol, &length);
+  return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
+}
+
+void Http1Session::become_http2(std::string_view received) {
+  handed_over_ = true;
+  idle_ = false;
+  deadline_.cancel();
+  head_timer_.cancel();
+  worker_.remove_session(this);
+  auto h2 = std::make_shared<Http2Session>(worker_, stream_, shared_from_this(), peer_, peer_text_);
+  h2->start(received);
+  if (draining_) h2->on_drain();
+}
+
 void Http1Session::on_drain() {
+  if (handed_over_) return;
   draining_ = true;
   // Only a connection with no byte of a request yet is closed now.
   if (idle_ && buffer_.size() == 0) force_close();
 }
 
 void Http1Session::force_close() {
+  if (handed_over_) return;
   closed_ = true;
   tls_open_ = false;
   exchange_.cancel_wait();
@@ -238,6 +260,14 @@ void Http1Session::on_head(beast::error_code ec) {
   response_headers_.clear();
   if (head_timed_out_) {
     return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
+  }
+  if (ec == http::error::bad_version && requests_ == 0 && config_->server.http2.enabled &&
+      !stream_.is_tls()) {
+    // The HTTP/2 connection preface (h2c with prior knowledge) reads as a
+    // request line of version 2.0: nothing of it was consumed.
+    const auto data = buffer_.data();
+    const std::string_view received{static_cast<const char*>(data.data()), data.size()};
+    if (received.starts_with("PRI * HTTP/2.0\r\n")) return become_http2(received);
   }
   if (ec) {
     const ClientReadError error = client_read_error(ec, ReadPhase::kHead);

@@ -103,6 +103,11 @@ class Http1Session final : public ClientSession,
 
   // The TLS handshake (http1_session.cpp).
   void start_tls();
+  // HTTP/2 was chosen by ALPN, or its preface came in place of a request:
+  // an Http2Session serves the connection from now on, with `received` (the
+  // bytes read already), and this session only keeps the stream for it.
+  void become_http2(std::string_view received);
+  bool alpn_h2();
 
   // Reading a request head (http1_session.cpp).
   void set_idle(bool idle);
@@ -175,6 +180,7 @@ class Http1Session final : public ClientSession,
   std::shared_ptr<const ServerTls> pending_tls_;
   // TLS is up and no error has ended it: a close says close_notify first.
   bool tls_open_ = false;
+  bool handed_over_ = false;  // to an Http2Session
 
   RequestInfo info_;  // the current request, as admitted
   HeaderList response_headers_;

@@ -52,19 +52,26 @@ std::vector<std::string> certificate_names(X509* cert) {
   return names;
 }
 
-// ALPN: http/1.1 when the client offers it; otherwise no protocol is
-// acknowledged and the client decides whether HTTP/1.1 will do.
+// ALPN: the first of Sluice's protocols the client offers (h2, when HTTP/2
+// is on, then http/1.1); none offered: no protocol is acknowledged and the
+// client decides whether HTTP/1.1 will do.
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
+                unsigned int inlen, void* arg) {
   static const unsigned char kHttp11[] = "\x08http/1.1";
+  static const unsigned char kH2Http11[] = "\x02h2\x08http/1.1";
+  const bool h2 = arg != nullptr;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, kHttp11, sizeof kHttp11 - 1, in, inlen) !=
-      OPENSSL_NPN_NEGOTIATED) {
+  if (SSL_select_next_proto(&selected, outlen, h2 ? kH2Http11 : kHttp11,
+                            h2 ? sizeof kH2Http11 - 1 : sizeof kHttp11 - 1, in,
+                            inlen) != OPENSSL_NPN_NEGOTIATED) {
     return SSL_TLSEXT_ERR_NOACK;
   }
   *out = selected;
   return SSL_TLSEXT_ERR_OK;
 }
+
+// The callback's argument: non-null offers h2.
+int offer_h2;
 
 struct KeyFree {
   void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
@@ -151,7 +158,7 @@ struct ServerTls::Impl {
         native, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
-    SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    SSL_CTX_set_alpn_select_cb(native, select_alpn, config.http2 ? &offer_h2 : nullptr);
     SSL_CTX_set_client_hello_cb(native, bind_sessions_to_server_name, nullptr);
     // The lists were checked when the configuration was read.
     if (SSL_CTX_set_cipher_list(native, config.ciphers.c_str()) != 1 ||

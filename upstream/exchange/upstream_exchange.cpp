@@ -153,8 +153,9 @@ void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
 }
 
 void UpstreamExchange::on_connect(beast::error_code ec) {
-  if (ec && host_.draining() && ec == asio::error::operation_aborted) {
-    // Closed by a drain timeout, not by the server: no cool-down, no retry.
+  if (ec == asio::error::operation_aborted && (host_.draining() || host_.client_closed())) {
+    // Closed by a drain timeout or for a client that left, not by the
+    // server: no cool-down, no retry.
     return abort();
   }
   if (ec) {
@@ -245,6 +246,10 @@ void UpstreamExchange::on_upstream_deadline() {
 }
 
 void UpstreamExchange::io_failed(beast::error_code ec) {
+  // Closed for a client that left: not the server's failure.
+  if (ec == asio::error::operation_aborted && !upstream_timed_out_ && host_.client_closed()) {
+    return abort();
+  }
   const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
   if (retry_rule(failed_exchange(ec, timed_out)) == Retry::kFreshConnection) {
     // A pooled connection the server had closed: nothing of this request

@@ -1,0 +1,57 @@
+#include "gateway/session/grpc_reply.hpp"
+
+#include "common/ascii.hpp"
+#include "common/hex.hpp"
+
+namespace sluice {
+
+bool is_grpc_content_type(std::string_view content_type) {
+  constexpr std::string_view kGrpc = "application/grpc";
+  if (content_type.size() < kGrpc.size() ||
+      !ascii::iequals(content_type.substr(0, kGrpc.size()), kGrpc)) {
+    return false;
+  }
+  if (content_type.size() == kGrpc.size()) return true;
+  const char next = content_type[kGrpc.size()];
+  return next == '+' || next == ';';
+}
+
+unsigned grpc_status_for(unsigned http_status) {
+  switch (http_status) {
+    case 429:
+    case 413:
+    case 431:
+      return 8;  // RESOURCE_EXHAUSTED
+    case 502:
+    case 503:
+      return 14;  // UNAVAILABLE
+    case 504:
+    case 408:
+      return 4;  // DEADLINE_EXCEEDED
+    case 401:
+      return 16;  // UNAUTHENTICATED
+    case 403:
+      return 7;  // PERMISSION_DENIED
+    case 404:
+    case 405:
+      return 12;  // UNIMPLEMENTED
+    default:
+      return http_status >= 400 && http_status < 500 ? 13 : 2;  // INTERNAL, UNKNOWN
+  }
+}
+
+std::string grpc_percent_encode(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (unsigned char c : message) {
+    if (c >= 0x20 && c <= 0x7e && c != '%') {
+      out.push_back(static_cast<char>(c));
+      continue;
+    }
+    out.push_back('%');
+    hex::append_byte_upper(out, c);
+  }
+  return out;
+}
+
+}  // namespace sluice

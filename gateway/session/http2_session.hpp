@@ -1,0 +1,143 @@
+// One HTTP/2 client connection (h2 by ALPN on TLS, h2c with prior knowledge
+// on plain listeners): libnghttp2 does the framing, HPACK and flow control,
+// this session the I/O. Each stream is an Http2Stream, routed, limited and
+// proxied like an HTTP/1.1 request.
+//
+// Reading: one read at a time into a fixed buffer, fed to nghttp2, which
+// calls back per frame; no read while what nghttp2 queued to send exceeds
+// kMaxPendingOut (a client that sends but does not read is not given more
+// answers to queue). Writing: one write at a time of what nghttp2 produced,
+// up to kMaxPendingOut at once. Request bodies are credited back to the
+// client (WINDOW_UPDATE) only as the upstream takes them, so what one
+// connection buffers is bounded by its flow-control windows.
+//
+// Protections: nghttp2 refuses floods of SETTINGS, PING and RST_STREAM
+// (rapid reset), too many CONTINUATION frames, bad stream ids and window
+// overflows, with GOAWAY; a header list larger than server.max_header_bytes
+// gets a 431, one many times larger (an HPACK bomb) GOAWAY; streams beyond
+// max_concurrent_streams are refused, and a client that keeps opening them
+// gets GOAWAY. Each GOAWAY for an offence is counted by reason.
+//
+// The connection closes when idle (no stream) for idle_timeout, on GOAWAY
+// once its streams are done, and after a drain's GOAWAY once its streams
+// are done. Every handler runs on the worker's executor, through guarded().
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/guarded.hpp"
+#include "gateway/client_ip.hpp"
+#include "gateway/worker.hpp"
+#include "upstream/byte_stream.hpp"
+
+struct nghttp2_session;
+
+namespace sluice {
+
+class Http2Stream;
+
+class Http2Session final : public ClientSession,
+                           public std::enable_shared_from_this<Http2Session> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // What nghttp2 may hold queued for the socket before reading stops.
+  static constexpr std::size_t kMaxPendingOut = 64 * 1024;
+  // The connection's receive window: the most request body bytes it buffers.
+  static constexpr std::int32_t kConnectionWindow = 1024 * 1024;
+
+  // `stream` is the connection as the HTTP/1.1 session that found HTTP/2 on
+  // it (by ALPN or the preface) holds it; `stream_owner` keeps it alive.
+  Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<void> stream_owner,
+               IpAddress peer, std::string peer_text);
+  ~Http2Session() override;
+  Http2Session(const Http2Session&) = delete;
+  Http2Session& operator=(const Http2Session&) = delete;
+
+  // Starts with the bytes read already (those of the connection preface an
+  // HTTP/1.1 read took for a request line).
+  void start(std::string_view received);
+
+  // ClientSession
+  void on_drain() override;
+  void force_close() override;
+  std::optional<Clock::time_point> idle_since() const override { return idle_since_; }
+  void on_internal_error(std::string_view what) noexcept;
+
+  // For its streams.
+  Worker& worker() { return worker_; }
+  WorkerExecutor executor() { return stream_.get_executor(); }
+  nghttp2_session* nghttp2() { return session_; }
+  const IpAddress& peer() const { return peer_; }
+  const std::string& peer_text() const { return peer_text_; }
+  bool over_tls() const { return stream_.is_tls(); }
+  bool draining() const { return draining_; }
+  bool closed() const { return closed_; }
+  // Sends what nghttp2 has queued (after a stream submitted something).
+  void flush();
+  // A stream's header list grew past what it may: many times the limit is
+  // an attack on the connection (GOAWAY).
+  void header_list_abuse();
+
+ private:
+  friend struct Http2Callbacks;
+
+  template <class Fn>
+  auto handler(Fn fn) {
+    return guarded(shared_from_this(), std::move(fn));
+  }
+
+  void read();
+  void on_read(boost::beast::error_code ec, std::size_t n);
+  // Feeds received bytes to nghttp2; false when the connection must end.
+  bool receive(const std::uint8_t* data, std::size_t n);
+  void on_written(boost::beast::error_code ec);
+  // Ends the connection for an offence: GOAWAY with `code`, counted as `reason`.
+  void goaway(std::uint32_t code, std::string_view reason);
+  void count_goaway(std::uint32_t code);
+  void update_idle();
+  void close();
+
+  // nghttp2's callbacks, on this session.
+  int on_begin_headers(std::int32_t stream_id);
+  int on_header(std::int32_t stream_id, std::string_view name, std::string_view value);
+  int on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int32_t stream_id);
+  int on_data_chunk(std::int32_t stream_id, const std::uint8_t* data, std::size_t n);
+  int on_stream_close(std::int32_t stream_id, std::uint32_t error_code);
+  int on_frame_send(std::uint8_t type, std::uint8_t flags, std::int32_t stream_id,
+                    std::uint32_t error_code);
+  Http2Stream* stream(std::int32_t id);
+
+  using Timer =
+      boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
+
+  Worker& worker_;
+  std::shared_ptr<void> stream_owner_;
+  ByteStream& stream_;
+  IpAddress peer_;
+  std::string peer_text_;
+  nghttp2_session* session_ = nullptr;
+  std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
+  std::vector<std::uint8_t> in_;  // one read at a time
+  std::string out_;               // one write at a time
+  Timer idle_timer_;
+  std::optional<Clock::time_point> idle_since_;
+  std::uint64_t refused_streams_ = 0;
+  bool reading_ = false;
+  bool receiving_ = false;  // inside nghttp2_session_mem_recv
+  bool writing_ = false;
+  bool draining_ = false;
+  bool closed_ = false;
+  bool goaway_counted_ = false;
+  bool internal_error_ = false;
+};
+
+}  // namespace sluice

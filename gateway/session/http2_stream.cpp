@@ -1,0 +1,536 @@
+#include "gateway/session/http2_stream.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "common/ascii.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/router.hpp"
+#include "gateway/session/client_read_error.hpp"
+#include "gateway/session/exchange_log.hpp"
+#include "gateway/session/grpc_reply.hpp"
+#include "gateway/session/http2_session.hpp"
+#include "gateway/session/local_reply.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// A decoded header list this many times max_header_bytes is no request: an
+// HPACK bomb (small frames that decode to a huge list).
+constexpr std::size_t kHeaderBombFactor = 4;
+// What SETTINGS_MAX_HEADER_LIST_SIZE counts per field beyond its name and value.
+constexpr std::size_t kFieldOverhead = 32;
+
+nghttp2_nv make_nv(const std::string& name, const std::string& value) {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+          value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+// nghttp2's data source: the stream the callback is for gives its bytes.
+ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::uint8_t* buf,
+                         std::size_t length, std::uint32_t* flags, nghttp2_data_source*, void*) {
+  auto* stream = static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  return stream->read_response(buf, length, flags);
+}
+
+std::string lower(std::string_view name) {
+  std::string s(name);
+  ascii::to_lower_in_place(s);
+  return s;
+}
+
+std::optional<std::uint64_t> parse_length(std::string_view text) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+Http2Stream::Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> owner,
+                         std::int32_t id)
+    : session_(session),
+      owner_(std::move(owner)),
+      id_(id),
+      config_(session.worker().config()),
+      deadline_(session.executor()),
+      exchange_(*this, *this, session.executor(), session.worker().pools()) {
+  req_.version(11);
+}
+
+Http2Stream::~Http2Stream() {
+  session_.worker().return_relay_buffer(std::move(relay_));
+}
+
+// ---- The request head -------------------------------------------------------
+
+bool Http2Stream::on_header(std::string_view name, std::string_view value) {
+  header_bytes_ += name.size() + value.size() + kFieldOverhead;
+  const std::size_t limit = config_->server.max_header_bytes;
+  if (header_bytes_ > limit * kHeaderBombFactor) return false;
+  if (headers_done_) return true;  // a request's trailers: not forwarded
+  if (header_bytes_ > limit) {
+    header_too_large_ = true;
+    return true;
+  }
+  if (header_too_large_) return true;
+  if (!name.empty() && name.front() == ':') {
+    // nghttp2 has checked the pseudo-headers (which, once each, before the rest).
+    if (name == ":method") method_ = value;
+    if (name == ":path") path_ = value;
+    if (name == ":authority") authority_ = value;
+    if (name == ":scheme") scheme_ = value;
+    return true;
+  }
+  if (name == "cookie") {
+    // Cookie crumbs are one Cookie header again for HTTP/1.1.
+    if (!cookies_.empty()) cookies_.append("; ");
+    cookies_.append(value);
+    return true;
+  }
+  if (name == "content-type" && is_grpc_content_type(value)) grpc_ = true;
+  if (name == "host" && !authority_.empty()) return true;  // :authority wins
+  req_.insert(name, value);
+  return true;
+}
+
+void Http2Stream::on_headers_done(bool end_stream) {
+  headers_done_ = true;
+  end_stream_ = end_stream;
+  started_ = Clock::now();
+  config_ = session_.worker().config();
+  info_.client_ip = session_.peer();
+  req_.method_string(method_);
+  req_.target(path_);
+  if (!authority_.empty()) req_.set(http::field::host, authority_);
+  if (!cookies_.empty()) req_.set(http::field::cookie, cookies_);
+  if (header_too_large_) {
+    return send_local(make_local_reply(431, "request header fields too large",
+                                       generate_request_id()));
+  }
+  std::optional<std::uint64_t> length;
+  if (req_.count(http::field::content_length) > 0) {
+    length = parse_length(req_[http::field::content_length]);
+  }
+  if (length && *length > config_->server.max_body_bytes) {
+    return send_local(make_local_reply(413, "request body too large", generate_request_id()));
+  }
+  BodyFacts body;
+  body.done = end_stream;
+  // A body of unknown length goes to an HTTP/1.1 upstream chunked.
+  body.chunked = !end_stream && !length;
+  auto refusal = admit_request(req_, body, session_.peer(), session_.over_tls(), *config_, info_);
+  if (refusal) return send_local(std::move(*refusal));
+
+  auto& ctx = pipeline_.begin(req_.base());
+  ctx.config = config_;
+  ctx.route = info_.route;
+  ctx.method = req_.method_string();
+  ctx.target = req_.target();
+  ctx.route_path = info_.target.route_path;
+  ctx.client_ip = info_.client_ip;
+  ctx.request_id = info_.request_id;
+  ctx.started = started_;
+  run_pipeline();
+}
+
+// ---- Middleware ---------------------------------------------------------------
+
+void Http2Stream::run_pipeline() {
+  if (closed_) return;
+  auto result = pipeline_.advance(session_.worker().chain(), *this);
+  if (result.step == MiddlewareStep::kPending) return;
+  on_middleware_outcome(std::move(result.reply));
+}
+
+MiddlewareDone Http2Stream::take() {
+  return handler([](Http2Stream& self, std::optional<LocalReply> reply) {
+    self.client_gone_ = nullptr;
+    if (self.closed_) return;  // reset meanwhile: the outcome is dropped
+    if (reply) {
+      self.on_middleware_outcome(std::move(reply));
+    } else {
+      self.run_pipeline();
+    }
+    self.session_.flush();
+  });
+}
+
+void Http2Stream::watch_client(std::function<void()> gone) {
+  if (closed_) return;
+  client_gone_ = std::move(gone);
+}
+
+void Http2Stream::on_middleware_outcome(std::optional<LocalReply> reply) {
+  response_headers_ = pipeline_.take_response_headers();
+  if (reply) return send_local(std::move(*reply));
+  start_upstream();
+}
+
+// ---- The upstream exchange ------------------------------------------------------
+
+void Http2Stream::start_upstream() {
+  ExchangeRequest request;
+  request.upstream = &config_->upstreams[info_.route->upstream_index];
+  request.method = req_.method();
+  request.send_timeout = config_->server.send_timeout;
+  request.chunked = info_.body.chunked;
+  request.body_empty = info_.body.done;
+  request.tunnel_idle_timeout = config_->server.idle_timeout;
+  request.usage_header = info_.route->cost_from_response.header;
+  const RouteConfig& route = *info_.route;
+  if (!route.request_headers.empty() || !route.response_headers.empty()) {
+    client_ip_text_ = info_.client_ip.to_string();
+    header_vars_ = {client_ip_text_, info_.request_id, route.name, info_.forwarded_proto};
+  }
+  in_exchange_ = true;
+  exchange_.start(request, std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
+}
+
+std::span<char> Http2Stream::relay_buffer() {
+  if (!relay_) relay_ = session_.worker().take_relay_buffer();
+  return {relay_.get(), Worker::kRelayBufferSize};
+}
+
+void Http2Stream::serialize_request_head(std::string& out, std::string_view upstream_host) {
+  ForwardedInfo forwarded{session_.peer_text(), info_.forwarded_proto, req_[http::field::host],
+                          info_.request_id,     upstream_host,         info_.route->cost_header};
+  forwarded.traceparent = info_.traceparent;
+  forwarded.identity = pipeline_.context().identity_headers;
+  if (!info_.route->request_headers.empty()) {
+    forwarded.rules = &info_.route->request_headers;
+    forwarded.vars = header_vars_;
+  }
+  std::optional<std::uint64_t> length;
+  if (req_.count(http::field::content_length) > 0) {
+    length = parse_length(req_[http::field::content_length]);
+  } else if (info_.body.done && req_.method() != http::verb::get &&
+             req_.method() != http::verb::head) {
+    length = 0;  // a POST without a body still says so
+  }
+  sluice::serialize_request_head(out, req_.method_string(),
+                                 upstream_target(*info_.route, req_.target()), req_.base(),
+                                 forwarded, info_.body.chunked, length);
+}
+
+bool Http2Stream::draining() const { return session_.draining(); }
+
+void Http2Stream::count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) {
+  session_.worker().series().count_upstream(config_, upstream, outcome);
+}
+
+void Http2Stream::count_connection(const UpstreamConfig& upstream) {
+  session_.worker().metrics().add("sluice_upstream_connections_total",
+                                  scratch_labels({{"upstream", upstream.name}}));
+}
+
+void Http2Stream::count_retry() { session_.worker().metrics().add("sluice_upstream_retries_total", ""); }
+
+void Http2Stream::exchange_ended(const ExchangeResult& result) {
+  in_exchange_ = false;
+  switch (result.end) {
+    case ExchangeResult::End::kRelayed:
+      record(exchange_.upstream_status());
+      break;
+    case ExchangeResult::End::kUpstreamFailed:
+      send_local(make_local_reply(status_for(result.error), message_for(result.error),
+                                  info_.request_id));
+      break;
+    case ExchangeResult::End::kRequestBodyFailed: {
+      if (result.body_error == beast::error::timeout) {
+        send_local(make_local_reply(408, "request body not received in time", info_.request_id));
+        break;
+      }
+      const ClientReadError error = client_read_error(result.body_error, ReadPhase::kBody);
+      if (error.status != 0 && !closed_) {
+        send_local(make_local_reply(error.status, error.message, info_.request_id));
+        break;
+      }
+      reset(NGHTTP2_CANCEL);
+      record(499);
+      break;
+    }
+    case ExchangeResult::End::kAborted: {
+      reset(NGHTTP2_INTERNAL_ERROR);
+      const unsigned status = exchange_.upstream_status();
+      record(status ? status : 499);
+      break;
+    }
+  }
+  session_.flush();
+}
+
+void Http2Stream::on_internal_error(std::string_view what) noexcept {
+  session_.on_internal_error(what);
+}
+
+void Http2Stream::set_deadline(Side side, Clock::duration timeout) {
+  deadline_.expires_after(side, timeout, *this);
+}
+
+void Http2Stream::on_deadline(Side side) {
+  if (side == Side::kUpstream) return exchange_.on_upstream_deadline();
+  // The client sent no body byte, or took no response byte, in time.
+  if (pending_read_) {
+    pending_read_.reset();
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange_.on_body_read(beast::error::timeout, 0);
+               }));
+    return;
+  }
+  if (piece_pending_) {
+    piece_pending_ = false;
+    reset(NGHTTP2_CANCEL);
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange_.on_response_sent(beast::error::timeout);
+               }));
+    session_.flush();
+  }
+}
+
+// ---- The request body (the exchange's source) -----------------------------------
+
+void Http2Stream::on_data(const std::uint8_t* data, std::size_t n) {
+  body_received_ += n;
+  if (body_too_large_ || body_received_ > config_->server.max_body_bytes) {
+    body_too_large_ = true;
+    nghttp2_session_consume_connection(session_.nghttp2(), n);
+  } else {
+    body_.append(reinterpret_cast<const char*>(data), n);
+  }
+  fill_read();
+}
+
+void Http2Stream::on_end_stream() {
+  end_stream_ = true;
+  fill_read();
+}
+
+void Http2Stream::read_body(std::span<char> into) {
+  pending_read_ = into;
+  fill_read();
+  if (pending_read_) set_deadline(Side::kClient, config_->server.body_timeout);
+}
+
+void Http2Stream::fill_read() {
+  if (!pending_read_) return;
+  if (body_too_large_) {
+    pending_read_.reset();
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange_.on_body_read(http::error::body_limit, 0);
+               }));
+    return;
+  }
+  if (body_.empty() && !end_stream_) return;  // waits for DATA
+  const std::size_t n = std::min(pending_read_->size(), body_.size());
+  std::memcpy(pending_read_->data(), body_.data(), n);
+  body_.erase(0, n);
+  pending_read_.reset();
+  // Credited back to the client now that the upstream takes them.
+  if (n > 0 && !closed_) nghttp2_session_consume(session_.nghttp2(), id_, n);
+  asio::post(session_.executor(), handler([n](Http2Stream& self) {
+               self.exchange_.on_body_read({}, n);
+               self.session_.flush();
+             }));
+}
+
+// ---- The response (the exchange's sink) -----------------------------------------
+
+void Http2Stream::start_response(const ResponseStart& start) {
+  ResponseHeadOptions options;
+  options.request_id = info_.request_id;
+  options.extra = response_headers_;
+  const RouteConfig& route = *info_.route;
+  if (!route.response_headers.empty()) {
+    options.rules = &route.response_headers;
+    options.vars = header_vars_;
+  }
+  options.content_length = start.content_length;
+  response_fields(fields_, *start.fields, options);
+  submit_head(start.status, fields_, start.has_body);
+}
+
+void Http2Stream::submit_head(unsigned status,
+                              const std::vector<std::pair<std::string, std::string>>& fields,
+                              bool body) {
+  const std::string status_text = std::to_string(status);
+  static const std::string kStatus = ":status";
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(fields.size() + 1);
+  nva.push_back(make_nv(kStatus, status_text));
+  for (const auto& [name, value] : fields) nva.push_back(make_nv(name, value));
+  nghttp2_data_provider provider{};
+  provider.read_callback = read_stream_data;
+  head_submitted_ = true;
+  if (!body) response_done_ = true;
+  if (closed_) return;
+  const int rv =
+      nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(), body ? &provider : nullptr);
+  if (rv != 0) spdlog::debug("HTTP/2 stream {}: response not submitted: {}", id_, nghttp2_strerror(rv));
+}
+
+void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
+  if (response_done_ || (n == 0 && !last) || closed_) {
+    // Nothing to frame: the head alone went (or goes) with its HEADERS.
+    const bool gone = closed_;
+    asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+                 self.exchange_.on_response_sent(gone ? asio::error::operation_aborted
+                                                      : beast::error_code{});
+               }));
+    return;
+  }
+  piece_ = data;
+  piece_left_ = n;
+  piece_last_ = last;
+  piece_pending_ = true;
+  set_deadline(Side::kClient, config_->server.send_timeout);
+  nghttp2_session_resume_data(session_.nghttp2(), id_);
+  session_.flush();
+}
+
+long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
+  if (!piece_pending_) return NGHTTP2_ERR_DEFERRED;
+  const std::size_t n = std::min(length, piece_left_);
+  std::memcpy(buf, piece_, n);
+  piece_ += n;
+  piece_left_ -= n;
+  if (piece_left_ > 0) return static_cast<long>(n);
+  piece_pending_ = false;
+  if (piece_last_) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    response_done_ = true;
+  }
+  if (in_exchange_) {
+    // Framed: the relay buffer may take the next piece.
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange_.on_response_sent({});
+               }));
+  }
+  return static_cast<long>(n);
+}
+
+// Sluice's own reply: to a gRPC call a Trailers-Only gRPC reply, else the
+// status with the JSON body.
+void Http2Stream::send_local(LocalReply reply) {
+  if (info_.request_id.empty()) generate_request_id(info_.request_id);
+  local_status_ = reply.status;
+  if (closed_ || head_submitted_) {
+    record(closed_ ? 499 : reply.status);
+    return;
+  }
+  fields_.clear();
+  const auto add = [this](std::string_view name, std::string_view value) {
+    fields_.emplace_back(lower(name), std::string(value));
+  };
+  add("x-request-id", info_.request_id);
+  for (auto& [name, value] : response_headers_) add(name, value);
+  for (auto& [name, value] : reply.headers) add(name, value);
+  if (grpc_) {
+    add("content-type", "application/grpc");
+    add("grpc-status", std::to_string(grpc_status_for(reply.status)));
+    add("grpc-message", grpc_percent_encode(reason_for(reply.status)));
+    submit_head(200, fields_, false);
+  } else {
+    with_trace_id(reply, info_.trace_id);
+    add("server", "sluice");
+    add("content-type", reply.content_type);
+    add("content-length", std::to_string(reply.body.size()));
+    const bool body = req_.method() != http::verb::head && !reply.body.empty();
+    local_body_ = std::move(reply.body);
+    submit_head(reply.status, fields_, body);
+    if (body) {
+      piece_ = local_body_.data();
+      piece_left_ = local_body_.size();
+      piece_last_ = true;
+      piece_pending_ = true;
+      set_deadline(Side::kClient, config_->server.send_timeout);
+    }
+  }
+  record(reply.status);
+  session_.flush();
+}
+
+void Http2Stream::reset(std::uint32_t code) {
+  if (closed_ || response_done_) return;
+  nghttp2_submit_rst_stream(session_.nghttp2(), NGHTTP2_FLAG_NONE, id_, code);
+}
+
+// ---- The end ----------------------------------------------------------------------
+
+void Http2Stream::on_closed(std::uint32_t error_code) {
+  if (closed_) return;
+  closed_ = true;
+  deadline_.cancel();
+  exchange_.cancel_wait();
+  // What the client sent that nobody will read is credited back to the connection.
+  if (!body_.empty()) {
+    nghttp2_session_consume_connection(session_.nghttp2(), body_.size());
+    body_.clear();
+  }
+  if (client_gone_) {
+    auto gone = std::move(client_gone_);
+    client_gone_ = nullptr;
+    gone();
+  }
+  if (in_exchange_) {
+    // Reset by the client (or the connection went): what is pending fails
+    // and the exchange ends as aborted.
+    exchange_.close_upstream_socket();
+    if (pending_read_) {
+      pending_read_.reset();
+      asio::post(session_.executor(), handler([](Http2Stream& self) {
+                   self.exchange_.on_body_read(asio::error::operation_aborted, 0);
+                 }));
+    }
+    if (piece_pending_) {
+      piece_pending_ = false;
+      asio::post(session_.executor(), handler([](Http2Stream& self) {
+                   self.exchange_.on_response_sent(asio::error::operation_aborted);
+                 }));
+    }
+    return;
+  }
+  if (!recorded_) record(error_code == NGHTTP2_NO_ERROR && local_status_ ? local_status_ : 499);
+}
+
+void Http2Stream::end_pipeline() {
+  pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status(), exchange_.usage()});
+}
+
+void Http2Stream::record(unsigned status) {
+  if (recorded_) return;
+  recorded_ = true;
+  if (!headers_done_) return;
+  end_pipeline();
+  ExchangeRecord record;
+  record.route = info_.route;
+  record.have_head = true;
+  record.method = req_.method_string();
+  record.target = info_.original_target.empty() ? std::string_view{req_.target()}
+                                                : std::string_view{info_.original_target};
+  record.client_ip = info_.client_ip;
+  record.request_id = info_.request_id;
+  record.status = status;
+  record.upstream_status = exchange_.upstream_status();
+  record.local_status = local_status_;
+  record.upstream_server = exchange_.upstream_server();
+  record.started = started_;
+  record.decision = &pipeline_.context().decision;
+  record.trace_id = info_.trace_id;
+  log_exchange(record, config_, session_.worker().series(), session_.worker().chain().observers);
+}
+
+}  // namespace sluice

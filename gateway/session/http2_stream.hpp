@@ -1,0 +1,161 @@
+// One HTTP/2 stream of an Http2Session: a request as its HEADERS carried it,
+// admitted, routed and limited (its own middleware pipeline, one decision per
+// stream), then proxied by its own upstream exchange, to which it is the
+// client leg: DATA frames are its request body, credited back to the client
+// only as the exchange takes them; the response goes out as HEADERS, DATA
+// (as the client's windows allow: a piece is done once nghttp2 has framed
+// it) and END_STREAM. Sluice's own replies to gRPC calls are gRPC replies
+// (grpc_reply.hpp). Recorded and logged like an HTTP/1.1 exchange.
+//
+// Owned by its session while the stream is open; its handlers hold it (and
+// through it the session) alive. Every handler runs on the worker's executor.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/message.hpp>
+
+#include "common/deadline.hpp"
+#include "gateway/session/pipeline.hpp"
+#include "gateway/session/request_admission.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
+
+namespace sluice {
+
+class Http2Session;
+
+class Http2Stream final : public MiddlewareLater,
+                          public ExchangeHost,
+                          public ClientLeg,
+                          public std::enable_shared_from_this<Http2Stream> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> owner, std::int32_t id);
+  ~Http2Stream() override;
+
+  // ---- From the session (nghttp2's callbacks) ----
+  // A header field of the request head (trailers are dropped); false when
+  // the list has grown many times past max_header_bytes (an HPACK bomb).
+  bool on_header(std::string_view name, std::string_view value);
+  // The request head is whole (`end_stream`: no body follows).
+  void on_headers_done(bool end_stream);
+  bool headers_done() const { return headers_done_; }
+  // DATA payload; the END_STREAM flag.
+  void on_data(const std::uint8_t* data, std::size_t n);
+  void on_end_stream();
+  // The stream closed (its response went, or it was reset: `error_code`).
+  void on_closed(std::uint32_t error_code);
+  // nghttp2 asks for response body bytes (its data source).
+  long read_response(std::uint8_t* buf, std::size_t length, std::uint32_t* flags);
+  // A frame ending the response went: a request still being sent is cut.
+  bool response_complete() const { return response_done_; }
+  bool request_complete() const { return end_stream_; }
+  void set_response_done() { response_done_ = true; }
+
+  // MiddlewareLater
+  MiddlewareDone take() override;
+  void watch_client(std::function<void()> gone) override;
+
+  // ExchangeHost
+  void set_deadline(Side side, Clock::duration timeout) override;
+  std::span<char> relay_buffer() override;
+  void serialize_request_head(std::string& out, std::string_view upstream_host) override;
+  bool draining() const override;
+  bool client_closed() const override { return closed_; }
+  void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) override;
+  void count_connection(const UpstreamConfig& upstream) override;
+  void count_retry() override;
+  void exchange_ended(const ExchangeResult& result) override;
+  void tunnel_opened() override {}
+  void tunnel_relayed(TunnelDirection, std::size_t) override {}
+  void tunnel_ended(bool) override {}
+  void on_internal_error(std::string_view what) noexcept override;
+
+  // ClientLeg
+  bool body_done() const override { return end_stream_ && body_.empty(); }
+  bool body_at_hand() const override { return !body_.empty(); }
+  bool expects_continue() const override { return false; }
+  void send_continue() override {}
+  void read_body(std::span<char> into) override;
+  void start_response(const ResponseStart& start) override;
+  void send_response(const char* data, std::size_t n, bool last) override;
+  bool keeps_client() const override { return true; }
+
+  void on_deadline(Side side);
+
+ private:
+  template <class Fn>
+  auto handler(Fn fn) {
+    return guarded(shared_from_this(), std::move(fn));
+  }
+
+  void run_pipeline();
+  void on_middleware_outcome(std::optional<LocalReply> reply);
+  void start_upstream();
+  // Hands buffered body bytes to a pending read.
+  void fill_read();
+  void send_local(LocalReply reply);
+  // Submits the response head; `body`: a DATA source follows.
+  void submit_head(unsigned status, const std::vector<std::pair<std::string, std::string>>& fields,
+                   bool body);
+  void reset(std::uint32_t code);
+  void record(unsigned status);
+  void end_pipeline();
+
+  Http2Session& session_;
+  std::shared_ptr<Http2Session> owner_;  // the session lives while a handler holds this
+  std::int32_t id_;
+  std::shared_ptr<const Config> config_;
+  Clock::time_point started_{Clock::now()};
+
+  // The request as HEADERS carried it, in HTTP/1.1 terms.
+  ProxiedRequest req_;
+  std::string method_, path_, authority_, scheme_, cookies_;
+  std::size_t header_bytes_ = 0;
+  bool header_too_large_ = false;
+  bool headers_done_ = false;
+  bool bad_header_ = false;
+  bool grpc_ = false;
+  RequestInfo info_;
+  Pipeline pipeline_;
+  HeaderList response_headers_;
+  std::string client_ip_text_;
+  HeaderVars header_vars_;
+  std::function<void()> client_gone_;
+
+  // The request body: received, not yet taken by the exchange.
+  std::string body_;
+  std::uint64_t body_received_ = 0;
+  std::optional<std::span<char>> pending_read_;
+  bool end_stream_ = false;
+  bool body_too_large_ = false;
+
+  // The exchange and the response.
+  std::unique_ptr<char[]> relay_;
+  Deadline<WorkerExecutor, Side> deadline_;
+  UpstreamExchange exchange_;
+  std::vector<std::pair<std::string, std::string>> fields_;  // reused
+  const char* piece_ = nullptr;  // the piece nghttp2 is framing
+  std::size_t piece_left_ = 0;
+  bool piece_pending_ = false;  // send_response waits for nghttp2
+  bool piece_last_ = false;
+  bool head_submitted_ = false;
+  bool response_done_ = false;
+  std::string local_body_;  // a local reply's body, as nghttp2 takes it
+  unsigned local_status_ = 0;
+  bool in_exchange_ = false;
+  bool recorded_ = false;
+  bool closed_ = false;  // reset, or the connection went
+};
+
+}  // namespace sluice
