@@ -19,6 +19,7 @@ namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
 constexpr std::size_t kReadBytes = 16 * 1024;
+constexpr auto kLingerTimeout = std::chrono::seconds(2);
 // Streams refused beyond max_concurrent_streams before the connection goes.
 constexpr std::uint64_t kMaxRefusedStreams = 100;
 
@@ -34,6 +35,10 @@ std::string_view goaway_reason(std::uint32_t code) {
       return "compression_error";
     case NGHTTP2_ENHANCE_YOUR_CALM:
       return "flood";
+    case NGHTTP2_STREAM_CLOSED:
+      return "stream_id_reused";
+    case NGHTTP2_INTERNAL_ERROR:
+      return "rapid_reset";  // nghttp2's answer to more RST_STREAM than its rate allows
     default:
       return "other";
   }
@@ -61,6 +66,10 @@ struct Http2Callbacks {
   static int begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
     return of(user_data).on_begin_headers(frame->hd.stream_id);
+  }
+  static int begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user_data) {
+    if (hd->type != NGHTTP2_HEADERS) return 0;
+    return of(user_data).on_begin_headers_frame(hd->stream_id);
   }
   static int header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name,
                     std::size_t namelen, const std::uint8_t* value, std::size_t valuelen,
@@ -97,11 +106,13 @@ Http2Session::Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<v
       peer_(peer),
       peer_text_(std::move(peer_text)),
       in_(kReadBytes),
-      idle_timer_(stream_.get_executor()) {
+      idle_timer_(stream_.get_executor()),
+      write_timer_(stream_.get_executor()) {
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, Http2Callbacks::begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, Http2Callbacks::header);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, Http2Callbacks::begin_frame);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, Http2Callbacks::frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Http2Callbacks::data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Http2Callbacks::stream_close);
@@ -142,7 +153,7 @@ void Http2Session::start(std::string_view received) {
 // ---- Reading and writing ----------------------------------------------------
 
 void Http2Session::read() {
-  if (reading_ || closed_ || out_.size() >= kMaxPendingOut) return;
+  if (reading_ || closed_ || lingering_ || out_.size() >= kMaxPendingOut) return;
   if (nghttp2_session_want_read(session_) == 0) return;
   reading_ = true;
   stream_.async_read_some(asio::buffer(in_),
@@ -154,6 +165,7 @@ void Http2Session::read() {
 void Http2Session::on_read(beast::error_code ec, std::size_t n) {
   reading_ = false;
   if (closed_) return;
+  if (lingering_) return ec ? close() : linger();
   if (ec) return close();  // the client went (or the idle timeout closed it)
   if (!receive(in_.data(), n)) return;
   flush();
@@ -183,19 +195,27 @@ bool Http2Session::receive(const std::uint8_t* data, std::size_t n) {
   spdlog::debug("client {}: HTTP/2 connection ended: {}", peer_text_, nghttp2_strerror(rv));
   worker_.metrics().add("sluice_http2_goaways_total", label("reason", reason));
   goaway_counted_ = true;
-  out_ = raw_goaway(nghttp2_session_get_last_proc_stream_id(session_), code);
-  writing_ = true;
-  asio::async_write(stream_, asio::buffer(out_),
-                    handler([](Http2Session& self, beast::error_code, std::size_t) {
-                      self.writing_ = false;
-                      self.close();
-                    }));
+  final_goaway_ = raw_goaway(nghttp2_session_get_last_proc_stream_id(session_), code);
+  if (!writing_) write_final_goaway();
   return false;
+}
+
+// The last frame of a connection nghttp2 gave up on, written after whatever
+// write is in flight; then the close.
+void Http2Session::write_final_goaway() {
+  writing_ = true;
+  arm_write_timer();
+  asio::async_write(stream_, asio::buffer(final_goaway_),
+                    handler([](Http2Session& self, beast::error_code ec, std::size_t) {
+                      self.writing_ = false;
+                      if (ec) return self.close();
+                      self.graceful_close();
+                    }));
 }
 
 void Http2Session::flush() {
   // Inside nghttp2's callbacks nothing is sent: receive()'s caller flushes.
-  if (writing_ || closed_ || receiving_) return;
+  if (writing_ || closed_ || receiving_ || !final_goaway_.empty()) return;
   while (out_.size() < kMaxPendingOut) {
     const std::uint8_t* data = nullptr;
     const auto n = nghttp2_session_mem_send(session_, &data);
@@ -211,24 +231,42 @@ void Http2Session::flush() {
     // Nothing more to say and nothing more to hear (GOAWAY both ways, or a
     // drain with every stream done): the connection is over.
     if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
-      return close();
+      return graceful_close();
     }
-    if (draining_ && streams_.empty()) return close();
+    if (draining_ && streams_.empty()) return graceful_close();
     return;
   }
   writing_ = true;
+  update_idle();
+  arm_write_timer();
   asio::async_write(stream_, asio::buffer(out_),
                     handler([](Http2Session& self, beast::error_code ec, std::size_t) {
                       self.on_written(ec);
                     }));
 }
 
+// A client that takes no byte for send_timeout is closed: its connection
+// would otherwise hold what is queued for it forever.
+void Http2Session::arm_write_timer() {
+  const auto generation = ++write_generation_;
+  write_timer_.expires_after(worker_.config()->server.send_timeout);
+  write_timer_.async_wait(handler([generation](Http2Session& self, beast::error_code ec) {
+    if (ec || generation != self.write_generation_ || !self.writing_) return;
+    spdlog::debug("client {}: HTTP/2 connection not reading, closing", self.peer_text_);
+    self.close();
+  }));
+}
+
 void Http2Session::on_written(beast::error_code ec) {
   writing_ = false;
+  ++write_generation_;
+  write_timer_.cancel();
   out_.clear();
   if (out_.capacity() > 2 * kMaxPendingOut) out_.shrink_to_fit();
   if (closed_) return;
   if (ec) return close();
+  if (!final_goaway_.empty()) return write_final_goaway();
+  update_idle();
   flush();
   read();
 }
@@ -265,6 +303,31 @@ void Http2Session::on_drain() {
   flush();
 }
 
+// The last frame went: the sending side ends, and what the client still
+// sends is read and dropped for a moment, so that a client still sending
+// reads the GOAWAY rather than a reset (nginx's lingering close).
+void Http2Session::graceful_close() {
+  if (closed_ || lingering_) return;
+  lingering_ = true;
+  stream_.shutdown_send();
+  ++write_generation_;
+  write_timer_.expires_after(kLingerTimeout);
+  write_timer_.async_wait(handler([](Http2Session& self, beast::error_code ec) {
+    if (!ec) self.close();
+  }));
+  if (!reading_) linger();
+}
+
+void Http2Session::linger() {
+  reading_ = true;
+  stream_.socket().async_read_some(
+      asio::buffer(in_), handler([](Http2Session& self, beast::error_code ec, std::size_t) {
+        self.reading_ = false;
+        if (ec || self.closed_) return self.close();
+        self.linger();
+      }));
+}
+
 void Http2Session::force_close() {
   close();
 }
@@ -284,6 +347,7 @@ void Http2Session::close() {
   if (closed_) return;
   closed_ = true;
   idle_timer_.cancel();
+  write_timer_.cancel();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
@@ -297,10 +361,10 @@ void Http2Session::close() {
   }
 }
 
-// No stream open: the connection is idle (for the worker's shedding, and for
+// No stream open and nothing being written: the connection is idle (for the worker's shedding, and for
 // idle_timeout).
 void Http2Session::update_idle() {
-  const bool idle = streams_.empty() && !closed_;
+  const bool idle = streams_.empty() && !writing_ && !closed_;
   if (idle == idle_since_.has_value()) return;
   if (!idle) {
     idle_since_.reset();
@@ -328,6 +392,19 @@ void Http2Session::update_idle() {
 Http2Stream* Http2Session::stream(std::int32_t id) {
   auto it = streams_.find(id);
   return it == streams_.end() ? nullptr : it->second.get();
+}
+
+// HEADERS on a stream id that was used before, or lower than one used
+// (nghttp2 would drop it quietly): a client not playing by the rules.
+int Http2Session::on_begin_headers_frame(std::int32_t stream_id) {
+  if (stream_id % 2 == 0 || stream_id > max_client_stream_) {
+    max_client_stream_ = std::max(max_client_stream_, stream_id);
+    return 0;
+  }
+  nghttp2_stream* open = nghttp2_session_find_stream(session_, stream_id);
+  if (open && nghttp2_stream_get_state(open) != NGHTTP2_STREAM_STATE_CLOSED) return 0;  // trailers
+  goaway(NGHTTP2_PROTOCOL_ERROR, "stream_id_reused");
+  return 0;
 }
 
 int Http2Session::on_begin_headers(std::int32_t stream_id) {

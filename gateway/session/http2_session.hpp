@@ -100,13 +100,18 @@ class Http2Session final : public ClientSession,
   // Feeds received bytes to nghttp2; false when the connection must end.
   bool receive(const std::uint8_t* data, std::size_t n);
   void on_written(boost::beast::error_code ec);
+  void write_final_goaway();
+  void arm_write_timer();
   // Ends the connection for an offence: GOAWAY with `code`, counted as `reason`.
   void goaway(std::uint32_t code, std::string_view reason);
   void count_goaway(std::uint32_t code);
   void update_idle();
+  void graceful_close();
+  void linger();
   void close();
 
   // nghttp2's callbacks, on this session.
+  int on_begin_headers_frame(std::int32_t stream_id);
   int on_begin_headers(std::int32_t stream_id);
   int on_header(std::int32_t stream_id, std::string_view name, std::string_view value);
   int on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int32_t stream_id);
@@ -128,13 +133,18 @@ class Http2Session final : public ClientSession,
   std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
   std::vector<std::uint8_t> in_;  // one read at a time
   std::string out_;               // one write at a time
+  std::string final_goaway_;      // written last, when nghttp2 gave up
+  std::int32_t max_client_stream_ = 0;
   Timer idle_timer_;
+  Timer write_timer_;
+  std::uint64_t write_generation_ = 0;
   std::optional<Clock::time_point> idle_since_;
   std::uint64_t refused_streams_ = 0;
   bool reading_ = false;
   bool receiving_ = false;  // inside nghttp2_session_mem_recv
   bool writing_ = false;
   bool draining_ = false;
+  bool lingering_ = false;  // after the last frame, until the close
   bool closed_ = false;
   bool goaway_counted_ = false;
   bool internal_error_ = false;

@@ -188,6 +188,42 @@ TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]
         "\r\n");
 }
 
+TEST_CASE("an HTTP/2 client's response fields are the HTTP/1.1 head's, lower-case, unframed",
+          "[proxy_headers]") {
+  http::fields f;
+  f.set("Content-Type", "text/plain");
+  f.set("Connection", "X-Secret");
+  f.set("X-Secret", "1");
+  f.set("Keep-Alive", "timeout=5");
+  f.set("Transfer-Encoding", "chunked");
+  f.set("X-RateLimit-Limit", "from-upstream");
+  f.set("X-Request-Id", "upstream-id");
+  f.set("Content-Length", "12");
+  const std::vector<std::pair<std::string, std::string>> extra = {{"X-RateLimit-Limit", "50"}};
+  HeaderRules rules;
+  rules.add_remove("content-type");
+  HeaderTemplate by;
+  REQUIRE(by.parse("sluice ${route}").empty());
+  rules.add_set("X-Served-By", by);
+  ResponseHeadOptions options;
+  options.request_id = "rid";
+  options.extra = extra;
+  options.rules = &rules;
+  options.vars = {"10.0.0.1", "rid", "api", "https"};
+  options.content_length = 12;
+  std::vector<std::pair<std::string, std::string>> out;
+  response_fields(out, f, options);
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"x-ratelimit-limit", "50"},
+      {"x-request-id", "rid"},
+      {"x-served-by", "sluice api"},
+      {"content-length", "12"}};
+  CHECK(out == expected);
+  options.content_length.reset();
+  response_fields(out, http::fields{}, options);
+  CHECK(out.size() == 3);  // reused: cleared first, no length without one
+}
+
 namespace {
 
 HeaderTemplate header_template(std::string_view text) {

@@ -1,0 +1,393 @@
+"""HTTP/2 from clients (server.http2), through the real sluice binary, a real
+redis-server and sluice-echo as the HTTP/1.1 upstream.
+
+Clients: curl (--http2-prior-knowledge, --http2 over TLS), python3-h2 (many
+streams on one connection, and raw frames for the attacks), grpcio (a gRPC
+client, for Sluice's own gRPC replies) and h2load.
+"""
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import threading
+import time
+import unittest
+
+import hyperframe.frame as frames
+
+from harness import (SANITIZED, ProcessTestCase, closed_port, gateway_config, limit,
+                     make_ca, make_server_cert, metric_sum, pattern_sha256, request, route,
+                     rss_kib, wait_redis_ready, wait_until)
+from testkit.h2client import H2Client, RawH2
+
+CURL = shutil.which("curl")
+H2LOAD = shutil.which("h2load")
+
+ENHANCE_YOUR_CALM = 0xB
+PROTOCOL_ERROR = 0x1
+INTERNAL_ERROR = 0x2
+FLOW_CONTROL_ERROR = 0x3
+REFUSED_STREAM = 0x7
+
+
+def curl(*args, timeout=20) -> subprocess.CompletedProcess:
+    return subprocess.run([CURL, "-sS", *args], capture_output=True, timeout=timeout)
+
+
+class Http2Test(ProcessTestCase):
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.echo = self.start_echo()
+
+    def gateway(self, routes=None, limits=None, server=None, upstreams=None, **sections):
+        config = gateway_config(
+            upstreams or {"echo": [self.echo.address]},
+            routes or [route("all", "/", [])],
+            server={"threads": 1, "http2": {"enabled": True}, **(server or {})},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            limits=limits or {}, **sections)
+        gw = self.start_sluice(config)
+        if limits:
+            wait_redis_ready(gw)
+        return gw
+
+    def goaways(self, gw, reason) -> float:
+        return metric_sum(gw, "sluice_http2_goaways_total", reason=reason)
+
+    def assert_still_serves(self, gw):
+        c = H2Client(gw.port)
+        try:
+            self.assertEqual(c.request("GET", "/still").status, 200)
+        finally:
+            c.close()
+
+    # ---- Requests ------------------------------------------------------------
+
+    @unittest.skipUnless(CURL, "curl is not installed")
+    def test_h2c_with_prior_knowledge_is_proxied_routed_and_logged(self):
+        gw = self.gateway()
+        out = curl("--http2-prior-knowledge", "-w", "\n%{http_version}",
+                   "-H", "Cookie: a=1", "-H", "Cookie: b=2",
+                   f"http://127.0.0.1:{gw.port}/hello?x=1")
+        body, version = out.stdout.rsplit(b"\n", 1)
+        self.assertEqual(version, b"2", out.stderr)
+        doc = json.loads(body)
+        self.assertEqual(doc["method"], "GET")
+        self.assertEqual(doc["target"], "/hello?x=1")
+        self.assertEqual(doc["version"], "1.1")  # HTTP/1.1 to the upstream
+        headers = {n.lower(): v for n, v in doc["headers"]}
+        self.assertEqual(headers["host"], f"127.0.0.1:{gw.port}")  # from :authority
+        self.assertEqual(headers["x-forwarded-proto"], "http")
+        self.assertEqual(headers["cookie"], "a=1; b=2")  # crumbs joined again
+        wait_until(lambda: '"path":"/hello"' in gw.stdout(), 5, message="the access log line")
+        # HTTP/1.1 on the same listener still works.
+        self.assertEqual(request(gw.port, "GET", "/h1")[0], 200)
+
+    def test_streams_of_one_connection_are_limited_independently(self):
+        gw = self.gateway(routes=[route("lim", "/lim", ["per_ip"])],
+                          limits={"per_ip": limit("ip", 3)})
+        c = H2Client(gw.port)
+        sids = [c.send("GET", f"/lim/{i}") for i in range(6)]
+        answers = c.run_until_done(sids)
+        statuses = sorted(r.status for r in answers.values())
+        self.assertEqual(statuses, [200, 200, 200, 429, 429, 429])
+        limited = [r for r in answers.values() if r.status == 429][0]
+        self.assertIsNotNone(limited.header("retry-after"))
+        self.assertEqual(limited.header("x-ratelimit-limit"), "3")
+        self.assertIsNotNone(limited.header("ratelimit-policy"))
+        allowed = [r for r in answers.values() if r.status == 200][0]
+        self.assertIsNotNone(allowed.header("x-ratelimit-remaining"))
+        c.close()
+
+    def test_bodies_stream_both_ways_with_bounded_memory(self):
+        gw = self.gateway(server={"max_body_bytes": 64 * 1024 * 1024})
+        c = H2Client(gw.port, timeout=60)
+        body = os.urandom(3 * 1024 * 1024)
+        import hashlib
+        digest = hashlib.sha256(body).hexdigest()
+        # With a content-length, and without one (chunked to the upstream).
+        for headers in ([("content-length", str(len(body)))], []):
+            r = c.request("POST", "/upload", headers=headers, body=body, timeout=60)
+            self.assertEqual(r.status, 200)
+            doc = json.loads(r.body)
+            self.assertEqual((doc["body_length"], doc["body_sha256"]), (len(body), digest))
+        size = 64 * 1024 * 1024
+        for query in ("", "?chunked=1"):
+            r = c.request("GET", f"/__download/{size}{query}", timeout=120)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(len(r.body), size)
+            import hashlib as h
+            self.assertEqual(h.sha256(r.body).hexdigest(), pattern_sha256(size))
+        c.close()
+        if not SANITIZED:
+            self.assertLess(rss_kib(gw.pid), 48 * 1024)  # a 64 MiB body never held
+
+    def test_a_stalled_request_body_gets_408(self):
+        gw = self.gateway(server={"body_timeout_ms": 300})
+        c = H2Client(gw.port)
+        sid = c.send("POST", "/slow-body", headers=[("content-length", "10")], body=b"abc",
+                     end=False)
+        r = c.run_until_done([sid])[sid]
+        self.assertEqual(r.status, 408)
+        self.assert_still_serves(gw)
+
+    def test_a_header_list_over_max_header_bytes_gets_431(self):
+        gw = self.gateway(server={"max_header_bytes": 4096})
+        c = H2Client(gw.port)
+        r = c.request("GET", "/big", headers=[("x-big", "a" * 5000)])
+        self.assertEqual(r.status, 431)
+        self.assertEqual(c.request("GET", "/small").status, 200)  # the connection goes on
+        c.close()
+
+    @unittest.skipUnless(CURL, "curl is not installed")
+    def test_tls_listener_offers_h2_by_alpn_beside_http11(self):
+        make_ca(self.workdir, "ca")
+        cert, key = make_server_cert(self.workdir, "ca", "gw", dns=("localhost",))
+        tls_port = self.free_tls_port()
+        gw = self.gateway(server={"tls": {"listen": f"127.0.0.1:{tls_port}", "cert_file": cert,
+                                          "key_file": key}})
+        ca = os.path.join(self.workdir, "ca.crt")
+        url = f"https://localhost:{tls_port}/tls"
+        resolve = f"localhost:{tls_port}:127.0.0.1"
+        for flag, version in (("--http2", b"2"), ("--http1.1", b"1.1")):
+            out = curl(flag, "--cacert", ca, "--resolve", resolve, "-o", "/dev/null", "-w",
+                       "%{http_version} %{http_code}", url)
+            self.assertEqual(out.stdout, version + b" 200", out.stderr)
+        context = ssl.create_default_context(cafile=ca)
+        context.set_alpn_protocols(["h2"])
+        c = H2Client(tls_port, tls=context)
+        doc = json.loads(c.request("GET", "/over-tls").body)
+        self.assertEqual({n.lower(): v for n, v in doc["headers"]}["x-forwarded-proto"], "https")
+        c.close()
+
+    def free_tls_port(self) -> int:
+        from harness import free_port
+        return free_port()
+
+    def test_http2_off_keeps_the_preface_refused(self):
+        config = gateway_config({"echo": [self.echo.address]}, [route("all", "/", [])])
+        gw = self.start_sluice(config)
+        raw = RawH2(gw.port)
+        reply = raw.sock.recv(4096)
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply)
+        raw.close()
+
+    # ---- gRPC ----------------------------------------------------------------
+
+    def test_sluice_answers_grpc_calls_as_grpc(self):
+        import grpc
+        gw = self.gateway(
+            routes=[route("limited", "/pkg.Limited/", ["per_ip"]),
+                    route("down", "/pkg.Down/", [], upstream="down"),
+                    route("open", "/pkg.Open/", [])],
+            limits={"per_ip": limit("ip", 1)},
+            upstreams={"echo": [self.echo.address], "down": [f"127.0.0.1:{closed_port()}"]})
+        channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+        self.addCleanup(channel.close)
+
+        def call(method):
+            stub = channel.unary_unary(method)
+            with self.assertRaises(grpc.RpcError) as raised:
+                stub(b"\x0a\x03abc", timeout=10)
+            return raised.exception
+
+        call("/pkg.Limited/Get")  # the one call allowed: the echo is no gRPC server
+        limited = call("/pkg.Limited/Get")
+        self.assertEqual(limited.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        metadata = dict(limited.trailing_metadata() or ()) | dict(limited.initial_metadata() or ())
+        self.assertIn("retry-after", metadata)
+        self.assertIn("ratelimit-policy", metadata)
+        self.assertEqual(metadata.get("x-ratelimit-limit"), "1")
+        self.assertEqual(call("/pkg.Down/Get").code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(call("/nowhere/Get").code(), grpc.StatusCode.UNIMPLEMENTED)
+        # The log says what the reply stands for.
+        wait_until(lambda: '"status":429' in gw.stdout(), 5, message="the 429 in the access log")
+
+    # ---- Limits and protections -----------------------------------------------
+
+    def test_more_streams_than_advertised_end_the_connection(self):
+        gw = self.gateway(server={"http2": {"enabled": True, "max_concurrent_streams": 2}})
+        # Before the client acknowledged the setting, an extra stream is refused.
+        raw = RawH2(gw.port)
+        raw.send(*[raw.request_frame(sid, "/__slow/300") for sid in (1, 3, 5)])
+        got = raw.read_frames(lambda f: isinstance(f, frames.RstStreamFrame), 5)
+        resets = [(f.stream_id, f.error_code) for f in got if isinstance(f, frames.RstStreamFrame)]
+        self.assertEqual(resets, [(5, REFUSED_STREAM)])
+        raw.close()
+        # Once it did, a third stream at once is a connection error.
+        raw = RawH2(gw.port)
+        raw.read_frames(lambda f: isinstance(f, frames.SettingsFrame) and "ACK" not in f.flags, 5)
+        raw.send(frames.SettingsFrame(0, flags=["ACK"]))
+        raw.send(*[raw.request_frame(sid, "/__slow/300") for sid in (1, 3, 5)])
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        self.assertEqual(goaway.error_code, PROTOCOL_ERROR)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "protocol_error") >= 1, 5, message="the GOAWAY counted")
+        self.assert_still_serves(gw)
+
+    def test_rapid_reset_ends_the_connection(self):
+        gw = self.gateway()
+        raw = RawH2(gw.port)
+        sid = 1
+        for _ in range(40):
+            batch = []
+            for _ in range(100):
+                batch += [raw.request_frame(sid, "/__slow/1000"), frames.RstStreamFrame(sid)]
+                batch[-1].error_code = 0x8  # CANCEL
+                sid += 2
+            try:
+                raw.send(*batch)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        self.assertEqual(goaway.error_code, INTERNAL_ERROR)  # nghttp2's choice for this one
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "rapid_reset") >= 1, 5, message="the GOAWAY counted")
+        self.assert_still_serves(gw)
+
+    def test_continuation_flood_ends_the_connection(self):
+        gw = self.gateway()
+        raw = RawH2(gw.port)
+        first = frames.HeadersFrame(1)
+        first.data = raw.headers_block("/c")
+        raw.send(first)
+        try:
+            for _ in range(50):
+                c = frames.ContinuationFrame(1)
+                c.data = raw.encoder.encode([("x-pad", "b" * 100)])
+                raw.send(c)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        self.assertEqual(goaway.error_code, ENHANCE_YOUR_CALM)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "continuation_flood") >= 1, 5,
+                   message="the GOAWAY counted")
+        self.assert_still_serves(gw)
+
+    def test_hpack_bomb_ends_the_connection(self):
+        gw = self.gateway(server={"max_header_bytes": 8192})
+        raw = RawH2(gw.port)
+        # One 4000-byte value in the dynamic table, then referenced a byte at a time.
+        block = raw.encoder.encode([(":method", "GET"), (":path", "/bomb"), (":scheme", "http"),
+                                    (":authority", "x"), ("x-bomb", "z" * 4000)])
+        block += bytes([0x80 | 62]) * 200  # the newest dynamic entry, 200 times
+        f = frames.HeadersFrame(1)
+        f.data = block
+        f.flags.add("END_HEADERS")
+        f.flags.add("END_STREAM")
+        raw.send(f)
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        self.assertEqual(goaway.error_code, ENHANCE_YOUR_CALM)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "header_flood") >= 1, 5, message="the GOAWAY counted")
+        self.assert_still_serves(gw)
+
+    def test_settings_and_ping_floods_end_the_connection(self):
+        gw = self.gateway()
+        floods = {"settings": frames.SettingsFrame(0).serialize(),
+                  "ping": frames.PingFrame(0, opaque_data=b"12345678").serialize()}
+        for what, frame in floods.items():
+            with self.subTest(what):
+                before = self.goaways(gw, "flood")
+                # Each frame asks for an acknowledgement; the client reads none
+                # (a small receive buffer fills at once), so they queue up.
+                raw = RawH2(gw.port, receive_buffer=4096)
+                raw.flood(frame, 2_000_000, seconds=15)
+                wait_until(lambda: self.goaways(gw, "flood") > before, 10,
+                           message="the flood detected and counted")
+                goaway = raw.goaway_after_anything()
+                self.assertIsNotNone(goaway)
+                self.assertEqual(goaway[1], ENHANCE_YOUR_CALM)
+                raw.close()
+        self.assert_still_serves(gw)
+
+    def test_protocol_violations_get_goaway(self):
+        gw = self.gateway()
+        # A stream id going backwards, and one used twice.
+        for ids in ((5, 3), (1, 1)):
+            raw = RawH2(gw.port)
+            raw.send(raw.request_frame(ids[0], "/a"))
+            raw.read_frames(lambda f: isinstance(f, frames.DataFrame) and "END_STREAM" in f.flags, 5)
+            raw.send(raw.request_frame(ids[1], "/b"))
+            goaway = raw.goaway()
+            self.assertIsNotNone(goaway, ids)
+            self.assertEqual(goaway.error_code, PROTOCOL_ERROR, ids)
+            raw.close()
+        # A window update past 2^31-1.
+        raw = RawH2(gw.port)
+        raw.send(frames.WindowUpdateFrame(0, window_increment=0x7FFFFFFF))
+        goaway = raw.goaway()
+        self.assertEqual(goaway.error_code, FLOW_CONTROL_ERROR)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "stream_id_reused") >= 2
+                   and self.goaways(gw, "flow_control_error") >= 1, 5,
+                   message="the GOAWAYs counted")
+        self.assert_still_serves(gw)
+
+    def test_a_client_holding_a_zero_window_is_cut_after_send_timeout(self):
+        gw = self.gateway(server={"send_timeout_ms": 500})
+        # SETTINGS_INITIAL_WINDOW_SIZE 0: no response DATA may be sent.
+        c = H2Client(gw.port, settings={0x4: 0})
+        sid = c.send("GET", f"/__download/{8 * 1024 * 1024}")
+        r = c.run_until_done([sid], timeout=10)[sid]
+        self.assertEqual(r.status, 200)
+        self.assertIsNotNone(r.reset_code)  # cut, not finished
+        self.assertEqual(len(r.body), 0)
+        c.close()
+        self.assert_still_serves(gw)
+        wait_until(lambda: '"status":200' in gw.stdout(), 5, message="the access log line")
+
+    # ---- Drain and reload --------------------------------------------------------
+
+    def test_drain_sends_goaway_and_lets_streams_finish(self):
+        gw = self.gateway()
+        raw = RawH2(gw.port)  # (python-h2 stops reading at a GOAWAY)
+        raw.send(raw.request_frame(1, "/__slow/800"))
+        wait_until(lambda: json.loads(request(self.echo.port, "GET", "/__stats")[2])
+                   ["slow_peak"] >= 1, 5, message="the request at the upstream")
+        os.kill(gw.pid, signal.SIGTERM)
+        got = raw.read_frames(lambda f: isinstance(f, frames.DataFrame)
+                              and "END_STREAM" in f.flags, 10)
+        kinds = [type(f).__name__ for f in got]
+        self.assertIn("GoAwayFrame", kinds)
+        goaway = next(f for f in got if isinstance(f, frames.GoAwayFrame))
+        self.assertEqual((goaway.error_code, goaway.last_stream_id), (0, 1))
+        self.assertEqual(kinds[-2:], ["HeadersFrame", "DataFrame"])  # the response, whole
+        raw.close()
+
+    def test_a_reload_keeps_the_connection_and_applies_to_new_streams(self):
+        config = gateway_config({"echo": [self.echo.address]}, [route("all", "/", [])],
+                                server={"threads": 1, "http2": {"enabled": True}})
+        gw = self.start_sluice(config)
+        c = H2Client(gw.port)
+        self.assertEqual(c.request("GET", "/before").status, 200)
+        config["routes"] = [route("other", "/only-this", [])]
+        done = gw.metric("sluice_config_reloads_total", result="ok") or 0
+        gw.reload(config)
+        wait_until(lambda: (gw.metric("sluice_config_reloads_total", result="ok") or 0) > done,
+                   10, message="the reload")
+        self.assertEqual(c.request("GET", "/before").status, 404)
+        self.assertEqual(c.request("GET", "/only-this").status, 200)
+        c.close()
+
+    @unittest.skipUnless(H2LOAD, "h2load (nghttp2-client) is not installed")
+    def test_h2load_many_streams_many_connections(self):
+        gw = self.gateway(server={"threads": 2})
+        out = subprocess.run([H2LOAD, "-n", "4000", "-c", "8", "-m", "16",
+                              f"http://127.0.0.1:{gw.port}/load"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertIn("4000 succeeded, 0 failed, 0 errored", out.stdout, out.stdout)
+        self.assertIn("status codes: 4000 2xx", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
