@@ -294,9 +294,11 @@ void Http2Stream::on_deadline(Side side) {
   if (piece_pending_) {
     piece_pending_ = false;
     reset(NGHTTP2_CANCEL);
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
-                 self.exchange_.on_response_sent(beast::error::timeout);
-               }));
+    if (in_exchange_) {
+      asio::post(session_.executor(), handler([](Http2Stream& self) {
+                   self.exchange_.on_response_sent(beast::error::timeout);
+                 }));
+    }
     session_.flush();
   }
 }
@@ -380,16 +382,38 @@ void Http2Stream::submit_head(unsigned status,
   const int rv =
       nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(), body ? &provider : nullptr);
   if (rv != 0) spdlog::debug("HTTP/2 stream {}: response not submitted: {}", id_, nghttp2_strerror(rv));
+  session_.flush();
+}
+
+bool Http2Stream::expects_continue() const {
+  return ascii::iequals(req_[http::field::expect], "100-continue");
+}
+
+// An interim 100 HEADERS frame: the client may send its body.
+void Http2Stream::send_continue() {
+  if (!closed_) {
+    static const std::string kStatus = ":status";
+    static const std::string k100 = "100";
+    const nghttp2_nv nv = make_nv(kStatus, k100);
+    nghttp2_submit_headers(session_.nghttp2(), NGHTTP2_FLAG_NONE, id_, nullptr, &nv, 1, nullptr);
+    session_.flush();
+  }
+  const bool gone = closed_;
+  asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+               self.exchange_.on_continue_sent(gone ? asio::error::operation_aborted
+                                                    : beast::error_code{});
+             }));
 }
 
 void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
   if (response_done_ || (n == 0 && !last) || closed_) {
-    // Nothing to frame: the head alone went (or goes) with its HEADERS.
+    // Nothing to frame: the head alone goes, with its HEADERS.
     const bool gone = closed_;
     asio::post(session_.executor(), handler([gone](Http2Stream& self) {
                  self.exchange_.on_response_sent(gone ? asio::error::operation_aborted
                                                       : beast::error_code{});
                }));
+    session_.flush();
     return;
   }
   piece_ = data;
@@ -450,14 +474,15 @@ void Http2Stream::send_local(LocalReply reply) {
     add("content-length", std::to_string(reply.body.size()));
     const bool body = req_.method() != http::verb::head && !reply.body.empty();
     local_body_ = std::move(reply.body);
-    submit_head(reply.status, fields_, body);
     if (body) {
+      // Ready before the head is submitted: nghttp2 may ask for it at once.
       piece_ = local_body_.data();
       piece_left_ = local_body_.size();
       piece_last_ = true;
       piece_pending_ = true;
       set_deadline(Side::kClient, config_->server.send_timeout);
     }
+    submit_head(reply.status, fields_, body);
   }
   record(reply.status);
   session_.flush();

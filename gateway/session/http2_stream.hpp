@@ -84,8 +84,8 @@ class Http2Stream final : public MiddlewareLater,
   // ClientLeg
   bool body_done() const override { return end_stream_ && body_.empty(); }
   bool body_at_hand() const override { return !body_.empty(); }
-  bool expects_continue() const override { return false; }
-  void send_continue() override {}
+  bool expects_continue() const override;
+  void send_continue() override;
   void read_body(std::span<char> into) override;
   void start_response(const ResponseStart& start) override;
   void send_response(const char* data, std::size_t n, bool last) override;

@@ -126,6 +126,23 @@ class Http2Test(ProcessTestCase):
         if not SANITIZED:
             self.assertLess(rss_kib(gw.pid), 48 * 1024)  # a 64 MiB body never held
 
+    def test_expect_100_continue_is_answered_before_the_body(self):
+        gw = self.gateway()
+        c = H2Client(gw.port)
+        sid = c.send("POST", "/continue", headers=[("content-length", "5"),
+                                                   ("expect", "100-continue")], end=False)
+        deadline = time.monotonic() + 10
+        while not c.responses[sid].informational and time.monotonic() < deadline:
+            self.assertTrue(c.pump())
+        self.assertEqual(c.responses[sid].informational, [100])
+        c.send_body(sid, b"hello")
+        r = c.run_until_done([sid])[sid]
+        self.assertEqual(r.status, 200)
+        doc = json.loads(r.body)
+        self.assertEqual(doc["body_length"], 5)
+        self.assertNotIn("expect", {n.lower() for n, _ in doc["headers"]})
+        c.close()
+
     def test_a_stalled_request_body_gets_408(self):
         gw = self.gateway(server={"body_timeout_ms": 300})
         c = H2Client(gw.port)

@@ -30,6 +30,7 @@ class H2Response:
         self.body = bytearray()
         self.ended = False
         self.reset_code: int | None = None
+        self.informational: list[int] = []  # 1xx statuses, in order
 
     @property
     def status(self) -> int | None:
@@ -128,7 +129,9 @@ class H2Client:
 
     def handle(self, event):
         r = self.responses.get(getattr(event, "stream_id", 0) or 0)
-        if isinstance(event, h2.events.ResponseReceived) and r:
+        if isinstance(event, h2.events.InformationalResponseReceived) and r:
+            r.informational.append(int(dict(event.headers)[":status"]))
+        elif isinstance(event, h2.events.ResponseReceived) and r:
             r.headers = list(event.headers)
         elif isinstance(event, h2.events.TrailersReceived) and r:
             r.trailers = list(event.headers)
