@@ -1,6 +1,7 @@
 #include "gateway/session/exchange_log.hpp"
 
 #include "gateway/metrics.hpp"
+#include "gateway/session/http2_goaway_reasons.hpp"
 
 namespace sluice {
 namespace {
@@ -40,6 +41,9 @@ void seed_session_metrics(const Config& config, MetricsShard& metrics) {
     metrics.declare("sluice_websocket_tunnels_total", scratch_labels({{"route", route.name}}));
   }
   metrics.declare("sluice_websocket_tunnels_active", "");
+  for (const auto reason : kHttp2GoawayReasons) {
+    metrics.declare("sluice_http2_goaways_total", scratch_labels({{"reason", reason}}));
+  }
   metrics.declare("sluice_websocket_bytes_total", R"(direction="client_to_upstream")");
   metrics.declare("sluice_websocket_bytes_total", R"(direction="upstream_to_client")");
   for (const auto& upstream : config.upstreams) {

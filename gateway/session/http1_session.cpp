@@ -128,8 +128,12 @@ void Http1Session::become_http2(std::string_view received) {
   head_timer_.cancel();
   worker_.remove_session(this);
   auto h2 = std::make_shared<Http2Session>(worker_, stream_, shared_from_this(), peer_, peer_text_);
-  h2->start(received);
-  if (draining_) h2->on_drain();
+  try {
+    h2->start(received);
+    if (draining_) h2->on_drain();
+  } catch (const std::exception& e) {
+    h2->on_internal_error(e.what());  // this session's own close would do nothing now
+  }
 }
 
 void Http1Session::on_drain() {

@@ -22,6 +22,8 @@ constexpr std::size_t kReadBytes = 16 * 1024;
 constexpr auto kLingerTimeout = std::chrono::seconds(2);
 // Streams refused beyond max_concurrent_streams before the connection goes.
 constexpr std::uint64_t kMaxRefusedStreams = 100;
+// The streams Sluice reset lately, whose late frames are no offence.
+constexpr std::size_t kRememberedResets = 128;
 
 std::string_view goaway_reason(std::uint32_t code) {
   switch (code) {
@@ -63,38 +65,57 @@ std::string raw_goaway(std::int32_t last_stream, std::uint32_t code) {
 struct Http2Callbacks {
   static Http2Session& of(void* user_data) { return *static_cast<Http2Session*>(user_data); }
 
+  // An exception must not unwind through libnghttp2's C frames: it ends the
+  // connection (as an internal error) and nghttp2 is told the callback failed.
+  template <class Fn>
+  static int guard(void* user_data, Fn fn) noexcept {
+    try {
+      return fn(of(user_data));
+    } catch (const std::exception& e) {
+      of(user_data).on_internal_error(e.what());
+    } catch (...) {
+      of(user_data).on_internal_error("unknown exception");
+    }
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+
   static int begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    return of(user_data).on_begin_headers(frame->hd.stream_id);
+    return guard(user_data, [&](Http2Session& s) { return s.on_begin_headers(frame->hd.stream_id); });
   }
   static int begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user_data) {
     if (hd->type != NGHTTP2_HEADERS) return 0;
-    return of(user_data).on_begin_headers_frame(hd->stream_id);
+    return guard(user_data, [&](Http2Session& s) { return s.on_begin_headers_frame(hd->stream_id); });
   }
   static int header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* name,
                     std::size_t namelen, const std::uint8_t* value, std::size_t valuelen,
                     std::uint8_t, void* user_data) {
-    return of(user_data).on_header(
-        frame->hd.stream_id,
-        std::string_view{reinterpret_cast<const char*>(name), namelen},
-        std::string_view{reinterpret_cast<const char*>(value), valuelen});
+    return guard(user_data, [&](Http2Session& s) {
+      return s.on_header(frame->hd.stream_id,
+                         std::string_view{reinterpret_cast<const char*>(name), namelen},
+                         std::string_view{reinterpret_cast<const char*>(value), valuelen});
+    });
   }
   static int frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
-    return of(user_data).on_frame_recv(frame->hd.type, frame->hd.flags, frame->hd.stream_id);
+    return guard(user_data, [&](Http2Session& s) {
+      return s.on_frame_recv(frame->hd.type, frame->hd.flags, frame->hd.stream_id);
+    });
   }
   static int data_chunk(nghttp2_session*, std::uint8_t, std::int32_t stream_id,
                         const std::uint8_t* data, std::size_t len, void* user_data) {
-    return of(user_data).on_data_chunk(stream_id, data, len);
+    return guard(user_data, [&](Http2Session& s) { return s.on_data_chunk(stream_id, data, len); });
   }
   static int stream_close(nghttp2_session*, std::int32_t stream_id, std::uint32_t error_code,
                           void* user_data) {
-    return of(user_data).on_stream_close(stream_id, error_code);
+    return guard(user_data, [&](Http2Session& s) { return s.on_stream_close(stream_id, error_code); });
   }
   static int frame_send(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     const std::uint32_t code = frame->hd.type == NGHTTP2_GOAWAY       ? frame->goaway.error_code
                                : frame->hd.type == NGHTTP2_RST_STREAM ? frame->rst_stream.error_code
                                                                       : 0;
-    return of(user_data).on_frame_send(frame->hd.type, frame->hd.flags, frame->hd.stream_id, code);
+    return guard(user_data, [&](Http2Session& s) {
+      return s.on_frame_send(frame->hd.type, frame->hd.flags, frame->hd.stream_id, code);
+    });
   }
 };
 
@@ -173,9 +194,15 @@ void Http2Session::on_read(beast::error_code ec, std::size_t n) {
 }
 
 bool Http2Session::receive(const std::uint8_t* data, std::size_t n) {
-  receiving_ = true;
-  const auto rv = nghttp2_session_mem_recv(session_, data, n);
-  receiving_ = false;
+  ssize_t rv = 0;
+  {
+    receiving_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{receiving_};
+    rv = nghttp2_session_mem_recv(session_, data, n);
+  }
   if (rv >= 0) return true;
   // nghttp2 gave up on the session: it is told why with a GOAWAY of our own.
   std::string_view reason = "protocol_error";
@@ -237,7 +264,6 @@ void Http2Session::flush() {
     return;
   }
   writing_ = true;
-  update_idle();
   arm_write_timer();
   asio::async_write(stream_, asio::buffer(out_),
                     handler([](Http2Session& self, beast::error_code ec, std::size_t) {
@@ -266,7 +292,6 @@ void Http2Session::on_written(beast::error_code ec) {
   if (closed_) return;
   if (ec) return close();
   if (!final_goaway_.empty()) return write_final_goaway();
-  update_idle();
   flush();
   read();
 }
@@ -285,6 +310,12 @@ void Http2Session::count_goaway(std::uint32_t code) {
   if (goaway_counted_ || code == NGHTTP2_NO_ERROR) return;
   goaway_counted_ = true;
   worker_.metrics().add("sluice_http2_goaways_total", label("reason", goaway_reason(code)));
+}
+
+void Http2Session::header_timeout() {
+  spdlog::debug("client {}: HTTP/2 header block not finished in time, closing", peer_text_);
+  goaway(NGHTTP2_NO_ERROR, "header_timeout");
+  flush();
 }
 
 void Http2Session::header_list_abuse() {
@@ -361,10 +392,10 @@ void Http2Session::close() {
   }
 }
 
-// No stream open and nothing being written: the connection is idle (for the worker's shedding, and for
+// No stream open: the connection is idle (for the worker's shedding, and for
 // idle_timeout).
 void Http2Session::update_idle() {
-  const bool idle = streams_.empty() && !writing_ && !closed_;
+  const bool idle = streams_.empty() && !closed_;
   if (idle == idle_since_.has_value()) return;
   if (!idle) {
     idle_since_.reset();
@@ -403,6 +434,10 @@ int Http2Session::on_begin_headers_frame(std::int32_t stream_id) {
   }
   nghttp2_stream* open = nghttp2_session_find_stream(session_, stream_id);
   if (open && nghttp2_stream_get_state(open) != NGHTTP2_STREAM_STATE_CLOSED) return 0;  // trailers
+  // Late trailers of a stream Sluice reset are ignored (RFC 9113, 5.1).
+  if (std::find(reset_streams_.begin(), reset_streams_.end(), stream_id) != reset_streams_.end()) {
+    return 0;
+  }
   goaway(NGHTTP2_PROTOCOL_ERROR, "stream_id_reused");
   return 0;
 }
@@ -414,6 +449,7 @@ int Http2Session::on_begin_headers(std::int32_t stream_id) {
   }
   auto s = std::make_shared<Http2Stream>(*this, shared_from_this(), stream_id);
   nghttp2_session_set_stream_user_data(session_, stream_id, s.get());
+  s->start_head_timer();
   streams_.emplace(stream_id, std::move(s));
   update_idle();
   return 0;
@@ -466,6 +502,10 @@ int Http2Session::on_frame_send(std::uint8_t type, std::uint8_t flags, std::int3
   if (type == NGHTTP2_GOAWAY) {
     count_goaway(error_code);
     return 0;
+  }
+  if (type == NGHTTP2_RST_STREAM) {
+    reset_streams_.push_back(stream_id);
+    if (reset_streams_.size() > kRememberedResets) reset_streams_.pop_front();
   }
   if (type == NGHTTP2_RST_STREAM && error_code == NGHTTP2_REFUSED_STREAM && !draining_) {
     // A stream beyond max_concurrent_streams: a client that keeps opening

@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,6 +87,8 @@ class Http2Session final : public ClientSession,
   // A stream's header list grew past what it may: many times the limit is
   // an attack on the connection (GOAWAY).
   void header_list_abuse();
+  // A stream's header block did not end within header_timeout (GOAWAY).
+  void header_timeout();
 
  private:
   friend struct Http2Callbacks;
@@ -135,6 +138,7 @@ class Http2Session final : public ClientSession,
   std::string out_;               // one write at a time
   std::string final_goaway_;      // written last, when nghttp2 gave up
   std::int32_t max_client_stream_ = 0;
+  std::deque<std::int32_t> reset_streams_;
   Timer idle_timer_;
   Timer write_timer_;
   std::uint64_t write_generation_ = 0;

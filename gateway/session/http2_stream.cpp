@@ -77,6 +77,10 @@ Http2Stream::~Http2Stream() {
 
 // ---- The request head -------------------------------------------------------
 
+void Http2Stream::start_head_timer() {
+  set_deadline(Side::kClient, config_->server.header_timeout);
+}
+
 bool Http2Stream::on_header(std::string_view name, std::string_view value) {
   header_bytes_ += name.size() + value.size() + kFieldOverhead;
   const std::size_t limit = config_->server.max_header_bytes;
@@ -108,8 +112,10 @@ bool Http2Stream::on_header(std::string_view name, std::string_view value) {
 }
 
 void Http2Stream::on_headers_done(bool end_stream) {
+  deadline_.clear();
   headers_done_ = true;
   end_stream_ = end_stream;
+  body_complete_ = end_stream;
   started_ = Clock::now();
   config_ = session_.worker().config();
   info_.client_ip = session_.peer();
@@ -283,6 +289,11 @@ void Http2Stream::set_deadline(Side side, Clock::duration timeout) {
 
 void Http2Stream::on_deadline(Side side) {
   if (side == Side::kUpstream) return exchange_.on_upstream_deadline();
+  if (!headers_done_) {
+    // A header block left unfinished: nothing else may come on the
+    // connection until it ends, so the connection goes.
+    return session_.header_timeout();
+  }
   // The client sent no body byte, or took no response byte, in time.
   if (pending_read_) {
     pending_read_.reset();
@@ -322,6 +333,12 @@ void Http2Stream::on_end_stream() {
 }
 
 void Http2Stream::read_body(std::span<char> into) {
+  if (closed_) {
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange_.on_body_read(asio::error::operation_aborted, 0);
+               }));
+    return;
+  }
   pending_read_ = into;
   fill_read();
   if (pending_read_) set_deadline(Side::kClient, config_->server.body_timeout);
@@ -341,6 +358,9 @@ void Http2Stream::fill_read() {
   std::memcpy(pending_read_->data(), body_.data(), n);
   body_.erase(0, n);
   pending_read_.reset();
+  // The exchange learns of the body's end with the read that hands out its
+  // last byte (or none), never between two of its reads.
+  if (body_.empty() && end_stream_) body_complete_ = true;
   // Credited back to the client now that the upstream takes them.
   if (n > 0 && !closed_) nghttp2_session_consume(session_.nghttp2(), id_, n);
   asio::post(session_.executor(), handler([n](Http2Stream& self) {
@@ -407,8 +427,8 @@ void Http2Stream::send_continue() {
 
 void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
   if (response_done_ || (n == 0 && !last) || closed_) {
-    // Nothing to frame: the head alone goes, with its HEADERS.
-    const bool gone = closed_;
+    // Nothing to frame: the head alone goes (or went), with its HEADERS.
+    const bool gone = closed_ && !response_done_;
     asio::post(session_.executor(), handler([gone](Http2Stream& self) {
                  self.exchange_.on_response_sent(gone ? asio::error::operation_aborted
                                                       : beast::error_code{});
@@ -452,7 +472,12 @@ void Http2Stream::send_local(LocalReply reply) {
   if (info_.request_id.empty()) generate_request_id(info_.request_id);
   local_status_ = reply.status;
   if (closed_ || head_submitted_) {
-    record(closed_ ? 499 : reply.status);
+    // Too late for a reply: a response that began is cut.
+    if (!closed_ && !response_done_) {
+      reset(NGHTTP2_INTERNAL_ERROR);
+      session_.flush();
+    }
+    record(closed_ ? 499 : exchange_.upstream_status() ? exchange_.upstream_status() : 502);
     return;
   }
   fields_.clear();
@@ -509,6 +534,9 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
     auto gone = std::move(client_gone_);
     client_gone_ = nullptr;
     gone();
+  }
+  if (in_exchange_ && response_done_ && error_code == NGHTTP2_NO_ERROR) {
+    return;  // the response went whole: the exchange finishes on its own
   }
   if (in_exchange_) {
     // Reset by the client (or the connection went): what is pending fails

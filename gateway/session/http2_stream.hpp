@@ -44,6 +44,8 @@ class Http2Stream final : public MiddlewareLater,
   ~Http2Stream() override;
 
   // ---- From the session (nghttp2's callbacks) ----
+  // The header block has server.header_timeout to end.
+  void start_head_timer();
   // A header field of the request head (trailers are dropped); false when
   // the list has grown many times past max_header_bytes (an HPACK bomb).
   bool on_header(std::string_view name, std::string_view value);
@@ -82,7 +84,7 @@ class Http2Stream final : public MiddlewareLater,
   void on_internal_error(std::string_view what) noexcept override;
 
   // ClientLeg
-  bool body_done() const override { return end_stream_ && body_.empty(); }
+  bool body_done() const override { return body_complete_; }
   bool body_at_hand() const override { return !body_.empty(); }
   bool expects_continue() const override;
   void send_continue() override;
@@ -137,7 +139,8 @@ class Http2Stream final : public MiddlewareLater,
   std::string body_;
   std::uint64_t body_received_ = 0;
   std::optional<std::span<char>> pending_read_;
-  bool end_stream_ = false;
+  bool end_stream_ = false;     // END_STREAM came
+  bool body_complete_ = false;  // and the exchange has read the body to its end
   bool body_too_large_ = false;
 
   // The exchange and the response.

@@ -69,6 +69,7 @@ from measure import (measure, metrics_text, run_wrk, run_wsbench, wrk_command,  
                      wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
+from http2 import http2_report, http2_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
 from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
@@ -258,7 +259,8 @@ def suffix(opts) -> str:
     return ("-accuracy" if opts.accuracy else
             f"-failover-{opts.failover}" if opts.failover else
             "-outage" if opts.outage else "-delay" if opts.delay else
-            "-profile" if opts.profile else "-scaling" if opts.scaling else "")
+            "-profile" if opts.profile else "-scaling" if opts.scaling else
+            "-http2" if opts.http2 else "")
 
 
 def main(argv=None) -> int:
@@ -307,6 +309,9 @@ def main(argv=None) -> int:
                     help="throughput with one worker and with one per CPU (nginx, Sluice "
                          "without and with a Redis limit, nginx + Lua + Redis) instead of the "
                          "speed table")
+    ap.add_argument("--http2", action="store_true",
+                    help="HTTP/2 from clients: h2load against nginx's and Sluice's h2c and h2 "
+                         "(TLS), and Sluice h2c with a Redis limit, instead of the speed table")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -319,7 +324,7 @@ def main(argv=None) -> int:
             print(f"bench: --compare {opts.compare}: not an executable", file=sys.stderr)
             return 2
         if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
-                or opts.scaling:
+                or opts.scaling or opts.http2:
             print("bench: --compare goes with the speed table only", file=sys.stderr)
             return 2
 
@@ -328,7 +333,10 @@ def main(argv=None) -> int:
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
-                       or opts.profile or opts.scaling)
+                       or opts.profile or opts.scaling or opts.http2)
+    if opts.http2 and not shutil.which("h2load"):
+        print("bench: h2load not found (Debian's nghttp2-client)", file=sys.stderr)
+        return 2
     for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
         if not os.access(binary, os.X_OK):
             print(f"bench: {binary} not built (or set SLUICE_BIN, SLUICE_ECHO_BIN, "
@@ -354,6 +362,9 @@ def main(argv=None) -> int:
         elif opts.outage:
             text = outage_report(run_outages(opts, stack, log), info, started,
                                  f"scripts/bench --outage {opts.outage}")
+        elif opts.http2:
+            text = http2_report(http2_run(stack, pin_cpu, opts, log), info, started, opts,
+                                pin_cpu, "scripts/bench --http2")
         elif opts.scaling:
             text = scaling_report(scaling_run(stack, pin_cpu, opts, log), info, started, opts,
                                   pin_cpu, "scripts/bench --scaling")

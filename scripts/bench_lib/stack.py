@@ -60,7 +60,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   window_ms: int | None = None, tls: dict | None = None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
                   quota_period: str | None = None, concurrency: bool = False,
-                  settled: bool = False, access_log: bool = False) -> dict:
+                  settled: bool = False, access_log: bool = False,
+                  http2: bool = False) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -74,7 +75,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     `capacity` per that period instead (row 24); concurrency: `limit` is a concurrency
     limit of `capacity` slots instead (row 25); settled: the route's cost (500) is settled
     from the response, the echo reporting 120 (row 26); access_log: the access log on, its
-    lines going to the gateway's stdout file (row 27)."""
+    lines going to the gateway's stdout file (row 27); http2: server.http2 on (h2c on the
+    plain listener, h2 by ALPN with tls: scripts/bench --http2)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -92,7 +94,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                             "refill_per_second": global_limit[1]}
     return {
         "server": {"listen": f"127.0.0.1:{port}", "threads": threads,
-                   **({"tls": tls} if tls else {})},
+                   **({"tls": tls} if tls else {}),
+                   **({"http2": {"enabled": True}} if http2 else {})},
         "admin": {"listen": f"127.0.0.1:{admin}"},
         "log": {"level": "warn", "access_log": access_log},
         **({"local": local} if local else {}),

@@ -126,6 +126,83 @@ class Http2Test(ProcessTestCase):
         if not SANITIZED:
             self.assertLess(rss_kib(gw.pid), 48 * 1024)  # a 64 MiB body never held
 
+    def test_upstream_connections_are_pooled_across_streams(self):
+        gw = self.gateway()
+        c = H2Client(gw.port)
+        for path in ("/a", "/b", "/__status/204", "/c"):
+            self.assertIn(c.request("GET", path).status, (200, 204))
+        self.assertEqual(c.request("HEAD", "/d").status, 200)
+        c.close()
+        # One worker, one stream at a time: one upstream connection served them all.
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total"), 1)
+        self.assertEqual(metric_sum(gw, "sluice_upstream_requests_total", outcome="ok"), 5)
+        wait_until(lambda: gw.stdout().count('"status":204') == 1, 5, message="the 204 logged")
+
+    def test_a_body_ended_by_an_empty_frame_reaches_the_upstream_whole(self):
+        gw = self.gateway()
+        c = H2Client(gw.port)
+        body = b"x" * 100_000
+        sid = c.send("POST", "/chunked", body=body, end=False)  # no content-length: chunked
+        time.sleep(0.05)  # the last DATA on its way upstream before END_STREAM comes
+        c.conn.end_stream(sid)
+        c.flush()
+        r = c.run_until_done([sid])[sid]
+        self.assertEqual(r.status, 200)
+        self.assertEqual(json.loads(r.body)["body_length"], len(body))
+        c.close()
+
+    def test_an_unfinished_header_block_ends_the_connection_after_header_timeout(self):
+        gw = self.gateway(server={"header_timeout_ms": 300})
+        raw = RawH2(gw.port)
+        first = frames.HeadersFrame(1)
+        first.data = raw.headers_block("/never-ends")  # no END_HEADERS, nothing after
+        raw.send(first)
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, "header_timeout") >= 1, 5, message="counted")
+
+    def test_a_stream_reset_while_waiting_for_an_upstream_connection_is_logged(self):
+        config_upstream = {"servers": [self.echo.address], "max_connections": 1,
+                           "connect_timeout_ms": 5000}
+        gw = self.gateway(upstreams={"echo": config_upstream})
+        c = H2Client(gw.port)
+        slow = c.send("GET", "/__slow/1500")
+        waiting = c.send("GET", "/waits")
+        time.sleep(0.3)  # both streams in: the second waits for the one connection
+        c.conn.reset_stream(waiting, error_code=0x8)
+        c.flush()
+        self.assertEqual(c.run_until_done([slow], timeout=10)[slow].status, 200)
+        wait_until(lambda: '"path":"/waits"' in gw.stdout(), 5, message="the reset stream logged")
+        line = next(l for l in gw.stdout().splitlines() if '"path":"/waits"' in l)
+        self.assertIn('"status":499', line)
+        c.close()
+
+    def test_late_trailers_after_a_reset_stream_are_ignored(self):
+        gw = self.gateway(routes=[route("app", "/app", [])])
+        raw = RawH2(gw.port)
+        head = frames.HeadersFrame(1)
+        head.data = raw.encoder.encode([(":method", "POST"), (":path", "/no-route"),
+                                        (":scheme", "http"), (":authority", "127.0.0.1")])
+        head.flags.add("END_HEADERS")
+        data = frames.DataFrame(1, data=b"partial")
+        raw.send(head, data)
+        # Answered (404) while the body was still coming, then reset with NO_ERROR.
+        got = raw.read_frames(lambda f: isinstance(f, frames.RstStreamFrame), 5)
+        self.assertTrue(any(isinstance(f, frames.RstStreamFrame) and f.error_code == 0
+                            for f in got), got)
+        # The client, not yet aware, ends its request with trailers.
+        trailers = frames.HeadersFrame(1)
+        trailers.data = raw.encoder.encode([("x-trailer", "1")])
+        trailers.flags.add("END_HEADERS")
+        trailers.flags.add("END_STREAM")
+        raw.send(trailers, raw.request_frame(3, "/app/after"))
+        got = raw.read_frames(lambda f: isinstance(f, frames.DataFrame) and f.stream_id == 3
+                              and "END_STREAM" in f.flags, 5)
+        self.assertFalse([f for f in got if isinstance(f, frames.GoAwayFrame)], got)
+        self.assertTrue(any(isinstance(f, frames.DataFrame) and f.stream_id == 3 for f in got))
+        raw.close()
+
     def test_expect_100_continue_is_answered_before_the_body(self):
         gw = self.gateway()
         c = H2Client(gw.port)

@@ -107,7 +107,15 @@ void UpstreamExchange::wait_for_connection() {
   }
   slot_timer_->expires_at(slot_deadline_);
   slot_timer_->async_wait(handler([generation](UpstreamExchange& self, beast::error_code ec) {
-    if (ec || generation != self.slot_generation_ || !self.waiting_for_slot_) return;
+    if (generation != self.slot_generation_ || !self.waiting_for_slot_) return;
+    if (ec) {
+      // Cancelled for a client that left: the exchange ends (as aborted).
+      if (self.host_.client_closed()) {
+        self.waiting_for_slot_ = false;
+        self.abort();
+      }
+      return;
+    }
     self.waiting_for_slot_ = false;
     self.host_.count_upstream(*self.upstream_cfg_, UpstreamOutcome::kConnectionLimit);
     self.fail(UpstreamError::kConnectionLimit);
@@ -246,10 +254,9 @@ void UpstreamExchange::on_upstream_deadline() {
 }
 
 void UpstreamExchange::io_failed(beast::error_code ec) {
-  // Closed for a client that left: not the server's failure.
-  if (ec == asio::error::operation_aborted && !upstream_timed_out_ && host_.client_closed()) {
-    return abort();
-  }
+  // Closed for a client that left (aborted, or a write after the close): not
+  // the server's failure.
+  if (!upstream_timed_out_ && host_.client_closed()) return abort();
   const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
   if (retry_rule(failed_exchange(ec, timed_out)) == Retry::kFreshConnection) {
     // A pooled connection the server had closed: nothing of this request
