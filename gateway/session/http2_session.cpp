@@ -6,6 +6,7 @@
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
 #include "gateway/metrics.hpp"
@@ -281,6 +282,16 @@ void Http2Session::arm_write_timer() {
     spdlog::debug("client {}: HTTP/2 connection not reading, closing", self.peer_text_);
     self.close();
   }));
+}
+
+void Http2Session::request_flush() {
+  if (flush_posted_ || closed_) return;
+  flush_posted_ = true;
+  asio::post(stream_.get_executor(), handler([](Http2Session& self) {
+               self.flush_posted_ = false;
+               self.flush();
+               self.read();
+             }));
 }
 
 void Http2Session::on_written(beast::error_code ec) {

@@ -82,8 +82,11 @@ class Http2Session final : public ClientSession,
   bool over_tls() const { return stream_.is_tls(); }
   bool draining() const { return draining_; }
   bool closed() const { return closed_; }
-  // Sends what nghttp2 has queued (after a stream submitted something).
+  // Sends what nghttp2 has queued.
   void flush();
+  // A stream submitted something: one flush after the handlers that run now,
+  // so that what several streams submit goes in one write (and one TLS record).
+  void request_flush();
   // A stream's header list grew past what it may: many times the limit is
   // an attack on the connection (GOAWAY).
   void header_list_abuse();
@@ -146,6 +149,7 @@ class Http2Session final : public ClientSession,
   std::uint64_t refused_streams_ = 0;
   bool reading_ = false;
   bool receiving_ = false;  // inside nghttp2_session_mem_recv
+  bool flush_posted_ = false;
   bool writing_ = false;
   bool draining_ = false;
   bool lingering_ = false;  // after the last frame, until the close

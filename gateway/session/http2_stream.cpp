@@ -171,7 +171,7 @@ MiddlewareDone Http2Stream::take() {
     } else {
       self.run_pipeline();
     }
-    self.session_.flush();
+    self.session_.request_flush();
   });
 }
 
@@ -276,7 +276,7 @@ void Http2Stream::exchange_ended(const ExchangeResult& result) {
       break;
     }
   }
-  session_.flush();
+  session_.request_flush();
 }
 
 void Http2Stream::on_internal_error(std::string_view what) noexcept {
@@ -310,7 +310,7 @@ void Http2Stream::on_deadline(Side side) {
                    self.exchange_.on_response_sent(beast::error::timeout);
                  }));
     }
-    session_.flush();
+    session_.request_flush();
   }
 }
 
@@ -365,7 +365,7 @@ void Http2Stream::fill_read() {
   if (n > 0 && !closed_) nghttp2_session_consume(session_.nghttp2(), id_, n);
   asio::post(session_.executor(), handler([n](Http2Stream& self) {
                self.exchange_.on_body_read({}, n);
-               self.session_.flush();
+               self.session_.request_flush();
              }));
 }
 
@@ -402,7 +402,7 @@ void Http2Stream::submit_head(unsigned status,
   const int rv =
       nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(), body ? &provider : nullptr);
   if (rv != 0) spdlog::debug("HTTP/2 stream {}: response not submitted: {}", id_, nghttp2_strerror(rv));
-  session_.flush();
+  session_.request_flush();
 }
 
 bool Http2Stream::expects_continue() const {
@@ -416,7 +416,7 @@ void Http2Stream::send_continue() {
     static const std::string k100 = "100";
     const nghttp2_nv nv = make_nv(kStatus, k100);
     nghttp2_submit_headers(session_.nghttp2(), NGHTTP2_FLAG_NONE, id_, nullptr, &nv, 1, nullptr);
-    session_.flush();
+    session_.request_flush();
   }
   const bool gone = closed_;
   asio::post(session_.executor(), handler([gone](Http2Stream& self) {
@@ -433,7 +433,7 @@ void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
                  self.exchange_.on_response_sent(gone ? asio::error::operation_aborted
                                                       : beast::error_code{});
                }));
-    session_.flush();
+    session_.request_flush();
     return;
   }
   piece_ = data;
@@ -442,7 +442,7 @@ void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
   piece_pending_ = true;
   set_deadline(Side::kClient, config_->server.send_timeout);
   nghttp2_session_resume_data(session_.nghttp2(), id_);
-  session_.flush();
+  session_.request_flush();
 }
 
 long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
@@ -475,7 +475,7 @@ void Http2Stream::send_local(LocalReply reply) {
     // Too late for a reply: a response that began is cut.
     if (!closed_ && !response_done_) {
       reset(NGHTTP2_INTERNAL_ERROR);
-      session_.flush();
+      session_.request_flush();
     }
     record(closed_ ? 499 : exchange_.upstream_status() ? exchange_.upstream_status() : 502);
     return;
@@ -510,7 +510,7 @@ void Http2Stream::send_local(LocalReply reply) {
     submit_head(reply.status, fields_, body);
   }
   record(reply.status);
-  session_.flush();
+  session_.request_flush();
 }
 
 void Http2Stream::reset(std::uint32_t code) {

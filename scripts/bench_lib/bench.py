@@ -324,8 +324,8 @@ def main(argv=None) -> int:
             print(f"bench: --compare {opts.compare}: not an executable", file=sys.stderr)
             return 2
         if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
-                or opts.scaling or opts.http2:
-            print("bench: --compare goes with the speed table only", file=sys.stderr)
+                or opts.scaling:
+            print("bench: --compare goes with the speed table and --http2 only", file=sys.stderr)
             return 2
 
     for tool in ("wrk", "nginx", "redis-server", "taskset"):

@@ -2,9 +2,10 @@
 Sluice's, side by side on the same sluice-echo upstream (HTTP/1.1, a keep-alive
 pool each).
 
-Four setups, each h2c (prior knowledge, cleartext) and h2 (TLS 1.3, ALPN):
-nginx as a plain reverse proxy, Sluice without limits; and Sluice with a Redis
-limit allowing all (h2c). Load: `h2load -t1 -c C -m M -D S` pinned to CPU 0,
+Setups, h2c (prior knowledge, cleartext) and h2 (TLS 1.3, ALPN): nginx as a
+plain reverse proxy, Sluice without limits; Sluice with a Redis limit allowing
+all (h2c); with --compare, Sluice without limits again with that binary (a
+before/after in one sitting). Load: `h2load -t1 -c C -m M -D S` pinned to CPU 0,
 the servers to the others (as the speed table); REPS repetitions round robin,
 medians of requests per second, mean latency and the gateway's CPU per request
 (utime + stime from /proc, divided by the requests h2load completed).
@@ -75,6 +76,15 @@ def http2_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
     setups.append(("Sluice + Redis limit (allows all), h2c",
                    Row(5, "sluice h2c limit", limited.port, limited, admin=limited.admin_port,
                        redis=[redis]), "http"))
+    if opts.compare:  # the same two setups with another binary, side by side
+        for proto, extra in (("h2c", {}), ("h2 (TLS)", {"tls": {"cert_file": cert,
+                                                                  "key_file": key}})):
+            other = stack.sluice(f"sluice-compare-{len(setups)}", binary=opts.compare,
+                                 upstream=echo.port, redis_port=redis.port, limit=None,
+                                 http2=True, **extra)
+            setups.append((f"Sluice, no limits, {proto}, --compare binary",
+                           Row(104, "compare", other.port, other, admin=other.admin_port),
+                           "https" if extra else "http"))
     samples: dict[str, list[dict]] = {name: [] for name, _, _ in setups}
     for name, row, scheme in setups:  # warm-up: connections, pools, TLS sessions
         run_h2load(h2load_command(f"{scheme}://127.0.0.1:{row.port}{PATH}", opts.connections,
@@ -118,7 +128,7 @@ def http2_report(result: dict, info: dict, started, opts, pin_cpu: str | None,
     base = {"h2c": med["nginx proxy, h2c"]["rps"], "h2 (TLS)": med["nginx proxy, h2 (TLS)"]["rps"]}
     for name in result["order"]:
         m = med[name]
-        proto = "h2 (TLS)" if name.endswith("h2 (TLS)") else "h2c"
+        proto = "h2 (TLS)" if "h2 (TLS)" in name else "h2c"
         redis = f"{m['redis_cpu_us']:.1f}" if "redis_cpu_us" in m else "—"
         out.append(f"| {name} | {m['rps']:,.0f} | {m['mean_ms']:.2f} | {m['cpu_us']:.1f} | "
                    f"{redis} | {m['failed']:.0f} | {m['rps'] / base[proto]:.2f} |")
