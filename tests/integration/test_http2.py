@@ -203,6 +203,42 @@ class Http2Test(ProcessTestCase):
         self.assertTrue(any(isinstance(f, frames.DataFrame) and f.stream_id == 3 for f in got))
         raw.close()
 
+    def test_a_reset_stream_gives_its_concurrency_slot_back_at_once(self):
+        gw = self.gateway(routes=[route("one", "/", ["inflight"])],
+                          limits={"inflight": {"key": "ip", "algorithm": "concurrency",
+                                               "capacity": 1, "lease_ms": 60000}})
+        c = H2Client(gw.port)
+        held = c.send("GET", "/__slow/5000")
+        wait_until(lambda: json.loads(request(self.echo.port, "GET", "/__stats")[2])
+                   ["slow_peak"] >= 1, 5, message="the first request at the upstream")
+        self.assertEqual(c.request("GET", "/second").status, 429)  # the one slot is taken
+        c.conn.reset_stream(held, error_code=0x8)  # CANCEL, as a gRPC client would
+        c.flush()
+        # Given back when the stream ended, not when the lease (60 s) runs out.
+        wait_until(lambda: c.request("GET", "/third").status == 200, 5,
+                   message="the slot given back")
+        wait_until(lambda: '"path":"/__slow/5000"' in gw.stdout(), 5, message="the reset logged")
+        line = next(l for l in gw.stdout().splitlines() if '"path":"/__slow/5000"' in l)
+        self.assertIn('"status":499', line)
+        c.close()
+
+    def test_a_stream_reset_while_its_limit_decision_is_delayed_sends_nothing_upstream(self):
+        gw = self.gateway(routes=[route("slow", "/", ["tight"], on_limit="delay",
+                                        max_delay_ms=3000)],
+                          limits={"tight": limit("ip", 1, rate=1)})
+        c = H2Client(gw.port)
+        self.assertEqual(c.request("GET", "/first").status, 200)
+        before = json.loads(request(self.echo.port, "GET", "/__stats")[2])["requests"]
+        waiting = c.send("GET", "/delayed")  # no token: it waits up to a second for one
+        time.sleep(0.2)
+        c.conn.reset_stream(waiting, error_code=0x8)
+        c.flush()
+        time.sleep(1.5)  # past the time the token would have come
+        after = json.loads(request(self.echo.port, "GET", "/__stats")[2])["requests"]
+        self.assertEqual(after, before + 1)  # only the /__stats request itself
+        self.assertEqual(c.request("GET", "/still").status, 200)
+        c.close()
+
     def test_expect_100_continue_is_answered_before_the_body(self):
         gw = self.gateway()
         c = H2Client(gw.port)
