@@ -90,7 +90,8 @@ void Worker::shed_idle(std::size_t n) {
 }
 
 std::unique_ptr<char[]> Worker::take_relay_buffer() {
-  if (spare_relay_buffers_.empty()) return std::make_unique<char[]>(kRelayBufferSize);
+  // Not zeroed: every byte is written before it is read.
+  if (spare_relay_buffers_.empty()) return std::make_unique_for_overwrite<char[]>(kRelayBufferSize);
   auto buffer = std::move(spare_relay_buffers_.back());
   spare_relay_buffers_.pop_back();
   return buffer;

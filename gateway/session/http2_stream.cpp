@@ -276,6 +276,10 @@ void Http2Stream::exchange_ended(const ExchangeResult& result) {
       break;
     }
   }
+  // Recorded: the relay buffer goes back to the worker for the next stream
+  // now, not when this stream's last handler has gone.
+  exchange_.reset();
+  session_.worker().return_relay_buffer(std::move(relay_));
   session_.request_flush();
 }
 
