@@ -8,6 +8,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "gateway/session/http1_session.hpp"
+#include "gateway/session/request_path.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -67,14 +68,7 @@ bool Http1Session::cancel_stalled_body_read() {
 }
 
 void Http1Session::start_response(const ResponseStart& start) {
-  const RouteConfig& route = *info_.route;
-  ResponseHeadOptions options;
-  options.request_id = info_.request_id;
-  options.extra = response_headers_;
-  if (!route.response_headers.empty()) {
-    options.rules = &route.response_headers;
-    options.vars = header_vars_;
-  }
+  ResponseHeadOptions options = response_head_options(info_, response_headers_, header_vars_);
   if (start.status == 101) {
     // A WebSocket upgrade: the head goes first on the tunnel.
     client_keep_alive_ = false;

@@ -11,10 +11,10 @@
 #include <boost/beast/http.hpp>
 
 #include "gateway/metrics.hpp"
-#include "gateway/router.hpp"
 #include "gateway/session/client_read_error.hpp"
 #include "gateway/session/exchange_log.hpp"
 #include "gateway/session/local_reply.hpp"
+#include "gateway/session/request_path.hpp"
 #include "gateway/session/session.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -31,16 +31,7 @@ using tcp = asio::ip::tcp;
 // ---- Middleware -------------------------------------------------------------
 
 void Http1Session::run_middleware() {
-  auto& req = parser_->get();
-  auto& ctx = pipeline_.begin(req.base());
-  ctx.config = config_;
-  ctx.route = info_.route;
-  ctx.method = req.method_string();
-  ctx.target = req.target();
-  ctx.route_path = info_.target.route_path;
-  ctx.client_ip = info_.client_ip;
-  ctx.request_id = info_.request_id;
-  ctx.started = started_;
+  begin_pipeline(pipeline_, parser_->get(), info_, config_, started_);
   run_pipeline();
 }
 
@@ -166,21 +157,9 @@ void Http1Session::on_middleware_outcome(std::optional<LocalReply> reply) {
 // ---- The upstream exchange ------------------------------------------------------
 
 void Http1Session::start_upstream() {
-  ExchangeRequest request;
-  request.upstream = &config_->upstreams[info_.route->upstream_index];
-  request.method = parser_->get().method();
-  request.send_timeout = config_->server.send_timeout;
-  request.chunked = info_.body.chunked;
-  request.body_empty = info_.body.done;
-  request.websocket = info_.websocket;
-  request.tunnel_idle_timeout = config_->server.idle_timeout;
-  request.usage_header = info_.route->cost_from_response.header;
-  const RouteConfig& route = *info_.route;
-  if (!route.request_headers.empty() || !route.response_headers.empty()) {
-    client_ip_text_ = info_.client_ip.to_string();
-    header_vars_ = {client_ip_text_, info_.request_id, route.name, info_.forwarded_proto};
-  }
-  exchange_.start(request, std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
+  set_header_vars(info_, client_ip_text_, header_vars_);
+  exchange_.start(exchange_request(*config_, info_, parser_->get().method()),
+                  std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 
 std::span<char> Http1Session::relay_buffer() {
@@ -189,19 +168,8 @@ std::span<char> Http1Session::relay_buffer() {
 }
 
 void Http1Session::serialize_request_head(std::string& out, std::string_view upstream_host) {
-  auto& req = parser_->get();
-  ForwardedInfo forwarded{peer_text_,       info_.forwarded_proto, req[http::field::host],
-                          info_.request_id, upstream_host,         info_.route->cost_header};
-  forwarded.websocket = info_.websocket;
-  forwarded.traceparent = info_.traceparent;
-  forwarded.identity = pipeline_.context().identity_headers;
-  if (!info_.route->request_headers.empty()) {
-    forwarded.rules = &info_.route->request_headers;
-    forwarded.vars = header_vars_;
-  }
-  sluice::serialize_request_head(out, req.method_string(),
-                                 upstream_target(*info_.route, req.target()), req.base(), forwarded,
-                                 info_.body.chunked, to_std(parser_->content_length()));
+  serialize_forwarded_head(out, parser_->get(), info_, pipeline_.context(), header_vars_,
+                           peer_text_, upstream_host, to_std(parser_->content_length()));
 }
 
 void Http1Session::count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) {

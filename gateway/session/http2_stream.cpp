@@ -10,12 +10,12 @@
 
 #include "common/ascii.hpp"
 #include "gateway/metrics.hpp"
-#include "gateway/router.hpp"
 #include "gateway/session/client_read_error.hpp"
 #include "gateway/session/exchange_log.hpp"
 #include "gateway/session/grpc_reply.hpp"
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/local_reply.hpp"
+#include "gateway/session/request_path.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -127,29 +127,20 @@ void Http2Stream::on_headers_done(bool end_stream) {
     return send_local(make_local_reply(431, "request header fields too large",
                                        generate_request_id()));
   }
-  std::optional<std::uint64_t> length;
   if (req_.count(http::field::content_length) > 0) {
-    length = parse_length(req_[http::field::content_length]);
+    content_length_ = parse_length(req_[http::field::content_length]);
   }
-  if (length && *length > config_->server.max_body_bytes) {
+  if (content_length_ && *content_length_ > config_->server.max_body_bytes) {
     return send_local(make_local_reply(413, "request body too large", generate_request_id()));
   }
   BodyFacts body;
   body.done = end_stream;
   // A body of unknown length goes to an HTTP/1.1 upstream chunked.
-  body.chunked = !end_stream && !length;
+  body.chunked = !end_stream && !content_length_;
   auto refusal = admit_request(req_, body, session_.peer(), session_.over_tls(), *config_, info_);
   if (refusal) return send_local(std::move(*refusal));
 
-  auto& ctx = pipeline_.begin(req_.base());
-  ctx.config = config_;
-  ctx.route = info_.route;
-  ctx.method = req_.method_string();
-  ctx.target = req_.target();
-  ctx.route_path = info_.target.route_path;
-  ctx.client_ip = info_.client_ip;
-  ctx.request_id = info_.request_id;
-  ctx.started = started_;
+  begin_pipeline(pipeline_, req_, info_, config_, started_);
   run_pipeline();
 }
 
@@ -189,21 +180,10 @@ void Http2Stream::on_middleware_outcome(std::optional<LocalReply> reply) {
 // ---- The upstream exchange ------------------------------------------------------
 
 void Http2Stream::start_upstream() {
-  ExchangeRequest request;
-  request.upstream = &config_->upstreams[info_.route->upstream_index];
-  request.method = req_.method();
-  request.send_timeout = config_->server.send_timeout;
-  request.chunked = info_.body.chunked;
-  request.body_empty = info_.body.done;
-  request.tunnel_idle_timeout = config_->server.idle_timeout;
-  request.usage_header = info_.route->cost_from_response.header;
-  const RouteConfig& route = *info_.route;
-  if (!route.request_headers.empty() || !route.response_headers.empty()) {
-    client_ip_text_ = info_.client_ip.to_string();
-    header_vars_ = {client_ip_text_, info_.request_id, route.name, info_.forwarded_proto};
-  }
+  set_header_vars(info_, client_ip_text_, header_vars_);
   in_exchange_ = true;
-  exchange_.start(request, std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
+  exchange_.start(exchange_request(*config_, info_, req_.method()),
+                  std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 
 std::span<char> Http2Stream::relay_buffer() {
@@ -212,24 +192,14 @@ std::span<char> Http2Stream::relay_buffer() {
 }
 
 void Http2Stream::serialize_request_head(std::string& out, std::string_view upstream_host) {
-  ForwardedInfo forwarded{session_.peer_text(), info_.forwarded_proto, req_[http::field::host],
-                          info_.request_id,     upstream_host,         info_.route->cost_header};
-  forwarded.traceparent = info_.traceparent;
-  forwarded.identity = pipeline_.context().identity_headers;
-  if (!info_.route->request_headers.empty()) {
-    forwarded.rules = &info_.route->request_headers;
-    forwarded.vars = header_vars_;
+  // A request without a body but of a method that may have one still says so.
+  std::optional<std::uint64_t> length = content_length_;
+  if (!length && info_.body.done && req_.method() != http::verb::get &&
+      req_.method() != http::verb::head) {
+    length = 0;
   }
-  std::optional<std::uint64_t> length;
-  if (req_.count(http::field::content_length) > 0) {
-    length = parse_length(req_[http::field::content_length]);
-  } else if (info_.body.done && req_.method() != http::verb::get &&
-             req_.method() != http::verb::head) {
-    length = 0;  // a POST without a body still says so
-  }
-  sluice::serialize_request_head(out, req_.method_string(),
-                                 upstream_target(*info_.route, req_.target()), req_.base(),
-                                 forwarded, info_.body.chunked, length);
+  serialize_forwarded_head(out, req_, info_, pipeline_.context(), header_vars_,
+                           session_.peer_text(), upstream_host, length);
 }
 
 bool Http2Stream::draining() const { return session_.draining(); }
@@ -376,14 +346,7 @@ void Http2Stream::fill_read() {
 // ---- The response (the exchange's sink) -----------------------------------------
 
 void Http2Stream::start_response(const ResponseStart& start) {
-  ResponseHeadOptions options;
-  options.request_id = info_.request_id;
-  options.extra = response_headers_;
-  const RouteConfig& route = *info_.route;
-  if (!route.response_headers.empty()) {
-    options.rules = &route.response_headers;
-    options.vars = header_vars_;
-  }
+  ResponseHeadOptions options = response_head_options(info_, response_headers_, header_vars_);
   options.content_length = start.content_length;
   response_fields(fields_, *start.fields, options);
   submit_head(start.status, fields_, start.has_body);

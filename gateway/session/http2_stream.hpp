@@ -123,6 +123,7 @@ class Http2Stream final : public MiddlewareLater,
   // The request as HEADERS carried it, in HTTP/1.1 terms.
   ProxiedRequest req_;
   std::string method_, path_, authority_, scheme_, cookies_;
+  std::optional<std::uint64_t> content_length_;  // as the client declared it
   std::size_t header_bytes_ = 0;
   bool header_too_large_ = false;
   bool headers_done_ = false;

@@ -58,6 +58,16 @@ class Http2Test(ProcessTestCase):
     def goaways(self, gw, reason) -> float:
         return metric_sum(gw, "sluice_http2_goaways_total", reason=reason)
 
+    def assert_goaway_ends_only_it(self, gw, raw, code, reason):
+        """The connection got a GOAWAY with `code`, counted as `reason`, and
+        other clients are still served."""
+        goaway = raw.goaway()
+        self.assertIsNotNone(goaway)
+        self.assertEqual(goaway.error_code, code)
+        raw.close()
+        wait_until(lambda: self.goaways(gw, reason) >= 1, 5, message="the GOAWAY counted")
+        self.assert_still_serves(gw)
+
     def assert_still_serves(self, gw):
         c = H2Client(gw.port)
         try:
@@ -353,12 +363,7 @@ class Http2Test(ProcessTestCase):
         raw.read_frames(lambda f: isinstance(f, frames.SettingsFrame) and "ACK" not in f.flags, 5)
         raw.send(frames.SettingsFrame(0, flags=["ACK"]))
         raw.send(*[raw.request_frame(sid, "/__slow/300") for sid in (1, 3, 5)])
-        goaway = raw.goaway()
-        self.assertIsNotNone(goaway)
-        self.assertEqual(goaway.error_code, PROTOCOL_ERROR)
-        raw.close()
-        wait_until(lambda: self.goaways(gw, "protocol_error") >= 1, 5, message="the GOAWAY counted")
-        self.assert_still_serves(gw)
+        self.assert_goaway_ends_only_it(gw, raw, PROTOCOL_ERROR, "protocol_error")
 
     def test_rapid_reset_ends_the_connection(self):
         gw = self.gateway()
@@ -374,12 +379,8 @@ class Http2Test(ProcessTestCase):
                 raw.send(*batch)
             except (BrokenPipeError, ConnectionResetError):
                 break
-        goaway = raw.goaway()
-        self.assertIsNotNone(goaway)
-        self.assertEqual(goaway.error_code, INTERNAL_ERROR)  # nghttp2's choice for this one
-        raw.close()
-        wait_until(lambda: self.goaways(gw, "rapid_reset") >= 1, 5, message="the GOAWAY counted")
-        self.assert_still_serves(gw)
+        # INTERNAL_ERROR: nghttp2's choice for this one.
+        self.assert_goaway_ends_only_it(gw, raw, INTERNAL_ERROR, "rapid_reset")
 
     def test_continuation_flood_ends_the_connection(self):
         gw = self.gateway()
@@ -394,13 +395,7 @@ class Http2Test(ProcessTestCase):
                 raw.send(c)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        goaway = raw.goaway()
-        self.assertIsNotNone(goaway)
-        self.assertEqual(goaway.error_code, ENHANCE_YOUR_CALM)
-        raw.close()
-        wait_until(lambda: self.goaways(gw, "continuation_flood") >= 1, 5,
-                   message="the GOAWAY counted")
-        self.assert_still_serves(gw)
+        self.assert_goaway_ends_only_it(gw, raw, ENHANCE_YOUR_CALM, "continuation_flood")
 
     def test_hpack_bomb_ends_the_connection(self):
         gw = self.gateway(server={"max_header_bytes": 8192})
@@ -414,12 +409,7 @@ class Http2Test(ProcessTestCase):
         f.flags.add("END_HEADERS")
         f.flags.add("END_STREAM")
         raw.send(f)
-        goaway = raw.goaway()
-        self.assertIsNotNone(goaway)
-        self.assertEqual(goaway.error_code, ENHANCE_YOUR_CALM)
-        raw.close()
-        wait_until(lambda: self.goaways(gw, "header_flood") >= 1, 5, message="the GOAWAY counted")
-        self.assert_still_serves(gw)
+        self.assert_goaway_ends_only_it(gw, raw, ENHANCE_YOUR_CALM, "header_flood")
 
     def test_settings_and_ping_floods_end_the_connection(self):
         gw = self.gateway()

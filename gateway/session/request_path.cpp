@@ -1,0 +1,75 @@
+#include "gateway/session/request_path.hpp"
+
+#include "gateway/router.hpp"
+
+namespace sluice {
+
+namespace http = boost::beast::http;
+
+RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
+                               const RequestInfo& info, std::shared_ptr<const Config> config,
+                               std::chrono::steady_clock::time_point started) {
+  auto& ctx = pipeline.begin(req.base());
+  ctx.config = std::move(config);
+  ctx.route = info.route;
+  ctx.method = req.method_string();
+  ctx.target = req.target();
+  ctx.route_path = info.target.route_path;
+  ctx.client_ip = info.client_ip;
+  ctx.request_id = info.request_id;
+  ctx.started = started;
+  return ctx;
+}
+
+ExchangeRequest exchange_request(const Config& config, const RequestInfo& info, http::verb method) {
+  ExchangeRequest request;
+  request.upstream = &config.upstreams[info.route->upstream_index];
+  request.method = method;
+  request.send_timeout = config.server.send_timeout;
+  request.chunked = info.body.chunked;
+  request.body_empty = info.body.done;
+  request.websocket = info.websocket;
+  request.tunnel_idle_timeout = config.server.idle_timeout;
+  request.usage_header = info.route->cost_from_response.header;
+  return request;
+}
+
+void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars) {
+  const RouteConfig& route = *info.route;
+  if (route.request_headers.empty() && route.response_headers.empty()) return;
+  client_ip_text = info.client_ip.to_string();
+  vars = {client_ip_text, info.request_id, route.name, info.forwarded_proto};
+}
+
+void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const RequestInfo& info,
+                              const RequestContext& ctx, const HeaderVars& vars,
+                              std::string_view peer_text, std::string_view upstream_host,
+                              std::optional<std::uint64_t> content_length) {
+  const RouteConfig& route = *info.route;
+  ForwardedInfo forwarded{peer_text,       info.forwarded_proto, req[http::field::host],
+                          info.request_id, upstream_host,        route.cost_header};
+  forwarded.websocket = info.websocket;
+  forwarded.traceparent = info.traceparent;
+  forwarded.identity = ctx.identity_headers;
+  if (!route.request_headers.empty()) {
+    forwarded.rules = &route.request_headers;
+    forwarded.vars = vars;
+  }
+  serialize_request_head(out, req.method_string(), upstream_target(route, req.target()),
+                         req.base(), forwarded, info.body.chunked, content_length);
+}
+
+ResponseHeadOptions response_head_options(const RequestInfo& info, const HeaderList& extra,
+                                          const HeaderVars& vars) {
+  ResponseHeadOptions options;
+  options.request_id = info.request_id;
+  options.extra = extra;
+  const RouteConfig& route = *info.route;
+  if (!route.response_headers.empty()) {
+    options.rules = &route.response_headers;
+    options.vars = vars;
+  }
+  return options;
+}
+
+}  // namespace sluice

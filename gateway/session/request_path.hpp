@@ -1,0 +1,50 @@
+// What an admitted request goes through alike, whether an HTTP/1.1
+// connection or an HTTP/2 stream carried it: the middleware context it
+// starts with, the exchange it asks for, the header rules' variables, the
+// head forwarded upstream and the options of the head sent back. Pure
+// builders over the request as admitted (request_admission.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gateway/config/config.hpp"
+#include "gateway/middleware.hpp"
+#include "gateway/session/pipeline.hpp"
+#include "gateway/session/request_admission.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+
+// Starts the request's walk through the middleware: the context its steps see.
+RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
+                               const RequestInfo& info, std::shared_ptr<const Config> config,
+                               std::chrono::steady_clock::time_point started);
+
+// The exchange of the request with its route's upstream.
+ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
+                                 boost::beast::http::verb method);
+
+// The variables the route's header rules use, set only when it has rules
+// (`client_ip_text` holds the text `vars` points at).
+void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars);
+
+// The request head as it goes upstream: the forwarded headers, the identity
+// the middleware resolved, the route's request rules, and the framing read
+// from the client (chunked, or `content_length`).
+void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const RequestInfo& info,
+                              const RequestContext& ctx, const HeaderVars& vars,
+                              std::string_view peer_text, std::string_view upstream_host,
+                              std::optional<std::uint64_t> content_length);
+
+// The options of the response head sent back: the request id, the
+// middleware's headers (`extra`) and the route's response rules.
+ResponseHeadOptions response_head_options(const RequestInfo& info, const HeaderList& extra,
+                                          const HeaderVars& vars);
+
+}  // namespace sluice
