@@ -89,9 +89,13 @@ class RedisCluster(ProcessGroup):
              "--cluster-replicas", str(replicas), "--cluster-yes"],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
             timeout=timeout)
-        if created.returncode != 0 or f"All {SLOTS} slots covered" not in created.stdout:
+        if created.returncode != 0:
             raise AssertionError(f"redis-cli --cluster create failed ({created.returncode})\n"
                                  f"{created.stdout[-3000:]}\n{created.stderr[-2000:]}")
+        # redis-cli checks coverage right after the nodes meet: on a busy
+        # machine one node may not yet know a primary's slots and it says "Not
+        # all slots are covered" although every slot was assigned. Whether the
+        # cluster came up is wait_until_ok's to say, once gossip has settled.
         self.wait_until_ok(timeout)
 
     # -- what the cluster looks like
