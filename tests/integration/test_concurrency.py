@@ -158,6 +158,8 @@ class ConcurrencyTest(RateLimitTestCase):
         holder.join()
         wait_until(lambda: self.get(b, "/?hold_ms=0")[0] == 200, timeout=5,
                    message="b served once a's request ended")
+        # b gives its slot back just after its answer went: a asks only then.
+        wait_until(lambda: self.in_use("one") == 0, timeout=5, message="b's slot given back")
         # A killed holder: its slot comes back after lease_ms.
         def held_until_killed():
             try:
