@@ -24,6 +24,7 @@ struct HealthChecks::Entry {
   double ok_count = 0;
   double fail_count = 0;
   std::shared_ptr<const UpstreamTls> tls;  // the checker's (a reload builds a new one)
+  UpstreamProtocol protocol = UpstreamProtocol::kHttp1;
   std::unique_ptr<HealthChecker> checker;
 };
 
@@ -51,15 +52,17 @@ std::shared_ptr<const UpstreamHealth> HealthChecks::apply(const Config& config) 
       } else {
         entry = std::make_unique<Entry>(upstream.name, server, check);
       }
-      if (!entry->checker || entry->check != check ||
+      if (!entry->checker || entry->check != check || entry->protocol != upstream.protocol ||
           !UpstreamTls::same(entry->tls.get(), upstream.tls.get())) {
         entry->check = check;
         entry->tls = upstream.tls;
+        entry->protocol = upstream.protocol;
         Entry* e = entry.get();
         entry->checker = std::make_unique<HealthChecker>(
             io_, server, check, upstream.tls, [this, e](const HealthCheckResult& result) {
               on_result(*e, result.ok, result.detail);
-            });
+            },
+            upstream.protocol);
         entry->checker->start();
       }
       health->add(upstream.name, server, entry->flag);

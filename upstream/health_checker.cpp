@@ -12,6 +12,7 @@
 #include <boost/asio/write.hpp>
 
 #include "upstream/byte_stream.hpp"
+#include "upstream/h2/h2_connection.hpp"
 #include "upstream/health_probe.hpp"
 
 namespace sluice {
@@ -30,8 +31,9 @@ constexpr std::size_t kMaxStatusLine = 1024;
 // check is still the current one (`attempt`) and that the checker runs.
 struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io_in, HostPort server_in, HealthCheckConfig check_in,
-       std::shared_ptr<const UpstreamTls> tls_in, Report report_in)
+       std::shared_ptr<const UpstreamTls> tls_in, Report report_in, UpstreamProtocol protocol_in)
       : io(io_in),
+        protocol(protocol_in),
         server(std::move(server_in)),
         check(std::move(check_in)),
         tls(std::move(tls_in)),
@@ -43,6 +45,8 @@ struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
 
   void run_check();
   void connect(std::vector<tcp::endpoint> endpoints);
+  void run_h2_check();
+  void on_h2_stream();
   void handshake();
   void send_request();
   void read_status_line();
@@ -59,12 +63,21 @@ struct HealthChecker::Impl : std::enable_shared_from_this<Impl> {
     };
   }
   void close_stream() {
+    if (h2) {
+      if (h2_stream) h2->release(*h2_stream);
+      h2->close();
+      h2.reset();
+      h2_stream.reset();
+    }
     if (!stream) return;
     error_code ignored;
     stream->socket().close(ignored);
   }
 
   asio::io_context& io;
+  const UpstreamProtocol protocol;
+  std::shared_ptr<H2Connection> h2;  // an HTTP/2 check's connection
+  std::shared_ptr<H2Stream> h2_stream;
   const HostPort server;
   const HealthCheckConfig check;
   const std::shared_ptr<const UpstreamTls> tls;  // null: plain TCP
@@ -94,6 +107,7 @@ void HealthChecker::Impl::run_check() {
   deadline.async_wait(handler([](Impl& self, error_code ec) {
     if (!ec) self.finish(false, "timed out");
   }));
+  if (protocol != UpstreamProtocol::kHttp1) return run_h2_check();
   error_code ec;
   const auto address = asio::ip::make_address(server.host, ec);
   if (!ec) return connect({tcp::endpoint{address, server.port}});
@@ -156,6 +170,43 @@ void HealthChecker::Impl::read_status_line() {
       }));
 }
 
+// An HTTP/2 upstream's check: a connection of its own (the TLS ones with
+// ALPN h2), one GET stream, its :status.
+void HealthChecker::Impl::run_h2_check() {
+  auto conn = std::make_unique<UpstreamConnection>(io.get_executor());
+  conn->address = server;
+  conn->server = server.to_string();
+  H2Connection::Options options;
+  options.upstream = "health check";
+  options.tls = tls;
+  options.connect_timeout = check.timeout;
+  options.idle_timeout = std::chrono::milliseconds{0};
+  options.log_failures = false;
+  h2 = std::make_shared<H2Connection>(std::move(conn), std::move(options));
+  const H2Fields head = {{":method", "GET"},
+                         {":scheme", tls ? "https" : "http"},
+                         {":authority", server.to_string()},
+                         {":path", check.path},
+                         {"user-agent", "sluice-health-check"}};
+  h2->connect();
+  h2_stream = h2->open_stream(head, false, [weak = weak_from_this(), attempt = attempt] {
+    auto self = weak.lock();
+    if (!self) return;
+    asio::post(self->io, [self, attempt] {
+      if (!self->stopped && attempt == self->attempt) self->on_h2_stream();
+    });
+  });
+  if (!h2_stream) finish(false, "HTTP/2 stream not opened");
+}
+
+void HealthChecker::Impl::on_h2_stream() {
+  if (!h2_stream) return;
+  const H2Stream& s = *h2_stream;
+  if (s.connect_failure) return finish(false, s.connect_failure->reason);
+  if (s.head_done) return finish(is_expected_status(check, s.status), "status " + std::to_string(s.status));
+  if (s.closed) return finish(false, "HTTP/2 stream ended without a response");
+}
+
 // One result per check: the connection and the deadline end with it.
 void HealthChecker::Impl::finish(bool ok, std::string detail) {
   ++attempt;  // what is still in flight for this check is ignored
@@ -174,9 +225,10 @@ void HealthChecker::Impl::stop() {
 }
 
 HealthChecker::HealthChecker(asio::io_context& io, HostPort server, HealthCheckConfig check,
-                             std::shared_ptr<const UpstreamTls> tls, Report report)
+                             std::shared_ptr<const UpstreamTls> tls, Report report,
+                             UpstreamProtocol protocol)
     : impl_(std::make_shared<Impl>(io, std::move(server), std::move(check), std::move(tls),
-                                   std::move(report))) {}
+                                   std::move(report), protocol)) {}
 
 HealthChecker::~HealthChecker() {
   stop();

@@ -33,6 +33,13 @@ struct HealthCheckConfig {
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
+// How requests go to an upstream's servers (upstreams.NAME.protocol).
+enum class UpstreamProtocol {
+  kHttp1,  // HTTP/1.1, a pooled connection per request in flight (plain or TLS)
+  kH2c,    // HTTP/2 with prior knowledge over plain TCP, streams multiplexed
+  kH2,     // HTTP/2 over TLS (ALPN h2), streams multiplexed
+};
+
 struct UpstreamConfig {
   std::string name;
   std::vector<HostPort> servers;  // round robin; a failing server is skipped for a cool-down
@@ -50,6 +57,8 @@ struct UpstreamConfig {
   // both absent: plain TCP.
   std::optional<UpstreamTlsConfig> tls_config;
   std::shared_ptr<const UpstreamTls> tls;
+  UpstreamProtocol protocol = UpstreamProtocol::kHttp1;
+  bool http2() const { return protocol != UpstreamProtocol::kHttp1; }
 };
 
 }  // namespace sluice

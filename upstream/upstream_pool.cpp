@@ -8,6 +8,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "upstream/h2/h2_connection.hpp"
+
 namespace sluice {
 
 UpstreamConnection::~UpstreamConnection() {
@@ -229,8 +231,40 @@ void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) 
   server_state(upstream, upstream.servers[server]).cooldown_until = {};
 }
 
+std::shared_ptr<H2Connection> UpstreamPools::h2_connection(const UpstreamConfig& upstream,
+                                                           std::size_t server) {
+  auto& state = server_state(upstream, upstream.servers[server]);
+  // Closed ones go, and those of another protocol or other TLS settings (a
+  // reload's) take no new stream.
+  std::erase_if(state.h2, [&](const std::shared_ptr<H2Connection>& c) {
+    if (!c->usable() || c->h2c() != (upstream.protocol == UpstreamProtocol::kH2c) ||
+        !UpstreamTls::same(c->tls(), upstream.tls.get())) {
+      if (c->streams() == 0) c->close();
+      return true;
+    }
+    return false;
+  });
+  for (const auto& c : state.h2) {
+    if (c->has_room()) return c;
+  }
+  const bool at_limit =
+      upstream.max_connections != 0 && state.slots->open >= upstream.max_connections;
+  if (!at_limit || state.h2.empty()) return nullptr;
+  return *std::min_element(state.h2.begin(), state.h2.end(),
+                           [](const auto& a, const auto& b) { return a->streams() < b->streams(); });
+}
+
+void UpstreamPools::add_h2(const UpstreamConfig& upstream, std::size_t server,
+                           std::shared_ptr<H2Connection> conn) {
+  server_state(upstream, upstream.servers[server]).h2.push_back(std::move(conn));
+}
+
 void UpstreamPools::clear() {
-  for_each_server([](ServerState& server) { server.idle.clear(); });
+  for_each_server([](ServerState& server) {
+    server.idle.clear();
+    for (auto& c : server.h2) c->close();
+    server.h2.clear();
+  });
   sweep_timer_.cancel();
   ack_timer_.cancel();
 }

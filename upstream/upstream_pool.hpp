@@ -30,6 +30,7 @@
 
 namespace sluice {
 
+class H2Connection;
 
 // Connections of one worker to one server, against upstream max_connections,
 // and the requests waiting for one of them to close or come back idle.
@@ -108,6 +109,15 @@ class UpstreamPools {
   void keep_tls_session(const UpstreamConfig& upstream, std::size_t server,
                         TlsSessionRef session);
 
+  // HTTP/2 upstreams (protocol h2c, h2): a connection to the server that
+  // takes another stream, made under the upstream's current protocol and
+  // TLS settings; at max_connections, the least busy one (nghttp2 queues a
+  // stream beyond what the server takes at once). Null: open one (open()).
+  std::shared_ptr<H2Connection> h2_connection(const UpstreamConfig& upstream, std::size_t server);
+  // A connection just opened to the server, for the next streams to share.
+  void add_h2(const UpstreamConfig& upstream, std::size_t server,
+              std::shared_ptr<H2Connection> conn);
+
   // Passive health: connect failures put the server in cool-down.
   void mark_failed(const UpstreamConfig& upstream, std::size_t server);
   void mark_ok(const UpstreamConfig& upstream, std::size_t server);
@@ -123,6 +133,7 @@ class UpstreamPools {
  private:
   struct ServerState {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
+    std::vector<std::shared_ptr<H2Connection>> h2;  // HTTP/2 connections, shared by streams
     Clock::time_point cooldown_until{};
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
     std::shared_ptr<const ServerHealth> health;  // null: not actively checked

@@ -115,7 +115,8 @@ UpstreamTls::~UpstreamTls() {
   SSL_CTX_free(context_);
 }
 
-bool UpstreamTls::prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const {
+bool UpstreamTls::prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume,
+                          bool h2) const {
   const std::string& name = config_.server_name.empty() ? host : config_.server_name;
   if (is_ip_literal(name)) {
     if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) != 1) return false;
@@ -126,7 +127,16 @@ bool UpstreamTls::prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume
     }
   }
   if (resume) SSL_set_session(ssl, resume);
+  static constexpr unsigned char kH2[] = {2, 'h', '2'};
+  if (h2 && SSL_set_alpn_protos(ssl, kH2, sizeof kH2) != 0) return false;
   return true;
+}
+
+bool UpstreamTls::negotiated_h2(SSL* ssl) {
+  const unsigned char* data = nullptr;
+  unsigned int len = 0;
+  SSL_get0_alpn_selected(ssl, &data, &len);
+  return len == 2 && data[0] == 'h' && data[1] == '2';
 }
 
 std::string UpstreamTls::failure_reason(SSL* ssl, const std::string& fallback) {

@@ -52,8 +52,11 @@ class UpstreamTls {
   // SNI and the name its certificate must hold (server_name, else `host`; an
   // IP address is checked against the certificate's IP addresses and sent
   // without SNI), and `resume`, a session of an earlier connection (may be
-  // null). False when the name cannot be checked: no handshake may start then.
-  bool prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume) const;
+  // null). `h2`: ALPN offers h2 only (an HTTP/2 upstream). False when the
+  // name cannot be checked: no handshake may start then.
+  bool prepare(SSL* ssl, const std::string& host, SSL_SESSION* resume, bool h2 = false) const;
+  // The connection's peer chose h2 by ALPN.
+  static bool negotiated_h2(SSL* ssl);
 
   // Why a handshake failed, for the log: the certificate verification's
   // reason when that is what failed, else `fallback`.

@@ -38,7 +38,8 @@ constexpr std::string_view kRedis[] = {
 constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
-    "max_connections", "fail_cooldown_ms",   "health_check",        "tls"};
+    "max_connections", "fail_cooldown_ms",   "health_check",        "tls",
+    "protocol"};
 constexpr std::string_view kUpstreamTls[] = {"ca_file", "server_name", "certificate_file",
                                              "key_file", "min_version"};
 constexpr std::string_view kHealthCheck[] = {

@@ -45,6 +45,29 @@ void read_upstream_tls(YamlReader& r, const Field& f, UpstreamConfig& u) {
   u.tls_config = std::move(tls);
 }
 
+// upstreams.NAME.protocol: http1 (the default), h2c, or h2 (TLS: the tls
+// section's settings, or the system's CAs and each server's name).
+void read_protocol(YamlReader& r, const Field& v, const Mapping& m, UpstreamConfig& u) {
+  const auto s = r.string(v);
+  if (!s) return;
+  if (*s == "http1") {
+    u.protocol = UpstreamProtocol::kHttp1;
+  } else if (*s == "h2c") {
+    u.protocol = UpstreamProtocol::kH2c;
+    if (m.get("tls")) r.error(v, "h2c is HTTP/2 without TLS: with a tls section, use protocol h2");
+  } else if (*s == "h2") {
+    u.protocol = UpstreamProtocol::kH2;
+    if (!m.get("tls")) {
+      std::string error;
+      u.tls = UpstreamTls::build(UpstreamTlsConfig{}, error);
+      if (!u.tls) return r.error(v, error);
+      u.tls_config = UpstreamTlsConfig{};
+    }
+  } else {
+    r.error(v, "must be http1, h2c or h2");
+  }
+}
+
 void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   const auto m = r.mapping(f, kUpstreamKeys.keys);
   if (!m) return;
@@ -75,6 +98,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   }
   if (auto* v = m->get("health_check")) read_health_check(r, *v, u);
   if (auto* v = m->get("tls")) read_upstream_tls(r, *v, u);
+  if (auto* v = m->get("protocol")) read_protocol(r, *v, *m, u);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "gateway/session/grpc_reply.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "common/ascii.hpp"
 #include "common/hex.hpp"
 
@@ -52,6 +55,42 @@ std::string grpc_percent_encode(std::string_view message) {
     hex::append_byte_upper(out, c);
   }
   return out;
+}
+
+std::optional<std::chrono::milliseconds> parse_grpc_timeout(std::string_view value) {
+  if (value.size() < 2 || value.size() > 9) return std::nullopt;
+  const std::string_view digits = value.substr(0, value.size() - 1);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  std::uint64_t n = 0;
+  for (char c : digits) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  // Nanoseconds per unit; at most 99,999,999 hours, which fits in 64 bits as milliseconds.
+  std::uint64_t ms = 0;
+  switch (value.back()) {
+    case 'H':
+      ms = n * 3600 * 1000;
+      break;
+    case 'M':
+      ms = n * 60 * 1000;
+      break;
+    case 'S':
+      ms = n * 1000;
+      break;
+    case 'm':
+      ms = n;
+      break;
+    case 'u':
+      ms = (n + 999) / 1000;
+      break;
+    case 'n':
+      ms = (n + 999'999) / 1'000'000;
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (n > 0 && ms == 0) ms = 1;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
 }
 
 }  // namespace sluice

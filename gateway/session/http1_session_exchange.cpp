@@ -158,7 +158,7 @@ void Http1Session::on_middleware_outcome(std::optional<LocalReply> reply) {
 
 void Http1Session::start_upstream() {
   set_header_vars(info_, client_ip_text_, header_vars_);
-  exchange_.start(exchange_request(*config_, info_, parser_->get().method()),
+  exchange_.start(exchange_request(*config_, info_, parser_->get()),
                   std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 

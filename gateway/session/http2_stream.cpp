@@ -85,7 +85,14 @@ bool Http2Stream::on_header(std::string_view name, std::string_view value) {
   header_bytes_ += name.size() + value.size() + kFieldOverhead;
   const std::size_t limit = config_->server.max_header_bytes;
   if (header_bytes_ > limit * kHeaderBombFactor) return false;
-  if (headers_done_) return true;  // a request's trailers: not forwarded
+  if (headers_done_) {
+    // A request's trailers, for an HTTP/2 upstream (within max_header_bytes).
+    if (header_bytes_ <= limit && !name.empty() && name.front() != ':') {
+      request_trailers_.insert(name, value);
+      has_request_trailers_ = true;
+    }
+    return true;
+  }
   if (header_bytes_ > limit) {
     header_too_large_ = true;
     return true;
@@ -182,7 +189,7 @@ void Http2Stream::on_middleware_outcome(std::optional<LocalReply> reply) {
 void Http2Stream::start_upstream() {
   set_header_vars(info_, client_ip_text_, header_vars_);
   in_exchange_ = true;
-  exchange_.start(exchange_request(*config_, info_, req_.method()),
+  exchange_.start(exchange_request(*config_, info_, req_),
                   std::shared_ptr<UpstreamExchange>(shared_from_this(), &exchange_));
 }
 
@@ -318,6 +325,14 @@ void Http2Stream::read_body(std::span<char> into) {
   if (pending_read_) set_deadline(Side::kClient, config_->server.body_timeout);
 }
 
+void Http2Stream::cancel_read() {
+  if (!pending_read_) return;
+  pending_read_.reset();
+  asio::post(session_.executor(), handler([](Http2Stream& self) {
+               self.exchange_.on_body_read(asio::error::operation_aborted, 0);
+             }));
+}
+
 void Http2Stream::fill_read() {
   if (!pending_read_) return;
   if (body_too_large_) {
@@ -344,6 +359,18 @@ void Http2Stream::fill_read() {
 }
 
 // ---- The response (the exchange's sink) -----------------------------------------
+
+void Http2Stream::set_response_trailers(const http::fields& trailers) {
+  response_trailers_.clear();
+  for (const auto& f : trailers) {
+    std::string name = lower(f.name_string());
+    if (name.empty() || name.front() == ':' || name == "connection" || name == "keep-alive" ||
+        name == "transfer-encoding" || name == "upgrade" || name == "te") {
+      continue;
+    }
+    response_trailers_.emplace_back(std::move(name), std::string(f.value()));
+  }
+}
 
 void Http2Stream::start_response(const ResponseStart& start) {
   ResponseHeadOptions options = response_head_options(info_, response_headers_, header_vars_);
@@ -423,6 +450,15 @@ long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint
   if (piece_last_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     response_done_ = true;
+    if (!response_trailers_.empty()) {
+      // The trailers end the stream (a gRPC call's grpc-status).
+      std::vector<nghttp2_nv> nva;
+      nva.reserve(response_trailers_.size());
+      for (const auto& [name, value] : response_trailers_) nva.push_back(make_nv(name, value));
+      if (nghttp2_submit_trailer(session_.nghttp2(), id_, nva.data(), nva.size()) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+    }
   }
   if (in_exchange_) {
     // Framed: the relay buffer may take the next piece.
@@ -503,7 +539,10 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
     gone();
   }
   if (in_exchange_ && response_done_ && error_code == NGHTTP2_NO_ERROR) {
-    return;  // the response went whole: the exchange finishes on its own
+    // The response went whole: the exchange finishes on its own, once a body
+    // read still in flight (the request was cut) has ended.
+    cancel_read();
+    return;
   }
   if (in_exchange_) {
     // Reset by the client (or the connection went): what is pending fails

@@ -46,7 +46,8 @@ class Http2Stream final : public MiddlewareLater,
   // ---- From the session (nghttp2's callbacks) ----
   // The header block has server.header_timeout to end.
   void start_head_timer();
-  // A header field of the request head (trailers are dropped); false when
+  // A header field of the request head, or of its trailers (kept for an
+  // HTTP/2 upstream); false when
   // the list has grown many times past max_header_bytes (an HPACK bomb).
   bool on_header(std::string_view name, std::string_view value);
   // The request head is whole (`end_stream`: no body follows).
@@ -89,7 +90,13 @@ class Http2Stream final : public MiddlewareLater,
   bool expects_continue() const override;
   void send_continue() override;
   void read_body(std::span<char> into) override;
+  void cancel_read() override;
+  const boost::beast::http::fields* request_trailers() const override {
+    return has_request_trailers_ ? &request_trailers_ : nullptr;
+  }
+  bool full_duplex() const override { return true; }
   void start_response(const ResponseStart& start) override;
+  void set_response_trailers(const boost::beast::http::fields& trailers) override;
   void send_response(const char* data, std::size_t n, bool last) override;
   bool keeps_client() const override { return true; }
 
@@ -140,6 +147,8 @@ class Http2Stream final : public MiddlewareLater,
   std::string body_;
   std::uint64_t body_received_ = 0;
   std::optional<std::span<char>> pending_read_;
+  boost::beast::http::fields request_trailers_;
+  bool has_request_trailers_ = false;
   bool end_stream_ = false;     // END_STREAM came
   bool body_complete_ = false;  // and the exchange has read the body to its end
   bool body_too_large_ = false;
@@ -149,6 +158,7 @@ class Http2Stream final : public MiddlewareLater,
   Deadline<WorkerExecutor, Side> deadline_;
   UpstreamExchange exchange_;
   std::vector<std::pair<std::string, std::string>> fields_;  // reused
+  std::vector<std::pair<std::string, std::string>> response_trailers_;
   const char* piece_ = nullptr;  // the piece nghttp2 is framing
   std::size_t piece_left_ = 0;
   bool piece_pending_ = false;  // send_response waits for nghttp2

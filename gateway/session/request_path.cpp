@@ -1,6 +1,7 @@
 #include "gateway/session/request_path.hpp"
 
 #include "gateway/router.hpp"
+#include "gateway/session/grpc_reply.hpp"
 
 namespace sluice {
 
@@ -21,16 +22,23 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
   return ctx;
 }
 
-ExchangeRequest exchange_request(const Config& config, const RequestInfo& info, http::verb method) {
+ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
+                                 const ProxiedRequest& req) {
   ExchangeRequest request;
   request.upstream = &config.upstreams[info.route->upstream_index];
-  request.method = method;
+  request.method = req.method();
   request.send_timeout = config.server.send_timeout;
   request.chunked = info.body.chunked;
   request.body_empty = info.body.done;
   request.websocket = info.websocket;
   request.tunnel_idle_timeout = config.server.idle_timeout;
   request.usage_header = info.route->cost_from_response.header;
+  // A gRPC call's own deadline bounds its exchange (the header goes upstream too).
+  if (is_grpc_content_type(req[http::field::content_type])) {
+    if (const auto it = req.find("grpc-timeout"); it != req.end()) {
+      if (auto timeout = parse_grpc_timeout(it->value())) request.deadline = *timeout;
+    }
+  }
   return request;
 }
 

@@ -28,7 +28,7 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
 
 // The exchange of the request with its route's upstream.
 ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
-                                 boost::beast::http::verb method);
+                                 const ProxiedRequest& req);
 
 // The variables the route's header rules use, set only when it has rules
 // (`client_ip_text` holds the text `vars` points at).

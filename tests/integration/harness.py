@@ -42,7 +42,8 @@ from testkit.http import (IO_TIMEOUT, Client, RawConnection, Response, raw_excha
 from testkit.metrics import metric_sum as exposition_sum  # noqa: E402
 from testkit.ports import closed_port, free_port  # noqa: E402,F401
 from testkit.processes import (ECHO_BIN, SLUICE_BIN, SOURCE_DIR, START_TIMEOUT,  # noqa: E402,F401
-                               STOP_TIMEOUT, Echo, Process, Redis, Sluice, wait_until)
+                               STOP_TIMEOUT, Echo, GrpcUpstream, Process, Redis, Sluice,
+                               wait_until)
 from testkit.procfs import rss_kib  # noqa: E402,F401
 from testkit.resp import ReplyError as RedisReplyError  # noqa: E402,F401
 from testkit.resp import encode as resp_encode  # noqa: E402,F401
@@ -118,6 +119,14 @@ class ProcessTestCase(unittest.TestCase):
     def start_echo(self, name: str = "echo") -> Echo:
         self._require(ECHO_BIN)
         return self._own(Echo(self.workdir, name))
+
+    def start_grpc_upstream(self, **options) -> GrpcUpstream:
+        """A gRPC server (testkit/grpc_upstream.py; options as GrpcUpstream's)."""
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-grpcio not installed")
+        return self._own(GrpcUpstream(self.workdir, **options))
 
     def start_redis(self, port: int | None = None, **options) -> Redis:
         """options: those of testkit.processes.Redis (tls=(cert, key, ca), name, ...)."""

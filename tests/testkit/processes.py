@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -180,6 +181,34 @@ class Echo(Process):
         for key in ("connections", "requests"):
             stats[key] -= self.stats_calls
         return stats
+
+
+class GrpcUpstream(Process):
+    """testkit/grpc_upstream.py (a gRPC server on grpcio) on an ephemeral port; tls:
+    (cert, key) or (cert, key, client_ca) for TLS, else plain h2c."""
+
+    def __init__(self, workdir: str, name: str = "grpc", tls=None, port: int = 0):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_upstream.py")
+        args = [sys.executable, script, "--port", str(port)]
+        if tls:
+            args += ["--cert", tls[0], "--key", tls[1]]
+            if len(tls) > 2:
+                args += ["--client-ca", tls[2]]
+        super().__init__(name, args, workdir)
+        line = self._until_ready(lambda: wait_until(
+            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
+        m = re.match(r"listening (\d+)$", line)
+        if not m:
+            self.stop()
+            raise AssertionError(f"unexpected first line from the gRPC upstream: {line!r}")
+        self.port = int(m.group(1))
+        self.address = f"127.0.0.1:{self.port}"
+
+    def _first_line(self):
+        if not self.alive():
+            raise AssertionError(f"the gRPC upstream exited early\n{self.output_tail()}")
+        text = self.stdout()
+        return text.split("\n", 1)[0] if "\n" in text else None
 
 
 class Redis(Process):

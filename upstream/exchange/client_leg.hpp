@@ -57,6 +57,15 @@ class ClientLeg {
   // Reads the next piece of the body into `into` -> on_body_read(ec, n);
   // body_done() then tells whether it was the last.
   virtual void read_body(std::span<char> into) = 0;
+  // Ends a read_body in flight at once (on_body_read with
+  // operation_aborted), where the leg can; else it completes as it would.
+  virtual void cancel_read() {}
+  // The trailers that ended the body, once body_done() (null: none).
+  virtual const boost::beast::http::fields* request_trailers() const { return nullptr; }
+  // Whether a body read and a response send may be in flight at once (an
+  // HTTP/2 stream: a bidirectional gRPC call); otherwise the response is
+  // relayed only once the request went whole.
+  virtual bool full_duplex() const { return false; }
 
   // ---- The response (a sink) ----
   // The response head; it goes with the first send_response.
@@ -64,6 +73,11 @@ class ClientLeg {
   // `n` bytes of the body (none: only the head), and its end when `last`
   // -> on_response_sent(ec).
   virtual void send_response(const char* data, std::size_t n, bool last) = 0;
+  // The trailers that end the response, given before its last
+  // send_response; a leg that cannot send trailers drops them (HTTP/1.1).
+  virtual void set_response_trailers(const boost::beast::http::fields& trailers) {
+    (void)trailers;
+  }
   // Whether the client's connection stays open after the response (decided
   // by start_response).
   virtual bool keeps_client() const = 0;

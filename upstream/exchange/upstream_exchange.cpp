@@ -27,8 +27,20 @@ void UpstreamExchange::start(const ExchangeRequest& request,
   self_ = self;
   request_ = request;
   upstream_cfg_ = request.upstream;
+  mode_ = upstream_cfg_->http2() ? Mode::kHttp2 : Mode::kHttp1;
+  deadline_at_ = request.deadline.count() > 0 ? Clock::now() + request.deadline
+                                               : Clock::time_point::max();
   tried_.clear();
   try_next_server();
+}
+
+UpstreamExchange::~UpstreamExchange() {
+  h2_release();
+}
+
+UpstreamExchange::Clock::duration UpstreamExchange::upstream_timeout(Clock::duration timeout) const {
+  if (deadline_at_ == Clock::time_point::max()) return timeout;
+  return std::clamp(deadline_at_ - Clock::now(), Clock::duration::zero(), timeout);
 }
 
 // ---- Choose, connect ------------------------------------------------------
@@ -46,6 +58,7 @@ void UpstreamExchange::try_next_server() {
   server_index_ = *server;
   tried_.push_back(*server);
   upstream_timed_out_ = false;
+  if (mode_ == Mode::kHttp2) return start_h2();
   upstream_ = pools_.take_idle(*upstream_cfg_, *server);
   upstream_reused_ = upstream_ != nullptr;
   if (upstream_) return send_request_head();
@@ -139,6 +152,10 @@ bool UpstreamExchange::take_slot(std::uint64_t generation) {
   waiting_for_slot_ = false;
   slot_timer_->cancel();
   try {
+    if (mode_ == Mode::kHttp2) {
+      start_h2();
+      return true;
+    }
     upstream_ = pools_.take_idle(*upstream_cfg_, server_index_);
     upstream_reused_ = upstream_ != nullptr;
     if (upstream_) {
@@ -154,7 +171,7 @@ bool UpstreamExchange::take_slot(std::uint64_t generation) {
 }
 
 void UpstreamExchange::connect_to(std::vector<tcp::endpoint> endpoints) {
-  host_.set_deadline(Side::kUpstream, upstream_cfg_->connect_timeout);
+  host_.set_deadline(Side::kUpstream, upstream_timeout(upstream_cfg_->connect_timeout));
   upstream_->stream.tcp().async_connect(
       endpoints, upstream_handler([](UpstreamExchange& self, beast::error_code ec,
                                      const tcp::endpoint&) { self.on_connect(ec); }));
@@ -304,11 +321,28 @@ void UpstreamExchange::end(ExchangeResult::End how, UpstreamError error, beast::
   result.body_error = ec;
   result.client_keep_alive = how == ExchangeResult::End::kRelayed && client_.keeps_client();
   result.upstream_reused = upstream_reused_;
+  mode_ = Mode::kIdle;  // what the client leg completes after this is not the exchange's
   host_.exchange_ended(result);
 }
 
 void UpstreamExchange::close_upstream_socket() {
   if (tunnel_) tunnel_->stop();
+  if (mode_ == Mode::kHttp2 && h2_) {
+    // Nothing more goes to or comes from the server. A body read or a
+    // response piece in flight on the client leg fails and ends the
+    // exchange; otherwise it ends here, as aborted.
+    const bool leg_busy =
+        h2_request_ == H2Request::kReading || h2_response_ == H2Response::kSending;
+    h2_release();
+    if (!leg_busy) {
+      asio::post(executor_, handler([generation = h2_generation_](UpstreamExchange& self) {
+                   if (self.mode_ == Mode::kHttp2 && generation == self.h2_generation_) {
+                     self.abort();
+                   }
+                 }));
+    }
+    return;
+  }
   if (resolver_) resolver_->cancel();  // a name being resolved is not connected to
   if (!upstream_) return;
   beast::error_code ignored;
@@ -317,6 +351,7 @@ void UpstreamExchange::close_upstream_socket() {
 
 void UpstreamExchange::drop_upstream() {
   if (tunnel_) tunnel_->stop();
+  h2_release();
   if (!upstream_) return;
   beast::error_code ignored;
   upstream_->stream.socket().close(ignored);
@@ -346,6 +381,10 @@ void UpstreamExchange::cancel_wait() {
 }
 
 void UpstreamExchange::reset() {
+  h2_release();
+  h2_pending_end_.reset();
+  h2_head_.reset();
+  if (h2_out_.capacity() > 64 * 1024) std::string().swap(h2_out_);
   res_parser_.reset();
   usage_.reset();
   relay_ = {};  // the host may take its relay buffer back

@@ -40,10 +40,14 @@
 #include "upstream/exchange/retry_rule.hpp"
 #include "upstream/exchange/tunnel.hpp"
 #include "upstream/exchange/upstream_error.hpp"
+#include "upstream/h2/h2_head.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
+
+class H2Connection;
+struct H2Stream;
 
 // Whose operation the client connection's one I/O deadline guards.
 enum class Side { kClient, kUpstream };
@@ -106,6 +110,9 @@ struct ExchangeRequest {
   // A response header (or trailer) whose value the host wants at the end
   // (usage()); empty: none.
   std::string_view usage_header;
+  // How long the whole exchange may take (a gRPC call's grpc-timeout); every
+  // upstream wait ends by then. Zero: no bound beyond the upstream's timeouts.
+  std::chrono::milliseconds deadline{};
 };
 
 class UpstreamExchange {
@@ -113,6 +120,7 @@ class UpstreamExchange {
   UpstreamExchange(ExchangeHost& host, ClientLeg& client, WorkerExecutor executor,
                    UpstreamPools& pools)
       : host_(host), client_(client), executor_(std::move(executor)), pools_(pools) {}
+  ~UpstreamExchange();
   UpstreamExchange(const UpstreamExchange&) = delete;
   UpstreamExchange& operator=(const UpstreamExchange&) = delete;
 
@@ -227,12 +235,41 @@ class UpstreamExchange {
   void fail(UpstreamError error) { end(ExchangeResult::End::kUpstreamFailed, error); }
   // Takes request_.usage_header's value from `fields` (head, or head and trailers).
   void note_usage(const boost::beast::http::fields& fields);
+  // The same from a head and its trailers kept apart (an HTTP/2 response).
+  void note_usage_trailers(const boost::beast::http::fields& head,
+                           const boost::beast::http::fields& trailers);
   void start_tunnel();
   void io_failed(boost::beast::error_code ec);
   // Nothing more can be relayed: the upstream connection is dropped and the
   // host cuts the client connection.
   void abort();
   FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
+  // `timeout`, cut short by the request's deadline.
+  Clock::duration upstream_timeout(Clock::duration timeout) const;
+
+  // ---- An HTTP/2 upstream (upstream_h2.cpp): a stream on a shared connection ----
+  // The request body's relay, and the response's.
+  enum class H2Request { kWaitingForConnection, kReading, kSending, kCancelling, kDone };
+  enum class H2Response { kAwaitingHead, kRelaying, kSending, kDone };
+  void start_h2();
+  void open_h2_stream();
+  void post_h2_progress();
+  void h2_progress();
+  void h2_start_body();
+  void h2_body_read(boost::beast::error_code ec, std::size_t n);
+  void h2_head();
+  void h2_relay();
+  void h2_response_sent(boost::beast::error_code ec);
+  void h2_stream_failed();
+  void h2_connect_failed();
+  // Ends the exchange once no body read is in flight on the client leg
+  // (one is cancelled first).
+  void h2_end(ExchangeResult::End how, UpstreamError error = {});
+  void h2_touch();
+  void on_h2_timer(std::uint64_t generation);
+  void h2_release();
+
+  enum class Mode { kIdle, kHttp1, kHttp2 };
 
   ExchangeHost& host_;
   ClientLeg& client_;
@@ -280,6 +317,24 @@ class UpstreamExchange {
   bool response_sent_ = false;  // something of the response went to the client leg
   bool need_continue_ = false;
   ChunkExtensionLimit chunk_extension_limit_;
+  Mode mode_ = Mode::kIdle;
+  Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
+
+  // An HTTP/2 upstream's stream and its connection (shared with other exchanges).
+  std::shared_ptr<H2Connection> h2_conn_;
+  std::shared_ptr<H2Stream> h2_;
+  std::optional<H2Fields> h2_head_;  // the request head in HTTP/2 terms
+  std::string h2_out_;                // response DATA lent to the client leg
+  H2Request h2_request_ = H2Request::kDone;
+  H2Response h2_response_ = H2Response::kDone;
+  std::optional<std::pair<ExchangeResult::End, UpstreamError>> h2_pending_end_;
+  std::unique_ptr<Timer> h2_timer_;  // response_timeout between upstream events
+  Clock::time_point h2_deadline_{};
+  std::uint64_t h2_generation_ = 0;  // of h2_: handlers of an earlier stream do nothing
+  bool h2_timer_armed_ = false;
+  bool h2_progress_posted_ = false;
+  bool h2_opened_ = false;   // this exchange opened h2_conn_ (and counts it once ready)
+  bool h2_last_sent_ = false;  // the piece being sent ends the response
 };
 
 // Completion handlers go through guarded(): an exception ends the client

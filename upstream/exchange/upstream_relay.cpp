@@ -53,7 +53,7 @@ void UpstreamExchange::write_upstream(const char* data, std::size_t n, bool last
   const std::size_t count = frame_piece(
       out_buffers_, std::exchange(req_head_pending_, false) ? std::string_view{req_head_} : "",
       data, n, request_.chunked, last, chunk_prefix_);
-  host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
+  host_.set_deadline(Side::kUpstream, upstream_timeout(upstream_cfg_->response_timeout));
   asio::async_write(upstream_->stream,
                     std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
@@ -71,6 +71,7 @@ void UpstreamExchange::on_request_head_sent(beast::error_code ec) {
 }
 
 void UpstreamExchange::on_continue_sent(beast::error_code ec) {
+  if (mode_ == Mode::kIdle) return;
   if (ec) return abort();
   read_client_body();
 }
@@ -81,6 +82,8 @@ void UpstreamExchange::read_client_body() {
 }
 
 void UpstreamExchange::on_body_read(beast::error_code ec, std::size_t n) {
+  if (mode_ == Mode::kIdle) return;
+  if (mode_ == Mode::kHttp2) return h2_body_read(ec, n);
   if (ec) {
     // Already partly sent: the upstream connection is spoiled.
     drop_upstream();
@@ -112,7 +115,7 @@ void UpstreamExchange::read_response_head() {
     upstream_->buffer.reserve(kUpstreamHeadBytes);
   }
   if (request_.method == http::verb::head) res_parser_->skip(true);
-  host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
+  host_.set_deadline(Side::kUpstream, upstream_timeout(upstream_cfg_->response_timeout));
   host_.awaiting_response(true);
   http::async_read_header(upstream_->stream, upstream_->buffer, *res_parser_,
                           upstream_handler([](UpstreamExchange& self, beast::error_code ec,
@@ -162,7 +165,7 @@ void UpstreamExchange::read_upstream_body() {
   auto& body = res_parser_->get().body();
   body.data = relay_.data();
   body.size = relay_.size();
-  host_.set_deadline(Side::kUpstream, upstream_cfg_->response_timeout);
+  host_.set_deadline(Side::kUpstream, upstream_timeout(upstream_cfg_->response_timeout));
   http::async_read_some(upstream_->stream, upstream_->buffer, *res_parser_,
                         upstream_handler([](UpstreamExchange& self, beast::error_code ec,
                                             std::size_t) { self.on_upstream_body(ec); }));
@@ -198,6 +201,8 @@ void UpstreamExchange::send_response(const char* data, std::size_t n, bool last)
 // The response head, or a piece of the body (with the head if it was still
 // pending), reached the client.
 void UpstreamExchange::on_response_sent(beast::error_code ec) {
+  if (mode_ == Mode::kIdle) return;
+  if (mode_ == Mode::kHttp2) return h2_response_sent(ec);
   if (ec) return abort();
   if (res_parser_->is_done()) return finish();
   read_upstream_body();
@@ -212,6 +217,18 @@ void UpstreamExchange::note_usage(const http::fields& fields) {
     return;
   }
   usage_ = std::string(fields[request_.usage_header]);
+}
+
+void UpstreamExchange::note_usage_trailers(const http::fields& head, const http::fields& trailers) {
+  if (request_.usage_header.empty()) return;
+  const auto in_head = head.count(request_.usage_header);
+  const auto in_trailers = trailers.count(request_.usage_header);
+  if (in_head + in_trailers == 0) return;
+  if (in_head + in_trailers > 1) {
+    usage_ = std::string();  // repeated: invalid
+    return;
+  }
+  usage_ = std::string(in_head ? head[request_.usage_header] : trailers[request_.usage_header]);
 }
 
 void UpstreamExchange::finish() {

@@ -74,6 +74,8 @@ TEST_CASE("full.yaml: every key is parsed", "[config]") {
   CHECK(users.name == "users");
   CHECK(users.connect_timeout == Millis(1000));
   CHECK(users.fail_cooldown == Millis(2000));
+  CHECK(users.protocol == UpstreamProtocol::kH2c);
+  CHECK(orders.protocol == UpstreamProtocol::kHttp1);
   CHECK(c.find_upstream("users") == &users);
   CHECK(c.find_upstream("nope") == nullptr);
 
@@ -174,6 +176,7 @@ TEST_CASE("minimal.yaml: defaults everywhere", "[config]") {
   CHECK(c.limits.empty());
   REQUIRE(c.upstreams.size() == 1);
   CHECK(c.upstreams[0].max_idle_connections == 64);
+  CHECK(c.upstreams[0].protocol == UpstreamProtocol::kHttp1);
   CHECK(c.upstreams[0].response_timeout == Millis(30000));
   REQUIRE(c.routes.size() == 1);
   CHECK(c.routes[0].match.path == "/");

@@ -269,4 +269,25 @@ TEST_CASE("default-constructed config trusts 127.0.0.1 only", "[config]") {
   CHECK(server.trusted_proxies[0].to_string() == "127.0.0.1/32");
 }
 
+
+TEST_CASE("protocol h2 without a tls section verifies against the system's CAs", "[config]") {
+  const auto parsed = parse_ok(R"(upstreams:
+  greeter:
+    servers: ["greeter.internal:443"]
+    protocol: h2
+  plain:
+    servers: ["127.0.0.1:50051"]
+    protocol: h2c
+routes: []
+)");
+  const Config& c = *parsed;
+  REQUIRE(c.upstreams.size() == 2);
+  CHECK(c.upstreams[0].protocol == UpstreamProtocol::kH2);
+  REQUIRE(c.upstreams[0].tls);
+  CHECK(c.upstreams[0].tls->config().ca_file.empty());
+  CHECK(c.upstreams[1].protocol == UpstreamProtocol::kH2c);
+  CHECK_FALSE(c.upstreams[1].tls);
+  CHECK(c.upstreams[1].http2());
+}
+
 }  // namespace sluice

@@ -34,3 +34,21 @@ TEST_CASE("grpc-message is percent-encoded", "[grpc]") {
   CHECK(grpc_percent_encode("100% sure") == "100%25 sure");
   CHECK(grpc_percent_encode("caf\xc3\xa9\n") == "caf%C3%A9%0A");
 }
+
+TEST_CASE("grpc-timeout values are read as milliseconds, rounded up", "[grpc]") {
+  using std::chrono::milliseconds;
+  CHECK(parse_grpc_timeout("1S") == milliseconds(1000));
+  CHECK(parse_grpc_timeout("300m") == milliseconds(300));
+  CHECK(parse_grpc_timeout("2M") == milliseconds(120000));
+  CHECK(parse_grpc_timeout("1H") == milliseconds(3600000));
+  CHECK(parse_grpc_timeout("1500u") == milliseconds(2));
+  CHECK(parse_grpc_timeout("1n") == milliseconds(1));
+  CHECK(parse_grpc_timeout("99999999H") == milliseconds(99999999LL * 3600000));
+  CHECK(parse_grpc_timeout("0m") == milliseconds(0));
+  CHECK_FALSE(parse_grpc_timeout("123456789S"));  // nine digits
+  CHECK_FALSE(parse_grpc_timeout("S"));
+  CHECK_FALSE(parse_grpc_timeout("10"));
+  CHECK_FALSE(parse_grpc_timeout("10s"));
+  CHECK_FALSE(parse_grpc_timeout("-1S"));
+  CHECK_FALSE(parse_grpc_timeout(""));
+}

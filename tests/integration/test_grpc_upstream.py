@@ -1,0 +1,393 @@
+"""HTTP/2 upstreams (upstreams.NAME.protocol h2c | h2) and gRPC proxying,
+through the real sluice binary: a real gRPC server (testkit/grpc_upstream.py,
+python3-grpcio) as the upstream, grpcio, curl and h2load as clients, a test CA
+made by the openssl CLI for the TLS upstream.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import unittest
+
+from harness import (ProcessTestCase, closed_port, gateway_config, limit, make_ca,
+                     make_server_cert, metric_sum, request, route, wait_redis_ready, wait_until)
+from testkit.h2client import H2Client
+
+CURL = shutil.which("curl")
+
+
+def grpc_frame(message: bytes) -> bytes:
+    """A gRPC length-prefixed message (not compressed)."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+class GrpcUpstreamTest(ProcessTestCase):
+    def setUp(self):
+        super().setUp()
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-grpcio not installed")
+        self.redis = self.start_redis()
+
+    def gateway(self, upstream: dict, routes=None, limits=None, **sections):
+        config = gateway_config(
+            {"grpc": upstream},
+            routes or [route("all", "/", [], upstream="grpc")],
+            server={"threads": 1, "http2": {"enabled": True}},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            limits=limits or {}, **sections)
+        gw = self.start_sluice(config)
+        if limits:
+            wait_redis_ready(gw)
+        return gw
+
+    def channel(self, gw):
+        import grpc
+        channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+        self.addCleanup(channel.close)
+        return channel
+
+    def call(self, channel, method, kind="unary_unary"):
+        identity = {"request_serializer": None, "response_deserializer": None}
+        return getattr(channel, kind)(f"/test.Echo/{method}", **identity)
+
+    # ---- Calls of every kind --------------------------------------------------
+
+    def test_unary_call_with_metadata_both_ways(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        channel = self.channel(gw)
+        reply, call = self.call(channel, "Unary").with_call(
+            b"hello", metadata=(("x-tenant", "acme"),), timeout=10)
+        self.assertEqual(reply, b"hello")
+        initial = dict(call.initial_metadata())
+        trailing = dict(call.trailing_metadata())
+        # Request metadata reached the server, with Sluice's forwarded headers.
+        self.assertEqual(initial.get("x-seen-x-tenant"), "acme")
+        self.assertEqual(initial.get("x-seen-x-forwarded-for"), "127.0.0.1")
+        self.assertIn("x-seen-x-request-id", initial)
+        # The server's trailers came back as trailers.
+        self.assertEqual(trailing.get("x-usage"), "5")
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="ok"), 1)
+        wait_until(lambda: '"status":200' in gw.stdout(), 5, message="the call in the access log")
+
+    def test_streaming_calls(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        channel = self.channel(gw)
+        got = list(self.call(channel, "ServerStream", "unary_stream")(b"50", timeout=10))
+        self.assertEqual(got, [f"message {i}".encode() for i in range(50)])
+        joined = self.call(channel, "ClientStream", "stream_unary")(
+            iter([b"a", b"bc", b"def"]), timeout=10)
+        self.assertEqual(joined, b"abcdef")
+
+    def test_bidirectional_call_is_relayed_both_ways_at_once(self):
+        """Each reply comes back before the next request message is sent: the
+        request and response bodies are relayed at the same time."""
+        import queue
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        channel = self.channel(gw)
+        outbox = queue.Queue()
+
+        def requests():
+            while True:
+                item = outbox.get(timeout=10)
+                if item is None:
+                    return
+                yield item
+
+        replies = self.call(channel, "Bidi", "stream_stream")(requests(), timeout=20)
+        for word in (b"one", b"two", b"three"):
+            outbox.put(word)
+            self.assertEqual(next(replies), word.upper())
+        outbox.put(None)
+        self.assertEqual(list(replies), [])
+
+    def test_upstream_status_and_trailers_are_relayed(self):
+        import grpc
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.call(self.channel(gw), "Fail")(b"", timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(raised.exception.details(), "no such thing")
+        self.assertEqual(dict(raised.exception.trailing_metadata()).get("x-why"), "test")
+
+    def test_large_response_streams_through_the_windows(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        size = 3 * 1024 * 1024
+        reply = self.call(self.channel(gw), "Big")(str(size).encode(), timeout=20)
+        self.assertEqual(len(reply), size)
+
+    def test_many_concurrent_calls_share_one_connection(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        channel = self.channel(gw)
+        stub = self.call(channel, "Unary")
+        futures = [stub.future(f"call {i}".encode(), timeout=20) for i in range(40)]
+        self.assertEqual(sorted(f.result() for f in futures),
+                         sorted(f"call {i}".encode() for i in range(40)))
+        # One worker, streams multiplexed: a single connection to the server.
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 1)
+
+    def test_without_idle_connections_each_call_has_its_own(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c",
+                           "max_idle_connections": 0})
+        stub = self.call(self.channel(gw), "Unary")
+        self.assertEqual(stub(b"1", timeout=10), b"1")
+        self.assertEqual(stub(b"2", timeout=10), b"2")
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 2)
+
+    # ---- Deadlines and failures -----------------------------------------------
+
+    def test_grpc_timeout_bounds_the_call(self):
+        import grpc
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c",
+                           "response_timeout_ms": 30000})
+        channel = self.channel(gw)
+        # The deadline reaches the server.
+        _, call = self.call(channel, "Unary").with_call(b"x", timeout=5)
+        remaining = int(dict(call.trailing_metadata())["x-deadline-ms"])
+        self.assertTrue(0 < remaining <= 5000, remaining)
+        # A server slower than the call's deadline: Sluice gives up when it
+        # passes, not at response_timeout; the client learns DEADLINE_EXCEEDED.
+        started = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.call(channel, "Slow")(b"20", timeout=1)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertLess(time.monotonic() - started, 15)
+        # Sluice's own side of it: a call whose grpc-timeout passes upstream is
+        # answered 504 -> grpc-status 4, without waiting for the server.
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        reply = c.request("POST", "/test.Echo/Slow", body=grpc_frame(b"20"),
+                          headers=[("content-type", "application/grpc"), ("te", "trailers"),
+                                   ("grpc-timeout", "300m")], timeout=15)
+        self.assertEqual(reply.header("grpc-status"), "4", reply.headers)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="timeout"), 1)
+
+    def test_dead_upstream_is_unavailable(self):
+        import grpc
+        gw = self.gateway({"servers": [f"127.0.0.1:{closed_port()}"], "protocol": "h2c"})
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.call(self.channel(gw), "Unary")(b"x", timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="connect_error"), 1)
+
+    def test_upstream_restart_is_survived(self):
+        """The server goes away (its connection with it) and comes back on the
+        same port: the next call opens a new connection."""
+        import grpc
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c",
+                           "fail_cooldown_ms": 1})
+        channel = self.channel(gw)
+        self.assertEqual(self.call(channel, "Unary")(b"a", timeout=10), b"a")
+        port = upstream.port
+        upstream.stop()
+        with self.assertRaises(grpc.RpcError):
+            self.call(channel, "Unary")(b"b", timeout=10)
+        again = self.start_grpc_upstream_on(port)
+        self.assertTrue(again.alive())
+        wait_until(lambda: self.try_call(channel) == b"c", 10, message="a call through again")
+
+    def start_grpc_upstream_on(self, port):
+        from testkit.processes import GrpcUpstream
+        from harness import wait_until as wait
+
+        def started():
+            try:
+                return self._own(GrpcUpstream(self.workdir, name=f"grpc-{port}", port=port))
+            except AssertionError:
+                return None
+        return wait(started, 10, message="the gRPC server back on its port")
+
+    def try_call(self, channel):
+        import grpc
+        try:
+            return self.call(channel, "Unary")(b"c", timeout=5)
+        except grpc.RpcError:
+            return None
+
+    # ---- Limits ------------------------------------------------------------------
+
+    def test_limited_call_is_resource_exhausted_and_never_reaches_the_server(self):
+        import grpc
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"},
+                          routes=[route("echo", "/test.Echo/", ["per_ip"], upstream="grpc")],
+                          limits={"per_ip": limit("ip", 2)})
+        stub = self.call(self.channel(gw), "Unary")
+        self.assertEqual(stub(b"1", timeout=10), b"1")
+        self.assertEqual(stub(b"2", timeout=10), b"2")
+        with self.assertRaises(grpc.RpcError) as raised:
+            stub(b"3", timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="ok"), 2)
+
+    def test_cost_is_settled_from_a_response_trailer(self):
+        """cost_from_response reads its header from the trailers too (an LLM
+        gateway's usage comes at the end of the stream)."""
+        upstream = self.start_grpc_upstream()
+        routes = [{**route("echo", "/test.Echo/", ["tokens"], upstream="grpc"), "cost": 100,
+                   "cost_from_response": {"header": "x-usage"}}]
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"}, routes=routes,
+                          limits={"tokens": limit("ip", 1000)})
+        stub = self.call(self.channel(gw), "Unary")
+        stub(b"x" * 30, timeout=10)  # estimated 100, used 30 (x-usage, a trailer)
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total",
+                                      result="refund") == 1, 5, message="the refund")
+        self.assertEqual(metric_sum(gw, "sluice_ratelimit_settled_units_total",
+                                    direction="refund"), 70)
+
+    # ---- HTTP/1.1 clients and other clients -------------------------------------
+
+    def test_http1_client_to_an_h2c_upstream(self):
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        # Not a gRPC call: the gRPC server answers it with its own refusal,
+        # relayed as an HTTP/1.1 response.
+        status, headers, _ = request(gw.port, "GET", "/test.Echo/Unary")
+        self.assertNotEqual(status, 502)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="ok"), 1)
+
+    # ---- Health checks ---------------------------------------------------------------
+
+    def test_health_checks_speak_http2(self):
+        upstream = self.start_grpc_upstream()
+        dead = f"127.0.0.1:{closed_port()}"
+        gw = self.gateway({"servers": [upstream.address, dead], "protocol": "h2c",
+                           "health_check": {"path": "/test.Echo/Unary", "interval_ms": 200,
+                                            "timeout_ms": 150, "healthy_threshold": 1,
+                                            "unhealthy_threshold": 1,
+                                            "expected_status": [200]}})
+        wait_until(lambda: gw.metric("sluice_upstream_healthy", upstream="grpc",
+                                     server=dead) == 0, 10, message="the dead server unhealthy")
+        self.assertEqual(gw.metric("sluice_upstream_healthy", upstream="grpc",
+                                   server=upstream.address), 1)
+
+
+class TlsGrpcUpstreamTest(ProcessTestCase):
+    """protocol h2: TLS with ALPN h2, verified against a test CA."""
+
+    def setUp(self):
+        super().setUp()
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-grpcio not installed")
+        self.ca = make_ca(self.workdir, "ca")
+        self.cert, self.key = make_server_cert(self.workdir, "ca", "upstream",
+                                               dns=("greeter.internal",))
+
+    def gateway(self, upstream):
+        config = gateway_config(
+            {"grpc": upstream}, [route("all", "/", [], upstream="grpc")],
+            server={"threads": 1, "http2": {"enabled": True}})
+        return self.start_sluice(config)
+
+    def test_h2_upstream_verified_by_name(self):
+        import grpc
+        upstream = self.start_grpc_upstream(tls=(self.cert, self.key))
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2",
+                           "tls": {"ca_file": self.ca,
+                                   "server_name": "greeter.internal"}})
+        channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+        self.addCleanup(channel.close)
+        stub = channel.unary_unary("/test.Echo/Unary")
+        self.assertEqual(stub(b"secure", timeout=10), b"secure")
+
+    def test_h2_upstream_with_a_wrong_name_is_a_tls_error(self):
+        import grpc
+        upstream = self.start_grpc_upstream(tls=(self.cert, self.key))
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2",
+                           "tls": {"ca_file": self.ca,
+                                   "server_name": "someone.else"}})
+        self.assert_tls_error(gw, "certificate verify failed")
+
+    def assert_tls_error(self, gw, reason):
+        """A call through `gw` is UNAVAILABLE, counted as a tls_error and logged with `reason`."""
+        import grpc
+        channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+        self.addCleanup(channel.close)
+        with self.assertRaises(grpc.RpcError) as raised:
+            channel.unary_unary("/test.Echo/Unary")(b"x", timeout=10)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
+                                   outcome="tls_error"), 1)
+        wait_until(lambda: reason in gw.stderr() + gw.stdout(), 5, message="the reason logged")
+
+    def test_mutual_tls_accepted_and_refused(self):
+        import grpc
+        from test_upstream_tls import make_client_cert
+        make_ca(self.workdir, "clients")
+        client_cert, client_key = make_client_cert(self.workdir, "clients", "sluice")
+        upstream = self.start_grpc_upstream(
+            tls=(self.cert, self.key, os.path.join(self.workdir, "clients.crt")))
+        tls = {"ca_file": self.ca, "server_name": "greeter.internal"}
+        with_cert = self.gateway({"servers": [upstream.address], "protocol": "h2",
+                                  "tls": {**tls, "certificate_file": client_cert,
+                                          "key_file": client_key}})
+        without = self.gateway({"servers": [upstream.address], "protocol": "h2", "tls": tls})
+        for gw, accepted in ((with_cert, True), (without, False)):
+            channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+            self.addCleanup(channel.close)
+            stub = channel.unary_unary("/test.Echo/Unary")
+            if accepted:
+                self.assertEqual(stub(b"mtls", timeout=10), b"mtls")
+            else:
+                with self.assertRaises(grpc.RpcError) as raised:
+                    stub(b"mtls", timeout=10)
+                self.assertEqual(raised.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_server_without_h2_alpn_is_a_tls_error(self):
+        """A TLS server that speaks only HTTP/1.1 (no h2 by ALPN) is refused at
+        the handshake rather than sent HTTP/2 it cannot read."""
+        import grpc
+        import socket
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, self.key)
+        context.set_alpn_protocols(["http/1.1"])
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(listener.close)
+        stop = threading.Event()
+
+        def serve():
+            listener.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
+                try:
+                    with context.wrap_socket(conn, server_side=True) as tls_conn:
+                        tls_conn.settimeout(2)
+                        tls_conn.recv(1024)
+                except (OSError, ssl.SSLError):
+                    pass
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(stop.set)
+        port = listener.getsockname()[1]
+        gw = self.gateway({"servers": [f"127.0.0.1:{port}"], "protocol": "h2",
+                           "tls": {"ca_file": self.ca, "server_name": "greeter.internal"}})
+        self.assert_tls_error(gw, "did not choose h2")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,177 @@
+// One HTTP/2 connection to an upstream server (upstreams.NAME.protocol h2c or
+// h2), carrying the streams of many exchanges of one worker at once. It
+// connects itself (resolving a host name, within connect_timeout; TLS with
+// ALPN h2 for protocol h2) while the first streams are already opened:
+// their requests go once the connection is ready. libnghttp2 frames; the
+// connection does the I/O, one read and one write at a time.
+//
+// A stream (H2Stream) is shared by the connection and the exchange that
+// opened it. The connection fills in the response as it arrives and calls
+// the stream's `wake`, which the exchange sets to post itself a look at it;
+// the exchange hands the request body over a piece at a time and gives DATA
+// back to the flow-control window as the client takes it, so that a slow
+// client holds at most one stream window of a response.
+//
+// Everything runs on the worker's executor. The connection is owned by the
+// worker's pools and by its handlers in flight.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/fields.hpp>
+
+#include "upstream/exchange/upstream_error.hpp"
+#include "upstream/h2/h2_head.hpp"
+#include "upstream/upstream_config.hpp"
+#include "upstream/upstream_pool.hpp"
+
+using nghttp2_session = struct nghttp2_session;
+
+namespace sluice {
+
+// Why a connection never became ready, as each of its streams learns it.
+struct H2ConnectFailure {
+  UpstreamOutcome outcome = UpstreamOutcome::kConnectError;
+  UpstreamError error = UpstreamError::kConnectFailed;
+  std::string reason;  // "connect failed: Connection refused", "TLS handshake failed: ..."
+};
+
+struct H2Stream {
+  // ---- The response, filled in by the connection ----
+  unsigned status = 0;              // the final status (interim 1xx heads are dropped)
+  boost::beast::http::fields head;  // the response head's fields, pseudo-headers left out
+  bool head_done = false;
+  std::string data;  // DATA received and not yet taken (at most the stream's window)
+  boost::beast::http::fields trailers;
+  bool has_trailers = false;
+  bool end_stream = false;  // the response came whole
+
+  // ---- How it ended ----
+  bool closed = false;            // the stream is closed (whole, reset or the connection went)
+  std::uint32_t error_code = 0;   // RST_STREAM's or GOAWAY's code (0: none)
+  bool connection_broke = false;  // the connection failed under the stream
+  std::optional<H2ConnectFailure> connect_failure;  // the connection never became ready
+
+  // ---- The request body going out (send_body) ----
+  const char* piece = nullptr;
+  std::size_t piece_left = 0;
+  bool piece_pending = false;  // nghttp2 has not framed all of the piece yet
+  bool piece_last = false;
+  bool body_started = false;  // some body byte went to the connection
+  const boost::beast::http::fields* request_trailers = nullptr;
+
+  std::int32_t id = 0;
+  std::size_t header_bytes = 0;
+  std::function<void()> wake;  // something changed (never called from inside the exchange's call)
+};
+
+class H2Connection : public std::enable_shared_from_this<H2Connection> {
+ public:
+  struct Options {
+    std::string upstream;  // its name, for logs
+    std::shared_ptr<const UpstreamTls> tls;  // null: h2c
+    TlsSessionRef resume;                    // a session to resume (may be null)
+    std::chrono::milliseconds connect_timeout{1000};
+    // Closed after this long without a stream (0: as soon as none is left).
+    std::chrono::milliseconds idle_timeout{60000};
+    bool log_failures = true;  // a failed connect is logged (health checks report their own)
+  };
+
+  // `conn`: a connection not yet connected, with its server's address.
+  H2Connection(std::unique_ptr<UpstreamConnection> conn, Options options);
+  ~H2Connection();
+  H2Connection(const H2Connection&) = delete;
+  H2Connection& operator=(const H2Connection&) = delete;
+
+  // Resolves, connects and (h2) shakes hands; streams opened meanwhile wait.
+  void connect();
+
+  // A new stream for a request with the fields of `head` (h2_request_fields),
+  // with a body to come (send_body) or not; null when the connection takes
+  // no more streams (going away, closed, out of stream ids).
+  std::shared_ptr<H2Stream> open_stream(const H2Fields& head, bool has_body,
+                                        std::function<void()> wake);
+  // The next piece of `s`'s request body, lent until s.piece_pending goes
+  // false; with the last, the request's trailers (may be null).
+  void send_body(H2Stream& s, const char* data, std::size_t n, bool last,
+                 const boost::beast::http::fields* trailers);
+  // `n` bytes of s.data were taken: the server may send as many more.
+  void consume(H2Stream& s, std::size_t n);
+  // The exchange is done with `s`: a stream still open is reset (CANCEL), and
+  // what it holds is let go. `s` is not woken any more.
+  void release(H2Stream& s);
+
+  bool ready() const { return state_ == State::kReady; }
+  // Not going away or closed: new streams may be opened on it.
+  bool usable() const { return state_ == State::kConnecting || state_ == State::kReady; }
+  // Usable, with fewer streams than the server allows at once.
+  bool has_room() const;
+  std::size_t streams() const { return streams_.size(); }
+  const UpstreamTls* tls() const { return options_.tls.get(); }
+  bool h2c() const { return !options_.tls; }
+  // The TLS session of the connection (null: plain, or not resumable), once,
+  // for the next connection to the server to resume.
+  TlsSessionRef take_tls_session();
+  // Closes the connection: every open stream ends (connection_broke).
+  void close();
+  // An exception in one of its handlers: logged, and the connection closed.
+  void on_internal_error(std::string_view what) noexcept;
+
+ private:
+  friend struct H2UpstreamCallbacks;
+  enum class State { kConnecting, kReady, kGoingAway, kClosed };
+  template <class Fn>
+  auto handler(Fn fn);
+
+  void connect_to(std::vector<boost::asio::ip::tcp::endpoint> endpoints);
+  void on_connect(boost::system::error_code ec);
+  void on_handshake(boost::system::error_code ec);
+  void became_ready();
+  void connect_failed(std::string_view what, const std::string& reason, H2ConnectFailure failure);
+  void read();
+  void on_read(boost::system::error_code ec, std::size_t n);
+  void flush();
+  void request_flush();
+  void broke(std::string_view what);
+  void release_slot();
+  void shut(const H2ConnectFailure* failure);
+  void update_idle();
+  void wake(H2Stream& s);
+  H2Stream* stream(std::int32_t id);
+
+  // nghttp2's callbacks.
+  int on_header(std::int32_t id, std::uint8_t category, std::string_view name,
+                std::string_view value);
+  int on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int32_t id);
+  int on_data_chunk(std::int32_t id, const std::uint8_t* data, std::size_t n);
+  int on_stream_close(std::int32_t id, std::uint32_t error_code);
+  long read_body(std::int32_t id, std::uint8_t* buf, std::size_t length, std::uint32_t* flags);
+
+  std::unique_ptr<UpstreamConnection> conn_;
+  Options options_;
+  nghttp2_session* session_ = nullptr;
+  State state_ = State::kConnecting;
+  std::map<std::int32_t, std::shared_ptr<H2Stream>> streams_;
+  std::vector<std::uint8_t> in_;
+  std::string out_;
+  std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
+  boost::asio::steady_timer timer_;  // the connect deadline, then the idle close
+  bool reading_ = false;
+  bool writing_ = false;
+  bool flush_posted_ = false;
+  bool receiving_ = false;
+  bool tls_session_taken_ = false;
+  std::uint64_t idle_generation_ = 0;
+};
+
+}  // namespace sluice
