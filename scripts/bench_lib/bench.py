@@ -69,6 +69,7 @@ from measure import (measure, metrics_text, run_wrk, run_wsbench, wrk_command,  
                      wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
+from grpc_bench import grpc_report, grpc_run  # noqa: E402
 from http2 import http2_report, http2_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
@@ -260,7 +261,7 @@ def suffix(opts) -> str:
             f"-failover-{opts.failover}" if opts.failover else
             "-outage" if opts.outage else "-delay" if opts.delay else
             "-profile" if opts.profile else "-scaling" if opts.scaling else
-            "-http2" if opts.http2 else "")
+            "-http2" if opts.http2 else "-grpc" if opts.grpc else "")
 
 
 def main(argv=None) -> int:
@@ -312,6 +313,10 @@ def main(argv=None) -> int:
     ap.add_argument("--http2", action="store_true",
                     help="HTTP/2 from clients: h2load against nginx's and Sluice's h2c and h2 "
                          "(TLS), and Sluice h2c with a Redis limit, instead of the speed table")
+    ap.add_argument("--grpc", action="store_true",
+                    help="gRPC unary calls with h2load: a gRPC server directly, through "
+                         "nginx's grpc_pass and through Sluice (h2c upstream), instead of the "
+                         "speed table")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -325,7 +330,8 @@ def main(argv=None) -> int:
             return 2
         if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
                 or opts.scaling:
-            print("bench: --compare goes with the speed table and --http2 only", file=sys.stderr)
+            print("bench: --compare goes with the speed table, --http2 and --grpc only",
+                  file=sys.stderr)
             return 2
 
     for tool in ("wrk", "nginx", "redis-server", "taskset"):
@@ -333,8 +339,8 @@ def main(argv=None) -> int:
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
-                       or opts.profile or opts.scaling or opts.http2)
-    if opts.http2 and not shutil.which("h2load"):
+                       or opts.profile or opts.scaling or opts.http2 or opts.grpc)
+    if (opts.http2 or opts.grpc) and not shutil.which("h2load"):
         print("bench: h2load not found (Debian's nghttp2-client)", file=sys.stderr)
         return 2
     for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
@@ -365,6 +371,9 @@ def main(argv=None) -> int:
         elif opts.http2:
             text = http2_report(http2_run(stack, pin_cpu, opts, log), info, started, opts,
                                 pin_cpu, "scripts/bench --http2")
+        elif opts.grpc:
+            text = grpc_report(grpc_run(stack, pin_cpu, opts, log), info, started, opts,
+                               pin_cpu, "scripts/bench --grpc")
         elif opts.scaling:
             text = scaling_report(scaling_run(stack, pin_cpu, opts, log), info, started, opts,
                                   pin_cpu, "scripts/bench --scaling")

@@ -26,8 +26,10 @@ STREAMS = 10  # h2load -m: streams in flight per connection
 PATH = "/api/bench"
 
 
-def h2load_command(url: str, conns: int, duration: float, pin_cpu: str | None) -> list[str]:
-    cmd = ["h2load", "-t1", f"-c{conns}", f"-m{STREAMS}", f"-D{max(1, round(duration))}", url]
+def h2load_command(url: str, conns: int, duration: float, pin_cpu: str | None,
+                   extra=()) -> list[str]:
+    cmd = ["h2load", "-t1", f"-c{conns}", f"-m{STREAMS}", f"-D{max(1, round(duration))}",
+           *extra, url]
     return (["taskset", "-c", pin_cpu] if pin_cpu is not None else []) + cmd
 
 
@@ -85,18 +87,25 @@ def http2_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
             setups.append((f"Sluice, no limits, {proto}, --compare binary",
                            Row(104, "compare", other.port, other, admin=other.admin_port),
                            "https" if extra else "http"))
+    return {"order": [name for name, _, _ in setups],
+            "medians": measure(setups, PATH, opts, pin_cpu, log)["medians"]}
+
+
+def measure(setups: list, path: str, opts, pin_cpu: str | None, log, extra=()) -> dict:
+    """h2load on each (name, Row, scheme) of `setups`, REPS times round robin after a
+    warm-up; medians by name, in the setups' order. extra: more h2load arguments."""
     samples: dict[str, list[dict]] = {name: [] for name, _, _ in setups}
     for name, row, scheme in setups:  # warm-up: connections, pools, TLS sessions
-        run_h2load(h2load_command(f"{scheme}://127.0.0.1:{row.port}{PATH}", opts.connections,
-                                  opts.warmup, pin_cpu), opts.warmup)
+        run_h2load(h2load_command(f"{scheme}://127.0.0.1:{row.port}{path}", opts.connections,
+                                  opts.warmup, pin_cpu, extra), opts.warmup)
     for rep in range(opts.reps):
         order = setups if rep % 2 == 0 else list(reversed(setups))
         for name, row, scheme in order:
             pids = row.gateway.pids()
             redis_pids = [p for r in row.redis for p in r.pids()]
             cpu0, rcpu0 = procfs.cpu_seconds(pids), procfs.cpu_seconds(redis_pids)
-            m = run_h2load(h2load_command(f"{scheme}://127.0.0.1:{row.port}{PATH}",
-                                          opts.connections, opts.duration, pin_cpu),
+            m = run_h2load(h2load_command(f"{scheme}://127.0.0.1:{row.port}{path}",
+                                          opts.connections, opts.duration, pin_cpu, extra),
                            opts.duration)
             n = max(1.0, m["requests"])
             m["cpu_us"] = (procfs.cpu_seconds(pids) - cpu0) / n * 1e6
@@ -108,7 +117,7 @@ def http2_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
                 f"{m['failed']:.0f} failed")
     medians = {name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
                for name, runs in samples.items()}
-    return {"order": [name for name, _, _ in setups], "medians": medians}
+    return {"medians": medians}
 
 
 def http2_report(result: dict, info: dict, started, opts, pin_cpu: str | None,

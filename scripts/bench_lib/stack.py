@@ -20,7 +20,8 @@ from testkit.cluster import RedisCluster
 from testkit.configs import to_yaml
 from testkit.http import request
 from testkit.ports import free_port, port_open
-from testkit.processes import BUILD_DIR, SOURCE_DIR, Echo, Process, Redis, Sluice, wait_until
+from testkit.processes import (BUILD_DIR, SOURCE_DIR, Echo, GrpcUpstream, Process, Redis,
+                               Sluice, wait_until)
 from testkit.sentinel import RedisSentinelSet
 from testkit.tls import make_ca, make_server_cert
 
@@ -61,7 +62,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
                   quota_period: str | None = None, concurrency: bool = False,
                   settled: bool = False, access_log: bool = False,
-                  http2: bool = False) -> dict:
+                  http2: bool = False, upstream_protocol: str | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -76,7 +77,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     limit of `capacity` slots instead (row 25); settled: the route's cost (500) is settled
     from the response, the echo reporting 120 (row 26); access_log: the access log on, its
     lines going to the gateway's stdout file (row 27); http2: server.http2 on (h2c on the
-    plain listener, h2 by ALPN with tls: scripts/bench --http2)."""
+    plain listener, h2 by ALPN with tls: scripts/bench --http2); upstream_protocol: the
+    upstream's protocol (h2c: scripts/bench --grpc)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -104,7 +106,9 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
                   "key_prefix": key_prefix, **(redis or {})},
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
-                               "max_idle_connections": 64}},
+                               "max_idle_connections": 64,
+                               **({"protocol": upstream_protocol} if upstream_protocol
+                                  else {})}},
         "limits": {**limits, **(more_limits or {})},
         "routes": [*more_routes,
                    {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
@@ -200,6 +204,9 @@ class Stack:
 
     def echo(self) -> Echo:
         return self._own(Echo(self.workdir, **self.options))
+
+    def grpc_upstream(self) -> GrpcUpstream:
+        return self._own(GrpcUpstream(self.workdir, **self.options))
 
     def ws_echo(self) -> WsEcho:
         return self._own(WsEcho(self.workdir, **self.options))

@@ -264,6 +264,37 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
                                    outcome="ok"), 1)
 
+    def test_trailers_both_ways_with_a_plain_h2_upstream(self):
+        """An HTTP/2 client's request trailers reach the upstream; the upstream's
+        response trailers reach an HTTP/2 client; an HTTP/1.1 client gets the
+        body without them."""
+        from testkit.h2server import H2Upstream
+        upstream = H2Upstream()
+        self.addCleanup(upstream.stop)
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        sid = c.send("POST", "/with-trailers", headers=[("content-type", "text/plain")],
+                     body=b"abc" * 1000, end=False)
+        c.conn.send_headers(sid, [("x-client-trailer", "sent")], end_stream=True)
+        c.flush()
+        reply = c.run_until_done([sid])[sid]
+        self.assertEqual(reply.status, 200)
+        seen = json.loads(bytes(reply.body))
+        self.assertEqual(seen["body_bytes"], 3000)
+        self.assertEqual(seen["trailers"], [["x-client-trailer", "sent"]])
+        self.assertEqual(reply.trailers, [("x-upstream-trailer", "done")])
+        # HTTP/1.1: the head and body only, the request's fields in HTTP/2 terms.
+        status, headers, body = request(gw.port, "GET", "/plain", headers={"X-Tenant": "acme"})
+        self.assertEqual(status, 200)
+        seen = dict((name, value) for name, value in json.loads(body)["headers"])
+        self.assertEqual(seen[":method"], "GET")
+        self.assertEqual(seen[":path"], "/plain")
+        self.assertEqual(seen["x-tenant"], "acme")
+        self.assertNotIn("connection", seen)
+        self.assertIsNone(headers.get("x-upstream-trailer"))
+        self.assertEqual(upstream.connections, 1)
+
     # ---- Health checks ---------------------------------------------------------------
 
     def test_health_checks_speak_http2(self):

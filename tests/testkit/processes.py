@@ -183,18 +183,29 @@ class Echo(Process):
         return stats
 
 
-class GrpcUpstream(Process):
-    """testkit/grpc_upstream.py (a gRPC server on grpcio) on an ephemeral port; tls:
-    (cert, key) or (cert, key, client_ca) for TLS, else plain h2c."""
+def python_with_grpc() -> str:
+    """This Python if it has grpcio, else Debian's (python3-grpcio is a Debian
+    package: a Python of one's own may lack it)."""
+    import importlib.util
+    if importlib.util.find_spec("grpc") is not None:
+        return sys.executable
+    return "/usr/bin/python3"
 
-    def __init__(self, workdir: str, name: str = "grpc", tls=None, port: int = 0):
+
+class GrpcUpstream(Process):
+    """testkit/grpc_upstream.py (a gRPC server on grpcio) on an ephemeral port (or
+    `port`); tls: (cert, key) or (cert, key, client_ca) for TLS, else plain h2c;
+    wrapper: a command it runs under (taskset); options: Process's."""
+
+    def __init__(self, workdir: str, name: str = "grpc", tls=None, port: int = 0, wrapper=(),
+                 **options):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_upstream.py")
-        args = [sys.executable, script, "--port", str(port)]
+        args = [*wrapper, python_with_grpc(), script, "--port", str(port)]
         if tls:
             args += ["--cert", tls[0], "--key", tls[1]]
             if len(tls) > 2:
                 args += ["--client-ca", tls[2]]
-        super().__init__(name, args, workdir)
+        super().__init__(name, args, workdir, **options)
         line = self._until_ready(lambda: wait_until(
             self._first_line, START_TIMEOUT, message=f"{name} listening line"))
         m = re.match(r"listening (\d+)$", line)

@@ -1,0 +1,84 @@
+"""A plain HTTP/2 (h2c, prior knowledge) upstream for tests, on python3-h2, in
+threads of the test's process: each request is answered, once its stream has
+ended, with 200, a JSON body of what arrived ({"headers": [[name, value]...],
+"trailers": [...], "body_bytes": n}) and the trailer "x-upstream-trailer: done".
+
+    server = H2Upstream()      # listening on server.port
+    ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import h2.config
+import h2.connection
+import h2.events
+
+
+class H2Upstream:
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.stopped = threading.Event()
+        self.connections = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stopped.set()
+        self.listener.close()
+        self.thread.join(5)
+
+    def _accept(self):
+        self.listener.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock: socket.socket):
+        conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        streams: dict[int, dict] = {}
+        sock.settimeout(0.5)
+        with sock:
+            while not self.stopped.is_set():
+                try:
+                    data = sock.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.RequestReceived):
+                        streams[event.stream_id] = {"headers": [list(h) for h in event.headers],
+                                                    "trailers": [], "body_bytes": 0}
+                    elif isinstance(event, h2.events.DataReceived):
+                        streams[event.stream_id]["body_bytes"] += len(event.data)
+                        conn.acknowledge_received_data(event.flow_controlled_length,
+                                                       event.stream_id)
+                    elif isinstance(event, h2.events.TrailersReceived):
+                        streams[event.stream_id]["trailers"] = [list(h) for h in event.headers]
+                    elif isinstance(event, h2.events.StreamEnded):
+                        body = json.dumps(streams.pop(event.stream_id)).encode()
+                        conn.send_headers(event.stream_id, [
+                            (":status", "200"), ("content-type", "application/json")])
+                        conn.send_data(event.stream_id, body)
+                        conn.send_headers(event.stream_id, [("x-upstream-trailer", "done")],
+                                          end_stream=True)
+                try:
+                    sock.sendall(conn.data_to_send())
+                except OSError:
+                    return
