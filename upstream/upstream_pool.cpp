@@ -256,7 +256,13 @@ std::shared_ptr<H2Connection> UpstreamPools::h2_connection(const UpstreamConfig&
 
 void UpstreamPools::add_h2(const UpstreamConfig& upstream, std::size_t server,
                            std::shared_ptr<H2Connection> conn) {
-  server_state(upstream, upstream.servers[server]).h2.push_back(std::move(conn));
+  auto& state = server_state(upstream, upstream.servers[server]);
+  state.h2.push_back(std::move(conn));
+  // Requests waiting for a connection to the server may all share this one.
+  if (!state.slots->waiters.empty()) {
+    state.slots->wakes += state.slots->waiters.size();
+    wake_waiter(executor_, state.slots);
+  }
 }
 
 void UpstreamPools::clear() {

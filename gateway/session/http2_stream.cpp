@@ -224,6 +224,14 @@ void Http2Stream::count_retry() { session_.worker().metrics().add("sluice_upstre
 
 void Http2Stream::exchange_ended(const ExchangeResult& result) {
   in_exchange_ = false;
+  // The exchange's buffers are no longer lent to this stream: a body read
+  // or a response piece still pending is dropped (DATA that arrives now is
+  // not copied into a relay buffer about to go back to the worker). A local
+  // reply below lends its own.
+  pending_read_.reset();
+  piece_pending_ = false;
+  piece_ = nullptr;
+  piece_left_ = 0;
   switch (result.end) {
     case ExchangeResult::End::kRelayed:
       record(exchange_.upstream_status());

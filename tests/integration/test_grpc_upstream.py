@@ -146,6 +146,61 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertEqual(stub(b"2", timeout=10), b"2")
         self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 2)
 
+    def test_cancelled_calls_leave_the_connection_usable(self):
+        """Calls cancelled while their responses stream give what they held of
+        the shared connection's flow-control window back: after more than a
+        connection window's worth of them, calls still go through the one
+        connection."""
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        channel = self.channel(gw)
+        chunks = self.call(channel, "Chunks", "unary_stream")
+        for _ in range(80):  # 80 x up to 256 KiB held: more than the 16 MiB window
+            call = chunks(b"100:65536", timeout=20)
+            self.assertEqual(len(next(call)), 65536)
+            call.cancel()
+        self.assertEqual(self.call(channel, "Big")(b"1000000", timeout=20), b"x" * 1000000)
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 1)
+
+    def test_client_leaving_a_streaming_call_is_logged(self):
+        """A client that cancels a client-streaming call while Sluice waits for its
+        next message ends the exchange: logged as 499."""
+        import queue
+        upstream = self.start_grpc_upstream()
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"})
+        outbox = queue.Queue()
+
+        def requests():
+            yield b"first"
+            outbox.get(timeout=20)
+
+        future = self.call(self.channel(gw), "ClientStream", "stream_unary").future(
+            requests(), timeout=20)
+        # The call is under way (its stream opened the connection to the
+        # server): cancelled while its body is being read.
+        wait_until(lambda: metric_sum(gw, "sluice_upstream_connections_total",
+                                      upstream="grpc") == 1, 10, message="the call under way")
+        future.cancel()
+        outbox.put(None)
+        wait_until(lambda: '"status":499' in gw.stdout(), 10, message="the 499 in the access log")
+
+    def test_http1_upload_is_not_cut_by_the_body_timeout_while_the_upstream_works(self):
+        """An HTTP/1.1 client's request went whole; the HTTP/2 upstream takes
+        longer than body_timeout_ms to answer: the wait is the upstream's
+        (response_timeout_ms), not the client's."""
+        upstream = self.start_grpc_upstream()
+        config = gateway_config(
+            {"grpc": {"servers": [upstream.address], "protocol": "h2c",
+                      "response_timeout_ms": 10000}},
+            [route("all", "/", [], upstream="grpc")],
+            server={"threads": 1, "body_timeout_ms": 300, "send_timeout_ms": 300})
+        gw = self.start_sluice(config)
+        status, headers, body = request(
+            gw.port, "POST", "/test.Echo/Slow", body=grpc_frame(b"1"),
+            headers={"Content-Type": "application/grpc", "TE": "trailers"}, timeout=15)
+        self.assertEqual(status, 200)
+        self.assertEqual(body, grpc_frame(b"late"))
+
     # ---- Deadlines and failures -----------------------------------------------
 
     def test_grpc_timeout_bounds_the_call(self):
@@ -167,14 +222,18 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertLess(time.monotonic() - started, 15)
         # Sluice's own side of it: a call whose grpc-timeout passes upstream is
         # answered 504 -> grpc-status 4, without waiting for the server.
+        # (The call above may have been counted as a timeout too, had Sluice's
+        # deadline passed before the client's cancel arrived.)
+        timeouts = metric_sum(gw, "sluice_upstream_requests_total", upstream="grpc",
+                              outcome="timeout")
         c = H2Client(gw.port)
         self.addCleanup(c.close)
         reply = c.request("POST", "/test.Echo/Slow", body=grpc_frame(b"20"),
                           headers=[("content-type", "application/grpc"), ("te", "trailers"),
                                    ("grpc-timeout", "300m")], timeout=15)
         self.assertEqual(reply.header("grpc-status"), "4", reply.headers)
-        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="grpc",
-                                   outcome="timeout"), 1)
+        self.assertEqual(metric_sum(gw, "sluice_upstream_requests_total", upstream="grpc",
+                                    outcome="timeout"), timeouts + 1)
 
     def test_dead_upstream_is_unavailable(self):
         import grpc

@@ -15,6 +15,7 @@ Methods of test.Echo (the request is raw bytes):
   Fail          ends with NOT_FOUND, "no such thing", trailing "x-why: test"
   Slow          waits for the request's decimal seconds, then answers "late"
   Big           a message of the request's decimal size in bytes
+  Chunks        "N:SIZE": N messages of SIZE bytes
 """
 
 import argparse
@@ -72,6 +73,14 @@ def big(request, context):
     return b"x" * int(request.decode() or "0")
 
 
+def chunks(request, context):
+    count, size = (int(x) for x in request.decode().split(":"))
+    for _ in range(count):
+        if not context.is_active():
+            return
+        yield b"c" * size
+
+
 def handlers():
     kw = {"request_deserializer": _identity, "response_serializer": _identity}
     return grpc.method_handlers_generic_handler("test.Echo", {
@@ -82,6 +91,7 @@ def handlers():
         "Fail": grpc.unary_unary_rpc_method_handler(fail, **kw),
         "Slow": grpc.unary_unary_rpc_method_handler(slow, **kw),
         "Big": grpc.unary_unary_rpc_method_handler(big, **kw),
+        "Chunks": grpc.unary_stream_rpc_method_handler(chunks, **kw),
     })
 
 

@@ -264,6 +264,7 @@ void UpstreamExchange::keep_tls_session() {
 // ---- Deadlines and failures -----------------------------------------------
 
 void UpstreamExchange::on_upstream_deadline() {
+  if (mode_ == Mode::kHttp2) return on_h2_deadline();
   if (!upstream_) return;
   upstream_timed_out_ = true;
   beast::error_code ignored;
@@ -310,6 +311,7 @@ FailedAttempt UpstreamExchange::failed_exchange(beast::error_code ec, bool timed
 
 void UpstreamExchange::abort() {
   drop_upstream();
+  if (mode_ == Mode::kHttp2) return h2_end(ExchangeResult::End::kAborted);
   end(ExchangeResult::End::kAborted);
 }
 

@@ -267,6 +267,7 @@ class UpstreamExchange {
   void h2_end(ExchangeResult::End how, UpstreamError error = {});
   void h2_touch();
   void on_h2_timer(std::uint64_t generation);
+  void on_h2_deadline();  // the host's deadline, on the upstream's side
   void h2_release();
 
   enum class Mode { kIdle, kHttp1, kHttp2 };
@@ -325,6 +326,7 @@ class UpstreamExchange {
   std::shared_ptr<H2Stream> h2_;
   std::optional<H2Fields> h2_head_;  // the request head in HTTP/2 terms
   std::string h2_out_;                // response DATA lent to the client leg
+  std::size_t h2_out_owed_ = 0;       // of it, not yet given back to the flow-control window
   H2Request h2_request_ = H2Request::kDone;
   H2Response h2_response_ = H2Response::kDone;
   std::optional<std::pair<ExchangeResult::End, UpstreamError>> h2_pending_end_;

@@ -11,6 +11,7 @@
 // host's one deadline stays the client's.
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
@@ -122,13 +123,13 @@ void UpstreamExchange::h2_progress() {
   if (!h2_) return;
   H2Stream& s = *h2_;
   if (s.connect_failure) return h2_connect_failed();
-  if (h2_opened_ && h2_conn_->ready()) {
+  if (h2_opened_ && h2_conn_->connected()) {
     // Counted once, by the exchange that opened it.
     h2_opened_ = false;
     pools_.mark_ok(*upstream_cfg_, server_index_);
     host_.count_connection(*upstream_cfg_);
   }
-  if (h2_request_ == H2Request::kWaitingForConnection && (h2_conn_->ready() || s.closed)) {
+  if (h2_request_ == H2Request::kWaitingForConnection && (h2_conn_->connected() || s.closed)) {
     h2_start_body();
   }
   if (h2_request_ == H2Request::kSending && (!s.piece_pending || s.closed)) {
@@ -181,9 +182,10 @@ void UpstreamExchange::h2_body_read(beast::error_code ec, std::size_t n) {
   }
   if (h2_request_ != H2Request::kReading) return;
   if (!h2_) {
-    // Dropped by the host meanwhile: it ends the exchange itself.
+    // The upstream side was closed for a client that left (close_upstream_socket):
+    // the read that failed with it ends the exchange.
     h2_request_ = H2Request::kDone;
-    return;
+    return abort();
   }
   if (ec) {
     h2_request_ = H2Request::kDone;
@@ -249,6 +251,7 @@ void UpstreamExchange::h2_relay() {
   }
   h2_out_.clear();
   h2_out_.swap(s.data);
+  h2_out_owed_ = h2_out_.size();
   h2_last_sent_ = s.end_stream;
   if (h2_last_sent_ && s.has_trailers) {
     note_usage_trailers(s.head, s.trailers);
@@ -261,7 +264,7 @@ void UpstreamExchange::h2_relay() {
 void UpstreamExchange::h2_response_sent(beast::error_code ec) {
   if (h2_response_ != H2Response::kSending) return;
   if (ec || !h2_) return abort();
-  h2_conn_->consume(*h2_, h2_out_.size());
+  h2_conn_->consume(*h2_, std::exchange(h2_out_owed_, 0));
   h2_out_.clear();
   if (h2_last_sent_) {
     h2_response_ = H2Response::kDone;
@@ -286,7 +289,10 @@ void UpstreamExchange::h2_stream_failed() {
   // Refused (the server's GOAWAY or RST_STREAM REFUSED_STREAM): the server
   // did not process it, so it may go again whatever its method, if none of
   // its body went (it cannot be read twice).
-  const bool refused = s.error_code == NGHTTP2_REFUSED_STREAM && !s.body_started;
+  // What was read of the body cannot be read again.
+  const bool body_untouched =
+      request_.body_empty || h2_request_ == H2Request::kWaitingForConnection;
+  const bool refused = s.error_code == NGHTTP2_REFUSED_STREAM && body_untouched;
   FailedAttempt attempt;
   attempt.stage = FailedAttempt::Stage::kExchange;
   attempt.idempotent = idempotent(request_.method);
@@ -295,13 +301,12 @@ void UpstreamExchange::h2_stream_failed() {
   attempt.pooled_connection = upstream_reused_;
   attempt.retried_on_fresh = retried_on_fresh_;
   attempt.body_empty = request_.body_empty;
-  if ((refused && !retried_on_fresh_) || retry_rule(attempt) == Retry::kFreshConnection) {
-    if (h2_request_ == H2Request::kDone || h2_request_ == H2Request::kWaitingForConnection) {
-      host_.count_retry();
-      retried_on_fresh_ = true;
-      h2_request_ = H2Request::kDone;
-      return start_h2();
-    }
+  if (body_untouched &&
+      ((refused && !retried_on_fresh_) || retry_rule(attempt) == Retry::kFreshConnection)) {
+    host_.count_retry();
+    retried_on_fresh_ = true;
+    h2_request_ = H2Request::kDone;
+    return start_h2();
   }
   spdlog::warn("upstream {} server {}: HTTP/2 stream ended before a response head ({})",
                upstream_cfg_->name, upstream_server_,
@@ -355,6 +360,12 @@ void UpstreamExchange::h2_end(ExchangeResult::End how, UpstreamError error) {
 void UpstreamExchange::h2_touch() {
   const auto timeout = upstream_timeout(upstream_cfg_->response_timeout);
   h2_deadline_ = Clock::now() + timeout;
+  // A leg that is not full duplex has one deadline (HTTP/1.1): while it
+  // does nothing the wait is the upstream's, not its last read's or write's.
+  if (!client_.full_duplex() && h2_request_ != H2Request::kReading &&
+      h2_response_ != H2Response::kSending) {
+    host_.set_deadline(Side::kUpstream, timeout);
+  }
   if (h2_timer_armed_) return;
   if (!h2_timer_) h2_timer_ = std::make_unique<Timer>(executor_);
   h2_timer_armed_ = true;
@@ -392,12 +403,22 @@ void UpstreamExchange::on_h2_timer(std::uint64_t generation) {
   h2_end(ExchangeResult::End::kUpstreamFailed, UpstreamError::kResponseTimedOut);
 }
 
+void UpstreamExchange::on_h2_deadline() {
+  if (!h2_) return;
+  h2_deadline_ = Clock::now();
+  on_h2_timer(h2_generation_);
+}
+
 // Lets go of the stream (reset if still open) and of the connection.
 void UpstreamExchange::h2_release() {
   if (h2_timer_armed_) {
     h2_timer_->cancel();
     h2_timer_armed_ = false;
   }
+  // A piece the client leg did not finish taking is still given back to the
+  // connection's window (its bytes stay in h2_out_ while the leg may read them).
+  if (h2_ && h2_conn_) h2_conn_->consume(*h2_, std::exchange(h2_out_owed_, 0));
+  h2_out_owed_ = 0;
   if (h2_ && h2_conn_) h2_conn_->release(*h2_);
   h2_.reset();
   h2_conn_.reset();

@@ -237,8 +237,10 @@ std::shared_ptr<H2Stream> H2Connection::open_stream(const H2Fields& head, bool h
   const std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(),
                                                  has_body ? &provider : nullptr, nullptr);
   if (id < 0) {
-    // Out of stream ids (or out of memory): no more streams on this one.
+    // Out of stream ids (or out of memory): no more streams on this one; it
+    // goes once those it has are done.
     if (state_ == State::kReady) state_ = State::kGoingAway;
+    update_idle();
     return nullptr;
   }
   s->id = id;
@@ -355,6 +357,7 @@ int H2Connection::on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int3
   if (type == NGHTTP2_GOAWAY) {
     // No new streams; those the server will not process close as refused.
     if (state_ == State::kReady) state_ = State::kGoingAway;
+    update_idle();
     return 0;
   }
   H2Stream* s = stream(id);
@@ -515,6 +518,12 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
 // No stream left: the connection closes after idle_timeout (at once when 0),
 // with a GOAWAY first.
 void H2Connection::update_idle() {
+  if (streams_.empty() && state_ == State::kGoingAway) {
+    // Going away with no stream left: GOAWAY (if not sent yet), then the close.
+    nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+    request_flush();
+    return;
+  }
   if (!streams_.empty() || state_ != State::kReady) {
     ++idle_generation_;
     return;

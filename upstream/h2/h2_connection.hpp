@@ -112,6 +112,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void release(H2Stream& s);
 
   bool ready() const { return state_ == State::kReady; }
+  // Connected (ready, or going away): its streams' requests may go.
+  bool connected() const { return state_ == State::kReady || state_ == State::kGoingAway; }
   // Not going away or closed: new streams may be opened on it.
   bool usable() const { return state_ == State::kConnecting || state_ == State::kReady; }
   // Usable, with fewer streams than the server allows at once.
