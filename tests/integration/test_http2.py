@@ -18,9 +18,9 @@ import unittest
 
 import hyperframe.frame as frames
 
-from harness import (SANITIZED, ProcessTestCase, closed_port, gateway_config, limit,
-                     make_ca, make_server_cert, metric_sum, pattern_sha256, request, route,
-                     rss_kib, wait_redis_ready, wait_until)
+from harness import (SANITIZED, ProcessTestCase, PythonUpstream, closed_port, gateway_config,
+                     limit, make_ca, make_server_cert, metric_sum, pattern_sha256, request,
+                     route, rss_kib, wait_redis_ready, wait_until)
 from testkit.h2client import H2Client, RawH2
 
 CURL = shutil.which("curl")
@@ -315,6 +315,21 @@ class Http2Test(ProcessTestCase):
         reply = raw.sock.recv(4096)
         self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply)
         raw.close()
+
+    def test_chunked_trailers_of_an_http1_upstream_reach_the_client(self):
+        def do_get(handler, query):
+            handler.wfile.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
+                b"5\r\nhello\r\n0\r\nX-Checksum: abc123\r\n\r\n")
+        upstream = PythonUpstream(do_get)
+        self.addCleanup(upstream.stop)
+        gw = self.gateway(upstreams={"echo": [upstream.address]})
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        reply = c.request("GET", "/with-trailers")
+        self.assertEqual(reply.status, 200)
+        self.assertEqual(bytes(reply.body), b"hello")
+        self.assertEqual(reply.trailers, [("x-checksum", "abc123")])
 
     # ---- gRPC ----------------------------------------------------------------
 

@@ -393,9 +393,7 @@ void UpstreamExchange::reset() {
   upstream_status_ = 0;
   upstream_server_.clear();
   upstream_reusable_ = false;
-  request_rewritten_ = false;
-  response_sent_ = false;
-  need_continue_ = false;
+  progress_ = Progress::kNew;
   last_connect_error_ = UpstreamError::kConnectFailed;
   upstream_reused_ = false;
   retried_on_fresh_ = false;

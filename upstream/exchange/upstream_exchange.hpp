@@ -229,6 +229,7 @@ class UpstreamExchange {
   void read_upstream_body();
   void on_upstream_body(boost::beast::error_code ec);
   void send_response(const char* data, std::size_t n, bool last);
+  void relay_trailers();
   void finish();
   // Tells the host how the exchange ended (once).
   void end(ExchangeResult::End how, UpstreamError error = {}, boost::beast::error_code ec = {});
@@ -271,6 +272,16 @@ class UpstreamExchange {
   void h2_release();
 
   enum class Mode { kIdle, kHttp1, kHttp2 };
+  // How far the exchange has got with the client, whichever the upstream's
+  // protocol (the HTTP/2 relays' own states: H2Request, H2Response).
+  enum class Progress {
+    kNew,             // the request head is not serialized yet
+    kHeadReady,       // req_head_ holds it (a retry on another connection reuses it)
+    kContinueOwed,    // ... and the client waits for the 100 Continue Sluice owes it
+    kResponseStarted  // something of the response went to the client leg
+  };
+  // Serializes the request head once; the client may then be owed a 100 Continue.
+  void prepare_request_head(std::string_view upstream_host);
 
   ExchangeHost& host_;
   ClientLeg& client_;
@@ -313,10 +324,10 @@ class UpstreamExchange {
   bool upstream_reused_ = false;  // upstream_ came from the pool
   bool retried_on_fresh_ = false;
   bool upstream_reusable_ = false;
-  bool request_rewritten_ = false;
-  bool req_head_pending_ = false;
-  bool response_sent_ = false;  // something of the response went to the client leg
-  bool need_continue_ = false;
+  bool req_head_pending_ = false;  // the next write to upstream_ starts with the head
+  std::size_t head_fields_ = 0;      // the response head's fields (trailers follow them)
+  boost::beast::http::fields trailers_;
+  Progress progress_ = Progress::kNew;
   ChunkExtensionLimit chunk_extension_limit_;
   Mode mode_ = Mode::kIdle;
   Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline

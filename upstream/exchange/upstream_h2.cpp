@@ -78,10 +78,8 @@ void UpstreamExchange::start_h2() {
 
 void UpstreamExchange::open_h2_stream() {
   const auto& server = upstream_cfg_->servers[server_index_];
-  if (!request_rewritten_) {
-    request_rewritten_ = true;
-    need_continue_ = !client_.body_done() && client_.expects_continue();
-    host_.serialize_request_head(req_head_, server.to_string());
+  if (!h2_head_) {
+    prepare_request_head(server.to_string());
     h2_head_ = h2_request_fields(req_head_, upstream_cfg_->tls ? "https" : "http");
     if (!h2_head_) throw std::logic_error("the request head could not be put in HTTP/2 terms");
   }
@@ -162,8 +160,8 @@ void UpstreamExchange::h2_start_body() {
     h2_request_ = H2Request::kDone;
     return;
   }
-  if (need_continue_) {
-    need_continue_ = false;
+  if (progress_ == Progress::kContinueOwed) {
+    progress_ = Progress::kHeadReady;
     return client_.send_continue();  // -> on_continue_sent -> read_client_body
   }
   read_client_body();
@@ -397,7 +395,7 @@ void UpstreamExchange::on_h2_timer(std::uint64_t generation) {
   upstream_timed_out_ = true;
   spdlog::warn("upstream {} server {}: no HTTP/2 response in time", upstream_cfg_->name,
                upstream_server_);
-  if (response_sent_) return abort();
+  if (progress_ == Progress::kResponseStarted) return abort();
   host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kTimeout);
   h2_release();
   h2_end(ExchangeResult::End::kUpstreamFailed, UpstreamError::kResponseTimedOut);

@@ -4,6 +4,7 @@
 #include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/write.hpp>
@@ -31,15 +32,12 @@ constexpr std::size_t kUpstreamHeadBytes = 4096;
 // ---- The request ----------------------------------------------------------
 
 void UpstreamExchange::send_request_head() {
-  // The head is serialized once (a retry after a failed connect reuses it).
-  if (!request_rewritten_) {
-    request_rewritten_ = true;
-    need_continue_ = !client_.body_done() && client_.expects_continue();
-    host_.serialize_request_head(req_head_, upstream_->server);
-  }
+  prepare_request_head(upstream_->server);
   req_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.
-  if (!client_.body_done() && !need_continue_ && client_.body_at_hand()) return read_client_body();
+  if (!client_.body_done() && progress_ != Progress::kContinueOwed && client_.body_at_hand()) {
+    return read_client_body();
+  }
   write_upstream(nullptr, 0, false,
                  upstream_handler([](UpstreamExchange& self, beast::error_code ec, std::size_t) {
                    self.on_request_head_sent(ec);
@@ -62,9 +60,9 @@ void UpstreamExchange::write_upstream(const char* data, std::size_t n, bool last
 void UpstreamExchange::on_request_head_sent(beast::error_code ec) {
   if (ec) return io_failed(ec);
   if (client_.body_done()) return read_response_head();
-  if (need_continue_) {
+  if (progress_ == Progress::kContinueOwed) {
     // The client waits for 100 Continue before sending its body: answer it ourselves.
-    need_continue_ = false;
+    progress_ = Progress::kHeadReady;
     return client_.send_continue();
   }
   read_client_body();
@@ -74,6 +72,14 @@ void UpstreamExchange::on_continue_sent(beast::error_code ec) {
   if (mode_ == Mode::kIdle) return;
   if (ec) return abort();
   read_client_body();
+}
+
+// The head is serialized once (a retry after a failed connect reuses it).
+void UpstreamExchange::prepare_request_head(std::string_view upstream_host) {
+  if (progress_ != Progress::kNew) return;
+  progress_ = !client_.body_done() && client_.expects_continue() ? Progress::kContinueOwed
+                                                                 : Progress::kHeadReady;
+  host_.serialize_request_head(req_head_, upstream_host);
 }
 
 void UpstreamExchange::read_client_body() {
@@ -143,6 +149,7 @@ void UpstreamExchange::on_response_head(beast::error_code ec) {
   note_usage(res.base());
   host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kOk);
   upstream_reusable_ = res_parser_->keep_alive();
+  head_fields_ = static_cast<std::size_t>(std::distance(res.begin(), res.end()));
   ResponseStart start;
   start.status = upstream_status_;
   start.reason = res.reason();
@@ -179,7 +186,7 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
     // Nothing sent to the client yet: it gets a 502. Otherwise all that can
     // be done is to cut the client connection.
     // (The exchange was already counted "ok" when its head arrived.)
-    if (response_sent_) return abort();
+    if (progress_ == Progress::kResponseStarted) return abort();
     const bool timed_out = upstream_timed_out_;
     drop_upstream();
     upstream_status_ = 0;
@@ -190,11 +197,24 @@ void UpstreamExchange::on_upstream_body(beast::error_code ec) {
   const std::size_t n = relay_.size() - body.size;
   const bool last = res_parser_->is_done();
   if (n == 0 && !last) return read_upstream_body();
+  if (last) relay_trailers();
   send_response(relay_.data(), n, last);
 }
 
+// A chunked response's trailers, which the parser added to its fields after
+// the head's, go to the client leg (an HTTP/2 client gets them as trailers).
+void UpstreamExchange::relay_trailers() {
+  const auto& fields = res_parser_->get().base();
+  auto it = fields.begin();
+  for (std::size_t i = 0; i < head_fields_ && it != fields.end(); ++i) ++it;
+  if (it == fields.end()) return;
+  trailers_.clear();
+  for (; it != fields.end(); ++it) trailers_.insert(it->name_string(), it->value());
+  client_.set_response_trailers(trailers_);
+}
+
 void UpstreamExchange::send_response(const char* data, std::size_t n, bool last) {
-  response_sent_ = true;
+  progress_ = Progress::kResponseStarted;
   client_.send_response(data, n, last);
 }
 
