@@ -8,6 +8,7 @@ made by the openssl CLI for the TLS upstream.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -201,6 +202,31 @@ class GrpcUpstreamTest(ProcessTestCase):
             headers={"Content-Type": "application/grpc", "TE": "trailers"}, timeout=15)
         self.assertEqual(status, 200)
         self.assertEqual(body, grpc_frame(b"late"))
+
+    def test_a_reload_keeps_the_upstream_connection_and_a_drain_lets_calls_finish(self):
+        """A reload that leaves the upstream's protocol and TLS alone keeps its
+        HTTP/2 connection; SIGTERM lets a call in flight finish whole."""
+        upstream = self.start_grpc_upstream()
+        upstreams = {"grpc": {"servers": [upstream.address], "protocol": "h2c"}}
+        config = gateway_config(upstreams, [route("all", "/", [], upstream="grpc")],
+                                server={"threads": 1, "http2": {"enabled": True}})
+        gw = self.start_sluice(config)
+        channel = self.channel(gw)
+        self.assertEqual(self.call(channel, "Unary")(b"before", timeout=10), b"before")
+        config["upstreams"]["grpc"]["response_timeout_ms"] = 20000
+        done = gw.metric("sluice_config_reloads_total", result="ok") or 0
+        gw.reload(config)
+        wait_until(lambda: (gw.metric("sluice_config_reloads_total", result="ok") or 0) > done,
+                   10, message="the reload")
+        self.assertEqual(self.call(channel, "Unary")(b"after", timeout=10), b"after")
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 1)
+        # A slow call in flight when the drain starts still gets its answer.
+        slow = self.call(channel, "Slow").future(b"1", timeout=20)
+        wait_until(lambda: "slow call started" in upstream.stdout(), 10,
+                   message="the call at the server")
+        os.kill(gw.pid, signal.SIGTERM)
+        self.assertEqual(slow.result(), b"late")
+        self.assertEqual(gw.wait(20), 0)
 
     # ---- Deadlines and failures -----------------------------------------------
 

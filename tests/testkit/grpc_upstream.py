@@ -14,6 +14,7 @@ Methods of test.Echo (the request is raw bytes):
   Bidi          each request message back as it arrives, upper-cased
   Fail          ends with NOT_FOUND, "no such thing", trailing "x-why: test"
   Slow          waits for the request's decimal seconds, then answers "late"
+                (printing "slow call started" as it begins)
   Big           a message of the request's decimal size in bytes
   Chunks        "N:SIZE": N messages of SIZE bytes
 """
@@ -63,6 +64,7 @@ def fail(request, context):
 
 
 def slow(request, context):
+    print("slow call started", flush=True)
     end = time.monotonic() + float(request.decode() or "0")
     while time.monotonic() < end and context.is_active():
         time.sleep(0.02)
