@@ -266,6 +266,24 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertEqual(deaf.metric("sluice_upstream_requests_total", upstream="grpc",
                                      outcome="timeout"), 1)
 
+    def test_a_server_that_stops_answering_loses_its_connection(self):
+        """A stream that gets no answer in time makes Sluice PING the server; a
+        server that answers nothing (not even the PING) loses the connection, so
+        that the next request opens a new one rather than waiting on it."""
+        from testkit.h2server import H2Upstream
+        mute = H2Upstream(mute=True)
+        self.addCleanup(mute.stop)
+        gw = self.gateway({"servers": [mute.address], "protocol": "h2c",
+                           "response_timeout_ms": 300, "connect_timeout_ms": 300})
+        status, _, _ = request(gw.port, "GET", "/first", timeout=10)
+        self.assertEqual(status, 504)
+        wait_until(lambda: "no answer to a PING" in gw.stderr() + gw.stdout(), 10,
+                   message="the connection closed for its unanswered PING")
+        status, _, _ = request(gw.port, "GET", "/second", timeout=10)
+        self.assertEqual(status, 504)
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 2)
+        self.assertEqual(mute.connections, 2)
+
     def test_dead_upstream_is_unavailable(self):
         import grpc
         gw = self.gateway({"servers": [f"127.0.0.1:{closed_port()}"], "protocol": "h2c"})

@@ -6,6 +6,10 @@ ended, with 200, a JSON body of what arrived ({"headers": [[name, value]...],
     server = H2Upstream()      # listening on server.port
     ...
     server.stop()
+
+H2Upstream(mute=True) is a server that stops answering: it reads the client's
+first bytes (the preface, SETTINGS, perhaps a request), answers with its own
+SETTINGS, then neither reads nor writes again while the connection stays open.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import h2.events
 
 
 class H2Upstream:
-    def __init__(self):
+    def __init__(self, mute: bool = False):
+        self.mute = mute
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
@@ -61,7 +66,15 @@ class H2Upstream:
                     return
                 if not data:
                     return
-                for event in conn.receive_data(data):
+                events = conn.receive_data(data)
+                if self.mute:
+                    try:
+                        sock.sendall(conn.data_to_send())
+                    except OSError:
+                        return
+                    self.stopped.wait()
+                    return
+                for event in events:
                     if isinstance(event, h2.events.RequestReceived):
                         streams[event.stream_id] = {"headers": [list(h) for h in event.headers],
                                                     "trailers": [], "body_bytes": 0}

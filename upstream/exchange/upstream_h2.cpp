@@ -66,6 +66,8 @@ void UpstreamExchange::start_h2() {
     options.tls = upstream_cfg_->tls;
     if (options.tls) options.resume = pools_.tls_session(*upstream_cfg_, server_index_);
     options.connect_timeout = upstream_cfg_->connect_timeout;
+    options.ping_timeout = upstream_cfg_->connect_timeout;
+    options.write_timeout = upstream_cfg_->response_timeout;
     options.idle_timeout =
         upstream_cfg_->max_idle_connections == 0 ? std::chrono::milliseconds{0} : kH2IdleTimeout;
     h2_conn_ = std::make_shared<H2Connection>(std::move(conn), std::move(options));
@@ -395,6 +397,8 @@ void UpstreamExchange::on_h2_timer(std::uint64_t generation) {
   upstream_timed_out_ = true;
   spdlog::warn("upstream {} server {}: no HTTP/2 response in time", upstream_cfg_->name,
                upstream_server_);
+  // Is it this stream, or the server? (A server that answers nothing loses the connection.)
+  if (h2_conn_ && !deadline_passed) h2_conn_->probe();
   if (progress_ == Progress::kResponseStarted) return abort();
   host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kTimeout);
   h2_release();

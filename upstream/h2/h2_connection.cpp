@@ -97,7 +97,9 @@ H2Connection::H2Connection(std::unique_ptr<UpstreamConnection> conn, Options opt
     : conn_(std::move(conn)),
       options_(std::move(options)),
       in_(kReadBytes),
-      timer_(conn_->stream.get_executor()) {
+      timer_(conn_->stream.get_executor()),
+      ping_timer_(conn_->stream.get_executor()),
+      write_timer_(conn_->stream.get_executor()) {
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, H2UpstreamCallbacks::header);
@@ -428,8 +430,29 @@ void H2Connection::on_read(error_code ec, std::size_t n) {
     receiving_ = false;
   }
   if (rv < 0) return broke(nghttp2_strerror(static_cast<int>(rv)));
+  if (ping_pending_) {
+    // The server answers (whatever it sent).
+    ping_pending_ = false;
+    ping_timer_.cancel();
+  }
   flush();
   read();
+}
+
+void H2Connection::probe() {
+  if (!connected() || ping_pending_) return;
+  ping_pending_ = true;
+  nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+  request_flush();
+  ping_timer_.expires_after(options_.ping_timeout);
+  ping_timer_.async_wait(handler([](H2Connection& self, error_code ec) {
+    if (ec || !self.ping_pending_) return;
+    if (self.options_.log_failures) {
+      spdlog::warn("upstream {} server {}: no answer to a PING in time, closing the connection",
+                   self.options_.upstream, self.conn_->server);
+    }
+    self.close();
+  }));
 }
 
 void H2Connection::request_flush() {
@@ -457,9 +480,18 @@ void H2Connection::flush() {
     return;
   }
   writing_ = true;
+  // A server that takes no byte for write_timeout is not waited for forever.
+  const auto generation = ++write_generation_;
+  write_timer_.expires_after(options_.write_timeout);
+  write_timer_.async_wait(handler([generation](H2Connection& self, error_code ec) {
+    if (ec || generation != self.write_generation_ || !self.writing_) return;
+    self.broke("writes stalled: the server takes no data");
+  }));
   asio::async_write(conn_->stream, asio::buffer(out_),
                     handler([](H2Connection& self, error_code ec, std::size_t) {
                       self.writing_ = false;
+                      ++self.write_generation_;
+                      self.write_timer_.cancel();
                       self.out_.clear();
                       if (self.out_.capacity() > 2 * kMaxPendingOut) self.out_.shrink_to_fit();
                       if (self.state_ == State::kClosed) return;
@@ -498,6 +530,8 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   timer_.cancel();
+  ping_timer_.cancel();
+  write_timer_.cancel();
   if (resolver_) resolver_->cancel();
   error_code ignored;
   conn_->stream.socket().close(ignored);

@@ -85,6 +85,10 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
     // Closed after this long without a stream (0: as soon as none is left).
     std::chrono::milliseconds idle_timeout{60000};
     bool log_failures = true;  // a failed connect is logged (health checks report their own)
+    // A PING unanswered this long, or a write not done in write_timeout,
+    // closes the connection (its streams fail).
+    std::chrono::milliseconds ping_timeout{1000};
+    std::chrono::milliseconds write_timeout{30000};
   };
 
   // `conn`: a connection not yet connected, with its server's address.
@@ -126,6 +130,10 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   TlsSessionRef take_tls_session();
   // Closes the connection: every open stream ends (connection_broke).
   void close();
+  // A stream on it got no answer in time: a PING asks whether the server
+  // still answers at all; nothing from it within ping_timeout closes the
+  // connection, so that no further stream is sent to a server that stopped.
+  void probe();
   // An exception in one of its handlers: logged, and the connection closed.
   void on_internal_error(std::string_view what) noexcept;
 
@@ -168,6 +176,10 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   std::string out_;
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   boost::asio::steady_timer timer_;  // the connect deadline, then the idle close
+  boost::asio::steady_timer ping_timer_;
+  boost::asio::steady_timer write_timer_;
+  std::uint64_t write_generation_ = 0;
+  bool ping_pending_ = false;
   bool reading_ = false;
   bool writing_ = false;
   bool flush_posted_ = false;
