@@ -49,6 +49,11 @@ class ByteStream {
     return ec == boost::asio::error::eof || ec == boost::asio::ssl::error::stream_truncated;
   }
 
+  // A TLS protocol error: an alert from the peer, or one OpenSSL raised.
+  static bool tls_alert(const boost::system::error_code& ec) {
+    return ec.category() == boost::asio::error::get_ssl_category();
+  }
+
   executor_type get_executor() { return tcp_.get_executor(); }
   socket_type& socket() { return tcp_.socket(); }
   // The TCP stream under it (to connect it).

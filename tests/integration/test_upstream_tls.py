@@ -203,6 +203,15 @@ class UpstreamTlsTest(ProcessTestCase):
         without = self.gateway(server, {"ca_file": self.ca, "server_name": "upstream.test"})
         status, _, body = request(without.port, "GET", "/x")
         self.assertEqual(status, 502, body)
+        # Under TLS 1.3 the refusal is an alert after the handshake: a TLS
+        # failure when Sluice reads the alert, a reset when the server's close
+        # reaches it first (the server sends both at once).
+        outcomes = {o: metric_sum(without, "sluice_upstream_requests_total", upstream="app",
+                                  outcome=o) for o in ("tls_error", "reset")}
+        self.assertEqual(sum(outcomes.values()), 1, outcomes)
+        if outcomes["tls_error"]:
+            wait_until(lambda: "certificate required" in without.stderr() + without.stdout(),
+                       5, message="the alert logged")
 
     def test_health_checks_speak_tls_too(self):
         server = self.upstream()

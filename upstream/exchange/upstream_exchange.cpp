@@ -275,6 +275,16 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
   // Closed for a client that left (aborted, or a write after the close): not
   // the server's failure.
   if (!upstream_timed_out_ && host_.client_closed()) return abort();
+  if (ByteStream::tls_alert(ec)) {
+    // A TLS alert after the handshake (under TLS 1.3 a server that refuses
+    // the client certificate says so only then): a TLS failure, as a failed
+    // handshake is, with OpenSSL's reason.
+    spdlog::warn("upstream {} server {}: TLS failed: {}", upstream_cfg_->name,
+                 upstream_ ? upstream_->server : "?", ec.message());
+    host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kTlsError);
+    drop_upstream();
+    return fail(UpstreamError::kTlsFailed);
+  }
   const bool timed_out = ec == beast::error::timeout || upstream_timed_out_;
   if (retry_rule(failed_exchange(ec, timed_out)) == Retry::kFreshConnection) {
     // A pooled connection the server had closed: nothing of this request

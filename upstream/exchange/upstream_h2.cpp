@@ -286,6 +286,13 @@ void UpstreamExchange::h2_response_sent(beast::error_code ec) {
 void UpstreamExchange::h2_stream_failed() {
   const H2Stream& s = *h2_;
   if (host_.client_closed() && !upstream_timed_out_) return abort();
+  if (s.tls_alert) {
+    // A TLS alert after the handshake (a refused client certificate under
+    // TLS 1.3; the connection logged its reason): a TLS failure.
+    host_.count_upstream(*upstream_cfg_, UpstreamOutcome::kTlsError);
+    h2_release();
+    return h2_end(ExchangeResult::End::kUpstreamFailed, UpstreamError::kTlsFailed);
+  }
   // Refused (the server's GOAWAY or RST_STREAM REFUSED_STREAM): the server
   // did not process it, so it may go again whatever its method, if none of
   // its body went (it cannot be read twice).

@@ -422,7 +422,10 @@ void H2Connection::read() {
 void H2Connection::on_read(error_code ec, std::size_t n) {
   reading_ = false;
   if (state_ == State::kClosed) return;
-  if (ec) return broke(ByteStream::ended(ec) ? "closed by the server" : ec.message());
+  if (ec) {
+    tls_alert_ = ByteStream::tls_alert(ec);
+    return broke(ByteStream::ended(ec) ? "closed by the server" : ec.message());
+  }
   ssize_t rv = 0;
   {
     receiving_ = true;
@@ -495,7 +498,10 @@ void H2Connection::flush() {
                       self.out_.clear();
                       if (self.out_.capacity() > 2 * kMaxPendingOut) self.out_.shrink_to_fit();
                       if (self.state_ == State::kClosed) return;
-                      if (ec) return self.broke(ec.message());
+                      if (ec) {
+                        self.tls_alert_ = ByteStream::tls_alert(ec);
+                        return self.broke(ec.message());
+                      }
                       self.flush();
                     }));
 }
@@ -544,6 +550,7 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
       s->connect_failure = *failure;
     } else {
       s->connection_broke = true;
+      s->tls_alert = tls_alert_;
     }
     wake(*s);
   }

@@ -60,6 +60,7 @@ struct H2Stream {
   bool closed = false;            // the stream is closed (whole, reset or the connection went)
   std::uint32_t error_code = 0;   // RST_STREAM's or GOAWAY's code (0: none)
   bool connection_broke = false;  // the connection failed under the stream
+  bool tls_alert = false;         // ... with a TLS alert (a refused client certificate)
   std::optional<H2ConnectFailure> connect_failure;  // the connection never became ready
 
   // ---- The request body going out (send_body) ----
@@ -155,6 +156,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void broke(std::string_view what);
   void release_slot();
   void shut(const H2ConnectFailure* failure);
+  bool tls_alert_ = false;  // it broke with a TLS alert
   void update_idle();
   void wake(H2Stream& s);
   H2Stream* stream(std::int32_t id);
