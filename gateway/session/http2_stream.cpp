@@ -16,6 +16,7 @@
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/session/request_path.hpp"
+#include "upstream/h2/h2_nv.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -30,12 +31,6 @@ namespace http = beast::http;
 constexpr std::size_t kHeaderBombFactor = 4;
 // What SETTINGS_MAX_HEADER_LIST_SIZE counts per field beyond its name and value.
 constexpr std::size_t kFieldOverhead = 32;
-
-nghttp2_nv make_nv(const std::string& name, const std::string& value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
-          value.size(), NGHTTP2_NV_FLAG_NONE};
-}
 
 // nghttp2's data source: the stream the callback is for gives its bytes.
 ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::uint8_t* buf,
@@ -394,8 +389,8 @@ void Http2Stream::submit_head(unsigned status,
   static const std::string kStatus = ":status";
   std::vector<nghttp2_nv> nva;
   nva.reserve(fields.size() + 1);
-  nva.push_back(make_nv(kStatus, status_text));
-  for (const auto& [name, value] : fields) nva.push_back(make_nv(name, value));
+  nva.push_back(h2_nv(kStatus, status_text));
+  for (const auto& [name, value] : fields) nva.push_back(h2_nv(name, value));
   nghttp2_data_provider provider{};
   provider.read_callback = read_stream_data;
   head_submitted_ = true;
@@ -416,7 +411,7 @@ void Http2Stream::send_continue() {
   if (!closed_) {
     static const std::string kStatus = ":status";
     static const std::string k100 = "100";
-    const nghttp2_nv nv = make_nv(kStatus, k100);
+    const nghttp2_nv nv = h2_nv(kStatus, k100);
     nghttp2_submit_headers(session_.nghttp2(), NGHTTP2_FLAG_NONE, id_, nullptr, &nv, 1, nullptr);
     session_.request_flush();
   }
@@ -462,7 +457,7 @@ long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint
       // The trailers end the stream (a gRPC call's grpc-status).
       std::vector<nghttp2_nv> nva;
       nva.reserve(response_trailers_.size());
-      for (const auto& [name, value] : response_trailers_) nva.push_back(make_nv(name, value));
+      for (const auto& [name, value] : response_trailers_) nva.push_back(h2_nv(name, value));
       if (nghttp2_submit_trailer(session_.nghttp2(), id_, nva.data(), nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
       }

@@ -2,6 +2,12 @@
 
 namespace sluice {
 
+bool is_idempotent(boost::beast::http::verb v) {
+  using boost::beast::http::verb;
+  return v == verb::get || v == verb::head || v == verb::options || v == verb::put ||
+         v == verb::delete_;
+}
+
 Retry retry_rule(const FailedAttempt& a) {
   if (!a.idempotent) return Retry::kNo;
   if (a.stage == FailedAttempt::Stage::kConnect) {

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 
+#include <boost/beast/http/verb.hpp>
+
 namespace sluice {
 
 struct FailedAttempt {
@@ -30,6 +32,9 @@ struct FailedAttempt {
 };
 
 enum class Retry { kNo, kNextServer, kFreshConnection };
+
+// GET, HEAD, OPTIONS, PUT and DELETE (FailedAttempt::idempotent).
+bool is_idempotent(boost::beast::http::verb method);
 
 Retry retry_rule(const FailedAttempt& attempt);
 

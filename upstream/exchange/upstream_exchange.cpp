@@ -15,11 +15,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-bool is_idempotent(http::verb v) {
-  return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
-         v == http::verb::put || v == http::verb::delete_;
-}
-
 }  // namespace
 
 void UpstreamExchange::start(const ExchangeRequest& request,

@@ -31,11 +31,6 @@ namespace http = beast::http;
 // How long an HTTP/2 connection to an upstream stays open without a stream.
 constexpr std::chrono::seconds kH2IdleTimeout{60};
 
-bool idempotent(http::verb v) {
-  return v == http::verb::get || v == http::verb::head || v == http::verb::options ||
-         v == http::verb::put || v == http::verb::delete_;
-}
-
 std::optional<std::uint64_t> content_length(const http::fields& fields) {
   const auto it = fields.find(http::field::content_length);
   if (it == fields.end()) return std::nullopt;
@@ -79,9 +74,9 @@ void UpstreamExchange::start_h2() {
 }
 
 void UpstreamExchange::open_h2_stream() {
-  const auto& server = upstream_cfg_->servers[server_index_];
+  upstream_server_ = upstream_cfg_->servers[server_index_].to_string();
   if (!h2_head_) {
-    prepare_request_head(server.to_string());
+    prepare_request_head(upstream_server_);
     h2_head_ = h2_request_fields(req_head_, upstream_cfg_->tls ? "https" : "http");
     if (!h2_head_) throw std::logic_error("the request head could not be put in HTTP/2 terms");
   }
@@ -98,7 +93,6 @@ void UpstreamExchange::open_h2_stream() {
     retried_on_fresh_ = true;
     return start_h2();
   }
-  upstream_server_ = server.to_string();
   h2_request_ = has_body ? H2Request::kWaitingForConnection : H2Request::kDone;
   h2_response_ = H2Response::kAwaitingHead;
   h2_last_sent_ = false;
@@ -302,7 +296,7 @@ void UpstreamExchange::h2_stream_failed() {
   const bool refused = s.error_code == NGHTTP2_REFUSED_STREAM && body_untouched;
   FailedAttempt attempt;
   attempt.stage = FailedAttempt::Stage::kExchange;
-  attempt.idempotent = idempotent(request_.method);
+  attempt.idempotent = is_idempotent(request_.method);
   attempt.servers_tried = tried_.size();
   attempt.closed_by_server = s.connection_broke;
   attempt.pooled_connection = upstream_reused_;
@@ -336,7 +330,7 @@ void UpstreamExchange::h2_connect_failed() {
   last_connect_error_ = failure.error;
   FailedAttempt attempt;
   attempt.stage = FailedAttempt::Stage::kConnect;
-  attempt.idempotent = idempotent(request_.method);
+  attempt.idempotent = is_idempotent(request_.method);
   attempt.servers_tried = tried_.size();
   if (h2_request_ != H2Request::kReading && retry_rule(attempt) == Retry::kNextServer) {
     h2_request_ = H2Request::kDone;

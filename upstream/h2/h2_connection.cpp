@@ -14,6 +14,7 @@
 
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
+#include "upstream/h2/h2_nv.hpp"
 
 namespace sluice {
 namespace {
@@ -31,12 +32,6 @@ constexpr std::int32_t kStreamWindow = 256 * 1024;
 constexpr std::int32_t kConnectionWindow = 16 * 1024 * 1024;
 // The streams opened before the server's SETTINGS say how many it takes.
 constexpr std::uint32_t kStreamsBeforeSettings = 100;
-
-nghttp2_nv make_nv(const std::string& name, const std::string& value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
-          value.size(), NGHTTP2_NV_FLAG_NONE};
-}
 
 // A response field HTTP/2 forbids, or a trailer not to be relayed.
 bool hop_by_hop(std::string_view name) {
@@ -231,7 +226,7 @@ std::shared_ptr<H2Stream> H2Connection::open_stream(const H2Fields& head, bool h
   if (!usable()) return nullptr;
   std::vector<nghttp2_nv> nva;
   nva.reserve(head.size());
-  for (const auto& [name, value] : head) nva.push_back(make_nv(name, value));
+  for (const auto& [name, value] : head) nva.push_back(h2_nv(name, value));
   auto s = std::make_shared<H2Stream>();
   s->wake = std::move(wake);
   nghttp2_data_provider provider{};
@@ -288,7 +283,7 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
         values.emplace_back(f.value());
       }
       std::vector<nghttp2_nv> nva;
-      for (std::size_t i = 0; i < names.size(); ++i) nva.push_back(make_nv(names[i], values[i]));
+      for (std::size_t i = 0; i < names.size(); ++i) nva.push_back(h2_nv(names[i], values[i]));
       if (!nva.empty() &&
           nghttp2_submit_trailer(session_, id, nva.data(), nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
