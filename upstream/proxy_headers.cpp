@@ -18,24 +18,25 @@ namespace {
 
 namespace http = boost::beast::http;
 
-constexpr std::array<http::field, 8> kHopByHop = {
-    http::field::keep_alive,
-    http::field::proxy_connection,
+// The connection-specific fields (is_connection_specific), by Beast's codes.
+constexpr std::array<http::field, 5> kConnectionSpecific = {
+    http::field::connection,        http::field::keep_alive, http::field::proxy_connection,
+    http::field::transfer_encoding, http::field::upgrade,
+};
+
+// The other hop-by-hop fields of a request or response over HTTP/1.1.
+constexpr std::array<http::field, 4> kAlsoHopByHop = {
     http::field::te,
     http::field::trailer,
-    http::field::transfer_encoding,
-    http::field::upgrade,
     http::field::proxy_authorization,
     http::field::proxy_authenticate,
 };
 
 bool is_hop_by_hop(const http::fields::value_type& f) {
   const auto name = f.name();
-  if (name == http::field::connection) return true;
-  for (auto h : kHopByHop) {
-    if (name == h) return true;
-  }
-  return false;
+  return std::find(kConnectionSpecific.begin(), kConnectionSpecific.end(), name) !=
+             kConnectionSpecific.end() ||
+         std::find(kAlsoHopByHop.begin(), kAlsoHopByHop.end(), name) != kAlsoHopByHop.end();
 }
 
 // Calls fn(token) for each element of the comma-separated lists of every
@@ -90,6 +91,12 @@ std::size_t erase_underscore_fields(http_fields::fields& fields) {
     }
   }
   return erased;
+}
+
+bool is_connection_specific(std::string_view name) {
+  const http::field code = http::string_to_field(name);  // any case
+  return std::find(kConnectionSpecific.begin(), kConnectionSpecific.end(), code) !=
+         kConnectionSpecific.end();
 }
 
 void strip_hop_by_hop(http::fields& fields) {

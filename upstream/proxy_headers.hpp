@@ -19,9 +19,15 @@ namespace sluice {
 
 namespace http_fields = boost::beast::http;
 
-// Removes Connection and every name it lists, Keep-Alive, Proxy-Connection,
-// TE, Trailer, Transfer-Encoding, Upgrade, Proxy-Authorization and
-// Proxy-Authenticate. Framing must be redone by the caller afterwards.
+// Whether a field name (any case) describes one connection and never crosses
+// to another: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding and
+// Upgrade. HTTP/2 forbids them (RFC 9113 8.2.2); over HTTP/1.1 they are among
+// the hop-by-hop fields strip_hop_by_hop removes.
+bool is_connection_specific(std::string_view name);
+
+// Removes the connection-specific fields and every name Connection lists, and
+// TE, Trailer, Proxy-Authorization and Proxy-Authenticate. Framing must be
+// redone by the caller afterwards.
 void strip_hop_by_hop(http_fields::fields& fields);
 
 // A WebSocket handshake (RFC 6455 4.1): Connection lists "upgrade" and

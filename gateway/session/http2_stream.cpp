@@ -1,7 +1,6 @@
 #include "gateway/session/http2_stream.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 
 #include <nghttp2/nghttp2.h>
@@ -16,6 +15,7 @@
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/session/request_path.hpp"
+#include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_nv.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -44,13 +44,6 @@ std::string lower(std::string_view name) {
   std::string s(name);
   ascii::to_lower_in_place(s);
   return s;
-}
-
-std::optional<std::uint64_t> parse_length(std::string_view text) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
-  return n;
 }
 
 }  // namespace
@@ -130,7 +123,7 @@ void Http2Stream::on_headers_done(bool end_stream) {
                                        generate_request_id()));
   }
   if (req_.count(http::field::content_length) > 0) {
-    content_length_ = parse_length(req_[http::field::content_length]);
+    content_length_ = h2_content_length(req_[http::field::content_length]);
   }
   if (content_length_ && *content_length_ > config_->server.max_body_bytes) {
     return send_local(make_local_reply(413, "request body too large", generate_request_id()));
@@ -367,8 +360,7 @@ void Http2Stream::set_response_trailers(const http::fields& trailers) {
   response_trailers_.clear();
   for (const auto& f : trailers) {
     std::string name = lower(f.name_string());
-    if (name.empty() || name.front() == ':' || name == "connection" || name == "keep-alive" ||
-        name == "transfer-encoding" || name == "upgrade" || name == "te") {
+    if (name.empty() || name.front() == ':' || is_connection_specific(name) || name == "te") {
       continue;
     }
     response_trailers_.emplace_back(std::move(name), std::string(f.value()));

@@ -10,7 +10,6 @@
 // between upstream events, bounded by the request's deadline), so that the
 // host's one deadline stays the client's.
 #include <algorithm>
-#include <charconv>
 #include <utility>
 
 #include <nghttp2/nghttp2.h>
@@ -20,6 +19,7 @@
 
 #include "upstream/exchange/upstream_exchange.hpp"
 #include "upstream/h2/h2_connection.hpp"
+#include "upstream/h2/h2_head.hpp"
 
 namespace sluice {
 namespace {
@@ -34,11 +34,7 @@ constexpr std::chrono::seconds kH2IdleTimeout{60};
 std::optional<std::uint64_t> content_length(const http::fields& fields) {
   const auto it = fields.find(http::field::content_length);
   if (it == fields.end()) return std::nullopt;
-  const auto value = it->value();
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
-  return n;
+  return h2_content_length(it->value());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
 #include "upstream/h2/h2_nv.hpp"
+#include "upstream/proxy_headers.hpp"
 
 namespace sluice {
 namespace {
@@ -33,11 +34,6 @@ constexpr std::int32_t kConnectionWindow = 16 * 1024 * 1024;
 // The streams opened before the server's SETTINGS say how many it takes.
 constexpr std::uint32_t kStreamsBeforeSettings = 100;
 
-// A response field HTTP/2 forbids, or a trailer not to be relayed.
-bool hop_by_hop(std::string_view name) {
-  return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
-         name == "transfer-encoding" || name == "upgrade";
-}
 
 }  // namespace
 
@@ -278,7 +274,7 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
       for (const auto& f : *s->request_trailers) {
         std::string name(f.name_string());
         for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if (hop_by_hop(name) || name == "te" || name == "host") continue;
+        if (is_connection_specific(name) || name == "te" || name == "host") continue;
         names.push_back(std::move(name));
         values.emplace_back(f.value());
       }
@@ -338,12 +334,12 @@ int H2Connection::on_header(std::int32_t id, std::uint8_t category, std::string_
   if (!s->head_done) {
     if (name == ":status") {
       s->status = h2_status(value).value_or(0);
-    } else if (!name.empty() && name[0] != ':' && !hop_by_hop(name)) {
+    } else if (!name.empty() && name[0] != ':' && !is_connection_specific(name)) {
       s->head.insert(name, value);
     }
     return 0;
   }
-  if (!name.empty() && name[0] != ':' && !hop_by_hop(name)) {
+  if (!name.empty() && name[0] != ':' && !is_connection_specific(name)) {
     s->trailers.insert(name, value);
     s->has_trailers = true;
   }

@@ -1,9 +1,9 @@
 #include "upstream/h2/h2_head.hpp"
 
-#include <algorithm>
 #include <charconv>
 
 #include "common/ascii.hpp"
+#include "upstream/proxy_headers.hpp"
 
 namespace sluice {
 namespace {
@@ -21,12 +21,6 @@ bool names(std::string_view list, std::string_view name) {
   return false;
 }
 
-bool connection_specific(std::string_view name) {
-  static constexpr std::string_view kNames[] = {"connection", "keep-alive", "proxy-connection",
-                                                "transfer-encoding", "upgrade", "host"};
-  return std::any_of(std::begin(kNames), std::end(kNames),
-                     [&](std::string_view n) { return ascii::iequals(name, n); });
-}
 
 }  // namespace
 
@@ -72,7 +66,10 @@ std::optional<H2Fields> h2_request_fields(std::string_view head, std::string_vie
   out.emplace_back(":authority", std::string(authority));
   out.emplace_back(":path", std::string(target));
   for (const auto& [name, value] : fields) {
-    if (connection_specific(name) || names(connection, name)) continue;
+    // Host goes as :authority.
+    if (is_connection_specific(name) || ascii::iequals(name, "host") || names(connection, name)) {
+      continue;
+    }
     if (ascii::iequals(name, "te")) {
       if (!ascii::iequals(value, "trailers") || te_trailers) continue;
       te_trailers = true;
@@ -91,6 +88,15 @@ std::optional<unsigned> h2_status(std::string_view value) {
   const auto [end, ec] = std::from_chars(value.data(), value.data() + 3, status);
   if (ec != std::errc() || end != value.data() + 3 || status < 100) return std::nullopt;
   return status;
+}
+
+std::optional<std::uint64_t> h2_content_length(std::string_view value) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+    return std::nullopt;
+  }
+  return n;
 }
 
 }  // namespace sluice

@@ -3,6 +3,7 @@
 // fields of an HTTP/2 response head. Pure functions.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,5 +25,9 @@ std::optional<H2Fields> h2_request_fields(std::string_view head, std::string_vie
 
 // A response's :status value as a status code (100-999), or nothing.
 std::optional<unsigned> h2_status(std::string_view value);
+
+// A content-length value (digits only, as HTTP/2 messages carry it) as a
+// number, or nothing.
+std::optional<std::uint64_t> h2_content_length(std::string_view value);
 
 }  // namespace sluice

@@ -35,6 +35,21 @@ TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[pro
   CHECK(f["Content-Length"] == "10");
 }
 
+TEST_CASE("the connection-specific names, in any case", "[proxy_headers]") {
+  for (auto name : {"connection", "Keep-Alive", "PROXY-CONNECTION", "transfer-encoding",
+                    "Upgrade"}) {
+    INFO(name);
+    CHECK(is_connection_specific(name));
+  }
+  // Hop-by-hop over HTTP/1.1, but HTTP/2 carries them (TE: trailers) or they
+  // are end to end.
+  for (auto name : {"te", "trailer", "proxy-authorization", "host", "content-length",
+                    "x-connection", "connectio", ""}) {
+    INFO(name);
+    CHECK_FALSE(is_connection_specific(name));
+  }
+}
+
 TEST_CASE("a client cannot strip forwarded headers through Connection", "[proxy_headers]") {
   http::fields f;
   f.set("Host", "example.com");

@@ -88,3 +88,16 @@ TEST_CASE("A :status value is a three-digit code", "[h2]") {
   CHECK_FALSE(h2_status("abc"));
   CHECK_FALSE(h2_status("099"));
 }
+
+TEST_CASE("A content-length value is digits only", "[h2]") {
+  CHECK(h2_content_length("0") == 0u);
+  CHECK(h2_content_length("1048576") == 1048576u);
+  CHECK(h2_content_length("18446744073709551615") == 18446744073709551615u);
+  CHECK_FALSE(h2_content_length(""));
+  CHECK_FALSE(h2_content_length("-1"));
+  CHECK_FALSE(h2_content_length("+1"));
+  CHECK_FALSE(h2_content_length(" 1"));
+  CHECK_FALSE(h2_content_length("1,1"));
+  CHECK_FALSE(h2_content_length("12abc"));
+  CHECK_FALSE(h2_content_length("18446744073709551616"));  // past 2^64 - 1
+}
