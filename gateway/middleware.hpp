@@ -88,7 +88,8 @@ struct RequestContext {
 struct ExchangeSummary {
   std::string_view route;  // empty when no route matched
   std::string_view method;
-  std::string_view target;  // as received
+  std::string_view protocol;  // "HTTP/1.0", "HTTP/1.1" or "HTTP/2"; empty without a head
+  std::string_view target;    // as received
   unsigned status = 0;
   IpAddress client_ip;
   std::string_view request_id;

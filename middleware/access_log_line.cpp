@@ -131,6 +131,7 @@ std::string access_log_line(const ExchangeSummary& s, std::int64_t unix_ms) {
   append_field(out, "client_ip");
   append_json_string(out, s.client_ip.to_string());
   append_string(out, "method", s.method);
+  append_string_or_null(out, "protocol", s.protocol);
   append_string(out, "path", split_target(s.target).path);
   append_string(out, "route", s.route);
   append_field(out, "status");

@@ -22,6 +22,7 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   ExchangeSummary summary;
   summary.route = record.route ? std::string_view{record.route->name} : std::string_view{};
   summary.method = record.method;
+  summary.protocol = record.protocol;
   summary.target = record.target;
   summary.status = record.status;
   summary.client_ip = record.client_ip;

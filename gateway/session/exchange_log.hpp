@@ -22,6 +22,7 @@ struct ExchangeRecord {
   const RouteConfig* route = nullptr;  // null when no route matched
   bool have_head = false;              // a request head was read
   std::string_view method;             // with a head only
+  std::string_view protocol;           // "HTTP/1.0", "HTTP/1.1" or "HTTP/2"; with a head only
   std::string_view target;             // as received, with a head only
   IpAddress client_ip;                 // the resolved client IP, or the peer without a head
   std::string_view request_id;

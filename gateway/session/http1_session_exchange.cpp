@@ -273,6 +273,7 @@ void Http1Session::record(unsigned status, bool ended) {
   record.have_head = parser_ && parser_->is_header_done();
   if (record.have_head) {
     record.method = parser_->get().method_string();
+    record.protocol = parser_->get().version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
     record.target = info_.original_target.empty() ? std::string_view{parser_->get().target()}
                                                   : std::string_view{info_.original_target};
   }

@@ -573,6 +573,7 @@ void Http2Stream::record(unsigned status) {
   record.route = info_.route;
   record.have_head = true;
   record.method = req_.method_string();
+  record.protocol = "HTTP/2";
   record.target = info_.original_target.empty() ? std::string_view{req_.target()}
                                                 : std::string_view{info_.original_target};
   record.client_ip = info_.client_ip;

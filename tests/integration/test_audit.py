@@ -28,8 +28,8 @@ from test_ratelimit import RateLimitTestCase
 
 TINY = 0.0001
 # Every access-log line has these fields, no more (docs/operations.md).
-FIELDS = {"ts", "request_id", "trace_id", "client_ip", "method", "path", "route", "status",
-          "duration_ms", "upstream", "local", "decision", "consumer", "plan", "limit",
+FIELDS = {"ts", "request_id", "trace_id", "client_ip", "method", "protocol", "path", "route",
+          "status", "duration_ms", "upstream", "local", "decision", "consumer", "plan", "limit",
           "remaining", "cost", "settled_cost"}
 FREE_KEY = "free-key-0123456789abcdef"
 STAFF_KEY = "staff-key-0123456789abcdef"
@@ -87,6 +87,7 @@ class AccessLogDecisionTest(RateLimitTestCase):
         self.assertEqual(self.get_with("/limited/1")[0], 200)
         line = last_line(self.gw, "/limited/1")
         self.assert_fields(line)
+        self.assertEqual(line["protocol"], "HTTP/1.1")
         self.assertEqual(line["decision"], "allowed")
         self.assertEqual(line["limit"], "per_key")
         self.assertEqual(line["remaining"], 1)
@@ -174,6 +175,12 @@ class AccessLogDecisionTest(RateLimitTestCase):
                 pass
         line = last_line(self.gw, "/open/bytes")
         self.assertRegex(line["request_id"], r"^[0-9a-f]{32}$")
+        # The client's protocol as it spoke it.
+        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
+            s.sendall(b"GET /open/old HTTP/1.0\r\nHost: x\r\n\r\n")
+            while s.recv(65536):
+                pass
+        self.assertEqual(last_line(self.gw, "/open/old")["protocol"], "HTTP/1.0")
         for text in self.gw.stdout().splitlines():
             if text.startswith("{"):
                 json.loads(text)  # every line parses

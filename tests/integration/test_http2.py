@@ -94,8 +94,13 @@ class Http2Test(ProcessTestCase):
         self.assertEqual(headers["x-forwarded-proto"], "http")
         self.assertEqual(headers["cookie"], "a=1; b=2")  # crumbs joined again
         wait_until(lambda: '"path":"/hello"' in gw.stdout(), 5, message="the access log line")
+        line = next(l for l in gw.stdout().splitlines() if '"path":"/hello"' in l)
+        self.assertEqual(json.loads(line)["protocol"], "HTTP/2")
         # HTTP/1.1 on the same listener still works.
         self.assertEqual(request(gw.port, "GET", "/h1")[0], 200)
+        wait_until(lambda: '"path":"/h1"' in gw.stdout(), 5, message="the HTTP/1.1 line")
+        line = next(l for l in gw.stdout().splitlines() if '"path":"/h1"' in l)
+        self.assertEqual(json.loads(line)["protocol"], "HTTP/1.1")
 
     def test_streams_of_one_connection_are_limited_independently(self):
         gw = self.gateway(routes=[route("lim", "/lim", ["per_ip"])],

@@ -39,6 +39,7 @@ TEST_CASE("access log: strings are escaped, bad UTF-8 replaced", "[access-log]")
 TEST_CASE("access log: a line has every field, null where it does not apply", "[access-log]") {
   ExchangeSummary s;
   s.method = "GET";
+  s.protocol = "HTTP/2";
   s.target = "/a/b?key=secret";
   s.status = 429;
   s.request_id = "r1";
@@ -56,7 +57,8 @@ TEST_CASE("access log: a line has every field, null where it does not apply", "[
   const std::string text = access_log_line(s, 1700000000123);
   REQUIRE(text.back() == '\n');
   const auto line = nlohmann::json::parse(text);
-  CHECK(line.size() == 18);
+  CHECK(line.size() == 19);
+  CHECK(line["protocol"] == "HTTP/2");
   CHECK(line["ts"] == "2023-11-14T22:13:20.123Z");
   CHECK(line["path"] == "/a/b");  // never the query
   CHECK(line["decision"] == "limited");
@@ -70,7 +72,8 @@ TEST_CASE("access log: a line has every field, null where it does not apply", "[
 
   ExchangeSummary bare;  // no head: no decision
   const auto none = nlohmann::json::parse(access_log_line(bare, 0));
-  CHECK(none.size() == 18);
+  CHECK(none.size() == 19);
+  CHECK(none["protocol"].is_null());
   CHECK(none["decision"] == "none");
   CHECK(none["consumer"].is_null());
   CHECK(none["method"] == "");
