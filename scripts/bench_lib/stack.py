@@ -172,18 +172,8 @@ class WsEcho(Process):
     def __init__(self, workdir: str, name: str = "ws-echo", wrapper=(), **options):
         super().__init__(name, [*wrapper, WSBENCH_BIN, "echo", "--listen", "127.0.0.1:0",
                                 "--quiet"], workdir, **options)
-        line = self._until_ready(lambda: wait_until(
-            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
-        m = re.match(r"listening 127\.0\.0\.1:(\d+)$", line)
-        if not m:
-            self.stop()
-            raise RuntimeError(f"unexpected first line from sluice-wsbench echo: {line!r}")
-        self.port = int(m.group(1))
-
-    def _first_line(self):
-        running(self)
-        text = self.stdout()
-        return text.split("\n", 1)[0] if "\n" in text else None
+        self.port = self._listening_port(r"listening 127\.0\.0\.1:(\d+)$",
+                                         "sluice-wsbench echo")
 
 
 class Stack:

@@ -151,6 +151,21 @@ class ProcessTestCase(unittest.TestCase):
                                 env=env),
                          check_alive=True)
 
+    def start_http2_sluice(self, upstreams: dict, routes: list, redis_port: int,
+                           limits: dict | None = None, server: dict | None = None,
+                           **sections) -> Sluice:
+        """One worker with HTTP/2 on, using the Redis at `redis_port`; with
+        limits, started once Redis is ready."""
+        config = gateway_config(
+            upstreams, routes,
+            server={"threads": 1, "http2": {"enabled": True}, **(server or {})},
+            redis={"url": f"redis://127.0.0.1:{redis_port}/0"},
+            limits=limits or {}, **sections)
+        gw = self.start_sluice(config)
+        if limits:
+            wait_redis_ready(gw)
+        return gw
+
     def _require(self, path: str):
         if not os.access(path, os.X_OK):
             self.fail(f"binary not found or not executable: {path}")

@@ -15,7 +15,7 @@ import time
 import unittest
 
 from harness import (ProcessTestCase, closed_port, gateway_config, limit, make_ca,
-                     make_server_cert, metric_sum, request, route, wait_redis_ready, wait_until)
+                     make_server_cert, metric_sum, request, route, wait_until)
 from testkit.h2client import H2Client
 
 CURL = shutil.which("curl")
@@ -36,16 +36,9 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.redis = self.start_redis()
 
     def gateway(self, upstream: dict, routes=None, limits=None, **sections):
-        config = gateway_config(
-            {"grpc": upstream},
-            routes or [route("all", "/", [], upstream="grpc")],
-            server={"threads": 1, "http2": {"enabled": True}},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
-            limits=limits or {}, **sections)
-        gw = self.start_sluice(config)
-        if limits:
-            wait_redis_ready(gw)
-        return gw
+        return self.start_http2_sluice({"grpc": upstream},
+                                       routes or [route("all", "/", [], upstream="grpc")],
+                                       self.redis.port, limits, **sections)
 
     def channel(self, gw):
         import grpc

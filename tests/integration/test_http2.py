@@ -12,7 +12,6 @@ import shutil
 import signal
 import ssl
 import subprocess
-import threading
 import time
 import unittest
 
@@ -20,7 +19,7 @@ import hyperframe.frame as frames
 
 from harness import (SANITIZED, ProcessTestCase, PythonUpstream, closed_port, gateway_config,
                      limit, make_ca, make_server_cert, metric_sum, pattern_sha256, request,
-                     route, rss_kib, wait_redis_ready, wait_until)
+                     route, rss_kib, wait_until)
 from testkit.h2client import H2Client, RawH2
 
 CURL = shutil.which("curl")
@@ -44,16 +43,9 @@ class Http2Test(ProcessTestCase):
         self.echo = self.start_echo()
 
     def gateway(self, routes=None, limits=None, server=None, upstreams=None, **sections):
-        config = gateway_config(
-            upstreams or {"echo": [self.echo.address]},
-            routes or [route("all", "/", [])],
-            server={"threads": 1, "http2": {"enabled": True}, **(server or {})},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
-            limits=limits or {}, **sections)
-        gw = self.start_sluice(config)
-        if limits:
-            wait_redis_ready(gw)
-        return gw
+        return self.start_http2_sluice(upstreams or {"echo": [self.echo.address]},
+                                       routes or [route("all", "/", [])], self.redis.port,
+                                       limits, server, **sections)
 
     def goaways(self, gw, reason) -> float:
         return metric_sum(gw, "sluice_http2_goaways_total", reason=reason)
@@ -293,8 +285,8 @@ class Http2Test(ProcessTestCase):
         make_ca(self.workdir, "ca")
         cert, key = make_server_cert(self.workdir, "ca", "gw", dns=("localhost",))
         tls_port = self.free_tls_port()
-        gw = self.gateway(server={"tls": {"listen": f"127.0.0.1:{tls_port}", "cert_file": cert,
-                                          "key_file": key}})
+        self.gateway(server={"tls": {"listen": f"127.0.0.1:{tls_port}", "cert_file": cert,
+                                     "key_file": key}})
         ca = os.path.join(self.workdir, "ca.crt")
         url = f"https://localhost:{tls_port}/tls"
         resolve = f"localhost:{tls_port}:127.0.0.1"

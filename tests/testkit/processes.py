@@ -92,6 +92,22 @@ class Process:
         """This process and its descendants (nginx: master and workers)."""
         return [self.pid, *procfs.descendants(self.pid)] if self.alive() else []
 
+    def _listening_port(self, pattern: str, what: str) -> int:
+        """Waits for the first line of stdout, which must match `pattern`, whose
+        group 1 is the port the process listens on (else it is stopped)."""
+        def first_line():
+            if not self.alive():
+                raise AssertionError(f"{what} exited early\n{self.output_tail()}")
+            text = self.stdout()
+            return text.split("\n", 1)[0] if "\n" in text else None
+        line = self._until_ready(lambda: wait_until(
+            first_line, START_TIMEOUT, message=f"{self.name} listening line"))
+        m = re.match(pattern, line)
+        if not m:
+            self.stop()
+            raise AssertionError(f"unexpected first line from {what}: {line!r}")
+        return int(m.group(1))
+
     def _until_ready(self, wait):
         """Runs wait(); if it fails, the process is stopped before the error propagates
         (the caller never got hold of it, so cannot)."""
@@ -150,21 +166,9 @@ class Echo(Process):
     def __init__(self, workdir: str, name: str = "echo", wrapper=(), **options):
         super().__init__(name, [*wrapper, ECHO_BIN, "--listen", "127.0.0.1:0", "--quiet"],
                          workdir, **options)
-        line = self._until_ready(lambda: wait_until(
-            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
-        m = re.match(r"listening 127\.0\.0\.1:(\d+)$", line)
-        if not m:
-            self.stop()
-            raise AssertionError(f"unexpected first line from sluice-echo: {line!r}")
-        self.port = int(m.group(1))
+        self.port = self._listening_port(r"listening 127\.0\.0\.1:(\d+)$", "sluice-echo")
         self.address = f"127.0.0.1:{self.port}"
         self.stats_calls = 0
-
-    def _first_line(self):
-        if not self.alive():
-            raise AssertionError(f"sluice-echo exited early\n{self.output_tail()}")
-        text = self.stdout()
-        return text.split("\n", 1)[0] if "\n" in text else None
 
     def stats(self) -> dict:
         """{"connections": n, "requests": n, "bad_requests": n, "slow_peak": n} as
@@ -206,20 +210,8 @@ class GrpcUpstream(Process):
             if len(tls) > 2:
                 args += ["--client-ca", tls[2]]
         super().__init__(name, args, workdir, **options)
-        line = self._until_ready(lambda: wait_until(
-            self._first_line, START_TIMEOUT, message=f"{name} listening line"))
-        m = re.match(r"listening (\d+)$", line)
-        if not m:
-            self.stop()
-            raise AssertionError(f"unexpected first line from the gRPC upstream: {line!r}")
-        self.port = int(m.group(1))
+        self.port = self._listening_port(r"listening (\d+)$", "the gRPC upstream")
         self.address = f"127.0.0.1:{self.port}"
-
-    def _first_line(self):
-        if not self.alive():
-            raise AssertionError(f"the gRPC upstream exited early\n{self.output_tail()}")
-        text = self.stdout()
-        return text.split("\n", 1)[0] if "\n" in text else None
 
 
 class Redis(Process):
