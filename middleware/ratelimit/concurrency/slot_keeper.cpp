@@ -12,11 +12,28 @@ SlotKeeper::SlotKeeper(const Executor& executor, std::shared_ptr<RateLimiter> li
                        MetricsShard& metrics)
     : limiter_(std::move(limiter)), metrics_(metrics), timer_(executor) {}
 
+namespace {
+
+// How often slots of this lease are renewed: every third of it (at least
+// 100 ms), so that two renewals may fail before it runs out.
+std::chrono::milliseconds renew_interval(double lease_ms) {
+  return std::chrono::milliseconds(std::max<long long>(100, static_cast<long long>(lease_ms / 3)));
+}
+
+}  // namespace
+
 void SlotKeeper::hold(std::span<const LimitDescriptor> taken) {
   for (const LimitDescriptor& slot : taken) {
     if (held_.emplace(slot.slot, slot).second) count(slot.limit, 1);
   }
-  if (!armed_ && !held_.empty()) arm();
+  if (held_.empty()) return;
+  // A slot with a shorter lease than those held so far is renewed on its
+  // own schedule, not after the interval armed for the longer ones.
+  bool sooner = !armed_;
+  for (const LimitDescriptor& slot : taken) {
+    sooner = sooner || Clock::now() + renew_interval(slot.lease_ms) < timer_.expiry();
+  }
+  if (sooner) arm();
 }
 
 void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
@@ -29,18 +46,19 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
   if (!refunds.empty()) limiter_->refund(std::move(refunds), nullptr);
 }
 
-// Every third of the shortest lease held (at least 100 ms).
+// Every third of the shortest lease held (at least 100 ms); an earlier wait
+// still pending is replaced.
 void SlotKeeper::arm() {
   double shortest_ms = 0;
   for (const auto& [_, slot] : held_) {
     if (shortest_ms == 0 || slot.lease_ms < shortest_ms) shortest_ms = slot.lease_ms;
   }
   armed_ = true;
-  timer_.expires_after(std::chrono::milliseconds(
-      std::max<long long>(100, static_cast<long long>(shortest_ms / 3))));
-  timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+  const std::uint64_t generation = ++generation_;
+  timer_.expires_after(renew_interval(shortest_ms));  // cancels the pending wait
+  timer_.async_wait([weak = weak_from_this(), generation](boost::system::error_code ec) {
     auto self = weak.lock();
-    if (!self) return;
+    if (!self || generation != self->generation_) return;  // replaced by a later arm()
     self->armed_ = false;
     if (ec) return;
     self->renew_all();

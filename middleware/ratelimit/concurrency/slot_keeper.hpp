@@ -1,11 +1,13 @@
 // The concurrency slots one worker holds: given back when their exchange
 // ends (one refund call per turn of the loop for all of them), renewed every
-// third of the shortest lease while held, so that only a dead instance's
+// third of the shortest lease held (a slot of a shorter lease than those
+// held brings the next renewal forward), so that only a dead instance's
 // slots expire, and counted in sluice_ratelimit_in_flight{limit}. Used on the
 // worker's executor.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
@@ -44,8 +46,10 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
   MetricsShard& metrics_;
   std::unordered_map<double, LimitDescriptor> held_;  // by slot number
   std::map<std::string, double, std::less<>> in_flight_;
+  using Clock = boost::asio::steady_timer::clock_type;
   boost::asio::steady_timer timer_;
   bool armed_ = false;
+  std::uint64_t generation_ = 0;  // of the latest wait armed
 };
 
 }  // namespace sluice
