@@ -398,6 +398,29 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertIsNone(headers.get("x-upstream-trailer"))
         self.assertEqual(upstream.connections, 1)
 
+    def test_slow_clients_do_not_stop_the_other_streams_of_their_connection(self):
+        """An HTTP/2 client that asks for 40 responses and reads none leaves each
+        of their upstream streams holding a stream window (256 KiB) in Sluice,
+        10 MiB in all; a 24 MiB response on the same upstream connection still
+        comes whole, which needs the connection's 16 MiB window given back while
+        they hold theirs."""
+        from testkit.h2server import H2Upstream
+        size = 24 * 1024 * 1024
+        upstream = H2Upstream(body_bytes=size)
+        self.addCleanup(upstream.stop)
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c",
+                           "response_timeout_ms": 30000})
+        reader = H2Client(gw.port)  # its windows (64 KiB) are never given back
+        self.addCleanup(reader.close)
+        for i in range(40):
+            reader.send("GET", f"/slow/{i}")
+        reader.flush()
+        wait_until(lambda: upstream.sent_body_bytes >= 40 * 256 * 1024, 20,
+                   message="the slow streams' windows filled")
+        status, _, body = request(gw.port, "GET", "/fast", timeout=20)
+        self.assertEqual((status, len(body)), (200, size))
+        self.assertEqual(upstream.connections, 1)
+
     @unittest.skipUnless(shutil.which("nghttp"), "nghttp (nghttp2-client) is not installed")
     def test_nghttp_through_to_a_plain_h2_upstream(self):
         """nghttp (prior knowledge) posts a body through Sluice to an HTTP/2

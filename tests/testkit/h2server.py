@@ -10,6 +10,9 @@ ended, with 200, a JSON body of what arrived ({"headers": [[name, value]...],
 H2Upstream(mute=True) is a server that stops answering: it reads the client's
 first bytes (the preface, SETTINGS, perhaps a request), answers with its own
 SETTINGS, then neither reads nor writes again while the connection stays open.
+
+H2Upstream(body_bytes=N) answers every request with 200 and N bytes ("x"),
+sent as the client's flow-control windows allow.
 """
 
 from __future__ import annotations
@@ -24,13 +27,16 @@ import h2.events
 
 
 class H2Upstream:
-    def __init__(self, mute: bool = False):
+    def __init__(self, mute: bool = False, body_bytes: int | None = None):
         self.mute = mute
+        self.body_bytes = body_bytes
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self.stopped = threading.Event()
         self.connections = 0
+        self.requests = 0  # request heads received
+        self.sent_body_bytes = 0  # of the body_bytes responses
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -55,6 +61,7 @@ class H2Upstream:
         conn.initiate_connection()
         sock.sendall(conn.data_to_send())
         streams: dict[int, dict] = {}
+        unsent: dict[int, int] = {}  # body_bytes: what each stream still has to send
         sock.settimeout(0.5)
         with sock:
             while not self.stopped.is_set():
@@ -76,6 +83,7 @@ class H2Upstream:
                     return
                 for event in events:
                     if isinstance(event, h2.events.RequestReceived):
+                        self.requests += 1
                         streams[event.stream_id] = {"headers": [list(h) for h in event.headers],
                                                     "trailers": [], "body_bytes": 0}
                     elif isinstance(event, h2.events.DataReceived):
@@ -84,6 +92,12 @@ class H2Upstream:
                                                        event.stream_id)
                     elif isinstance(event, h2.events.TrailersReceived):
                         streams[event.stream_id]["trailers"] = [list(h) for h in event.headers]
+                    elif isinstance(event, h2.events.StreamReset):
+                        unsent.pop(event.stream_id, None)
+                    elif isinstance(event, h2.events.StreamEnded) and self.body_bytes is not None:
+                        streams.pop(event.stream_id)
+                        conn.send_headers(event.stream_id, [(":status", "200")])
+                        unsent[event.stream_id] = self.body_bytes
                     elif isinstance(event, h2.events.StreamEnded):
                         body = json.dumps(streams.pop(event.stream_id)).encode()
                         conn.send_headers(event.stream_id, [
@@ -91,7 +105,25 @@ class H2Upstream:
                         conn.send_data(event.stream_id, body)
                         conn.send_headers(event.stream_id, [("x-upstream-trailer", "done")],
                                           end_stream=True)
+                self._send_what_fits(conn, unsent)
                 try:
                     sock.sendall(conn.data_to_send())
                 except OSError:
                     return
+
+    def _send_what_fits(self, conn, unsent: dict[int, int]):
+        """The body_bytes responses, as far as the windows let them go."""
+        for stream_id in list(unsent):
+            left = unsent[stream_id]
+            room = min(conn.local_flow_control_window(stream_id), left)
+            while room > 0:
+                n = min(room, conn.max_outbound_frame_size)
+                conn.send_data(stream_id, b"x" * n)
+                self.sent_body_bytes += n
+                room -= n
+                left -= n
+            if left == 0:
+                conn.end_stream(stream_id)
+                del unsent[stream_id]
+            else:
+                unsent[stream_id] = left

@@ -27,8 +27,10 @@ using error_code = boost::system::error_code;
 constexpr std::size_t kReadBytes = 16 * 1024;
 constexpr std::size_t kMaxPendingOut = 64 * 1024;
 // What the server may send on one stream, and on the connection, before
-// Sluice gives window back: a stream's response waits in memory up to its
-// window while its client is slow.
+// Sluice gives window back. A stream's window comes back as its client takes
+// the response, so a slow client holds at most one stream window in memory;
+// the connection's comes back as DATA arrives, so that slow streams never
+// stop the connection's other streams.
 constexpr std::int32_t kStreamWindow = 256 * 1024;
 constexpr std::int32_t kConnectionWindow = 16 * 1024 * 1024;
 // The streams opened before the server's SETTINGS say how many it takes.
@@ -291,8 +293,8 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
 }
 
 void H2Connection::consume(H2Stream& s, std::size_t n) {
-  if (n == 0 || state_ == State::kClosed) return;
-  nghttp2_session_consume(session_, s.id, n);  // the connection's window even if it closed
+  if (n == 0 || state_ == State::kClosed || s.closed) return;
+  nghttp2_session_consume_stream(session_, s.id, n);
   request_flush();
 }
 
@@ -301,11 +303,7 @@ void H2Connection::release(H2Stream& s) {
   s.piece_pending = false;
   s.piece = nullptr;
   if (state_ == State::kClosed || s.id == 0) return;
-  // What it received and nobody took goes back to the connection's window.
-  if (!s.data.empty()) {
-    nghttp2_session_consume_connection(session_, s.data.size());
-    s.data.clear();
-  }
+  s.data.clear();  // the connection's window had it back on arrival
   if (!s.closed) nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
   request_flush();
 }
@@ -376,12 +374,11 @@ int H2Connection::on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int3
 }
 
 int H2Connection::on_data_chunk(std::int32_t id, const std::uint8_t* data, std::size_t n) {
+  // The connection's window is given back at once (see kConnectionWindow);
+  // the stream's when its client has taken the bytes (consume()).
+  nghttp2_session_consume_connection(session_, n);
   H2Stream* s = stream(id);
-  if (!s || !s->wake) {
-    // Nobody takes it: the window is given back at once.
-    nghttp2_session_consume_connection(session_, n);
-    return 0;
-  }
+  if (!s || !s->wake) return 0;  // nobody takes it
   s->data.append(reinterpret_cast<const char*>(data), n);
   wake(*s);
   return 0;

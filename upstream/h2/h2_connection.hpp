@@ -9,8 +9,10 @@
 // opened it. The connection fills in the response as it arrives and calls
 // the stream's `wake`, which the exchange sets to post itself a look at it;
 // the exchange hands the request body over a piece at a time and gives DATA
-// back to the flow-control window as the client takes it, so that a slow
-// client holds at most one stream window of a response.
+// back to the stream's flow-control window as the client takes it, so that a
+// slow client holds at most one stream window of a response. The
+// connection's window is given back as DATA arrives: streams with slow
+// clients never hold up the connection's other streams.
 //
 // Everything runs on the worker's executor. The connection is owned by the
 // worker's pools and by its handlers in flight.
