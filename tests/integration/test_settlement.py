@@ -9,6 +9,7 @@ estimate, a debit stops at max_debt, and the settlement metrics count each.
 import random
 import socket
 import struct
+import threading
 import unittest
 import urllib.parse
 
@@ -146,3 +147,65 @@ class SettlementTest(RateLimitTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SettlementNeverTwiceTest(RateLimitTestCase):
+    """A settlement Redis took but answered too late (a command timeout) may
+    have been applied: it is counted failed and never sent again."""
+
+    BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
+                   "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
+
+    def test_a_settlement_that_timed_out_is_not_sent_again(self):
+        arrived, answer = threading.Event(), threading.Event()
+
+        def do_get(handler, query):
+            arrived.set()
+            answer.wait(10)
+            handler.send_response(200)
+            handler.send_header("X-Usage-Tokens", "120")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+
+        upstream = PythonUpstream(do_get)
+        self.addCleanup(upstream.stop)
+        limits = {"monthly": {"key": "global", "algorithm": "quota", "capacity": 1000000,
+                              "period": "month"}}
+        routes = [{"name": "completions", "match": {"path_prefix": "/"}, "upstream": "llm",
+                   "limits": ["monthly"], "cost": ESTIMATE,
+                   "cost_from_response": {"header": "X-Usage-Tokens"}}]
+        gw = self.start_sluice(gateway_config(
+            {"llm": [upstream.address]}, routes, server={"threads": 1},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 100},
+            limits=limits))
+        wait_redis_ready(gw)
+        reply = {}
+        client = threading.Thread(target=lambda: reply.update(status=self.get(gw, "/")[0]))
+        client.start()
+        self.assertTrue(arrived.wait(10))  # admitted: 500 debited
+        # Redis busy for 1.5 s; the settlement goes while it is.
+        busy = threading.Thread(target=lambda: redis_call(
+            self.redis.port, "EVAL", self.BUSY_SCRIPT, "0", "1500000", timeout=10))
+        busy.start()
+
+        def redis_busy():
+            try:
+                redis_call(self.redis.port, "PING", timeout=0.05)
+                return False
+            except OSError:
+                return True
+        wait_until(redis_busy, 5, message="Redis busy")
+        answer.set()
+        client.join(10)
+        self.assertEqual(reply.get("status"), 200)
+        # Timed out: counted failed at once, not retried.
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total",
+                                      result="failed") == 1, 5, message="the failed settlement")
+        busy.join(10)
+        self.assertEqual(metric_sum(gw, "sluice_ratelimit_settlements_total", result="refund"), 0)
+        # Redis ran it once after the busy script (120 used), or not at all
+        # (500); twice would have left 0.
+        keys = redis_call(self.redis.port, "KEYS", "*monthly:*")
+        self.assertEqual(len(keys), 1, keys)
+        used = struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
+        self.assertIn(used, (120, ESTIMATE))

@@ -76,6 +76,12 @@ std::error_code make_error_code(LimiterError e) noexcept {
   return {static_cast<int>(e), category};
 }
 
+bool never_reached_redis(std::error_code ec) noexcept {
+  using redis::Error;
+  return ec == make_error_code(LimiterError::kCircuitOpen) || ec == Error::kNotConnected ||
+         ec == Error::kConnect || ec == Error::kTls || ec == Error::kAuth;
+}
+
 class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // The outcome of a refund sent as several calls: `done` (may be empty) gets
   // the first error once each of the `waiting` calls has been counted.

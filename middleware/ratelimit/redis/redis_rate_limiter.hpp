@@ -28,6 +28,12 @@ class MetricsShard;
 enum class LimiterError { kCircuitOpen = 1, kBadReply };
 std::error_code make_error_code(LimiterError e) noexcept;
 
+// Whether a call that failed with `ec` certainly never reached Redis (not
+// connected, the connection could not be made, an open breaker), so that it
+// may be sent again without being applied twice. A timeout, a lost connection
+// or an error reply may come after Redis ran it.
+bool never_reached_redis(std::error_code ec) noexcept;
+
 // The Redis client options for `config`: the one mapping from the config to a
 // connection. Two configs need different connections exactly when their
 // options differ.

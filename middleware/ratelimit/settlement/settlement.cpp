@@ -10,6 +10,7 @@
 #include "common/ascii.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
 namespace sluice {
 
@@ -44,46 +45,51 @@ void Settler::settle(const std::string& route, const std::vector<LimitDescriptor
                      double max_debt) {
   const double back = estimate - real;  // > 0: refunded, < 0: debited
   if (back == 0) return count(route, "even");
-  auto pending = std::make_shared<Pending>();
-  pending->route = route;
+  auto whole = std::make_shared<Settlement>();
+  std::vector<std::shared_ptr<Part>> parts;
   const std::size_t n = std::min(descriptors.size(), decision.limits.size());
   for (std::size_t i = 0; i < n; ++i) {
     const LimitDescriptor& d = descriptors[i];
     // What the request debited: every enforced limit, a shadow one that had
     // room; a concurrency limit took a slot, not the cost.
     if (!algorithm_row(d).counts_cost || (d.shadow && !decision.limits[i].sufficient)) continue;
-    pending->refunds.push_back(BucketRefund{d, back, max_debt});
+    parts.push_back(std::make_shared<Part>(Part{whole, BucketRefund{d, back, max_debt}}));
   }
-  if (pending->refunds.empty()) return count(route, "even");
-  pending->units = back;
-  send(std::move(pending));
+  if (parts.empty()) return count(route, "even");
+  whole->route = route;
+  whole->units = back;
+  whole->parts_left = parts.size();
+  for (auto& part : parts) send(std::move(part));
 }
 
-void Settler::send(std::shared_ptr<Pending> pending) {
-  ++pending->attempts;
-  auto refunds = pending->refunds;
-  limiter_->refund(std::move(refunds), [self = shared_from_this(),
-                                        pending](std::error_code ec) {
-    if (!ec) {
-      const std::string_view direction = pending->units > 0 ? "refund" : "debit";
-      self->count(pending->route, direction);
-      self->metrics_.add("sluice_ratelimit_settled_units_total",
-                         scratch_labels({{"route", pending->route}, {"direction", direction}}),
-                         std::fabs(pending->units));
-      return;
-    }
-    if (pending->attempts >= kAttempts || self->queued_ >= kMaxQueued) {
-      spdlog::debug("a settlement of route {} was dropped: {}", pending->route, ec.message());
-      return self->count(pending->route, "failed");
+void Settler::send(std::shared_ptr<Part> part) {
+  ++part->attempts;
+  limiter_->refund({part->refund}, [self = shared_from_this(), part](std::error_code ec) {
+    if (!ec) return self->part_done(*part, false);
+    if (!never_reached_redis(ec) || part->attempts >= kAttempts || self->queued_ >= kMaxQueued) {
+      spdlog::debug("a settlement of route {} was dropped: {}", part->whole->route, ec.message());
+      return self->part_done(*part, true);
     }
     ++self->queued_;
     auto timer = std::make_shared<boost::asio::steady_timer>(self->executor_,
                                                              std::chrono::seconds(1));
-    timer->async_wait([self, pending, timer](boost::system::error_code) {
+    timer->async_wait([self, part, timer](boost::system::error_code) {
       --self->queued_;
-      self->send(pending);
+      self->send(part);
     });
   });
+}
+
+void Settler::part_done(const Part& part, bool failed) {
+  Settlement& whole = *part.whole;
+  whole.failed = whole.failed || failed;
+  if (--whole.parts_left > 0) return;
+  if (whole.failed) return count(whole.route, "failed");
+  const std::string_view direction = whole.units > 0 ? "refund" : "debit";
+  count(whole.route, direction);
+  metrics_.add("sluice_ratelimit_settled_units_total",
+               scratch_labels({{"route", whole.route}, {"direction", direction}}),
+               std::fabs(whole.units));
 }
 
 void Settler::count(const std::string& route, std::string_view result) {

@@ -4,11 +4,13 @@
 // header or trailer) goes to the same limits: refunded when the response cost
 // less, debited when it cost more (down to -max_debt below empty). Exactly
 // once per request: from the request's end hook, which runs once, also when
-// the client left or the connection was cut. A settlement Redis could not
-// take waits in a bounded queue per worker and is sent again (at most
-// kAttempts times, a second apart); one that still fails, or finds the queue
-// full, is dropped and counted (result="failed"). Used on the worker's
-// executor.
+// the client left or the connection was cut. Each limit's part goes on its
+// own; a part that certainly never reached Redis (not connected, an open
+// breaker) waits in a bounded queue per worker and is sent again (at most
+// kAttempts times, a second apart). A part that failed otherwise (a timeout:
+// Redis may have applied it) is never sent twice. A request with a part that
+// still failed, or found the queue full, counts as result="failed". Used on
+// the worker's executor.
 #pragma once
 
 #include <cstddef>
@@ -53,13 +55,21 @@ class Settler : public std::enable_shared_from_this<Settler> {
   std::size_t queued() const { return queued_; }
 
  private:
-  struct Pending {
+  // One request's settlement, counted once all its parts are done.
+  struct Settlement {
     std::string route;
-    std::vector<BucketRefund> refunds;
     double units = 0;  // refunded (> 0) or debited (< 0) on each limit
+    std::size_t parts_left = 0;
+    bool failed = false;
+  };
+  // Its part on one limit.
+  struct Part {
+    std::shared_ptr<Settlement> whole;
+    BucketRefund refund;
     int attempts = 0;
   };
-  void send(std::shared_ptr<Pending> pending);
+  void send(std::shared_ptr<Part> part);
+  void part_done(const Part& part, bool failed);
   void count(const std::string& route, std::string_view result);
 
   Executor executor_;
