@@ -1,6 +1,7 @@
 #include "middleware/ratelimit/local/fallback_store.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
@@ -45,6 +46,12 @@ RateDecision FallbackStore::decide(std::span<const LimitDescriptor> limits, doub
     share.capacity /= n;
     share.refill_per_second /= n;
     share.lease_want = 0;
+    // A slot this process admitted is given back when its exchange ends (end
+    // hooks run once, whatever the end): it needs no lease, and none runs out
+    // under a request still going.
+    if (share.algorithm == LimitAlgorithm::kConcurrency) {
+      share.lease_ms = std::numeric_limits<double>::infinity();
+    }
     names.push_back(bucket_name(share));
   }
 
@@ -101,7 +108,7 @@ void FallbackStore::release_slots(std::span<const LimitDescriptor> slots) {
   for (const auto& slot : slots) {
     auto it = index_.find(bucket_name(slot));
     if (it == index_.end()) continue;  // forgotten (Redis decides again) or evicted
-    auto& ends = it->second->state.log;  // lease ends, oldest first: any one is the slot
+    auto& ends = it->second->state.log;  // held slots, none ending: any one is the slot
     if (!ends.empty()) ends.pop_back();
   }
 }

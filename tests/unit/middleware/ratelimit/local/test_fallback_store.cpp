@@ -104,6 +104,20 @@ TEST_CASE("fallback: a concurrency slot it admitted comes back when the exchange
   CHECK_FALSE(f.decide({slots}).allowed);
 }
 
+TEST_CASE("fallback: a slot is held until its exchange ends, however long past its lease",
+          "[ratelimit][fallback]") {
+  Fixture f;
+  LimitDescriptor slots = bucket("in_flight", 1, 1, 0);
+  slots.algorithm = LimitAlgorithm::kConcurrency;
+  slots.lease_ms = 1000;
+  CHECK(f.decide({slots}).allowed);  // A
+  f.clock.advance_ms(1500);          // A still runs, past its lease
+  CHECK_FALSE(f.decide({slots}).allowed);
+  f.store.release_slots(std::vector<LimitDescriptor>{slots});  // A ends
+  CHECK(f.decide({slots}).allowed);                            // B
+  CHECK_FALSE(f.decide({slots}).allowed);
+}
+
 TEST_CASE("fallback: N is the configured size, else the learned count, else 1",
           "[ratelimit][fallback]") {
   FallbackStore store;
