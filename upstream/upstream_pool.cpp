@@ -234,12 +234,14 @@ void UpstreamPools::mark_ok(const UpstreamConfig& upstream, std::size_t server) 
 std::shared_ptr<H2Connection> UpstreamPools::h2_connection(const UpstreamConfig& upstream,
                                                            std::size_t server) {
   auto& state = server_state(upstream, upstream.servers[server]);
-  // Closed ones go, and those of another protocol or other TLS settings (a
-  // reload's) take no new stream.
+  // Closed ones go; those of another protocol or other TLS settings (a
+  // reload's) take no new stream and close once their streams are done, so
+  // that their max_connections slots come back then.
   std::erase_if(state.h2, [&](const std::shared_ptr<H2Connection>& c) {
-    if (!c->usable() || c->h2c() != (upstream.protocol == UpstreamProtocol::kH2c) ||
+    if (!c->usable()) return true;
+    if (c->h2c() != (upstream.protocol == UpstreamProtocol::kH2c) ||
         !UpstreamTls::same(c->tls(), upstream.tls.get())) {
-      if (c->streams() == 0) c->close();
+      c->retire();
       return true;
     }
     return false;

@@ -188,7 +188,7 @@ void H2Connection::on_handshake(error_code ec) {
 }
 
 void H2Connection::became_ready() {
-  state_ = State::kReady;
+  state_ = retired_ ? State::kGoingAway : State::kReady;
   timer_.cancel();
   flush();
   read();
@@ -516,6 +516,13 @@ void H2Connection::broke(std::string_view what) {
 
 void H2Connection::close() {
   shut(nullptr);
+}
+
+void H2Connection::retire() {
+  retired_ = true;
+  if (streams_.empty()) return close();
+  if (state_ == State::kReady) state_ = State::kGoingAway;
+  update_idle();
 }
 
 // Closed: every open stream ends, told why (`failure`: the connection never

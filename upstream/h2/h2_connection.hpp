@@ -133,6 +133,9 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   TlsSessionRef take_tls_session();
   // Closes the connection: every open stream ends (connection_broke).
   void close();
+  // Takes no new stream and closes, with a GOAWAY, once the streams it has
+  // are done (at once without any): a reload changed its upstream's settings.
+  void retire();
   // A stream on it got no answer in time: a PING asks whether the server
   // still answers at all; nothing from it within ping_timeout closes the
   // connection, so that no further stream is sent to a server that stopped.
@@ -175,6 +178,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   Options options_;
   nghttp2_session* session_ = nullptr;
   State state_ = State::kConnecting;
+  bool retired_ = false;  // retire(): going away as soon as it is ready
   std::map<std::int32_t, std::shared_ptr<H2Stream>> streams_;
   std::vector<std::uint8_t> in_;
   std::string out_;
