@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -398,6 +399,32 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertIsNone(headers.get("x-upstream-trailer"))
         self.assertEqual(upstream.connections, 1)
 
+    def test_expect_100_continue_from_an_http11_client(self):
+        """An HTTP/1.1 client that waits for 100 Continue gets it once the
+        upstream connection is ready, then its body goes; one that leaves
+        instead is logged and the gateway goes on serving."""
+        from testkit.h2server import H2Upstream
+        upstream = H2Upstream()
+        self.addCleanup(upstream.stop)
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"},
+                          log={"level": "info", "access_log": True})
+        head = (b"POST /continue HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                b"Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as c:
+            c.sendall(head)
+            self.assertTrue(c.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n"))
+            c.sendall(b"hello")
+            reply = b""
+            while chunk := c.recv(65536):
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:100])
+        self.assertIn(b'"body_bytes": 5', reply)
+        # A client that leaves before its body: its exchange still ends.
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as c:
+            c.sendall(head.replace(b"/continue", b"/gone"))
+        wait_until(lambda: '"path":"/gone"' in gw.stdout(), 10, message="the exchange logged")
+        self.assertEqual(request(gw.port, "GET", "/after")[0], 200)
+
     def test_slow_clients_do_not_stop_the_other_streams_of_their_connection(self):
         """An HTTP/2 client that asks for 40 responses and reads none leaves each
         of their upstream streams holding a stream window (256 KiB) in Sluice,
@@ -483,6 +510,39 @@ class TlsGrpcUpstreamTest(ProcessTestCase):
         self.addCleanup(channel.close)
         stub = channel.unary_unary("/test.Echo/Unary")
         self.assertEqual(stub(b"secure", timeout=10), b"secure")
+
+    def test_a_reload_that_changes_tls_retires_the_old_connection(self):
+        """With max_connections 1, a reload that changes the upstream's TLS
+        settings while a call is in flight: the old connection takes no new
+        call and closes once that call is done, so the next call gets the slot
+        (it used to stay open, idle, for a minute, holding the slot)."""
+        upstream = self.start_grpc_upstream(tls=(self.cert, self.key))
+        tls = {"ca_file": self.ca, "server_name": "greeter.internal"}
+        config = gateway_config(
+            {"grpc": {"servers": [upstream.address], "protocol": "h2", "tls": tls,
+                      "max_connections": 1, "connect_timeout_ms": 5000}},
+            [route("all", "/", [], upstream="grpc")],
+            server={"threads": 1, "http2": {"enabled": True}})
+        gw = self.start_sluice(config)
+        import grpc
+        channel = grpc.insecure_channel(f"127.0.0.1:{gw.port}")
+        self.addCleanup(channel.close)
+        slow = channel.unary_unary("/test.Echo/Slow").future(b"1", timeout=20)
+        wait_until(lambda: "slow call started" in upstream.stdout(), 10,
+                   message="the call at the server")
+        copy = os.path.join(self.workdir, "ca-copy.crt")
+        shutil.copyfile(self.ca, copy)
+        config["upstreams"]["grpc"]["tls"] = {**tls, "ca_file": copy}
+        done = gw.metric("sluice_config_reloads_total", result="ok") or 0
+        gw.reload(config)
+        wait_until(lambda: (gw.metric("sluice_config_reloads_total", result="ok") or 0) > done,
+                   10, message="the reload")
+        # A call now finds the old connection retired and its slot held: it
+        # waits for the slot, which comes back when the slow call is done.
+        after = channel.unary_unary("/test.Echo/Unary").future(b"after", timeout=10)
+        self.assertEqual(slow.result(), b"late")
+        self.assertEqual(after.result(), b"after")
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total", upstream="grpc"), 2)
 
     def test_h2_upstream_with_a_wrong_name_is_a_tls_error(self):
         import grpc

@@ -338,8 +338,9 @@ void UpstreamExchange::close_upstream_socket() {
     // Nothing more goes to or comes from the server. A body read or a
     // response piece in flight on the client leg fails and ends the
     // exchange; otherwise it ends here, as aborted.
-    const bool leg_busy =
-        h2_request_ == H2Request::kReading || h2_response_ == H2Response::kSending;
+    const bool leg_busy = h2_request_ == H2Request::kReading ||
+                          h2_request_ == H2Request::kContinuing ||
+                          h2_response_ == H2Response::kSending;
     h2_release();
     if (!leg_busy) {
       asio::post(executor_, handler([generation = h2_generation_](UpstreamExchange& self) {

@@ -250,13 +250,23 @@ class UpstreamExchange {
 
   // ---- An HTTP/2 upstream (upstream_h2.cpp): a stream on a shared connection ----
   // The request body's relay, and the response's.
-  enum class H2Request { kWaitingForConnection, kReading, kSending, kCancelling, kDone };
+  // kContinuing: the client is being told 100 Continue (a write on its leg,
+  // no read), then the body is read.
+  enum class H2Request {
+    kWaitingForConnection,
+    kContinuing,
+    kReading,
+    kSending,
+    kCancelling,
+    kDone
+  };
   enum class H2Response { kAwaitingHead, kRelaying, kSending, kDone };
   void start_h2();
   void open_h2_stream();
   void post_h2_progress();
   void h2_progress();
   void h2_start_body();
+  void h2_continue_sent(boost::beast::error_code ec);
   void h2_body_read(boost::beast::error_code ec, std::size_t n);
   void h2_head();
   void h2_relay();

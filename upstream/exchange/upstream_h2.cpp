@@ -136,7 +136,8 @@ void UpstreamExchange::h2_progress() {
   if (h2_response_ == H2Response::kAwaitingHead) {
     // A leg that is not full duplex gets the response once the request went.
     const bool may_respond = client_.full_duplex() || h2_request_ == H2Request::kDone ||
-                             (s.closed && h2_request_ != H2Request::kReading);
+                             (s.closed && h2_request_ != H2Request::kReading &&
+                              h2_request_ != H2Request::kContinuing);
     if (s.head_done && may_respond) return h2_head();
     if (s.closed && !s.head_done) return h2_stream_failed();
     return;
@@ -154,8 +155,23 @@ void UpstreamExchange::h2_start_body() {
   }
   if (progress_ == Progress::kContinueOwed) {
     progress_ = Progress::kHeadReady;
-    return client_.send_continue();  // -> on_continue_sent -> read_client_body
+    h2_request_ = H2Request::kContinuing;
+    return client_.send_continue();  // -> h2_continue_sent
   }
+  read_client_body();
+}
+
+// The 100 Continue went (or failed): the body is read, or an end that came
+// meanwhile (it waited for the write) happens now.
+void UpstreamExchange::h2_continue_sent(beast::error_code ec) {
+  h2_request_ = H2Request::kDone;  // nothing in flight on the client leg
+  if (h2_pending_end_) {
+    const auto [how, error] = *h2_pending_end_;
+    h2_pending_end_.reset();
+    return h2_end(how, error);
+  }
+  if (ec) return abort();
+  h2_request_ = H2Request::kReading;
   read_client_body();
 }
 
@@ -336,6 +352,11 @@ void UpstreamExchange::h2_connect_failed() {
 }
 
 void UpstreamExchange::h2_end(ExchangeResult::End how, UpstreamError error) {
+  if (h2_request_ == H2Request::kContinuing) {
+    // The 100 Continue's write must end first (h2_continue_sent).
+    h2_pending_end_ = {how, error};
+    return;
+  }
   if (h2_request_ == H2Request::kReading || h2_request_ == H2Request::kCancelling) {
     // The client leg's read must end first; the exchange ends with it.
     h2_pending_end_ = {how, error};

@@ -70,6 +70,7 @@ void UpstreamExchange::on_request_head_sent(beast::error_code ec) {
 
 void UpstreamExchange::on_continue_sent(beast::error_code ec) {
   if (mode_ == Mode::kIdle) return;
+  if (mode_ == Mode::kHttp2) return h2_continue_sent(ec);
   if (ec) return abort();
   read_client_body();
 }
