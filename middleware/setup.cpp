@@ -64,7 +64,8 @@ class MiddlewareServices final : public WorkerServices {
         consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config,
                                                     worker.metrics, process.lookups)),
         audit_(std::make_shared<DenialAudit>(worker.executor, worker.config, worker.metrics,
-                                             process.instance_id)) {
+                                             process.instance_id)),
+        settler_(std::make_shared<Settler>(worker.executor, local_, worker.metrics)) {
     if (process.top) {
       top_ = std::make_shared<TopWorker>(TopWorker{&worker.config, audit_, &metrics_});
       process.top->add(worker.executor, top_);
@@ -97,7 +98,7 @@ class MiddlewareServices final : public WorkerServices {
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
     chain.steps.push_back(std::make_shared<RateLimitMiddleware>(
-        executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_));
+        executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_, settler_));
     chain.observers.push_back(std::make_shared<AccessLog>());
     return chain;
   }
@@ -126,6 +127,7 @@ class MiddlewareServices final : public WorkerServices {
     if (subscription_) subscription_->close();
     consumers_->close();
     audit_->close();
+    settler_->drain();  // before the limiter's drain, which then waits for them
     auto close = [limiter = limiter_] { limiter->close(); };
     if (!heartbeat_) return local_->drain(close);
     local_->drain([heartbeat = heartbeat_, close] { heartbeat->leave(close); });
@@ -192,6 +194,9 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<ConsumerSubscription> subscription_;  // worker 0 only
   std::shared_ptr<DenialAudit> audit_;
   std::shared_ptr<TopWorker> top_;  // with the top endpoint only
+  // Settlements (cost_from_response), one per worker whatever the reloads:
+  // its retries outlive a chain, and the stop sends them before the drain.
+  std::shared_ptr<Settler> settler_;
 };
 
 class MiddlewareServicesFactory final : public WorkerServicesFactory {

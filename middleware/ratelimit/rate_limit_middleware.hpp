@@ -57,7 +57,8 @@ class RateLimitMiddleware final : public Middleware,
   RateLimitMiddleware(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
                       MetricsShard& metrics, std::shared_ptr<FallbackStore> fallback = nullptr,
                       std::shared_ptr<ConsumerResolver> consumers = nullptr,
-                      std::shared_ptr<DenialAudit> audit = nullptr)
+                      std::shared_ptr<DenialAudit> audit = nullptr,
+                      std::shared_ptr<Settler> settler = nullptr)
       : executor_(executor),
         limiter_(std::move(limiter)),
         metrics_(metrics),
@@ -65,7 +66,8 @@ class RateLimitMiddleware final : public Middleware,
         consumers_(std::move(consumers)),
         audit_(std::move(audit)),
         slots_(std::make_shared<SlotKeeper>(executor_, limiter_, metrics_)),
-        settler_(std::make_shared<Settler>(executor_, limiter_, metrics_)) {}
+        settler_(settler ? std::move(settler)
+                         : std::make_shared<Settler>(executor_, limiter_, metrics_)) {}
 
   // Identifies the caller first (with the consumer store: from the cache at
   // once, or after one lookup): a key no consumer holds gets 401 with

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/steady_timer.hpp>
@@ -66,18 +67,36 @@ void Settler::send(std::shared_ptr<Part> part) {
   ++part->attempts;
   limiter_->refund({part->refund}, [self = shared_from_this(), part](std::error_code ec) {
     if (!ec) return self->part_done(*part, false);
-    if (!never_reached_redis(ec) || part->attempts >= kAttempts || self->queued_ >= kMaxQueued) {
+    if (!never_reached_redis(ec) || part->attempts >= kAttempts || self->draining_ ||
+        self->parked_.size() >= kMaxQueued) {
       spdlog::debug("a settlement of route {} was dropped: {}", part->whole->route, ec.message());
       return self->part_done(*part, true);
     }
-    ++self->queued_;
-    auto timer = std::make_shared<boost::asio::steady_timer>(self->executor_,
-                                                             std::chrono::seconds(1));
-    timer->async_wait([self, part, timer](boost::system::error_code) {
-      --self->queued_;
-      self->send(part);
-    });
+    self->park(std::move(part));
   });
+}
+
+// Sent again in a second.
+void Settler::park(std::shared_ptr<Part> part) {
+  const std::uint64_t id = parked_count_++;
+  auto timer = std::make_shared<boost::asio::steady_timer>(executor_, std::chrono::seconds(1));
+  timer->async_wait([self = shared_from_this(), id](boost::system::error_code) {
+    const auto it = self->parked_.find(id);
+    if (it == self->parked_.end()) return;  // drain() sent it
+    auto waiting = std::move(it->second.part);
+    self->parked_.erase(it);
+    self->send(std::move(waiting));
+  });
+  parked_.emplace(id, Parked{std::move(part), std::move(timer)});
+}
+
+void Settler::drain() {
+  draining_ = true;
+  auto parked = std::exchange(parked_, {});
+  for (auto& [id, waiting] : parked) {
+    waiting.timer->cancel();
+    send(std::move(waiting.part));
+  }
 }
 
 void Settler::part_done(const Part& part, bool failed) {

@@ -14,13 +14,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "gateway/middleware.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
@@ -52,7 +55,11 @@ class Settler : public std::enable_shared_from_this<Settler> {
   void settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
               const RateDecision& decision, double estimate, double real, double max_debt);
 
-  std::size_t queued() const { return queued_; }
+  // The worker stops: the parts waiting to be sent again go now, once (the
+  // limiter's drain then waits for them); none waits after this.
+  void drain();
+
+  std::size_t queued() const { return parked_.size(); }
 
  private:
   // One request's settlement, counted once all its parts are done.
@@ -68,14 +75,22 @@ class Settler : public std::enable_shared_from_this<Settler> {
     BucketRefund refund;
     int attempts = 0;
   };
+  // A part waiting to be sent again.
+  struct Parked {
+    std::shared_ptr<Part> part;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
   void send(std::shared_ptr<Part> part);
+  void park(std::shared_ptr<Part> part);
   void part_done(const Part& part, bool failed);
   void count(const std::string& route, std::string_view result);
 
   Executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
-  std::size_t queued_ = 0;  // settlements waiting to be sent again
+  std::unordered_map<std::uint64_t, Parked> parked_;  // by the order they were parked in
+  std::uint64_t parked_count_ = 0;
+  bool draining_ = false;
 };
 
 }  // namespace sluice

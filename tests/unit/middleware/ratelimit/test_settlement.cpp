@@ -2,7 +2,15 @@
 // really cost from how its exchange ended.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "gateway/metrics.hpp"
 #include "middleware/ratelimit/settlement/settlement.hpp"
+#include "upstream/redis/error.hpp"
 
 namespace settlement_test {
 
@@ -48,3 +56,81 @@ TEST_CASE("settlement: the real cost from the status and the usage the response 
 }
 
 }  // namespace settlement_test
+
+namespace settlement_retry_test {
+
+using namespace sluice;
+
+// Answers each refund with the next of `results` (then success), at once.
+class ScriptedStore final : public RateLimiter {
+ public:
+  void decide(const std::vector<LimitDescriptor>&, double, RateDecisionHandler) override {}
+  void refund(std::vector<BucketRefund> r, RefundHandler done) override {
+    calls.push_back(r);
+    std::error_code ec;
+    if (!results.empty()) {
+      ec = results.front();
+      results.erase(results.begin());
+    }
+    if (done) done(ec);
+  }
+  std::vector<std::error_code> results;
+  std::vector<std::vector<BucketRefund>> calls;
+};
+
+struct Fixture {
+  boost::asio::io_context io;
+  MetricsShard metrics;
+  std::shared_ptr<ScriptedStore> store = std::make_shared<ScriptedStore>();
+  std::shared_ptr<Settler> settler =
+      std::make_shared<Settler>(io.get_executor(), store, metrics);
+  std::vector<LimitDescriptor> limits{LimitDescriptor{"tokens", {}, 1000, 1}};
+  RateDecision admitted() {
+    RateDecision d;
+    d.allowed = true;
+    d.limits.resize(limits.size());
+    return d;
+  }
+  double counted(std::string_view result) {
+    return metrics.value_ref("sluice_ratelimit_settlements_total",
+                             scratch_labels({{"route", "r"}, {"result", result}}));
+  }
+};
+
+TEST_CASE("settlement: sent again only when it never reached Redis", "[settlement][unit]") {
+  Fixture f;
+  f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
+  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  CHECK(f.store->calls.size() == 1);
+  CHECK(f.settler->queued() == 1);  // waits a second
+  f.io.run_for(std::chrono::milliseconds(1500));
+  CHECK(f.store->calls.size() == 2);
+  CHECK(f.counted("refund") == 1);
+
+  // A timeout: Redis may have run it; counted failed, never sent again.
+  f.store->results = {redis::make_error_code(redis::Error::kTimeout)};
+  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  CHECK(f.settler->queued() == 0);
+  CHECK(f.store->calls.size() == 3);
+  CHECK(f.counted("failed") == 1);
+}
+
+TEST_CASE("settlement: the stop sends what waits at once, and nothing waits after it",
+          "[settlement][unit]") {
+  Fixture f;
+  f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
+  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  REQUIRE(f.settler->queued() == 1);
+  f.settler->drain();
+  CHECK(f.store->calls.size() == 2);  // sent now, not in a second
+  CHECK(f.settler->queued() == 0);
+  CHECK(f.counted("refund") == 1);
+  f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
+  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  CHECK(f.settler->queued() == 0);  // dropped and counted
+  CHECK(f.counted("failed") == 1);
+  f.io.run_for(std::chrono::milliseconds(1200));
+  CHECK(f.store->calls.size() == 3);  // the cancelled wait sent nothing more
+}
+
+}  // namespace settlement_retry_test
