@@ -231,9 +231,10 @@ void LocalLayer::send_top_up(const LimitDescriptor& bucket, double tokens) {
 void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double cost,
                                   const RateDecision& decision, std::int64_t asked_at) {
   if (!deny_cache_on_) return;
-  if (!reset_at_.empty()) {
+  if (!reset_at_.empty() || !refunded_at_.empty()) {
     for (const auto& bucket : asked) {
-      if (fenced(bucket, asked_at)) return;  // an answer from before a reset of one of them
+      // An answer from before a reset of one of them, or a refund to one.
+      if (fenced(bucket, asked_at) || refunded_since(bucket, asked_at)) return;
     }
   }
   cache_.remember(asked, cost, decision, asked_at);
@@ -267,6 +268,17 @@ void LocalLayer::renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
 
 void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done) {
   for (const auto& r : refunds) cache_.forget(r.bucket);
+  if (deny_cache_on_) {
+    // A denial still on its way was answered before these tokens came back.
+    const std::int64_t now = now_us_();
+    if (refunded_at_.size() >= prune_refunds_at_) {
+      std::erase_if(refunded_at_, [now](const auto& e) { return now - e.second > kFenceUs; });
+      prune_refunds_at_ = std::max<std::size_t>(1024, 2 * refunded_at_.size());
+    }
+    for (const auto& r : refunds) {
+      if (r.tokens > 0) refunded_at_[BucketKey::of(r.bucket)] = now;
+    }
+  }
   ++calls_out_;
   store_->refund(std::move(refunds),
                  [self = shared_from_this(), done = std::move(done)](std::error_code ec) {
@@ -300,6 +312,12 @@ void LocalLayer::forget(const LimitDescriptor& bucket) {
   reset_at_[BucketKey::of(bucket)] = now;
 }
 
+bool LocalLayer::refunded_since(const LimitDescriptor& bucket, std::int64_t sent_us) const {
+  if (refunded_at_.empty()) return false;
+  const auto it = refunded_at_.find(BucketKey::of(bucket));
+  return it != refunded_at_.end() && sent_us <= it->second;
+}
+
 bool LocalLayer::fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const {
   if (reset_at_.empty()) return false;
   const auto it = reset_at_.find(BucketKey::of(bucket));
@@ -309,6 +327,7 @@ bool LocalLayer::fenced(const LimitDescriptor& bucket, std::int64_t sent_us) con
 void LocalLayer::reconfigure(const LocalConfig& config) {
   deny_cache_on_ = config.deny_cache;
   cache_.clear();
+  refunded_at_.clear();
   if (auto refunds = leases_.take_all(); !refunds.empty()) give_back(std::move(refunds));
 }
 

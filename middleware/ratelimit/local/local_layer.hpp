@@ -112,6 +112,8 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
 
   // Whether an answer to a call sent at `sent_us` predates a reset of the bucket.
   bool fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const;
+  // Whether it predates a refund to the bucket (its denial may be stale).
+  bool refunded_since(const LimitDescriptor& bucket, std::int64_t sent_us) const;
 
   // Answers older than this are not awaited after a reset (store calls time out sooner).
   static constexpr std::int64_t kFenceUs = 10'000'000;
@@ -124,6 +126,10 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   bool draining_ = false;
   std::function<void()> drained_;  // the drain's completion, until it has run
   std::unordered_map<BucketKey, std::int64_t, BucketKeyHash> reset_at_;  // recent resets
+  // Recent refunds (with the denial cache on): a denial answered to a call
+  // sent before one is not remembered. Old entries go when it doubles.
+  std::unordered_map<BucketKey, std::int64_t, BucketKeyHash> refunded_at_;
+  std::size_t prune_refunds_at_ = 1024;
   // Store calls out that may grant leases, return leased tokens or refund.
   std::size_t calls_out_ = 0;
   DenyCache cache_;

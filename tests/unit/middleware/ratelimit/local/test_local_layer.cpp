@@ -142,6 +142,26 @@ TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
   CHECK(h.store->calls.size() == 1);
 }
 
+TEST_CASE("local layer: a denial answered before a refund is not remembered",
+          "[ratelimit][local]") {
+  Harness h;
+  const auto b = bucket("per_key", "alice", 2, 0.5);
+  CHECK_FALSE(h.decide({b}));  // asked: the bucket is empty
+  h.now += 1'000;
+  h.layer->refund({BucketRefund{b, 2}}, nullptr);  // a settlement gives 2 back
+  h.store->answer(false, {state(false, 0, 2.0)});  // the answer from before it
+  CHECK_FALSE(h.await().allowed);
+  h.now += 1'000;
+  CHECK_FALSE(h.decide({b}));  // not denied from the cache: the store is asked
+  CHECK(h.store->calls.size() == 1);
+  h.store->answer(false, {state(false, 0, 2.0)});  // a denial from after the refund
+  h.await();
+  h.now += 1'000;
+  auto d = h.decide({b});  // this one is remembered
+  REQUIRE(d);
+  CHECK(d->local == LocalDecision::kDenyCache);
+}
+
 TEST_CASE("local layer: without the denial cache every request asks the store",
           "[ratelimit][local]") {
   Harness h(false);
