@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {
 
@@ -276,7 +277,9 @@ void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done
       prune_refunds_at_ = std::max<std::size_t>(1024, 2 * refunded_at_.size());
     }
     for (const auto& r : refunds) {
-      if (r.tokens > 0) refunded_at_[BucketKey::of(r.bucket)] = now;
+      if (r.tokens > 0 && algorithm_row(r.bucket).caches_denials) {
+        refunded_at_[BucketKey::of(r.bucket)] = now;
+      }
     }
   }
   ++calls_out_;
