@@ -175,7 +175,11 @@ void Http2Session::start(std::string_view received) {
 // ---- Reading and writing ----------------------------------------------------
 
 void Http2Session::read() {
-  if (reading_ || closed_ || lingering_ || out_.size() >= kMaxPendingOut) return;
+  // After nghttp2 gave up on the session (final_goaway_), nothing more is read.
+  if (reading_ || closed_ || lingering_ || !final_goaway_.empty() ||
+      out_.size() >= kMaxPendingOut) {
+    return;
+  }
   if (nghttp2_session_want_read(session_) == 0) return;
   reading_ = true;
   stream_.async_read_some(asio::buffer(in_),
@@ -195,6 +199,7 @@ void Http2Session::on_read(beast::error_code ec, std::size_t n) {
 }
 
 bool Http2Session::receive(const std::uint8_t* data, std::size_t n) {
+  if (!final_goaway_.empty()) return false;  // given up on already: its GOAWAY is going
   ssize_t rv = 0;
   {
     receiving_ = true;
@@ -489,12 +494,12 @@ int Http2Session::on_frame_recv(std::uint8_t type, std::uint8_t flags, std::int3
 }
 
 int Http2Session::on_data_chunk(std::int32_t stream_id, const std::uint8_t* data, std::size_t n) {
-  if (auto* s = stream(stream_id)) {
-    s->on_data(data, n);
-  } else {
-    // Data for a stream already gone: credited back at once.
-    nghttp2_session_consume_connection(session_, n);
-  }
+  // The connection's window comes back as DATA arrives; a stream's only as
+  // its body is read (Http2Stream::fill_read), which bounds what it holds.
+  // Streams whose bodies nobody reads yet (in the pipeline, waiting for an
+  // upstream connection) thus never stall the uploads of the others.
+  nghttp2_session_consume_connection(session_, n);
+  if (auto* s = stream(stream_id)) s->on_data(data, n);
   return 0;
 }
 

@@ -52,7 +52,10 @@ class Http2Session final : public ClientSession,
 
   // What nghttp2 may hold queued for the socket before reading stops.
   static constexpr std::size_t kMaxPendingOut = 64 * 1024;
-  // The connection's receive window: the most request body bytes it buffers.
+  // The connection's receive window, given back as DATA arrives: what a
+  // client may have in flight at once. What the connection buffers is
+  // bounded by its streams' windows (64 KiB each, given back as their bodies
+  // are read).
   static constexpr std::int32_t kConnectionWindow = 1024 * 1024;
 
   // `stream` is the connection as the HTTP/1.1 session that found HTTP/2 on

@@ -32,12 +32,22 @@ constexpr std::size_t kHeaderBombFactor = 4;
 // What SETTINGS_MAX_HEADER_LIST_SIZE counts per field beyond its name and value.
 constexpr std::size_t kFieldOverhead = 32;
 
-// nghttp2's data source: the stream the callback is for gives its bytes.
+// nghttp2's data source: the stream the callback is for gives its bytes. No
+// exception crosses nghttp2's C frames (user_data: the session).
 ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::uint8_t* buf,
-                         std::size_t length, std::uint32_t* flags, nghttp2_data_source*, void*) {
-  auto* stream = static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
-  if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  return stream->read_response(buf, length, flags);
+                         std::size_t length, std::uint32_t* flags, nghttp2_data_source*,
+                         void* user_data) noexcept {
+  try {
+    auto* stream =
+        static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+    if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return stream->read_response(buf, length, flags);
+  } catch (const std::exception& e) {
+    static_cast<Http2Session*>(user_data)->on_internal_error(e.what());
+  } catch (...) {
+    static_cast<Http2Session*>(user_data)->on_internal_error("unknown exception");
+  }
+  return NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 std::string lower(std::string_view name) {
@@ -296,8 +306,7 @@ void Http2Stream::on_deadline(Side side) {
 void Http2Stream::on_data(const std::uint8_t* data, std::size_t n) {
   body_received_ += n;
   if (body_too_large_ || body_received_ > config_->server.max_body_bytes) {
-    body_too_large_ = true;
-    nghttp2_session_consume_connection(session_.nghttp2(), n);
+    body_too_large_ = true;  // dropped (the connection's window had it back)
   } else {
     body_.append(reinterpret_cast<const char*>(data), n);
   }
@@ -346,8 +355,8 @@ void Http2Stream::fill_read() {
   // The exchange learns of the body's end with the read that hands out its
   // last byte (or none), never between two of its reads.
   if (body_.empty() && end_stream_) body_complete_ = true;
-  // Credited back to the client now that the upstream takes them.
-  if (n > 0 && !closed_) nghttp2_session_consume(session_.nghttp2(), id_, n);
+  // The stream's window credited back now that the upstream takes them.
+  if (n > 0 && !closed_) nghttp2_session_consume_stream(session_.nghttp2(), id_, n);
   asio::post(session_.executor(), handler([n](Http2Stream& self) {
                self.exchange_.on_body_read({}, n);
                self.session_.request_flush();
@@ -523,11 +532,7 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
   closed_ = true;
   deadline_.cancel();
   exchange_.cancel_wait();
-  // What the client sent that nobody will read is credited back to the connection.
-  if (!body_.empty()) {
-    nghttp2_session_consume_connection(session_.nghttp2(), body_.size());
-    body_.clear();
-  }
+  body_.clear();  // nobody will read it (the connection's window had it back)
   if (client_gone_) {
     auto gone = std::move(client_gone_);
     client_gone_ = nullptr;

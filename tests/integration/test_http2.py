@@ -12,6 +12,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import threading
 import time
 import unittest
 
@@ -144,6 +145,30 @@ class Http2Test(ProcessTestCase):
         self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total"), 1)
         self.assertEqual(metric_sum(gw, "sluice_upstream_requests_total", outcome="ok"), 5)
         wait_until(lambda: gw.stdout().count('"status":204') == 1, 5, message="the 204 logged")
+
+    def test_bodies_nobody_reads_yet_do_not_stall_the_other_uploads(self):
+        """16 streams whose bodies wait unread (their upstream's one connection
+        is busy) fill their 64 KiB windows, 1 MiB in all; an upload of 1 MiB
+        on another stream of the same connection still goes through."""
+        busy = self.start_echo("busy")
+        gw = self.gateway(
+            routes=[route("wait", "/__slow", [], upstream="busy"), route("go", "/go", [])],
+            upstreams={"echo": [self.echo.address],
+                       "busy": {"servers": [busy.address], "max_connections": 1,
+                                "connect_timeout_ms": 20000}})
+        held = threading.Thread(target=lambda: request(gw.port, "GET", "/__slow/5000",
+                                                       timeout=30))
+        held.start()
+        self.addCleanup(held.join)
+        wait_until(lambda: busy.stats()["slow_peak"] >= 1, 10, message="the busy upstream held")
+        c = H2Client(gw.port, timeout=20)
+        self.addCleanup(c.close)
+        for i in range(16):
+            sid = c.send("POST", f"/__slow/{i}", end=False)
+            c.send_body(sid, b"w" * 65535, end=False)  # its whole stream window
+        reply = c.request("POST", "/go/upload", body=b"u" * (1024 * 1024), timeout=20)
+        self.assertEqual(reply.status, 200)
+        self.assertEqual(json.loads(bytes(reply.body))["body_length"], 1024 * 1024)
 
     def test_a_body_ended_by_an_empty_frame_reaches_the_upstream_whole(self):
         gw = self.gateway()
@@ -422,6 +447,22 @@ class Http2Test(ProcessTestCase):
         f.flags.add("END_STREAM")
         raw.send(f)
         self.assert_goaway_ends_only_it(gw, raw, ENHANCE_YOUR_CALM, "header_flood")
+
+    def test_a_flood_with_a_request_in_flight_is_read_no_further(self):
+        """A client with a request in flight floods PINGs and reads nothing:
+        once nghttp2 has given up on the session nothing more is read from it,
+        also when the request's answer comes meanwhile (reading again counted a
+        second flood and rewrote the GOAWAY being written)."""
+        gw = self.gateway()
+        before = self.goaways(gw, "flood")
+        raw = RawH2(gw.port, receive_buffer=4096)
+        raw.send(raw.request_frame(1, "/__slow/1000"))
+        ping = frames.PingFrame(0, opaque_data=b"12345678").serialize()
+        raw.flood(ping, 2_000_000, seconds=4)  # the answer comes after 1 s
+        wait_until(lambda: self.goaways(gw, "flood") > before, 10, message="the flood counted")
+        self.assertEqual(self.goaways(gw, "flood"), before + 1)
+        raw.close()
+        self.assert_still_serves(gw)
 
     def test_settings_and_ping_floods_end_the_connection(self):
         gw = self.gateway()
