@@ -10,6 +10,9 @@
 //   (for example Beast's parser inside async_read_some): the owner is told too.
 //   The owner's on_internal_error(std::string_view) may be called more than
 //   once for one exception and must be idempotent (close the connection once).
+// - call_guarded(owner, failed, fn) runs fn() for a C library's callback,
+//   which no exception may cross: one thrown is handed to
+//   owner.on_internal_error(what), and `failed` is returned instead.
 // - run_guarded(io, on_escape) runs an io_context until it has no work, and
 //   resumes it after an exception that escaped a handler, so that one
 //   handler's failure does not stop the others.
@@ -72,6 +75,19 @@ class GuardedHandler {
 template <class Owner, class Fn>
 GuardedHandler<Owner, Fn> guarded(std::shared_ptr<Owner> owner, Fn fn) {
   return GuardedHandler<Owner, Fn>(std::move(owner), std::move(fn));
+}
+
+template <class Owner, class Fn>
+auto call_guarded(Owner& owner, decltype(std::declval<Fn&>()()) failed, Fn fn) noexcept
+    -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    owner.on_internal_error(e.what());
+  } catch (...) {
+    owner.on_internal_error("unknown exception");
+  }
+  return failed;
 }
 
 // Runs `io` until it runs out of work. An exception that escapes a handler is

@@ -70,14 +70,9 @@ struct Http2Callbacks {
   // connection (as an internal error) and nghttp2 is told the callback failed.
   template <class Fn>
   static int guard(void* user_data, Fn fn) noexcept {
-    try {
-      return fn(of(user_data));
-    } catch (const std::exception& e) {
-      of(user_data).on_internal_error(e.what());
-    } catch (...) {
-      of(user_data).on_internal_error("unknown exception");
-    }
-    return NGHTTP2_ERR_CALLBACK_FAILURE;
+    Http2Session& session = of(user_data);
+    return call_guarded(session, int{NGHTTP2_ERR_CALLBACK_FAILURE},
+                        [&]() -> int { return fn(session); });
   }
 
   static int begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {

@@ -32,22 +32,18 @@ constexpr std::size_t kHeaderBombFactor = 4;
 // What SETTINGS_MAX_HEADER_LIST_SIZE counts per field beyond its name and value.
 constexpr std::size_t kFieldOverhead = 32;
 
-// nghttp2's data source: the stream the callback is for gives its bytes. No
-// exception crosses nghttp2's C frames (user_data: the session).
+// nghttp2's data source: the stream the callback is for gives its bytes (no
+// exception crosses nghttp2's frames; user_data: the session).
 ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::uint8_t* buf,
                          std::size_t length, std::uint32_t* flags, nghttp2_data_source*,
                          void* user_data) noexcept {
-  try {
-    auto* stream =
-        static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
-    if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    return stream->read_response(buf, length, flags);
-  } catch (const std::exception& e) {
-    static_cast<Http2Session*>(user_data)->on_internal_error(e.what());
-  } catch (...) {
-    static_cast<Http2Session*>(user_data)->on_internal_error("unknown exception");
-  }
-  return NGHTTP2_ERR_CALLBACK_FAILURE;
+  return call_guarded(*static_cast<Http2Session*>(user_data),
+                      ssize_t{NGHTTP2_ERR_CALLBACK_FAILURE}, [&]() -> ssize_t {
+                        auto* stream = static_cast<Http2Stream*>(
+                            nghttp2_session_get_stream_user_data(session, stream_id));
+                        if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                        return stream->read_response(buf, length, flags);
+                      });
 }
 
 std::string lower(std::string_view name) {

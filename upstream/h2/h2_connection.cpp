@@ -1,7 +1,6 @@
 #include "upstream/h2/h2_connection.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 
 #include <nghttp2/nghttp2.h>
@@ -12,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/ascii.hpp"
 #include "common/guarded.hpp"
 #include "common/http_limits.hpp"
 #include "upstream/h2/h2_nv.hpp"
@@ -275,7 +275,7 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
       std::vector<std::string> values;
       for (const auto& f : *s->request_trailers) {
         std::string name(f.name_string());
-        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        ascii::to_lower_in_place(name);
         if (is_connection_specific(name) || name == "te" || name == "host") continue;
         names.push_back(std::move(name));
         values.emplace_back(f.value());

@@ -30,8 +30,9 @@ void SlotKeeper::hold(std::span<const LimitDescriptor> taken) {
   // A slot with a shorter lease than those held so far is renewed on its
   // own schedule, not after the interval armed for the longer ones.
   bool sooner = !armed_;
+  const auto now = Clock::now();
   for (const LimitDescriptor& slot : taken) {
-    sooner = sooner || Clock::now() + renew_interval(slot.lease_ms) < timer_.expiry();
+    sooner = sooner || now + renew_interval(slot.lease_ms) < timer_.expiry();
   }
   if (sooner) arm();
 }

@@ -188,7 +188,7 @@ void LocalLayer::take_leases(std::span<const LimitDescriptor> asked, std::error_
     }
     // A lease that arrives after a reload, a reset or the drain emptied the
     // table goes back.
-    if (draining_ || fenced(asked[j], sent_us) ||
+    if (draining_ || sent_before(reset_at_, asked[j], sent_us) ||
         !leases_.on_grant(asked[j], granted, decision.limits[j], sent_us)) {
       give_back({BucketRefund{asked[j], granted}});
       release_waiters(asked[j], false);
@@ -235,7 +235,9 @@ void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double
   if (!reset_at_.empty() || !refunded_at_.empty()) {
     for (const auto& bucket : asked) {
       // An answer from before a reset of one of them, or a refund to one.
-      if (fenced(bucket, asked_at) || refunded_since(bucket, asked_at)) return;
+      if (sent_before(reset_at_, bucket, asked_at) || sent_before(refunded_at_, bucket, asked_at)) {
+        return;
+      }
     }
   }
   cache_.remember(asked, cost, decision, asked_at);
@@ -309,22 +311,17 @@ void LocalLayer::forget(const LimitDescriptor& bucket) {
   cache_.forget(bucket);
   leases_.forget(bucket);
   // Answers to calls sent before now describe the bucket before its reset:
-  // their denials are not cached and their leases go back (see fenced()).
+  // their denials are not cached and their leases go back (see sent_before()).
   const std::int64_t now = now_us_();
   std::erase_if(reset_at_, [now](const auto& entry) { return now - entry.second > kFenceUs; });
   reset_at_[BucketKey::of(bucket)] = now;
 }
 
-bool LocalLayer::refunded_since(const LimitDescriptor& bucket, std::int64_t sent_us) const {
-  if (refunded_at_.empty()) return false;
-  const auto it = refunded_at_.find(BucketKey::of(bucket));
-  return it != refunded_at_.end() && sent_us <= it->second;
-}
-
-bool LocalLayer::fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const {
-  if (reset_at_.empty()) return false;
-  const auto it = reset_at_.find(BucketKey::of(bucket));
-  return it != reset_at_.end() && sent_us <= it->second;
+bool LocalLayer::sent_before(const FenceTimes& times, const LimitDescriptor& bucket,
+                             std::int64_t sent_us) {
+  if (times.empty()) return false;
+  const auto it = times.find(BucketKey::of(bucket));
+  return it != times.end() && sent_us <= it->second;
 }
 
 void LocalLayer::reconfigure(const LocalConfig& config) {

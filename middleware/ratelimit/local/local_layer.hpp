@@ -110,10 +110,13 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   void arm_sweep();
   void sweep();
 
-  // Whether an answer to a call sent at `sent_us` predates a reset of the bucket.
-  bool fenced(const LimitDescriptor& bucket, std::int64_t sent_us) const;
-  // Whether it predates a refund to the bucket (its denial may be stale).
-  bool refunded_since(const LimitDescriptor& bucket, std::int64_t sent_us) const;
+  // When buckets were last reset, or refunded.
+  using FenceTimes = std::unordered_map<BucketKey, std::int64_t, BucketKeyHash>;
+  // Whether a call sent at `sent_us` predates the bucket's time in `times`:
+  // after a reset its answer is stale (no denial cached, leases go back);
+  // after a refund its denial may be.
+  static bool sent_before(const FenceTimes& times, const LimitDescriptor& bucket,
+                          std::int64_t sent_us);
 
   // Answers older than this are not awaited after a reset (store calls time out sooner).
   static constexpr std::int64_t kFenceUs = 10'000'000;
@@ -125,10 +128,10 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   bool deny_cache_on_;
   bool draining_ = false;
   std::function<void()> drained_;  // the drain's completion, until it has run
-  std::unordered_map<BucketKey, std::int64_t, BucketKeyHash> reset_at_;  // recent resets
+  FenceTimes reset_at_;  // recent resets
   // Recent refunds (with the denial cache on): a denial answered to a call
   // sent before one is not remembered. Old entries go when it doubles.
-  std::unordered_map<BucketKey, std::int64_t, BucketKeyHash> refunded_at_;
+  FenceTimes refunded_at_;
   std::size_t prune_refunds_at_ = 1024;
   // Store calls out that may grant leases, return leased tokens or refund.
   std::size_t calls_out_ = 0;

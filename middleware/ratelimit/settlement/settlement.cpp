@@ -78,7 +78,7 @@ void Settler::send(std::shared_ptr<Part> part) {
 
 // Sent again in a second.
 void Settler::park(std::shared_ptr<Part> part) {
-  const std::uint64_t id = parked_count_++;
+  const std::uint64_t id = next_park_id_++;
   auto timer = std::make_shared<boost::asio::steady_timer>(executor_, std::chrono::seconds(1));
   timer->async_wait([self = shared_from_this(), id](boost::system::error_code) {
     const auto it = self->parked_.find(id);

@@ -89,7 +89,7 @@ class Settler : public std::enable_shared_from_this<Settler> {
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
   std::unordered_map<std::uint64_t, Parked> parked_;  // by the order they were parked in
-  std::uint64_t parked_count_ = 0;
+  std::uint64_t next_park_id_ = 0;
   bool draining_ = false;
 };
 
