@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include "middleware/access_log.hpp"
@@ -20,6 +20,7 @@
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "upstream/redis/client_factory.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 namespace {
@@ -61,8 +62,8 @@ class MiddlewareServices final : public WorkerServices {
         local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
                                             worker.config->local)),
         fallback_(process.fallback),
-        consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config,
-                                                    worker.metrics, process.lookups)),
+        consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config, worker.metrics,
+                                                    process.lookups)),
         audit_(std::make_shared<DenialAudit>(worker.executor, worker.config, worker.metrics,
                                              process.instance_id)),
         settler_(std::make_shared<Settler>(worker.executor, local_, worker.metrics)) {
@@ -106,6 +107,7 @@ class MiddlewareServices final : public WorkerServices {
   void before_scrape() override {
     limiter_->export_metrics();
     metrics_.set("sluice_fleet_size", "", fallback_->fleet_size());
+    metrics_.set("sluice_clock_skew_seconds", "", redis::clock_skew_seconds());
     metrics_.set("sluice_consumers_cached", "",
                  static_cast<double>(consumers_->resolver()->cached_consumers()));
   }
@@ -171,7 +173,8 @@ class MiddlewareServices final : public WorkerServices {
       });
     };
     return std::make_shared<ConsumerSubscription>(
-        executor, [weak = std::weak_ptr<ConsumerWorker>(own)] {
+        executor,
+        [weak = std::weak_ptr<ConsumerWorker>(own)] {
           auto worker = weak.lock();
           return worker ? worker->nodes() : std::vector<redis::NodeStatus>{};
         },

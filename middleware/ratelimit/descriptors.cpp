@@ -13,6 +13,7 @@
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota_calendar.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 namespace {
@@ -305,7 +306,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     descriptor.algorithm = algorithm_row(*limit).algorithm;
     descriptor.window_seconds = params.window_seconds;  // 0 but for a window
     if (descriptor.algorithm == LimitAlgorithm::kQuota) {
-      descriptor.periods = current_periods(*limit, system_now_us());
+      descriptor.periods = current_periods(*limit, redis::server_now_us());
     } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
       descriptor.slot = next_slot_number();
       descriptor.lease_ms = static_cast<double>(limit->lease.count());

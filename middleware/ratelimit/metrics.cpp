@@ -26,6 +26,8 @@ constexpr MetricFamily kFamilies[] = {
     {"sluice_redis_errors_total", "counter", "Redis errors by kind."},
     {"sluice_redis_commands_total", "counter", "Commands sent to Redis."},
     {"sluice_redis_writes_total", "counter", "Network writes to Redis (pipelining batches)."},
+    {"sluice_redis_late_replies_total", "counter",
+     "Replies Redis sent after their command's timeout (read and thrown away)."},
     {"sluice_redis_up", "gauge",
      "1 when every worker reaches Redis: the server, the primary (sentinel) or every slot's owner "
      "(cluster).",
@@ -41,7 +43,8 @@ constexpr MetricFamily kFamilies[] = {
     {"sluice_ratelimit_leases_total", "counter", "Leases of tokens taken from Redis, by limit."},
     {"sluice_ratelimit_settlements_total", "counter",
      "Requests whose cost was settled from the response, by route and result (refund: it cost less "
-     "than its estimate; debit: more; even; failed: Redis never took it)."},
+     "than its estimate; debit: more; even; failed: Redis never took it; unknown: sent but not "
+     "answered in time, so Redis may have applied it)."},
     {"sluice_ratelimit_settled_units_total", "counter",
      "Units given back (refund) or taken (debit) by settlements, per limit, by route."},
     {"sluice_audit_appended_total", "counter",
@@ -60,6 +63,10 @@ constexpr MetricFamily kFamilies[] = {
     {"sluice_fleet_size", "gauge",
      "Instances the local fallback divides each limit by: local.fleet_size, else the live "
      "instances last seen in Redis, else 1.",
+     MergeRule::kMax},
+    {"sluice_clock_skew_seconds", "gauge",
+     "This host's clock minus Redis' (TIME), as last measured: positive when this host is ahead. "
+     "Quota periods and decision deadlines follow Redis' clock whatever it is.",
      MergeRule::kMax},
     {"sluice_fleet_heartbeat_failures_total", "counter",
      "Fleet heartbeats Redis did not answer with a live count (the learned fleet size stays)."},

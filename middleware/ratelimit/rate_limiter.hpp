@@ -23,9 +23,10 @@ enum class LimitAlgorithm {
   kConcurrency,    // at most capacity requests in progress (slot, lease_ms)
 };
 
-// A quota's calendar periods around the gateway's clock, in microseconds
-// since the epoch: the period holding it [start_us, end_us), and the end of
-// the period after it. The store picks the period by its own clock from them.
+// A quota's calendar periods around the gateway's estimate of the store's
+// clock, in microseconds since the epoch: a period [start_us, end_us), and
+// the end of the period after it. The store counts in the one of the two that
+// holds its own time, and refuses the call when neither does.
 struct QuotaPeriods {
   double start_us = 0;
   double end_us = 0;
@@ -100,9 +101,9 @@ struct RateDecision {
 
 // One bucket as the store holds it now (after refill or window slide).
 struct BucketView {
-  bool exists = false;         // the store holds state for it (else it is full)
-  double tokens = 0;           // what a request could take now (capacity when full)
-  double seconds_to_full = 0;  // until it is full again (a quota: until its period ends)
+  bool exists = false;          // the store holds state for it (else it is full)
+  double tokens = 0;            // what a request could take now (capacity when full)
+  double seconds_to_full = 0;   // until it is full again (a quota: until its period ends)
   std::int64_t read_at_us = 0;  // the store's clock when it was read
 };
 

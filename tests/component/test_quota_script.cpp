@@ -1,9 +1,9 @@
 // Component test: quotas in the rate-limit script on a real redis-server
 // against the C++ twin, mixed with token buckets and sliding windows, across
-// many short periods, with the gateway's periods shifted a period ahead of or
-// behind Redis' clock. Every request also carries a roomy token bucket, the
-// clock: when the request is admitted its stored timestamp is the script's
-// TIME, so the twin is decided at that very moment and checked bit for bit.
+// many short periods, with the gateway's periods starting a period behind
+// Redis' clock (as they do in the second after a period starts). Every request also carries a roomy
+// token bucket, the clock: when the request is admitted its stored timestamp is the script's TIME,
+// so the twin is decided at that very moment and checked bit for bit.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -55,12 +55,13 @@ TEST_CASE("script: quotas decide exactly like the C++ twin, mixed with other lim
   pool.back().max_wait_seconds = 0.01;
   const LimitDescriptor clock = bucket("clock", "clock", 1e12, 1);
   const double costs[] = {1, 0.5, 2};
-  const int shifts[] = {0, 0, 0, -1, 1};
+  const int shifts[] = {0, 0, 0, -1, -1};
   std::map<std::string, BucketState> twin;
   Lcg rng;
   int allowed = 0;
   int denied = 0;
   int skewed = 0;
+  int refusals = 0;
   for (int step = 0; step < 600; ++step) {
     CAPTURE(step);
     std::vector<LimitDescriptor> limits;
@@ -83,8 +84,21 @@ TEST_CASE("script: quotas decide exactly like the C++ twin, mixed with other lim
     for (const auto& l : limits) states.push_back(twin[key_of(l)]);
 
     const std::int64_t t0 = redis.time_us();
-    const RateDecision decided = redis.decide(limits, cost);
+    std::string refused;
+    const RateDecision decided = redis.decide(limits, cost, &refused);
     const std::int64_t t1 = redis.time_us();
+    if (!refused.empty()) {
+      // A slow step: Redis' time left the two periods sent before the call ran.
+      CHECK_THAT(refused, Catch::Matchers::Contains("no quota period holds Redis time"));
+      bool left = false;
+      for (const auto& l : limits) {
+        left = left || (l.algorithm == sluice::LimitAlgorithm::kQuota &&
+                        static_cast<double>(t1) >= l.periods.next_end_us);
+      }
+      CHECK(left);
+      ++refusals;
+      continue;
+    }
     if (decided.allowed) {
       ++allowed;
       const std::int64_t now = redis.stored(key_of(clock)).timestamp_us;
@@ -130,7 +144,8 @@ TEST_CASE("script: quotas decide exactly like the C++ twin, mixed with other lim
       }
     }
   }
-  INFO("allowed " << allowed << ", denied " << denied << ", skewed " << skewed);
+  INFO("allowed " << allowed << ", denied " << denied << ", skewed " << skewed << ", refused "
+                    << refusals);
   CHECK(allowed >= 40);
   CHECK(denied >= 40);
   CHECK(skewed >= 100);
@@ -143,12 +158,10 @@ TEST_CASE("script: one quota alone and in a batch: the period by Redis' clock, e
   Redis& redis = script.redis;
   const std::int64_t now = redis.time_us();
   const double hour = 3600e6;
-  // The gateway a period behind (it still thinks the previous hour runs) and
-  // a period ahead: Redis' hour all the same, one key.
+  // The gateway's periods from the previous hour on, and from this one: Redis'
+  // hour all the same, one key.
   LimitDescriptor behind = quota("hourly", 3);
   behind.periods = periods_around(now, hour, -1);
-  LimitDescriptor ahead = behind;
-  ahead.periods = periods_around(now, hour, 1);
   LimitDescriptor exact = behind;
   exact.periods = periods_around(now, hour, 0);
   const double end = exact.periods.end_us;
@@ -156,7 +169,7 @@ TEST_CASE("script: one quota alone and in a batch: the period by Redis' clock, e
   const RateDecision first = redis.decide({behind}, 1);
   REQUIRE(first.allowed);
   CHECK(first.limits[0].remaining == 2);
-  const std::vector<sluice::BatchRequest> batch = {{&ahead, 1}, {&exact, 1}, {&behind, 1}};
+  const std::vector<sluice::BatchRequest> batch = {{&exact, 1}, {&behind, 1}, {&exact, 1}};
   const std::vector<RateDecision> decisions = redis.decide_batch(batch);
   REQUIRE(decisions.size() == 3);
   CHECK(decisions[0].allowed);
@@ -172,6 +185,45 @@ TEST_CASE("script: one quota alone and in a batch: the period by Redis' clock, e
   CHECK(static_cast<double>(stored.timestamp_us) == end);
   CHECK(redis.pttl(key_of(exact)) <= sluice::quota_ttl_ms(end, now));
   CHECK(redis.pttl(key_of(exact)) >= sluice::quota_ttl_ms(end, redis.time_us()) - 1);
+}
+
+TEST_CASE("script: a gateway whose clock is wrong cannot move a quota's period",
+          "[ratelimit][script][redis][quota]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  const double minute = 60e6;
+  LimitDescriptor right = quota("minutely", 2);
+  right.periods = periods_around(redis.time_us(), minute, 0);
+  REQUIRE(redis.decide({right}, 1).allowed);
+  const BucketState before = stored_quota(redis, key_of(right));
+  // Periods a minute, an hour, a day ahead, and a day behind: none holds
+  // Redis' time. The call is refused, alone, with another limit, and in a
+  // batch, and the period stored stays as it was.
+  const LimitDescriptor other = bucket("other", "o", 5, 1);
+  for (const double shift : {2.0, 60.0, 1440.0, -1440.0}) {
+    CAPTURE(shift);
+    LimitDescriptor wrong = right;
+    wrong.periods = periods_around(redis.time_us(), minute, static_cast<int>(shift));
+    CHECK_THAT(redis.decide_error({wrong}, 1),
+               Catch::Matchers::Contains("no quota period holds Redis time"));
+    CHECK_THAT(redis.decide_error({other, wrong}, 1),
+               Catch::Matchers::Contains("no quota period holds Redis time"));
+    const BucketState after = stored_quota(redis, key_of(right));
+    CHECK(after.tokens == before.tokens);
+    CHECK(after.timestamp_us == before.timestamp_us);
+    // A debit settled with such periods leaves it alone too.
+    CHECK(redis.refund({wrong}, -1) == 0);
+  }
+  CHECK(redis.pttl(key_of(other)) == -2);  // nothing written
+  // A period two ahead stored by an older gateway is replaced by Redis' own.
+  // (store() packs tokens, then the stamp: a quota's end, then its units.)
+  redis.store(key_of(right), BucketState{right.periods.end_us + 2 * minute, 2, true});
+  const RateDecision healed = redis.decide({right}, 1);
+  CHECK(healed.allowed);
+  CHECK(healed.limits[0].remaining == 1);
+  CHECK(static_cast<double>(stored_quota(redis, key_of(right)).timestamp_us) ==
+        sluice::quota_period_end(right.periods, redis.time_us()));
 }
 
 TEST_CASE("script: the refund script gives a quota's units back while its period lasts",

@@ -19,6 +19,7 @@
 #include "support/io_loop.hpp"
 #include "support/script_replies.hpp"
 #include "upstream/redis/codec.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace redis_rate_limiter_fake_test {
 
@@ -30,6 +31,7 @@ using sluice::test::integer_reply;
 using sluice::test::Loop;
 using sluice::test::one_bucket_array_reply;
 using sluice::test::one_bucket_reply;
+using sluice::test::without_deadline;
 
 struct Outcome {
   std::error_code ec;
@@ -102,25 +104,29 @@ struct Harness {
 // The scripts loaded on every connection: decision, refund, fleet heartbeat,
 // the admin API's bucket read and reset, and the renewal of concurrency slots.
 std::vector<std::string> every_script() {
-  return {redis::script_sha1(kDecideLimitsScript), redis::script_sha1(kRefundLimitsScript),
+  return {redis::script_sha1(kDecideLimitsScript),   redis::script_sha1(kRefundLimitsScript),
           redis::script_sha1(kFleetHeartbeatScript), redis::script_sha1(kBucketReadScript),
-          redis::script_sha1(kBucketResetScript), redis::script_sha1(kRenewSlotsScript)};
+          redis::script_sha1(kBucketResetScript),    redis::script_sha1(kRenewSlotsScript)};
 }
-
 
 TEST_CASE("fake redis: one EVALSHA with the prefixed keys and the codec's ARGV",
           "[ratelimit][limiter]") {
   Harness h;
   h.client().set_state(redis::State::kReady);
   CHECK(h.client().loaded == every_script());
+  const std::int64_t before = redis::server_now_us();
   const auto index = h.decide();
+  const std::int64_t after = redis::server_now_us();
   REQUIRE(h.client().calls.size() == 1);
+  // The call's deadline: four fifths of the timeout (50 ms) from now, in Redis' time.
+  CHECK(std::stoll(h.client().calls[0].args.back()) >= before + 40'000);
+  CHECK(std::stoll(h.client().calls[0].args.back()) <= after + 40'000);
   const auto& call = h.client().calls[0];
   CHECK(call.script);
   CHECK(call.sha1 == redis::script_sha1(kDecideLimitsScript));
   CHECK(call.keys == std::vector<std::string>{"sluice:per_ip:ba7816bf8f01cfea414140de5dae2223"});
   const LimitDescriptor d{"per_ip", key_hash("abc"), 10, 1};
-  CHECK(call.args == LimitsCodec{}.encode_args({&d, 1}, 1));
+  CHECK(without_deadline(call.args) == without_deadline(LimitsCodec{}.encode_args({&d, 1}, 1)));
   h.loop.io.poll();
   CHECK_FALSE(h.outcomes[index]);  // nothing until the client completes
   h.client().complete(0, {}, one_bucket_reply(true, 9));
@@ -339,7 +345,7 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
                                               "sluice:" + bucket_name(def),
                                               "sluice:" + bucket_name(abc)});
   const std::vector<BatchRequest> requests = {{&abc, 1}, {&def, 2}, {&abc, 1}};
-  CHECK(call.args == LimitsCodec{}.encode_batch_args(requests));
+  CHECK(without_deadline(call.args) == without_deadline(LimitsCodec{}.encode_batch_args(requests)));
 
   redis::Reply reply;
   reply.type = redis::Reply::Type::kArray;
@@ -394,7 +400,8 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     REQUIRE(h.client().calls.size() == 3);
     CHECK(h.client().calls[1].keys.size() == 2);
     CHECK(h.client().calls[2].keys.size() == 1);  // a batch of one: the usual call
-    CHECK(h.client().calls[2].args == LimitsCodec{}.encode_args({&abc, 1}, 1));
+    CHECK(without_deadline(h.client().calls[2].args) ==
+          without_deadline(LimitsCodec{}.encode_args({&abc, 1}, 1)));
     h.client().complete(2, {}, one_bucket_reply(true, 7));
     CHECK(h.wait(a).decision.limits[0].remaining == 7);
   }
@@ -410,11 +417,13 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
     h.limiter->decide({shadow}, 1, [&](std::error_code ec, RateDecision) { shadowed = ec; });
     const auto a = h.queue("abc");
     REQUIRE(h.client().calls.size() == 2);  // the shadow bucket went at once
-    CHECK(h.client().calls[1].args == LimitsCodec{}.encode_args({&shadow, 1}, 1));
+    CHECK(without_deadline(h.client().calls[1].args) ==
+          without_deadline(LimitsCodec{}.encode_args({&shadow, 1}, 1)));
     h.loop.io.poll();
     REQUIRE(h.client().calls.size() == 3);
     const std::vector<BatchRequest> batched = {{&w, 1}, {&abc, 1}};
-    CHECK(h.client().calls[2].args == LimitsCodec{}.encode_batch_args(batched));
+    CHECK(without_deadline(h.client().calls[2].args) ==
+          without_deadline(LimitsCodec{}.encode_batch_args(batched)));
     redis::Reply both;
     both.type = redis::Reply::Type::kArray;
     both.elements = {one_bucket_reply(true, 4), one_bucket_reply(true, 7)};

@@ -20,8 +20,8 @@
 #include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/redis/key_namer.hpp"
-#include "upstream/redis/codec.hpp"
 #include "support/redis_server_fixture.hpp"
+#include "upstream/redis/codec.hpp"
 
 namespace sluice::test::script {
 
@@ -100,17 +100,25 @@ class Redis {
     return std::stoll(r->element[0]->str) * 1'000'000 + std::stoll(r->element[1]->str);
   }
 
-  std::vector<std::string> script_args(const std::vector<LimitDescriptor>& limits, double cost) {
+  std::vector<std::string> script_args(const std::vector<LimitDescriptor>& limits, double cost,
+                                       const sluice::LimitsCodec& codec = kCodec) {
     const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
-    const std::vector<std::string> argv = kCodec.encode_args(limits, cost);
+    const std::vector<std::string> argv = codec.encode_args(limits, cost);
     std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(keys.size())};
     args.insert(args.end(), keys.begin(), keys.end());
     args.insert(args.end(), argv.begin(), argv.end());
     return args;
   }
 
-  RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost) {
+  // With `refused`, an error reply is said there (and an empty decision
+  // returned) instead of failing the test.
+  RateDecision decide(const std::vector<LimitDescriptor>& limits, double cost,
+                      std::string* refused = nullptr) {
     Reply r = command(script_args(limits, cost));
+    if (refused != nullptr && r->type == REDIS_REPLY_ERROR) {
+      *refused = std::string(r->str, r->len);
+      return {};
+    }
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     std::vector<sluice::ScriptReplyValue> values;
     if (r->type == REDIS_REPLY_STRING) {  // one token bucket: its packed reply
@@ -135,6 +143,12 @@ class Redis {
     return *decision;
   }
 
+  // The error a decision call is answered with ("" when it is answered a decision).
+  std::string decide_error(const std::vector<LimitDescriptor>& limits, double cost) {
+    Reply r = command(script_args(limits, cost));
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string();
+  }
+
   // The command of one batch call.
   std::vector<std::string> batch_args(const std::vector<sluice::BatchRequest>& requests) {
     std::vector<std::string> args = {"EVALSHA", script_sha1(), std::to_string(requests.size())};
@@ -154,7 +168,8 @@ class Redis {
     std::vector<sluice::ScriptReplyValue> values;
     for (std::size_t i = 0; i < r->elements; ++i) {
       const redisReply* e = r->element[i];
-      values.push_back({e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
+      values.push_back(
+          {e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
     }
     auto decisions = kCodec.decode_batch(values, requests.size());
     REQUIRE(decisions);

@@ -21,7 +21,8 @@ class CommandQueue {
   using Clock = std::chrono::steady_clock;
   using Handler = Client::Handler;
 
-  enum class Kind : std::uint8_t { kUser, kAuth, kSelect, kPing, kRole, kScriptLoad };
+  // kTime: the server's clock, asked at the handshake and every few seconds after.
+  enum class Kind : std::uint8_t { kUser, kAuth, kSelect, kPing, kRole, kScriptLoad, kTime };
 
   // The arguments of an evalsha call, kept for a possible EVAL retry.
   struct ScriptCall {

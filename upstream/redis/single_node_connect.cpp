@@ -143,6 +143,8 @@ void SingleNodeClient::Impl::start_handshake() {
   }
   encoder_.add("PING");
   send_internal(Kind::kPing);
+  time_probe_pending_ = false;
+  send_time_probe();
   if (opts_.require_primary) {
     encoder_.add("ROLE");
     send_internal(Kind::kRole);
@@ -153,7 +155,9 @@ void SingleNodeClient::Impl::start_handshake() {
 }
 
 void SingleNodeClient::Impl::on_internal_reply(Kind kind, const Reply& reply) {
-  if (kind == Kind::kScriptLoad) {
+  if (kind == Kind::kTime) {
+    on_time_reply(reply);  // not fatal: the clock keeps its last offset
+  } else if (kind == Kind::kScriptLoad) {
     // Not fatal: evalsha still falls back to EVAL.
     if (reply.is_error()) {
       spdlog::debug("redis {}:{}: SCRIPT LOAD failed: {}", opts_.host, opts_.port, reply.str);

@@ -80,6 +80,9 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   bool remember_script(const Script& script);
   void encode_script_load(const std::string& body);
   void send_internal(Kind kind);
+  // Asks the server's TIME (redis_clock.hpp); one at a time.
+  void send_time_probe();
+  void on_time_reply(const Reply& reply);
   void send_user(CommandQueue::Entry entry);
   void schedule_flush();
   void start_write();
@@ -119,6 +122,12 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   std::uint64_t sweep_seq_ = 0;
   bool sweep_armed_ = false;
   Clock::time_point sweep_at_{};
+
+  // The TIME probe in flight: when it was sent (this host's clock, us), and
+  // when the next one is due while commands flow.
+  bool time_probe_pending_ = false;
+  std::int64_t time_probe_sent_us_ = 0;
+  Clock::time_point next_time_probe_{};
 
   std::error_code last_error_;
   std::string last_error_message_;

@@ -5,6 +5,10 @@ local call, try, pack, unpack_d, nums, floor, huge =
   redis.call, redis.pcall, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
+-- The last ARGV is the call's deadline in Redis time (us): the gateway stops
+-- waiting for the answer then and decides without it, so a call Redis runs
+-- later (it was busy, or the call waited in a queue) must change nothing.
+if now > tonumber(ARGV[#ARGV]) then return {err = 'sluice: past its deadline'} end
 -- Per key five doubles: kind, capacity and three numbers x, y, z of its
 -- algorithm. kind is the algorithm's number (0 token bucket, 2 sliding window,
 -- 4 quota, 6 sliding log, 8 concurrency), plus 1 when the key is shadow (decided, and debited
@@ -149,29 +153,34 @@ if loads or kind1 == 2 then
   loads[2], commits[2] = window_load, window_commit
 end
 
--- ---- quota (4): x, y the start and end (us) of the calendar period the
--- gateway's clock is in, z the end of the period after it
+-- ---- quota (4): x, y the start and end (us) of a calendar period, z the
+-- end of the period after it: the gateway's periods around a moment a little
+-- before Redis' time as it estimates it
 -- Stored as two little-endian doubles: the end of its period (us since the
--- epoch; it names the period) and the units used in it. The period is the
--- one that holds Redis' now: before x, the one ending at x; then [x, y),
--- [y, z), and past z as many periods of length z - y as it takes. A later
--- stored period is kept (the clock went back). Never reserved. Its key
+-- epoch; it names the period) and the units used in it. The period counted
+-- in is the one of the two that holds Redis' now, never one the gateway's
+-- clock chose: when neither holds it (the gateway's clock moved and it has not
+-- measured Redis' since) the call is refused, and nothing is written. A stored
+-- period counts when it is that one; the period after it is kept too while
+-- now is within a second of its start (Redis' clock stepped back, as after a
+-- failover); anything else stored is replaced. Never reserved. Its key
 -- expires a second after its period ends.
 if loads or kind1 == 4 then
   local function quota_load(v, cost, capacity, start, stop, next_stop)
-    local e = next_stop
-    if now < start then
-      e = start
-    elseif now < stop then
+    local e
+    if now >= start and now < stop then
       e = stop
-    elseif now >= next_stop then
-      local len = next_stop - stop
-      e = next_stop + (floor((now - next_stop) / len) + 1) * len
+    elseif now >= stop and now < next_stop then
+      e = next_stop
+    else
+      error('sluice: no quota period holds Redis time')
     end
     local used = 0
     if v and #v == 16 then
       local se, su = unpack_d('<dd', v)
-      if se >= e then e, used = se, su end
+      if se == e or (se == next_stop and e == stop and stop - now <= 1000000) then
+        e, used = se, su
+      end
     end
     if used + cost <= capacity then return used, e, 0, 0, 1 end
     return used, e, 0, 0, 0

@@ -9,6 +9,7 @@
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 
@@ -78,9 +79,9 @@ void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
 }  // namespace
 
 std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescriptor> limits,
-                                                       double cost) const {
+                                                  double cost) const {
   std::vector<std::string> args;
-  args.reserve(1 + limits.size());
+  args.reserve(2 + limits.size());
   std::string& numbers = args.emplace_back();
   numbers.reserve(sizeof(double) * (1 + 5 * limits.size()));
   append_double(numbers, cost);
@@ -88,13 +89,18 @@ std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescripto
     append_key_numbers(numbers, limit);
     args.push_back(ttl_ms(limit));
   }
+  args.push_back(deadline_arg());
   return args;
+}
+
+std::string LimitsCodec::deadline_arg() const {
+  return std::to_string(redis::server_now_us() + deadline_after_us_);
 }
 
 std::vector<std::string> LimitsCodec::encode_batch_args(
     std::span<const BatchRequest> requests) const {
   std::vector<std::string> args;
-  args.reserve(1 + 2 * requests.size());
+  args.reserve(2 + 2 * requests.size());
   args.emplace_back();  // empty: a batch
   for (const BatchRequest& request : requests) {
     std::string& numbers = args.emplace_back();
@@ -103,6 +109,7 @@ std::vector<std::string> LimitsCodec::encode_batch_args(
     append_key_numbers(numbers, *request.bucket);
     args.push_back(ttl_ms(*request.bucket));
   }
+  args.push_back(deadline_arg());
   return args;
 }
 
@@ -136,7 +143,7 @@ std::vector<std::string> LimitsCodec::encode_renew_args(
 }
 
 std::optional<RateDecision> LimitsCodec::decode(std::span<const ScriptReplyValue> values,
-                                                     std::size_t limit_count) const {
+                                                std::size_t limit_count) const {
   if (limit_count == 1 && values.size() == 1 && values[0].is_string) {
     return decode_one(values[0].text);
   }

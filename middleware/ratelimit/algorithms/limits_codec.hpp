@@ -5,22 +5,21 @@
 //
 // Numbers cross the wire as raw little-endian IEEE doubles (struct.pack in the
 // script, memcpy here): exact, and far cheaper for Redis than decimal text.
-// Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N, where `numbers` is
+// Call: EVALSHA sha N key_1..key_N numbers ttl_1..ttl_N deadline, where `numbers` is
 // the doubles cost, then per key kind, capacity and the three numbers of its
 // algorithm (AlgorithmRow::script_numbers: a token bucket's refill per second,
 // lease want and max wait in seconds; a sliding window's length in seconds, 0
 // and max wait; a quota's period start, end and the next period's end in
 // microseconds), 8 bytes each, and ttl_i the key's decimal expiry in ms
 // (AlgorithmRow::key_ttl_ms; a quota's key expires a second after the period
-// that Redis' clock picks). kind: the row's script_kind (0 token bucket, 2
-// sliding window, 4 quota), plus 1 when the key is shadow (decided, and
-// debited when it fits `cost`, but never denying).
-// Reply: a flat array {allowed, then per key: sufficient, numbers}: allowed and
-// sufficient are integers 0/1, numbers a 40-byte string holding the doubles
-// remaining, seconds_to_cost, seconds_to_full (+infinity for a wait that never
-// ends: cost > capacity, or a refill rate of 0; a quota: to the period's end),
-// leased and wait (seconds the request waits for a reserved key; 0
-// otherwise). One enforced key (the hot path) replies with one 48-byte string
+// that Redis' clock picks) and `deadline` the decimal Redis time in us past which the
+// call changes nothing and fails (set_deadline_after). kind: the row's script_kind (0 token bucket,
+// 2 sliding window, 4 quota), plus 1 when the key is shadow (decided, and debited when it fits
+// `cost`, but never denying). Reply: a flat array {allowed, then per key: sufficient, numbers}:
+// allowed and sufficient are integers 0/1, numbers a 40-byte string holding the doubles remaining,
+// seconds_to_cost, seconds_to_full (+infinity for a wait that never ends: cost > capacity, or a
+// refill rate of 0; a quota: to the period's end), leased and wait (seconds the request waits for a
+// reserved key; 0 otherwise). One enforced key (the hot path) replies with one 48-byte string
 // instead, which Redis returns for less than a table: the double
 // allowed + 2 * sufficient, then its numbers.
 // Time is Redis' TIME. A token bucket is stored as one 16-byte string, two
@@ -42,6 +41,8 @@
 // limits refunded.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +78,13 @@ class LimitsCodec {
   std::string_view refund_script() const { return kRefundLimitsScript; }
   std::string_view renew_script() const { return kRenewSlotsScript; }
 
+  // A decision call's last ARGV is its deadline in Redis' time: the estimate
+  // of Redis' time when it is encoded (redis_clock.hpp) plus this. The script
+  // changes nothing when it runs later. The limiter sets it a little below its
+  // command timeout, so that an answer Redis gives before the deadline is
+  // back before the gateway stops waiting.
+  void set_deadline_after(std::chrono::microseconds after) { deadline_after_us_ = after.count(); }
+
   // The ARGV of one call (KEYS, one per descriptor in the same order, are the
   // caller's). The numbers are the raw doubles, so the script computes with
   // exactly the doubles the gateway holds.
@@ -102,11 +110,14 @@ class LimitsCodec {
 
   // The decisions in a batch call's reply, one per request in order; nullopt
   // when it is not one packed string per request.
-  std::optional<std::vector<RateDecision>> decode_batch(
-      std::span<const ScriptReplyValue> values, std::size_t request_count) const;
+  std::optional<std::vector<RateDecision>> decode_batch(std::span<const ScriptReplyValue> values,
+                                                        std::size_t request_count) const;
 
  private:
   std::optional<RateDecision> decode_one(std::string_view numbers) const;
+  std::string deadline_arg() const;
+
+  std::int64_t deadline_after_us_ = 60'000'000;
 };
 
 }  // namespace sluice

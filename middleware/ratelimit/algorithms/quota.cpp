@@ -1,24 +1,24 @@
 #include "middleware/ratelimit/algorithms/quota.hpp"
 
 #include <cmath>
+#include <limits>
 
 namespace sluice {
 
 double quota_period_end(const QuotaPeriods& p, std::int64_t now_us) {
   const double now = static_cast<double>(now_us);
-  if (now < p.start_us) return p.start_us;
-  if (now < p.end_us) return p.end_us;
-  if (now < p.next_end_us) return p.next_end_us;
-  const double len = p.next_end_us - p.end_us;
-  return p.next_end_us + (std::floor((now - p.next_end_us) / len) + 1) * len;
+  if (now >= p.start_us && now < p.end_us) return p.end_us;
+  if (now >= p.end_us && now < p.next_end_us) return p.next_end_us;
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
-QuotaUsage quota_usage(const BucketState& state, const QuotaPeriods& periods,
-                       std::int64_t now_us) {
+QuotaUsage quota_usage(const BucketState& state, const QuotaPeriods& periods, std::int64_t now_us) {
   QuotaUsage usage{0, quota_period_end(periods, now_us)};
-  if (state.exists && static_cast<double>(state.timestamp_us) >= usage.end_us) {
-    usage = QuotaUsage{state.tokens, static_cast<double>(state.timestamp_us)};
-  }
+  if (!state.exists) return usage;
+  const double stored_end = static_cast<double>(state.timestamp_us);
+  const bool stepped_back = stored_end == periods.next_end_us && usage.end_us == periods.end_us &&
+                            periods.end_us - static_cast<double>(now_us) <= 1e6;
+  if (stored_end == usage.end_us || stepped_back) usage = QuotaUsage{state.tokens, stored_end};
   return usage;
 }
 

@@ -11,16 +11,16 @@
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
-// The end of the period that holds `now_us`, given the gateway's periods:
-// before start_us the one that ends there; then [start, end), [end,
-// next_end); past next_end as many periods of length next_end - end as it
-// takes (a gateway clock a whole period behind the store's).
+// The end of the period that holds `now_us` of the two the gateway sent:
+// [start, end) or [end, next_end); NaN when neither holds it (the script
+// refuses such a call).
 double quota_period_end(const QuotaPeriods& periods, std::int64_t now_us);
 
 // A quota's units used in its period, and that period's end. Stored in a
 // BucketState as tokens = used, timestamp_us = the period's end; a stored
-// period that has ended counts as none, a later one is kept (the clock went
-// back).
+// period counts when it is the one holding now, or the one after it while
+// now is within a second of its start (the store's clock stepped back); any
+// other counts as none.
 struct QuotaUsage {
   double used = 0;
   double end_us = 0;

@@ -29,7 +29,8 @@ struct OffsetAt {
 };
 
 OffsetAt offset_at(const TimeZone& zone, SysUs t) {
-  if (zone.zone == nullptr) return {duration_cast<Micros>(std::chrono::minutes(zone.offset_minutes))};
+  if (zone.zone == nullptr)
+    return {duration_cast<Micros>(std::chrono::minutes(zone.offset_minutes))};
   const date::sys_info info = zone.zone->get_info(t);
   return {duration_cast<Micros>(info.offset), SysUs(info.begin), SysUs(info.end)};
 }
@@ -95,7 +96,9 @@ Span period_at(CalendarPeriod period, const TimeZone& zone, SysUs t) {
   }
 }
 
-double micros_of(SysUs t) { return static_cast<double>(t.time_since_epoch().count()); }
+double micros_of(SysUs t) {
+  return static_cast<double>(t.time_since_epoch().count());
+}
 
 }  // namespace
 
@@ -105,7 +108,8 @@ QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::
   return {micros_of(now.begin), micros_of(now.end), micros_of(next.end)};
 }
 
-QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t now_us) {
+QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t store_now_us) {
+  const std::int64_t now_us = store_now_us - kQuotaLookbackUs;
   struct Remembered {
     const LimitConfig* limit = nullptr;
     CalendarPeriod period{};
@@ -125,8 +129,8 @@ QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t now_us) {
     }
   }
   const QuotaPeriods periods = calendar_periods(limit.period, limit.timezone, now_us);
-  remembered[next_slot] = Remembered{&limit, limit.period, limit.timezone.zone,
-                                     limit.timezone.offset_minutes, periods};
+  remembered[next_slot] =
+      Remembered{&limit, limit.period, limit.timezone.zone, limit.timezone.offset_minutes, periods};
   next_slot = (next_slot + 1) % remembered.size();
   return periods;
 }

@@ -1,7 +1,9 @@
 // A quota's calendar: the periods (a minute, hour, day, ISO week from
 // Monday, month or year) of a time zone around an instant. The gateway
-// computes them from its own clock and hands them to the script, which picks
-// the one holding Redis' time (quota.hpp).
+// computes them around its estimate of Redis' time (a second before it, so
+// that the two periods also hold Redis' time when the estimate is a little
+// ahead) and hands them to the script, which counts in the one holding Redis'
+// time (quota.hpp).
 //
 // Periods follow the zone's clock. A day, week, month or year starts at the
 // local midnight that begins it; a midnight that the clock skips starts it at
@@ -22,8 +24,12 @@ namespace sluice {
 // the epoch), and the end of the one after it.
 QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::int64_t now_us);
 
-// calendar_periods() of a configured quota, remembered by each thread until
-// the period ends (a zone's rules cost a search each).
-QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t now_us);
+// How far before the estimate of the store's time current_periods() looks.
+inline constexpr std::int64_t kQuotaLookbackUs = 1'000'000;
+
+// calendar_periods() of a configured quota at `store_now_us` -
+// kQuotaLookbackUs, remembered by each thread until the period ends (a zone's
+// rules cost a search each).
+QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t store_now_us);
 
 }  // namespace sluice

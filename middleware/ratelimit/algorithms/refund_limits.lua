@@ -65,25 +65,27 @@ end
 
 -- ---- quota (4): the units come off the count of its period, never below 0,
 -- while that period lasts (a refund of an ended period has nothing to give);
--- a debit adds to the count of the period holding now (x, y, z: the
--- gateway's periods, as in the decide script), up to capacity + max_debt.
+-- a debit adds to the count of the period holding Redis' now (x, y, z: the
+-- gateway's periods, as in the decide script: a stored period other than the
+-- one of them that holds now is replaced; when neither holds now, nothing is
+-- debited), up to capacity + max_debt.
 local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_debt)
   local v = call('GET', key)
   local e, used = 0, 0
   if v and #v == 16 then e, used = unpack_d('<dd', v) end
   if tokens > 0 then
     if e <= now then return 0 end
-  elseif e <= now then
-    used = 0
-    if now < start then
-      e = start
-    elseif now < stop then
-      e = stop
-    elseif now < next_stop then
-      e = next_stop
+  else
+    local current
+    if now >= start and now < stop then
+      current = stop
+    elseif now >= stop and now < next_stop then
+      current = next_stop
     else
-      local len = next_stop - stop
-      e = next_stop + (floor((now - next_stop) / len) + 1) * len
+      return 0
+    end
+    if e ~= current and not (e == next_stop and current == stop and stop - now <= 1000000) then
+      e, used = current, 0
     end
   end
   local nu = used - tokens

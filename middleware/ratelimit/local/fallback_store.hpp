@@ -25,6 +25,7 @@
 
 #include "middleware/ratelimit/algorithms/limits.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 
@@ -33,8 +34,10 @@ class FallbackStore {
   using Clock = std::function<std::int64_t()>;  // microseconds
   static constexpr std::size_t kDefaultMaxBuckets = 100000;
 
+  // The default clock is the estimate of Redis' time (redis_clock.hpp): a
+  // quota's periods are computed around it.
   explicit FallbackStore(std::size_t max_buckets = kDefaultMaxBuckets,
-                         Clock now_us = system_now_us);
+                         Clock now_us = redis::server_now_us);
 
   // Decides every bucket of one request at this instance's share (all or
   // none debited, as in Redis). The decision reports the share's numbers

@@ -82,6 +82,13 @@ bool never_reached_redis(std::error_code ec) noexcept {
          ec == Error::kConnect || ec == Error::kTls || ec == Error::kAuth;
 }
 
+std::chrono::microseconds script_deadline_after(std::chrono::milliseconds timeout) {
+  // A fifth of the timeout (10 ms of the default 50) is left for the answer
+  // to travel back and for the error of the estimate of Redis' time.
+  const std::chrono::microseconds t = timeout;
+  return t - t / 5;
+}
+
 class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // The outcome of a refund sent as several calls: `done` (may be empty) gets
   // the first error once each of the `waiting` calls has been counted.
@@ -113,7 +120,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                   &renew_script_}),
         breaker_(std::make_shared<BreakerProbe>(executor_, clients_, metrics,
                                                 config.circuit_breaker.failures,
-                                                config.circuit_breaker.open)) {}
+                                                config.circuit_breaker.open)) {
+    codec_.set_deadline_after(script_deadline_after(config.timeout));
+  }
 
   // Connect now rather than on the first decision (which would then fail open).
   void connect_now() { clients_.installed().connect({}); }
@@ -178,10 +187,10 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     };
     constexpr std::size_t kMax = DecisionBatcher::kMaxBatch;
     for (std::size_t first = 0; first < batch.size(); first += kMax) {
-      send_batch(client, script_, codec_,
-                 std::span<QueuedDecision>(batch).subspan(first,
-                                                          std::min(kMax, batch.size() - first)),
-                 shared_from_this(), outcome);
+      send_batch(
+          client, script_, codec_,
+          std::span<QueuedDecision>(batch).subspan(first, std::min(kMax, batch.size() - first)),
+          shared_from_this(), outcome);
     }
   }
 
@@ -260,13 +269,13 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     gather->waiting = commands.size() + (scripted.empty() ? 0 : 1);
     redis::Client& client = clients_.client();
     for (auto& command : commands) {
-      client.command(std::move(command), [self = shared_from_this(), gather](
-                                             std::error_code ec, redis::Reply reply) {
-        // A value of another shape under the key: no slot there to give back.
-        if (ec && reply.is_error() && reply.str.starts_with("WRONGTYPE")) ec = {};
-        self->on_refund(ec);
-        gather->counted(ec);
-      });
+      client.command(std::move(command),
+                     [self = shared_from_this(), gather](std::error_code ec, redis::Reply reply) {
+                       // A value of another shape under the key: no slot there to give back.
+                       if (ec && reply.is_error() && reply.str.starts_with("WRONGTYPE")) ec = {};
+                       self->on_refund(ec);
+                       gather->counted(ec);
+                     });
     }
     if (!scripted.empty()) {
       send_refunds(std::move(scripted), [gather](std::error_code ec) { gather->counted(ec); });
@@ -381,6 +390,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   void reconfigure(const RedisConfig& config) {
     breaker_->reconfigure(config.circuit_breaker.failures, config.circuit_breaker.open);
     key_prefix_ = config.key_prefix;
+    codec_.set_deadline_after(script_deadline_after(config.timeout));
     clients_.reconfigure(redis_options(config));
   }
 
@@ -390,6 +400,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
     const auto count = [](std::uint64_t n) { return static_cast<double>(n); };
     metrics_.set("sluice_redis_commands_total", "", count(stats.commands_sent));
     metrics_.set("sluice_redis_writes_total", "", count(stats.writes));
+    metrics_.set("sluice_redis_late_replies_total", "", count(stats.late_replies));
     metrics_.set("sluice_redis_redirects_total", scratch_labels({{"kind", "moved"}}),
                  count(stats.redirects_moved));
     metrics_.set("sluice_redis_redirects_total", scratch_labels({{"kind", "ask"}}),

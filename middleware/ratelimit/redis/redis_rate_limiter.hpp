@@ -34,6 +34,13 @@ std::error_code make_error_code(LimiterError e) noexcept;
 // or an error reply may come after Redis ran it.
 bool never_reached_redis(std::error_code ec) noexcept;
 
+// How long after it is sent a decision call may still take effect in Redis
+// (the deadline the decision script is given): the command timeout less a
+// margin for its answer's way back, so that a call Redis runs in time is
+// answered before the limiter stops waiting, and one it runs later changes
+// nothing.
+std::chrono::microseconds script_deadline_after(std::chrono::milliseconds timeout);
+
 // The Redis client options for `config`: the one mapping from the config to a
 // connection. Two configs need different connections exactly when their
 // options differ.

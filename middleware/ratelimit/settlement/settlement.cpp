@@ -1,5 +1,6 @@
 #include "middleware/ratelimit/settlement/settlement.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -42,8 +43,7 @@ Settler::Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
     : executor_(executor), limiter_(std::move(limiter)), metrics_(metrics) {}
 
 void Settler::settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
-                     const RateDecision& decision, double estimate, double real,
-                     double max_debt) {
+                     const RateDecision& decision, double estimate, double real, double max_debt) {
   const double back = estimate - real;  // > 0: refunded, < 0: debited
   if (back == 0) return count(route, "even");
   auto whole = std::make_shared<Settlement>();
@@ -66,11 +66,16 @@ void Settler::settle(const std::string& route, const std::vector<LimitDescriptor
 void Settler::send(std::shared_ptr<Part> part) {
   ++part->attempts;
   limiter_->refund({part->refund}, [self = shared_from_this(), part](std::error_code ec) {
-    if (!ec) return self->part_done(*part, false);
-    if (!never_reached_redis(ec) || part->attempts >= kAttempts || self->draining_ ||
-        self->parked_.size() >= kMaxQueued) {
+    if (!ec) return self->part_done(*part, PartOutcome::kApplied);
+    if (!never_reached_redis(ec)) {
+      // A timeout or a lost connection: Redis may have applied it, or may yet.
+      spdlog::debug("a settlement of route {} may not have been applied: {}", part->whole->route,
+                    ec.message());
+      return self->part_done(*part, PartOutcome::kUnknown);
+    }
+    if (part->attempts >= kAttempts || self->draining_ || self->parked_.size() >= kMaxQueued) {
       spdlog::debug("a settlement of route {} was dropped: {}", part->whole->route, ec.message());
-      return self->part_done(*part, true);
+      return self->part_done(*part, PartOutcome::kFailed);
     }
     self->park(std::move(part));
   });
@@ -99,11 +104,12 @@ void Settler::drain() {
   }
 }
 
-void Settler::part_done(const Part& part, bool failed) {
+void Settler::part_done(const Part& part, PartOutcome outcome) {
   Settlement& whole = *part.whole;
-  whole.failed = whole.failed || failed;
+  whole.outcome = std::max(whole.outcome, outcome);
   if (--whole.parts_left > 0) return;
-  if (whole.failed) return count(whole.route, "failed");
+  if (whole.outcome == PartOutcome::kFailed) return count(whole.route, "failed");
+  if (whole.outcome == PartOutcome::kUnknown) return count(whole.route, "unknown");
   const std::string_view direction = whole.units > 0 ? "refund" : "debit";
   count(whole.route, direction);
   metrics_.add("sluice_ratelimit_settled_units_total",

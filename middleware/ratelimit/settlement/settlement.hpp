@@ -9,8 +9,10 @@
 // breaker) waits in a bounded queue per worker and is sent again (at most
 // kAttempts times, a second apart). A part that failed otherwise (a timeout:
 // Redis may have applied it) is never sent twice. A request with a part that
-// still failed, or found the queue full, counts as result="failed". Used on
-// the worker's executor.
+// never reached Redis in the end (or found the queue full) counts as
+// result="failed"; else one with a part whose fate is unknown (a timeout, a
+// connection lost in flight) as result="unknown". Used on the worker's
+// executor.
 #pragma once
 
 #include <cstddef>
@@ -62,12 +64,19 @@ class Settler : public std::enable_shared_from_this<Settler> {
   std::size_t queued() const { return parked_.size(); }
 
  private:
+  // What became of a part, the worst first from the bottom: a request's
+  // settlement counts as the worst of its parts.
+  enum class PartOutcome : std::uint8_t {
+    kApplied,
+    kUnknown,  // sent, but unanswered in time or its connection lost: maybe applied
+    kFailed,   // certainly never applied
+  };
   // One request's settlement, counted once all its parts are done.
   struct Settlement {
     std::string route;
     double units = 0;  // refunded (> 0) or debited (< 0) on each limit
     std::size_t parts_left = 0;
-    bool failed = false;
+    PartOutcome outcome = PartOutcome::kApplied;
   };
   // Its part on one limit.
   struct Part {
@@ -82,7 +91,7 @@ class Settler : public std::enable_shared_from_this<Settler> {
   };
   void send(std::shared_ptr<Part> part);
   void park(std::shared_ptr<Part> part);
-  void part_done(const Part& part, bool failed);
+  void part_done(const Part& part, PartOutcome outcome);
   void count(const std::string& route, std::string_view result);
 
   Executor executor_;

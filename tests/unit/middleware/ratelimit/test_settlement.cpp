@@ -107,12 +107,19 @@ TEST_CASE("settlement: sent again only when it never reached Redis", "[settlemen
   CHECK(f.store->calls.size() == 2);
   CHECK(f.counted("refund") == 1);
 
-  // A timeout: Redis may have run it; counted failed, never sent again.
+  // A timeout: Redis may have run it; counted unknown, never sent again.
   f.store->results = {redis::make_error_code(redis::Error::kTimeout)};
   f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
   CHECK(f.settler->queued() == 0);
   CHECK(f.store->calls.size() == 3);
-  CHECK(f.counted("failed") == 1);
+  CHECK(f.counted("unknown") == 1);
+  CHECK(f.counted("failed") == 0);
+  // A connection lost in flight: the same.
+  f.store->results = {redis::make_error_code(redis::Error::kConnectionLost)};
+  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  CHECK(f.store->calls.size() == 4);
+  CHECK(f.counted("unknown") == 2);
+  CHECK(f.counted("failed") == 0);
 }
 
 TEST_CASE("settlement: the stop sends what waits at once, and nothing waits after it",

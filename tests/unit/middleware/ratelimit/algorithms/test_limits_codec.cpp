@@ -2,6 +2,8 @@
 // arguments are encoded, how a reply is decoded (and refused when malformed),
 // and which Redis commands the script may use.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
 
 #include <cmath>
 #include <cstring>
@@ -11,10 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "middleware/ratelimit/algorithms/limits_codec.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "upstream/redis/codec.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace limits_codec_test {
 
@@ -40,7 +43,6 @@ std::string raw_doubles(std::initializer_list<double> values) {
   }
   return out;
 }
-
 
 TEST_CASE("script: one token bucket's packed reply", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
@@ -84,8 +86,13 @@ TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
   const LimitDescriptor a = bucket("a", "a", 10, 1);
   const LimitDescriptor b = bucket("b", "b", 5, 0.5);
   const std::vector<sluice::BatchRequest> requests = {{&a, 1}, {&b, 3}};
+  const std::int64_t before = sluice::redis::server_now_us();
   const std::vector<std::string> args = kCodec.encode_batch_args(requests);
-  REQUIRE(args.size() == 5);
+  const std::int64_t after = sluice::redis::server_now_us();
+  REQUIRE(args.size() == 6);
+  // Last, the call's deadline in Redis' time (the codec's default: a minute on).
+  CHECK(std::stoll(args[5]) >= before + 60'000'000);
+  CHECK(std::stoll(args[5]) <= after + 60'000'000);
   CHECK(args[0].empty());  // what marks a batch
   CHECK(args[1] == kCodec.encode_args({&a, 1}, 1)[0]);
   CHECK(args[2] == kCodec.encode_args({&a, 1}, 1)[1]);
@@ -176,19 +183,25 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   limits[1].lease_want = 20;
   limits[1].max_wait_seconds = 0.25;
   limits[0].shadow = true;
-  const auto args = kCodec.encode_args(limits, 1.5);
-  REQUIRE(args.size() == 3);
+  sluice::LimitsCodec codec;
+  codec.set_deadline_after(std::chrono::milliseconds(40));
+  const std::int64_t before = sluice::redis::server_now_us();
+  const auto args = codec.encode_args(limits, 1.5);
+  const std::int64_t after = sluice::redis::server_now_us();
+  REQUIRE(args.size() == 4);
+  CHECK(std::stoll(args[3]) >= before + 40'000);
+  CHECK(std::stoll(args[3]) <= after + 40'000);
   CHECK(args[0] == raw_doubles({1.5, 1, 50, 0.1, 0, 0, 0, 3, 1.0 / 3, 20, 0.25}));
   CHECK(args[1] == "501000");
   CHECK(args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
-  CHECK(kCodec.encode_args({}, 2) == std::vector<std::string>{raw_doubles({2})});
+  CHECK(kCodec.encode_args({}, 2).front() == raw_doubles({2}));
+  CHECK(kCodec.encode_args({}, 2).size() == 2);
 
   const std::vector<sluice::BucketRefund> refunds = {{limits[0], 4}, {limits[1], -0.5, 7}};
   const auto refund_args = kCodec.encode_refund_args(refunds);
   REQUIRE(refund_args.size() == 3);
   // Per key: kind, units (negative: a debit), capacity, x, y, z, max_debt.
-  CHECK(refund_args[0] ==
-        raw_doubles({1, 4, 50, 0.1, 0, 0, 0, 0, -0.5, 3, 1.0 / 3, 20, 0.25, 7}));
+  CHECK(refund_args[0] == raw_doubles({1, 4, 50, 0.1, 0, 0, 0, 0, -0.5, 3, 1.0 / 3, 20, 0.25, 7}));
   CHECK(refund_args[1] == "501000");
   CHECK(refund_args[2] == std::to_string(sluice::bucket_ttl_ms(3, 1.0 / 3)));
   CHECK(script_sha1().size() == 40);
@@ -218,8 +231,7 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis, and the sorted-set comma
   const auto next_command = [&](std::size_t from) {
     return std::min(script.find("call('", from), script.find("try('", from));
   };
-  for (std::size_t at = next_command(0); at != std::string_view::npos;
-       at = next_command(at + 1)) {
+  for (std::size_t at = next_command(0); at != std::string_view::npos; at = next_command(at + 1)) {
     const std::size_t name = script.find("('", at) + 2;
     const std::string command(script.substr(name, script.find('\'', name) - name));
     CAPTURE(command);

@@ -3,6 +3,7 @@
 // weeks), the script's choice of period by the store's clock, and the twin's
 // decisions with a manual clock.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -24,8 +25,8 @@ constexpr std::int64_t kSecond = 1'000'000;
 // "2026-11-28T13:00:00Z" in microseconds since the epoch.
 std::int64_t at(const char* text) {
   std::tm tm{};
-  REQUIRE(std::sscanf(text, "%d-%d-%dT%d:%d:%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec) == 6);
+  REQUIRE(std::sscanf(text, "%d-%d-%dT%d:%d:%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                      &tm.tm_min, &tm.tm_sec) == 6);
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   return static_cast<std::int64_t>(timegm(&tm)) * kSecond;
@@ -81,8 +82,7 @@ TEST_CASE("quota calendar: UTC periods, ISO weeks and leap years", "[quota][unit
                 {"2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z", "2030-01-01T00:00:00Z"});
 }
 
-TEST_CASE("quota calendar: America/New_York across both daylight-saving changes",
-          "[quota][unit]") {
+TEST_CASE("quota calendar: America/New_York across both daylight-saving changes", "[quota][unit]") {
   const char* ny = "America/New_York";
   // 8 March 2026 loses an hour (23 h); 1 November gains one (25 h).
   check_periods(CalendarPeriod::kDay, ny, "2026-03-08T12:00:00Z",
@@ -146,9 +146,8 @@ TEST_CASE("quota calendar: consecutive periods tile the time line", "[quota][uni
   // Over a year of days, weeks, hours in zones with changes: each period's
   // end is the next one's start, and every instant is inside its own.
   for (const char* tz : {"America/New_York", "Australia/Lord_Howe", "Europe/London", "UTC"}) {
-    for (CalendarPeriod period :
-         {CalendarPeriod::kHour, CalendarPeriod::kDay, CalendarPeriod::kWeek,
-          CalendarPeriod::kMonth}) {
+    for (CalendarPeriod period : {CalendarPeriod::kHour, CalendarPeriod::kDay,
+                                  CalendarPeriod::kWeek, CalendarPeriod::kMonth}) {
       CAPTURE(tz, static_cast<int>(period));
       const sluice::TimeZone z = zone(tz);
       auto t = static_cast<std::int64_t>(
@@ -176,14 +175,33 @@ TEST_CASE("quota calendar: consecutive periods tile the time line", "[quota][uni
   }
 }
 
-TEST_CASE("quota: the period is the one holding the store's clock", "[quota][unit]") {
+TEST_CASE("quota: the period is the one of the two sent that holds the store's clock",
+          "[quota][unit]") {
   const QuotaPeriods p{100.0 * kSecond, 160.0 * kSecond, 220.0 * kSecond};
-  CHECK(sluice::quota_period_end(p, 99 * kSecond) == 100.0 * kSecond);  // gateway ahead
   CHECK(sluice::quota_period_end(p, 100 * kSecond) == 160.0 * kSecond);
   CHECK(sluice::quota_period_end(p, 160 * kSecond - 1) == 160.0 * kSecond);
-  CHECK(sluice::quota_period_end(p, 160 * kSecond) == 220.0 * kSecond);  // gateway behind
-  CHECK(sluice::quota_period_end(p, 220 * kSecond) == 280.0 * kSecond);  // a whole period
-  CHECK(sluice::quota_period_end(p, 400 * kSecond) == 460.0 * kSecond);
+  CHECK(sluice::quota_period_end(p, 160 * kSecond) == 220.0 * kSecond);
+  CHECK(sluice::quota_period_end(p, 220 * kSecond - 1) == 220.0 * kSecond);
+  // Outside them (the gateway's clock far off): none, never one it guessed.
+  CHECK(std::isnan(sluice::quota_period_end(p, 100 * kSecond - 1)));
+  CHECK(std::isnan(sluice::quota_period_end(p, 220 * kSecond)));
+  CHECK(std::isnan(sluice::quota_period_end(p, 400 * kSecond)));
+}
+
+TEST_CASE("quota: a stored period other than the one holding the store's clock is replaced",
+          "[quota][unit]") {
+  const QuotaPeriods p{0.0, 60.0 * kSecond, 120.0 * kSecond};
+  // A period two ahead (written by a gateway whose clock ran fast): replaced.
+  const sluice::BucketState future{7, 180 * kSecond, true};
+  CHECK(sluice::quota_usage(future, p, 30 * kSecond).used == 0);
+  CHECK(sluice::quota_usage(future, p, 30 * kSecond).end_us == 60.0 * kSecond);
+  // The next period, stored while the store's clock was a little ahead: kept
+  // within a second of its start, replaced further back.
+  const sluice::BucketState next{7, 120 * kSecond, true};
+  CHECK(sluice::quota_usage(next, p, 59 * kSecond + 1).used == 7);
+  CHECK(sluice::quota_usage(next, p, 58 * kSecond).used == 0);
+  // The period holding now counts.
+  CHECK(sluice::quota_usage(sluice::BucketState{4, 60 * kSecond, true}, p, 30 * kSecond).used == 4);
 }
 
 sluice::LimitDescriptor quota(double capacity, QuotaPeriods periods) {

@@ -1,0 +1,134 @@
+"""A Redis that answers late leaves nothing behind: the real sluice binary and a
+real redis-server kept busy by a script for 0.4 s and 0.5 s while requests
+arrive. Their decisions time out (the route fails open); Redis runs them once
+it is free again, past their deadline, and they change nothing: no phantom
+concurrency slot locks the key out afterwards, and a settled-cost quota ends
+at exactly the sum of the real costs of the requests Redis admitted.
+"""
+
+import struct
+import threading
+import unittest
+
+from harness import PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready, \
+    wait_until
+from test_ratelimit import RateLimitTestCase, route
+
+BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
+               "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
+
+
+class RedisStallTest(RateLimitTestCase):
+    threads = 1
+
+    def stall(self, seconds, during):
+        """Keeps Redis busy for `seconds`; once it is, runs during() (which
+        sends requests), then waits for Redis to be free again."""
+        busy = threading.Thread(target=lambda: redis_call(
+            self.redis.port, "EVAL", BUSY_SCRIPT, "0", str(int(seconds * 1e6)), timeout=10))
+        busy.start()
+
+        def redis_busy():
+            try:
+                redis_call(self.redis.port, "PING", timeout=0.05)
+                return False
+            except OSError:
+                return True
+        wait_until(redis_busy, 5, message="Redis busy")
+        during()
+        busy.join(10)
+        self.assertFalse(busy.is_alive())
+
+    def start(self, routes, limits):
+        config = gateway_config(
+            {"echo": [self.echo.address], "llm": [self.upstream.address]}, routes,
+            server={"threads": self.threads},
+            # The breaker stays closed: every decision of the stall goes to Redis.
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 50,
+                   "circuit_breaker": {"failures": 1000}},
+            limits=limits)
+        gw = self.start_sluice(config)
+        wait_redis_ready(gw)
+        return gw
+
+    def setUp(self):
+        super().setUp()
+
+        def do_get(handler, query):
+            body = b"done\n"
+            handler.send_response(200)
+            handler.send_header("X-Usage-Tokens", "100")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        self.upstream = PythonUpstream(do_get)
+        self.addCleanup(self.upstream.stop)
+
+    def parallel_gets(self, gw, target, count):
+        statuses = []
+        lock = threading.Lock()
+
+        def one():
+            status = self.get(gw, target)[0]
+            with lock:
+                statuses.append(status)
+        threads = [threading.Thread(target=one) for _ in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        return statuses
+
+    def test_a_stall_leaves_no_phantom_concurrency_slot(self):
+        gw = self.start([route("c", "/c", ["in_flight"])],
+                        {"in_flight": {"key": "global", "algorithm": "concurrency",
+                                       "capacity": 2, "lease_ms": 30000}})
+        self.assert_allowed(gw, "/c")
+        statuses = []
+        # Decisions sent while Redis is busy time out and fail open.
+        self.stall(0.4, lambda: statuses.extend(self.parallel_gets(gw, "/c", 8)))
+        self.assertEqual(statuses, [200] * 8)
+        self.assertGreaterEqual(metric_sum(gw, "sluice_ratelimit_fail_open_total"), 8)
+        # An idle client is admitted at once, with the limit's headers. Its
+        # decisions go on the connection the late calls went on, after them.
+        for _ in range(5):
+            h = self.assert_allowed(gw, "/c")
+            self.assertEqual(h["X-RateLimit-Limit"], "2")
+        # Redis ran the late calls (their replies were read and dropped), and
+        # none of them took a slot.
+        wait_until(lambda: metric_sum(gw, "sluice_redis_late_replies_total") >= 1, 5,
+                   message="a late reply read")
+        keys = redis_call(self.redis.port, "KEYS", "*in_flight:*")
+        for key in keys:
+            self.assertEqual(redis_call(self.redis.port, "ZCARD", key), 0, key)
+
+    def test_a_stall_charges_nothing_that_is_never_settled(self):
+        route_ = {"name": "llm", "match": {"path_prefix": "/llm"}, "upstream": "llm",
+                  "limits": ["daily"], "cost": 500,
+                  "cost_from_response": {"header": "X-Usage-Tokens"}}
+        gw = self.start([route_], {"daily": {"key": "global", "algorithm": "quota",
+                                             "capacity": 10000000, "period": "day"}})
+        admitted = 0
+        for _ in range(3):
+            self.assert_allowed(gw, "/llm")
+            admitted += 1
+        statuses = []
+        self.stall(0.5, lambda: statuses.extend(self.parallel_gets(gw, "/llm", 8)))
+        self.assertEqual(statuses, [200] * 8)
+        # These go on the connection the late calls went on, after them.
+        for _ in range(2):
+            self.assert_allowed(gw, "/llm")
+            admitted += 1
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total",
+                                      result="refund") == admitted, 5,
+                   message="every admitted request settled")
+        keys = redis_call(self.redis.port, "KEYS", "*daily:*")
+        self.assertEqual(len(keys), 1, keys)
+        used = struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
+        # Each request Redis admitted cost 100 in the end; the stalled ones nothing.
+        self.assertEqual(used, 100 * admitted)
+        self.assertGreaterEqual(metric_sum(gw, "sluice_redis_late_replies_total"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
