@@ -56,6 +56,10 @@ constexpr MetricFamily kFamilies[] = {
      "Denials the most-limited view lost: beyond what a worker keeps between flushes, or not taken "
      "by Redis."},
     {"sluice_admin_top_requests_total", "counter", "Requests to GET /ratelimit/top, by result."},
+    {"sluice_ratelimit_slot_releases_total", "counter",
+     "Concurrency slots given back, by result (released; unknown: the last attempt was not "
+     "answered in time, so Redis may have freed it; failed: it never reached Redis, and the slot "
+     "ends with its lease)."},
     {"sluice_ratelimit_in_flight", "gauge",
      "Concurrency slots this instance holds: requests in progress, by concurrency limit."},
     {"sluice_redis_circuit_open", "gauge", "1 when a worker's Redis circuit breaker is open.",

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
 namespace sluice {
 
@@ -44,7 +45,35 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
     count(slot.limit, -1);
     refunds.push_back(BucketRefund{slot, 1});
   }
-  if (!refunds.empty()) limiter_->refund(std::move(refunds), nullptr);
+  if (!refunds.empty()) give_back(std::move(refunds), 1);
+}
+
+// A release is the removal of the slot's own member (its number is unique in
+// the fleet): sent again, it changes nothing more. So one whose answer never
+// came (Redis may or may not have run it) is sent again like one that never
+// reached Redis, a second apart; a slot still not given back after the last
+// attempt ends with its lease.
+void SlotKeeper::give_back(std::vector<BucketRefund> releases, int attempt) {
+  limiter_->refund(
+      releases, [weak = weak_from_this(), releases, attempt](std::error_code ec) mutable {
+        auto self = weak.lock();
+        if (!self) return;
+        const auto n = static_cast<double>(releases.size());
+        if (!ec) return self->count_releases("released", n);
+        if (attempt >= kReleaseAttempts) {
+          return self->count_releases(never_reached_redis(ec) ? "failed" : "unknown", n);
+        }
+        auto timer =
+            std::make_shared<boost::asio::steady_timer>(self->timer_.get_executor(), kReleaseRetry);
+        timer->async_wait([weak, timer, releases = std::move(releases),
+                           attempt](boost::system::error_code) mutable {
+          if (auto keeper = weak.lock()) keeper->give_back(std::move(releases), attempt + 1);
+        });
+      });
+}
+
+void SlotKeeper::count_releases(std::string_view result, double n) {
+  metrics_.add("sluice_ratelimit_slot_releases_total", scratch_labels({{"result", result}}), n);
 }
 
 // Every third of the shortest lease held (at least 100 ms); an earlier wait

@@ -2,17 +2,23 @@
 // ends (one refund call per turn of the loop for all of them), renewed every
 // third of the shortest lease held (a slot of a shorter lease than those
 // held brings the next renewal forward), so that only a dead instance's
-// slots expire, and counted in sluice_ratelimit_in_flight{limit}. Used on the
+// slots expire, and counted in sluice_ratelimit_in_flight{limit}. A release
+// that fails, or whose answer does not come in time, is sent again (it is
+// idempotent) up to kReleaseAttempts times, and each slot's release is
+// counted in sluice_ratelimit_slot_releases_total{result}. Used on the
 // worker's executor.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -27,8 +33,7 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
  public:
   using Executor = boost::asio::io_context::executor_type;
 
-  SlotKeeper(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
-             MetricsShard& metrics);
+  SlotKeeper(const Executor& executor, std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics);
 
   // Holds the slots a decision took (concurrency descriptors) until release().
   void hold(std::span<const LimitDescriptor> taken);
@@ -37,7 +42,12 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
 
   std::size_t held() const { return held_.size(); }
 
+  static constexpr int kReleaseAttempts = 3;
+  static constexpr std::chrono::seconds kReleaseRetry{1};
+
  private:
+  void give_back(std::vector<BucketRefund> releases, int attempt);
+  void count_releases(std::string_view result, double n);
   void arm();
   void renew_all();
   void count(const std::string& limit, double delta);

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/concurrency/slot_keeper.hpp"
+#include "upstream/redis/error.hpp"
 
 namespace slot_keeper_test {
 
@@ -77,6 +79,72 @@ TEST_CASE("slot keeper: a shorter lease taken later is renewed within its own th
   keeper->release({&fast, 1});
   CHECK(limiter->refunds.size() == 1);
   CHECK(keeper->held() == 1);
+}
+
+}  // namespace slot_keeper_test
+
+namespace slot_keeper_test {
+
+// Answers each refund with the next of `results` (then success), posted.
+class ReleaseAnswers final : public RateLimiter {
+ public:
+  explicit ReleaseAnswers(boost::asio::io_context& io) : io_(io) {}
+  void decide(const std::vector<LimitDescriptor>&, double, RateDecisionHandler) override {}
+  void renew(std::vector<LimitDescriptor>, RefundHandler) override {}
+  void refund(std::vector<BucketRefund> r, RefundHandler done) override {
+    calls.push_back(r);
+    std::error_code ec;
+    if (next_ < results.size()) ec = results[next_++];
+    boost::asio::post(io_, [done, ec] { done(ec); });
+  }
+  std::vector<std::error_code> results;
+  std::vector<std::vector<BucketRefund>> calls;
+
+ private:
+  boost::asio::io_context& io_;
+  std::size_t next_ = 0;
+};
+
+double released(MetricsShard& metrics, std::string_view result) {
+  return metrics.value_ref("sluice_ratelimit_slot_releases_total",
+                           scratch_labels({{"result", result}}));
+}
+
+TEST_CASE("slot keeper: a release whose answer never came is sent again",
+          "[concurrency][unit]") {
+  boost::asio::io_context io;
+  MetricsShard metrics;
+  auto limiter = std::make_shared<ReleaseAnswers>(io);
+  auto keeper = std::make_shared<SlotKeeper>(io.get_executor(), limiter, metrics);
+  const LimitDescriptor a = slot(16, 30000);
+  keeper->hold({&a, 1});
+
+  SECTION("a timeout, then an answer: released") {
+    limiter->results = {redis::make_error_code(redis::Error::kTimeout)};
+    keeper->release({&a, 1});
+    io.run_for(std::chrono::milliseconds(1500));
+    REQUIRE(limiter->calls.size() == 2);
+    CHECK(limiter->calls[1].size() == 1);
+    CHECK(limiter->calls[1][0].bucket.slot == 16);
+    CHECK(released(metrics, "released") == 1);
+    CHECK(released(metrics, "unknown") == 0);
+  }
+  SECTION("unanswered every time: unknown") {
+    const auto timeout = redis::make_error_code(redis::Error::kTimeout);
+    limiter->results = {timeout, timeout, timeout};
+    keeper->release({&a, 1});
+    io.run_for(std::chrono::milliseconds(2500));
+    CHECK(limiter->calls.size() == 3);
+    CHECK(released(metrics, "unknown") == 1);
+  }
+  SECTION("never reached Redis every time: failed") {
+    const auto down = redis::make_error_code(redis::Error::kNotConnected);
+    limiter->results = {down, down, down};
+    keeper->release({&a, 1});
+    io.run_for(std::chrono::milliseconds(2500));
+    CHECK(limiter->calls.size() == 3);
+    CHECK(released(metrics, "failed") == 1);
+  }
 }
 
 }  // namespace slot_keeper_test
