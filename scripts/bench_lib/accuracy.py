@@ -182,15 +182,17 @@ def exact_case(label: str, capacity: float, duration: float, outputs: list[dict]
 
 
 def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capacity: int,
-               duration: float, conns: int, pin_cpu: str | None) -> dict:
+               duration: float, conns: int, pin_cpu: str | None,
+               clocks: tuple = (None, None, None)) -> dict:
     """A minute quota of `capacity` on one key, three instances hammering it within
-    one minute of Redis's clock: exactly `capacity` may be admitted, never more."""
+    one minute of Redis's clock: exactly `capacity` may be admitted, never more.
+    `clocks`: each instance's faketime offset (None: the right time)."""
     run = f"{int(time.time() * 1000) % 10**9}"
     prefix = f"accq{run}:"
     gateways = [stack.sluice(f"sluice-accq{run}-{i}", upstream=up, redis_port=redis_port,
                              limit=(capacity, 1), key="api_key", key_prefix=prefix,
-                             quota_period="minute")
-                for i in range(3)]
+                             quota_period="minute", clock=clock)
+                for i, clock in enumerate(clocks)]
     try:
         for gateway in gateways:
             stack.wait_redis(gateway)
@@ -213,24 +215,48 @@ def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capaci
             stack.stop(gateway)
     used = [struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16]
     allowed = sum(a["allowed"] - b["allowed"] for a, b in zip(after, before))
+    skewed = [c for c in clocks if c]
+    label = ("minute quota, one key, 64 connections per instance" if not skewed else
+             f"fault: clocks {', '.join(c or '0' for c in clocks)} on one minute quota")
     return exact_case(
-        f"minute quota, one key, 64 connections per instance (Redis counted "
-        f"{used[0] if used else 0:,.0f})", capacity, duration, outputs, allowed, capacity,
+        f"{label} (Redis counted {used[0] if used else 0:,.0f})", capacity, duration,
+        outputs, allowed, capacity,
         sum(a["limited"] - b["limited"] for a, b in zip(after, before)),
         sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before)), len(used))
 
 
+BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
+               "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
+
+
+def stall_redis(redis_port: int, duration: float, stalls: int = 3, stall_s: float = 0.4):
+    """While a load of `duration` seconds runs: Redis busy (one script) for
+    `stall_s` seconds, `stalls` times, evenly spread; the decisions queued
+    behind each stall time out and Redis runs them late."""
+    conn = Connection(redis_port, timeout=stall_s + 5)
+    gap = duration / (stalls + 1)
+    for _ in range(stalls):
+        time.sleep(gap - stall_s)
+        conn("EVAL", BUSY_SCRIPT, "0", str(int(stall_s * 1e6)))
+
+
 def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_port: int,
-                                  duration: float, conns: int, pin_cpu: str | None) -> list[dict]:
+                                  duration: float, conns: int, pin_cpu: str | None,
+                                  stalled: bool = False) -> list[dict]:
     """Two cases on three instances at once, one after the other:
     - settled: a monthly quota on one key, each request's cost (500) settled from
       the response, sluice-echo reporting 120: once every settlement is in, the
       quota's count must be 120 per admitted request, to the unit;
     - concurrency: a concurrency limit of C slots on one key, every request held
-      20 ms by the echo (/__slow/20): the echo must never hold more than C at once."""
+      20 ms by the echo (/__slow/20): the echo must never hold more than C at once,
+      and no slot may be left once the load has ended.
+    stalled: Redis stalls three times during the load (stall_redis); the requests
+    whose decision times out go unlimited (fail open), and Redis running their
+    calls late must change nothing."""
     results = []
-    for label, kind in (("settled cost, one key", "settled"),
-                        ("concurrency C=8, one key, held 20 ms", "concurrency")):
+    prefix_label = "fault: Redis stalls 3 x 0.4 s, " if stalled else ""
+    for label, kind in ((f"{prefix_label}settled cost, one key", "settled"),
+                        (f"{prefix_label}concurrency C=8, one key, held 20 ms", "concurrency")):
         run = f"{int(time.time() * 1000) % 10**9}"
         prefix = f"acc{kind[0]}{run}:"
         capacity = 8 if kind == "concurrency" else 1_000_000_000
@@ -247,6 +273,8 @@ def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_p
             path = "/__slow/20" if kind == "concurrency" else "/"
             wrks = start_wrks([wrk_command(g.port, conns, duration, pin_cpu, script=KEYS_LUA,
                                            path=path, args=[run, "1", "0"]) for g in gateways])
+            if stalled:
+                stall_redis(redis_port, duration)
             outputs = wrk_outputs(wrks, duration)
 
             def delta(name):
@@ -258,19 +286,35 @@ def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_p
             deadline = time.monotonic() + 15
             while kind == "settled" and delta("settled") < allowed and time.monotonic() < deadline:
                 time.sleep(0.1)
-            stored = [redis("GET", k) for k in redis("KEYS", BUCKETS.format(prefix))]
+            keys = redis("KEYS", BUCKETS.format(prefix))
+            stored = [redis("GET", k) for k in keys] if kind == "settled" else []
             used = sum(struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16)
             peak = echo.stats().get("slow_peak", 0)
+            # Slots still held once every exchange has ended (the releases are in
+            # within a turn of each worker's loop; a phantom slot would stay).
+            deadline = time.monotonic() + 5
+            left = sum(redis("ZCARD", k) for k in keys) if kind == "concurrency" else 0
+            while left and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = sum(redis("ZCARD", k) for k in keys)
+            fail_open = delta("fail_open")
         finally:
             for gateway in gateways:
                 stack.stop(gateway)
-        ideal = allowed * 120 if kind == "settled" else capacity
-        measured = used if kind == "settled" else peak
-        results.append(exact_case(
-            f"{label}: quota counted {used:,.0f}, 120 x {allowed:,.0f} admitted"
-            if kind == "settled" else f"{label}: the echo held at most {peak} at once",
-            capacity if kind == "concurrency" else 0, duration, outputs, measured, ideal,
-            limited, 0, len(stored)))
+        if kind == "settled":
+            ideal, measured = allowed * 120, used
+            text = f"{label}: quota counted {used:,.0f}, 120 x {allowed:,.0f} admitted"
+        elif stalled:
+            # Fail-open requests are not limited, so the echo may hold more than C
+            # during a stall; what must hold is that no slot outlives the load.
+            ideal, measured = 0, left
+            text = (f"{label}: slots left after the load {left} (expected 0); the echo held "
+                    f"at most {peak} at once, {fail_open:,.0f} requests unlimited (fail open)")
+        else:
+            ideal, measured = capacity, peak
+            text = f"{label}: the echo held at most {peak} at once, {left} slots left after"
+        results.append(exact_case(text, capacity if kind == "concurrency" else 0, duration,
+                                  outputs, measured, ideal, limited, fail_open, len(keys)))
     return results
 
 
@@ -299,4 +343,11 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
         "3 instances x 64 connections")
     results += settled_and_concurrency_cases(stack, redis, echo, redis_port, duration, 64,
                                              pin_cpu)
+    # Faults: one instance's clock wrong (two minutes ahead, a day behind), and Redis
+    # stalling under load. Each must still admit exactly what Redis counts.
+    log("accuracy: fault rows: skewed clocks, Redis stalls")
+    results.append(quota_case(stack, redis, up, redis_port, 2000, duration, 64, pin_cpu,
+                              clocks=(None, "+2m", "-1d")))
+    results += settled_and_concurrency_cases(stack, redis, echo, redis_port,
+                                             max(duration, 2.0), 64, pin_cpu, stalled=True)
     return results

@@ -1,6 +1,7 @@
 """A Redis that answers late leaves nothing behind: the real sluice binary and a
 real redis-server kept busy by a script for 0.4 s and 0.5 s while requests
-arrive. Their decisions time out (the route fails open); Redis runs them once
+arrive (sluice-echo upstream). Their decisions time out (the route fails
+open); Redis runs them once
 it is free again, past their deadline, and they change nothing: no phantom
 concurrency slot locks the key out afterwards, and a settled-cost quota ends
 at exactly the sum of the real costs of the requests Redis admitted.
@@ -10,8 +11,7 @@ import struct
 import threading
 import unittest
 
-from harness import PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready, \
-    wait_until
+from harness import gateway_config, metric_sum, redis_call, wait_redis_ready, wait_until
 from test_ratelimit import RateLimitTestCase, route
 
 BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
@@ -41,7 +41,7 @@ class RedisStallTest(RateLimitTestCase):
 
     def start(self, routes, limits):
         config = gateway_config(
-            {"echo": [self.echo.address], "llm": [self.upstream.address]}, routes,
+            {"echo": [self.echo.address]}, routes,
             server={"threads": self.threads},
             # The breaker stays closed: every decision of the stall goes to Redis.
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 50,
@@ -51,25 +51,12 @@ class RedisStallTest(RateLimitTestCase):
         wait_redis_ready(gw)
         return gw
 
-    def setUp(self):
-        super().setUp()
-
-        def do_get(handler, query):
-            body = b"done\n"
-            handler.send_response(200)
-            handler.send_header("X-Usage-Tokens", "100")
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-        self.upstream = PythonUpstream(do_get)
-        self.addCleanup(self.upstream.stop)
-
-    def parallel_gets(self, gw, target, count):
+    def parallel_gets(self, gw, target, count, headers=None):
         statuses = []
         lock = threading.Lock()
 
         def one():
-            status = self.get(gw, target)[0]
+            status = self.get(gw, target, headers)[0]
             with lock:
                 statuses.append(status)
         threads = [threading.Thread(target=one) for _ in range(count)]
@@ -103,21 +90,23 @@ class RedisStallTest(RateLimitTestCase):
             self.assertEqual(redis_call(self.redis.port, "ZCARD", key), 0, key)
 
     def test_a_stall_charges_nothing_that_is_never_settled(self):
-        route_ = {"name": "llm", "match": {"path_prefix": "/llm"}, "upstream": "llm",
+        # sluice-echo answers X-Echo-Usage as the usage header: each request costs 100.
+        usage = {"X-Echo-Usage": "100"}
+        route_ = {"name": "llm", "match": {"path_prefix": "/llm"}, "upstream": "echo",
                   "limits": ["daily"], "cost": 500,
                   "cost_from_response": {"header": "X-Usage-Tokens"}}
         gw = self.start([route_], {"daily": {"key": "global", "algorithm": "quota",
                                              "capacity": 10000000, "period": "day"}})
         admitted = 0
         for _ in range(3):
-            self.assert_allowed(gw, "/llm")
+            self.assert_allowed(gw, "/llm", usage)
             admitted += 1
         statuses = []
-        self.stall(0.5, lambda: statuses.extend(self.parallel_gets(gw, "/llm", 8)))
+        self.stall(0.5, lambda: statuses.extend(self.parallel_gets(gw, "/llm", 8, usage)))
         self.assertEqual(statuses, [200] * 8)
         # These go on the connection the late calls went on, after them.
         for _ in range(2):
-            self.assert_allowed(gw, "/llm")
+            self.assert_allowed(gw, "/llm", usage)
             admitted += 1
         wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total",
                                       result="refund") == admitted, 5,
