@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
@@ -88,16 +89,23 @@ TEST_CASE("script: windows, quotas and logs settle up and down",
   CHECK(settle(redis, q, -500, 20) == 1);
   CHECK(pair_of(redis, key_of(q)).second == 120);
 
-  LimitDescriptor l = bucket("log", "k", 10, 0);
-  l.algorithm = sluice::LimitAlgorithm::kSlidingLog;
-  l.window_seconds = 1000;
-  REQUIRE(redis.decide({l}, 4).allowed);
-  CHECK(settle(redis, l, -3, 0) == 1);
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
-  CHECK(settle(redis, l, -30, 2) == 1);  // up to capacity + max_debt entries
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 12);
-  CHECK(settle(redis, l, 5, 0) == 1);
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
+  // A log settles each request on its own units: three requests, each
+  // settled once.
+  LimitDescriptor log = bucket("log", "k", 10, 0);
+  log.algorithm = sluice::LimitAlgorithm::kSlidingLog;
+  log.window_seconds = 1000;
+  std::vector<LimitDescriptor> l(3, log);
+  for (auto& request : l) request.slot = sluice::next_slot_number();
+  const auto entries = [&] { return redis.command({"ZCARD", key_of(log)})->integer; };
+  REQUIRE(redis.decide({l[0]}, 4).allowed);
+  REQUIRE(redis.decide({l[1]}, 3).allowed);
+  CHECK(settle(redis, l[1], 2, 0) == 1);  // cost 1, not 3
+  CHECK(entries() == 5);
+  CHECK(settle(redis, l[0], -3, 0) == 1);  // cost 7, not 4
+  CHECK(entries() == 8);
+  REQUIRE(redis.decide({l[2]}, 1).allowed);
+  CHECK(settle(redis, l[2], -30, 2) == 1);  // up to capacity + max_debt entries
+  CHECK(entries() == 12);
 }
 
 }  // namespace settlement_script_test
