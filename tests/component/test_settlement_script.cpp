@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "middleware/ratelimit/algorithms/concurrency.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
@@ -106,6 +107,22 @@ TEST_CASE("script: windows, quotas and logs settle up and down",
   REQUIRE(redis.decide({l[2]}, 1).allowed);
   CHECK(settle(redis, l[2], -30, 2) == 1);  // up to capacity + max_debt entries
   CHECK(entries() == 12);
+}
+
+TEST_CASE("script: a debit on a bucket that refills very slowly keeps an expiry Redis takes",
+          "[ratelimit][script][redis][settlement]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  // 0.001 per second: refilling 10^11 tokens and a debt of 10^9 takes 3 million
+  // years, more milliseconds than a PX Redis takes (10^17 reaches it as
+  // "1e+17"). The expiry is capped as the decide script's is.
+  const LimitDescriptor b = bucket("slow", "k", 1e11, 0.001);
+  REQUIRE(redis.decide({b}, 1e11).allowed);
+  CHECK(settle(redis, b, -1e9, 1e9) == 1);
+  CHECK(pair_of(redis, key_of(b)).first == Approx(-1e9));
+  CHECK(redis.pttl(key_of(b)) <= sluice::kMaxBucketTtlMs);
+  CHECK(redis.pttl(key_of(b)) > sluice::kMaxBucketTtlMs - 10'000);
 }
 
 }  // namespace settlement_script_test

@@ -15,7 +15,10 @@ local now = time[1] * 1000000 + time[2]
 -- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
 -- its capacity, as if they had never been taken; a debit takes tokens, down
 -- to -max_debt at most (a bucket already lower stays where it is), and the
--- key then lives until the bucket would be full again.
+-- key then lives until the bucket would be full again, at most 10^12 ms
+-- (about 31 years, the cap of the gateway's bucket expiry), written in
+-- digits: however slow the refill, PX stays a whole number Redis takes
+-- (a number Lua hands over may reach it as "1e+17").
 local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   local v = call('GET', key)
   local t, ts = capacity, now
@@ -31,7 +34,9 @@ local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   local nt = t + tokens
   if nt > capacity then nt = capacity end
   if tokens < 0 and nt < -max_debt then nt = math.min(t, -max_debt) end
-  if tokens < 0 and nt < 0 and rate > 0 then ttl = math.ceil((capacity - nt) / rate * 1000) + 1000 end
+  if tokens < 0 and nt < 0 and rate > 0 then
+    ttl = string.format('%.0f', math.min(math.ceil((capacity - nt) / rate * 1000) + 1000, 1e12))
+  end
   call('SET', key, pack('<dd', nt, ts), 'PX', ttl)
   return 1
 end
@@ -101,6 +106,7 @@ end
 -- Both name their members: one applied twice counts once.
 local function log_refund(key, tokens, capacity, window, number, _, max_debt)
   local kind = call('TYPE', key).ok
+  local name = string.format('%.0f:', number)
   if tokens > 0 then
     if kind ~= 'zset' then return 0 end
     local members = {}
@@ -110,7 +116,6 @@ local function log_refund(key, tokens, capacity, window, number, _, max_debt)
     end
     return 1
   end
-  local name = string.format('%.0f:', number)
   if kind ~= 'zset' and kind ~= 'none' then call('DEL', key) end
   call('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)
   local count = call('ZCARD', key)
