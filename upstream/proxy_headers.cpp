@@ -137,6 +137,11 @@ void append_list(std::string& list, std::string_view value) {
 
 }  // namespace
 
+bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name) {
+  return std::any_of(only.begin(), only.end(),
+                     [name](std::string_view o) { return !o.empty() && ascii::iequals(name, o); });
+}
+
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
                             const http::fields& fields, const ForwardedInfo& info, bool chunked,
                             std::optional<std::uint64_t> content_length) {
@@ -162,8 +167,8 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
                                                 ascii::iequals(name_string, "X-Consumer-Id") ||
                                                 ascii::iequals(name_string, "X-Consumer-Plan"))) {
       // Replaced below (the consumer's headers only Sluice may send).
-    } else if (!info.drop_header.empty() && ascii::iequals(name_string, info.drop_header)) {
-      // Meant for Sluice alone (a route's cost header).
+    } else if (is_sluice_only(info.drop_headers, name_string)) {
+      // A route's cost header, or a client's copy of its usage header.
     } else if (info.rules && info.rules->drops(name_string)) {
       // Set below or removed by the route's rules.
     } else {

@@ -2,6 +2,7 @@
 // header containers: hop-by-hop stripping, forwarded headers, Via, request id.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -40,13 +41,20 @@ bool grants_websocket_upgrade(const http_fields::fields& fields);
 // CGI-style servers map "-" to "_", so X_API_Key would reach them as X-API-Key.
 std::size_t erase_underscore_fields(http_fields::fields& fields);
 
+// Request headers meant for Sluice alone, never forwarded, in the head or in
+// trailers (empty: none): a route's cost header, and the usage header its
+// upstream answers with.
+using SluiceOnlyHeaders = std::array<std::string_view, 2>;
+// Whether a field name (any case) is one of `only`.
+bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name);
+
 struct ForwardedInfo {
   std::string_view client_ip;           // the TCP peer, as text (appended to X-Forwarded-For)
   std::string_view proto;               // "http" or "https"
   std::string_view host;                // the Host header as received (may be empty)
   std::string_view request_id;          // kept or generated id
   std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
-  std::string_view drop_header = {};    // a request header never forwarded (empty: none)
+  SluiceOnlyHeaders drop_headers = {};  // left out of the head
   const HeaderRules* rules = nullptr;   // the route's request rules (null: none)
   HeaderVars vars = {};                 // what the rules' values may use
   bool websocket = false;               // forward a WebSocket handshake's Upgrade
@@ -60,7 +68,7 @@ struct ForwardedInfo {
 // body bytes, no per-header allocation), with Sluice's headers added on the way.
 
 // The request head for the upstream: "METHOD target HTTP/1.1", the fields
-// (hop-by-hop already stripped) except Expect and info.drop_header, then X-Forwarded-For with the
+// (hop-by-hop already stripped) except Expect and info.drop_headers, then X-Forwarded-For with the
 // peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
 // (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
 // then "Connection: Upgrade" and "Upgrade: websocket" for a WebSocket

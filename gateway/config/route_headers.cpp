@@ -34,6 +34,11 @@ class RuleReader {
       r_.error(f, shown(name) + " is the route's cost_header, which is never forwarded");
       return false;
     }
+    if (request_ && ascii::iequals(name, route_.cost_from_response.header)) {
+      r_.error(f, shown(name) + " is the route's cost_from_response header, which is never " +
+                      "forwarded");
+      return false;
+    }
     std::string lower = name;
     ascii::to_lower_in_place(lower);
     const auto [it, inserted] = first_line_.emplace(std::move(lower), f.line);

@@ -80,8 +80,10 @@ bool Http2Stream::on_header(std::string_view name, std::string_view value) {
   const std::size_t limit = config_->server.max_header_bytes;
   if (header_bytes_ > limit * kHeaderBombFactor) return false;
   if (headers_done_) {
-    // A request's trailers, for an HTTP/2 upstream (within max_header_bytes).
-    if (header_bytes_ <= limit && !name.empty() && name.front() != ':') {
+    // A request's trailers, for an HTTP/2 upstream (within max_header_bytes),
+    // but for those meant for Sluice alone.
+    if (header_bytes_ <= limit && !name.empty() && name.front() != ':' &&
+        !(info_.route && is_sluice_only(sluice_only_headers(*info_.route), name))) {
       request_trailers_.insert(name, value);
       has_request_trailers_ = true;
     }

@@ -42,6 +42,10 @@ ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
   return request;
 }
 
+SluiceOnlyHeaders sluice_only_headers(const RouteConfig& route) {
+  return {route.cost_header, route.cost_from_response.header};
+}
+
 void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars) {
   const RouteConfig& route = *info.route;
   if (route.request_headers.empty() && route.response_headers.empty()) return;
@@ -54,8 +58,9 @@ void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const
                               std::string_view peer_text, std::string_view upstream_host,
                               std::optional<std::uint64_t> content_length) {
   const RouteConfig& route = *info.route;
-  ForwardedInfo forwarded{peer_text,       info.forwarded_proto, req[http::field::host],
-                          info.request_id, upstream_host,        route.cost_header};
+  ForwardedInfo forwarded{peer_text, info.forwarded_proto, req[http::field::host], info.request_id,
+                          upstream_host};
+  forwarded.drop_headers = sluice_only_headers(route);
   forwarded.websocket = info.websocket;
   forwarded.traceparent = info.traceparent;
   forwarded.identity = ctx.identity_headers;

@@ -30,6 +30,12 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
 ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
                                  const ProxiedRequest& req);
 
+// The request headers of a route that Sluice reads and never forwards, in the
+// head or in trailers: its cost_header, and its cost_from_response header (a
+// client's own copy, reflected by the upstream, would set what the request is
+// charged).
+SluiceOnlyHeaders sluice_only_headers(const RouteConfig& route);
+
 // The variables the route's header rules use, set only when it has rules
 // (`client_ip_text` holds the text `vars` points at).
 void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars);

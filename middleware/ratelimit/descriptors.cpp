@@ -310,6 +310,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
       descriptor.slot = next_slot_number();
       descriptor.lease_ms = static_cast<double>(limit->lease.count());
+    } else if (descriptor.algorithm == LimitAlgorithm::kSlidingLog) {
+      descriptor.slot = next_slot_number();  // names the units this request logs
     }
     descriptor.shadow = limit->shadow;
     value.hash_input.clear();  // raw request data: not kept beyond hashing

@@ -52,7 +52,10 @@ struct LimitDescriptor {
   double window_seconds = 0;  // sliding window and sliding log
   QuotaPeriods periods{};     // quota
   // concurrency: this request's slot (a whole number below 2^53, unique in
-  // the fleet) and how long the slot lives unless renewed.
+  // the fleet) and how long the slot lives unless renewed. A sliding log:
+  // such a number too, which names the units this request logs, so that its
+  // refund removes its own (a descriptor is decided once: each request has
+  // its own).
   double slot = 0;
   double lease_ms = 0;
   // Decided and debited (when the request goes through and it had the

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "middleware/ratelimit/algorithms/concurrency.hpp"
+#include "middleware/ratelimit/algorithms/token_bucket.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
@@ -88,16 +90,39 @@ TEST_CASE("script: windows, quotas and logs settle up and down",
   CHECK(settle(redis, q, -500, 20) == 1);
   CHECK(pair_of(redis, key_of(q)).second == 120);
 
-  LimitDescriptor l = bucket("log", "k", 10, 0);
-  l.algorithm = sluice::LimitAlgorithm::kSlidingLog;
-  l.window_seconds = 1000;
-  REQUIRE(redis.decide({l}, 4).allowed);
-  CHECK(settle(redis, l, -3, 0) == 1);
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
-  CHECK(settle(redis, l, -30, 2) == 1);  // up to capacity + max_debt entries
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 12);
-  CHECK(settle(redis, l, 5, 0) == 1);
-  CHECK(redis.command({"ZCARD", key_of(l)})->integer == 7);
+  // A log settles each request on its own units: three requests, each
+  // settled once.
+  LimitDescriptor log = bucket("log", "k", 10, 0);
+  log.algorithm = sluice::LimitAlgorithm::kSlidingLog;
+  log.window_seconds = 1000;
+  std::vector<LimitDescriptor> l(3, log);
+  for (auto& request : l) request.slot = sluice::next_slot_number();
+  const auto entries = [&] { return redis.command({"ZCARD", key_of(log)})->integer; };
+  REQUIRE(redis.decide({l[0]}, 4).allowed);
+  REQUIRE(redis.decide({l[1]}, 3).allowed);
+  CHECK(settle(redis, l[1], 2, 0) == 1);  // cost 1, not 3
+  CHECK(entries() == 5);
+  CHECK(settle(redis, l[0], -3, 0) == 1);  // cost 7, not 4
+  CHECK(entries() == 8);
+  REQUIRE(redis.decide({l[2]}, 1).allowed);
+  CHECK(settle(redis, l[2], -30, 2) == 1);  // up to capacity + max_debt entries
+  CHECK(entries() == 12);
+}
+
+TEST_CASE("script: a debit on a bucket that refills very slowly keeps an expiry Redis takes",
+          "[ratelimit][script][redis][settlement]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  // 0.001 per second: refilling 10^11 tokens and a debt of 10^9 takes 3 million
+  // years, more milliseconds than a PX Redis takes (10^17 reaches it as
+  // "1e+17"). The expiry is capped as the decide script's is.
+  const LimitDescriptor b = bucket("slow", "k", 1e11, 0.001);
+  REQUIRE(redis.decide({b}, 1e11).allowed);
+  CHECK(settle(redis, b, -1e9, 1e9) == 1);
+  CHECK(pair_of(redis, key_of(b)).first == Approx(-1e9));
+  CHECK(redis.pttl(key_of(b)) <= sluice::kMaxBucketTtlMs);
+  CHECK(redis.pttl(key_of(b)) > sluice::kMaxBucketTtlMs - 10'000);
 }
 
 }  // namespace settlement_script_test

@@ -399,6 +399,35 @@ class GrpcUpstreamTest(ProcessTestCase):
         self.assertIsNone(headers.get("x-upstream-trailer"))
         self.assertEqual(upstream.connections, 1)
 
+    def test_headers_meant_for_sluice_reach_no_h2_upstream_in_head_or_trailers(self):
+        """The route's cost_header and cost_from_response header, which only
+        Sluice reads, are left out of the head and of an HTTP/2 client's
+        request trailers; the other trailers go on."""
+        from testkit.h2server import H2Upstream
+        upstream = H2Upstream()
+        self.addCleanup(upstream.stop)
+        gw = self.gateway({"servers": [upstream.address], "protocol": "h2c"},
+                          routes=[route("all", "/", ["per_ip"], upstream="grpc",
+                                        cost_header="X-Cost",
+                                        cost_from_response={"header": "X-Usage-Tokens"})],
+                          limits={"per_ip": limit("ip", 1000)})
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        sid = c.send("POST", "/with-trailers",
+                     headers=[("content-type", "text/plain"), ("x-usage-tokens", "0"),
+                              ("x-cost", "2")],
+                     body=b"abc", end=False)
+        c.conn.send_headers(sid, [("x-usage-tokens", "0"), ("x-cost", "1"),
+                                  ("x-client-trailer", "sent")], end_stream=True)
+        c.flush()
+        reply = c.run_until_done([sid])[sid]
+        self.assertEqual(reply.status, 200)
+        seen = json.loads(bytes(reply.body))
+        names = [name for name, _ in seen["headers"]]
+        self.assertNotIn("x-usage-tokens", names)
+        self.assertNotIn("x-cost", names)
+        self.assertEqual(seen["trailers"], [["x-client-trailer", "sent"]])
+
     def test_expect_100_continue_from_an_http11_client(self):
         """An HTTP/1.1 client that waits for 100 Continue gets it once the
         upstream connection is ready, then its body goes; one that leaves

@@ -3,7 +3,8 @@ redis-server: an upstream reports the real cost in a response header or a
 trailer; the estimate debited at admission is settled to it on a token
 bucket and a monthly quota, to the unit: the quota's count is the sum of the
 real costs. Statuses not counted cost nothing, invalid values settle at the
-estimate, a debit stops at max_debt, and the settlement metrics count each.
+estimate, a debit stops at max_debt, and the settlement metrics count each. A
+client's own copy of the usage header never reaches the upstream.
 """
 
 import random
@@ -16,6 +17,7 @@ import urllib.parse
 from harness import (PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready,
                      wait_until)
 from test_ratelimit import RateLimitTestCase
+from testkit.h2client import H2Client
 
 ESTIMATE = 500
 
@@ -145,8 +147,64 @@ class SettlementTest(RateLimitTestCase):
         self.assertEqual(self.quota_used(), 77)
 
 
-if __name__ == "__main__":
-    unittest.main()
+class UsageHeaderFromTheClientTest(RateLimitTestCase):
+    """A client that sends the usage header itself: an upstream that reflects
+    request headers would answer with the client's value and settle the call
+    at it. Sluice removes it from the request, over HTTP/1.1 and HTTP/2."""
+
+    def test_the_clients_usage_header_is_not_forwarded(self):
+        seen = []
+
+        def do_get(handler, query):
+            # Reflects the request's usage header when it has one (any case).
+            reflected = [v for n, v in handler.headers.items() if n.lower() == "x-usage-tokens"]
+            seen.extend(reflected)
+            body = b"done\n"
+            handler.send_response(200)
+            handler.send_header("X-Usage-Tokens", reflected[0] if reflected else query["usage"][0])
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        upstream = PythonUpstream(do_get)
+        self.addCleanup(upstream.stop)
+        limits = {"monthly": {"key": "global", "algorithm": "quota", "capacity": 1000000,
+                              "period": "month"}}
+        routes = [{"name": "completions", "match": {"path_prefix": "/"}, "upstream": "llm",
+                   "limits": ["monthly"], "cost": ESTIMATE,
+                   "cost_from_response": {"header": "X-Usage-Tokens"}}]
+        gw = self.start_sluice(gateway_config(
+            {"llm": [upstream.address]}, routes,
+            server={"threads": 1, "http2": {"enabled": True}},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"}, limits=limits))
+        wait_redis_ready(gw)
+
+        def settled():
+            return metric_sum(gw, "sluice_ratelimit_settlements_total")
+
+        def quota_used():
+            keys = redis_call(self.redis.port, "KEYS", "*monthly:*")
+            self.assertEqual(len(keys), 1, keys)
+            return struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
+
+        # HTTP/1.1, two lines of it in two spellings.
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+            s.sendall(b"GET /?usage=900 HTTP/1.1\r\nHost: x\r\nX-Usage-Tokens: 0\r\n"
+                      b"x-usage-tokens: 0\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        self.assertTrue(reply.startswith(b"HTTP/1.1 200 "), reply[:200])
+        wait_until(lambda: settled() == 1, timeout=5, message="settled")
+        self.assertEqual(quota_used(), 900)
+        # HTTP/2.
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        reply = c.request("GET", "/?usage=900", headers=[("x-usage-tokens", "0")])
+        self.assertEqual(reply.status, 200)
+        wait_until(lambda: settled() == 2, timeout=5, message="settled")
+        self.assertEqual(quota_used(), 1800)
+        self.assertEqual(seen, [])
 
 
 class SettlementNeverTwiceTest(RateLimitTestCase):
@@ -210,3 +268,7 @@ class SettlementNeverTwiceTest(RateLimitTestCase):
         self.assertEqual(len(keys), 1, keys)
         used = struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
         self.assertIn(used, (120, ESTIMATE))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -2,19 +2,22 @@
 burst on both sides of a window boundary that a sliding window lets through
 almost twice gets at most capacity in any window_ms from a sliding log; the
 headers of a denial (Retry-After: until the oldest entries leave); whole
-units for a fractional cost; the bucket API; and exactly capacity admitted by
-two instances sharing a log.
+units for a fractional cost; the bucket API; exactly capacity admitted by
+two instances sharing a log; and a settlement that arrives after a later
+request was admitted changes its own request's entries.
 
 A sliding log is a sorted set, one member per admitted unit, scored by its
 admission time (Redis TIME, microseconds).
 """
 
+import itertools
 import json
+import threading
 import time
 import unittest
 import urllib.parse
 
-from harness import Client, redis_call, request, wait_until
+from harness import Client, metric_sum, redis_call, request, wait_until
 from test_ratelimit import RateLimitTestCase, route
 
 
@@ -109,6 +112,29 @@ class SlidingLogTest(RateLimitTestCase):
         self.assertEqual(len(statuses), 160)
         self.assertEqual(statuses.count(200), 30, statuses)
         self.assertEqual(len(self.entries("strict")), 30)
+
+    def test_a_late_refund_takes_its_own_requests_entries(self):
+        """A (estimate 4, really 1) is still upstream when B (4, really 4) is
+        admitted; A's refund of 3 then takes A's entries, not B's newer ones:
+        the log holds 1 entry at A's admission and 4 at B's."""
+        gw = self.start_gateway(
+            [route("log", "/", ["strict"], cost=4,
+                   cost_from_response={"header": "X-Usage-Tokens"})],
+            {"strict": log_limit("ip", 20, 60000)})
+        a_status = []
+        a = threading.Thread(target=lambda: a_status.append(
+            self.get(gw, "/__slow/500", headers={"X-Echo-Usage": "1"})[0]))
+        a.start()
+        wait_until(lambda: redis_call(self.redis.port, "KEYS", "*strict:*") and
+                   len(self.entries("strict")) == 4, timeout=5, message="A admitted")
+        self.assertEqual(self.get(gw, "/", headers={"X-Echo-Usage": "4"})[0], 200)
+        a.join(10)
+        self.assertEqual(a_status, [200])
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total") == 2,
+                   timeout=5, message="both settled")
+        # Entries per admission time, oldest first: A's real 1, then B's 4.
+        per_admission = [len(list(g)) for _, g in itertools.groupby(self.entries("strict"))]
+        self.assertEqual(per_admission, [1, 4])
 
 
 if __name__ == "__main__":

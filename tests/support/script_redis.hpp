@@ -198,8 +198,6 @@ class Redis {
 
   long long pttl(const std::string& key) { return command({"PTTL", key})->integer; }
 
-  // Gives `tokens` back to each of `limits` with the refund script; how many
-  // buckets it refunded.
   // One renew_slots.lua call for `slots`; how many were renewed.
   long long renew(const std::vector<LimitDescriptor>& slots) {
     const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, slots);
@@ -214,9 +212,11 @@ class Redis {
     return r->integer;
   }
 
-  long long refund(const std::vector<LimitDescriptor>& limits, double tokens) {
+  // Gives `tokens` back to each of `limits` with the refund script (negative:
+  // takes them, down to max_debt below empty); how many buckets it changed.
+  long long refund(const std::vector<LimitDescriptor>& limits, double tokens, double max_debt = 0) {
     std::vector<sluice::BucketRefund> refunds;
-    for (const auto& l : limits) refunds.push_back({l, tokens});
+    for (const auto& l : limits) refunds.push_back({l, tokens, max_debt});
     const std::vector<std::string> keys = sluice::redis_keys(kKeyPrefix, limits);
     std::vector<std::string> args = {"EVAL", std::string(sluice::kRefundLimitsScript),
                                      std::to_string(keys.size())};

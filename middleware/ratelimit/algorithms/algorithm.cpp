@@ -181,8 +181,10 @@ const AlgorithmRow kQuota{
 };
 
 // ---- sliding log: at most capacity units in any span of window_seconds
-// Stored as a sorted set, one member per unit scored by its admission time;
-// read back by bucket_read.lua as 'L' and the scores as little-endian doubles.
+// Stored as a sorted set, one member per unit scored by its admission time and
+// named after its request's number (the descriptor's slot), so that a refund
+// removes that request's own units; read back by bucket_read.lua as 'L' and
+// the scores as little-endian doubles.
 
 BucketState sliding_log_stored(std::string_view value) {
   if (value.empty() || value[0] != 'L' || (value.size() - 1) % sizeof(double) != 0) return {};
@@ -204,7 +206,7 @@ const AlgorithmRow kSlidingLog{
     true,
     true,
     false,
-    [](const LimitDescriptor& l) { return std::array<double, 3>{l.window_seconds, 0, 0}; },
+    [](const LimitDescriptor& l) { return std::array<double, 3>{l.window_seconds, l.slot, 0}; },
     [](const LimitDescriptor& l) { return l.window_seconds; },
     [](const LimitDescriptor& l) { return log_ttl_ms(l.window_seconds); },
     [](const LimitDescriptor& l) { return l.window_seconds; },

@@ -19,7 +19,8 @@ namespace sluice {
 
 // A new slot number: unique in this process, and across the fleet but for a
 // chance of 2^-21 per pair of processes (a random prefix of 21 bits and a
-// counter of 32), below 2^53 so that a double holds it exactly.
+// counter of 32), below 2^53 so that a double holds it exactly. A sliding
+// log's request takes one too, to name its units.
 double next_slot_number();
 
 // A slot's member in its sorted set: its number in decimal digits, as the

@@ -201,14 +201,17 @@ if loads or kind1 == 4 then
   loads[4], commits[4] = quota_load, quota_commit
 end
 
--- ---- sliding log (6): x window in seconds, y and z unused
+-- ---- sliding log (6): x window in seconds, y the request's number (a whole
+-- number unique in the fleet, as a concurrency slot's), z unused
 -- A sorted set of one member per admitted unit, scored by its admission time
--- (us), members "<time>-<n>" with n counting on from the log's size (unique:
--- two calls never share a TIME, and a batch's requests count on). A request
--- of cost c takes ceil(c) units. Units admitted at or before now - window have
--- left: they are dropped as the log is read. Never reserved. The key expires
--- a window and a second after its last debit. A value of another algorithm
--- under the key is dropped.
+-- (us). A request of cost c takes ceil(c) units, members "<number>:1" ..
+-- "<number>:<ceil(c)>", so that a refund removes its own request's units and
+-- no other's (a debit settlement's are "<number>:d<j>"). Members of other
+-- names (earlier versions wrote "<time>-<n>") count and leave alike: only
+-- scores are read. Units admitted at or before now - window have left: they
+-- are dropped as the log is read. Never reserved. The key expires a window
+-- and a second after its last debit. A value of another algorithm under the
+-- key is dropped.
 if loads or kind1 == 6 then
   local function log_load(_, cost, capacity, window, _, _, key)
     if type(try('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)) ~= 'number' then
@@ -218,11 +221,11 @@ if loads or kind1 == 6 then
     if count + math.ceil(cost) <= capacity then return count, 0, 0, 0, 1 end
     return count, 0, 0, 0, 0
   end
-  local function log_commit(key, count, _, _, _, cost, capacity, window, _, debit)
+  local function log_commit(key, count, _, _, _, cost, capacity, window, number, debit)
     local units, W = math.ceil(cost), window * 1000000
     if debit then
-      local args, stamp = {}, string.format('%.0f', now)
-      for j = 1, units do args[2 * j - 1], args[2 * j] = now, stamp .. '-' .. (count + j) end
+      local args, name = {}, string.format('%.0f:', number)
+      for j = 1, units do args[2 * j - 1], args[2 * j] = now, name .. j end
       for first = 1, 2 * units, 1000 do  -- within Lua's limit on unpacked values
         call('ZADD', key, unpack(args, first, math.min(first + 999, 2 * units)))
       end

@@ -15,7 +15,10 @@ local now = time[1] * 1000000 + time[2]
 -- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
 -- its capacity, as if they had never been taken; a debit takes tokens, down
 -- to -max_debt at most (a bucket already lower stays where it is), and the
--- key then lives until the bucket would be full again.
+-- key then lives until the bucket would be full again, at most 10^12 ms
+-- (about 31 years, the cap of the gateway's bucket expiry), written in
+-- digits: however slow the refill, PX stays a whole number Redis takes
+-- (a number Lua hands over may reach it as "1e+17").
 local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   local v = call('GET', key)
   local t, ts = capacity, now
@@ -31,7 +34,9 @@ local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   local nt = t + tokens
   if nt > capacity then nt = capacity end
   if tokens < 0 and nt < -max_debt then nt = math.min(t, -max_debt) end
-  if tokens < 0 and nt < 0 and rate > 0 then ttl = math.ceil((capacity - nt) / rate * 1000) + 1000 end
+  if tokens < 0 and nt < 0 and rate > 0 then
+    ttl = string.format('%.0f', math.min(math.ceil((capacity - nt) / rate * 1000) + 1000, 1e12))
+  end
   call('SET', key, pack('<dd', nt, ts), 'PX', ttl)
   return 1
 end
@@ -95,23 +100,29 @@ local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_d
   return 1
 end
 
--- ---- sliding log (6): its newest ceil(units) entries go (refunds come
--- within moments of their debit, so those are the refunded request's, or
--- entries as new); a debit logs ceil(units) more entries now, up to
--- capacity + max_debt entries.
-local function log_refund(key, tokens, capacity, window, _, _, max_debt)
+-- ---- sliding log (6): y is the number of the request refunded or debited
+-- (the decide script's). A refund removes ceil(units) of that request's own
+-- entries ("<number>:1" on; those still in the window: one that has left
+-- gives nothing back), never another request's; a debit logs ceil(units)
+-- more entries now ("<number>:d1" on), up to capacity + max_debt entries.
+-- Both name their members: one applied twice counts once.
+local function log_refund(key, tokens, capacity, window, number, _, max_debt)
   local kind = call('TYPE', key).ok
+  local name = string.format('%.0f:', number)
   if tokens > 0 then
     if kind ~= 'zset' then return 0 end
-    call('ZPOPMAX', key, math.ceil(tokens))
+    local members = {}
+    for j = 1, math.ceil(tokens) do members[j] = name .. j end
+    for first = 1, #members, 1000 do  -- within Lua's limit on unpacked values
+      call('ZREM', key, unpack(members, first, math.min(first + 999, #members)))
+    end
     return 1
   end
   if kind ~= 'zset' and kind ~= 'none' then call('DEL', key) end
   call('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)
   local count = call('ZCARD', key)
   local units = math.min(math.ceil(-tokens), math.max(0, capacity + max_debt - count))
-  local stamp = string.format('%.0f', now)
-  for j = 1, units do call('ZADD', key, now, stamp .. '-d' .. (count + j)) end
+  for j = 1, units do call('ZADD', key, now, name .. 'd' .. j) end
   if units > 0 then call('PEXPIRE', key, math.ceil(window * 1000) + 1000) end
   return 1
 end

@@ -24,7 +24,11 @@ constexpr std::uint64_t kMaxUsage = std::uint64_t{1} << 53;
 
 std::optional<double> parse_usage(std::string_view text) {
   text = ascii::trim(text);
-  if (text.empty() || text.size() > 16 || !ascii::all_digits(text)) return std::nullopt;
+  if (text.empty() || !ascii::all_digits(text)) return std::nullopt;
+  // Leading zeros say nothing ("007"), however many: the value's own digits
+  // are counted.
+  text.remove_prefix(std::min(text.find_first_not_of('0'), text.size() - 1));
+  if (text.size() > 16) return std::nullopt;
   std::uint64_t value = 0;  // 16 digits at most: no overflow
   for (char c : text) value = value * 10 + static_cast<std::uint64_t>(c - '0');
   if (value > kMaxUsage) return std::nullopt;

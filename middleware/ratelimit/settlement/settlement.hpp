@@ -35,8 +35,8 @@ namespace sluice {
 class MetricsShard;
 
 // A usage value: a whole number of at most 2^53 written in decimal digits
-// only (surrounding blanks allowed); nullopt for anything else ("", "-1",
-// "1.5", "12abc", a huge number).
+// only, with any number of leading zeros (surrounding blanks allowed);
+// nullopt for anything else ("", "-1", "1.5", "12abc", a huge number).
 std::optional<double> parse_usage(std::string_view text);
 
 // What the request really cost: 0 for a status the route does not count;

@@ -129,22 +129,28 @@ TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_he
   CHECK(head.find("X-Forwarded-For: ::1\r\n") != std::string::npos);
 }
 
-TEST_CASE("request head: the dropped header is not forwarded, in any case", "[proxy_headers]") {
+TEST_CASE("request head: the dropped headers are not forwarded, in any case", "[proxy_headers]") {
   http::fields f;
   f.set("Host", "h");
   f.insert("x-cost", "7");
   f.insert("X-COST", "8");
   f.insert("X-Costly", "kept");
+  f.insert("x-usage-tokens", "0");
   std::string head;
   ForwardedInfo info{"1.2.3.4", "http", "h", "id"};
-  info.drop_header = "X-Cost";
+  info.drop_headers = {"X-Cost", "X-Usage-Tokens"};
   serialize_request_head(head, "GET", "/", f, info, false);
   CHECK(head.find("7") == std::string::npos);
   CHECK(head.find("8") == std::string::npos);
+  CHECK(head.find("usage") == std::string::npos);
   CHECK(head.find("X-Costly: kept\r\n") != std::string::npos);
-  info.drop_header = {};
+  info.drop_headers = {"", "X-Usage-Tokens"};  // a route without a cost header
   serialize_request_head(head, "GET", "/", f, info, false);
   CHECK(head.find("x-cost: 7\r\n") != std::string::npos);
+  CHECK(head.find("usage") == std::string::npos);
+  info.drop_headers = {};
+  serialize_request_head(head, "GET", "/", f, info, false);
+  CHECK(head.find("x-usage-tokens: 0\r\n") != std::string::npos);
 }
 
 TEST_CASE("request head: a traceparent Sluice started goes after Via", "[proxy_headers]") {

@@ -370,6 +370,9 @@ const std::vector<BadFixture> kBadFixtures = {
     {"header_rule_cost_header.yaml",
      {"16: routes[0].request_headers.remove[0]: \"x-cost\" is the route's cost_header, which "
       "is never forwarded"}},
+    {"header_rule_usage_header.yaml",
+     {"18: routes[0].request_headers.set.x-usage-tokens: \"x-usage-tokens\" is the route's "
+      "cost_from_response header, which is never forwarded"}},
     {"header_rule_duplicate.yaml",
      {"11: routes[0].request_headers.remove[0]: header \"x-tenant\" is named twice (first at "
       "line 10)",

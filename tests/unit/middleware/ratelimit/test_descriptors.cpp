@@ -220,6 +220,25 @@ TEST_CASE("descriptors for a route: plans and no raw values", "[ratelimit][keys]
   }
 }
 
+TEST_CASE("descriptors of a sliding log: each request's own number names its units",
+          "[ratelimit][keys]") {
+  sluice::Config config;
+  LimitConfig strict = make_limit("strict", {{Kind::kIp, ""}}, 20, 0);
+  strict.algorithm = LimitConfig::Algorithm::kSlidingLog;
+  strict.bucket.window_seconds = 60;
+  config.limits = {strict};
+  sluice::RouteConfig route;
+  route.limits = {"strict"};
+  Request request;
+  std::set<double> numbers;
+  for (int i = 0; i < 3; ++i) {
+    const auto keys = route_keys(config, route, request);
+    REQUIRE(keys.descriptors.size() == 1);
+    numbers.insert(keys.descriptors[0].slot);
+  }
+  CHECK(numbers.size() == 3);  // one bucket, three requests, three names
+}
+
 TEST_CASE("identity check: keyed headers and parameters must appear once", "[ratelimit][keys]") {
   ApiKeysConfig api_keys;  // X-API-Key
   const LimitConfig by_key = make_limit("by_key", {{Kind::kApiKey, ""}});

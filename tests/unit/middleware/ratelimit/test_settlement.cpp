@@ -25,6 +25,12 @@ TEST_CASE("settlement: a usage value is a whole number of at most 2^53, digits o
   CHECK(sluice::parse_usage("9007199254740992") == 9007199254740992.0);
   CHECK_FALSE(sluice::parse_usage("9007199254740993"));  // above 2^53
   CHECK_FALSE(sluice::parse_usage("99999999999999999999"));
+  // Leading zeros, however many, leave the value as it is.
+  CHECK(sluice::parse_usage("00000000000000900") == 900);
+  CHECK(sluice::parse_usage("00009007199254740992") == 9007199254740992.0);
+  CHECK(sluice::parse_usage("00000000000000000000") == 0);
+  CHECK_FALSE(sluice::parse_usage("00009007199254740993"));
+  CHECK_FALSE(sluice::parse_usage("000099999999999999999"));
   for (const char* bad : {"", "-1", "1.5", "12abc", "1e3", "+5", "0x10", "1 2"}) {
     CAPTURE(bad);
     CHECK_FALSE(sluice::parse_usage(bad));

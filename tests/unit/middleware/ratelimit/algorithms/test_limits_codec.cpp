@@ -207,6 +207,20 @@ TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   CHECK(script_sha1().size() == 40);
 }
 
+TEST_CASE("script: a sliding log's request number goes as y to its decision and its refund",
+          "[ratelimit][script]") {
+  LimitDescriptor log = bucket("l", "l", 20, 0);
+  log.algorithm = sluice::LimitAlgorithm::kSlidingLog;
+  log.window_seconds = 60;
+  log.slot = 4096;
+  // Per key: kind, capacity, x (the window in seconds), y (the number), z.
+  CHECK(kCodec.encode_args({&log, 1}, 2)[0] == raw_doubles({2, 6, 20, 60, 4096, 0}));
+  const std::vector<sluice::BatchRequest> batch = {{&log, 2}};
+  CHECK(kCodec.encode_batch_args(batch)[1] == raw_doubles({2, 6, 20, 60, 4096, 0}));
+  const std::vector<sluice::BucketRefund> refunds = {{log, 1.5, 3}};
+  CHECK(kCodec.encode_refund_args(refunds)[0] == raw_doubles({6, 1.5, 20, 60, 4096, 0, 3}));
+}
+
 TEST_CASE("script: only TIME, MGET and SET reach Redis, and the sorted-set commands of a log",
           "[ratelimit][script]") {
   const std::string_view script = sluice::kDecideLimitsScript;
