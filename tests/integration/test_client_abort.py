@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from harness import (ProcessTestCase, RawConnection, gateway_config, metric_sum, request,
                      wait_redis_ready, wait_until)
+from testkit.h2client import H2Client
 from testkit.h2server import H2Upstream
 
 USAGE = 7  # what the upstream's X-Usage-Tokens says a request cost
@@ -101,7 +102,7 @@ class ClientAbortTest(ProcessTestCase):
         self.upstream = HeldUpstream()
         self.addCleanup(self.upstream.stop)
 
-    def gateway(self, upstream=None, **route_keys):
+    def gateway(self, upstream=None, server=None, **route_keys):
         """One route: a concurrency limit of 1 and a token bucket whose cost
         (ESTIMATE) settles from the response's X-Usage-Tokens."""
         limits = {
@@ -112,7 +113,8 @@ class ClientAbortTest(ProcessTestCase):
                    "limits": ["one", "tokens"], "cost": ESTIMATE,
                    "cost_from_response": {"header": "X-Usage-Tokens"}, **route_keys}]
         config = gateway_config(
-            {"held": upstream or [self.upstream.address]}, routes, server={"threads": 1},
+            {"held": upstream or [self.upstream.address]}, routes,
+            server={"threads": 1, **(server or {})},
             log={"level": "info", "access_log": True},
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000},
             limits=limits)
@@ -191,6 +193,21 @@ class ClientAbortTest(ProcessTestCase):
         wait_until(lambda: self.upstream.answered == 2, 5, message="both answered upstream")
         self.assertEqual(self.upstream.closed_while_held, 0)
 
+    def test_a_websocket_handshake_the_upstream_holds_is_closed_on_both_sides(self):
+        gw = self.gateway()
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        self.addCleanup(s.close)
+        s.sendall(b"GET /leaver?hold_ms=5000 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        s.close()
+        left = time.monotonic()
+        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
+                   message="the upstream saw its connection closed")
+        self.assert_slot_back_within_a_second(gw, left)
+        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
+
     def test_ignore_client_abort_lets_the_upstream_finish(self):
         gw = self.gateway(ignore_client_abort=True)
         s = self.send_held(gw, "/leaver?hold_ms=1500")
@@ -207,6 +224,23 @@ class ClientAbortTest(ProcessTestCase):
         # The response that came settles at its usage, not at the estimate.
         wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
                                       result="refund") >= 1, 5, message="settled at its usage")
+
+    # ---- HTTP/2 ----------------------------------------------------------------
+
+    def test_an_http2_client_that_resets_its_stream_takes_the_same_path(self):
+        gw = self.gateway(server={"http2": {"enabled": True}})
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        held = c.send("GET", "/leaver?hold_ms=5000")
+        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        c.conn.reset_stream(held, error_code=0x8)  # CANCEL
+        c.flush()
+        left = time.monotonic()
+        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
+                   message="the upstream saw its connection closed")
+        self.assert_slot_back_within_a_second(gw, left)
+        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
+        self.assert_settled_at_the_estimate(gw)
 
     # ---- HTTP/2 upstream --------------------------------------------------------
 
