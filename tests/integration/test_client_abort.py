@@ -242,6 +242,22 @@ class ClientAbortTest(ProcessTestCase):
         self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
         self.assert_settled_at_the_estimate(gw)
 
+    def test_ignore_client_abort_lets_the_upstream_finish_an_http2_stream_reset(self):
+        gw = self.gateway(server={"http2": {"enabled": True}}, ignore_client_abort=True)
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        held = c.send("GET", "/leaver?hold_ms=1500")
+        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        c.conn.reset_stream(held, error_code=0x8)
+        c.flush()
+        wait_until(lambda: self.upstream.answered == 1 or self.upstream.closed_while_held, 5,
+                   message="the upstream finished")
+        self.assertEqual((self.upstream.answered, self.upstream.closed_while_held), (1, 0))
+        wait_until(lambda: c.request("GET", "/?hold_ms=0").status == 200, 5,
+                   message="the slot back once the upstream answered")
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
+                                      result="refund") >= 1, 5, message="settled at its usage")
+
     # ---- HTTP/2 upstream --------------------------------------------------------
 
     def test_over_an_h2c_upstream_the_stream_is_reset_with_cancel(self):
