@@ -12,13 +12,14 @@ upstream finish.
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 import unittest
 from urllib.parse import parse_qs, urlsplit
 
-from harness import (ProcessTestCase, RawConnection, gateway_config, metric_sum, request,
-                     wait_redis_ready, wait_until)
+from harness import (ProcessTestCase, RawConnection, client_context, gateway_config, make_ca,
+                     make_server_cert, metric_sum, request, wait_redis_ready, wait_until)
 from testkit.h2client import H2Client
 from testkit.h2server import H2Upstream
 
@@ -179,6 +180,28 @@ class ClientAbortTest(ProcessTestCase):
         # The half-closed client reads the end of the connection, no response.
         s.settimeout(2)
         self.assertEqual(s.recv(100), b"")
+
+    def test_a_tls_client_saying_close_notify_is_gone(self):
+        make_ca(self.workdir, "ca")
+        cert, key = make_server_cert(self.workdir, "ca", "gw", dns=("gw.test",))
+        gw = self.gateway(server={"tls": {"cert_file": cert, "key_file": key}})
+        raw = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        self.addCleanup(raw.close)
+        tls = client_context(f"{self.workdir}/ca.crt").wrap_socket(raw, server_hostname="gw.test")
+        tls.sendall(b"GET /leaver?hold_ms=5000 HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        # close_notify, with the TCP connection left open: unwrap() sends it,
+        # then gives up waiting for the gateway's own.
+        tls.settimeout(0.2)
+        try:
+            tls.unwrap()
+        except (TimeoutError, ssl.SSLError, OSError):
+            pass
+        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
+                   message="the upstream saw its connection closed")
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_in_flight") == 0, 1,
+                   message="the slot given back")
+        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
 
     def test_a_pipelined_request_is_kept_and_both_are_answered(self):
         gw = self.gateway()
