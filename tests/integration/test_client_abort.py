@@ -1,12 +1,13 @@
 """A client that leaves while its request is upstream, through the real sluice
 binary and a real redis-server: an HTTP/1.1 client that closes its connection
-(FIN, a half-close) after the request went upstream and before the response
-head aborts the exchange at once. The upstream leg is cancelled (its HTTP/1.1
-connection closed, an HTTP/2 upstream's stream reset with CANCEL), the
-exchange is logged 499, the concurrency slot is back within a second and the
-cost from the response settles at the estimate. Bytes that arrive instead (a
-pipelined request) are kept; a route with ignore_client_abort: true lets the
-upstream finish.
+after the request went upstream and before the response head (a close, a
+half-close, a TLS close_notify, also with a WebSocket handshake pending), and
+an HTTP/2 client that resets its stream, abort the exchange at once. The
+upstream request is cancelled (its HTTP/1.1 connection closed, an h2c
+upstream's stream reset with CANCEL), the exchange is logged 499, the
+concurrency slot is back within a second and the cost from the response
+settles at the estimate. A pipelined request is kept and answered; a route
+with ignore_client_abort: true lets the upstream finish (both protocols).
 """
 
 import json
@@ -134,49 +135,60 @@ class ClientAbortTest(ProcessTestCase):
         wait_until(lambda: line() is not None, 5, message=f"{path} in the access log")
         return json.loads(line())
 
-    def assert_slot_back_within_a_second(self, gw, left):
-        wait_until(lambda: request(gw.port, "GET", "/?hold_ms=0")[0] == 200, 1.0,
+    def served(self, gw):
+        return request(gw.port, "GET", "/?hold_ms=0")[0] == 200
+
+    def assert_aborted(self, gw, served=None, cancelled=None):
+        """The request to /leaver, whose client just left, was aborted: its
+        upstream request cancelled (by default: its connection closed), its
+        slot back within a second, logged 499, settled at its estimate
+        (nothing of the response came)."""
+        left = time.monotonic()
+        wait_until(cancelled or (lambda: self.upstream.closed_while_held == 1), 1,
+                   message="the upstream request cancelled")
+        wait_until(lambda: (served or self.served)(gw), 1,
                    message="a second request served within 1 s of the client leaving")
         self.assertLess(time.monotonic() - left, 1.0)
-
-    def assert_settled_at_the_estimate(self, gw):
-        # Nothing of the response came: the estimate stands (settled even).
+        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
         wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
                                       result="even") >= 1, 2,
                    message="the aborted request settled at its estimate")
 
-    def send_held(self, gw, target="/leaver?hold_ms=5000"):
+    def assert_upstream_finished(self, gw, served=None):
+        """The request to /leaver went on upstream after its client left (an
+        abort would close its connection there at once), kept its slot until
+        answered and settled at the usage the answer gave."""
+        wait_until(lambda: self.upstream.answered == 1 or self.upstream.closed_while_held, 5,
+                   message="the upstream finished")
+        self.assertEqual((self.upstream.answered, self.upstream.closed_while_held), (1, 0))
+        self.assertNotEqual(self.access_line(gw, "/leaver")["status"], 499)
+        wait_until(lambda: (served or self.served)(gw), 5,
+                   message="the slot back once the upstream answered")
+        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
+                                      result="refund") >= 1, 5, message="settled at its usage")
+
+    def send_held(self, gw, target="/leaver?hold_ms=5000", extra=b"", held=None):
         s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
         self.addCleanup(s.close)
-        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n".encode() + extra + b"\r\n")
+        wait_until(held or (lambda: self.upstream.held == 1), 5, message="held upstream")
         return s
 
-    # ---- HTTP/1.1 upstream ------------------------------------------------------
+    # ---- HTTP/1.1 clients --------------------------------------------------------
 
     def test_a_client_that_closes_is_noticed_at_once(self):
         gw = self.gateway()
         s = self.send_held(gw)
-        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
         self.assertEqual(request(gw.port, "GET", "/?hold_ms=0")[0], 429)  # the one slot
         s.close()  # FIN: nothing unread, no reset
-        left = time.monotonic()
-        self.assert_slot_back_within_a_second(gw, left)
-        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
-                   message="the upstream saw its connection closed")
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
-        self.assert_settled_at_the_estimate(gw)
+        self.assert_aborted(gw)
         self.assertEqual(metric_sum(gw, "sluice_http_requests_total", route="held", code="499"), 1)
 
     def test_a_half_close_counts_as_gone(self):
         gw = self.gateway()
         s = self.send_held(gw)
-        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
         s.shutdown(socket.SHUT_WR)
-        left = time.monotonic()
-        self.assert_slot_back_within_a_second(gw, left)
-        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
-                   message="the upstream saw its connection closed")
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
+        self.assert_aborted(gw)
         # The half-closed client reads the end of the connection, no response.
         s.settimeout(2)
         self.assertEqual(s.recv(100), b"")
@@ -188,6 +200,7 @@ class ClientAbortTest(ProcessTestCase):
         raw = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
         self.addCleanup(raw.close)
         tls = client_context(f"{self.workdir}/ca.crt").wrap_socket(raw, server_hostname="gw.test")
+        self.addCleanup(tls.close)
         tls.sendall(b"GET /leaver?hold_ms=5000 HTTP/1.1\r\nHost: x\r\n\r\n")
         wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
         # close_notify, with the TCP connection left open: unwrap() sends it,
@@ -197,11 +210,7 @@ class ClientAbortTest(ProcessTestCase):
             tls.unwrap()
         except (TimeoutError, ssl.SSLError, OSError):
             pass
-        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
-                   message="the upstream saw its connection closed")
-        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_in_flight") == 0, 1,
-                   message="the slot given back")
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
+        self.assert_aborted(gw, served=lambda gw: metric_sum(gw, "sluice_ratelimit_in_flight") == 0)
 
     def test_a_pipelined_request_is_kept_and_both_are_answered(self):
         gw = self.gateway()
@@ -218,68 +227,35 @@ class ClientAbortTest(ProcessTestCase):
 
     def test_a_websocket_handshake_the_upstream_holds_is_closed_on_both_sides(self):
         gw = self.gateway()
-        s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
-        self.addCleanup(s.close)
-        s.sendall(b"GET /leaver?hold_ms=5000 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                  b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
-        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        s = self.send_held(gw, extra=b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                           b"Sec-WebSocket-Version: 13\r\n"
+                           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
         s.close()
-        left = time.monotonic()
-        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
-                   message="the upstream saw its connection closed")
-        self.assert_slot_back_within_a_second(gw, left)
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
+        self.assert_aborted(gw)
 
     def test_ignore_client_abort_lets_the_upstream_finish(self):
         gw = self.gateway(ignore_client_abort=True)
-        s = self.send_held(gw, "/leaver?hold_ms=1500")
-        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
-        s.close()
-        # The request goes on upstream (an abort would close its connection
-        # there at once) and keeps its slot until it is answered.
-        wait_until(lambda: self.upstream.answered == 1 or self.upstream.closed_while_held, 5,
-                   message="the upstream finished")
-        self.assertEqual((self.upstream.answered, self.upstream.closed_while_held), (1, 0))
-        self.assertNotEqual(self.access_line(gw, "/leaver")["status"], 499)
-        wait_until(lambda: request(gw.port, "GET", "/?hold_ms=0")[0] == 200, 5,
-                   message="the slot back once the upstream answered")
-        # The response that came settles at its usage, not at the estimate.
-        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
-                                      result="refund") >= 1, 5, message="settled at its usage")
+        self.send_held(gw, "/leaver?hold_ms=1500").close()
+        self.assert_upstream_finished(gw)
 
-    # ---- HTTP/2 ----------------------------------------------------------------
+    # ---- HTTP/2 clients ----------------------------------------------------------
 
-    def test_an_http2_client_that_resets_its_stream_takes_the_same_path(self):
-        gw = self.gateway(server={"http2": {"enabled": True}})
+    def reset_held_stream(self, gw, hold_ms):
         c = H2Client(gw.port)
         self.addCleanup(c.close)
-        held = c.send("GET", "/leaver?hold_ms=5000")
+        held = c.send("GET", f"/leaver?hold_ms={hold_ms}")
         wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
         c.conn.reset_stream(held, error_code=0x8)  # CANCEL
         c.flush()
-        left = time.monotonic()
-        wait_until(lambda: self.upstream.closed_while_held == 1, 1,
-                   message="the upstream saw its connection closed")
-        self.assert_slot_back_within_a_second(gw, left)
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
-        self.assert_settled_at_the_estimate(gw)
+        return lambda gw: c.request("GET", "/?hold_ms=0").status == 200
+
+    def test_an_http2_client_that_resets_its_stream_takes_the_same_path(self):
+        gw = self.gateway(server={"http2": {"enabled": True}})
+        self.assert_aborted(gw, served=self.reset_held_stream(gw, 5000))
 
     def test_ignore_client_abort_lets_the_upstream_finish_an_http2_stream_reset(self):
         gw = self.gateway(server={"http2": {"enabled": True}}, ignore_client_abort=True)
-        c = H2Client(gw.port)
-        self.addCleanup(c.close)
-        held = c.send("GET", "/leaver?hold_ms=1500")
-        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
-        c.conn.reset_stream(held, error_code=0x8)
-        c.flush()
-        wait_until(lambda: self.upstream.answered == 1 or self.upstream.closed_while_held, 5,
-                   message="the upstream finished")
-        self.assertEqual((self.upstream.answered, self.upstream.closed_while_held), (1, 0))
-        wait_until(lambda: c.request("GET", "/?hold_ms=0").status == 200, 5,
-                   message="the slot back once the upstream answered")
-        wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total", route="held",
-                                      result="refund") >= 1, 5, message="settled at its usage")
+        self.assert_upstream_finished(gw, served=self.reset_held_stream(gw, 1500))
 
     # ---- HTTP/2 upstream --------------------------------------------------------
 
@@ -287,15 +263,13 @@ class ClientAbortTest(ProcessTestCase):
         h2 = H2Upstream(hold=5.0)
         self.addCleanup(h2.stop)
         gw = self.gateway(upstream={"servers": [h2.address], "protocol": "h2c"})
-        s = self.send_held(gw, "/leaver")
-        wait_until(lambda: h2.held == 1, 5, message="held upstream")
-        s.close()
-        left = time.monotonic()
-        wait_until(lambda: 0x8 in h2.resets, 1, message="RST_STREAM CANCEL at the upstream")
-        h2.hold = 0.0  # what follows is answered at once
-        self.assert_slot_back_within_a_second(gw, left)
-        self.assertEqual(self.access_line(gw, "/leaver")["status"], 499)
-        self.assert_settled_at_the_estimate(gw)
+        self.send_held(gw, "/leaver", held=lambda: h2.held == 1).close()
+
+        def cancelled():
+            h2.hold = 0.0  # what follows is answered at once
+            return 0x8 in h2.resets  # RST_STREAM CANCEL
+
+        self.assert_aborted(gw, cancelled=cancelled)
 
 
 if __name__ == "__main__":
