@@ -306,6 +306,12 @@ struct RouteConfig {
   std::string cost_header;
   double max_cost = 0;
   CostFromResponse cost_from_response;
+  // A client that leaves while the upstream works on its request (an
+  // HTTP/1.1 connection closed or half-closed, an HTTP/2 stream reset)
+  // cancels the upstream request at once (false, the default), or the
+  // upstream finishes it anyway (true: uploads whose processing must
+  // complete, as nginx's proxy_ignore_client_abort).
+  bool ignore_client_abort = false;
   RejectReply reject;
   // Headers set or removed on the request sent upstream and on the response
   // relayed from it (empty: none).

@@ -220,6 +220,9 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
       }
     }
   }
+  if (auto* v = m->get("ignore_client_abort")) {
+    if (auto b = r.boolean(*v)) route.ignore_client_abort = *b;
+  }
   const Field* cost = m->get("cost");
   bool cost_valid = false;
   if (cost) {

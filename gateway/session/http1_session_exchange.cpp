@@ -80,10 +80,7 @@ void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t genera
     const auto peeked = stream_.tls_session().attempt_peek();
     if (peeked.bytes > 0 || peeked.want == TlsSocket::Want::kWrite) return;
     if (peeked.want == TlsSocket::Want::kRead) return await_client();
-    // close_notify, end of stream or an error. While the upstream has not
-    // answered, only a reset counts (below): the client may still read.
-    if (watching_response_wait_ && peeked.ec != boost::asio::error::connection_reset) return;
-    gone = true;
+    gone = true;  // close_notify, end of stream or an error
   } else if (!gone && !ec) {
     char byte;
     const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -91,11 +88,8 @@ void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t genera
     // the connection still tells the step (tell_client_gone).
     if (n > 0) return;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return await_client();
-    // End of stream or a hard error. While the upstream has not answered, an
-    // end of stream may be a client that only stopped sending and waits for
-    // the response (a half-close): the exchange goes on, unwatched; a reset
-    // is a client gone.
-    if (n == 0 && watching_response_wait_) return;
+    // End of stream (a close or a half-close: as nginx, a client that stopped
+    // sending is taken to have left) or a hard error (a reset).
     gone = true;
   }
   if (ec && !gone && ec != asio::error::operation_aborted) gone = true;
@@ -109,12 +103,12 @@ void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t genera
   abort_exchange();
 }
 
-// While the upstream has not answered, a client that resets its connection
-// aborts the exchange at once (on_client_readable): its upstream connection
-// is dropped and what the request held (a concurrency slot) given back. An
-// orderly end of its stream (it may be a half-close, the client still
-// reading) lets the exchange go on; a client that closed is then noticed
-// when the response is written to it.
+// While the upstream has not answered, a client that closes, half-closes or
+// resets its connection aborts the exchange at once (on_client_readable): the
+// upstream request is cancelled (its connection dropped, an HTTP/2 stream
+// reset), the exchange logged 499, and what the request held (a concurrency
+// slot) given back. A route that ignores client aborts lets the upstream
+// finish; a client that left is then noticed when the response is written.
 void Http1Session::awaiting_response(bool waiting) {
   if (!waiting) {
     if (!watching_response_wait_) return;
@@ -122,6 +116,7 @@ void Http1Session::awaiting_response(bool waiting) {
     return stop_watching();
   }
   if (closed_ || watch_pending_ || watching_response_wait_) return;
+  if (info_.route && info_.route->ignore_client_abort) return;
   watching_response_wait_ = true;
   client_gone_ = [] {};  // nothing to tell: the abort is on_client_readable's own
   await_client();

@@ -528,6 +528,13 @@ void Http2Stream::reset(std::uint32_t code) {
 void Http2Stream::on_closed(std::uint32_t error_code) {
   if (closed_) return;
   closed_ = true;
+  if (in_exchange_ && awaiting_response_ && info_.route && info_.route->ignore_client_abort) {
+    // The route lets the upstream finish a request whose client left: the
+    // exchange goes on under its upstream deadline, and the answer nobody
+    // reads ends it (send_response fails it as aborted).
+    body_.clear();
+    return;
+  }
   deadline_.cancel();
   exchange_.cancel_wait();
   body_.clear();  // nobody will read it (the connection's window had it back)

@@ -75,6 +75,7 @@ class Http2Stream final : public MiddlewareLater,
   void serialize_request_head(std::string& out, std::string_view upstream_host) override;
   bool draining() const override;
   bool client_closed() const override { return closed_; }
+  void awaiting_response(bool waiting) override { awaiting_response_ = waiting; }
   void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) override;
   void count_connection(const UpstreamConfig& upstream) override;
   void count_retry() override;
@@ -168,6 +169,7 @@ class Http2Stream final : public MiddlewareLater,
   std::string local_body_;  // a local reply's body, as nghttp2 takes it
   unsigned local_status_ = 0;
   bool in_exchange_ = false;
+  bool awaiting_response_ = false;  // the whole request went upstream, no head yet
   bool recorded_ = false;
   bool closed_ = false;  // reset, or the connection went
 };

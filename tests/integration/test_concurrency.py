@@ -130,8 +130,7 @@ class ConcurrencyTest(RateLimitTestCase):
 
         # A client whose connection is reset while the upstream still holds its
         # request: its slot comes back at once, long before the upstream would
-        # answer. (An orderly close may be a half-close, the client still
-        # waiting: that slot comes back when the response is written.)
+        # answer (a close or a half-close too: test_client_abort.py).
         with socket.create_connection(("127.0.0.1", gw.port)) as s:
             s.sendall(b"GET /?hold_ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n")
             wait_until(lambda: self.upstream.current == 1, timeout=5, message="held upstream")

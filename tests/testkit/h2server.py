@@ -13,6 +13,10 @@ SETTINGS, then neither reads nor writes again while the connection stays open.
 
 H2Upstream(body_bytes=N) answers every request with 200 and N bytes ("x"),
 sent as the client's flow-control windows allow.
+
+H2Upstream(hold=S) answers each request S seconds after its stream ended,
+unless it is reset first: `resets` lists the error codes of the RST_STREAM
+frames received, `held` counts the requests being held now.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import h2.config
 import h2.connection
@@ -27,9 +32,12 @@ import h2.events
 
 
 class H2Upstream:
-    def __init__(self, mute: bool = False, body_bytes: int | None = None):
+    def __init__(self, mute: bool = False, body_bytes: int | None = None, hold: float = 0.0):
         self.mute = mute
         self.body_bytes = body_bytes
+        self.hold = hold
+        self.held = 0
+        self.resets: list[int] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
@@ -62,18 +70,23 @@ class H2Upstream:
         sock.sendall(conn.data_to_send())
         streams: dict[int, dict] = {}
         unsent: dict[int, int] = {}  # body_bytes: what each stream still has to send
-        sock.settimeout(0.5)
+        held: dict[int, tuple[float, dict]] = {}  # hold: when each stream is answered
         with sock:
             while not self.stopped.is_set():
+                sock.settimeout(0.02 if held else 0.5)
                 try:
                     data = sock.recv(65536)
                 except socket.timeout:
-                    continue
+                    data = None
                 except OSError:
+                    self.held -= len(held)
                     return
-                if not data:
+                if data == b"":
+                    self.held -= len(held)
                     return
-                events = conn.receive_data(data)
+                events = conn.receive_data(data) if data else []
+                if data is None and not held:
+                    continue
                 if self.mute:
                     try:
                         sock.sendall(conn.data_to_send())
@@ -94,6 +107,13 @@ class H2Upstream:
                         streams[event.stream_id]["trailers"] = [list(h) for h in event.headers]
                     elif isinstance(event, h2.events.StreamReset):
                         unsent.pop(event.stream_id, None)
+                        self.resets.append(event.error_code)
+                        if held.pop(event.stream_id, None):
+                            self.held -= 1
+                    elif isinstance(event, h2.events.StreamEnded) and self.hold:
+                        held[event.stream_id] = (time.monotonic() + self.hold,
+                                                 streams.pop(event.stream_id))
+                        self.held += 1
                     elif isinstance(event, h2.events.StreamEnded) and self.body_bytes is not None:
                         streams.pop(event.stream_id)
                         conn.send_headers(event.stream_id, [(":status", "200")])
@@ -105,6 +125,13 @@ class H2Upstream:
                         conn.send_data(event.stream_id, body)
                         conn.send_headers(event.stream_id, [("x-upstream-trailer", "done")],
                                           end_stream=True)
+                now = time.monotonic()
+                for stream_id in [i for i, (due, _) in held.items() if due <= now]:
+                    _, seen = held.pop(stream_id)
+                    self.held -= 1
+                    conn.send_headers(stream_id, [(":status", "200"),
+                                                  ("content-type", "application/json")])
+                    conn.send_data(stream_id, json.dumps(seen).encode(), end_stream=True)
                 self._send_what_fits(conn, unsent)
                 try:
                     sock.sendall(conn.data_to_send())

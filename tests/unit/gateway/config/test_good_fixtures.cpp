@@ -128,6 +128,7 @@ TEST_CASE("full.yaml: every key is parsed", "[config]") {
   CHECK(r0.limit_indexes == std::vector<std::size_t>{0, 2});
   CHECK(r0.cost == 2);
   CHECK(r0.on_redis_failure == FailureMode::kClosed);
+  CHECK(r0.ignore_client_abort);
   const auto& r1 = c.routes[1];
   CHECK(r1.match.path_kind == RouteMatch::PathKind::kRegex);
   REQUIRE(r1.match.regex);
@@ -135,6 +136,7 @@ TEST_CASE("full.yaml: every key is parsed", "[config]") {
   CHECK(r1.limit_indexes == std::vector<std::size_t>{3, 1});
   CHECK(r1.cost == 0.5);
   CHECK(r1.on_redis_failure == FailureMode::kOpen);
+  CHECK_FALSE(r1.ignore_client_abort);  // the default
   const auto& r2 = c.routes[2];
   CHECK(r2.match.path_kind == RouteMatch::PathKind::kExact);
   CHECK(r2.match.methods.empty());
