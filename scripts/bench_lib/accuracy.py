@@ -15,12 +15,14 @@ allowed-rate chart), so tokens still held in leases then count as not admitted.
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 import struct
 import subprocess
 import time
 
 from measure import KEYS_LUA, parse_bench_lines, script_stats, sluice_counters, wrk_command
 from stack import Stack
+from testkit.http import request
 from testkit.resp import Connection
 
 SAMPLE_PERIOD = 0.1  # seconds between two samples of the global cases
@@ -318,6 +320,73 @@ def settled_and_concurrency_cases(stack: Stack, redis: Connection, echo, redis_p
     return results
 
 
+def abort_storm_case(stack: Stack, redis: Connection, echo, redis_port: int, rounds: int = 5,
+                     capacity: int = 8) -> dict:
+    """A concurrency limit of C slots on one key, three instances, an upstream that
+    holds each request 3 s (/__slow/3000). Each round, 3 x C clients send a request
+    and leave 100 ms later (an abort storm); then C well-behaved clients ask at
+    once (/__slow/20). Every slot an aborted request took must be back by then:
+    all C are admitted, C per round expected, and no slot is left after the run."""
+    run = f"{int(time.time() * 1000) % 10**9}"
+    prefix = f"acca{run}:"
+    gateways = [stack.sluice(f"sluice-acca{run}-{i}", upstream=echo.port, redis_port=redis_port,
+                             limit=(capacity, 1), key="api_key", key_prefix=prefix,
+                             concurrency=True)
+                for i in range(3)]
+    key = f"acc-{run}-0"
+
+    def leave_early(port: int):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(f"GET /__slow/3000 HTTP/1.1\r\nHost: bench\r\nX-API-Key: {key}"
+                         "\r\n\r\n".encode())
+            time.sleep(0.1)
+
+    def well_behaved(port: int) -> int:
+        return request(port, "GET", "/__slow/20", headers={"X-API-Key": key}, timeout=10)[0]
+
+    admitted, aborted, started, slowest_ms = 0, 0, time.monotonic(), 0.0
+    try:
+        for gateway in gateways:
+            stack.wait_redis(gateway)
+        before = [sluice_counters(g.admin_port) for g in gateways]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4 * capacity) as pool:
+            for _ in range(rounds):
+                list(pool.map(leave_early, [g.port for g in gateways] * capacity))
+                aborted += 3 * capacity
+                # The slots come back as the gateways notice the closes: polled,
+                # at most a second (the upstream still holds the requests 3 s).
+                t0 = time.monotonic()
+                while (time.monotonic() - t0 < 1.0 and
+                       sum(redis("ZCOUNT", k, f"({redis.time_us()}", "+inf")
+                           for k in redis("KEYS", BUCKETS.format(prefix)))):
+                    time.sleep(0.005)
+                slowest_ms = max(slowest_ms, (time.monotonic() - t0) * 1000)
+                statuses = list(pool.map(well_behaved,
+                                         [gateways[i % 3].port for i in range(capacity)]))
+                admitted += statuses.count(200)
+        keys = redis("KEYS", BUCKETS.format(prefix))
+        deadline = time.monotonic() + 5
+        left = sum(redis("ZCARD", k) for k in keys)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = sum(redis("ZCARD", k) for k in keys)
+        after = [sluice_counters(g.admin_port) for g in gateways]
+    finally:
+        for gateway in gateways:
+            stack.stop(gateway)
+    limited = sum(a["limited"] - b["limited"] for a, b in zip(after, before))
+    duration = time.monotonic() - started
+    requests = aborted + rounds * capacity
+    outputs = [{"requests": requests, "non2xx": rounds * capacity - admitted,
+                "errors_socket": aborted}]
+    return exact_case(
+        f"fault: abort storm, concurrency C={capacity}: {rounds} rounds of {aborted // rounds} "
+        f"clients leaving after 100 ms (upstream holds 3 s), then C asking: {admitted} of "
+        f"{rounds * capacity} admitted, {left} slots left after; the slots were back "
+        f"{slowest_ms:.0f} ms after the closes at most", capacity, duration, outputs,
+        admitted, rounds * capacity, limited, 0, len(keys))
+
+
 def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     """Both cases' results (see accuracy_case), one after the other on one Redis."""
     echo = stack.echo()
@@ -350,4 +419,6 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
                               clocks=(None, "+2m", "-1d")))
     results += settled_and_concurrency_cases(stack, redis, echo, redis_port,
                                              max(duration, 2.0), 64, pin_cpu, stalled=True)
+    log("accuracy: fault row: an abort storm on a concurrency limit")
+    results.append(abort_storm_case(stack, redis, echo, redis_port))
     return results
