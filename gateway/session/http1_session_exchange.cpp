@@ -117,6 +117,9 @@ void Http1Session::awaiting_response(bool waiting) {
   }
   if (closed_ || watch_pending_ || watching_response_wait_) return;
   if (info_.route && info_.route->ignore_client_abort) return;
+  // A pipelined request already read: the client is there, even if it has
+  // shut its sending side since (nc -N after its requests).
+  if (buffer_.size() > 0) return;
   watching_response_wait_ = true;
   client_gone_ = [] {};  // nothing to tell: the abort is on_client_readable's own
   await_client();

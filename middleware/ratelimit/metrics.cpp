@@ -26,6 +26,9 @@ constexpr MetricFamily kFamilies[] = {
     {"sluice_redis_errors_total", "counter", "Redis errors by kind."},
     {"sluice_redis_commands_total", "counter", "Commands sent to Redis."},
     {"sluice_redis_writes_total", "counter", "Network writes to Redis (pipelining batches)."},
+    {"sluice_ratelimit_late_decisions_undone_total", "counter",
+     "Admitted requests whose decision Redis ran but answered after the timeout, given back at "
+     "once (the request was answered without Redis)."},
     {"sluice_redis_late_replies_total", "counter",
      "Replies Redis sent after their command's timeout (read and thrown away)."},
     {"sluice_redis_up", "gauge",

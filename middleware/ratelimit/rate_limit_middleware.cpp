@@ -10,6 +10,7 @@
 #include "common/target_parts.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/algorithms/quota_calendar.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/audit/decision_fields.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
@@ -24,6 +25,7 @@
 #include "middleware/ratelimit/reject_reply.hpp"
 #include "middleware/ratelimit/request_cost.hpp"
 #include "upstream/redis/error.hpp"
+#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 namespace {
@@ -439,6 +441,26 @@ void RateLimitMiddleware::hold_slots(RequestContext& ctx,
       [slots = slots_, taken = std::move(taken)](const ExchangeEnd&) { slots->release(taken); });
 }
 
+namespace {
+
+// A debit settled after its request's quota period ended counts in the period
+// holding Redis' time now (the periods its decision sent may no longer hold it).
+std::vector<LimitDescriptor> quotas_moved_to_now(std::vector<LimitDescriptor> descriptors,
+                                                 const Config& config) {
+  for (LimitDescriptor& d : descriptors) {
+    if (d.algorithm != LimitAlgorithm::kQuota) continue;
+    for (const LimitConfig& limit : config.limits) {
+      if (limit.name == d.limit) {
+        d.periods = current_periods(limit, redis::server_now_us());
+        break;
+      }
+    }
+  }
+  return descriptors;
+}
+
+}  // namespace
+
 void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
                                         std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
                                         const RateDecision& decision, double cost) {
@@ -448,7 +470,12 @@ void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
     const CostFromResponse& settle = route->cost_from_response;
     const double real = settled_cost(settle, end, cost);
     record->settled_cost = real;
-    settler->settle(route->name, *descriptors, decision, cost, real, settle.max_debt);
+    if (real > cost) {
+      settler->settle(route->name, quotas_moved_to_now(*descriptors, *config), decision, cost,
+                      real, settle.max_debt);
+    } else {
+      settler->settle(route->name, *descriptors, decision, cost, real, settle.max_debt);
+    }
   });
 }
 

@@ -225,6 +225,21 @@ class ClientAbortTest(ProcessTestCase):
         wait_until(lambda: self.upstream.answered == 2, 5, message="both answered upstream")
         self.assertEqual(self.upstream.closed_while_held, 0)
 
+    def test_a_request_with_the_next_pipelined_is_answered_after_a_half_close(self):
+        # Two requests in one write, then the sending side shut (nc -N): while
+        # the first is upstream the second is already in Sluice's buffer, so
+        # the client is still there and the first is answered. (The second's
+        # own wait then finds a half-closed client with nothing more to say:
+        # gone, as nginx takes it.)
+        gw = self.gateway()
+        conn = RawConnection(gw.port)
+        self.addCleanup(conn.sock.close)
+        conn.send(b"GET /?hold_ms=300&n=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"GET /?hold_ms=300&n=2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        conn.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(conn.read_response().status, 200)
+        wait_until(lambda: self.upstream.answered >= 1, 5, message="the first answered upstream")
+
     def test_a_websocket_handshake_the_upstream_holds_is_closed_on_both_sides(self):
         gw = self.gateway()
         s = self.send_held(gw, extra=b"Upgrade: websocket\r\nConnection: Upgrade\r\n"

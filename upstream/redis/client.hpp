@@ -48,11 +48,11 @@ struct Stats {
   std::uint64_t reconnects = 0;        // ready connections lost or replaced
   std::uint64_t protocol_errors = 0;   // malformed or unexpected replies
   // Sentinel and Cluster clients only (0 for a single node):
-  std::uint64_t redirects_moved = 0;          // MOVED replies followed
-  std::uint64_t redirects_ask = 0;            // ASK replies followed
-  std::uint64_t topology_refresh_ok = 0;      // slot map / primary address learned
-  std::uint64_t topology_refresh_error = 0;   // attempts that learned nothing
-  std::uint64_t topology_changes = 0;         // the map or the primary's address changed
+  std::uint64_t redirects_moved = 0;         // MOVED replies followed
+  std::uint64_t redirects_ask = 0;           // ASK replies followed
+  std::uint64_t topology_refresh_ok = 0;     // slot map / primary address learned
+  std::uint64_t topology_refresh_error = 0;  // attempts that learned nothing
+  std::uint64_t topology_changes = 0;        // the map or the primary's address changed
 
   // Adds every counter of `other` (a client's totals are the sum of its nodes').
   Stats& operator+=(const Stats& other);
@@ -60,8 +60,8 @@ struct Stats {
 
 // One Redis server a client talks to, for /readyz.
 struct NodeStatus {
-  std::string address;     // host:port
-  std::string role;        // "primary", "sentinel" or "standalone"
+  std::string address;  // host:port
+  std::string role;     // "primary", "sentinel" or "standalone"
   State state = State::kDisconnected;
   std::size_t slots = 0;   // cluster: slots this primary owns
   std::string last_error;  // why it last failed, if it has
@@ -108,6 +108,21 @@ class Client {
   // SCRIPT LOAD on each new connection, so a restarted Redis costs no failed call.
   virtual void evalsha(const Script& script, std::vector<std::string> keys,
                        std::vector<std::string> args, Handler handler) = 0;
+
+  // A reply Redis sent to a script call after its handler had completed with
+  // kTimeout, with the call's keys and args as sent: Redis ran the call after
+  // all, and the caller may have to undo what it did.
+  using LateReplyHandler = std::function<void(const std::vector<std::string>& keys,
+                                              const std::vector<std::string>& args, Reply reply)>;
+  // As evalsha(); and if the call times out but Redis answers it later with
+  // anything but an error, `late` gets that answer (on the client's
+  // executor). A reply never comes when the connection is lost first.
+  virtual void evalsha_late(const Script& script, std::vector<std::string> keys,
+                            std::vector<std::string> args, Handler handler,
+                            std::shared_ptr<const LateReplyHandler> late) {
+    (void)late;
+    evalsha(script, std::move(keys), std::move(args), std::move(handler));
+  }
 
   // Loads a script on the current (if ready) and every future connection.
   virtual void load_script(const Script& script) = 0;

@@ -30,6 +30,8 @@ class CommandQueue {
     std::string numkeys;
     std::vector<std::string> keys;
     std::vector<std::string> args;
+    // Gets a non-error reply that comes after the call timed out (evalsha_late).
+    std::shared_ptr<const Client::LateReplyHandler> late;
   };
 
   struct Entry {
@@ -70,7 +72,8 @@ class CommandQueue {
   Entry pop_front();
 
   // Completes overdue user commands: each one's handler goes to
-  // on_timeout(Handler&&) and the entry stays queued, abandoned. Returns the
+  // on_timeout(Handler&&) and the entry stays queued, abandoned (a script call
+  // with a late handler keeps its arguments for it). Returns the
   // earliest deadline still pending (Clock::time_point::max() if none).
   template <class OnTimeout>
   Clock::time_point expire(Clock::time_point now, OnTimeout&& on_timeout) {
@@ -81,7 +84,7 @@ class CommandQueue {
         ++abandoned_;
         on_timeout(std::move(entry.handler));
         entry.handler = nullptr;
-        entry.script.reset();
+        if (entry.script && !entry.script->late) entry.script.reset();
       } else if (entry.deadline < next) {
         next = entry.deadline;
       }

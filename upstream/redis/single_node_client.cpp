@@ -89,12 +89,14 @@ void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler hand
 
 void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::string> keys,
                                      std::vector<std::string> args, Handler handler,
-                                     Clock::time_point deadline) {
+                                     Clock::time_point deadline,
+                                     std::shared_ptr<const LateReplyHandler> late) {
   auto call = std::make_shared<CommandQueue::ScriptCall>();
   call->body = script.shared_body();
   call->numkeys = std::to_string(keys.size());
   call->keys = std::move(keys);
   call->args = std::move(args);
+  call->late = std::move(late);
   evalsha_call(script, std::move(call), std::move(handler), deadline);
 }
 
@@ -188,7 +190,6 @@ constexpr std::chrono::seconds kTimeProbeInterval{5};
 
 void SingleNodeClient::Impl::send_time_probe() {
   encoder_.add("TIME");
-  time_probe_sent_us_ = system_clock_us();
   time_probe_pending_ = true;
   next_time_probe_ = Clock::now() + kTimeProbeInterval;
   send_internal(Kind::kTime);
@@ -203,7 +204,7 @@ void SingleNodeClient::Impl::on_time_reply(const Reply& reply) {
   };
   long long seconds = 0, micros = 0;
   if (!number(reply.elements[0].str, seconds) || !number(reply.elements[1].str, micros)) return;
-  note_server_time(seconds * 1'000'000 + micros, time_probe_sent_us_, system_clock_us());
+  note_server_time(seconds * 1'000'000 + micros, steady_clock_us());
 }
 
 void SingleNodeClient::Impl::schedule_flush() {
@@ -296,6 +297,11 @@ void SingleNodeClient::Impl::on_reply(Reply reply) {
       return on_internal_reply(entry.kind, reply);
     case CommandQueue::Action::kDropLate:
       bump(counters_.late_replies);
+      if (entry.script && entry.script->late && !reply.is_error()) {
+        asio::post(ex_, [call = std::move(entry.script), r = std::move(reply)]() mutable {
+          (*call->late)(call->keys, call->args, std::move(r));
+        });
+      }
       return;
     case CommandQueue::Action::kDeliver:
       return post_result(std::move(entry.handler), {}, std::move(reply));
@@ -396,6 +402,12 @@ void SingleNodeClient::command(std::vector<std::string> args, Handler handler) {
 void SingleNodeClient::evalsha(const Script& script, std::vector<std::string> keys,
                                std::vector<std::string> args, Handler handler) {
   impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler));
+}
+void SingleNodeClient::evalsha_late(const Script& script, std::vector<std::string> keys,
+                                    std::vector<std::string> args, Handler handler,
+                                    std::shared_ptr<const LateReplyHandler> late) {
+  impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler),
+                 Impl::Clock::time_point::max(), std::move(late));
 }
 void SingleNodeClient::command_until(TimePoint deadline, std::vector<std::string> args,
                                      Handler handler) {

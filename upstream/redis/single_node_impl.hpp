@@ -36,7 +36,8 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   void command(std::vector<std::string> args, Handler handler,
                Clock::time_point deadline = Clock::time_point::max());
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
-               Handler handler, Clock::time_point deadline = Clock::time_point::max());
+               Handler handler, Clock::time_point deadline = Clock::time_point::max(),
+               std::shared_ptr<const LateReplyHandler> late = nullptr);
   void evalsha_call(const Script& script, std::shared_ptr<CommandQueue::ScriptCall> call,
                     Handler handler, Clock::time_point deadline);
   void load_script(const Script& script);
@@ -123,10 +124,8 @@ class SingleNodeClient::Impl : public std::enable_shared_from_this<Impl> {
   bool sweep_armed_ = false;
   Clock::time_point sweep_at_{};
 
-  // The TIME probe in flight: when it was sent (this host's clock, us), and
-  // when the next one is due while commands flow.
+  // A TIME probe in flight, and when the next one is due while commands flow.
   bool time_probe_pending_ = false;
-  std::int64_t time_probe_sent_us_ = 0;
   Clock::time_point next_time_probe_{};
 
   std::error_code last_error_;

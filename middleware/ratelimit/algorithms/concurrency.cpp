@@ -8,11 +8,12 @@
 namespace sluice {
 
 double next_slot_number() {
-  static const std::uint64_t prefix = [] {
-    std::random_device device;
-    return (static_cast<std::uint64_t>(device()) & ((1u << 21) - 1)) << 32;
-  }();
-  static std::atomic<std::uint32_t> counter{0};
+  // Both halves start at random: two processes of one prefix collide only if
+  // their counters also come within reach of each other.
+  static std::random_device device;
+  static const std::uint64_t prefix = (static_cast<std::uint64_t>(device()) & ((1u << 21) - 1))
+                                      << 32;
+  static std::atomic<std::uint32_t> counter{static_cast<std::uint32_t>(device())};
   return static_cast<double>(prefix | counter.fetch_add(1, std::memory_order_relaxed));
 }
 
@@ -22,8 +23,7 @@ std::string slot_member(double slot) {
 
 void drop_ended_slots(BucketState& state, std::int64_t now_us) {
   auto& ends = state.log;
-  ends.erase(ends.begin(),
-             std::upper_bound(ends.begin(), ends.end(), static_cast<double>(now_us)));
+  ends.erase(ends.begin(), std::upper_bound(ends.begin(), ends.end(), static_cast<double>(now_us)));
 }
 
 std::int64_t slots_ttl_ms(double lease_ms) {

@@ -17,9 +17,11 @@
 
 namespace sluice {
 
-// A new slot number: unique in this process, and across the fleet but for a
-// chance of 2^-21 per pair of processes (a random prefix of 21 bits and a
-// counter of 32), below 2^53 so that a double holds it exactly. A sliding
+// A new slot number: unique in this process (until 2^32 of them), and across
+// the fleet unless two processes draw the same random prefix of 21 bits
+// (2^-21 a pair) and their counters of 32 bits, started at random, come
+// within the numbers they hand out of each other; below 2^53 so that a
+// double holds it exactly. A sliding
 // log's request takes one too, to name its units.
 double next_slot_number();
 

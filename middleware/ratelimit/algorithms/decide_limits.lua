@@ -294,6 +294,14 @@ end
 -- each key is one request's one enforced key, decided in order (a later
 -- request sees what an earlier one took). Answers one packed string per request.
 if nums == '' then
+  -- A request refused for its quota's periods refuses the whole call, before
+  -- any request of it is written (an error keeps what was written before it).
+  for i = 1, n do
+    local _, kind, _, x, _, z = unpack_d('<dddddd', ARGV[2 * i])
+    if kind == 4 and not (now >= x and now < z) then
+      error('sluice: no quota period holds Redis time')
+    end
+  end
   local out = {}
   for i = 1, n do
     local cost, kind, capacity, x, y, z = unpack_d('<dddddd', ARGV[2 * i])

@@ -25,7 +25,8 @@ Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
   if (limit.algorithm == LimitAlgorithm::kQuota) {
     // Never reserved: its units come back when the period ends.
     l.quota = quota_usage(state, limit.periods, now_us);
-    l.sufficient = l.quota.used + cost <= limit.capacity;
+    // No period sent holds now (the script refuses such a call): nothing fits.
+    l.sufficient = !std::isnan(l.quota.end_us) && l.quota.used + cost <= limit.capacity;
     return l;
   }
   if (limit.algorithm == LimitAlgorithm::kConcurrency) {
@@ -39,8 +40,7 @@ Loaded load(const BucketState& state, const LimitDescriptor& limit, double cost,
     // Never reserved: its units come back as its entries leave the window.
     l.log = state;
     slide_log(l.log, limit.window_seconds, now_us);
-    l.sufficient =
-        static_cast<double>(l.log.log.size()) + log_units(cost) <= limit.capacity;
+    l.sufficient = static_cast<double>(l.log.log.size()) + log_units(cost) <= limit.capacity;
     return l;
   }
   if (limit.algorithm == LimitAlgorithm::kSlidingWindow) {
@@ -107,6 +107,14 @@ LimitState settle_window(const Loaded& l, const LimitDescriptor& limit, double c
 LimitState settle_quota(const Loaded& l, const LimitDescriptor& limit, double cost, bool debit,
                         std::int64_t now_us, BucketState& state) {
   QuotaUsage usage = l.quota;
+  if (std::isnan(usage.end_us)) {
+    // Periods that do not hold now: nothing is counted; ask again in a second.
+    LimitState out;
+    out.remaining = limit.capacity - usage.used;
+    out.seconds_to_cost = 1;
+    out.seconds_to_full = 1;
+    return out;
+  }
   if (debit) {
     usage.used = usage.used + cost;
     state = BucketState{usage.used, static_cast<std::int64_t>(usage.end_us), true};

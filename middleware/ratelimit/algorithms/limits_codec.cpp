@@ -142,6 +142,61 @@ std::vector<std::string> LimitsCodec::encode_renew_args(
   return args;
 }
 
+LimitsCodec::UndoCall LimitsCodec::undo_call(std::span<const std::string> keys,
+                                             std::span<const std::string> args,
+                                             std::span<const RateDecision> decisions) const {
+  UndoCall undo;
+  std::string numbers;
+  std::vector<std::string> ttls;
+  // One key's refund: kind, units, capacity, x, y, z (as the call sent them)
+  // and max_debt 0, its expiry as the call set it.
+  const auto give_back = [&](const std::string& key, const char* key_numbers, double units,
+                             const std::string& ttl) {
+    undo.keys.push_back(key);
+    append_double(numbers, read_double(key_numbers));  // kind
+    append_double(numbers, units);
+    numbers.append(key_numbers + 8, 4 * sizeof(double));  // capacity, x, y, z
+    append_double(numbers, 0);
+    ttls.push_back(ttl);
+  };
+  if (!args.empty() && args[0].empty()) {
+    // A batch: per request its numbers (cost, then the key's five) and ttl.
+    const std::size_t n = keys.size();
+    if (args.size() < 1 + 2 * n || decisions.size() != n) return {};
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& request = args[1 + 2 * i];
+      if (request.size() != 6 * sizeof(double) || decisions[i].limits.size() != 1) return {};
+      if (!decisions[i].allowed) continue;
+      ++undo.requests;
+      give_back(keys[i], request.data() + 8,
+                read_double(request.data()) + decisions[i].limits[0].leased, args[2 + 2 * i]);
+    }
+  } else {
+    // One request: the cost, then per key five numbers; a ttl per key.
+    const std::size_t n = keys.size();
+    if (args.size() < 1 + n || args[0].size() != (1 + 5 * n) * sizeof(double) ||
+        decisions.size() != 1 || decisions[0].limits.size() != n) {
+      return {};
+    }
+    if (!decisions[0].allowed) return {};
+    undo.requests = 1;
+    const double cost = read_double(args[0].data());
+    for (std::size_t i = 0; i < n; ++i) {
+      const char* key_numbers = args[0].data() + (1 + 5 * i) * sizeof(double);
+      const double kind = read_double(key_numbers);
+      // A shadow key (odd kind) was debited only when it had room.
+      const bool shadow = std::fmod(kind, 2) == 1;
+      if (shadow && !decisions[0].limits[i].sufficient) continue;
+      give_back(keys[i], key_numbers, cost + decisions[0].limits[i].leased, args[1 + i]);
+    }
+  }
+  if (undo.keys.empty()) return {};
+  undo.args.reserve(1 + ttls.size());
+  undo.args.push_back(std::move(numbers));
+  for (std::string& ttl : ttls) undo.args.push_back(std::move(ttl));
+  return undo;
+}
+
 std::optional<RateDecision> LimitsCodec::decode(std::span<const ScriptReplyValue> values,
                                                 std::size_t limit_count) const {
   if (limit_count == 1 && values.size() == 1 && values[0].is_string) {

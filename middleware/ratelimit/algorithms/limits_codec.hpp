@@ -99,6 +99,21 @@ class LimitsCodec {
   // The ARGV of a refund call (KEYS: one per refund, in the same order).
   std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;
 
+  // A decision call that Redis ran after its caller had stopped waiting (a
+  // reply held back by Redis or the network past the timeout): the refund
+  // call that gives back all it took. `keys` and `args` as the call was sent,
+  // `decisions` what its reply held (one for a call of one request, one per
+  // request of a batch). Each admitted request's cost (and lease) on every
+  // key it debited, its slot released, its log entries removed. Empty keys
+  // when it took nothing or the shapes do not match.
+  struct UndoCall {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    std::size_t requests = 0;  // admitted requests undone
+  };
+  UndoCall undo_call(std::span<const std::string> keys, std::span<const std::string> args,
+                     std::span<const RateDecision> decisions) const;
+
   // The ARGV of a renew_slots.lua call (KEYS: one per slot, in the same
   // order): per slot its number and its lease in ms.
   std::vector<std::string> encode_renew_args(std::span<const LimitDescriptor> slots) const;

@@ -69,7 +69,8 @@ local function window_refund(key, tokens, capacity, window, _, _, max_debt, ttl)
 end
 
 -- ---- quota (4): the units come off the count of its period, never below 0,
--- while that period lasts (a refund of an ended period has nothing to give);
+-- while that period lasts (a refund of an ended period has nothing to give,
+-- and one of a later period's count is not the request's);
 -- a debit adds to the count of the period holding Redis' now (x, y, z: the
 -- gateway's periods, as in the decide script: a stored period other than the
 -- one of them that holds now is replaced; when neither holds now, nothing is
@@ -79,7 +80,9 @@ local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_d
   local e, used = 0, 0
   if v and #v == 16 then e, used = unpack_d('<dd', v) end
   if tokens > 0 then
-    if e <= now then return 0 end
+    -- Only while the request's own period (one of the two it was decided
+    -- with) is the one stored and still running.
+    if e <= now or (e ~= stop and e ~= next_stop) then return 0 end
   else
     local current
     if now >= start and now < stop then

@@ -45,7 +45,7 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
     count(slot.limit, -1);
     refunds.push_back(BucketRefund{slot, 1});
   }
-  if (!refunds.empty()) give_back(std::move(refunds), 1);
+  if (!refunds.empty()) give_back(std::move(refunds), 1, false);
 }
 
 // A release is the removal of the slot's own member (its number is unique in
@@ -53,21 +53,23 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
 // came (Redis may or may not have run it) is sent again like one that never
 // reached Redis, a second apart; a slot still not given back after the last
 // attempt ends with its lease.
-void SlotKeeper::give_back(std::vector<BucketRefund> releases, int attempt) {
+void SlotKeeper::give_back(std::vector<BucketRefund> releases, int attempt, bool reached) {
   limiter_->refund(
-      releases, [weak = weak_from_this(), releases, attempt](std::error_code ec) mutable {
+      releases, [weak = weak_from_this(), releases, attempt, reached](std::error_code ec) mutable {
         auto self = weak.lock();
         if (!self) return;
         const auto n = static_cast<double>(releases.size());
         if (!ec) return self->count_releases("released", n);
-        if (attempt >= kReleaseAttempts) {
-          return self->count_releases(never_reached_redis(ec) ? "failed" : "unknown", n);
-        }
+        // Whether some attempt may have freed the slots after all.
+        reached = reached || !never_reached_redis(ec);
+        if (attempt >= kReleaseAttempts)
+          return self->count_releases(reached ? "unknown" : "failed", n);
         auto timer =
             std::make_shared<boost::asio::steady_timer>(self->timer_.get_executor(), kReleaseRetry);
-        timer->async_wait([weak, timer, releases = std::move(releases),
-                           attempt](boost::system::error_code) mutable {
-          if (auto keeper = weak.lock()) keeper->give_back(std::move(releases), attempt + 1);
+        timer->async_wait([weak, timer, releases = std::move(releases), attempt,
+                           reached](boost::system::error_code) mutable {
+          if (auto keeper = weak.lock())
+            keeper->give_back(std::move(releases), attempt + 1, reached);
         });
       });
 }

@@ -46,7 +46,9 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
   static constexpr std::chrono::seconds kReleaseRetry{1};
 
  private:
-  void give_back(std::vector<BucketRefund> releases, int attempt);
+  // Sends `releases` (its attempt-th time); `reached`: an earlier attempt may
+  // have reached Redis.
+  void give_back(std::vector<BucketRefund> releases, int attempt, bool reached);
   void count_releases(std::string_view result, double n);
   void arm();
   void renew_all();

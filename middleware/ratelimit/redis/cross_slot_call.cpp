@@ -74,9 +74,10 @@ void decide_across_slots(CrossSlotContext context, std::span<const LimitDescript
       call->keys[g].push_back(std::move(keys[i]));
       subset.push_back(call->descriptors[i]);
     }
-    call->context.client.evalsha(
+    call->context.client.evalsha_late(
         call->context.decide_script, call->keys[g], call->context.codec.encode_args(subset, cost),
-        [call, g](std::error_code ec, redis::Reply reply) { on_part(call, g, ec, reply); });
+        [call, g](std::error_code ec, redis::Reply reply) { on_part(call, g, ec, reply); },
+        call->context.late);
   }
 }
 

@@ -29,6 +29,8 @@ struct CrossSlotContext {
   std::shared_ptr<const void> owner;
   // Told each refund's outcome (may be empty).
   std::function<void(std::error_code)> on_refund;
+  // Gets a decision call's answer that came after it timed out (may be null).
+  std::shared_ptr<const redis::Client::LateReplyHandler> late;
 };
 
 // Decides `descriptors` (whose keys, in the same order, are `keys`).

@@ -28,10 +28,10 @@ std::vector<QueuedDecision> DecisionBatcher::take() {
 
 void send_batch(redis::Client& client, const redis::Script& script, const LimitsCodec& codec,
                 std::span<QueuedDecision> batch, std::shared_ptr<const void> owner,
-                BatchOutcome outcome) {
+                BatchOutcome outcome, std::shared_ptr<const redis::Client::LateReplyHandler> late) {
   if (batch.size() == 1) {  // alone: the call of one request
     QueuedDecision& one = batch.front();
-    return client.evalsha(
+    return client.evalsha_late(
         script, {std::move(one.key)}, codec.encode_args({&one.bucket, 1}, one.cost),
         [owner = std::move(owner), &codec, outcome = std::move(outcome),
          handler = std::move(one.handler)](std::error_code ec, redis::Reply reply) {
@@ -41,7 +41,8 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
             if (!decision) ec = make_error_code(LimiterError::kBadReply);
           }
           outcome(ec, decision ? std::move(*decision) : RateDecision{}, handler);
-        });
+        },
+        std::move(late));
   }
   std::vector<std::string> keys;
   std::vector<BatchRequest> requests;
@@ -54,20 +55,21 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
     requests.push_back(BatchRequest{&queued.bucket, queued.cost});
     handlers.push_back(std::move(queued.handler));
   }
-  client.evalsha(script, std::move(keys), codec.encode_batch_args(requests),
-                 [owner = std::move(owner), &codec, outcome = std::move(outcome),
-                  handlers = std::move(handlers)](std::error_code ec, redis::Reply reply) {
-                   // Every request gets its own outcome; an error is each one's.
-                   std::optional<std::vector<RateDecision>> decisions;
-                   if (!ec) {
-                     decisions = decode_batch_reply(codec, reply, handlers.size());
-                     if (!decisions) ec = make_error_code(LimiterError::kBadReply);
-                   }
-                   for (std::size_t i = 0; i < handlers.size(); ++i) {
-                     outcome(ec, decisions ? std::move((*decisions)[i]) : RateDecision{},
-                             handlers[i]);
-                   }
-                 });
+  client.evalsha_late(
+      script, std::move(keys), codec.encode_batch_args(requests),
+      [owner = std::move(owner), &codec, outcome = std::move(outcome),
+       handlers = std::move(handlers)](std::error_code ec, redis::Reply reply) {
+        // Every request gets its own outcome; an error is each one's.
+        std::optional<std::vector<RateDecision>> decisions;
+        if (!ec) {
+          decisions = decode_batch_reply(codec, reply, handlers.size());
+          if (!decisions) ec = make_error_code(LimiterError::kBadReply);
+        }
+        for (std::size_t i = 0; i < handlers.size(); ++i) {
+          outcome(ec, decisions ? std::move((*decisions)[i]) : RateDecision{}, handlers[i]);
+        }
+      },
+      std::move(late));
 }
 
 }  // namespace sluice

@@ -28,8 +28,7 @@ struct QueuedDecision {
 };
 
 // Each request's outcome of a batch call: its decision, or the call's error.
-using BatchOutcome =
-    std::function<void(std::error_code, RateDecision, const RateDecisionHandler&)>;
+using BatchOutcome = std::function<void(std::error_code, RateDecision, const RateDecisionHandler&)>;
 
 class DecisionBatcher {
  public:
@@ -52,9 +51,11 @@ class DecisionBatcher {
 
 // Sends `batch` (at most kMaxBatch decisions) as one script call: a batch
 // call, or the call of one request when it is alone. `owner` is held until
-// the reply, which goes to `outcome` for each request in order.
+// the reply, which goes to `outcome` for each request in order; `late` (may
+// be null) gets the reply if it comes after the call timed out.
 void send_batch(redis::Client& client, const redis::Script& script, const LimitsCodec& codec,
                 std::span<QueuedDecision> batch, std::shared_ptr<const void> owner,
-                BatchOutcome outcome);
+                BatchOutcome outcome,
+                std::shared_ptr<const redis::Client::LateReplyHandler> late = nullptr);
 
 }  // namespace sluice

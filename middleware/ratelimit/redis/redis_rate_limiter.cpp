@@ -162,11 +162,47 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_batch(); });
       return;
     }
-    client.evalsha(script_, std::move(keys), codec_.encode_args(descriptors, cost),
-                   [self = shared_from_this(), count = descriptors.size(),
-                    handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
-                     self->on_reply(ec, std::move(reply), count, handler);
-                   });
+    client.evalsha_late(
+        script_, std::move(keys), codec_.encode_args(descriptors, cost),
+        [self = shared_from_this(), count = descriptors.size(), handler = std::move(handler)](
+            std::error_code ec, redis::Reply reply) {
+          self->on_reply(ec, std::move(reply), count, handler);
+        },
+        late_handler());
+  }
+
+  // A decision call answered after the limiter stopped waiting: Redis ran it
+  // after all (it was admitted before its deadline, but its answer was held
+  // back: Redis writes replies after the commands of its whole pass). The
+  // request was answered without it (fail open, closed or local), so what it
+  // took belongs to nobody: it is given back at once.
+  const std::shared_ptr<const redis::Client::LateReplyHandler>& late_handler() {
+    if (!late_) {
+      late_ = std::make_shared<const redis::Client::LateReplyHandler>(
+          [weak = weak_from_this()](const std::vector<std::string>& keys,
+                                    const std::vector<std::string>& args, redis::Reply reply) {
+            if (auto self = weak.lock()) self->undo_late(keys, args, reply);
+          });
+    }
+    return late_;
+  }
+
+  void undo_late(const std::vector<std::string>& keys, const std::vector<std::string>& args,
+                 const redis::Reply& reply) {
+    std::vector<RateDecision> decisions;
+    if (!args.empty() && args[0].empty()) {
+      auto batch = decode_batch_reply(codec_, reply, keys.size());
+      if (batch) decisions = std::move(*batch);
+    } else if (auto one = decode_script_reply(codec_, reply, keys.size())) {
+      decisions.push_back(std::move(*one));
+    }
+    LimitsCodec::UndoCall undo = codec_.undo_call(keys, args, decisions);
+    if (undo.keys.empty()) return;
+    metrics_.add("sluice_ratelimit_late_decisions_undone_total", "",
+                 static_cast<double>(undo.requests));
+    clients_.client().evalsha(
+        refund_script_, std::move(undo.keys), std::move(undo.args),
+        [self = shared_from_this()](std::error_code ec, redis::Reply) { self->on_refund(ec); });
   }
 
   void flush_batch() {
@@ -190,7 +226,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
       send_batch(
           client, script_, codec_,
           std::span<QueuedDecision>(batch).subspan(first, std::min(kMax, batch.size() - first)),
-          shared_from_this(), outcome);
+          shared_from_this(), outcome, late_handler());
     }
   }
 
@@ -202,7 +238,8 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                             shared_from_this(),
                             [weak = weak_from_this()](std::error_code ec) {
                               if (auto self = weak.lock()) self->on_refund(ec);
-                            }};
+                            },
+                            late_handler()};
   }
 
   // Calls send(indexes, counted) once per group of `keys` that share a hash
@@ -436,6 +473,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
   // Refunds of this turn of the loop, sent together (refund()), and who waits.
   std::vector<BucketRefund> refund_batch_;
   std::vector<RefundHandler> refund_waiters_;
+  std::shared_ptr<const redis::Client::LateReplyHandler> late_;  // late_handler()
 };
 
 RedisRateLimiter::RedisRateLimiter(boost::asio::any_io_executor executor, const RedisConfig& config,

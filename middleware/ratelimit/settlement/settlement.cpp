@@ -13,6 +13,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+#include "upstream/redis/error.hpp"
 
 namespace sluice {
 
@@ -71,6 +72,11 @@ void Settler::send(std::shared_ptr<Part> part) {
   ++part->attempts;
   limiter_->refund({part->refund}, [self = shared_from_this(), part](std::error_code ec) {
     if (!ec) return self->part_done(*part, PartOutcome::kApplied);
+    if (ec == redis::Error::kServer || ec == redis::Error::kNoScript) {
+      // Redis answered with an error: the refund script did not run.
+      spdlog::debug("a settlement of route {} was refused: {}", part->whole->route, ec.message());
+      return self->part_done(*part, PartOutcome::kFailed);
+    }
     if (!never_reached_redis(ec)) {
       // A timeout or a lost connection: Redis may have applied it, or may yet.
       spdlog::debug("a settlement of route {} may not have been applied: {}", part->whole->route,

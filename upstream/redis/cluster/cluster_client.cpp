@@ -54,7 +54,8 @@ void Impl::keyed_command(std::vector<std::string> args, Handler handler) {
 }
 
 void Impl::evalsha(const Script& script, std::vector<std::string> keys,
-                   std::vector<std::string> args, Handler handler) {
+                   std::vector<std::string> args, Handler handler,
+                   std::shared_ptr<const Client::LateReplyHandler> late) {
   if (!handler) handler = [](std::error_code, Reply) {};
   if (closed_) return fail_fast(std::move(handler), Error::kClosed);
   const Script* known = remember_script(script);
@@ -77,6 +78,7 @@ void Impl::evalsha(const Script& script, std::vector<std::string> keys,
   call->args.numkeys = std::to_string(keys.size());
   call->args.keys = std::move(keys);
   call->args.args = std::move(args);
+  call->args.late = std::move(late);
   call->handler = std::move(handler);
   call->deadline = Clock::now() + opts_.command_timeout;
   call->slot = slot;
@@ -268,6 +270,11 @@ void ClusterClient::keyed_command(std::vector<std::string> args, Handler handler
 void ClusterClient::evalsha(const Script& script, std::vector<std::string> keys,
                             std::vector<std::string> args, Handler handler) {
   impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler));
+}
+void ClusterClient::evalsha_late(const Script& script, std::vector<std::string> keys,
+                                 std::vector<std::string> args, Handler handler,
+                                 std::shared_ptr<const LateReplyHandler> late) {
+  impl_->evalsha(script, std::move(keys), std::move(args), std::move(handler), std::move(late));
 }
 void ClusterClient::load_script(const Script& script) {
   impl_->load_script(script);

@@ -34,6 +34,9 @@ class ClusterClient final : public Client {
   // command() without keys goes to any ready primary (PING, say).
   void command(std::vector<std::string> args, Handler handler) override;
   void keyed_command(std::vector<std::string> args, Handler handler) override;
+  void evalsha_late(const Script& script, std::vector<std::string> keys,
+                    std::vector<std::string> args, Handler handler,
+                    std::shared_ptr<const LateReplyHandler> late) override;
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler) override;
   void load_script(const Script& script) override;

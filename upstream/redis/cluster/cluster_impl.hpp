@@ -68,7 +68,7 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   void command(std::vector<std::string> args, Handler handler);
   void keyed_command(std::vector<std::string> args, Handler handler);
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
-               Handler handler);
+               Handler handler, std::shared_ptr<const Client::LateReplyHandler> late = nullptr);
   void load_script(const Script& script);
   void close();
   Stats stats() const;

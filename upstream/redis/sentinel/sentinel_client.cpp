@@ -264,6 +264,14 @@ void SentinelClient::evalsha(const Script& script, std::vector<std::string> keys
     primary->evalsha(script, std::move(keys), std::move(args), std::move(handler));
   }
 }
+void SentinelClient::evalsha_late(const Script& script, std::vector<std::string> keys,
+                                  std::vector<std::string> args, Handler handler,
+                                  std::shared_ptr<const LateReplyHandler> late) {
+  if (SingleNodeClient* primary = impl_->route(handler)) {
+    primary->evalsha_late(script, std::move(keys), std::move(args), std::move(handler),
+                          std::move(late));
+  }
+}
 void SentinelClient::load_script(const Script& script) {
   impl_->load_script(script);
 }

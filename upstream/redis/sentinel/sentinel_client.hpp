@@ -30,6 +30,9 @@ class SentinelClient final : public Client {
   void connect(ConnectHandler handler = {}) override;
   void connect_now(ConnectHandler handler = {}) override;
   void command(std::vector<std::string> args, Handler handler) override;
+  void evalsha_late(const Script& script, std::vector<std::string> keys,
+                    std::vector<std::string> args, Handler handler,
+                    std::shared_ptr<const LateReplyHandler> late) override;
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler) override;
   void load_script(const Script& script) override;
