@@ -75,6 +75,9 @@ def sluice_counters(admin: int) -> dict[str, float]:
         "lease": metric_sum(text, "sluice_ratelimit_local_decisions_total", kind="lease"),
         "leases": metric_sum(text, "sluice_ratelimit_leases_total"),
         "settled": metric_sum(text, "sluice_ratelimit_settlements_total"),
+        # Exchanges whose client left before the response (logged 499): a
+        # settled-cost request among them settles at its estimate.
+        "aborted": metric_sum(text, "sluice_http_requests_total", code="499"),
     }
 
 
