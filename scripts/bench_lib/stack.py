@@ -21,7 +21,7 @@ from testkit.configs import to_yaml
 from testkit.http import request
 from testkit.ports import free_port, port_open
 from testkit.processes import (BUILD_DIR, SOURCE_DIR, Echo, GrpcUpstream, Process, Redis,
-                               Sluice, wait_until)
+                               Sluice, faketime_env, wait_until)
 from testkit.sentinel import RedisSentinelSet
 from testkit.tls import make_ca, make_server_cert
 
@@ -216,8 +216,7 @@ class Stack:
             sluice_config(free_port(), free_port(), **config)) + "\n"
         options = dict(self.options)
         if clock:
-            options["wrapper"] = (*options["wrapper"], "faketime", "-f", clock)
-            options["env"] = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+            options["env"] = faketime_env(clock)
         return self._own(Sluice(self.workdir, text, name=name, binary=binary, **options))
 
     def wait_redis(self, gateway: Sluice, ready: bool = True):

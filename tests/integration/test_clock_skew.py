@@ -6,13 +6,12 @@ stored period is Redis' minute, and the two agree on the headers. The skewed
 one reports its skew in sluice_clock_skew_seconds.
 """
 
-import os
-import shutil
 import struct
 import unittest
 
 from harness import gateway_config, metric_sum, redis_call, wait_redis_ready, wait_until
 from test_ratelimit import RateLimitTestCase, route
+from testkit.processes import faketime_env
 
 CAPACITY = 6
 SKEWS = {"plus2m": ("+2m", 120), "plus1h": ("+1h", 3600), "minus1d": ("-1d", -86400)}
@@ -27,8 +26,8 @@ class ClockSkewTest(RateLimitTestCase):
     threads = 1
 
     def start_at(self, name, skew=None):
-        """A gateway with one minute quota keyed by path; with `skew`, under
-        faketime (its system clock moved by that much, monotonic clock left
+        """A gateway with one minute quota keyed by path; with `skew`, its
+        system clock moved by that much (libfaketime; its monotonic clock left
         alone)."""
         config = gateway_config(
             {"echo": [self.echo.address]}, [route("q", "/q", ["minutely"])],
@@ -36,20 +35,13 @@ class ClockSkewTest(RateLimitTestCase):
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000},
             limits={"minutely": {"key": "path", "algorithm": "quota", "capacity": CAPACITY,
                                  "period": "minute"}})
-        wrapper, env = (), None
-        if skew:
-            asan = os.environ.get("ASAN_OPTIONS", "")
-            # libfaketime is preloaded ahead of a sanitizer build's runtime.
-            env = {"FAKETIME_DONT_FAKE_MONOTONIC": "1",
-                   "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
-            wrapper = (shutil.which("faketime"), "-f", skew)
-        gw = self.start_sluice(config, name=name, wrapper=wrapper, env=env)
+        gw = self.start_sluice(config, name=name, env=faketime_env(skew) if skew else None)
         wait_redis_ready(gw)
         return gw
 
     def test_a_skewed_gateway_counts_in_redis_period(self):
-        if not shutil.which("faketime"):
-            self.skipTest("faketime not installed")
+        if not faketime_env("+0"):
+            self.skipTest("faketime (libfaketime) not installed")
         right = self.start_at("right")
         skewed = {path: self.start_at(path, skew) for path, (skew, _) in SKEWS.items()}
         for path, (_, seconds) in SKEWS.items():

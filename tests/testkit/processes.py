@@ -38,6 +38,23 @@ BUILD_DIR = os.environ.get("SLUICE_BUILD", os.path.join(SOURCE_DIR, "build"))
 SLUICE_BIN = os.environ.get("SLUICE_BIN", os.path.join(BUILD_DIR, "sluice"))
 ECHO_BIN = os.environ.get("SLUICE_ECHO_BIN", os.path.join(BUILD_DIR, "sluice-echo"))
 
+# libfaketime (Debian's faketime package), preloaded into a process whose
+# system clock must be wrong. Not the faketime command: it forks, and stopping
+# it by PID would leave the process it started running.
+LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def faketime_env(offset: str) -> dict | None:
+    """The environment that moves a process's system clock by `offset`
+    ("+2m", "-1d"), its monotonic clock left alone; None without libfaketime."""
+    if not os.path.exists(LIBFAKETIME):
+        return None
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            # A sanitizer build's runtime would insist on coming first.
+            "ASAN_OPTIONS": (asan + ":" if asan else "") + "verify_asan_link_order=0"}
+
+
 START_TIMEOUT = 10.0  # seconds for a process to start serving
 STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
 
