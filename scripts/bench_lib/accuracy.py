@@ -24,7 +24,7 @@ from measure import KEYS_LUA, parse_bench_lines, script_stats, sluice_counters, 
 from stack import Stack
 from testkit.http import request
 from testkit.processes import faketime_env
-from testkit.resp import Connection
+from testkit.resp import BUSY_SCRIPT, Connection
 
 SAMPLE_PERIOD = 0.1  # seconds between two samples of the global cases
 SAMPLE_MARGIN = 0.3  # seconds before wrk's end the samples stop (every wrk still runs)
@@ -226,10 +226,6 @@ def quota_case(stack: Stack, redis: Connection, up: int, redis_port: int, capaci
         outputs, allowed, capacity,
         sum(a["limited"] - b["limited"] for a, b in zip(after, before)),
         sum(a["fail_open"] - b["fail_open"] for a, b in zip(after, before)), len(used))
-
-
-BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
-               "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
 
 
 def stall_redis(redis_port: int, duration: float, stalls: int = 3, stall_s: float = 0.4):

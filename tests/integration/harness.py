@@ -49,7 +49,7 @@ from testkit.resp import ReplyError as RedisReplyError  # noqa: E402,F401
 from testkit.resp import encode as resp_encode  # noqa: E402,F401
 from testkit.resp import raw_command as redis_command  # noqa: E402,F401
 from testkit.resp import (bucket_state, redis_call, redis_pipeline,  # noqa: E402,F401
-                          script_calls)
+                          script_calls, stall_redis)
 from testkit.tls import client_context, make_ca, make_server_cert  # noqa: E402,F401
 from testkit.websocket import BINARY as WS_BINARY  # noqa: E402,F401
 from testkit.websocket import CLOSE as WS_CLOSE  # noqa: E402,F401

@@ -11,12 +11,9 @@ import struct
 import threading
 import unittest
 
-from harness import gateway_config, metric_sum, redis_call, wait_redis_ready, wait_until
+from harness import (gateway_config, metric_sum, redis_call, stall_redis, wait_redis_ready,
+                     wait_until)
 from test_ratelimit import RateLimitTestCase, route
-
-BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
-               "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
-
 
 class RedisStallTest(RateLimitTestCase):
     threads = 1
@@ -24,17 +21,7 @@ class RedisStallTest(RateLimitTestCase):
     def stall(self, seconds, during):
         """Keeps Redis busy for `seconds`; once it is, runs during() (which
         sends requests), then waits for Redis to be free again."""
-        busy = threading.Thread(target=lambda: redis_call(
-            self.redis.port, "EVAL", BUSY_SCRIPT, "0", str(int(seconds * 1e6)), timeout=10))
-        busy.start()
-
-        def redis_busy():
-            try:
-                redis_call(self.redis.port, "PING", timeout=0.05)
-                return False
-            except OSError:
-                return True
-        wait_until(redis_busy, 5, message="Redis busy")
+        busy = stall_redis(self.redis.port, seconds)
         during()
         busy.join(10)
         self.assertFalse(busy.is_alive())

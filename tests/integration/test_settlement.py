@@ -14,8 +14,8 @@ import threading
 import unittest
 import urllib.parse
 
-from harness import (PythonUpstream, gateway_config, metric_sum, redis_call, wait_redis_ready,
-                     wait_until)
+from harness import (PythonUpstream, gateway_config, metric_sum, redis_call, stall_redis,
+                     wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase
 from testkit.h2client import H2Client
 
@@ -211,9 +211,6 @@ class SettlementNeverTwiceTest(RateLimitTestCase):
     """A settlement Redis took but answered too late (a command timeout) may
     have been applied: it is counted unknown (not failed) and never sent again."""
 
-    BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
-                   "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
-
     def test_a_settlement_that_timed_out_is_not_sent_again(self):
         arrived, answer = threading.Event(), threading.Event()
 
@@ -242,17 +239,7 @@ class SettlementNeverTwiceTest(RateLimitTestCase):
         client.start()
         self.assertTrue(arrived.wait(10))  # admitted: 500 debited
         # Redis busy for 1.5 s; the settlement goes while it is.
-        busy = threading.Thread(target=lambda: redis_call(
-            self.redis.port, "EVAL", self.BUSY_SCRIPT, "0", "1500000", timeout=10))
-        busy.start()
-
-        def redis_busy():
-            try:
-                redis_call(self.redis.port, "PING", timeout=0.05)
-                return False
-            except OSError:
-                return True
-        wait_until(redis_busy, 5, message="Redis busy")
+        busy = stall_redis(self.redis.port, 1.5)
         answer.set()
         client.join(10)
         self.assertEqual(reply.get("status"), 200)

@@ -149,6 +149,30 @@ def redis_call(port: int, *args, timeout: float = 2.0, db: int | None = None,
     return redis_pipeline(port, commands, timeout, ssl_context)[-1]
 
 
+# A script that keeps Redis busy (nothing else runs) for ARGV[1] microseconds.
+BUSY_SCRIPT = ("local s = redis.call('TIME') repeat local n = redis.call('TIME') "
+               "until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > tonumber(ARGV[1])")
+
+
+def stall_redis(port: int, seconds: float):
+    """Keeps the Redis on `port` busy for `seconds` (BUSY_SCRIPT, in a thread);
+    returns that thread once Redis is busy (a PING goes unanswered), polled for
+    at most 5 s."""
+    import threading
+    import time
+    busy = threading.Thread(target=lambda: redis_call(
+        port, "EVAL", BUSY_SCRIPT, "0", str(int(seconds * 1e6)), timeout=seconds + 10))
+    busy.start()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            redis_call(port, "PING", timeout=0.05)
+        except OSError:
+            return busy
+        time.sleep(0.01)
+    raise AssertionError("Redis never became busy")
+
+
 def raw_command(port: int, *args, timeout: float = 1.0) -> bytes:
     """Sends one command and returns the reply bytes of one recv (short replies)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
