@@ -5,6 +5,7 @@
 // passed in. Used on the client's executor only.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -92,11 +93,17 @@ class CommandQueue {
     return next;
   }
 
-  // Hands every user handler still waiting to on_fail(Handler&&), then empties the queue.
+  // Hands every user handler still waiting to on_fail(Handler&&, bool sent),
+  // then empties the queue; the last `unsent` entries (commands never handed
+  // to the socket) with sent = false.
   template <class OnFail>
-  void fail_all(OnFail&& on_fail) {
-    for (Entry& entry : entries_) {
-      if (entry.kind == Kind::kUser && entry.handler) on_fail(std::move(entry.handler));
+  void fail_all(OnFail&& on_fail, std::size_t unsent = 0) {
+    const std::size_t first_unsent = entries_.size() - std::min(unsent, entries_.size());
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      Entry& entry = entries_[i];
+      if (entry.kind == Kind::kUser && entry.handler) {
+        on_fail(std::move(entry.handler), i < first_unsent);
+      }
     }
     clear();
   }

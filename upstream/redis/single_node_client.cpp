@@ -378,7 +378,14 @@ void SingleNodeClient::Impl::post_result(Handler handler, std::error_code ec, Re
 }
 
 void SingleNodeClient::Impl::fail_entries(Error error) {
-  awaiting_.fail_all([&](Handler&& handler) { post_result(std::move(handler), error); });
+  // Commands still waiting for a write never reached Redis: they fail as if
+  // the client had not been connected (a caller may send them again).
+  const std::size_t unsent = conn_ ? conn_->pending_commands : 0;
+  awaiting_.fail_all(
+      [&](Handler&& handler, bool sent) {
+        post_result(std::move(handler), sent ? error : Error::kNotConnected);
+      },
+      unsent);
 }
 
 // --- the handle -------------------------------------------------------------

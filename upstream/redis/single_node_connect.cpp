@@ -209,8 +209,8 @@ void SingleNodeClient::Impl::fail_connect(Error error, std::string detail) {
 }
 
 void SingleNodeClient::Impl::drop_connection(Error error, std::string detail) {
+  fail_entries(error);  // before teardown: it tells which commands were never written
   teardown();
-  fail_entries(error);
   bump(counters_.reconnects);
   last_error_ = error;
   last_error_message_ = std::move(detail);

@@ -85,10 +85,19 @@ TEST_CASE("command queue: fail_all completes every waiting user command once", "
   queue.push_user(user_entry(), t0, 10ms);
   queue.expire(t0 + 20ms, [](CommandQueue::Handler&&) {});  // one abandoned
   int failed = 0;
-  queue.fail_all([&](CommandQueue::Handler&&) { ++failed; });
+  queue.fail_all([&](CommandQueue::Handler&&, bool) { ++failed; });
   CHECK(failed == 1);
   CHECK(queue.empty());
   CHECK(queue.abandoned() == 0);
+}
+
+TEST_CASE("command queue: the commands never written are told apart", "[redis][queue]") {
+  CommandQueue queue;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 4; ++i) queue.push_user(user_entry(), t0, 50ms);
+  std::vector<bool> sent;
+  queue.fail_all([&](CommandQueue::Handler&&, bool was_sent) { sent.push_back(was_sent); }, 3);
+  CHECK(sent == std::vector<bool>{true, false, false, false});
 }
 
 TEST_CASE("command queue: NOSCRIPT is retried once with EVAL, for script calls only",
