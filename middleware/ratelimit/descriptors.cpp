@@ -283,6 +283,15 @@ bool route_limits(const RouteConfig& route) {
   return !route.limit_indexes.empty();
 }
 
+namespace {
+
+// A quota's periods around the store's time now (redis_clock.hpp).
+QuotaPeriods quota_periods_now(const LimitConfig& limit) {
+  return current_periods(limit, redis::server_now_us());
+}
+
+}  // namespace
+
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
                                       const Identity& identity, std::string_view key_secret,
@@ -306,7 +315,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     descriptor.algorithm = algorithm_row(*limit).algorithm;
     descriptor.window_seconds = params.window_seconds;  // 0 but for a window
     if (descriptor.algorithm == LimitAlgorithm::kQuota) {
-      descriptor.periods = current_periods(*limit, redis::server_now_us());
+      descriptor.periods = quota_periods_now(*limit);
     } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
       descriptor.slot = next_slot_number();
       descriptor.lease_ms = static_cast<double>(limit->lease.count());
@@ -338,6 +347,17 @@ RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& r
   }
   return build_limit_descriptors(limits, request, config.api_keys, identity,
                                  config.redis.key_secret);
+}
+
+std::vector<LimitDescriptor> with_quota_periods_now(std::vector<LimitDescriptor> descriptors,
+                                                    const Config& config) {
+  for (LimitDescriptor& d : descriptors) {
+    if (d.algorithm != LimitAlgorithm::kQuota) continue;
+    const auto limit = std::find_if(config.limits.begin(), config.limits.end(),
+                                    [&](const LimitConfig& l) { return l.name == d.limit; });
+    if (limit != config.limits.end()) d.periods = quota_periods_now(*limit);
+  }
+  return descriptors;
 }
 
 }  // namespace sluice

@@ -108,4 +108,10 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
                                       const RequestView& request, const Identity& identity);
 
+// `descriptors` with their quotas' periods worked out again at the store's
+// time now, as building them does (a debit settled after its request's period
+// ended counts in the period holding Redis' time then).
+std::vector<LimitDescriptor> with_quota_periods_now(std::vector<LimitDescriptor> descriptors,
+                                                    const Config& config);
+
 }  // namespace sluice

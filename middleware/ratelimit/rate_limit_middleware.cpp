@@ -8,9 +8,8 @@
 
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
-#include "gateway/session/local_reply.hpp"
 #include "gateway/metrics.hpp"
-#include "middleware/ratelimit/algorithms/quota_calendar.hpp"
+#include "gateway/session/local_reply.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/audit/decision_fields.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
@@ -25,7 +24,6 @@
 #include "middleware/ratelimit/reject_reply.hpp"
 #include "middleware/ratelimit/request_cost.hpp"
 #include "upstream/redis/error.hpp"
-#include "upstream/redis/redis_clock.hpp"
 
 namespace sluice {
 namespace {
@@ -237,7 +235,8 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                                             MiddlewareDone* taken) {
   const ApiKeysConfig& api_keys = ctx.config->api_keys;
   if (identity.disabled) return MiddlewareResult::respond(disabled_consumer_reply());
-  if (api_keys.unknown_key == ApiKeysConfig::UnknownKey::kReject && unknown_key(identity, api_keys)) {
+  if (api_keys.unknown_key == ApiKeysConfig::UnknownKey::kReject &&
+      unknown_key(identity, api_keys)) {
     return MiddlewareResult::respond(unknown_key_reply(api_keys));
   }
   if (api_keys.forward_consumer && identity.consumer) {
@@ -412,7 +411,8 @@ std::vector<LimitDescriptor> slots_taken(const std::vector<LimitDescriptor>& des
   std::vector<LimitDescriptor> taken;
   for (std::size_t i = 0; i < descriptors.size() && i < decision.limits.size(); ++i) {
     const LimitDescriptor& d = descriptors[i];
-    if (d.algorithm == LimitAlgorithm::kConcurrency && (!d.shadow || decision.limits[i].sufficient)) {
+    if (d.algorithm == LimitAlgorithm::kConcurrency &&
+        (!d.shadow || decision.limits[i].sufficient)) {
       taken.push_back(d);
     }
   }
@@ -441,26 +441,6 @@ void RateLimitMiddleware::hold_slots(RequestContext& ctx,
       [slots = slots_, taken = std::move(taken)](const ExchangeEnd&) { slots->release(taken); });
 }
 
-namespace {
-
-// A debit settled after its request's quota period ended counts in the period
-// holding Redis' time now (the periods its decision sent may no longer hold it).
-std::vector<LimitDescriptor> quotas_moved_to_now(std::vector<LimitDescriptor> descriptors,
-                                                 const Config& config) {
-  for (LimitDescriptor& d : descriptors) {
-    if (d.algorithm != LimitAlgorithm::kQuota) continue;
-    for (const LimitConfig& limit : config.limits) {
-      if (limit.name == d.limit) {
-        d.periods = current_periods(limit, redis::server_now_us());
-        break;
-      }
-    }
-  }
-  return descriptors;
-}
-
-}  // namespace
-
 void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
                                         std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
                                         const RateDecision& decision, double cost) {
@@ -471,7 +451,7 @@ void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
     const double real = settled_cost(settle, end, cost);
     record->settled_cost = real;
     if (real > cost) {
-      settler->settle(route->name, quotas_moved_to_now(*descriptors, *config), decision, cost,
+      settler->settle(route->name, with_quota_periods_now(*descriptors, *config), decision, cost,
                       real, settle.max_debt);
     } else {
       settler->settle(route->name, *descriptors, decision, cost, real, settle.max_debt);

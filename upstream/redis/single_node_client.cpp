@@ -5,11 +5,8 @@
 // machine is in single_node_connect.cpp.
 #include "upstream/redis/single_node_client.hpp"
 
-#include <charconv>
-
 #include <boost/asio/post.hpp>
 
-#include "upstream/redis/redis_clock.hpp"
 #include "upstream/redis/single_node_impl.hpp"
 
 namespace sluice::redis {
@@ -181,30 +178,6 @@ void SingleNodeClient::Impl::send_user(CommandQueue::Entry entry) {
   arm_sweep(awaiting_.push_user(std::move(entry), now, opts_.command_timeout));
   if (!time_probe_pending_ && now >= next_time_probe_) send_time_probe();
   schedule_flush();
-}
-
-namespace {
-// How often a connection that carries commands asks the server's TIME again.
-constexpr std::chrono::seconds kTimeProbeInterval{5};
-}  // namespace
-
-void SingleNodeClient::Impl::send_time_probe() {
-  encoder_.add("TIME");
-  time_probe_pending_ = true;
-  next_time_probe_ = Clock::now() + kTimeProbeInterval;
-  send_internal(Kind::kTime);
-}
-
-void SingleNodeClient::Impl::on_time_reply(const Reply& reply) {
-  time_probe_pending_ = false;
-  if (reply.type != Reply::Type::kArray || reply.elements.size() != 2) return;
-  const auto number = [](const std::string& text, long long& out) {
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return ec == std::errc{} && end == text.data() + text.size();
-  };
-  long long seconds = 0, micros = 0;
-  if (!number(reply.elements[0].str, seconds) || !number(reply.elements[1].str, micros)) return;
-  note_server_time(seconds * 1'000'000 + micros, steady_clock_us());
 }
 
 void SingleNodeClient::Impl::schedule_flush() {

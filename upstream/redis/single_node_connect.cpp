@@ -3,11 +3,16 @@
 // SELECT, PING, ROLE when a primary is required, SCRIPT LOAD pipelined in one
 // write) -> Ready; a failure leads to Backoff and a new attempt, close() to
 // Closed. A server that is not a primary fails a require_primary attempt.
+// The handshake also asks TIME, and send_user() asks it again every few
+// seconds: the probe's reply is an internal one, read here (redis_clock.hpp).
+#include <charconv>
+
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
 
+#include "upstream/redis/redis_clock.hpp"
 #include "upstream/redis/single_node_impl.hpp"
 
 namespace sluice::redis {
@@ -152,6 +157,30 @@ void SingleNodeClient::Impl::start_handshake() {
   for (const auto& [sha, body] : scripts_) encode_script_load(*body);
   start_write();
   do_read();
+}
+
+namespace {
+// How often a connection that carries commands asks the server's TIME again.
+constexpr std::chrono::seconds kTimeProbeInterval{5};
+}  // namespace
+
+void SingleNodeClient::Impl::send_time_probe() {
+  encoder_.add("TIME");
+  time_probe_pending_ = true;
+  next_time_probe_ = Clock::now() + kTimeProbeInterval;
+  send_internal(Kind::kTime);
+}
+
+void SingleNodeClient::Impl::on_time_reply(const Reply& reply) {
+  time_probe_pending_ = false;
+  if (reply.type != Reply::Type::kArray || reply.elements.size() != 2) return;
+  const auto number = [](const std::string& text, long long& out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc{} && end == text.data() + text.size();
+  };
+  long long seconds = 0, micros = 0;
+  if (!number(reply.elements[0].str, seconds) || !number(reply.elements[1].str, micros)) return;
+  note_server_time(seconds * 1'000'000 + micros, steady_clock_us());
 }
 
 void SingleNodeClient::Impl::on_internal_reply(Kind kind, const Reply& reply) {
