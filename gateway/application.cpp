@@ -1,4 +1,5 @@
 #include "gateway/application.hpp"
+#include "gateway/application_impl.hpp"
 #include "gateway/config/load.hpp"
 
 #include <algorithm>
@@ -38,64 +39,6 @@ std::string to_string(const asio::ip::tcp::endpoint& endpoint) {
 
 }  // namespace
 
-class Application::Impl {
- public:
-  Impl(std::string path, std::shared_ptr<const Config> config, ApplicationOptions options)
-      : path_(std::move(path)), config_(std::move(config)), options_(std::move(options)) {
-    add_admin_endpoints();
-  }
-
-  AdminRoutes& admin_routes() { return admin_routes_; }
-  bool start();
-  int run();
-  void request_stop() {
-    asio::post(main_io_, [this] { begin_shutdown(); });
-  }
-  const Listener& listener() const { return listener_; }
-  const AdminServer& admin_server() const { return admin_server_; }
-
- private:
-  void add_admin_endpoints();
-  void set_admin_access();
-  bool bind_listeners();
-  void reload_tls(const Config& next);
-  void start_workers();
-  void follow_health_checks();
-  void wait_signal();
-  void reload();
-  void begin_shutdown();
-  void wait_drained(std::chrono::steady_clock::time_point deadline);
-  void finish_shutdown();
-  void announce_ready(std::chrono::steady_clock::time_point deadline);
-
-  std::string path_;
-  std::shared_ptr<const Config> config_;
-  ApplicationOptions options_;
-  AdminRoutes admin_routes_;
-  MetricsShard main_metrics_;  // main-thread metrics (listeners, reloads)
-  // Zero series of the running config, rebuilt on reload (so a removed route's
-  // series that never moved go away); merged under the others at scrape time.
-  MetricsShard seed_metrics_;
-  // Declared before the workers, so that it outlives them: a worker's answer to
-  // a gather (readiness, scrape) is posted back to it.
-  asio::io_context main_io_{1};
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::vector<DependencyState> last_readiness_;  // each worker's last answer to /readyz
-  Listener listener_{main_io_, workers_, main_metrics_, "server"};
-  // server.tls.listen, when TLS is served beside a plain server.listen.
-  Listener tls_listener_{main_io_, workers_, main_metrics_, "tls"};
-  std::string tls_place_;  // tls_place() of the configuration started with
-  AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
-  asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
-  asio::steady_timer drain_timer_{main_io_};
-  ServiceNotifier notifier_;  // systemd's Type=notify, when it started us
-  asio::steady_timer ready_timer_{main_io_};
-  MemoryTrim memory_trim_{main_io_, workers_};
-  HealthChecks health_checks_{main_io_};
-  bool stopping_ = false;
-  bool ready_ = false;
-};
-
 // How long a start waits for the services' dependencies (Redis) before it
 // tells a service manager it is ready anyway: the routes' failure modes
 // decide what clients get meanwhile, and a Redis that is down must not fail
@@ -103,38 +46,6 @@ class Application::Impl {
 constexpr auto kReadyWaitLimit = std::chrono::seconds(10);
 // What a service manager is told while all is well.
 constexpr std::string_view kReadyServing = "READY=1\nSTATUS=serving";
-
-// /healthz answers while the process does; /readyz says whether traffic is
-// taken and what the services report of their dependencies; /metrics scrapes.
-void Application::Impl::add_admin_endpoints() {
-  admin_routes_.add("/healthz", [](const AdminCall&, AdminReply reply) {
-    reply(json_response(http::status::ok, {{"status", "ok"}}));
-  });
-  admin_routes_.add("/readyz", [this](const AdminCall&, AdminReply reply) {
-    gather_dependencies(
-        workers_, main_io_, options_.services.get(), last_readiness_,
-        [this, reply = std::move(reply)](nlohmann::json dependencies) {
-          const bool ready = ready_ && !stopping_;
-          reply(json_response(ready ? http::status::ok : http::status::service_unavailable,
-                              readiness_document(ready, dependencies, health_checks_.readiness())));
-        });
-  });
-  admin_routes_.add("/metrics", [this](const AdminCall&, AdminReply reply) {
-    copy_worker_shards(
-        workers_, main_io_, [this, reply = std::move(reply)](std::vector<MetricsShard> shards) {
-          health_checks_.add_series(shards.emplace_back());
-          reply(admin_response(http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
-                               render_scrape(seed_metrics_, main_metrics_, shards, *config_)));
-        });
-  });
-}
-
-// The protected endpoints follow the admin token in force and the address
-// the admin listener is bound to (which a reload does not change).
-void Application::Impl::set_admin_access() {
-  admin_routes_.set_access(
-      AdminAccess{config_->admin.token, admin_server_.local_endpoint().address().is_loopback()});
-}
 
 // server.listen speaks TLS when server.tls has no listen of its own;
 // otherwise it stays plain and server.tls.listen serves TLS beside it.
@@ -224,6 +135,10 @@ void Application::Impl::follow_health_checks() {
 void Application::Impl::start_workers() {
   unsigned threads = config_->server.threads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  // Upstream connections get what the client cap and the reserve leave.
+  connection_budget().set_limit(
+      ConnectionBudget::upstream_share(listener_.descriptors(), listener_.connection_cap(), threads),
+      threads);
   for (unsigned i = 0; i < threads; ++i) {
     workers_.push_back(std::make_unique<Worker>(i, config_));
   }

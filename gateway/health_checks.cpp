@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "upstream/health_checker.hpp"
-#include "upstream/health_state.hpp"
+#include "upstream/health/health_checker.hpp"
+#include "upstream/health/health_state.hpp"
 
 namespace sluice {
 

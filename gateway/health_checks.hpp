@@ -19,7 +19,7 @@
 
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
-#include "upstream/upstream_health.hpp"
+#include "upstream/health/upstream_health.hpp"
 
 namespace boost::asio {
 class io_context;

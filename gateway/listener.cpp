@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 
 #include "gateway/worker.hpp"
+#include "upstream/connection_budget.hpp"
 
 namespace sluice {
 namespace {
@@ -16,9 +17,9 @@ namespace {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-// Descriptors kept out of the data plane's reach: the admin listener's
-// connections, Redis, log files, listeners.
-constexpr std::size_t kReservedDescriptors = 128;
+// Descriptors kept out of the data plane's reach (the fixed part of the
+// reserve: the admin listener's connections, Redis, log files, listeners).
+constexpr std::size_t kReservedDescriptors = ConnectionBudget::kReserved;
 // Above this share of the cap, every accept closes one idle keep-alive connection.
 constexpr double kShedIdleAbove = 0.9;
 
@@ -68,6 +69,7 @@ std::size_t Listener::limit_connections(std::size_t configured) {
         "ulimit -n or LimitNOFILE)",
         configured, max_connections_, descriptors);
   }
+  descriptors_ = descriptors;
   return max_connections_;
 }
 
@@ -103,12 +105,26 @@ void Listener::on_accept(Worker& worker, boost::system::error_code ec, WorkerSoc
     socket.shutdown(tcp::socket::shutdown_both, ignored);
     socket.close(ignored);
     metrics_.add("sluice_connections_rejected_total", "");
+    note_refusal();
   } else {
     asio::post(worker.io(), [&worker, socket = std::move(socket), tls = tls_]() mutable {
       start_client_session(worker, std::move(socket), std::move(tls));
     });
   }
   do_accept();
+}
+
+// Logged at most every kLogEvery: the descriptors behind the cap are kept.
+void Listener::note_refusal() {
+  ++unreported_refusals_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_refusal_log_) return;
+  spdlog::warn(
+      "connection cap {} reached: {} new connection(s) refused since the last report (the "
+      "descriptors beyond it stay with upstream connections, Redis and the admin listener)",
+      max_connections_, unreported_refusals_);
+  unreported_refusals_ = 0;
+  next_refusal_log_ = now + kRefusalLogEvery;
 }
 
 // Near the cap, the longest idle keep-alive connection of the worker with the

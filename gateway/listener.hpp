@@ -6,6 +6,7 @@
 // TLS). Used on the main thread only.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -16,7 +17,7 @@
 #include "gateway/acceptor.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
-#include "gateway/session/session.hpp"
+#include "gateway/front_door.hpp"
 
 namespace sluice {
 
@@ -38,8 +39,11 @@ class Listener {
   // Raises the descriptor limit and sets the connection cap to `configured`,
   // lowered (with a warning) to what the descriptors allow; returns the cap.
   std::size_t limit_connections(std::size_t configured);
+  // The descriptor limit limit_connections found (the soft limit, raised).
+  std::size_t descriptors() const { return descriptors_; }
   // The cap another listener worked out (all listeners share one).
   void set_connection_cap(std::size_t cap) { max_connections_ = cap; }
+  std::size_t connection_cap() const { return max_connections_; }
   // Starts accepting; the workers must exist and be running.
   void start();
   // Stops accepting (the start of a drain).
@@ -50,6 +54,9 @@ class Listener {
   void do_accept();
   void on_accept(Worker& worker, boost::system::error_code ec, WorkerSocket socket);
   bool admit_connection();
+  void note_refusal();
+
+  static constexpr std::chrono::seconds kRefusalLogEvery{5};
 
   const std::vector<std::unique_ptr<Worker>>& workers_;
   MetricsShard& metrics_;
@@ -57,6 +64,9 @@ class Listener {
   AcceptBackoff backoff_;
   std::shared_ptr<const ServerTls> tls_;
   std::size_t max_connections_ = 0;  // the cap in force
+  std::size_t descriptors_ = 0;
+  std::size_t unreported_refusals_ = 0;
+  std::chrono::steady_clock::time_point next_refusal_log_{};
   std::size_t next_worker_ = 0;
 };
 

@@ -28,11 +28,11 @@ void MemoryTrim::check() {
   for (const auto& w : workers_) {
     now += w->session_count();
     peak += w->take_peak_session_count();
-    freed_relay_buffers_ += w->take_freed_relay_buffers();
+    freed_bytes_ += w->take_freed_bytes();
   }
   peak_connections_ = std::max(peak_connections_, peak);
-  if (peak_connections_ >= now + kAfterClosing || freed_relay_buffers_ >= kAfterFreedRelayBuffers) {
-    freed_relay_buffers_ = 0;
+  if (peak_connections_ >= now + kAfterClosing || freed_bytes_ >= kAfterFreedBytes) {
+    freed_bytes_ = 0;
     malloc_trim(0);
     peak_connections_ = now;
   }

@@ -1,6 +1,7 @@
 // Gives freed heap pages back to the system: glibc keeps the pages of freed
 // per-connection memory, so after a large wave of connections has closed (or
-// many relay buffers were freed) malloc_trim runs. Checks on the main thread
+// the workers freed many relay buffers, or emptied a large table: the denial
+// cache after a flood of distinct callers) malloc_trim runs. Checks on the main thread
 // every kCheckEvery; reads only what the workers publish for any thread.
 #pragma once
 
@@ -21,7 +22,8 @@ class MemoryTrim {
   static constexpr auto kCheckEvery = std::chrono::seconds(2);
   // Trims once the connection count has fallen this far below its recent peak.
   static constexpr std::size_t kAfterClosing = 256;
-  static constexpr std::size_t kAfterFreedRelayBuffers = 256;  // 16 MiB
+  // Trims once the workers freed this much in bulk (relay buffers, tables).
+  static constexpr std::size_t kAfterFreedBytes = 8 * 1024 * 1024;
 
   MemoryTrim(boost::asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers)
       : timer_(io), workers_(workers) {}
@@ -35,7 +37,7 @@ class MemoryTrim {
   boost::asio::steady_timer timer_;
   const std::vector<std::unique_ptr<Worker>>& workers_;
   std::size_t peak_connections_ = 0;  // since the last trim
-  std::size_t freed_relay_buffers_ = 0;
+  std::size_t freed_bytes_ = 0;       // since the last trim
   bool stopped_ = false;
 };
 

@@ -33,6 +33,11 @@ constexpr MetricFamily kOwnFamilies[] = {
      "Time from request head to response end."},
     {"sluice_upstream_requests_total", "counter", "Upstream exchanges by outcome."},
     {"sluice_upstream_connections_total", "counter", "Upstream connections opened."},
+    {"sluice_upstream_connections_open", "gauge",
+     "Upstream connections open in the process, against the descriptors left for them."},
+    {"sluice_descriptor_reserve_hits_total", "counter",
+     "New upstream connections not opened because the descriptors left for them were in use "
+     "(the reserve for Redis, the admin listener and health checks is never taken)."},
     {"sluice_upstream_healthy", "gauge",
      "1 while an actively checked upstream server is healthy, 0 while it is not."},
     {"sluice_upstream_health_checks_total", "counter",

@@ -1,9 +1,10 @@
 #include "gateway/metrics_scrape.hpp"
 
 #include "gateway/process_metrics.hpp"
-#include "gateway/session/session.hpp"
+#include "gateway/session/exchange_log.hpp"
 #include "gateway/worker_gather.hpp"
 #include "gateway/worker_services.hpp"
+#include "upstream/connection_budget.hpp"
 
 namespace sluice {
 
@@ -35,6 +36,13 @@ std::string render_scrape(const MetricsShard& seeds, const MetricsShard& main,
   seeds.merge_into(snapshot);
   main.merge_into(snapshot);
   for (const auto& shard : workers) shard.merge_into(snapshot);
+  // The upstream descriptor budget, which the workers share.
+  MetricsShard budget_series;
+  const auto& budget = connection_budget();
+  budget_series.set("sluice_upstream_connections_open", "", static_cast<double>(budget.in_use()));
+  budget_series.add("sluice_descriptor_reserve_hits_total", "",
+                    static_cast<double>(budget.refusals()));
+  budget_series.merge_into(snapshot);
   std::vector<std::string> routes;
   for (const auto& route : config.routes) routes.push_back(route.name);
   snapshot.cross_fill("sluice_http_requests_total", "route", routes);

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <regex>
+#include <utility>
 
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
-#include "gateway/session/request_target.hpp"
+#include "gateway/request_target.hpp"
 
 namespace sluice {
 namespace {
@@ -94,12 +95,17 @@ RouteDecision select_route(const Config& config, std::string_view method, std::s
 }
 
 std::string upstream_target(const RouteConfig& route, std::string_view target) {
+  auto rewritten = rewritten_target(route, target);
+  return rewritten ? std::move(*rewritten) : std::string(target);
+}
+
+std::optional<std::string> rewritten_target(const RouteConfig& route, std::string_view target) {
   if (!route.strip_prefix || route.match.path_kind != RouteMatch::PathKind::kPrefix) {
-    return std::string(target);
+    return std::nullopt;
   }
   const auto path = target_path(target);
   const auto prefix_end = forwarded_prefix_length(path, route.match.path);
-  if (!prefix_end) return std::string(target);
+  if (!prefix_end) return std::nullopt;
   const auto query = target.substr(split_target(target).path.size());  // "?query" or ""
 
   std::string out;

@@ -2,6 +2,7 @@
 // the request line. First route that matches path, host and method wins.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,7 +18,7 @@ struct RouteDecision {
 };
 
 // `target` is the path to route on (the session passes the route path of
-// gateway/session/request_target.hpp), optionally with a query; `host` is the Host header (a port, if any,
+// gateway/request_target.hpp), optionally with a query; `host` is the Host header (a port, if any,
 // is ignored; case-insensitive). If routes match path and host but none allows the method, the
 // answer is kMethodNotAllowed with the union of their methods in `allow`.
 RouteDecision select_route(const Config& config, std::string_view method, std::string_view target,
@@ -31,6 +32,9 @@ RouteDecision select_route(const Config& config, std::string_view method, std::s
 // ("/api;v=1/x" with prefix "/api" becomes "/x"). Otherwise the target is
 // returned unchanged.
 std::string upstream_target(const RouteConfig& route, std::string_view target);
+// The same rewrite, or nothing when the target goes upstream unchanged (the
+// request path then forwards the client's own bytes without a copy).
+std::optional<std::string> rewritten_target(const RouteConfig& route, std::string_view target);
 
 // The path part of a request-target (before '?').
 std::string_view target_path(std::string_view target);

@@ -18,6 +18,10 @@ Worker::Worker(std::size_t index, std::shared_ptr<const Config> config)
       guard_(boost::asio::make_work_guard(io_)),
       config_(std::move(config)),
       pools_(io_.get_executor()) {
+  pools_.on_connection([this](const UpstreamConfig& upstream) {
+    metrics_.add("sluice_upstream_connections_total",
+                 scratch_labels({{"upstream", upstream.name}}));
+  });
   // Counters that alerts watch have a series from the start.
   for (const char* family : {"sluice_internal_errors_total", "sluice_connections_shed_total",
                              "sluice_upstream_retries_total"}) {
@@ -36,7 +40,8 @@ void Worker::set_config(std::shared_ptr<const Config> config) {
 }
 
 void Worker::start_services(WorkerServicesFactory& factory) {
-  services_ = factory.make(WorkerContext{index_, io_.get_executor(), config_, metrics_});
+  services_ =
+      factory.make(WorkerContext{index_, io_.get_executor(), config_, metrics_, freed_bytes_});
   chain_ = services_->make_chain();
 }
 
@@ -102,7 +107,7 @@ void Worker::return_relay_buffer(std::unique_ptr<char[]> buffer) {
   if (spare_relay_buffers_.size() < kSpareRelayBuffers) {
     spare_relay_buffers_.push_back(std::move(buffer));
   } else {
-    freed_relay_buffers_.fetch_add(1, std::memory_order_relaxed);
+    freed_bytes_.fetch_add(kRelayBufferSize, std::memory_order_relaxed);
   }
 }
 

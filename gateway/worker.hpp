@@ -6,12 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
-#include <vector>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,7 +19,7 @@
 #include "gateway/config/config.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
-#include "gateway/session/request_series.hpp"
+#include "gateway/request_series.hpp"
 #include "gateway/worker_services.hpp"
 #include "upstream/upstream_pool.hpp"
 
@@ -88,10 +88,9 @@ class Worker {
   static constexpr std::size_t kRelayBufferSize = 64 * 1024;
   std::unique_ptr<char[]> take_relay_buffer();
   void return_relay_buffer(std::unique_ptr<char[]> buffer);
-  // Relay buffers freed (not kept) since the last call (any thread).
-  std::size_t take_freed_relay_buffers() {
-    return freed_relay_buffers_.exchange(0, std::memory_order_relaxed);
-  }
+  // Bytes freed in bulk since the last call (any thread): relay buffers not
+  // kept, and what the services report (WorkerContext::freed_bytes).
+  std::size_t take_freed_bytes() { return freed_bytes_.exchange(0, std::memory_order_relaxed); }
   // Stops keep-alive: idle connections close now, busy ones after their exchange.
   void begin_drain();
   // Closes every connection at once (drain timeout).
@@ -112,7 +111,7 @@ class Worker {
   std::atomic<std::int64_t> idle_count_{0};
   std::int64_t tunnels_ = 0;  // this worker's WebSocket tunnels (its thread only)
   std::atomic<std::size_t> peak_session_count_{0};
-  std::atomic<std::size_t> freed_relay_buffers_{0};
+  std::atomic<std::size_t> freed_bytes_{0};
   std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
   MetricsShard metrics_;
   RequestSeries series_{metrics_};

@@ -5,6 +5,7 @@
 // the services take no lock. The gateway knows them only through this header.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -25,6 +26,9 @@ struct WorkerContext {
   boost::asio::io_context::executor_type executor;
   const std::shared_ptr<const Config>& config;  // the configuration in force now
   MetricsShard& metrics;                        // the worker's shard
+  // Memory the services freed in bulk (a table emptied), in bytes: added to
+  // on the worker's thread, read by the process's memory trim (any thread).
+  std::atomic<std::size_t>& freed_bytes;
 };
 
 // One server behind a dependency (a Redis node), as one worker sees it.

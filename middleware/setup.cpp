@@ -60,7 +60,10 @@ class MiddlewareServices final : public WorkerServices {
         metrics_(worker.metrics),
         limiter_(make_limiter(worker)),
         local_(std::make_shared<LocalLayer>(worker.executor, limiter_, worker.metrics,
-                                            worker.config->local)),
+                                            worker.config->local, steady_now_us,
+                                            [&freed = worker.freed_bytes](std::size_t bytes) {
+                                              freed.fetch_add(bytes, std::memory_order_relaxed);
+                                            })),
         fallback_(process.fallback),
         consumers_(std::make_shared<ConsumerWorker>(worker.executor, worker.config, worker.metrics,
                                                     process.lookups)),
@@ -91,7 +94,8 @@ class MiddlewareServices final : public WorkerServices {
       subscription_->configure(*worker.config);
     }
     if (process.buckets) {
-      buckets_ = std::make_shared<BucketWorker>(BucketWorker{&worker.config, local_, &metrics_});
+      buckets_ = std::make_shared<BucketWorker>(
+          BucketWorker{&worker.config, local_, &metrics_, consumers_->resolver()});
       process.buckets->add(worker.executor, buckets_);
     }
   }
@@ -100,7 +104,8 @@ class MiddlewareServices final : public WorkerServices {
     MiddlewareChain chain;
     chain.steps.push_back(std::make_shared<RateLimitMiddleware>(
         executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_, settler_));
-    chain.observers.push_back(std::make_shared<AccessLog>());
+    access_log_ = std::make_shared<AccessLog>(executor_);
+    chain.observers.push_back(access_log_);
     return chain;
   }
 
@@ -113,6 +118,7 @@ class MiddlewareServices final : public WorkerServices {
   }
 
   void on_config(const std::shared_ptr<const Config>& next) override {
+    if (access_log_) access_log_->flush();  // the lines waiting go under the old settings
     limiter_->reconfigure(next->redis);
     local_->reconfigure(next->local);
     if (has_limits(*next)) limiter_->connect();
@@ -126,6 +132,7 @@ class MiddlewareServices final : public WorkerServices {
   // the connection closes; the worker's loop runs until those calls are
   // answered or time out.
   void on_stop() override {
+    if (access_log_) access_log_->flush();
     if (subscription_) subscription_->close();
     consumers_->close();
     audit_->close();
@@ -187,6 +194,7 @@ class MiddlewareServices final : public WorkerServices {
   }
 
   boost::asio::io_context::executor_type executor_;
+  std::shared_ptr<AccessLog> access_log_;  // the chain's, flushed at stop
   MetricsShard& metrics_;
   std::shared_ptr<RedisRateLimiter> limiter_;
   std::shared_ptr<LocalLayer> local_;

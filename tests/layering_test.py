@@ -3,8 +3,10 @@
 
     gateway/main.cpp  the composition root: the only gateway file that includes middleware/
     middleware/       includes gateway's interface headers only, upstream/ and common/
-    gateway/          includes no middleware/ (it knows no concrete middleware and no Redis)
-    upstream/         includes nothing of ours but itself and common/
+    gateway/          includes no middleware/ (it knows no concrete middleware and no Redis);
+                      outside gateway/session/ it includes only the session's doors from there
+    upstream/         includes nothing of ours but itself and common/; upstream/h2/ includes
+                      nothing of upstream/exchange/ (the exchange drives the h2 connection)
     common/           the header-only vocabulary every folder may use; includes only itself
 
 The same arrows are checked in the CMake link lines: a library links only the
@@ -23,14 +25,25 @@ import unittest
 # what it may describe itself with. An entry ending in "/" allows the whole folder.
 GATEWAY_INTERFACE = [
     "gateway/middleware.hpp",
-    "gateway/request_context.hpp",
     "gateway/config/",
     "gateway/metrics.hpp",
     "gateway/client_ip.hpp",
     "gateway/session/local_reply.hpp",
     "gateway/worker_services.hpp",
     "gateway/admin/admin_routes.hpp",  # the bucket API adds its endpoints
-    "gateway/session/request_target.hpp",  # the bucket API keys a path as requests are keyed
+    "gateway/request_target.hpp",  # the bucket API keys a path as requests are keyed
+]
+
+# gateway/session/ holds the client sessions, the top of gateway/: the rest of
+# gateway/ includes from it only these headers (the front door hands a
+# connection to a session; the admin server answers with the sessions' local
+# replies; a scrape seeds the sessions' metrics).
+SESSION_DOORS = [
+    "gateway/session/exchange_log.hpp",  # the metrics a scrape seeds (seed_session_metrics)
+    "gateway/session/local_reply.hpp",
+    # The front door hands a connection to the session of its protocol.
+    "gateway/session/http1_session.hpp",
+    "gateway/session/http2_session.hpp",
 ]
 
 # For a source file, the first rule whose prefix matches its path says which
@@ -66,7 +79,23 @@ LINKS = {
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
 
+# Rooms above their neighbours: (files under, may not include from, but for).
+# A file inside the upper room itself is not concerned.
+UPPER_ROOMS = [
+    ("gateway/", "gateway/session/", SESSION_DOORS),
+    ("upstream/h2/", "upstream/exchange/", []),  # the exchange drives h2/, not the reverse
+]
+
+
+def reaches_up(path: str, include: str) -> bool:
+    return any(path.startswith(under) and not path.startswith(upper)
+               and include.startswith(upper) and include not in doors
+               for under, upper, doors in UPPER_ROOMS)
+
+
 def allowed(path: str, include: str) -> bool:
+    if reaches_up(path, include):
+        return False
     for prefix, allowed_prefixes in RULES:
         if path == prefix or (prefix.endswith("/") and path.startswith(prefix)):
             return any(include == a or (a.endswith("/") and include.startswith(a))
@@ -87,10 +116,33 @@ def includes(root: pathlib.Path):
                     yield rel, m.group(1)
 
 
+def used(entry: str, names) -> bool:
+    return any(name == entry or (entry.endswith("/") and name.startswith(entry)) for name in names)
+
+
+def stale_allowances(found):
+    """Allow-list entries that no include uses any more: each must be removed."""
+    problems = []
+    middleware_names = {name for rel, name in found if rel.startswith("middleware/")}
+    for entry in GATEWAY_INTERFACE:
+        if not used(entry, middleware_names):
+            problems.append(f'stale allow-list entry: no middleware/ file includes "{entry}"; '
+                            "remove it from GATEWAY_INTERFACE")
+    door_names = {name for rel, name in found
+                  if rel.startswith("gateway/") and not rel.startswith("gateway/session/")}
+    for entry in SESSION_DOORS:
+        if not used(entry, door_names):
+            problems.append(f'stale allow-list entry: no gateway/ file outside gateway/session/ '
+                            f'includes "{entry}"; remove it from SESSION_DOORS')
+    return problems
+
+
 def include_violations(root: pathlib.Path):
     found = set()
     problems = []
-    for rel, name in includes(root):
+    every = list(includes(root))
+    problems += stale_allowances(every)
+    for rel, name in every:
         if allowed(rel, name):
             continue
         if (rel, name) in EXCEPTIONS:
@@ -135,6 +187,22 @@ class LayeringTest(unittest.TestCase):
         self.assertTrue(allowed("upstream/upstream_pool.cpp", "common/ascii.hpp"))
         self.assertTrue(allowed("gateway/main.cpp", "middleware/setup.hpp"))
         self.assertTrue(allowed("middleware/setup.cpp", "gateway/worker_services.hpp"))
+        self.assertFalse(allowed("gateway/router.cpp", "gateway/session/pipeline.hpp"))
+        self.assertFalse(allowed("gateway/config/routes_section.cpp",
+                                 "gateway/session/request_admission.hpp"))
+        self.assertTrue(allowed("gateway/front_door.cpp", "gateway/session/http1_session.hpp"))
+        self.assertTrue(allowed("gateway/session/pipeline.cpp", "gateway/session/exchange_log.hpp"))
+        self.assertFalse(allowed("upstream/h2/h2_connection.hpp",
+                                 "upstream/exchange/upstream_exchange.hpp"))
+        self.assertTrue(allowed("upstream/h2/h2_connection.hpp", "upstream/upstream_error.hpp"))
+
+    def test_a_stale_allow_list_entry_is_an_error(self):
+        now = [("middleware/a.cpp", "gateway/middleware.hpp")]
+        self.assertIn('stale allow-list entry: no middleware/ file includes "gateway/metrics.hpp"; '
+                      "remove it from GATEWAY_INTERFACE", stale_allowances(now))
+        self.assertFalse(any('"gateway/middleware.hpp"' in p for p in stale_allowances(now)))
+        folder = [("middleware/a.cpp", "gateway/config/text.hpp")]
+        self.assertFalse(any('"gateway/config/"' in p for p in stale_allowances(folder)))
 
 
 if __name__ == "__main__":

@@ -123,10 +123,6 @@ void strip_hop_by_hop(http::fields& fields) {
 
 namespace {
 
-void append_field(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
-}
-
 // Appends `value` to a comma-separated list.
 void append_list(std::string& list, std::string_view value) {
   value = ascii::trim(value);
@@ -142,25 +138,24 @@ bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name) {
                      [name](std::string_view o) { return !o.empty() && ascii::iequals(name, o); });
 }
 
-void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
-                            const http::fields& fields, const ForwardedInfo& info, bool chunked,
-                            std::optional<std::uint64_t> content_length) {
-  out.clear();
-  out.append(method).append(" ").append(target).append(" HTTP/1.1\r\n");
-  std::string xff;
-  std::string via;
-  bool has_host = false;
+void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
+                          const http::fields& fields, const ForwardedInfo& info, bool chunked,
+                          std::optional<std::uint64_t> content_length) {
+  head.clear();
+  head.method = method;
+  head.target_text.assign(target);
+  head.target = head.target_text;
   for (const auto& f : fields) {
     const auto name = f.name();
     const std::string_view name_string = f.name_string();
-    has_host = has_host || name == http::field::host;
+    head.has_host = head.has_host || name == http::field::host;
     if (name == http::field::via) {
-      append_list(via, f.value());
+      append_list(head.via, f.value());
     } else if (name == http::field::expect || name == http::field::transfer_encoding ||
                name == http::field::content_length) {
       // Expect is answered by Sluice itself; framing is redone below.
     } else if (name == http::field::unknown && ascii::iequals(name_string, "X-Forwarded-For")) {
-      append_list(xff, f.value());
+      append_list(head.forwarded_for, f.value());
     } else if (name == http::field::unknown && (ascii::iequals(name_string, "X-Forwarded-Proto") ||
                                                 ascii::iequals(name_string, "X-Forwarded-Host") ||
                                                 ascii::iequals(name_string, "X-Request-Id") ||
@@ -172,27 +167,43 @@ void serialize_request_head(std::string& out, std::string_view method, std::stri
     } else if (info.rules && info.rules->drops(name_string)) {
       // Set below or removed by the route's rules.
     } else {
-      append_field(out, name_string, f.value());
+      head.fields.emplace_back(name_string, f.value());
     }
   }
-  if (!has_host && !info.upstream_host.empty()) append_field(out, "Host", info.upstream_host);
-  append_list(xff, info.client_ip);
-  append_field(out, "X-Forwarded-For", xff);
-  append_field(out, "X-Forwarded-Proto", info.proto);
-  if (!info.host.empty()) append_field(out, "X-Forwarded-Host", info.host);
-  append_field(out, "X-Request-Id", info.request_id);
-  append_list(via, "1.1 sluice");
-  append_field(out, "Via", via);
-  if (info.websocket) out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
-  if (!info.traceparent.empty()) append_field(out, "traceparent", info.traceparent);
-  for (const auto& [name, value] : info.identity) append_field(out, name, value);
-  if (info.rules) info.rules->append_set(out, info.vars);
-  if (chunked) {
-    out.append("Transfer-Encoding: chunked\r\n");
-  } else if (content_length) {
-    append_field(out, "Content-Length", std::to_string(*content_length));
+  head.host_at = head.fields.size();
+  append_list(head.forwarded_for, info.client_ip);
+  head.fields.emplace_back("X-Forwarded-For", head.forwarded_for);
+  head.fields.emplace_back("X-Forwarded-Proto", info.proto);
+  if (!info.host.empty()) head.fields.emplace_back("X-Forwarded-Host", info.host);
+  head.fields.emplace_back("X-Request-Id", info.request_id);
+  append_list(head.via, "1.1 sluice");
+  head.fields.emplace_back("Via", head.via);
+  if (info.websocket) {
+    head.fields.emplace_back("Connection", "Upgrade");
+    head.fields.emplace_back("Upgrade", "websocket");
   }
-  out.append("\r\n");
+  if (!info.traceparent.empty()) head.fields.emplace_back("traceparent", info.traceparent);
+  for (const auto& [name, value] : info.identity) head.fields.emplace_back(name, value);
+  if (info.rules) {
+    // Sized first: the views below point into these strings.
+    const auto& sets = info.rules->sets();
+    head.rule_values.resize(sets.size());
+    for (std::size_t i = 0; i < sets.size(); ++i) {
+      head.rule_values[i].clear();
+      sets[i].value.append_to(head.rule_values[i], info.vars);
+      head.fields.emplace_back(sets[i].name, head.rule_values[i]);
+    }
+  }
+  head.chunked = chunked;
+  head.content_length = chunked ? std::nullopt : content_length;
+}
+
+void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
+                            const http::fields& fields, const ForwardedInfo& info, bool chunked,
+                            std::optional<std::uint64_t> content_length) {
+  UpstreamHead head;
+  prepare_request_head(head, method, target, fields, info, chunked, content_length);
+  write_http1_head(out, head, info.upstream_host);
 }
 
 namespace {
@@ -229,7 +240,7 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
                  : reason);
   out.append("\r\n");
   each_response_field(fields, options, [&out](std::string_view name, std::string_view value) {
-    append_field(out, name, value);
+    append_http1_field(out, name, value);
   });
   if (options.rules) options.rules->append_set(out, options.vars);
   if (options.websocket) {
@@ -239,7 +250,7 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
   if (options.chunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   } else if (options.content_length) {
-    append_field(out, "Content-Length", std::to_string(*options.content_length));
+    append_http1_field(out, "Content-Length", std::to_string(*options.content_length));
   }
   if (!options.keep_alive) {
     out.append("Connection: close\r\n");

@@ -15,6 +15,7 @@
 #include <boost/optional/optional.hpp>
 
 #include "upstream/header_rules.hpp"
+#include "upstream/request_head.hpp"
 
 namespace sluice {
 
@@ -64,22 +65,31 @@ struct ForwardedInfo {
   std::string_view traceparent = {};
 };
 
-// Heads are serialized straight into one buffer (one write with the first
-// body bytes, no per-header allocation), with Sluice's headers added on the way.
+// The request head for the upstream (request_head.hpp), prepared into `head`:
+// the fields (hop-by-hop already stripped) except Expect and
+// info.drop_headers, then X-Forwarded-For with the peer appended to any
+// incoming values, X-Forwarded-Proto, X-Forwarded-Host (when a Host was
+// given), X-Request-Id, Via with "1.1 sluice" appended, then "Connection:
+// Upgrade" and "Upgrade: websocket" for a WebSocket handshake, then
+// info.traceparent when set, then info.identity (the client's own
+// X-Consumer-Id and X-Consumer-Plan lines are never forwarded), then the
+// lines info.rules sets (the incoming lines of the names it sets or removes
+// are left out); the body chunked when `chunked`, else of `content_length`.
+// Content-Length is never copied from `fields`: the framing is the one Sluice
+// read. The views in `head` point into `fields`, `info`'s strings and `head`.
+void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
+                          const http_fields::fields& fields, const ForwardedInfo& info,
+                          bool chunked, std::optional<std::uint64_t> content_length = {});
 
-// The request head for the upstream: "METHOD target HTTP/1.1", the fields
-// (hop-by-hop already stripped) except Expect and info.drop_headers, then X-Forwarded-For with the
-// peer appended to any incoming values, X-Forwarded-Proto, X-Forwarded-Host
-// (when a Host was given), X-Request-Id, Via with "1.1 sluice" appended, and
-// then "Connection: Upgrade" and "Upgrade: websocket" for a WebSocket
-// handshake, then info.traceparent when set, then info.identity (the client's own X-Consumer-Id and
-// X-Consumer-Plan lines are never forwarded), then the lines info.rules sets (the incoming lines of the names it sets or
-// removes are left out), and "Transfer-Encoding: chunked" when `chunked`.
-// Content-Length is never copied from `fields`: it is written from
-// `content_length` (the parser's), so the framing is the one Sluice read.
+// The same written as HTTP/1.1 text at once (info.upstream_host as Host when
+// the request has none).
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
                             const http_fields::fields& fields, const ForwardedInfo& info,
                             bool chunked, std::optional<std::uint64_t> content_length = {});
+
+// Response heads are serialized straight into one buffer (one write with the
+// first body bytes, no per-header allocation), with Sluice's headers added on
+// the way.
 
 struct ResponseHeadOptions {
   std::string_view request_id;

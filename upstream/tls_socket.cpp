@@ -12,6 +12,19 @@ namespace sluice {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// SSL_get_error reads the thread's OpenSSL error queue, so the queue must be
+// empty before each operation. ERR_clear_error goes over every slot of the
+// queue (about 800 instructions) even when it is empty, which it nearly
+// always is, twice a request; looking first costs a tenth of that.
+// ERR_peek_error finds what SSL_get_error would.
+void clear_errors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
+}  // namespace
+
 TlsSocket::TlsSocket(int descriptor, SSL_CTX* context, Role role) : ssl_(SSL_new(context)) {
   if (!ssl_) throw std::bad_alloc();
   // The BIO does not close the descriptor: the socket's owner does.
@@ -43,7 +56,7 @@ TlsSocket::~TlsSocket() {
 }
 
 TlsSocket::Attempt TlsSocket::attempt_handshake() {
-  ERR_clear_error();
+  clear_errors();
   const int result = SSL_do_handshake(ssl_);
   if (result == 1) return {};
   return failed(result, errno);
@@ -51,7 +64,7 @@ TlsSocket::Attempt TlsSocket::attempt_handshake() {
 
 TlsSocket::Attempt TlsSocket::attempt_read(asio::mutable_buffer buffer) {
   if (buffer.size() == 0) return {};
-  ERR_clear_error();
+  clear_errors();
   std::size_t n = 0;
   const int result = SSL_read_ex(ssl_, buffer.data(), buffer.size(), &n);
   return transferred(result, n, errno);
@@ -59,14 +72,14 @@ TlsSocket::Attempt TlsSocket::attempt_read(asio::mutable_buffer buffer) {
 
 TlsSocket::Attempt TlsSocket::attempt_write(asio::const_buffer buffer) {
   if (buffer.size() == 0) return {};
-  ERR_clear_error();
+  clear_errors();
   std::size_t n = 0;
   const int result = SSL_write_ex(ssl_, buffer.data(), buffer.size(), &n);
   return transferred(result, n, errno);
 }
 
 TlsSocket::Attempt TlsSocket::attempt_peek() {
-  ERR_clear_error();
+  clear_errors();
   char byte;
   std::size_t n = 0;
   const int result = SSL_peek_ex(ssl_, &byte, 1, &n);
@@ -81,7 +94,7 @@ TlsSocket::Attempt TlsSocket::transferred(int result, std::size_t n, int saved_e
 // close_notify out, then the peer's in: 1 once both have passed. A 0 from
 // the first call (ours sent) asks for the second at once, which reads.
 TlsSocket::Attempt TlsSocket::attempt_shutdown() {
-  ERR_clear_error();
+  clear_errors();
   int result = SSL_shutdown(ssl_);
   if (result == 0) result = SSL_shutdown(ssl_);
   if (result == 1) return {};

@@ -48,9 +48,11 @@ struct UpstreamConfig {
       30000};                                     // to the response head, and between body reads
   std::size_t max_idle_connections = 64;          // per worker and server
   std::chrono::milliseconds fail_cooldown{2000};  // extension: upstreams.NAME.fail_cooldown_ms
-  // Connections (busy and idle) per worker and server; 0 = no limit. A request
-  // that finds none free waits up to connect_timeout for one, then gets 503.
-  std::size_t max_connections = 0;
+  // Connections (busy and idle) per worker and server; 0 = no bound but the
+  // process's upstream descriptor budget; absent = the budget's default
+  // (ConnectionBudget::default_per_server). A request that finds none free
+  // waits up to connect_timeout for one, then gets 503.
+  std::optional<std::size_t> max_connections;
   // Absent: no active checks, every server counts as healthy.
   std::optional<HealthCheckConfig> health_check;
   // TLS to its servers (upstreams.NAME.tls), as configured and as built;

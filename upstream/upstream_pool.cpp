@@ -7,10 +7,21 @@
 #include <algorithm>
 
 #include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
 
 #include "upstream/h2/h2_connection.hpp"
 
 namespace sluice {
+
+ConnectionBudget& connection_budget() {
+  static ConnectionBudget budget;
+  return budget;
+}
+
+std::size_t connection_cap(const UpstreamConfig& upstream) {
+  if (!upstream.max_connections) return connection_budget().default_connections_per_server();
+  return *upstream.max_connections == 0 ? ConnectionBudget::kUnlimited : *upstream.max_connections;
+}
 
 UpstreamConnection::~UpstreamConnection() {
   if (slots) --slots->open;
@@ -20,10 +31,11 @@ UpstreamConnection::~UpstreamConnection() {
 std::unique_ptr<UpstreamConnection> UpstreamPools::open(const UpstreamConfig& upstream,
                                                         std::size_t server) {
   auto& state = server_state(upstream, upstream.servers[server]);
-  if (upstream.max_connections != 0 && state.slots->open >= upstream.max_connections) {
-    return nullptr;
-  }
+  if (state.slots->open >= connection_cap(upstream)) return nullptr;
+  DescriptorTicket ticket = take_descriptor(upstream);
+  if (!ticket) return nullptr;
   auto conn = std::make_unique<UpstreamConnection>(executor_);
+  conn->descriptor = std::move(ticket);
   conn->slots = state.slots;
   ++state.slots->open;
   // When it closes, a request waiting for a connection to this server may go.
@@ -31,6 +43,67 @@ std::unique_ptr<UpstreamConnection> UpstreamPools::open(const UpstreamConfig& up
     if (!slots->waiters.empty()) wake_waiter(executor, slots);
   };
   return conn;
+}
+
+// A descriptor for a new connection, from the process's budget. When every
+// one is in use, this worker's oldest idle pooled connection (to any server)
+// is closed to make room; with none idle, the request waits (logged at most
+// every kLogEvery per worker, counted) and the waiters are retried as
+// descriptors come back elsewhere.
+DescriptorTicket UpstreamPools::take_descriptor(const UpstreamConfig& upstream) {
+  auto& budget = connection_budget();
+  if (budget.try_take()) return DescriptorTicket(&budget);
+  if (close_oldest_idle() && budget.try_take()) return DescriptorTicket(&budget);
+  budget.count_refusal();
+  const auto now = Clock::now();
+  budget_refused_at_ = now;
+  if (!budget_retry_armed_) arm_budget_retry();
+  if (now >= next_budget_log_) {
+    next_budget_log_ = now + kLogEvery;
+    spdlog::warn(
+        "upstream {}: the {} descriptors for upstream connections are in use; requests wait "
+        "for one (up to connect_timeout_ms), the rest are kept for Redis, the admin listener "
+        "and health checks",
+        upstream.name, budget.limit());
+  }
+  return {};
+}
+
+bool UpstreamPools::close_oldest_idle() {
+  ServerState* oldest = nullptr;
+  for_each_server([&](ServerState& server) {
+    if (server.idle.empty()) return;
+    if (!oldest || server.idle.front()->idle_since < oldest->idle.front()->idle_since) {
+      oldest = &server;
+    }
+  });
+  if (!oldest) return false;
+  oldest->idle.pop_front();  // its descriptor goes back to the budget
+  return true;
+}
+
+// A request refused a descriptor waits in its server's queue, which only this
+// worker's connections to that server wake. Descriptors freed by another
+// worker or another server are noticed here: every kBudgetRetryEvery, while
+// requests wait and the last refusal is recent, they are all woken to try
+// again if the budget has room (one that still finds none waits on, within
+// its own deadline).
+void UpstreamPools::arm_budget_retry() {
+  budget_retry_armed_ = true;
+  budget_retry_timer_.expires_after(kBudgetRetryEvery);
+  budget_retry_timer_.async_wait([this](boost::beast::error_code ec) {
+    if (ec) return;
+    budget_retry_armed_ = false;
+    const auto& budget = connection_budget();
+    const bool room = budget.in_use() < budget.limit();
+    bool waiting = false;
+    for_each_server([&](ServerState& server) {
+      if (server.slots->waiters.empty()) return;
+      waiting = true;
+      if (room) wake_all_waiters(executor_, server.slots);
+    });
+    if (waiting && Clock::now() < budget_refused_at_ + kBudgetRetryFor) arm_budget_retry();
+  });
 }
 
 void UpstreamPools::wait_for_slot(const UpstreamConfig& upstream, std::size_t server,
@@ -61,6 +134,14 @@ void UpstreamPools::wake_waiter(const WorkerExecutor& executor,
     }
     slots->wakes = 0;
   });
+}
+
+// Every request waiting for a connection to the server gets a turn.
+void UpstreamPools::wake_all_waiters(const WorkerExecutor& executor,
+                                     const std::shared_ptr<ServerSlots>& slots) {
+  if (slots->waiters.empty()) return;
+  slots->wakes += slots->waiters.size();
+  wake_waiter(executor, slots);
 }
 
 bool UpstreamPools::quiet(UpstreamConnection& conn) {
@@ -249,22 +330,21 @@ std::shared_ptr<H2Connection> UpstreamPools::h2_connection(const UpstreamConfig&
   for (const auto& c : state.h2) {
     if (c->has_room()) return c;
   }
-  const bool at_limit =
-      upstream.max_connections != 0 && state.slots->open >= upstream.max_connections;
-  if (!at_limit || state.h2.empty()) return nullptr;
-  return *std::min_element(state.h2.begin(), state.h2.end(),
-                           [](const auto& a, const auto& b) { return a->streams() < b->streams(); });
+  return nullptr;
 }
 
 void UpstreamPools::add_h2(const UpstreamConfig& upstream, std::size_t server,
                            std::shared_ptr<H2Connection> conn) {
   auto& state = server_state(upstream, upstream.servers[server]);
+  // Requests waiting for room on a connection to the server look again when
+  // a stream of this one ends, or its SETTINGS let more in (`all`).
+  conn->set_on_room([executor = executor_, slots = state.slots](bool all) {
+    if (all) return wake_all_waiters(executor, slots);
+    if (!slots->waiters.empty()) wake_waiter(executor, slots);
+  });
   state.h2.push_back(std::move(conn));
   // Requests waiting for a connection to the server may all share this one.
-  if (!state.slots->waiters.empty()) {
-    state.slots->wakes += state.slots->waiters.size();
-    wake_waiter(executor_, state.slots);
-  }
+  wake_all_waiters(executor_, state.slots);
 }
 
 void UpstreamPools::clear() {

@@ -24,9 +24,10 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "upstream/byte_stream.hpp"
+#include "upstream/connection_budget.hpp"
+#include "upstream/health/upstream_health.hpp"
 #include "upstream/stream_types.hpp"
 #include "upstream/upstream_config.hpp"
-#include "upstream/upstream_health.hpp"
 
 namespace sluice {
 
@@ -57,6 +58,7 @@ struct UpstreamConnection {
   std::chrono::steady_clock::time_point idle_since{};
   bool ack_pending = false;            // idle, what was read not yet acknowledged
   std::shared_ptr<ServerSlots> slots;  // counted there while it exists
+  DescriptorTicket descriptor;         // its share of the process's upstream descriptors
   std::function<void()> on_release;    // wakes a waiter when it closes
   // The TLS context it was made with (null: plain TCP): a pooled connection
   // is reused only under the same settings and files (UpstreamTls::same).
@@ -64,12 +66,19 @@ struct UpstreamConnection {
   bool tls_session_kept = false;  // its session was kept for the next connection to resume
 };
 
+// The connections a worker may have to one server of `upstream` at once
+// (max_connections, or the budget's default when absent; kUnlimited for 0).
+std::size_t connection_cap(const UpstreamConfig& upstream);
+
 class UpstreamPools {
  public:
   using Clock = std::chrono::steady_clock;
 
   explicit UpstreamPools(WorkerExecutor executor)
-      : executor_(std::move(executor)), sweep_timer_(executor_), ack_timer_(executor_) {}
+      : executor_(std::move(executor)),
+        sweep_timer_(executor_),
+        ack_timer_(executor_),
+        budget_retry_timer_(executor_) {}
 
   // The next server to try for `upstream` in round-robin order, skipping the
   // servers in `tried`, the ones in cool-down and the unhealthy ones. None
@@ -110,9 +119,10 @@ class UpstreamPools {
                         TlsSessionRef session);
 
   // HTTP/2 upstreams (protocol h2c, h2): a connection to the server that
-  // takes another stream, made under the upstream's current protocol and
-  // TLS settings; at max_connections, the least busy one (nghttp2 queues a
-  // stream beyond what the server takes at once). Null: open one (open()).
+  // takes another stream (H2Connection::has_room), made under the upstream's
+  // current protocol and TLS settings. Null: open one (open()), or at
+  // max_connections wait for room (wait_for_slot(): a waiter is woken when a
+  // stream ends, a connection's SETTINGS let more in, or a connection closes).
   std::shared_ptr<H2Connection> h2_connection(const UpstreamConfig& upstream, std::size_t server);
   // A connection just opened to the server, for the next streams to share.
   void add_h2(const UpstreamConfig& upstream, std::size_t server,
@@ -129,6 +139,15 @@ class UpstreamPools {
 
   // Open and readable-with-nothing-pending: safe to send a request on.
   static bool quiet(UpstreamConnection& conn);
+
+  // Who is told of each new connection to a server of an upstream (the
+  // worker counts them), and the telling, by whoever made the connection.
+  void on_connection(std::function<void(const UpstreamConfig&)> counter) {
+    connection_counter_ = std::move(counter);
+  }
+  void count_connection(const UpstreamConfig& upstream) {
+    if (connection_counter_) connection_counter_(upstream);
+  }
 
  private:
   struct ServerState {
@@ -177,17 +196,31 @@ class UpstreamPools {
     }
   }
   static void wake_waiter(const WorkerExecutor& executor, const std::shared_ptr<ServerSlots>& slots);
+  static void wake_all_waiters(const WorkerExecutor& executor,
+                               const std::shared_ptr<ServerSlots>& slots);
+  DescriptorTicket take_descriptor(const UpstreamConfig& upstream);
+  bool close_oldest_idle();
+  void arm_budget_retry();
 
   static constexpr auto kSweepEvery = std::chrono::seconds(1);
   static constexpr auto kAckAfter = std::chrono::milliseconds(2);
+  static constexpr auto kLogEvery = std::chrono::seconds(5);
+  static constexpr auto kBudgetRetryEvery = std::chrono::milliseconds(20);
+  static constexpr auto kBudgetRetryFor = std::chrono::seconds(10);
 
   WorkerExecutor executor_;
+  std::function<void(const UpstreamConfig&)> connection_counter_;
   boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
       sweep_timer_;
   bool sweep_armed_ = false;
   boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
       ack_timer_;
   bool ack_armed_ = false;
+  Clock::time_point next_budget_log_{};
+  boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>
+      budget_retry_timer_;
+  bool budget_retry_armed_ = false;
+  Clock::time_point budget_refused_at_{};
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
   std::shared_ptr<const UpstreamHealth> health_ = std::make_shared<UpstreamHealth>();
 };

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "gateway/admin/admin_access.hpp"
 #include "common/target_parts.hpp"
+#include "gateway/admin/admin_access.hpp"
 #include "gateway/session/local_reply.hpp"
 
 namespace sluice {
@@ -43,28 +43,34 @@ AdminResponse json_response(http::status status, const nlohmann::ordered_json& d
   return admin_response(status, "application/json", document.dump() + "\n");
 }
 
-AdminResponse problem_response(unsigned status, std::string_view detail,
-                               std::string_view field) {
+AdminResponse problem_response(unsigned status, std::string_view detail, std::string_view field) {
   nlohmann::ordered_json doc = {
       {"type", "about:blank"},
       {"title", reason_for(status)},
       {"status", status},
-      {"detail", field.empty() ? std::string(detail)
-                               : std::string(field) + ": " + std::string(detail)}};
+      {"detail",
+       field.empty() ? std::string(detail) : std::string(field) + ": " + std::string(detail)}};
   if (!field.empty()) doc["field"] = field;
   return admin_response(static_cast<http::status>(status), "application/problem+json",
                         doc.dump() + "\n");
 }
 
 void AdminRoutes::add(std::string path, AdminHandler handler,
-                      std::initializer_list<http::verb> methods, AdminMatch match,
-                      AdminGuard guard) {
-  endpoints_.push_back({std::move(path), methods, std::move(handler), match, guard, {}});
+                      std::initializer_list<http::verb> methods, AdminMatch match, AdminGuard guard,
+                      std::string body_type) {
+  endpoints_.push_back(
+      {std::move(path), methods, std::move(handler), match, guard, {}, std::move(body_type)});
 }
 
-void AdminRoutes::add_streaming(std::string path, AdminStreamHandler handler, AdminGuard guard) {
-  endpoints_.push_back(
-      {std::move(path), {http::verb::post}, {}, AdminMatch::kExact, guard, std::move(handler)});
+void AdminRoutes::add_streaming(std::string path, std::string body_type, AdminStreamHandler handler,
+                                AdminGuard guard) {
+  endpoints_.push_back({std::move(path),
+                        {http::verb::post},
+                        {},
+                        AdminMatch::kExact,
+                        guard,
+                        std::move(handler),
+                        std::move(body_type)});
 }
 
 bool AdminRoutes::streams(const AdminRequest& head) const {
@@ -89,42 +95,51 @@ const AdminRoutes::Endpoint* AdminRoutes::find(std::string_view path) const {
   return best;
 }
 
-const AdminRoutes::Endpoint* AdminRoutes::admit(const AdminRequest& request,
-                                                AdminReply& reply) const {
-  const std::string_view target = request.target();
-  const auto* endpoint = find(split_target(target).path);
+std::variant<const AdminRoutes::Endpoint*, AdminResponse> AdminRoutes::admit(
+    const AdminCall& call) const {
+  const AdminRequest& request = call.request;
+  const auto* endpoint = find(split_target(request.target()).path);
   const auto method = request.method();
   if (!endpoint) {
-    if (!is_read(method)) {
-      reply(method_not_allowed({http::verb::get, http::verb::head}));
-    } else {
-      reply(json_response(http::status::not_found, {{"error", "not found"}}));
-    }
-    return nullptr;
+    if (!is_read(method)) return method_not_allowed({http::verb::get, http::verb::head});
+    return json_response(http::status::not_found, {{"error", "not found"}});
   }
   if (endpoint->guard == AdminGuard::kProtected) {
-    if (auto refusal = refuse_admin_request(request, access_)) {
-      reply(std::move(*refusal));
-      return nullptr;
+    // A browser's request is refused before the token is looked at.
+    if (auto refusal =
+            refuse_browser_request(request, call.local, access_.hosts, endpoint->body_type)) {
+      return std::move(*refusal);
     }
+    if (auto refusal = refuse_admin_request(request, access_)) return std::move(*refusal);
   }
   const auto& methods = endpoint->methods;
   if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
-    reply(method_not_allowed(methods));
-    return nullptr;
+    return method_not_allowed(methods);
   }
   return endpoint;
 }
 
+std::optional<AdminResponse> AdminRoutes::refuse(const AdminCall& head) const {
+  auto admitted = admit(head);
+  if (auto* refusal = std::get_if<AdminResponse>(&admitted)) return std::move(*refusal);
+  return std::nullopt;
+}
+
 void AdminRoutes::dispatch(const AdminCall& call, AdminReply reply) const {
-  if (const auto* endpoint = admit(call.request, reply)) endpoint->handler(call, std::move(reply));
+  auto admitted = admit(call);
+  if (auto* refusal = std::get_if<AdminResponse>(&admitted)) return reply(std::move(*refusal));
+  const AdminCall with_config{call.request, call.peer, call.local, config_};
+  std::get<const Endpoint*>(admitted)->handler(with_config, std::move(reply));
 }
 
 void AdminRoutes::dispatch_stream(const AdminCall& head, std::shared_ptr<AdminBodyReader> body,
                                   AdminReply reply) const {
-  const auto* endpoint = admit(head.request, reply);
-  if (endpoint && endpoint->stream_handler) {
-    endpoint->stream_handler(head, std::move(body), std::move(reply));
+  auto admitted = admit(head);
+  if (auto* refusal = std::get_if<AdminResponse>(&admitted)) return reply(std::move(*refusal));
+  const auto* endpoint = std::get<const Endpoint*>(admitted);
+  if (endpoint->stream_handler) {
+    const AdminCall with_config{head.request, head.peer, head.local, config_};
+    endpoint->stream_handler(with_config, std::move(body), std::move(reply));
   }
 }
 

@@ -6,7 +6,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <system_error>
+#include <variant>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <initializer_list>
@@ -21,6 +23,8 @@
 
 namespace sluice {
 
+struct Config;
+
 using AdminRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using AdminResponse = boost::beast::http::response<boost::beast::http::string_body>;
 // Called once, from any thread (the admin server writes the answer on its own
@@ -31,7 +35,10 @@ using AdminReply = std::function<void(AdminResponse)>;
 // until the reply is called; a handler that needs them later copies them.
 struct AdminCall {
   const AdminRequest& request;
-  std::string_view peer;  // the client's address, for the log of what it changed
+  std::string_view peer;        // the client's address, for the log of what it changed
+  std::string_view local = {};  // the address the connection arrived on
+  // The configuration in force when the request came (set by the routes).
+  std::shared_ptr<const Config> config = nullptr;
 };
 using AdminHandler = std::function<void(const AdminCall&, AdminReply)>;
 
@@ -56,8 +63,9 @@ using AdminStreamHandler =
 
 // Who may call the protected endpoints (the rule is in admin_access.hpp).
 struct AdminAccess {
-  std::string token;              // admin.token; empty = none configured
-  bool loopback_listener = true;  // the admin listener is bound to a loopback address
+  std::string token;               // admin.token; empty = none configured
+  bool loopback_listener = true;   // the admin listener is bound to a loopback address
+  std::vector<std::string> hosts;  // admin.hosts: names a Host header may give (admin_access.hpp)
 };
 
 // How an endpoint's path is matched against a request's (without the query).
@@ -87,15 +95,18 @@ class AdminRoutes {
   // wins over a prefix, and a longer prefix over a shorter one. A HEAD
   // request is answered by the server as the GET would be, without the body.
   // A protected endpoint answers only requests that the access in force
-  // (set_access) lets through, whatever their method.
+  // (set_access) lets through, whatever their method, and that a browser
+  // could not have sent across sites (admin_access.hpp); `body_type` is the
+  // Content-Type its POST, PUT and PATCH requests must carry (empty: any).
   void add(std::string path, AdminHandler handler,
            std::initializer_list<boost::beast::http::verb> methods =
                {boost::beast::http::verb::get, boost::beast::http::verb::head},
-           AdminMatch match = AdminMatch::kExact, AdminGuard guard = AdminGuard::kOpen);
+           AdminMatch match = AdminMatch::kExact, AdminGuard guard = AdminGuard::kOpen,
+           std::string body_type = {});
 
   // An endpoint whose body is read piece by piece (exact path, POST only),
   // with no size limit: the handler bounds what it keeps.
-  void add_streaming(std::string path, AdminStreamHandler handler,
+  void add_streaming(std::string path, std::string body_type, AdminStreamHandler handler,
                      AdminGuard guard = AdminGuard::kProtected);
   // Whether a request with this head goes to a streaming endpoint (the
   // server then reads its head only, and hands the body over as it comes).
@@ -105,6 +116,12 @@ class AdminRoutes {
 
   // Who may call the protected endpoints from now on (main thread).
   void set_access(const AdminAccess& access);
+  // The configuration in force from now on, handed to handlers in their call.
+  void set_config(std::shared_ptr<const Config> config) { config_ = std::move(config); }
+
+  // The refusal of a request by its head alone (404, 405, 401, 403, 415), or
+  // nullopt: asked before any byte of its body is read.
+  std::optional<AdminResponse> refuse(const AdminCall& head) const;
 
   // A known path with a method it does not take gets 405 with its Allow; an
   // unknown path gets 404 for GET and HEAD and 405 (Allow: GET, HEAD) for the rest.
@@ -118,14 +135,15 @@ class AdminRoutes {
     AdminMatch match;
     AdminGuard guard;
     AdminStreamHandler stream_handler;  // set for a streaming endpoint
+    std::string body_type;              // empty: any
   };
   const Endpoint* find(std::string_view path) const;
-  // The endpoint that takes `request`, or null once `reply` was given the
-  // refusal (404, 405, 401, 403).
-  const Endpoint* admit(const AdminRequest& request, AdminReply& reply) const;
+  // The endpoint that takes `call`, or its refusal (404, 405, 401, 403, 415).
+  std::variant<const Endpoint*, AdminResponse> admit(const AdminCall& call) const;
 
   std::vector<Endpoint> endpoints_;
   AdminAccess access_;
+  std::shared_ptr<const Config> config_;
 };
 
 }  // namespace sluice

@@ -77,6 +77,8 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     beast::error_code ec;
     const auto peer = stream_.socket().remote_endpoint(ec);
     if (!ec) peer_ = peer.address().to_string();
+    const auto local = stream_.socket().local_endpoint(ec);
+    if (!ec) local_ = local.address().to_string();
   }
   ~AdminSession() { sessions_->remove(entry_); }
 
@@ -92,6 +94,8 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   void do_read() {
     req_ = {};
     parser_.emplace();
+    // What a large body grew is given back between requests.
+    if (buffer_.capacity() > kAdminHeaderLimit) buffer_.shrink_to_fit();
     parser_->header_limit(kAdminHeaderLimit);
     // Set once the head tells which endpoint the body is for (on_header).
     parser_->body_limit(boost::none);
@@ -103,10 +107,20 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
-  // The head is in: a streaming endpoint gets the body piece by piece, any
-  // other request is read whole (within kAdminBodyLimit) first.
+  // The head is in. A request the routes refuse by its head (no token, a
+  // browser's) is answered before any byte of its body is read, and the
+  // connection then closes. Else a streaming endpoint gets the body piece by
+  // piece, and any other request is read whole (within kAdminBodyLimit) first.
   void on_header(beast::error_code ec) {
     if (ec || entry_->closing) return close();
+    if (auto refusal = routes_.refuse({parser_->get(), peer_, local_})) {
+      entry_->waiting_since.reset();
+      ++requests_;
+      req_ = parser_->get();  // the head: HEAD is answered by it
+      // Closed after the answer, body or no body (docs/security.md).
+      req_.keep_alive(false);
+      return write(std::move(*refusal));
+    }
     if (!routes_.streams(parser_->get())) {
       const auto length = parser_->content_length();
       if (length && *length > kAdminBodyLimit) return too_large();
@@ -120,7 +134,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     ++requests_;
     parser_->body_limit(boost::none);
     req_ = parser_->get();  // the head (its body is empty yet)
-    routes_.dispatch_stream({req_, peer_}, std::make_shared<BodyReader>(shared_from_this()),
+    routes_.dispatch_stream({req_, peer_, local_}, std::make_shared<BodyReader>(shared_from_this()),
                             reply_from_here());
   }
 
@@ -158,7 +172,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     entry_->waiting_since.reset();
     ++requests_;
     req_ = parser_->release();
-    routes_.dispatch({req_, peer_}, reply_from_here());
+    routes_.dispatch({req_, peer_, local_}, reply_from_here());
   }
 
   // 413, then the connection closes: the rest of the body is never read.
@@ -212,7 +226,8 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
 
   const AdminRoutes& routes_;
   std::shared_ptr<Sessions> sessions_;
-  std::string peer_;  // the client's address, as endpoints log it
+  std::string peer_;   // the client's address, as endpoints log it
+  std::string local_;  // the address the connection arrived on
   std::list<Sessions::Entry>::iterator entry_;
   std::uint64_t requests_ = 0;
   beast::tcp_stream stream_;

@@ -1,11 +1,14 @@
 // The admin listener: binds admin.listen, accepts with back-off, and serves
 // each connection with a small HTTP/1.1 session (keep-alive, HEAD, a
-// deadline per read and write, 8 KiB head and body) that hands every request
-// to AdminRoutes. At most kMaxConnections at once. Idle connections must not
-// starve a health probe: a connection has kFirstRequestTimeout for its first
-// request (kIdleTimeout between later ones), and a connection accepted at the
-// cap closes the one that has waited longest for a request, so that only
-// connections busy with a request can keep a new one out.
+// deadline per read and write, 8 KiB head, 1 MiB body) that hands every
+// request to AdminRoutes. A request the routes refuse by its head (a missing
+// token, a browser's request) is answered before any byte of its body is
+// read, and its connection then closes. At most kMaxConnections at once.
+// Idle connections must not starve a health probe: a connection has
+// kFirstRequestTimeout for its first request (kIdleTimeout between later
+// ones), and a connection accepted at the cap closes the one that has waited
+// longest for a request, so that only connections busy with a request can
+// keep a new one out.
 // Everything runs on the main thread; a handler's reply may come from any
 // thread and is written from the main thread.
 #pragma once

@@ -1,6 +1,9 @@
-// admin: the listener of the admin endpoints, and the token that protects
-// the endpoints reading or changing rate-limit state.
+// admin: the listener of the admin endpoints, the token that protects the
+// endpoints reading or changing rate-limit state, and the host names their
+// requests may give.
 #include <algorithm>
+
+#include "common/ip_literal.hpp"
 
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
@@ -8,6 +11,30 @@
 #include "gateway/config/values.hpp"
 
 namespace sluice::config {
+namespace {
+
+// admin.hosts: DNS names as a Host header gives them (no port, no scheme).
+// An address needs no entry: loopback addresses and the listener's own are
+// taken already, and DNS rebinding always goes through a name.
+void read_admin_hosts(YamlReader& r, const Field& f, std::vector<std::string>& hosts) {
+  const auto items = r.list(f);
+  if (!items) return;
+  for (const auto& item : *items) {
+    const auto name = r.nonempty_string(item);
+    if (!name) continue;
+    if (!is_host_name(*name) || is_ip_address(*name) ||
+        name->find_first_not_of("0123456789.") == std::string::npos) {
+      r.error(item,
+              "expected a host name such as admin.example.internal (no port, no scheme, "
+              "not an address)" +
+                  YamlReader::got(item, *name));
+      continue;
+    }
+    hosts.push_back(*name);
+  }
+}
+
+}  // namespace
 
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
   const auto m = r.mapping(f, kAdminKeys.keys);
@@ -34,6 +61,7 @@ void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
       }
     }
   }
+  if (auto* v = m->get("hosts")) read_admin_hosts(r, *v, c.admin.hosts);
 }
 
 }  // namespace sluice::config

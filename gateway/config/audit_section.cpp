@@ -5,7 +5,7 @@
 
 namespace sluice::config {
 
-void read_audit(YamlReader& r, const Field& f, Config& c) {
+void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
   const auto m = r.mapping(f, kAuditKeys.keys);
   if (!m) return;
   if (auto* v = m->get("redis_stream")) {
@@ -17,6 +17,7 @@ void read_audit(YamlReader& r, const Field& f, Config& c) {
         r.error(*v, "must not contain whitespace, got " + shown(*name));
       } else {
         c.audit.redis_stream = *name;
+        notes.audit_stream = *v;
       }
     }
   }

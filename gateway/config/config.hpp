@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "gateway/config/algorithm.hpp"
 #include "gateway/config/time_zone.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
@@ -103,11 +104,18 @@ struct AdminConfig {
   // buckets answer only on a loopback admin listener.
   std::string token_file;
   std::string token;
+  // admin.hosts: the names a request's Host may give on the protected
+  // endpoints, besides loopback addresses, "localhost" and the address the
+  // connection arrived on (a defence against DNS rebinding).
+  std::vector<std::string> hosts;
 };
 
 struct LogConfig {
   std::string level = "info";  // trace | debug | info | warn | error
   bool access_log = true;
+  // Access-log lines are gathered (up to 64 KiB) and written at most this
+  // long after the first of them; 0 (the default) writes each line at once.
+  std::chrono::milliseconds access_log_flush{0};
   // The sampled flag of the traceparent Sluice starts for a request without one.
   bool trace_sampled = false;
 };
@@ -218,6 +226,11 @@ struct BucketParams {
   double window_seconds = 0;     // sliding_window, sliding_log: capacity is per this window
 };
 
+// The smallest capacity, refill_per_second or lease_tokens accepted: one
+// token in about 11.6 days at that rate. Anything positive below it (5e-324)
+// is a typo, and breaks the arithmetic of times to full.
+inline constexpr double kMinBucketNumber = 0.000001;
+
 // A sliding log keeps one entry per admitted unit: its capacity is capped.
 inline constexpr double kMaxSlidingLogCapacity = 10000;
 
@@ -227,11 +240,9 @@ std::string_view calendar_period_name(CalendarPeriod period);
 std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
 
 struct LimitConfig {
-  enum class Algorithm { kTokenBucket, kSlidingWindow, kQuota, kSlidingLog, kConcurrency };
-
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key
-  Algorithm algorithm = Algorithm::kTokenBucket;
+  LimitAlgorithm algorithm = LimitAlgorithm::kTokenBucket;
   BucketParams bucket;
   // Decided and debited like any limit, but never denies (a dry run).
   bool shadow = false;

@@ -28,8 +28,8 @@ constexpr std::string_view kTls[] = {"listen",          "cert_file",
                                      "ticket_key_rotation_ms", "ciphers",
                                      "ciphersuites"};
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
-constexpr std::string_view kAdmin[] = {"listen", "token_file"};
-constexpr std::string_view kLog[] = {"level", "access_log", "trace_sampled"};
+constexpr std::string_view kAdmin[] = {"listen", "token_file", "hosts"};
+constexpr std::string_view kLog[] = {"level", "access_log", "access_log_flush_ms", "trace_sampled"};
 constexpr std::string_view kAudit[] = {"redis_stream", "max_len"};
 constexpr std::string_view kRedis[] = {
     "url",         "timeout_ms",      "connect_timeout_ms", "key_prefix",        "circuit_breaker",

@@ -72,10 +72,20 @@ bool read_key_sources(YamlReader& r, const Field& f, std::vector<KeySource>& out
   return ok;
 }
 
-// Sets `target` from an optional key; false when the key is given but invalid.
+// Sets `target` from an optional key; false when the key is given but
+// invalid. A positive value below kMinBucketNumber is refused: such a
+// capacity never admits a request, and such a rate turns the scripts'
+// arithmetic (time to full, retry-after) into overflow.
 bool read_bucket_number(YamlReader& r, const Field* v, double& target) {
   if (!v) return true;
   const auto n = r.positive_number(*v);
+  if (n && *n < kMinBucketNumber) {
+    r.error(*v,
+            "must be at least 0.000001 (a smaller positive value is a typo: one token in "
+            "11.6 days at that rate)" +
+                YamlReader::got(*v, v->node.Scalar()));
+    return false;
+  }
   if (n) target = *n;
   return n.has_value();
 }
@@ -88,37 +98,13 @@ bool read_window(YamlReader& r, const Field* v, double& window_seconds) {
   return ms.has_value();
 }
 
-// The fields of each algorithm besides capacity (the first is required, the
-// rest optional), and what its name in `algorithm:` is.
-struct AlgorithmFields {
-  LimitConfig::Algorithm algorithm;
-  std::string_view name;
-  std::string_view required;
-  std::string_view optional;  // empty: none
-};
-
-constexpr AlgorithmFields kAlgorithms[] = {
-    {LimitConfig::Algorithm::kTokenBucket, "token_bucket", "refill_per_second", ""},
-    {LimitConfig::Algorithm::kSlidingWindow, "sliding_window", "window_ms", ""},
-    {LimitConfig::Algorithm::kQuota, "quota", "period", "timezone"},
-    {LimitConfig::Algorithm::kSlidingLog, "sliding_log", "window_ms", ""},
-    {LimitConfig::Algorithm::kConcurrency, "concurrency", "", "lease_ms"},
-};
-
-const AlgorithmFields& fields_of(LimitConfig::Algorithm algorithm) {
-  for (const AlgorithmFields& a : kAlgorithms) {
-    if (a.algorithm == algorithm) return a;
-  }
-  return kAlgorithms[0];
-}
-
 // A field of another algorithm than the limit's, if given, is an error
 // (once, naming the first algorithm that has it).
-bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algorithm algorithm) {
-  const AlgorithmFields& own = fields_of(algorithm);
+bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitAlgorithm algorithm) {
+  const AlgorithmName& own = algorithm_name(algorithm);
   bool ok = true;
   std::vector<std::string_view> refused;
-  for (const AlgorithmFields& other : kAlgorithms) {
+  for (const AlgorithmName& other : kAlgorithmNames) {
     if (other.algorithm == algorithm) continue;
     for (const std::string_view field : {other.required, other.optional}) {
       if (field.empty() || field == own.required || field == own.optional) continue;
@@ -130,7 +116,7 @@ bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algori
         if (!own.required.empty()) {
           message += " (it admits capacity per " + std::string(own.required) + ")";
         }
-        if (algorithm == LimitConfig::Algorithm::kTokenBucket) {
+        if (algorithm == LimitAlgorithm::kTokenBucket) {
           message = "needs algorithm: " + std::string(other.name);
         }
         r.error(*v, message);
@@ -143,12 +129,13 @@ bool refuse_other_algorithm(YamlReader& r, const Mapping& m, LimitConfig::Algori
 
 // A sliding log's capacity (the limit's or a plan's) above the cap is an error.
 bool check_log_capacity(YamlReader& r, const Field* v, const LimitConfig& l, double capacity) {
-  if (v == nullptr || l.algorithm != LimitConfig::Algorithm::kSlidingLog ||
+  if (v == nullptr || l.algorithm != LimitAlgorithm::kSlidingLog ||
       capacity <= kMaxSlidingLogCapacity) {
     return true;
   }
-  r.error(*v, "must be at most 10000 for algorithm sliding_log (it keeps one entry per unit "
-              "admitted within window_ms)");
+  r.error(*v,
+          "must be at most 10000 for algorithm sliding_log (it keeps one entry per unit "
+          "admitted within window_ms)");
   return false;
 }
 
@@ -179,15 +166,13 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
 
 // algorithm: token_bucket (the default), sliding_window, quota, sliding_log or
 // concurrency.
-bool read_algorithm(YamlReader& r, const Field* v, LimitConfig::Algorithm& out) {
+bool read_algorithm(YamlReader& r, const Field* v, LimitAlgorithm& out) {
   if (!v) return true;
   const auto text = r.string(*v);
   if (!text) return false;
-  for (const AlgorithmFields& a : kAlgorithms) {
-    if (*text == a.name) {
-      out = a.algorithm;
-      return true;
-    }
+  if (const auto named = algorithm_named(*text)) {
+    out = *named;
+    return true;
   }
   r.error(*v, "unknown algorithm " + shown(*text) +
                   " (expected token_bucket, sliding_window, quota, sliding_log or concurrency)");
@@ -202,7 +187,8 @@ bool read_period(YamlReader& r, const Field& v, CalendarPeriod& out) {
     out = *named;
     return true;
   }
-  r.error(v, "unknown period " + shown(*text) + " (expected minute, hour, day, week, month or year)");
+  r.error(v,
+          "unknown period " + shown(*text) + " (expected minute, hour, day, week, month or year)");
   return false;
 }
 
@@ -221,7 +207,7 @@ bool read_timezone(YamlReader& r, const Field& v, TimeZone& out) {
 
 // The fields of the limit's own algorithm besides capacity.
 bool read_algorithm_fields(YamlReader& r, const Mapping& m, LimitConfig& l) {
-  if (l.algorithm == LimitConfig::Algorithm::kConcurrency) {
+  if (l.algorithm == LimitAlgorithm::kConcurrency) {
     const Field* lease = m.get("lease_ms");
     if (!lease) return true;
     const auto ms = read_duration(r, *lease);
@@ -232,17 +218,17 @@ bool read_algorithm_fields(YamlReader& r, const Mapping& m, LimitConfig& l) {
     if (ms) l.lease = *ms;
     return ms.has_value();
   }
-  const Field* own = r.required(m, fields_of(l.algorithm).required);
+  const Field* own = r.required(m, algorithm_name(l.algorithm).required);
   if (!own) return false;
   switch (l.algorithm) {
-    case LimitConfig::Algorithm::kConcurrency:
+    case LimitAlgorithm::kConcurrency:
       return true;
-    case LimitConfig::Algorithm::kTokenBucket:
+    case LimitAlgorithm::kTokenBucket:
       return read_bucket_number(r, own, l.bucket.refill_per_second);
-    case LimitConfig::Algorithm::kSlidingWindow:
-    case LimitConfig::Algorithm::kSlidingLog:
+    case LimitAlgorithm::kSlidingWindow:
+    case LimitAlgorithm::kSlidingLog:
       return read_window(r, own, l.bucket.window_seconds);
-    case LimitConfig::Algorithm::kQuota: {
+    case LimitAlgorithm::kQuota: {
       bool ok = read_period(r, *own, l.period);
       if (const Field* tz = m.get("timezone")) ok = read_timezone(r, *tz, l.timezone) && ok;
       return ok;
@@ -271,7 +257,7 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
   if (auto* v = m->get("lease_tokens")) {
     ok = read_bucket_number(r, v, l.lease_tokens) && ok;
-    if (l.algorithm != LimitConfig::Algorithm::kTokenBucket) {
+    if (l.algorithm != LimitAlgorithm::kTokenBucket) {
       r.error(*v, "needs algorithm: token_bucket (leases are taken from token buckets only)");
       ok = false;
     }

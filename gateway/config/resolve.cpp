@@ -156,7 +156,7 @@ void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, do
     if (!notes.limit_valid[i]) continue;
     const auto& l = c.limits[i];
     // A request takes one slot of a concurrency limit, whatever its cost.
-    if (l.algorithm == LimitConfig::Algorithm::kConcurrency) continue;
+    if (l.algorithm == LimitAlgorithm::kConcurrency) continue;
     if (value > l.bucket.capacity) {
       r.error_at(cost.mark, cost.field, over(l.bucket) + " of limit " + shown(l.name));
     }
@@ -175,7 +175,7 @@ void check_concurrency_delay(YamlReader& r, const ReadNotes::Route& route_notes,
                              const RouteConfig& route) {
   if (route.on_limit != RouteConfig::OnLimit::kDelay || !route_notes.limits) return;
   for (std::size_t i : route.limit_indexes) {
-    if (c.limits[i].algorithm != LimitConfig::Algorithm::kConcurrency) continue;
+    if (c.limits[i].algorithm != LimitAlgorithm::kConcurrency) continue;
     r.error(*route_notes.limits, "on_limit: delay cannot wait for concurrency limit " +
                                      shown(c.limits[i].name) +
                                      " (its slots come back when exchanges end)");
@@ -192,7 +192,7 @@ void warn_short_leases(YamlReader& r, const ReadNotes::Route& route_notes, const
   const auto longest = upstream.connect_timeout + upstream.response_timeout;
   for (std::size_t i : route.limit_indexes) {
     const LimitConfig& l = c.limits[i];
-    if (l.algorithm != LimitConfig::Algorithm::kConcurrency || l.lease >= longest) continue;
+    if (l.algorithm != LimitAlgorithm::kConcurrency || l.lease >= longest) continue;
     r.warning(*route_notes.limits,
               "lease_ms " + std::to_string(l.lease.count()) + " of concurrency limit " +
                   shown(l.name) + " is shorter than upstream " + shown(upstream.name) +
@@ -216,12 +216,16 @@ void warn_if_underscores_hide(YamlReader& r, const HeaderUse& use, const Config&
                            "; rename it or set headers_with_underscores: allow");
 }
 
-// With no consumers listed every API key is its own bucket, so a route whose
+// With no consumers listed (nor a consumer store) every API key is its own bucket, so a route whose
 // every limit is keyed by the API key never denies a client that sends a new
 // random key each time. A limit without api_key in its key (ip, global...) bounds it.
 void warn_if_keys_mint_buckets(YamlReader& r, const Field& f, const RouteConfig& route,
                                const Config& c) {
-  if (route.limit_indexes.empty() || !c.api_keys.consumers.empty()) return;
+  // Consumers decide who is known: listed ones, or the store's.
+  if (route.limit_indexes.empty() || !c.api_keys.consumers.empty() ||
+      c.api_keys.store == ApiKeysConfig::Store::kRedis) {
+    return;
+  }
   for (std::size_t i : route.limit_indexes) {
     const auto& key = c.limits[i].key;
     const bool keyed_by_api_key = std::any_of(key.begin(), key.end(), [](const KeySource& k) {
@@ -238,6 +242,20 @@ void warn_if_keys_mint_buckets(YamlReader& r, const Field& f, const RouteConfig&
 // Routes fall through on a method they do not list. When the route they fall
 // to takes any method on the same paths and has no limits, listing methods
 // turned the limits into a choice of the client.
+// Every other key Sluice writes starts with redis.key_prefix; the stream is
+// named by the operator, and a Redis user restricted to the prefix cannot
+// append to a stream outside it.
+void warn_stream_outside_prefix(YamlReader& r, const ReadNotes& notes, const Config& c) {
+  const std::string& stream = c.audit.redis_stream;
+  if (!notes.audit_stream || stream.starts_with(c.redis.key_prefix)) return;
+  r.warning(*notes.audit_stream,
+            "the stream " + shown(stream) + " is outside redis.key_prefix " +
+                shown(c.redis.key_prefix) +
+                ", where every other key of Sluice lies: a Redis user limited to the prefix "
+                "cannot append to it; name it under the prefix (" +
+                shown(c.redis.key_prefix + "denials") + ")");
+}
+
 void warn_method_bypasses(YamlReader& r, const ReadNotes& notes, const Config& c) {
   for (const auto& bypass : find_method_bypasses(c)) {
     const auto& later = c.routes[bypass.unlimited];
@@ -290,6 +308,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
     warn_short_leases(r, notes.routes[i], c, c.routes[i]);
   }
   warn_method_bypasses(r, notes, c);
+  warn_stream_outside_prefix(r, notes, c);
 }
 
 }  // namespace sluice::config

@@ -10,7 +10,7 @@
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
-#include "gateway/session/request_target.hpp"
+#include "gateway/request_target.hpp"
 
 namespace sluice::config {
 namespace {

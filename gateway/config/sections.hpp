@@ -33,6 +33,7 @@ struct ReadNotes {
   bool server_listen_valid = true;        // false when server.listen is given but invalid
   std::optional<ReadValue> admin_listen;  // when admin.listen is a valid address
   std::optional<Field> tls_listen;        // when server.tls.listen is a valid address
+  std::optional<Field> audit_stream;      // audit.redis_stream, when valid
 
   bool upstreams_read = false;    // false when the section is broken: names are not checked
   bool limits_read = false;       // absent counts as read: then every limit name is unknown
@@ -73,7 +74,7 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
-void read_audit(YamlReader& r, const Field& f, Config& c);
+void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_redis(YamlReader& r, const Field& f, Config& c);
 void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -93,7 +93,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
     if (auto d = read_duration(r, *v)) u.fail_cooldown = *d;
   }
   if (auto* v = m->get("max_connections")) {
-    // 0 is allowed: no limit.
+    // 0 is allowed: no bound but the process's upstream descriptors.
     if (auto n = r.integer(*v, 0, kMaxCount)) u.max_connections = *n;
   }
   if (auto* v = m->get("health_check")) read_health_check(r, *v, u);

@@ -1,11 +1,14 @@
 #include "gateway/config/values.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <variant>
+
+#include <sys/stat.h>
 
 #include "gateway/config/text.hpp"
 
@@ -35,6 +38,17 @@ std::optional<SecretFile> read_secret_file(YamlReader& r, const Field& f) {
   if (!file) {
     r.error(f, "cannot read " + shown(*path) + ": " + std::strerror(errno));
     return std::nullopt;
+  }
+  // A secret that other users of the host can read is no secret (as ssh
+  // says of a private key): warn, and go on. The file's group may read it
+  // (0640 with the service's group, as Kubernetes mounts a secret for fsGroup),
+  // not write it.
+  struct stat info {};
+  if (::stat(path->c_str(), &info) == 0 && (info.st_mode & (S_IRWXO | S_IWGRP)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    r.warning(f, shown(*path) + " can be read or written by other users (mode " + mode +
+                     "); make it readable by the gateway's user only (chmod 600)");
   }
   std::ostringstream text;
   text << file.rdbuf();

@@ -27,7 +27,9 @@ std::optional<Cidr> read_cidr(YamlReader& r, const Field& f);
 
 // A secret read from the file a field names (a key secret, a token): the
 // path as given and the file's bytes without trailing line breaks; nullopt,
-// with the error reported, when the field is not a path or the file cannot be read.
+// with the error reported, when the field is not a path or the file cannot be
+// read. A file that users other than its owner and group may read or write,
+// or that its group may write, gets a warning.
 struct SecretFile {
   std::string path;
   std::string secret;

@@ -11,7 +11,7 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/middleware.hpp"
-#include "gateway/session/request_series.hpp"
+#include "gateway/request_series.hpp"
 
 namespace sluice {
 

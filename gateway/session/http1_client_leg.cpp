@@ -27,10 +27,10 @@ bool Http1Session::expects_continue() const {
 
 void Http1Session::send_continue() {
   static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-  set_deadline(Side::kClient, config_->server.send_timeout);
+  set_deadline(Side::kClient, request_.config().server.send_timeout);
   asio::async_write(stream_, asio::buffer(kContinue),
                     handler([](Http1Session& self, beast::error_code ec, std::size_t) {
-                      self.exchange_.on_continue_sent(ec);
+                      self.request_.exchange().on_continue_sent(ec);
                     }));
 }
 
@@ -44,62 +44,62 @@ void Http1Session::read_body(std::span<char> into) {
   auto& body = parser_->get().body();
   body.data = into.data();
   body.size = into.size();
-  set_deadline(Side::kClient, config_->server.body_timeout);
-  reading_body_ = true;
-  body_timeout_backstop_ = false;
+  set_deadline(Side::kClient, request_.config().server.body_timeout);
+  body_read_.in_flight = true;
+  body_read_.backstop = false;
   http::async_read_some(
       stream_, buffer_, *parser_,
       handler([size = into.size()](Http1Session& self, beast::error_code ec, std::size_t) {
-        self.reading_body_ = false;
+        self.body_read_.in_flight = false;
         if (ec == http::error::need_buffer) ec = {};
         const std::size_t n = ec ? 0 : size - self.parser_->get().body().size;
-        self.exchange_.on_body_read(ec, n);
+        self.request_.exchange().on_body_read(ec, n);
       }));
 }
 
 bool Http1Session::cancel_stalled_body_read() {
-  if (!reading_body_ || body_timeout_backstop_) return false;
+  if (!body_read_.in_flight || body_read_.backstop) return false;
   // Cancelling misses a read that is between two of its system calls: the
   // session then closes the socket a little later.
-  body_timeout_backstop_ = true;
+  body_read_.backstop = true;
   beast::error_code ignored;
   stream_.socket().cancel(ignored);
   return true;
 }
 
 void Http1Session::start_response(const ResponseStart& start) {
-  ResponseHeadOptions options = response_head_options(info_, response_headers_, header_vars_);
+  ResponseHeadOptions options = request_.response_head_options();
   if (start.status == 101) {
     // A WebSocket upgrade: the head goes first on the tunnel.
-    client_keep_alive_ = false;
+    res_.keep_alive = false;
     options.websocket = true;
-    serialize_response_head(res_head_, start.status, start.reason, *start.fields, options);
+    serialize_response_head(res_.head, start.status, start.reason, *start.fields, options);
     return;
   }
   const bool client_http11 = parser_->get().version() == 11;
   const auto framing =
       frame_response(start.has_body, start.content_length.has_value(), client_http11);
-  res_chunked_ = framing.chunked;
+  res_.chunked = framing.chunked;
   keep_alive_.ends_with_close = framing.ends_with_close;
-  client_keep_alive_ = keep_open(false);
-  options.chunked = res_chunked_;
+  res_.keep_alive = keep_open(false);
+  options.chunked = res_.chunked;
   options.content_length = start.content_length;
-  options.keep_alive = client_keep_alive_;
-  options.announce_keep_alive = !client_http11 && client_keep_alive_;
-  serialize_response_head(res_head_, start.status, start.reason, *start.fields, options);
-  res_head_pending_ = true;
+  options.keep_alive = res_.keep_alive;
+  options.announce_keep_alive = !client_http11 && res_.keep_alive;
+  serialize_response_head(res_.head, start.status, start.reason, *start.fields, options);
+  res_.head_pending = true;
 }
 
 // The pending head (once), then the piece as it is or as one chunk, then the
 // last chunk, in one write; the buffer list lives in the session.
 void Http1Session::send_response(const char* data, std::size_t n, bool last) {
   const std::size_t count = frame_piece(
-      out_buffers_, std::exchange(res_head_pending_, false) ? std::string_view{res_head_} : "",
-      data, n, res_chunked_, last, chunk_prefix_);
-  set_deadline(Side::kClient, config_->server.send_timeout);
-  asio::async_write(stream_, std::span<const asio::const_buffer>{out_buffers_.data(), count},
+      res_.out_buffers, std::exchange(res_.head_pending, false) ? std::string_view{res_.head} : "",
+      data, n, res_.chunked, last, res_.chunk_prefix);
+  set_deadline(Side::kClient, request_.config().server.send_timeout);
+  asio::async_write(stream_, std::span<const asio::const_buffer>{res_.out_buffers.data(), count},
                     handler([](Http1Session& self, beast::error_code ec, std::size_t) {
-                      self.exchange_.on_response_sent(ec);
+                      self.request_.exchange().on_response_sent(ec);
                     }));
 }
 

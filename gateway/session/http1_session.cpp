@@ -4,16 +4,14 @@
 #include <array>
 
 #include <spdlog/spdlog.h>
-#include <boost/asio/ip/address.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
 #include "gateway/metrics.hpp"
 #include "gateway/session/client_read_error.hpp"
-#include "gateway/session/http2_session.hpp"
+#include "gateway/front_door.hpp"
 #include "gateway/session/local_reply.hpp"
-#include "gateway/tls/server_tls.hpp"
+#include "gateway/session/linger.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -25,7 +23,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kLingerTimeout = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 1024 * 1024;
 // What an idle keep-alive connection reads the next request's first bytes
 // into (most heads fit): the read buffer it keeps while idle.
@@ -41,99 +38,37 @@ char* discard_buffer() {
   return buffer.data();
 }
 
-IpAddress to_ip(const asio::ip::address& a) {
-  IpAddress ip;
-  if (a.is_v4()) {
-    auto b = a.to_v4().to_bytes();
-    ip.bytes[10] = 0xff;
-    ip.bytes[11] = 0xff;
-    std::copy(b.begin(), b.end(), ip.bytes.begin() + 12);
-  } else {
-    auto b = a.to_v6().to_bytes();
-    std::copy(b.begin(), b.end(), ip.bytes.begin());
-  }
-  return ip;
-}
-
 }  // namespace
 
-Http1Session::Http1Session(Worker& worker, WorkerStream::socket_type socket,
-                           std::shared_ptr<const ServerTls> tls)
+Http1Session::Http1Session(Worker& worker, std::shared_ptr<FrontDoor> door)
     : worker_(worker),
-      stream_(std::move(socket)),
+      door_(std::move(door)),
+      stream_(door_->stream()),
       head_timer_(stream_.get_executor()),
       deadline_(stream_.get_executor()),
-      exchange_(*this, *this, stream_.get_executor(), worker.pools()) {
-  beast::error_code ec;
-  auto endpoint = stream_.socket().remote_endpoint(ec);
-  peer_ = ec ? IpAddress{} : to_ip(endpoint.address());
-  peer_text_ = peer_.to_string();
-  stream_.socket().set_option(tcp::no_delay(true), ec);
-  pending_tls_ = std::move(tls);
+      tls_open_(stream_.is_tls()),
+      request_(worker, *this, stream_.get_executor()) {
+  request_.set_peer(door_->peer(), door_->peer_text());
   worker_.add_session(this);
-}
-
-// A TLS connection shakes hands first, within header_timeout_ms like a
-// request head; a failed handshake closes it quietly (counted). Its TLS state
-// (OpenSSL's, about 45 KiB once a handshake starts) is made only once the
-// client's first byte is readable, as nginx does: until then a connection that
-// sends nothing costs what a plain one does. Like an idle connection, it is
-// closed at once by a drain.
-void Http1Session::start() {
-  if (!pending_tls_) return do_read_head();
-  set_deadline(Side::kClient, worker_.config()->server.header_timeout);
-  idle_ = true;
-  stream_.socket().async_wait(
-      tcp::socket::wait_read, handler([](Http1Session& self, beast::error_code ec) {
-        self.idle_ = false;
-        if (self.closed_) return;  // closed by a drain
-        if (!ec) return self.start_tls();
-        self.deadline_.clear();
-        self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", "error"));
-        self.close();
-      }));
-}
-
-void Http1Session::start_tls() {
-  SSL_CTX* context = pending_tls_->context().native_handle();
-  stream_.use_tls(context, std::move(pending_tls_));
-  stream_.tls().async_handshake(handler([](Http1Session& self, beast::error_code ec) {
-    self.deadline_.clear();
-    self.worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));
-    if (ec) return self.close();
-    self.tls_open_ = true;
-    if (self.alpn_h2()) return self.become_http2({});
-    self.do_read_head();
-  }));
 }
 
 Http1Session::~Http1Session() {
   set_idle(false);
   if (in_tunnel_) worker_.tunnels_changed(-1);
-  worker_.return_relay_buffer(std::move(relay_buffer_));
-  worker_.remove_session(this);
+  if (!handed_over_) worker_.remove_session(this);
 }
 
-bool Http1Session::alpn_h2() {
-  const unsigned char* protocol = nullptr;
-  unsigned int length = 0;
-  SSL_get0_alpn_selected(stream_.tls_session().native_handle(), &protocol, &length);
-  return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
-}
+void Http1Session::start() { do_read_head(); }
 
+// HTTP/2's connection preface came in place of a request line: the front
+// door serves the connection as HTTP/2 from now on, with `received`.
 void Http1Session::become_http2(std::string_view received) {
   handed_over_ = true;
   idle_ = false;
   deadline_.cancel();
   head_timer_.cancel();
   worker_.remove_session(this);
-  auto h2 = std::make_shared<Http2Session>(worker_, stream_, shared_from_this(), peer_, peer_text_);
-  try {
-    h2->start(received);
-    if (draining_) h2->on_drain();
-  } catch (const std::exception& e) {
-    h2->on_internal_error(e.what());  // this session's own close would do nothing now
-  }
+  door_->serve_http2(received, draining_);
 }
 
 void Http1Session::on_drain() {
@@ -147,21 +82,22 @@ void Http1Session::force_close() {
   if (handed_over_) return;
   closed_ = true;
   tls_open_ = false;
-  exchange_.cancel_wait();
+  request_.exchange().cancel_wait();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
   head_timer_.cancel();
   deadline_.cancel();
-  exchange_.close_upstream_socket();
-  tell_client_gone();
+  request_.exchange().close_upstream_socket();
+  request_.client_gone();
 }
 
 void Http1Session::on_internal_error(std::string_view what) noexcept {
   if (internal_error_) return;
   internal_error_ = true;
   try {
-    spdlog::error("client {}: internal error, closing the connection: {}", peer_text_, what);
+    spdlog::error("client {}: internal error, closing the connection: {}", door_->peer_text(),
+                  what);
     worker_.metrics().add("sluice_internal_errors_total", "");
   } catch (...) {
     // Logging failed too; closing is all that is left.
@@ -213,28 +149,29 @@ void Http1Session::on_first_bytes(beast::error_code ec, std::size_t n) {
 // buffer goes back to the worker, the parsers are freed, and a read buffer
 // that a large request grew is given back.
 void Http1Session::release_buffers() {
-  worker_.return_relay_buffer(std::move(relay_buffer_));
+  request_.release_relay_buffer();
   if (buffer_.size() == 0 && buffer_.capacity() > 2 * kIdleReadBytes) buffer_.shrink_to_fit();
   parser_.reset();
-  exchange_.reset();
+  request_.exchange().reset();
 }
 
 void Http1Session::start_head_read() {
   // Each request is served by the config current when it starts, even on a
   // connection that was idle across a reload.
-  config_ = worker_.config();
+  request_.set_config(worker_.config());
+  const ServerConfig& server = request_.config().server;
   parser_.emplace();
-  parser_->header_limit(static_cast<std::uint32_t>(config_->server.max_header_bytes));
-  parser_->body_limit(config_->server.max_body_bytes);
+  parser_->header_limit(static_cast<std::uint32_t>(server.max_header_bytes));
+  parser_->body_limit(server.max_body_bytes);
   parser_->on_chunk_header(chunk_extension_limit_);
   // Whatever the parser must hold at once (the head, a chunk-size line, the
   // trailer section) fits within max_header_bytes or the request is refused:
   // one connection cannot grow the buffer without bound.
-  buffer_.max_size(std::max(config_->server.max_header_bytes, buffer_.size()));
+  buffer_.max_size(std::max(server.max_header_bytes, buffer_.size()));
   idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
   deadline_.clear();
   head_timed_out_ = false;
-  head_timer_.expires_after(config_->server.header_timeout);
+  head_timer_.expires_after(server.header_timeout);
   const auto generation = ++head_generation_;
   head_timer_.async_wait(handler([generation](Http1Session& self, beast::error_code ec) {
     // Cancelled, or a stale expiry that raced with a head that arrived in time.
@@ -258,14 +195,13 @@ void Http1Session::on_head(beast::error_code ec) {
   idle_ = false;
   head_timer_.cancel();
   ++head_generation_;
-  started_ = Clock::now();
-  info_.request_id.clear();
-  info_.route = nullptr;
-  response_headers_.clear();
+  request_.start();
   if (head_timed_out_) {
-    return send_local(make_local_reply(408, "request head not received in time", new_id()), true);
+    return send_local(
+        make_local_reply(408, "request head not received in time", request_.new_request_id()),
+        true);
   }
-  if (ec == http::error::bad_version && requests_ == 0 && config_->server.http2.enabled &&
+  if (ec == http::error::bad_version && requests_ == 0 && request_.config().server.http2.enabled &&
       !stream_.is_tls()) {
     // The HTTP/2 connection preface (h2c with prior knowledge) reads as a
     // request line of version 2.0: nothing of it was consumed.
@@ -276,18 +212,21 @@ void Http1Session::on_head(beast::error_code ec) {
   if (ec) {
     const ClientReadError error = client_read_error(ec, ReadPhase::kHead);
     if (error.status == 0) return close();
-    return send_local(make_local_reply(error.status, error.message, new_id()), true);
+    return send_local(make_local_reply(error.status, error.message, request_.new_request_id()),
+                      true);
   }
   ++requests_;
   auto& req = parser_->get();
-  auto refusal = admit_request(req, {parser_->chunked(), parser_->is_done()}, peer_,
-                               stream_.is_tls(), *config_, info_);
-  keep_alive_ = {.client_asked = info_.keep_alive};
+  request_.set_head(&req);
+  RequestInfo& info = request_.info();
+  auto refusal = admit_request(req, {parser_->chunked(), parser_->is_done()}, door_->peer(),
+                               stream_.is_tls(), request_.config(), info);
+  keep_alive_ = {.client_asked = info.keep_alive};
   if (refusal) {
     const bool close = refusal->close_connection;
     return send_local(std::move(*refusal), close);
   }
-  run_middleware();
+  request_.run();
 }
 
 // ---- Deadlines ------------------------------------------------------------
@@ -301,7 +240,7 @@ void Http1Session::set_deadline(Side side, Clock::duration timeout) {
 }
 
 void Http1Session::on_deadline(Side side) {
-  if (side == Side::kUpstream) return exchange_.on_upstream_deadline();
+  if (side == Side::kUpstream) return request_.exchange().on_upstream_deadline();
   client_timed_out_ = true;
   // A stalled request body still gets its 408: the read is cancelled, not the
   // socket closed; a short backstop closes it if the cancel missed the read.
@@ -324,15 +263,14 @@ bool Http1Session::keep_open(bool must_close) const {
 }
 
 void Http1Session::send_local(LocalReply reply, bool close_after) {
-  if (info_.request_id.empty()) generate_request_id(info_.request_id);
   local_res_.emplace(static_cast<http::status>(reply.status), 11);
   auto& res = *local_res_;
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, reply.content_type);
-  res.set("X-Request-Id", info_.request_id);
-  for (auto& [name, value] : response_headers_) res.set(name, value);
+  res.set("X-Request-Id", request_.request_id());
+  for (auto& [name, value] : request_.response_headers()) res.set(name, value);
   for (auto& [name, value] : reply.headers) res.set(name, value);
-  with_trace_id(reply, info_.trace_id);
+  with_trace_id(reply, request_.info().trace_id);
   if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
   res.prepare_payload();
   if (parser_ && parser_->get().method() == http::verb::head) {
@@ -343,11 +281,11 @@ void Http1Session::send_local(LocalReply reply, bool close_after) {
   if (keep && parser_ && parser_->get().version() == 10) {
     res.set(http::field::connection, "keep-alive");
   }
-  local_status_ = reply.status;
-  set_deadline(Side::kClient, config_->server.send_timeout);
+  request_.set_local_status(reply.status);
+  set_deadline(Side::kClient, request_.config().server.send_timeout);
   http::async_write(stream_, res,
                     handler([keep](Http1Session& self, beast::error_code ec, std::size_t) {
-                      self.record(self.local_status_);
+                      self.request_.record(self.request_.local_status());
                       self.local_res_.reset();
                       self.reset_exchange();
                       if (ec) return self.close();
@@ -393,33 +331,19 @@ void Http1Session::linger() {
 
 void Http1Session::close() {
   closed_ = true;
-  pipeline_.end({exchange_.upstream_status(), exchange_.usage()});
+  request_.end_pipeline_at_close();
   tls_open_ = false;
   beast::error_code ec;
   stream_.socket().close(ec);
   head_timer_.cancel();
   deadline_.cancel();
-  exchange_.cancel_wait();
-  tell_client_gone();
-}
-
-void Http1Session::end_exchange() {
-  pipeline_.end({local_status_ ? local_status_ : exchange_.upstream_status(), exchange_.usage()});
+  request_.exchange().cancel_wait();
+  request_.client_gone();
 }
 
 void Http1Session::reset_exchange() {
-  end_exchange();
-  pipeline_.context().decision = {};
   awaiting_response(false);  // an exchange that ended before its response head
-  exchange_.reset();
-  local_status_ = 0;
-  info_.original_target.clear();
-  recorded_ = false;
-}
-
-std::string Http1Session::new_id() {
-  generate_request_id(info_.request_id);
-  return info_.request_id;
+  request_.reset();
 }
 
 }  // namespace sluice

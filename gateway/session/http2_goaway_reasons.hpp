@@ -7,9 +7,9 @@
 namespace sluice {
 
 inline constexpr std::string_view kHttp2GoawayReasons[] = {
-    "rapid_reset",       "flood",          "continuation_flood", "header_flood",
-    "header_timeout",    "too_many_streams", "stream_id_reused",  "protocol_error",
-    "flow_control_error", "frame_size_error", "compression_error", "bad_preface",
-    "internal_error",    "other"};
+    "rapid_reset",        "flood",            "continuation_flood", "header_flood",
+    "header_timeout",     "too_many_streams", "stream_id_reused",   "stream_closed",
+    "protocol_error",     "flow_control_error", "frame_size_error", "compression_error",
+    "bad_preface",        "internal_error",   "other"};
 
 }  // namespace sluice

@@ -3,11 +3,12 @@
 // this session the I/O. Each stream is an Http2Stream, routed, limited and
 // proxied like an HTTP/1.1 request.
 //
-// Reading: one read at a time into a fixed buffer, fed to nghttp2, which
-// calls back per frame; no read while what nghttp2 queued to send exceeds
-// kMaxPendingOut (a client that sends but does not read is not given more
-// answers to queue). Writing: one write at a time of what nghttp2 produced,
-// up to kMaxPendingOut at once. Request bodies are credited back to the
+// Reading and writing go through an Nghttp2Pump (the upstream connection
+// has the same): one read at a time into a fixed buffer, fed to nghttp2,
+// which calls back per frame; no read while what nghttp2 queued to send
+// exceeds kMaxPendingOut (a client that sends but does not read is not given
+// more answers to queue). Writing: one write at a time of what nghttp2
+// produced, up to kMaxPendingOut at once. Request bodies are credited back to the
 // client (WINDOW_UPDATE) only as the upstream takes them, so what one
 // connection buffers is bounded by its flow-control windows.
 //
@@ -30,14 +31,15 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "common/guarded.hpp"
 #include "gateway/client_ip.hpp"
 #include "gateway/worker.hpp"
 #include "upstream/byte_stream.hpp"
+#include "upstream/h2/nghttp2_pump.hpp"
 
 struct nghttp2_session;
 
@@ -50,8 +52,6 @@ class Http2Session final : public ClientSession,
  public:
   using Clock = std::chrono::steady_clock;
 
-  // What nghttp2 may hold queued for the socket before reading stops.
-  static constexpr std::size_t kMaxPendingOut = 64 * 1024;
   // The connection's receive window, given back as DATA arrives: what a
   // client may have in flight at once. What the connection buffers is
   // bounded by its streams' windows (64 KiB each, given back as their bodies
@@ -107,10 +107,10 @@ class Http2Session final : public ClientSession,
   void read();
   void on_read(boost::beast::error_code ec, std::size_t n);
   // Feeds received bytes to nghttp2; false when the connection must end.
-  bool receive(const std::uint8_t* data, std::size_t n);
+  bool receive(std::span<const std::uint8_t> bytes);
   void on_written(boost::beast::error_code ec);
   void write_final_goaway();
-  void arm_write_timer();
+  void arm_write_timer(std::uint64_t generation);
   // Ends the connection for an offence: GOAWAY with `code`, counted as `reason`.
   void goaway(std::uint32_t code, std::string_view reason);
   void count_goaway(std::uint32_t code);
@@ -140,20 +140,16 @@ class Http2Session final : public ClientSession,
   std::string peer_text_;
   nghttp2_session* session_ = nullptr;
   std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
-  std::vector<std::uint8_t> in_;  // one read at a time
-  std::string out_;               // one write at a time
-  std::string final_goaway_;      // written last, when nghttp2 gave up
+  Nghttp2Pump pump_;          // one read and one write at a time
+  std::string final_goaway_;  // written last, when nghttp2 gave up
   std::int32_t max_client_stream_ = 0;
   std::deque<std::int32_t> reset_streams_;
   Timer idle_timer_;
   Timer write_timer_;
-  std::uint64_t write_generation_ = 0;
   std::optional<Clock::time_point> idle_since_;
   std::uint64_t refused_streams_ = 0;
   bool reading_ = false;
-  bool receiving_ = false;  // inside nghttp2_session_mem_recv
   bool flush_posted_ = false;
-  bool writing_ = false;
   bool draining_ = false;
   bool lingering_ = false;  // after the last frame, until the close
   bool closed_ = false;

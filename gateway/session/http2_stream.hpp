@@ -1,7 +1,7 @@
 // One HTTP/2 stream of an Http2Session: a request as its HEADERS carried it,
-// admitted, routed and limited (its own middleware pipeline, one decision per
-// stream), then proxied by its own upstream exchange, to which it is the
-// client leg: DATA frames are its request body, credited back to the client
+// admitted, then handed to its request object (proxied_request.hpp: routed,
+// limited, proxied and recorded as an HTTP/1.1 request is), to which it is
+// the client leg: DATA frames are its request body, credited back to the client
 // only as the exchange takes them; the response goes out as HEADERS, DATA
 // (as the client's windows allow: a piece is done once nghttp2 has framed
 // it) and END_STREAM. Sluice's own replies to gRPC calls are gRPC replies
@@ -25,18 +25,14 @@
 #include <boost/beast/http/message.hpp>
 
 #include "common/deadline.hpp"
-#include "gateway/session/pipeline.hpp"
-#include "gateway/session/request_admission.hpp"
-#include "upstream/exchange/upstream_exchange.hpp"
+#include "gateway/session/http2_request_head.hpp"
+#include "gateway/session/proxied_request.hpp"
 
 namespace sluice {
 
 class Http2Session;
 
-class Http2Stream final : public MiddlewareLater,
-                          public ExchangeHost,
-                          public ClientLeg,
-                          public std::enable_shared_from_this<Http2Stream> {
+class Http2Stream final : public RequestLeg, public std::enable_shared_from_this<Http2Stream> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -52,7 +48,7 @@ class Http2Stream final : public MiddlewareLater,
   bool on_header(std::string_view name, std::string_view value);
   // The request head is whole (`end_stream`: no body follows).
   void on_headers_done(bool end_stream);
-  bool headers_done() const { return headers_done_; }
+  bool headers_done() const { return head_.done(); }
   // DATA payload; the END_STREAM flag.
   void on_data(const std::uint8_t* data, std::size_t n);
   void on_end_stream();
@@ -65,24 +61,23 @@ class Http2Stream final : public MiddlewareLater,
   bool request_complete() const { return end_stream_; }
   void set_response_done() { response_done_ = true; }
 
-  // MiddlewareLater
-  MiddlewareDone take() override;
-  void watch_client(std::function<void()> gone) override;
-
-  // ExchangeHost
-  void set_deadline(Side side, Clock::duration timeout) override;
-  std::span<char> relay_buffer() override;
-  void serialize_request_head(std::string& out, std::string_view upstream_host) override;
+  // RequestLeg: what the request object needs of this stream.
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+  std::string_view protocol() const override { return "HTTP/2"; }
+  bool closed() const override { return closed_; }
   bool draining() const override;
-  bool client_closed() const override { return closed_; }
+  void set_deadline(Side side, Clock::duration timeout) override;
+  // Sluice's own reply: to a gRPC call a Trailers-Only gRPC reply, else the
+  // status with the JSON body (a stream carries no other request after it).
+  void send_local(LocalReply reply, bool close_after) override;
+  void relayed(bool) override {}
+  void cut(CutReason reason) override;
+  bool body_timed_out(boost::beast::error_code ec) const override;
+  std::optional<std::uint64_t> declared_length() const override;
+  void flush() override;
+  void exchange_ending() override;
+  void exchange_finished() override;
   void awaiting_response(bool waiting) override { awaiting_response_ = waiting; }
-  void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) override;
-  void count_connection(const UpstreamConfig& upstream) override;
-  void count_retry() override;
-  void exchange_ended(const ExchangeResult& result) override;
-  void tunnel_opened() override {}
-  void tunnel_relayed(TunnelDirection, std::size_t) override {}
-  void tunnel_ended(bool) override {}
   void on_internal_error(std::string_view what) noexcept override;
 
   // ClientLeg
@@ -93,7 +88,7 @@ class Http2Stream final : public MiddlewareLater,
   void read_body(std::span<char> into) override;
   void cancel_read() override;
   const boost::beast::http::fields* request_trailers() const override {
-    return has_request_trailers_ ? &request_trailers_ : nullptr;
+    return head_.trailers();
   }
   bool full_duplex() const override { return true; }
   void start_response(const ResponseStart& start) override;
@@ -109,55 +104,30 @@ class Http2Stream final : public MiddlewareLater,
     return guarded(shared_from_this(), std::move(fn));
   }
 
-  void run_pipeline();
-  void on_middleware_outcome(std::optional<LocalReply> reply);
-  void start_upstream();
   // Hands buffered body bytes to a pending read.
   void fill_read();
-  void send_local(LocalReply reply);
   // Submits the response head; `body`: a DATA source follows.
   void submit_head(unsigned status, const std::vector<std::pair<std::string, std::string>>& fields,
                    bool body);
   void reset(std::uint32_t code);
-  void record(unsigned status);
-  void end_pipeline();
+  UpstreamExchange& exchange() { return request_.exchange(); }
 
   Http2Session& session_;
   std::shared_ptr<Http2Session> owner_;  // the session lives while a handler holds this
   std::int32_t id_;
-  std::shared_ptr<const Config> config_;
-  Clock::time_point started_{Clock::now()};
 
-  // The request as HEADERS carried it, in HTTP/1.1 terms.
-  ProxiedRequest req_;
-  std::string method_, path_, authority_, scheme_, cookies_;
-  std::optional<std::uint64_t> content_length_;  // as the client declared it
-  std::size_t header_bytes_ = 0;
-  bool header_too_large_ = false;
-  bool headers_done_ = false;
-  bool bad_header_ = false;
-  bool grpc_ = false;
-  RequestInfo info_;
-  Pipeline pipeline_;
-  HeaderList response_headers_;
-  std::string client_ip_text_;
-  HeaderVars header_vars_;
-  std::function<void()> client_gone_;
+  Http2RequestHead head_;  // the request as HEADERS carried it, in HTTP/1.1 terms
 
   // The request body: received, not yet taken by the exchange.
   std::string body_;
   std::uint64_t body_received_ = 0;
   std::optional<std::span<char>> pending_read_;
-  boost::beast::http::fields request_trailers_;
-  bool has_request_trailers_ = false;
   bool end_stream_ = false;     // END_STREAM came
   bool body_complete_ = false;  // and the exchange has read the body to its end
   bool body_too_large_ = false;
 
-  // The exchange and the response.
-  std::unique_ptr<char[]> relay_;
+  // The response.
   Deadline<WorkerExecutor, Side> deadline_;
-  UpstreamExchange exchange_;
   std::vector<std::pair<std::string, std::string>> fields_;  // reused
   std::vector<std::pair<std::string, std::string>> response_trailers_;
   const char* piece_ = nullptr;  // the piece nghttp2 is framing
@@ -167,11 +137,10 @@ class Http2Stream final : public MiddlewareLater,
   bool head_submitted_ = false;
   bool response_done_ = false;
   std::string local_body_;  // a local reply's body, as nghttp2 takes it
-  unsigned local_status_ = 0;
-  bool in_exchange_ = false;
   bool awaiting_response_ = false;  // the whole request went upstream, no head yet
-  bool recorded_ = false;
   bool closed_ = false;  // reset, or the connection went
+
+  ProxiedRequest request_;  // declared last: it goes first
 };
 
 }  // namespace sluice

@@ -8,6 +8,8 @@ std::string_view reason_for(unsigned status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
@@ -16,6 +18,8 @@ std::string_view reason_for(unsigned status) {
       return "Request Timeout";
     case 413:
       return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 429:
       return "Too Many Requests";
     case 431:

@@ -23,7 +23,7 @@ struct Refusal {
   std::string_view message;
 };
 
-Refusal check_transfer_coding(const ProxiedRequest& req) {
+Refusal check_transfer_coding(const ClientRequest& req) {
   if (req.count(http::field::transfer_encoding) > 1) {
     return {400, "more than one Transfer-Encoding header"};
   }
@@ -49,7 +49,7 @@ Refusal check_transfer_coding(const ProxiedRequest& req) {
   return {};
 }
 
-Refusal check_framing_and_host(const ProxiedRequest& req) {
+Refusal check_framing_and_host(const ClientRequest& req) {
   // Both framings at once is request smuggling material: refuse it.
   if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
     return {400, "both Content-Length and Transfer-Encoding"};
@@ -72,7 +72,7 @@ Refusal check_framing_and_host(const ProxiedRequest& req) {
 // The target as forwarded: absolute-form made origin-form (its authority
 // replaces Host, so routing and upstream see the same host), then normalized.
 // The message of the refusal, or an empty view.
-std::string_view rewrite_target(ProxiedRequest& req, RequestInfo& info) {
+std::string_view rewrite_target(ClientRequest& req, RequestInfo& info) {
   if (!req.target().starts_with("/") && req.target() != "*") {
     auto absolute = split_absolute_form(req.target());
     if (!absolute.error.empty()) return absolute.error;
@@ -120,7 +120,7 @@ void keep_or_start_trace(http::fields& head, bool sampled, RequestInfo& info) {
 }  // namespace
 
 
-std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
+std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, const IpAddress& peer,
                                         bool over_tls, const Config& config, RequestInfo& info) {
   info.route = nullptr;
   info.original_target.clear();

@@ -4,7 +4,7 @@
 // smuggling (Content-Length with Transfer-Encoding, repeated Host or
 // Transfer-Encoding, codings other than chunked, Transfer-Encoding in
 // HTTP/1.0), Host and request-target hygiene (absolute form, dot segments:
-// see request_target.hpp), hop-by-hop stripping, underscore header names, the
+// see gateway/request_target.hpp), hop-by-hop stripping, underscore header names, the
 // request id, the client IP and forwarded scheme, and the route.
 #pragma once
 
@@ -18,11 +18,11 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/config/config.hpp"
 #include "gateway/middleware.hpp"
-#include "gateway/session/request_target.hpp"
+#include "gateway/request_target.hpp"
 
 namespace sluice {
 
-using ProxiedRequest = boost::beast::http::request<boost::beast::http::buffer_body>;
+using ClientRequest = boost::beast::http::request<boost::beast::http::buffer_body>;
 
 // What the parser knows of the request's body when the head is read.
 struct BodyFacts {
@@ -59,7 +59,7 @@ struct RequestInfo {
 // underscore names are dropped. A refusal's close_connection is set when the
 // connection cannot carry another request after it. `over_tls`: the client
 // connection is TLS.
-std::optional<LocalReply> admit_request(ProxiedRequest& req, BodyFacts body, const IpAddress& peer,
+std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, const IpAddress& peer,
                                         bool over_tls, const Config& config, RequestInfo& info);
 
 }  // namespace sluice

@@ -7,7 +7,7 @@ namespace sluice {
 
 namespace http = boost::beast::http;
 
-RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
+RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
                                const RequestInfo& info, std::shared_ptr<const Config> config,
                                std::chrono::steady_clock::time_point started) {
   auto& ctx = pipeline.begin(req.base());
@@ -23,7 +23,7 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
 }
 
 ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
-                                 const ProxiedRequest& req) {
+                                 const ClientRequest& req) {
   ExchangeRequest request;
   request.upstream = &config.upstreams[info.route->upstream_index];
   request.method = req.method();
@@ -53,13 +53,12 @@ void set_header_vars(const RequestInfo& info, std::string& client_ip_text, Heade
   vars = {client_ip_text, info.request_id, route.name, info.forwarded_proto};
 }
 
-void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const RequestInfo& info,
-                              const RequestContext& ctx, const HeaderVars& vars,
-                              std::string_view peer_text, std::string_view upstream_host,
-                              std::optional<std::uint64_t> content_length) {
+void prepare_forwarded_head(UpstreamHead& head, const ClientRequest& req, const RequestInfo& info,
+                            const RequestContext& ctx, const HeaderVars& vars,
+                            std::string_view peer_text,
+                            std::optional<std::uint64_t> content_length) {
   const RouteConfig& route = *info.route;
-  ForwardedInfo forwarded{peer_text, info.forwarded_proto, req[http::field::host], info.request_id,
-                          upstream_host};
+  ForwardedInfo forwarded{peer_text, info.forwarded_proto, req[http::field::host], info.request_id};
   forwarded.drop_headers = sluice_only_headers(route);
   forwarded.websocket = info.websocket;
   forwarded.traceparent = info.traceparent;
@@ -68,8 +67,10 @@ void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const
     forwarded.rules = &route.request_headers;
     forwarded.vars = vars;
   }
-  serialize_request_head(out, req.method_string(), upstream_target(route, req.target()),
-                         req.base(), forwarded, info.body.chunked, content_length);
+  const auto rewritten = rewritten_target(route, req.target());
+  const std::string_view client_target = req.target();
+  prepare_request_head(head, req.method_string(), rewritten ? *rewritten : client_target,
+                       req.base(), forwarded, info.body.chunked, content_length);
 }
 
 ResponseHeadOptions response_head_options(const RequestInfo& info, const HeaderList& extra,

@@ -22,13 +22,13 @@
 namespace sluice {
 
 // Starts the request's walk through the middleware: the context its steps see.
-RequestContext& begin_pipeline(Pipeline& pipeline, const ProxiedRequest& req,
+RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
                                const RequestInfo& info, std::shared_ptr<const Config> config,
                                std::chrono::steady_clock::time_point started);
 
 // The exchange of the request with its route's upstream.
 ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
-                                 const ProxiedRequest& req);
+                                 const ClientRequest& req);
 
 // The request headers of a route that Sluice reads and never forwards, in the
 // head or in trailers: its cost_header, and its cost_from_response header (a
@@ -40,13 +40,13 @@ SluiceOnlyHeaders sluice_only_headers(const RouteConfig& route);
 // (`client_ip_text` holds the text `vars` points at).
 void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars);
 
-// The request head as it goes upstream: the forwarded headers, the identity
-// the middleware resolved, the route's request rules, and the framing read
-// from the client (chunked, or `content_length`).
-void serialize_forwarded_head(std::string& out, const ProxiedRequest& req, const RequestInfo& info,
-                              const RequestContext& ctx, const HeaderVars& vars,
-                              std::string_view peer_text, std::string_view upstream_host,
-                              std::optional<std::uint64_t> content_length);
+// The request head as it goes upstream, prepared into `head`: the forwarded
+// headers, the identity the middleware resolved, the route's request rules,
+// and the framing read from the client (chunked, or `content_length`).
+void prepare_forwarded_head(UpstreamHead& head, const ClientRequest& req, const RequestInfo& info,
+                            const RequestContext& ctx, const HeaderVars& vars,
+                            std::string_view peer_text,
+                            std::optional<std::uint64_t> content_length);
 
 // The options of the response head sent back: the request id, the
 // middleware's headers (`extra`) and the route's response rules.

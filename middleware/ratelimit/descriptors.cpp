@@ -312,7 +312,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
         LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});
     descriptor.lease_tokens = limit->lease_tokens;
-    descriptor.algorithm = algorithm_row(*limit).algorithm;
+    descriptor.algorithm = limit->algorithm;
     descriptor.window_seconds = params.window_seconds;  // 0 but for a window
     if (descriptor.algorithm == LimitAlgorithm::kQuota) {
       descriptor.periods = quota_periods_now(*limit);

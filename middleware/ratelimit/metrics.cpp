@@ -1,5 +1,13 @@
 #include "middleware/ratelimit/metrics.hpp"
 
+#include <algorithm>
+#include <vector>
+
+#include "middleware/ratelimit/api_key.hpp"
+#include "middleware/ratelimit/exemptions.hpp"
+#include "middleware/ratelimit/outcome.hpp"
+#include "upstream/redis/error.hpp"
+
 namespace sluice {
 namespace {
 
@@ -98,6 +106,147 @@ constexpr MetricFamily kFamilies[] = {
 
 std::span<const MetricFamily> rate_limit_metric_families() {
   return kFamilies;
+}
+
+std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
+  switch (reason) {
+    case KeyRefusal::Reason::kDuplicateIdentity:
+      return "duplicate_identity";
+    case KeyRefusal::Reason::kMalformedAuthorization:
+      return "malformed_authorization";
+  }
+  return "unknown";
+}
+
+std::string_view fail_counter(FailureMode mode) {
+  switch (mode) {
+    case FailureMode::kOpen:
+      return "sluice_ratelimit_fail_open_total";
+    case FailureMode::kClosed:
+      return "sluice_ratelimit_fail_closed_total";
+    case FailureMode::kLocal:
+      return "sluice_ratelimit_fail_local_total";
+  }
+  return "sluice_ratelimit_fail_closed_total";
+}
+
+void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
+  metrics.declare_histogram("sluice_ratelimit_check_duration_seconds", "");
+  for (const auto kind : redis::kErrorKinds) {
+    metrics.declare("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
+  }
+  for (const auto kind : {"moved", "ask"}) {
+    metrics.declare("sluice_redis_redirects_total", scratch_labels({{"kind", kind}}));
+  }
+  for (const auto result : {"ok", "error"}) {
+    metrics.declare("sluice_redis_topology_refresh_total", scratch_labels({{"result", result}}));
+    metrics.declare("sluice_ratelimit_refunds_total", scratch_labels({{"result", result}}));
+  }
+  for (const auto& limit : config.limits) {
+    if (limit.lease_tokens > 0) {
+      metrics.declare("sluice_ratelimit_leases_total", scratch_labels({{"limit", limit.name}}));
+    }
+    if (limit.algorithm == LimitAlgorithm::kConcurrency) {
+      metrics.declare("sluice_ratelimit_in_flight", scratch_labels({{"limit", limit.name}}));
+    }
+  }
+  for (const auto& route : config.routes) {
+    if (!route.cost_from_response.enabled()) continue;
+    for (const auto result : {"refund", "debit", "even", "failed"}) {
+      metrics.declare("sluice_ratelimit_settlements_total",
+                      scratch_labels({{"route", route.name}, {"result", result}}));
+    }
+    for (const auto direction : {"refund", "debit"}) {
+      metrics.declare("sluice_ratelimit_settled_units_total",
+                      scratch_labels({{"route", route.name}, {"direction", direction}}));
+    }
+  }
+  for (const auto& route : config.routes) {
+    if (!route_limits(route)) continue;
+    metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
+    for (const auto exemption : {Exemption::kCidr, Exemption::kPlan}) {
+      const bool listed = exemption == Exemption::kCidr ? !config.exemptions.client_cidrs.empty()
+                                                        : !config.exemptions.plans.empty();
+      if (!listed) continue;
+      metrics.declare(
+          "sluice_ratelimit_exempt_total",
+          scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
+    }
+    // A key source (or the cost header) a client could repeat (see descriptors.hpp).
+    bool keys_on_identity = !route.cost_header.empty();
+    bool keys_on_api_key = false;
+    std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
+    const bool leases =
+        std::any_of(route.limit_indexes.begin(), route.limit_indexes.end(),
+                    [&config](std::size_t index) { return config.limits[index].lease_tokens > 0; });
+    if (config.local.deny_cache) {
+      metrics.declare("sluice_ratelimit_local_decisions_total",
+                      scratch_labels({{"route", route.name}, {"kind", "deny_cache"}}));
+    }
+    if (leases) {
+      metrics.declare("sluice_ratelimit_local_decisions_total",
+                      scratch_labels({{"route", route.name}, {"kind", "lease"}}));
+    }
+    const bool delays = route.on_limit == RouteConfig::OnLimit::kDelay;
+    if (delays) {
+      metrics.declare_histogram("sluice_ratelimit_delay_seconds",
+                                scratch_labels({{"route", route.name}}));
+      metrics.declare("sluice_ratelimit_delay_abandoned_total",
+                      scratch_labels({{"route", route.name}}));
+    }
+    for (const auto index : route.limit_indexes) {
+      const LimitConfig& limit = config.limits[index];
+      if (!limit.shadow) {
+        metrics.declare("sluice_ratelimit_near_limit_total",
+                        scratch_labels({{"route", route.name}, {"limit", limit.name}}));
+      }
+      // A shadow limit is never limited nor delayed; only an enforced one on a delay route waits.
+      std::vector<LimitVerdict> verdicts = {LimitVerdict::kAllowed};
+      if (limit.shadow) {
+        verdicts.push_back(LimitVerdict::kShadowLimited);
+      } else {
+        verdicts.push_back(LimitVerdict::kLimited);
+        if (delays) verdicts.push_back(LimitVerdict::kDelayed);
+      }
+      for (const auto verdict : verdicts) {
+        metrics.declare("sluice_ratelimit_decisions_total",
+                        scratch_labels({{"route", route.name},
+                                        {"limit", limit.name},
+                                        {"decision", verdict_label(verdict)}}));
+      }
+      if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
+      for (const auto& source : limit.key) {
+        const auto kind = source.kind;
+        if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
+            kind != KeySource::Kind::kQuery) {
+          continue;
+        }
+        keys_on_identity = true;
+        keys_on_api_key = keys_on_api_key || kind == KeySource::Kind::kApiKey;
+        if (std::find(missing.begin(), missing.end(), kind) == missing.end()) {
+          missing.push_back(kind);
+        }
+      }
+    }
+    for (const auto kind : missing) {
+      metrics.declare("sluice_ratelimit_missing_key_total",
+                      scratch_labels({{"route", route.name}, {"source", key_source_name(kind)}}));
+    }
+    if (keys_on_identity) {
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
+    }
+    if (keys_on_api_key && reads_bearer_credential(config.api_keys)) {
+      metrics.declare(
+          "sluice_ratelimit_rejected_total",
+          scratch_labels(
+              {{"route", route.name},
+               {"reason", refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
+    }
+  }
 }
 
 }  // namespace sluice

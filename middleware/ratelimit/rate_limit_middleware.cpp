@@ -20,6 +20,7 @@
 #include "middleware/ratelimit/exemptions.hpp"
 #include "middleware/ratelimit/headers.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "middleware/ratelimit/outcome.hpp"
 #include "middleware/ratelimit/reject_reply.hpp"
 #include "middleware/ratelimit/request_cost.hpp"
@@ -30,29 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string_view refusal_reason_name(KeyRefusal::Reason reason) {
-  switch (reason) {
-    case KeyRefusal::Reason::kDuplicateIdentity:
-      return "duplicate_identity";
-    case KeyRefusal::Reason::kMalformedAuthorization:
-      return "malformed_authorization";
-  }
-  return "unknown";
-}
-
-// What counts a request the limiter could not decide, by the route's failure mode.
-std::string_view fail_counter(FailureMode mode) {
-  switch (mode) {
-    case FailureMode::kOpen:
-      return "sluice_ratelimit_fail_open_total";
-    case FailureMode::kClosed:
-      return "sluice_ratelimit_fail_closed_total";
-    case FailureMode::kLocal:
-      return "sluice_ratelimit_fail_local_total";
-  }
-  return "sluice_ratelimit_fail_closed_total";
-}
-
 // An enforced limit that admitted the request with less than a tenth of its
 // capacity left.
 bool near_limit(const LimitDescriptor& limit, LimitVerdict verdict, const RateDecision& decision,
@@ -61,133 +39,16 @@ bool near_limit(const LimitDescriptor& limit, LimitVerdict verdict, const RateDe
          decision.limits[i].remaining < 0.1 * limit.capacity;
 }
 
-}  // namespace
-
-long unavailable_retry_after(const RateDecision& decision) {
-  const double wait = std::ceil(decision.unavailable_seconds);
-  return wait >= 1 ? static_cast<long>(wait) : 1;
+// The 503 of a fail-closed route whose limiter could not decide.
+LocalReply unavailable_reply(const RateDecision& decision) {
+  LocalReply reply;
+  reply.status = 503;
+  reply.content_type = std::string{kProblemJsonContentType};
+  reply.body = rate_limit_unavailable_body();
+  reply.headers.emplace_back("Cache-Control", "no-store");
+  reply.headers.emplace_back("Retry-After", std::to_string(unavailable_retry_after(decision)));
+  return reply;
 }
-
-void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
-  metrics.declare_histogram("sluice_ratelimit_check_duration_seconds", "");
-  for (const auto kind : redis::kErrorKinds) {
-    metrics.declare("sluice_redis_errors_total", scratch_labels({{"kind", kind}}));
-  }
-  for (const auto kind : {"moved", "ask"}) {
-    metrics.declare("sluice_redis_redirects_total", scratch_labels({{"kind", kind}}));
-  }
-  for (const auto result : {"ok", "error"}) {
-    metrics.declare("sluice_redis_topology_refresh_total", scratch_labels({{"result", result}}));
-    metrics.declare("sluice_ratelimit_refunds_total", scratch_labels({{"result", result}}));
-  }
-  for (const auto& limit : config.limits) {
-    if (limit.lease_tokens > 0) {
-      metrics.declare("sluice_ratelimit_leases_total", scratch_labels({{"limit", limit.name}}));
-    }
-    if (limit.algorithm == LimitConfig::Algorithm::kConcurrency) {
-      metrics.declare("sluice_ratelimit_in_flight", scratch_labels({{"limit", limit.name}}));
-    }
-  }
-  for (const auto& route : config.routes) {
-    if (!route.cost_from_response.enabled()) continue;
-    for (const auto result : {"refund", "debit", "even", "failed"}) {
-      metrics.declare("sluice_ratelimit_settlements_total",
-                      scratch_labels({{"route", route.name}, {"result", result}}));
-    }
-    for (const auto direction : {"refund", "debit"}) {
-      metrics.declare("sluice_ratelimit_settled_units_total",
-                      scratch_labels({{"route", route.name}, {"direction", direction}}));
-    }
-  }
-  for (const auto& route : config.routes) {
-    if (!route_limits(route)) continue;
-    metrics.declare(fail_counter(route.on_redis_failure), scratch_labels({{"route", route.name}}));
-    for (const auto exemption : {Exemption::kCidr, Exemption::kPlan}) {
-      const bool listed = exemption == Exemption::kCidr ? !config.exemptions.client_cidrs.empty()
-                                                        : !config.exemptions.plans.empty();
-      if (!listed) continue;
-      metrics.declare(
-          "sluice_ratelimit_exempt_total",
-          scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
-    }
-    // A key source (or the cost header) a client could repeat (see descriptors.hpp).
-    bool keys_on_identity = !route.cost_header.empty();
-    bool keys_on_api_key = false;
-    std::vector<KeySource::Kind> missing;  // sources that may be absent, in first-seen order
-    const bool leases =
-        std::any_of(route.limit_indexes.begin(), route.limit_indexes.end(),
-                    [&config](std::size_t index) { return config.limits[index].lease_tokens > 0; });
-    if (config.local.deny_cache) {
-      metrics.declare("sluice_ratelimit_local_decisions_total",
-                      scratch_labels({{"route", route.name}, {"kind", "deny_cache"}}));
-    }
-    if (leases) {
-      metrics.declare("sluice_ratelimit_local_decisions_total",
-                      scratch_labels({{"route", route.name}, {"kind", "lease"}}));
-    }
-    const bool delays = route.on_limit == RouteConfig::OnLimit::kDelay;
-    if (delays) {
-      metrics.declare_histogram("sluice_ratelimit_delay_seconds",
-                                scratch_labels({{"route", route.name}}));
-      metrics.declare("sluice_ratelimit_delay_abandoned_total",
-                      scratch_labels({{"route", route.name}}));
-    }
-    for (const auto index : route.limit_indexes) {
-      const LimitConfig& limit = config.limits[index];
-      if (!limit.shadow) {
-        metrics.declare("sluice_ratelimit_near_limit_total",
-                        scratch_labels({{"route", route.name}, {"limit", limit.name}}));
-      }
-      // A shadow limit is never limited nor delayed; only an enforced one on a delay route waits.
-      std::vector<LimitVerdict> verdicts = {LimitVerdict::kAllowed};
-      if (limit.shadow) {
-        verdicts.push_back(LimitVerdict::kShadowLimited);
-      } else {
-        verdicts.push_back(LimitVerdict::kLimited);
-        if (delays) verdicts.push_back(LimitVerdict::kDelayed);
-      }
-      for (const auto verdict : verdicts) {
-        metrics.declare("sluice_ratelimit_decisions_total",
-                        scratch_labels({{"route", route.name},
-                                        {"limit", limit.name},
-                                        {"decision", verdict_label(verdict)}}));
-      }
-      if (!limit.plans.empty()) keys_on_identity = keys_on_api_key = true;
-      for (const auto& source : limit.key) {
-        const auto kind = source.kind;
-        if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
-            kind != KeySource::Kind::kQuery) {
-          continue;
-        }
-        keys_on_identity = true;
-        keys_on_api_key = keys_on_api_key || kind == KeySource::Kind::kApiKey;
-        if (std::find(missing.begin(), missing.end(), kind) == missing.end()) {
-          missing.push_back(kind);
-        }
-      }
-    }
-    for (const auto kind : missing) {
-      metrics.declare("sluice_ratelimit_missing_key_total",
-                      scratch_labels({{"route", route.name}, {"source", key_source_name(kind)}}));
-    }
-    if (keys_on_identity) {
-      metrics.declare(
-          "sluice_ratelimit_rejected_total",
-          scratch_labels(
-              {{"route", route.name},
-               {"reason", refusal_reason_name(KeyRefusal::Reason::kDuplicateIdentity)}}));
-    }
-    if (keys_on_api_key && reads_bearer_credential(config.api_keys)) {
-      metrics.declare(
-          "sluice_ratelimit_rejected_total",
-          scratch_labels(
-              {{"route", route.name},
-               {"reason", refusal_reason_name(KeyRefusal::Reason::kMalformedAuthorization)}}));
-    }
-  }
-}
-
-namespace {
 
 RequestView request_view(const RequestContext& ctx) {
   RequestView view;
@@ -207,6 +68,11 @@ bool identifies(const ApiKeysConfig& api_keys) {
 }
 
 }  // namespace
+
+long unavailable_retry_after(const RateDecision& decision) {
+  const double wait = std::ceil(decision.unavailable_seconds);
+  return wait >= 1 ? static_cast<long>(wait) : 1;
+}
 
 MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
   const ApiKeysConfig& api_keys = ctx.config->api_keys;
@@ -282,107 +148,112 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   }
 
   const double cost = request_cost(route, view, keys.descriptors);
-  const auto started = Clock::now();
-  // Shared with the completion, which formats the headers from them.
-  auto descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors));
-  auto done = taken ? std::move(*taken) : later.take();
-  std::shared_ptr<DelayedRequest> delayed;
+  PendingDecision pending{
+      // Shared with the completion, which formats the headers from them.
+      .descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors)),
+      .cost = cost,
+      .started = Clock::now(),
+      .delayed = nullptr,
+      .done = taken ? std::move(*taken) : later.take()};
   if (route.on_limit == RouteConfig::OnLimit::kDelay) {
     // Enforced limits may reserve tokens up to max_delay ahead; a shadow limit never waits.
     const double max_wait = std::chrono::duration<double>(route.max_delay).count();
-    for (auto& descriptor : *descriptors) {
+    for (auto& descriptor : *pending.descriptors) {
       if (!descriptor.shadow) descriptor.max_wait_seconds = max_wait;
     }
-    delayed = std::make_shared<DelayedRequest>(executor_);
-    later.watch_client([delayed] { delayed->client_gone(); });
+    pending.delayed = std::make_shared<DelayedRequest>(executor_);
+    later.watch_client([delayed = pending.delayed] { delayed->client_gone(); });
   }
-  limiter_->decide(
-      *descriptors, cost,
-      [self = shared_from_this(), &ctx, started, descriptors, delayed, cost,
-       done = std::move(done)](std::error_code ec, RateDecision decision) mutable {
-        auto& metrics_ = self->metrics_;
-        const RouteConfig& route = *ctx.route;
-        metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
-                         std::chrono::duration<double>(Clock::now() - started).count());
-        auto& fallback = self->fallback_;
-        // A local route without a fallback store (tests only) fails closed.
-        const FailureMode mode = route.on_redis_failure == FailureMode::kLocal && !fallback
-                                     ? FailureMode::kClosed
-                                     : route.on_redis_failure;
-        if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
-        if (ec && mode != FailureMode::kLocal) {
-          ctx.decision.decision = mode == FailureMode::kOpen ? "fail_open" : "fail_closed";
-          ctx.decision.cost = cost;
-        }
-        if (ec && mode == FailureMode::kLocal) {
-          // Redis cannot decide: this instance's share decides, answered as Redis' would be.
-          decision = fallback->decide(*descriptors, cost);
-        } else if (ec) {
-          if (mode == FailureMode::kOpen) return done(std::nullopt);
-          LocalReply reply;
-          reply.status = 503;
-          reply.content_type = std::string{kProblemJsonContentType};
-          reply.body = rate_limit_unavailable_body();
-          reply.headers.emplace_back("Cache-Control", "no-store");
-          reply.headers.emplace_back("Retry-After",
-                                     std::to_string(unavailable_retry_after(decision)));
-          return done(std::move(reply));
-        } else if (fallback && decision.local == LocalDecision::kNone) {
-          fallback->on_store_decided(*descriptors);  // Redis decides these buckets again
-        }
-        if (decision.local == LocalDecision::kDenyCache ||
-            decision.local == LocalDecision::kLease) {
-          metrics_.add(
-              "sluice_ratelimit_local_decisions_total",
-              scratch_labels(
-                  {{"route", route.name},
-                   {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
-        }
-        const RateOutcome outcome = select_outcome(*descriptors, decision);
-        record_decision(ctx.decision, *descriptors, decision, outcome, cost, static_cast<bool>(ec));
-        if (outcome.kind == RateOutcome::Kind::kLimited && self->audit_) {
-          self->note_denial(ctx, *descriptors, decision, outcome);
-        }
-        if (ec && decision.allowed) {
-          self->hold_local_slots(ctx, *descriptors, decision);
-        } else if (!ec && decision.allowed) {
-          self->hold_slots(ctx, *descriptors, decision);
-          if (route.cost_from_response.enabled()) {
-            self->settle_at_end(ctx, descriptors, decision, cost);
-          }
-        }
-        for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
-          const LimitDescriptor& limit = (*descriptors)[i];
-          metrics_.add("sluice_ratelimit_decisions_total",
-                       scratch_labels({{"route", route.name},
-                                       {"limit", limit.limit},
-                                       {"decision", verdict_label(outcome.limits[i])}}));
-          if (near_limit(limit, outcome.limits[i], decision, i)) {
-            metrics_.add("sluice_ratelimit_near_limit_total",
-                         scratch_labels({{"route", route.name}, {"limit", limit.limit}}));
-          }
-        }
-        // Shadow limits are a dry run: the client sees the enforced limits only.
-        const ClientView view = client_view(*descriptors, decision);
-        const std::span<const LimitDescriptor> shown =
-            std::span<const LimitDescriptor>(view.filtered ? view.limits : *descriptors);
-        const RateDecision& shown_decision = view.filtered ? view.decision : decision;
-        auto headers = rate_limit_headers(shown, cost, shown_decision);
-        ctx.response_headers.reserve(ctx.response_headers.size() + headers.size());
-        for (auto& header : headers) ctx.response_headers.push_back(std::move(header));
-        switch (outcome.kind) {
-          case RateOutcome::Kind::kAllowed:
-            return done(std::nullopt);
-          case RateOutcome::Kind::kLimited:
-            return done(limited_reply(route.reject, shown, shown_decision));
-          case RateOutcome::Kind::kDelayed:
-            if (!delayed) return done(std::nullopt);  // only delay routes let a limit wait
-            // Only the store's reservations are given back (never the fallback's).
-            return self->wait(*delayed, outcome.delay_seconds, route, cost, descriptors,
-                              ec ? RateDecision{} : std::move(decision), std::move(done));
-        }
-      });
+  const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
+  limiter_->decide(descriptors, cost,
+                   [self = shared_from_this(), &ctx, pending = std::move(pending)](
+                       std::error_code ec, RateDecision decision) mutable {
+                     self->on_decided(ctx, std::move(pending), ec, std::move(decision));
+                   });
   return MiddlewareResult::pending();
+}
+
+void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pending,
+                                     std::error_code ec, RateDecision decision) {
+  const RouteConfig& route = *ctx.route;
+  const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
+  const double cost = pending.cost;
+  metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
+                   std::chrono::duration<double>(Clock::now() - pending.started).count());
+  // A local route without a fallback store (tests only) fails closed.
+  const FailureMode mode = route.on_redis_failure == FailureMode::kLocal && !fallback_
+                               ? FailureMode::kClosed
+                               : route.on_redis_failure;
+  if (ec) metrics_.add(fail_counter(mode), scratch_labels({{"route", route.name}}));
+  if (ec && mode != FailureMode::kLocal) {
+    ctx.decision.decision = mode == FailureMode::kOpen ? "fail_open" : "fail_closed";
+    ctx.decision.cost = cost;
+    if (mode == FailureMode::kOpen) return pending.done(std::nullopt);
+    return pending.done(unavailable_reply(decision));
+  }
+  if (ec) {
+    // Redis cannot decide: this instance's share decides, answered as Redis' would be.
+    decision = fallback_->decide(descriptors, cost);
+  } else if (fallback_ && decision.local == LocalDecision::kNone) {
+    fallback_->on_store_decided(descriptors);  // Redis decides these buckets again
+  }
+  const RateOutcome outcome = select_outcome(descriptors, decision);
+  record_decision(ctx.decision, descriptors, decision, outcome, cost, static_cast<bool>(ec));
+  if (outcome.kind == RateOutcome::Kind::kLimited && audit_) {
+    note_denial(ctx, descriptors, decision, outcome);
+  }
+  if (ec && decision.allowed) {
+    hold_local_slots(ctx, descriptors, decision);
+  } else if (!ec && decision.allowed) {
+    hold_slots(ctx, descriptors, decision);
+    if (route.cost_from_response.enabled()) {
+      settle_at_end(ctx, pending.descriptors, decision, cost);
+    }
+  }
+  count_decision(route, descriptors, decision, outcome);
+  // Shadow limits are a dry run: the client sees the enforced limits only.
+  const ClientView view = client_view(descriptors, decision);
+  const std::span<const LimitDescriptor> shown =
+      std::span<const LimitDescriptor>(view.filtered ? view.limits : descriptors);
+  const RateDecision& shown_decision = view.filtered ? view.decision : decision;
+  auto headers = rate_limit_headers(shown, cost, shown_decision);
+  ctx.response_headers.reserve(ctx.response_headers.size() + headers.size());
+  for (auto& header : headers) ctx.response_headers.push_back(std::move(header));
+  switch (outcome.kind) {
+    case RateOutcome::Kind::kAllowed:
+      return pending.done(std::nullopt);
+    case RateOutcome::Kind::kLimited:
+      return pending.done(limited_reply(route.reject, shown, shown_decision));
+    case RateOutcome::Kind::kDelayed:
+      // Only delay routes let a limit wait.
+      if (!pending.delayed) return pending.done(std::nullopt);
+      // Only the store's reservations are given back (never the fallback's).
+      return wait(*pending.delayed, outcome.delay_seconds, route, cost,
+                  std::move(pending.descriptors), ec ? RateDecision{} : std::move(decision),
+                  std::move(pending.done));
+  }
+}
+
+void RateLimitMiddleware::count_decision(const RouteConfig& route,
+                                         const std::vector<LimitDescriptor>& descriptors,
+                                         const RateDecision& decision, const RateOutcome& outcome) {
+  if (decision.local == LocalDecision::kDenyCache || decision.local == LocalDecision::kLease) {
+    metrics_.add("sluice_ratelimit_local_decisions_total",
+                 scratch_labels(
+                     {{"route", route.name},
+                      {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
+  }
+  for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
+    const LimitDescriptor& limit = descriptors[i];
+    metrics_.add("sluice_ratelimit_decisions_total",
+                 scratch_labels({{"route", route.name},
+                                 {"limit", limit.limit},
+                                 {"decision", verdict_label(outcome.limits[i])}}));
+    if (near_limit(limit, outcome.limits[i], decision, i)) {
+      metrics_.add("sluice_ratelimit_near_limit_total",
+                   scratch_labels({{"route", route.name}, {"limit", limit.limit}}));
+    }
+  }
 }
 
 void RateLimitMiddleware::note_denial(RequestContext& ctx,

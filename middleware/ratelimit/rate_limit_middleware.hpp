@@ -12,7 +12,10 @@
 // timer arrive there too.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <system_error>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -36,14 +39,6 @@ struct RequestView;
 // Retry-After of a fail-closed 503: the limiter's expected unavailable time in
 // whole seconds, rounded up, at least 1.
 long unavailable_retry_after(const RateDecision& decision);
-
-// A zero series for every label combination the rate-limit middleware and the
-// Redis limiter can count under `config`: decisions per route, limit and
-// decision (shadow_limited for shadow limits, delayed on delay routes); the
-// delay histogram and abandoned waits of delay routes; fail-open, fail-closed or fail-local per
-// route (by its failure mode); missing key sources and refusal reasons the route's limits make
-// possible; Redis errors by kind; the decision latency histogram. Startup and reload only.
-void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics);
 
 class RateLimitMiddleware final : public Middleware,
                                   public std::enable_shared_from_this<RateLimitMiddleware> {
@@ -78,10 +73,27 @@ class RateLimitMiddleware final : public Middleware,
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
+  // A decision asked of the limiter, until it answers.
+  struct PendingDecision {
+    std::shared_ptr<std::vector<LimitDescriptor>> descriptors;
+    double cost = 0;
+    std::chrono::steady_clock::time_point started;
+    std::shared_ptr<DelayedRequest> delayed;  // on a delay route only
+    MiddlewareDone done;
+  };
+
   // Everything after the identity, on the request's `view`. `taken` is the
   // completion when the identity took it already (a store lookup), else null.
   MiddlewareResult admit(RequestContext& ctx, const RequestView& view, const Identity& identity,
                          MiddlewareLater& later, MiddlewareDone* taken);
+  // The limiter's answer (`ec`: it could not decide): the route's failure
+  // mode, the outcome recorded and counted, the headers queued, and the
+  // request completed, answered or made to wait.
+  void on_decided(RequestContext& ctx, PendingDecision pending, std::error_code ec,
+                  RateDecision decision);
+  // The decision's counters: per limit, near the limit, local decisions.
+  void count_decision(const RouteConfig& route, const std::vector<LimitDescriptor>& descriptors,
+                      const RateDecision& decision, const RateOutcome& outcome);
 
   // Settles an admitted request's cost once its exchange has ended
   // (routes[].cost_from_response).

@@ -10,18 +10,12 @@
 #include <system_error>
 #include <vector>
 
+#include "gateway/config/algorithm.hpp"
+
 namespace sluice {
 
 // 128 bits of the SHA-256 of a limit's key value: which bucket of the limit.
 using KeyHash = std::array<std::uint8_t, 16>;
-
-enum class LimitAlgorithm {
-  kTokenBucket,    // capacity, refilled at refill_per_second
-  kSlidingWindow,  // at most capacity per window_seconds (previous window weighted by overlap)
-  kQuota,          // at most capacity per calendar period (periods)
-  kSlidingLog,     // at most capacity in any span of window_seconds (an exact log)
-  kConcurrency,    // at most capacity requests in progress (slot, lease_ms)
-};
 
 // A quota's calendar periods around the gateway's estimate of the store's
 // clock, in microseconds since the epoch: a period [start_us, end_us), and

@@ -62,18 +62,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))  # the testkit
 
 from accuracy import accuracy  # noqa: E402
+from allocations import allocations_report, allocations_run  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
-from measure import (measure, metrics_text, run_wrk, run_wsbench, wrk_command,  # noqa: E402
-                     wsbench_command)
+from measure import (measure, median_of, metrics_text, run_wrk, run_wsbench,  # noqa: E402
+                     wrk_command, wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
 from grpc_bench import grpc_report, grpc_run  # noqa: E402
 from http2 import http2_report, http2_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
-from report import accuracy_report, load_goals, machine_info, report  # noqa: E402
+from report import (accuracy_report, budget_rows, budgets_over, load_goals,  # noqa: E402
+                    machine_info, report)
 from stack import ROOT, WSBENCH_BIN, Stack, load_script, start_rows  # noqa: E402
 from testkit import procfs  # noqa: E402
 from testkit.metrics import metric_sum  # noqa: E402
@@ -261,7 +263,8 @@ def suffix(opts) -> str:
             f"-failover-{opts.failover}" if opts.failover else
             "-outage" if opts.outage else "-delay" if opts.delay else
             "-profile" if opts.profile else "-scaling" if opts.scaling else
-            "-http2" if opts.http2 else "-grpc" if opts.grpc else "")
+            "-http2" if opts.http2 else "-grpc" if opts.grpc else
+            "-allocations" if opts.allocations else "")
 
 
 def main(argv=None) -> int:
@@ -317,19 +320,31 @@ def main(argv=None) -> int:
                     help="gRPC unary calls with h2load: a gRPC server directly, through "
                          "nginx's grpc_pass and through Sluice (h2c upstream), instead of the "
                          "speed table")
+    ap.add_argument("--allocations", type=int, nargs="?", const=2000, metavar="REQUESTS",
+                    help="heap allocations and instructions per request of the Sluice rows "
+                         "(4, 5, 11, 12, 14, 24-27; --rows picks some), counted under "
+                         "Valgrind's Callgrind over REQUESTS requests (default 2000) instead "
+                         "of the speed table")
+    ap.add_argument("--budget", action="store_true",
+                    help="the rows the budgets of goals.json name (each feature's cost "
+                         "against its base row), pinned repetitions only; prints the budget "
+                         "table and exits 1 when a row is over its budget")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
     opts = ap.parse_args(argv)
     if opts.quick:
         opts.duration, opts.reps, opts.warmup, opts.single_duration = 1.0, 1, 1.0, 1.0
+    if opts.budget:
+        opts.rows = sorted(set(opts.rows or []) | budget_rows(load_goals()))
+        opts.no_single = opts.no_unpinned = True
     if opts.compare:
         opts.compare = os.path.abspath(opts.compare)  # servers start in the work directory
         if not os.access(opts.compare, os.X_OK):
             print(f"bench: --compare {opts.compare}: not an executable", file=sys.stderr)
             return 2
         if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
-                or opts.scaling:
+                or opts.scaling or opts.allocations:
             print("bench: --compare goes with the speed table, --http2 and --grpc only",
                   file=sys.stderr)
             return 2
@@ -339,7 +354,11 @@ def main(argv=None) -> int:
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
-                       or opts.profile or opts.scaling or opts.http2 or opts.grpc)
+                       or opts.profile or opts.scaling or opts.http2 or opts.grpc
+                       or opts.allocations)
+    if opts.allocations and not shutil.which("valgrind"):
+        print("bench: valgrind not found (Debian's valgrind)", file=sys.stderr)
+        return 2
     if (opts.http2 or opts.grpc) and not shutil.which("h2load"):
         print("bench: h2load not found (Debian's nghttp2-client)", file=sys.stderr)
         return 2
@@ -357,10 +376,11 @@ def main(argv=None) -> int:
     os.chmod(workdir, 0o755)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started, t0 = datetime.datetime.now(), time.monotonic()
+    over: list[str] = []
     info = machine_info()
     pin_cpu, server_cpus = cpu_layout(opts)
     stack = Stack(workdir, None if opts.failover or opts.outage or opts.delay or opts.scaling
-                  else server_cpus)
+                  or opts.allocations else server_cpus)
     try:
         if opts.failover:
             text = failover_report(run_failovers(opts, stack), info, started,
@@ -377,6 +397,10 @@ def main(argv=None) -> int:
         elif opts.scaling:
             text = scaling_report(scaling_run(stack, pin_cpu, opts, log), info, started, opts,
                                   pin_cpu, "scripts/bench --scaling")
+        elif opts.allocations:
+            text = allocations_report(allocations_run(stack, opts.allocations, opts.rows, log),
+                                      info, started,
+                                      f"scripts/bench --allocations {opts.allocations}")
         elif opts.profile:
             text = profile_report(profile_run(stack, pin_cpu, opts.duration, log), info,
                                   started, "scripts/bench --profile")
@@ -394,6 +418,8 @@ def main(argv=None) -> int:
             rows = benchmark(opts, stack, pin_cpu)
             text = report(rows, opts, info, started, time.monotonic() - t0, pin_cpu,
                           server_cpus, load_goals())
+            if opts.budget:
+                over = budgets_over({r.num: median_of(r.pinned) for r in rows}, load_goals())
     except KeyboardInterrupt:
         return 130
     finally:
@@ -402,6 +428,9 @@ def main(argv=None) -> int:
     with open(out, "w") as f:
         f.write(text + "\n")
     log(f"report written to {os.path.relpath(out, ROOT)}")
+    if opts.budget and over:
+        log("over budget: " + "; ".join(over))
+        return 1
     return 0
 
 

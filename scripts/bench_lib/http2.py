@@ -18,7 +18,7 @@ import re
 import statistics
 import subprocess
 
-from stack import ALLOW_ALL, Row, Stack
+from stack import ALLOW_ALL, NGINX_TLS13_ORDER, Row, Stack
 from testkit import procfs
 from testkit.tls import make_ca, make_server_cert
 
@@ -62,7 +62,8 @@ def http2_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
     nginx_t, nginx_t_port = stack.nginx(
         "nginx-h2", "plain.conf.in", echo.port,
         TLS=f" ssl http2;\n    ssl_certificate {cert};\n    ssl_certificate_key {key};\n"
-            "    ssl_protocols TLSv1.2 TLSv1.3;\n    ssl_session_cache shared:SSL:10m")
+            f"    ssl_protocols TLSv1.2 TLSv1.3;\n    {NGINX_TLS13_ORDER}\n"
+            "    ssl_session_cache shared:SSL:10m")
     setups.append(("nginx proxy, h2 (TLS)", Row(15, "nginx h2", nginx_t_port, nginx_t), "https"))
     plain = stack.sluice("sluice-h2c", upstream=echo.port, redis_port=redis.port, limit=None,
                          http2=True)

@@ -40,6 +40,64 @@ def evaluate_goal(goal: dict, med: dict[int, dict]) -> tuple[str, object, bool]:
     return goal["goal"], value, met
 
 
+def budget_rows(goals: dict) -> set[int]:
+    """Every row a budget names, as its row or its base."""
+    return {n for b in goals.get("budgets", []) for n in (b["row"], b.get("base")) if n}
+
+
+def evaluate_budget(budget: dict, med: dict[int, dict]) -> tuple[object, str, bool | None]:
+    """(figure, bound, within) of one budget of goals.json over the rows' medians;
+    within is None for an entry shown for comparison only."""
+    value = med[budget["row"]].get(budget["metric"])
+    base = med[budget["base"]].get(budget["metric"]) if "base" in budget else None
+    bounded = any(k in budget for k in ("at_most", "at_least", "at_most_base"))
+    if value is None or ("base" in budget and (base is None or (base == 0 and budget.get("over")))):
+        return None, "", False if bounded else None  # a figure missing (or a base of 0)
+    if budget.get("at_most_base"):
+        return f"{value:.1f} vs {base:.1f}", "≤ base", value <= base
+    if budget.get("minus"):
+        value -= base
+    elif budget.get("over"):
+        value /= base
+    if "at_most" in budget:
+        return value, f"≤ {budget['at_most']:g}", value <= budget["at_most"]
+    if "at_least" in budget:
+        return value, f"≥ {budget['at_least']:g}", value >= budget["at_least"]
+    return value, "", None
+
+
+def budgets_over(med: dict[int, dict], goals: dict) -> list[str]:
+    """The budgets whose rows were measured and that are over."""
+    return [f"row {b['row']}: {b['what']}" for b in goals.get("budgets", [])
+            if b["row"] in med and b.get("base", b["row"]) in med
+            and evaluate_budget(b, med)[2] is False]
+
+
+def budget_section(w, med: dict[int, dict], goals: dict):
+    """The budget table: each measured row against its base row and its bound."""
+    shown = [b for b in goals.get("budgets", [])
+             if b["row"] in med and b.get("base", b["row"]) in med]
+    if not shown:
+        return
+    w("## Budgets")
+    w("")
+    w("CPU figures are the gateway's µs per request; a difference is the row's less its "
+      "base row's, a ratio the row's divided by its base row's.")
+    w("")
+    w("| row | base row | what | metric | measured | budget | within |")
+    w("|---|---|---|---|---:|---:|---|")
+    for b in shown:
+        figure, bound, within = evaluate_budget(b, med)
+        kind = ("difference" if b.get("minus") else "ratio" if b.get("over") else "")
+        metric = f"{b['metric']} {kind}".strip()
+        fig = f"{figure:+.2f}" if b.get("minus") and isinstance(figure, float) else \
+            f"{figure:.2f}" if isinstance(figure, float) else str(figure)
+        mark = "—" if within is None else "yes" if within else "**no**"
+        w(f"| {b['row']} | {b.get('base', '—')} | {b['what']} | {metric} | {fig} | "
+          f"{bound or '—'} | {mark} |")
+    w("")
+
+
 def med_has(med: dict[int, dict], goal: dict, key: str) -> bool:
     """False when the goal names a row (under `key`) that was not measured (--rows)."""
     return key not in goal or goal[key] in med
@@ -182,6 +240,7 @@ def report(rows: list[Row], opts, info: dict, started: datetime.datetime, elapse
     cluster_section(w, rows, med, goals["baselines"].get("one_redis", []))
     local_section(w, rows, med, goals["baselines"].get("local"))
     websocket_section(w, ws_rows, med, goals["baselines"].get("websocket", []), opts)
+    budget_section(w, med, goals)
     w("## Goals")
     w("")
     w("| goal | figure | met |")

@@ -42,6 +42,20 @@ COLD_CACHE = 1_000  # row 23: cache entries per worker, far fewer than the keys 
 WSBENCH_BIN = os.environ.get("SLUICE_WSBENCH_BIN", os.path.join(BUILD_DIR, "sluice-wsbench"))
 WS_SIZES = (16 * 1024, 128)  # message sizes: rows 17 and 18, rows 19 and 20
 WS_PATH = "/ws/bench"
+# nginx's TLS 1.3 suites in Sluice's order of preference, so that rows 15 and 16
+# (and --http2's h2 rows) negotiate the same suite.
+NGINX_TLS13_ORDER = ("ssl_prefer_server_ciphers on;\n    ssl_conf_command Ciphersuites "
+                     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;")
+# Row 28's access log: about the fields and size of Sluice's line.
+NGINX_JSON_LOG = (
+    "log_format bench_json escape=json '{{\"time\":\"$time_iso8601\",\"request_id\":"
+    "\"$request_id\",\"client\":\"$remote_addr\",\"method\":\"$request_method\","
+    "\"path\":\"$uri\",\"query\":\"$args\",\"protocol\":\"$server_protocol\","
+    "\"status\":$status,\"bytes_sent\":$bytes_sent,\"request_length\":$request_length,"
+    "\"duration_ms\":$request_time,\"upstream\":\"$upstream_addr\","
+    "\"upstream_status\":\"$upstream_status\",\"upstream_ms\":\"$upstream_response_time\","
+    "\"user_agent\":\"$http_user_agent\",\"route\":\"bench\"}}';\n"
+    "  access_log {path} bench_json buffer=64k flush=1s;")
 
 
 def load_script() -> str:
@@ -62,6 +76,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   api_keys: dict | None = None, plans: list[str] | None = None,
                   quota_period: str | None = None, concurrency: bool = False,
                   settled: bool = False, access_log: bool = False,
+                  access_log_flush_ms: int | None = None,
                   http2: bool = False, upstream_protocol: str | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
@@ -76,7 +91,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     `capacity` per that period instead (row 24); concurrency: `limit` is a concurrency
     limit of `capacity` slots instead (row 25); settled: the route's cost (500) is settled
     from the response, the echo reporting 120 (row 26); access_log: the access log on, its
-    lines going to the gateway's stdout file (row 27); http2: server.http2 on (h2c on the
+    lines going to the gateway's stdout file (row 27); access_log_flush_ms: how long
+    its lines may be gathered (row 27: 1000, as row 28's nginx); http2: server.http2 on (h2c on the
     plain listener, h2 by ALPN with tls: scripts/bench --http2); upstream_protocol: the
     upstream's protocol (h2c: scripts/bench --grpc)."""
     capacity, rate = limit or ALLOW_ALL
@@ -99,7 +115,9 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                    **({"tls": tls} if tls else {}),
                    **({"http2": {"enabled": True}} if http2 else {})},
         "admin": {"listen": f"127.0.0.1:{admin}"},
-        "log": {"level": "warn", "access_log": access_log},
+        "log": {"level": "warn", "access_log": access_log,
+                **({"access_log_flush_ms": access_log_flush_ms}
+                   if access_log_flush_ms is not None else {})},
         **({"local": local} if local else {}),
         **({"api_keys": api_keys} if api_keys else {}),
         **({"plans": plans} if plans else {}),
@@ -234,6 +252,7 @@ class Stack:
             text = f.read()
         values = {"PREFIX": prefix, "LISTEN": f"127.0.0.1:{port}", "TLS": "", "WORKERS": 1,
                   "UPSTREAM": f"127.0.0.1:{upstream}", "LUA_DIR": NGINX_DIR,
+                  "ACCESS_LOG": "access_log off;",
                   "USER_LINE": "user root;" if os.geteuid() == 0 else "", **values}
         for k, v in values.items():
             text = text.replace(f"@{k}@", str(v))
@@ -324,14 +343,21 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                           # nginx 1.22 offers TLS 1.2 at most unless told: both rows
                           # then agree on TLS 1.3 with the same suite (the report checks).
                           "    ssl_protocols TLSv1.2 TLSv1.3;\n"
+                          # Sluice prefers TLS_AES_128_GCM_SHA256 (its server order);
+                          # nginx follows the client's (AES-256 first) unless told.
+                          f"    {NGINX_TLS13_ORDER}\n"
                           "    ssl_session_cache shared:SSL:10m")
+    # Row 28: row 2 with an access log like Sluice's (a JSON line per request), written
+    # as nginx is told to for speed: through a 64 KiB buffer flushed at least once a second.
+    n28 = stack.nginx("nginx-access-log", "plain.conf.in", up, ACCESS_LOG=NGINX_JSON_LOG.format(
+        path=os.path.join(stack.workdir, "nginx-access.log")))
     n8 = stack.nginx("nginx-lua", "lua_redis.conf.in", up, REDIS_PORT=redis.port,
                      SCRIPT_FILE=script_file, SCRIPT_SHA=sha, CAPACITY=ALLOW_ALL[0],
                      RATE=ALLOW_ALL[1])
     s4 = stack.sluice("sluice-nolimit", upstream=up, redis_port=redis.port, limit=None)
     # Row 27: row 4 with the access log on (one JSON line per request to a file).
     s27 = stack.sluice("sluice-access-log", upstream=up, redis_port=redis.port, limit=None,
-                       access_log=True)
+                       access_log=True, access_log_flush_ms=1000)
     s5 = stack.sluice("sluice-allow", upstream=up, redis_port=redis.port, limit=ALLOW_ALL)
     s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST,
                       local={"deny_cache": False})
@@ -359,6 +385,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     secret = os.path.join(stack.workdir, "bench-key-secret")
     with open(secret, "w") as f:
         f.write("bench-consumer-store-secret-0123456789\n")
+    os.chmod(secret, 0o600)
     yaml_consumers = [{"key": f"bench-{i}", "plan": "free", "id": f"c{i}"}
                       for i in range(CLUSTER_KEYS)]
     s21 = stack.sluice("sluice-consumers-yaml", upstream=up, redis_port=redis.port,
@@ -390,7 +417,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s104 = s105 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
     if compare:
         s127 = stack.sluice("sluice-access-log-compared", binary=compare, upstream=up,
-                            redis_port=redis.port, limit=None, access_log=True)
+                            redis_port=redis.port, limit=None, access_log=True,
+                            access_log_flush_ms=1000)
         s125 = stack.sluice("sluice-concurrency-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             concurrency=True)
@@ -489,7 +517,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    [redis], keyed),
         sluice_row(26, "row 11 with its cost (500) settled from the response (the echo "
                    "reports 120: every request refunded 380)", s26, [redis], keyed),
-        sluice_row(27, "row 4 with the access log on (a JSON line per request to a file)", s27),
+        sluice_row(27, "row 4 with the access log on (a JSON line per request to a file, "
+                   "gathered as row 28's: access_log_flush_ms 1000)", s27),
+        Row(28, "row 2 with nginx's access log on (a JSON line per request, buffer=64k "
+            "flush=1s)", n28[1], n28[0]),
         *compare_rows(),
     ]
 
@@ -502,7 +533,8 @@ def import_consumers(gateway: Sluice, count: int):
             yield "".join(json.dumps({"id": f"c{i}", "keys": [f"bench-{i}"], "plan": "free"})
                           + "\n" for i in range(start, min(start + 1000, count))).encode()
     status, _, body = request(gateway.admin_port, "POST", "/consumers/import", body=lines(),
-                              chunked=True, timeout=300)
+                              chunked=True, timeout=300,
+                              headers={"Content-Type": "application/x-ndjson"})
     result = json.loads(body) if status == 200 else {}
     if status != 200 or result.get("failed_count"):
         raise RuntimeError(f"importing the bench's consumers failed: {status} {body[:300]!r}")

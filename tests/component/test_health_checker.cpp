@@ -13,7 +13,7 @@
 #include <boost/asio/write.hpp>
 
 #include "support/io_loop.hpp"
-#include "upstream/health_checker.hpp"
+#include "upstream/health/health_checker.hpp"
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;

@@ -1,9 +1,7 @@
-// Component test: quotas in the rate-limit script on a real redis-server
-// against the C++ twin, mixed with token buckets and sliding windows, across
-// many short periods, with the gateway's periods starting a period behind
-// Redis' clock (as they do in the second after a period starts). Every request also carries a roomy
-// token bucket, the clock: when the request is admitted its stored timestamp is the script's TIME,
-// so the twin is decided at that very moment and checked bit for bit.
+// Component test: quotas in the rate-limit script on a real redis-server:
+// one quota alone and in a batch, the period by Redis' clock whatever the
+// gateway's, and the refund script. The run of quotas mixed with other limits
+// against the C++ twin is a row of test_twin_vs_script.cpp.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/script_limits.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
@@ -19,137 +18,6 @@ using namespace sluice::test::script;  // NOLINT: the shared helpers of the scri
 namespace quota_script_test {
 
 using sluice::QuotaPeriods;
-
-LimitDescriptor quota(std::string limit, double capacity) {
-  LimitDescriptor d = bucket(std::move(limit), "q", capacity, 0);
-  d.algorithm = sluice::LimitAlgorithm::kQuota;
-  return d;
-}
-
-// Periods of `len_us` aligned to multiples of it, around `t_us` shifted by
-// `shift` periods (the gateway's clock ahead of or behind Redis').
-QuotaPeriods periods_around(std::int64_t t_us, double len_us, int shift) {
-  const double start = std::floor(static_cast<double>(t_us) / len_us) * len_us + shift * len_us;
-  return QuotaPeriods{start, start + len_us, start + 2 * len_us};
-}
-
-// A stored quota: its period's end and the units used in it.
-BucketState stored_quota(Redis& redis, const std::string& key) {
-  Reply r = redis.command({"GET", key});
-  if (r->type != REDIS_REPLY_STRING) return {};
-  REQUIRE(r->len == 16);
-  double d[2];
-  std::memcpy(d, r->str, sizeof d);
-  return BucketState{d[1], static_cast<std::int64_t>(d[0]), true};
-}
-
-TEST_CASE("script: quotas decide exactly like the C++ twin, mixed with other limits",
-          "[ratelimit][script][redis][quota]") {
-  if (skip_without_redis()) return;
-  ScriptServer script;
-  Redis& redis = script.redis;
-
-  // Periods of 40 and 100 ms, so that a few hundred calls cross many.
-  const double lengths[] = {40'000, 100'000};
-  std::vector<LimitDescriptor> pool = {quota("q1", 5), quota("q2", 2.5), bucket("t", "t", 3, 20)};
-  pool.back().max_wait_seconds = 0.01;
-  const LimitDescriptor clock = bucket("clock", "clock", 1e12, 1);
-  const double costs[] = {1, 0.5, 2};
-  const int shifts[] = {0, 0, 0, -1, -1};
-  std::map<std::string, BucketState> twin;
-  Lcg rng;
-  int allowed = 0;
-  int denied = 0;
-  int skewed = 0;
-  int refusals = 0;
-  for (int step = 0; step < 600; ++step) {
-    CAPTURE(step);
-    std::vector<LimitDescriptor> limits;
-    const std::uint32_t mask = 1 + rng.next(7);
-    const std::int64_t gateway_now = redis.time_us();
-    for (std::uint32_t k = 0; k < 3; ++k) {
-      if (!(mask & (1u << k))) continue;
-      LimitDescriptor l = pool[k];
-      if (l.algorithm == sluice::LimitAlgorithm::kQuota) {
-        const int shift = shifts[rng.next(5)];
-        skewed += shift != 0;
-        l.periods = periods_around(gateway_now, lengths[k], shift);
-      }
-      l.shadow = rng.next(6) == 0;
-      limits.push_back(l);
-    }
-    limits.push_back(clock);
-    const double cost = costs[rng.next(3)];
-    std::vector<BucketState> states;
-    for (const auto& l : limits) states.push_back(twin[key_of(l)]);
-
-    const std::int64_t t0 = redis.time_us();
-    std::string refused;
-    const RateDecision decided = redis.decide(limits, cost, &refused);
-    const std::int64_t t1 = redis.time_us();
-    if (!refused.empty()) {
-      // A slow step: Redis' time left the two periods sent before the call ran.
-      CHECK_THAT(refused, Catch::Matchers::Contains("no quota period holds Redis time"));
-      bool left = false;
-      for (const auto& l : limits) {
-        left = left || (l.algorithm == sluice::LimitAlgorithm::kQuota &&
-                        static_cast<double>(t1) >= l.periods.next_end_us);
-      }
-      CHECK(left);
-      ++refusals;
-      continue;
-    }
-    if (decided.allowed) {
-      ++allowed;
-      const std::int64_t now = redis.stored(key_of(clock)).timestamp_us;
-      REQUIRE(now >= t0);
-      REQUIRE(now <= t1);
-      check_equal(decided, sluice::decide_limits(states, limits, cost, now));
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        twin[key_of(limits[i])] = states[i];
-        if (limits[i].algorithm != sluice::LimitAlgorithm::kQuota) continue;
-        const BucketState stored = stored_quota(redis, key_of(limits[i]));
-        if (!stored.exists) continue;  // its period ended a second ago (a slow step)
-        CHECK(stored.tokens == states[i].tokens);
-        CHECK(stored.timestamp_us == states[i].timestamp_us);
-        if (!limits[i].shadow || decided.limits[i].sufficient) {
-          // Written now: it expires a second after its period ends.
-          const long long pttl = redis.pttl(key_of(limits[i]));
-          CHECK(pttl > 0);
-          CHECK(pttl <= sluice::quota_ttl_ms(static_cast<double>(stored.timestamp_us), t0));
-        }
-      }
-    } else {
-      ++denied;
-      CHECK(decided.delay_seconds == 0);
-      // Between the TIMEs before and after the call, unless a period ended
-      // in between (then the twin's two ends are in different periods).
-      bool one_period = true;
-      for (const auto& l : limits) {
-        if (l.algorithm == sluice::LimitAlgorithm::kQuota) {
-          one_period = one_period && sluice::quota_period_end(l.periods, t0) ==
-                                         sluice::quota_period_end(l.periods, t1);
-        }
-      }
-      std::vector<BucketState> at_t0 = states;
-      std::vector<BucketState> at_t1 = states;
-      if (one_period) {
-        check_denied_between(decided, sluice::decide_limits(at_t0, limits, cost, t0),
-                             sluice::decide_limits(at_t1, limits, cost, t1));
-      }
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        if (limits[i].algorithm != sluice::LimitAlgorithm::kQuota) continue;
-        const BucketState stored = stored_quota(redis, key_of(limits[i]));
-        if (stored.exists) CHECK(stored.tokens == states[i].tokens);  // a denial writes nothing
-      }
-    }
-  }
-  INFO("allowed " << allowed << ", denied " << denied << ", skewed " << skewed << ", refused "
-                    << refusals);
-  CHECK(allowed >= 40);
-  CHECK(denied >= 40);
-  CHECK(skewed >= 100);
-}
 
 TEST_CASE("script: one quota alone and in a batch: the period by Redis' clock, exactly capacity",
           "[ratelimit][script][redis][quota]") {

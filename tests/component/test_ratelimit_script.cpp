@@ -1,7 +1,9 @@
-// Component test: the Lua script in a real redis-server against its C++ twin.
-// The script takes its time from Redis; each call
-// is bracketed by TIME before and after, and an allowed call's stored
-// timestamp gives its exact time, so the twin is checked bit for bit.
+// Component test: token buckets in the Lua script in a real redis-server:
+// stored states, clock skew and odd values against the C++ twin, the refund
+// script, leases, a batch, and the cost per call. The script takes its time
+// from Redis; an allowed call's stored timestamp gives its exact time, so the
+// twin is checked bit for bit. The random run against the twin is a row of
+// test_twin_vs_script.cpp.
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -27,111 +29,6 @@
 #include "upstream/redis/codec.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
-
-TEST_CASE("script: the Lua script decides exactly like the C++ twin",
-          "[ratelimit][script][redis]") {
-  if (skip_without_redis()) return;
-  ScriptServer script;
-  Redis& redis = script.redis;
-
-  // Slow and fast refill, fractional capacity; the order of limits varies.
-  const std::vector<LimitDescriptor> pool = {bucket("a", "a", 5, 0.001), bucket("b", "b", 3, 20),
-                                             bucket("c", "c", 10, 0.5), bucket("d", "d", 2.5, 200)};
-  const double costs[] = {1, 0.5, 2, 0.25};
-  std::map<std::string, BucketState> twin;
-  Lcg rng;
-  int allowed = 0;
-  int denied = 0;
-
-  for (int step = 0; step < 400; ++step) {
-    CAPTURE(step);
-    if (step % 40 == 0) {  // start over with fresh buckets, so both outcomes keep coming
-      for (const auto& l : pool) redis.command({"DEL", key_of(l)});
-      twin.clear();
-    }
-    std::vector<LimitDescriptor> limits;
-    const std::uint32_t mask = 1 + rng.next(15);
-    const std::uint32_t rotate = rng.next(4);
-    for (std::uint32_t i = 0; i < 4; ++i) {
-      const std::uint32_t k = (i + rotate) % 4;
-      if (mask & (1u << k)) limits.push_back(pool[k]);
-    }
-    // Some buckets ask for a lease: none, fewer than half of what remains, or more.
-    const double wants[] = {0, 0, 1, 2.5, 1000};
-    for (auto& l : limits) l.lease_want = wants[rng.next(5)];
-    // Some are shadow, some may wait (be reserved) for a while.
-    const double max_waits[] = {0, 0, 0.05, 1, 100};
-    for (auto& l : limits) {
-      l.shadow = rng.next(4) == 0;
-      l.max_wait_seconds = max_waits[rng.next(5)];
-    }
-    const double cost = costs[rng.next(4)];
-    std::vector<BucketState> states;
-    for (const auto& l : limits) states.push_back(twin[key_of(l)]);
-
-    const std::int64_t t0 = redis.time_us();
-    const RateDecision script = redis.decide(limits, cost);
-    const std::int64_t t1 = redis.time_us();
-
-    // The buckets an admitted request wrote: every enforced one, and each
-    // shadow one that held `cost`.
-    std::size_t written = limits.size();
-    for (std::size_t i = 0; i < limits.size() && written == limits.size(); ++i) {
-      if (!limits[i].shadow || script.limits[i].sufficient) written = i;
-    }
-    if (script.allowed && written == limits.size()) {
-      // Only short shadow buckets: admitted, nothing written.
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        CHECK_FALSE(script.limits[i].sufficient);
-        CHECK(redis.stored(key_of(limits[i])).exists == states[i].exists);
-      }
-    } else if (script.allowed) {
-      ++allowed;
-      // The stored timestamp is the script's TIME: decide the twin at that moment.
-      const std::int64_t now = redis.stored(key_of(limits[written])).timestamp_us;
-      REQUIRE(now >= t0);
-      REQUIRE(now <= t1);
-      const RateDecision expected = sluice::decide_limits(states, limits, cost, now);
-      check_equal(script, expected);
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        twin[key_of(limits[i])] = states[i];
-        const BucketState stored = redis.stored(key_of(limits[i]));
-        CHECK(stored.exists == states[i].exists);
-        CHECK(stored.tokens == states[i].tokens);
-        CHECK(stored.timestamp_us == states[i].timestamp_us);
-        if (limits[i].shadow && !script.limits[i].sufficient) continue;  // not written
-        // Every key written expires after about capacity / rate.
-        const long long ttl =
-            sluice::bucket_ttl_ms(limits[i].capacity, limits[i].refill_per_second);
-        const long long pttl = redis.pttl(key_of(limits[i]));
-        CHECK(pttl > 0);
-        CHECK(pttl <= ttl);
-        CHECK(pttl >= ttl - 2000);
-      }
-    } else {
-      ++denied;
-      // Tokens only grow with time: denied at t >= t0 means denied at t0, and
-      // each value lies between the twin's at t0 and at t1.
-      std::vector<BucketState> at_t0 = states;
-      std::vector<BucketState> at_t1 = states;
-      const RateDecision early = sluice::decide_limits(at_t0, limits, cost, t0);
-      const RateDecision late = sluice::decide_limits(at_t1, limits, cost, t1);
-      check_denied_between(script, early, late);
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        // A denial writes nothing.
-        const BucketState stored = redis.stored(key_of(limits[i]));
-        CHECK(stored.exists == states[i].exists);
-        if (stored.exists) {
-          CHECK(stored.tokens == states[i].tokens);
-          CHECK(stored.timestamp_us == states[i].timestamp_us);
-        }
-      }
-    }
-  }
-  INFO("allowed " << allowed << ", denied " << denied);
-  CHECK(allowed >= 50);
-  CHECK(denied >= 50);
-}
 
 TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][redis]") {
   if (skip_without_redis()) return;

@@ -62,6 +62,18 @@ struct Harness {
 
   FakeRedisClient& client(std::size_t i = 0) { return *clients.made.at(i); }
 
+  // A reload to a Redis Cluster whose client is ready at once: the limiter
+  // sends its next call there (a client's routing is decided when it takes
+  // over). Returns the new client.
+  FakeRedisClient& reload_to_cluster() {
+    config.topology = RedisConfig::Topology::kCluster;
+    limiter->reconfigure(config);
+    FakeRedisClient& cluster = *clients.made.back();
+    cluster.by_slot = true;
+    cluster.set_state(redis::State::kReady);
+    return cluster;
+  }
+
   // Starts a decision for one bucket and lets the loop send it (one-bucket
   // decisions go out together at the end of a turn); returns its index in
   // `outcomes`.
@@ -315,14 +327,15 @@ TEST_CASE(
   REQUIRE(h.loop.run_until([&] { return read.has_value(); }));
   CHECK(read->first == make_error_code(LimiterError::kBadReply));
 
-  h.client().by_slot = true;
+  FakeRedisClient& cluster = h.reload_to_cluster();
   std::optional<std::error_code> reset;
   h.limiter->reset(bucket, [&](std::error_code ec) { reset = ec; });
-  REQUIRE(h.client().calls.size() == 3);
-  CHECK(h.client().calls[2].sha1 == redis::script_sha1(kBucketResetScript));
-  CHECK(h.client().calls[2].keys ==
+  REQUIRE(h.client().calls.size() == 2);  // nothing more on the first client
+  REQUIRE(cluster.calls.size() == 1);
+  CHECK(cluster.calls[0].sha1 == redis::script_sha1(kBucketResetScript));
+  CHECK(cluster.calls[0].keys ==
         std::vector<std::string>{"sluice:per_ip:{" + bucket_name(bucket).substr(7) + "}"});
-  h.client().complete(2, redis::Error::kTimeout);
+  cluster.complete(0, redis::Error::kTimeout);
   REQUIRE(h.loop.run_until([&] { return reset.has_value(); }));
   CHECK(*reset == redis::Error::kTimeout);
 }
@@ -379,15 +392,16 @@ TEST_CASE("fake redis: one-bucket decisions of one turn go out as one call",
   SECTION("a client that routes by slot by the end of the turn gets one call each") {
     const auto a = h.queue("abc");
     const auto b = h.queue("def");
-    h.client().by_slot = true;  // as after a reload to a Redis Cluster
+    FakeRedisClient& cluster = h.reload_to_cluster();
     h.loop.io.poll();
-    REQUIRE(h.client().calls.size() == 3);
-    CHECK(h.client().calls[1].keys ==
+    REQUIRE(h.client().calls.size() == 1);  // nothing more on the first client
+    REQUIRE(cluster.calls.size() == 2);
+    CHECK(cluster.calls[0].keys ==
           std::vector<std::string>{"sluice:per_ip:{" + bucket_name(abc).substr(7) + "}"});
-    CHECK(h.client().calls[2].keys ==
+    CHECK(cluster.calls[1].keys ==
           std::vector<std::string>{"sluice:per_ip:{" + bucket_name(def).substr(7) + "}"});
-    h.client().complete(1, {}, one_bucket_reply(true, 6));
-    h.client().complete(2, {}, one_bucket_reply(true, 5));
+    cluster.complete(0, {}, one_bucket_reply(true, 6));
+    cluster.complete(1, {}, one_bucket_reply(true, 5));
     CHECK(h.wait(a).decision.limits[0].remaining == 6);
     CHECK(h.wait(b).decision.limits[0].remaining == 5);
   }

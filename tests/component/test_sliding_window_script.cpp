@@ -1,141 +1,20 @@
 // Component test: sliding windows in the rate-limit script on a real
-// redis-server against the C++ twin, mixed with token buckets, over several
-// windows. Every request also carries a roomy token bucket, the clock: when
-// the request is admitted its stored timestamp is the script's TIME, so the
-// twin is decided at that very moment and checked bit for bit; a denial is
-// checked against the twin at the TIME before and after the call.
+// redis-server: the refund script, one enforced window alone (the packed
+// reply) against the C++ twin at a moment of the call, and a batch. The run
+// of windows mixed with token buckets against the twin is a row of
+// test_twin_vs_script.cpp.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "support/script_limits.hpp"
 #include "support/script_redis.hpp"
 
 using namespace sluice::test::script;  // NOLINT: the shared helpers of the script tests
 
 namespace sliding_window_script_test {
-
-LimitDescriptor window(std::string limit, double capacity, double seconds) {
-  LimitDescriptor d = bucket(std::move(limit), "w", capacity, 0);
-  d.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
-  d.window_seconds = seconds;
-  return d;
-}
-
-bool is_window_limit(const LimitDescriptor& d) {
-  return d.algorithm == sluice::LimitAlgorithm::kSlidingWindow;
-}
-
-BucketState stored_state(Redis& redis, const LimitDescriptor& d) {
-  return is_window_limit(d) ? stored_window(redis, key_of(d)) : redis.stored(key_of(d));
-}
-
-// A window key written by a call that began at the TIME t0 lives two
-// windows from its writing: it has at most that left, and at least what the
-// time since t0 leaves. On a busy machine it may already be gone, and only
-// then.
-void check_window_ttl(Redis& redis, const LimitDescriptor& d, std::int64_t t0) {
-  const long long ttl = sluice::window_ttl_ms(d.window_seconds);
-  const long long pttl = redis.pttl(key_of(d));
-  const long long elapsed_ms = (redis.time_us() - t0) / 1000 + 1;
-  INFO("PTTL " << pttl << " ms of " << ttl << ", " << elapsed_ms << " ms since the call");
-  CHECK(pttl != -1);  // never without an expiry
-  CHECK(pttl <= ttl);
-  if (elapsed_ms + 1 < ttl) CHECK(pttl >= ttl - elapsed_ms - 1);
-}
-
-// A window key the twin holds but Redis no longer has expired: the twin's
-// copy must count for nothing by now.
-void check_expired(const BucketState& twin, const LimitDescriptor& d, std::int64_t now) {
-  const auto counts = sluice::window_counts(twin, d.window_seconds, now);
-  CHECK(counts.current == 0);
-  CHECK(counts.previous == 0);
-}
-
-
-TEST_CASE("script: sliding windows decide exactly like the C++ twin, mixed with token buckets",
-          "[ratelimit][script][redis][sliding_window]") {
-  if (skip_without_redis()) return;
-  ScriptServer script;
-  Redis& redis = script.redis;
-
-  // Short windows, so that a few hundred calls cross many of them.
-  const std::vector<LimitDescriptor> pool = {window("w1", 4, 0.05), window("w2", 2.5, 0.02),
-                                             window("w3", 10, 0.2), bucket("t", "t", 3, 20)};
-  const LimitDescriptor clock = bucket("clock", "clock", 1e12, 1);
-  const double costs[] = {1, 0.5, 2};
-  const double max_waits[] = {0, 0, 0.01, 1};
-  std::map<std::string, BucketState> twin;
-  Lcg rng;
-  int allowed = 0;
-  int denied = 0;
-  int reserved = 0;
-  for (int step = 0; step < 600; ++step) {
-    CAPTURE(step);
-    std::vector<LimitDescriptor> limits;
-    const std::uint32_t mask = 1 + rng.next(15);
-    for (std::uint32_t k = 0; k < 4; ++k) {
-      if (mask & (1u << k)) limits.push_back(pool[k]);
-    }
-    for (auto& l : limits) {
-      l.shadow = rng.next(5) == 0;
-      l.max_wait_seconds = max_waits[rng.next(4)];
-    }
-    limits.push_back(clock);
-    const double cost = costs[rng.next(3)];
-    std::vector<BucketState> states;
-    for (const auto& l : limits) states.push_back(twin[key_of(l)]);
-
-    const std::int64_t t0 = redis.time_us();
-    const RateDecision script = redis.decide(limits, cost);
-    const std::int64_t t1 = redis.time_us();
-    if (script.allowed) {
-      ++allowed;
-      if (script.delay_seconds > 0) ++reserved;
-      const std::int64_t now = redis.stored(key_of(clock)).timestamp_us;
-      REQUIRE(now >= t0);
-      REQUIRE(now <= t1);
-      check_equal(script, sluice::decide_limits(states, limits, cost, now));
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        twin[key_of(limits[i])] = states[i];
-        const BucketState stored = stored_state(redis, limits[i]);
-        if (!stored.exists && is_window_limit(limits[i])) {
-          check_expired(states[i], limits[i], redis.time_us());  // a slow step
-          continue;
-        }
-        CHECK(stored.exists == states[i].exists);
-        CHECK(stored.tokens == states[i].tokens);
-        CHECK(stored.previous == states[i].previous);
-        CHECK(stored.timestamp_us == states[i].timestamp_us);
-        if (is_window_limit(limits[i]) && (!limits[i].shadow || script.limits[i].sufficient)) {
-          check_window_ttl(redis, limits[i], t0);  // two windows, then the key goes
-        }
-      }
-    } else {
-      ++denied;
-      std::vector<BucketState> at_t0 = states;
-      std::vector<BucketState> at_t1 = states;
-      const RateDecision early = sluice::decide_limits(at_t0, limits, cost, t0);
-      const RateDecision late = sluice::decide_limits(at_t1, limits, cost, t1);
-      check_denied_between(script, early, late);
-      for (std::size_t i = 0; i < limits.size(); ++i) {
-        const BucketState stored = stored_state(redis, limits[i]);
-        if (!stored.exists && is_window_limit(limits[i])) {
-          check_expired(states[i], limits[i], t1);  // expired meanwhile (a slow step)
-          continue;
-        }
-        CHECK(stored.tokens == states[i].tokens);  // a denial writes nothing
-      }
-    }
-  }
-  // Both outcomes and reservations were exercised (how often each comes up
-  // depends on the machine's speed against the short windows).
-  INFO("allowed " << allowed << ", denied " << denied << ", reserved " << reserved);
-  CHECK(allowed >= 40);
-  CHECK(denied >= 40);
-  CHECK(reserved >= 5);
-}
 
 TEST_CASE("script: the refund script takes a window's count back while it is current",
           "[ratelimit][script][redis][sliding_window]") {
@@ -155,7 +34,6 @@ TEST_CASE("script: the refund script takes a window's count back while it is cur
   CHECK(redis.pttl(key_of(w)) > 1'000'000);
 }
 
-
 // Every field of `script` equals `twin` exactly.
 bool same_decision(const RateDecision& script, const RateDecision& twin) {
   if (script.allowed != twin.allowed || script.limits.size() != twin.limits.size() ||
@@ -173,7 +51,6 @@ bool same_decision(const RateDecision& script, const RateDecision& twin) {
   }
   return true;
 }
-
 
 TEST_CASE("script: one enforced sliding window alone (the packed reply) decides exactly like the "
           "C++ twin at a moment of the call",

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -252,4 +253,37 @@ TEST_CASE("TlsSocket: plain HTTP where a handshake was due is a protocol error",
   REQUIRE(p.loop.run_until([&] { return handshake_end.has_value(); }));
   CHECK(*handshake_end);
   CHECK(handshake_end->category() == asio::error::get_ssl_category());
+}
+
+TEST_CASE("TlsSocket: an error left on the thread's OpenSSL queue taints no read or write",
+          "[tls_socket]") {
+  Pair p;
+  p.handshake();
+  // Another OpenSSL user on this thread (a certificate check, a hash) left an
+  // error behind: a read that must wait would read as that error if the
+  // queue were not emptied first.
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  std::array<char, 16> piece;
+  std::optional<error_code> read_ec;
+  std::size_t read_n = 0;
+  p.server->async_read_some(asio::buffer(piece), [&](error_code e, std::size_t n) {
+    read_ec = e;
+    read_n = n;
+  });
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  asio::write(p.client, asio::buffer(std::string("after")));
+  REQUIRE(p.loop.run_until([&] { return read_ec.has_value(); }));
+  CHECK_FALSE(*read_ec);
+  CHECK(std::string(piece.data(), read_n) == "after");
+
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  std::optional<error_code> write_ec;
+  asio::async_write(*p.server, asio::buffer(std::string("back")),
+                    [&](error_code e, std::size_t) { write_ec = e; });
+  REQUIRE(p.loop.run_until([&] { return write_ec.has_value(); }));
+  CHECK_FALSE(*write_ec);
+  std::string echoed(4, '\0');
+  asio::read(p.client, asio::buffer(echoed));
+  CHECK(echoed == "back");
+  CHECK(ERR_peek_error() == 0);
 }

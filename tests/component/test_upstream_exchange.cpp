@@ -13,10 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 
-#include "common/deadline.hpp"
-#include "support/io_loop.hpp"
-#include "upstream/exchange/upstream_exchange.hpp"
-#include "upstream/proxy_headers.hpp"
+#include "support/exchange_fixture.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -27,146 +24,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The client connection's side: a real deadline, a relay buffer, a client
-// leg for requests without a body whose responses carry a Content-Length (or
-// upgrade), and a record of how the exchange ended.
-struct Host final : ExchangeHost, ClientLeg, std::enable_shared_from_this<Host> {
-  Host(asio::io_context& io, UpstreamPools& pools, WorkerStream::socket_type socket)
-      : client(std::move(socket)),
-        deadline(io.get_executor()),
-        relay(64 * 1024),
-        exchange(*this, *this, client.get_executor(), pools) {}
-
-  void set_deadline(Side side, std::chrono::steady_clock::duration timeout) override {
-    deadline.expires_after(side, timeout, *this);
-  }
-  void on_deadline(Side side) {
-    if (side == Side::kUpstream) exchange.on_upstream_deadline();
-  }
-  std::span<char> relay_buffer() override { return relay; }
-  void serialize_request_head(std::string& out, std::string_view) override {
-    out = "GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
-  }
-  bool draining() const override { return false; }
-  bool client_closed() const override { return closed; }
-  void count_upstream(const UpstreamConfig&, UpstreamOutcome outcome) override {
-    outcomes.emplace_back(outcome_label(outcome));
-  }
-  void count_connection(const UpstreamConfig&) override { ++connections; }
-  void count_retry() override {}
-  void exchange_ended(const ExchangeResult& r) override {
-    ++ends;
-    result = r;
-    done = r.end == ExchangeResult::End::kRelayed;
-    aborted = r.end == ExchangeResult::End::kAborted;
-    if (r.end == ExchangeResult::End::kUpstreamFailed) error = r.error;
-  }
-  void on_internal_error(std::string_view what) noexcept override { internal = what; }
-  void tunnel_opened() override { ++tunnels; }
-  void tunnel_relayed(TunnelDirection direction, std::size_t n) override {
-    (direction == TunnelDirection::kClientToUpstream ? to_upstream : to_client) += n;
-  }
-  void tunnel_ended(bool graceful) override { ++ends, tunnel_end = graceful ? "graceful" : "cut"; }
-
-  bool body_done() const override { return true; }
-  bool body_at_hand() const override { return false; }
-  bool expects_continue() const override { return false; }
-  void send_continue() override { FAIL("no body to continue"); }
-  void read_body(std::span<char>) override { FAIL("no body to read"); }
-  void start_response(const ResponseStart& start) override {
-    ResponseHeadOptions options;
-    options.request_id = "rid";
-    options.content_length = start.content_length;
-    options.websocket = start.status == 101;
-    keep = !start.has_body || start.content_length.has_value();
-    serialize_response_head(head, start.status, start.reason, *start.fields, options);
-  }
-  void send_response(const char* data, std::size_t n, bool) override {
-    out = std::exchange(head, {}) + std::string(data, n);
-    asio::async_write(client, asio::buffer(out),
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        self->exchange.on_response_sent(ec);
-                      });
-  }
-  bool keeps_client() const override { return keep; }
-  UpgradeStreams upgrade_streams() override { return {&client, &buffer}; }
-  std::string upgrade_head() override { return std::move(head); }
-
-  ByteStream client;
-  beast::flat_buffer buffer;
-  Deadline<WorkerExecutor, Side> deadline;
-  std::vector<char> relay;
-  UpstreamExchange exchange;
-  http::request_parser<http::buffer_body> parser;
-  std::string head;  // the response head, until it goes
-  std::string out;   // what is being written to the client
-  bool keep = false;
-  std::vector<std::string> outcomes;
-  int connections = 0;
-  int ends = 0;
-  bool done = false;
-  bool aborted = false;
-  bool closed = false;  // the client connection was closed
-  std::optional<UpstreamError> error;
-  ExchangeResult result;  // the last one
-  std::string internal;
-  int tunnels = 0;
-  std::size_t to_upstream = 0;
-  std::size_t to_client = 0;
-  std::string tunnel_end;  // how the tunnel ended: "graceful" or "cut"
-};
-
-struct Fixture {
-  test::Loop loop;
-  tcp::acceptor client_side{loop.io, {asio::ip::make_address("127.0.0.1"), 0}};
-  tcp::socket browser{loop.io};
-  UpstreamPools pools{loop.io.get_executor()};
-  UpstreamConfig upstream;
-  std::shared_ptr<Host> host;
-
-  explicit Fixture(std::uint16_t upstream_port) {
-    upstream.name = "u";
-    upstream.servers.push_back({"127.0.0.1", upstream_port});
-    upstream.connect_timeout = 1000ms;
-    upstream.response_timeout = 5000ms;  // the test thread plays the server meanwhile
-    browser.connect(client_side.local_endpoint());
-    WorkerStream::socket_type accepted(loop.io.get_executor());
-    client_side.accept(accepted);
-    host = std::make_shared<Host>(loop.io, pools, std::move(accepted));
-    asio::write(browser, asio::buffer(std::string{"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"}));
-    http::read_header(host->client.socket(), host->buffer, host->parser);
-  }
-
-  // `websocket`: the request is a WebSocket handshake, tunnelled after a 101
-  // until idle for `idle`.
-  void start(bool websocket = false, std::chrono::milliseconds idle = 5000ms) {
-    ExchangeRequest request;
-    request.upstream = &upstream;
-    request.method = http::verb::get;
-    request.send_timeout = 1000ms;
-    request.body_empty = true;
-    request.websocket = websocket;
-    request.tunnel_idle_timeout = idle;
-    host->exchange.start(request, std::shared_ptr<UpstreamExchange>(host, &host->exchange));
-  }
-};
-
-std::uint16_t closed_port() {
-  asio::io_context io;
-  tcp::acceptor a{io, {asio::ip::make_address("127.0.0.1"), 0}};
-  return a.local_endpoint().port();  // closed again when `a` goes
-}
-
-// The exchange ended once, as `error` (answered with `status`), counted as `outcome`.
-void check_failed(Fixture& f, UpstreamError error, unsigned status, const std::string& outcome) {
-  REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
-  CHECK(f.host->ends == 1);
-  REQUIRE(f.host->error);
-  CHECK(*f.host->error == error);
-  CHECK(status_for(*f.host->error) == status);
-  CHECK(f.host->outcomes == std::vector<std::string>{outcome});
-  CHECK(f.host->internal.empty());
-}
+// The client connection's side and the fixture that starts an exchange with
+// it (support/exchange_fixture.hpp).
+using Host = test::FakeExchangeHost;
+using Fixture = test::ExchangeFixture;
+using test::check_failed;
+using test::closed_port;
 
 }  // namespace
 
@@ -185,7 +48,7 @@ TEST_CASE("exchange: the response is relayed and the exchange done", "[exchange]
   REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
   CHECK(f.host->done);
   CHECK(f.host->ends == 1);
-  CHECK(f.host->outcomes == std::vector<std::string>{"ok"});
+  CHECK(f.host->outcomes() == std::vector<std::string>{"ok"});
   CHECK(f.host->exchange.upstream_status() == 200);
   CHECK(f.host->result.client_keep_alive);
   CHECK(f.host->result.status == 200);
@@ -276,7 +139,7 @@ TEST_CASE("exchange: an upstream connection dropped while its read is pending go
   CHECK(ec == asio::error::eof);
   // The host hears nothing of the ended read: whoever dropped it goes on.
   CHECK(f.host->ends == 0);
-  CHECK(f.host->outcomes.empty());
+  CHECK(f.host->outcomes().empty());
   CHECK(f.host->internal.empty());
 }
 
@@ -289,7 +152,7 @@ TEST_CASE("exchange: a server given by name is resolved and connected to", "[exc
   u.send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
   REQUIRE(f.loop.run_until([&] { return f.host->ends > 0; }));
   CHECK(f.host->done);
-  CHECK(f.host->outcomes == std::vector<std::string>{"ok"});
+  CHECK(f.host->outcomes() == std::vector<std::string>{"ok"});
   CHECK(f.host->exchange.upstream_server() == "localhost:" + std::to_string(u.port()));
 }
 
@@ -305,7 +168,7 @@ TEST_CASE("exchange: a client connection closed while the name is resolved sends
   CHECK(f.host->aborted);
   CHECK(f.host->ends == 1);
   CHECK(f.host->connections == 0);
-  CHECK(f.host->outcomes.empty());
+  CHECK(f.host->outcomes().empty());
   // No connection ever came.
   u.acceptor.non_blocking(true);
   beast::error_code ec;

@@ -87,6 +87,38 @@ def pattern_bytes(size: int) -> bytes:
     return (bytes(i % 251 for i in range(251)) * (size // 251 + 1))[:size]
 
 
+def pipelined(port: int, requests: list[bytes], batch: int = 400) -> dict:
+    """Sends the requests (whole HTTP/1.1 heads, without bodies) pipelined on one
+    connection, `batch` at a time, and reads every answer; the count of each status."""
+    statuses: dict = {}
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        buffer = b""
+        for at in range(0, len(requests), batch):
+            chunk = requests[at:at + batch]
+            s.sendall(b"".join(chunk))
+            answered = 0
+            while answered < len(chunk):
+                end = buffer.find(b"\r\n\r\n")
+                if end >= 0:
+                    head = buffer[:end].decode("latin-1").split("\r\n")
+                    length = 0
+                    for line in head[1:]:
+                        name, _, value = line.partition(":")
+                        if name.strip().lower() == "content-length":
+                            length = int(value)
+                    if len(buffer) >= end + 4 + length:
+                        status = int(head[0].split(" ")[1])
+                        statuses[status] = statuses.get(status, 0) + 1
+                        buffer = buffer[end + 4 + length:]
+                        answered += 1
+                        continue
+                data = s.recv(1 << 20)
+                if not data:
+                    raise AssertionError("the gateway closed the connection")
+                buffer += data
+    return statuses
+
+
 def echo_header(doc: dict, name: str) -> list[str]:
     """Values of header `name` (case-insensitive) in an echo document, in order."""
     return [v for n, v in doc["headers"] if n.lower() == name.lower()]
@@ -177,6 +209,7 @@ def shipped_config_env(workdir: str) -> dict:
     path = os.path.join(workdir, "key-secret")
     with open(path, "w") as f:
         f.write(os.urandom(24).hex() + "\n")
+    os.chmod(path, 0o600)  # as scripts/run makes it: a secret others can read is warned of
     return {"SLUICE_KEY_SECRET_FILE": path}
 
 

@@ -166,7 +166,14 @@ class CheckTest(ProcessTestCase):
             "api_keys:\n  consumers: [{key: k1, plan: free}]\n"
             "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, limits: [per_key]}\n":
                 False,
+            # the consumer store decides who is known: unknown keys count as missing
+            "plans: [free]\napi_keys:\n  store: redis\n  default_plan: free\n"
+            "redis:\n  key_secret_file: secret.key\n"
+            "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, limits: [per_key]}\n":
+                False,
         }
+        secret = self.write("secret.key", "0123456789abcdef0123456789abcdef\n")
+        os.chmod(secret, 0o600)
         for routes, warned in cases.items():
             with self.subTest(routes=routes):
                 self.write("w.yaml", base + routes)
@@ -179,6 +186,59 @@ class CheckTest(ProcessTestCase):
                                   result.stderr)
                 else:
                     self.assertNotIn("warning", result.stderr)
+
+    def test_check_warns_of_a_secret_file_other_users_can_read(self):
+        self.require_binary()
+        secret = self.write("secret.key", "0123456789abcdef0123456789abcdef\n")
+        token = self.write("admin.token", "admin-token-0123456789\n")
+        config = ("upstreams:\n  u:\n    servers: [\"127.0.0.1:9\"]\n"
+                  "redis:\n  key_secret_file: secret.key\n"
+                  "admin:\n  token_file: admin.token\n"
+                  "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u}\n")
+        self.write("s.yaml", config)
+        # Others may not read or write it, the group may not write it; the group may
+        # read it (0640 with the service's group, a Kubernetes secret for fsGroup).
+        for mode, warned in ((0o644, True), (0o604, True), (0o660, True), (0o600, False),
+                             (0o400, False), (0o640, False), (0o440, False)):
+            with self.subTest(mode=oct(mode)):
+                os.chmod(secret, mode)
+                os.chmod(token, 0o600)
+                result = run_cli(["--config", "s.yaml", "--check"], cwd=self.workdir)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                if warned:
+                    self.assertIn(f"redis.key_secret_file: \"secret.key\" can be read or written "
+                                  f"by other users (mode {mode:04o}); make it readable by the "
+                                  "gateway's user only (chmod 600)", result.stderr)
+                else:
+                    self.assertNotIn("warning", result.stderr)
+        os.chmod(secret, 0o600)
+        os.chmod(token, 0o604)
+        result = run_cli(["--config", "s.yaml", "--check"], cwd=self.workdir)
+        self.assertIn("admin.token_file: \"admin.token\" can be read or written by other users",
+                      result.stderr)
+
+    def test_check_refuses_a_capacity_or_rate_too_small_to_mean_anything(self):
+        self.require_binary()
+        base = "upstreams:\n  u:\n    servers: [\"127.0.0.1:9\"]\nlimits:\n"
+        route = "routes:\n  - {name: r, match: {path_prefix: /}, upstream: u, limits: [l]}\n"
+        cases = {
+            "  l: {key: ip, capacity: 5e-324, refill_per_second: 1}\n": "limits.l.capacity",
+            "  l: {key: ip, capacity: 5, refill_per_second: 1e-9}\n":
+                "limits.l.refill_per_second",
+            "  l: {key: ip, capacity: 5, refill_per_second: 1,\n"
+            "      plans: {free: {capacity: 1e-300}}}\n": "limits.l.plans.free.capacity",
+        }
+        for limit, field in cases.items():
+            with self.subTest(field=field):
+                self.write("c.yaml", base + limit + route)
+                result = run_cli(["--config", "c.yaml", "--check"], cwd=self.workdir)
+                self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+                self.assertIn(f"{field}: must be at least 0.000001", result.stderr)
+        # The floor itself is accepted.
+        self.write("c.yaml", base + "  l: {key: ip, capacity: 0.000001, "
+                   "refill_per_second: 0.000001}\n" + route)
+        result = run_cli(["--config", "c.yaml", "--check"], cwd=self.workdir)
+        self.assertEqual(result.returncode, 0, result.stderr)
 
     @unittest.skipUnless(shutil.which("strace"), "strace not installed")
     @unittest.skipIf(SANITIZED, "LeakSanitizer does not run under strace")

@@ -28,6 +28,7 @@ real redis-server (api_keys.store: redis).
   with the gateway's memory flat (time and Redis memory printed).
 """
 
+import collections
 import json
 import os
 import re
@@ -40,10 +41,75 @@ import urllib.parse
 from harness import (SANITIZED, Client, ProcessTestCase, gateway_config, metric_sum, redis_call, request,
                      require_binaries, require_topology_support, rss_kib, topology_redis,
                      wait_redis_ready, wait_until)
+from testkit import resp
 from testkit.cluster import RedisCluster
 from testkit.sentinel import MASTER_NAME, RedisSentinelSet
 
 PREFIX = "sluice:"
+
+
+class CountingRedisProxy:
+    """Forwards every connection to `port` and keeps, over all connections,
+    the most script calls (EVALSHA: an import's line) one had sent and not had
+    answered yet (as seen here: a call is counted before Redis gets it, its
+    reply before the gateway does)."""
+
+    def __init__(self, port):
+        self.port, self.most, self.lock, self.socks = port, 0, threading.Lock(), []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = self.listener.getsockname()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            self.socks += [client, server]
+            state = {"open": 0, "calls": collections.deque()}
+            threading.Thread(target=self.pump, args=(client, server, state, 1), daemon=True).start()
+            threading.Thread(target=self.pump, args=(server, client, state, -1), daemon=True).start()
+
+    def pump(self, src, dst, state, step):
+        buf, pos = b"", 0
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                for sock in (src, dst):
+                    sock.close()
+                return
+            buf += data
+            while True:
+                try:
+                    value, pos = resp.parse(buf, pos)
+                except resp.Incomplete:
+                    break
+                with self.lock:
+                    if step > 0:  # a command: is it a script call?
+                        call = isinstance(value, list) and value[0].upper() == b"EVALSHA"
+                        state["calls"].append(call)
+                    elif not state["calls"]:
+                        continue  # a pushed message (a subscription's)
+                    else:
+                        call = state["calls"].popleft()
+                    if call:
+                        state["open"] += step
+                        self.most = max(self.most, state["open"])
+            buf, pos = buf[pos:], 0
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.listener.close()
+        for sock in self.socks:
+            sock.close()
 
 
 class ConsumerCase(ProcessTestCase):
@@ -58,6 +124,7 @@ class ConsumerCase(ProcessTestCase):
         path = os.path.join(self.workdir, "key-secret")
         with open(path, "w") as f:
             f.write("consumer-store-test-secret-0123456789\n")
+        os.chmod(path, 0o600)
         return path
 
     def config(self, unknown_key="missing", threads=2, redis=None, admin=None, **api_keys):
@@ -88,6 +155,9 @@ class ConsumerCase(ProcessTestCase):
     def admin(self, gw, method, target, body=None, headers=None):
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
+        if body is not None and method in ("PUT", "POST"):
+            own = "application/x-ndjson" if target == "/consumers/import" else "application/json"
+            headers = {"Content-Type": own, **(headers or {})}
         return request(gw.admin_port, method, target, body=body, headers=headers)
 
     def change_seen_within_a_second(self, a, b, cid, key, doc, expected):
@@ -238,7 +308,7 @@ class ConsumerStoreCase(ConsumerCase):
                 self.assertEqual(status, 400)
         # A body over 1 MiB is refused from its Content-Length, before it is read.
         with socket.create_connection(("127.0.0.1", gw.admin_port), timeout=5) as sock:
-            sock.sendall(b"PUT /consumers/big HTTP/1.1\r\nHost: a\r\n"
+            sock.sendall(b"PUT /consumers/big HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Content-Type: application/json\r\nContent-Length: 1048577\r\n\r\n{")
             answer = b""
             while b"\r\n\r\n" not in answer:
@@ -459,7 +529,8 @@ class ConsumerImportCase(ConsumerCase):
                         + "\n" for i in range(3)).encode()
         partial = json.dumps({"id": "cut3", "keys": ["cut-key-3"], "plan": "free"}).encode()[:-5]
         with socket.create_connection(("127.0.0.1", gw.admin_port), timeout=5) as sock:
-            sock.sendall(b"POST /consumers/import HTTP/1.1\r\nHost: a\r\n"
+            sock.sendall(b"POST /consumers/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/x-ndjson\r\n"
                          b"Content-Length: 100000\r\n\r\n" + whole + partial)
             wait_until(lambda: redis_call(self.redis.port, "EXISTS",
                                           f"{PREFIX}{{consumers}}:c:cut2") == 1, timeout=5)
@@ -492,7 +563,8 @@ class ConsumerImportCase(ConsumerCase):
         rss_before = rss_kib(gw.pid)
         started = time.monotonic()
         status, _, answer = request(gw.admin_port, "POST", "/consumers/import", body=lines(),
-                                    chunked=True, timeout=300)
+                                    chunked=True, timeout=300,
+                                    headers={"Content-Type": "application/x-ndjson"})
         elapsed = time.monotonic() - started
         self.assertEqual(status, 200, answer)
         result = json.loads(answer)
@@ -508,6 +580,114 @@ class ConsumerImportCase(ConsumerCase):
         if not SANITIZED:
             self.assertLess(rss_growth, 16 * 1024)
         self.assertEqual(self.plan_seen(gw, f"bulk-{count - 1:06d}-" + "k" * 240), "pro")
+
+
+    def test_an_import_keeps_at_most_64_lines_in_flight(self):
+        # Lines in 64 KiB pieces (hundreds a piece): the bound holds within a
+        # piece too, not only between pieces.
+        proxy = CountingRedisProxy(self.redis.port)
+        self.addCleanup(proxy.close)
+        gw = self.gateway(redis={"url": f"redis://127.0.0.1:{proxy.address[1]}/0"})
+        body = "".join(json.dumps({"id": f"fl{i}", "keys": [f"fl-key-{i}"], "plan": "free"}) + "\n"
+                       for i in range(5000)).encode()
+        result = self.import_body(gw, body)
+        self.assertEqual(result["created"], 5000, result)
+        print(f"\n  most import lines in flight: {proxy.most}", end="")
+        self.assertLessEqual(proxy.most, 64)
+
+
+class ConsumerAdminTest(ConsumerCase):
+    def test_the_bucket_api_finds_a_store_consumers_bucket(self):
+        gw = self.gateway()
+        self.put(gw, "acme", {"keys": ["acme-k1", "acme-k2"], "plan": "pro"}, 201)
+        for _ in range(2):
+            self.assertEqual(request(gw.port, "GET", "/api/x",
+                                     headers={"X-API-Key": "acme-k1"})[0], 200)
+        seen = {}
+        for key in ("acme-k1", "acme-k2"):
+            target = "/ratelimit/buckets/per_key?" + urllib.parse.urlencode({"value": key})
+            status, _, body = request(gw.admin_port, "GET", target)
+            self.assertEqual(status, 200, body)
+            seen[key] = json.loads(body)
+        # Either key names the consumer's one bucket, on its plan, with what was spent.
+        self.assertEqual(seen["acme-k1"]["bucket"], seen["acme-k2"]["bucket"])
+        self.assertEqual((seen["acme-k2"]["plan"], seen["acme-k2"]["capacity"]), ("pro", 6))
+        self.assertTrue(seen["acme-k2"]["exists"])
+        self.assertLess(seen["acme-k2"]["tokens"], 4.5)
+        target = "/ratelimit/buckets/per_key?value=acme-k2"
+        self.assertEqual(request(gw.admin_port, "DELETE", target)[0], 204)
+        after = json.loads(request(gw.admin_port, "GET", target)[2])
+        self.assertEqual((after["exists"], after["tokens"]), (False, 6))
+        # A key no consumer holds has no bucket of its own.
+        status, _, body = request(gw.admin_port, "GET", "/ratelimit/buckets/per_key?value=nobody")
+        self.assertEqual(status, 400, body)
+
+    def test_lines_of_a_stalled_import_are_unknown_and_importing_again_settles_them(self):
+        gw = self.gateway()
+        lines = [(json.dumps({"id": f"st{i}", "keys": [f"st-key-{i}"], "plan": "free"}) + "\n")
+                 .encode() for i in range(10)]
+        body = b"".join(lines)
+        with socket.create_connection(("127.0.0.1", gw.admin_port), timeout=20) as sock:
+            sock.sendall(b"POST /consumers/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/x-ndjson\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + lines[0])
+            wait_until(lambda: redis_call(self.redis.port, "EXISTS",
+                                          f"{PREFIX}{{consumers}}:c:st0") == 1, timeout=5)
+            # Redis holds the writes past the gateway's 1 s timeout, then runs them.
+            redis_call(self.redis.port, "CLIENT", "PAUSE", "2500", "WRITE")
+            sock.sendall(b"".join(lines[1:]))
+            answer = b""
+            while not answer.endswith(b"\n") or b"\r\n\r\n" not in answer:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        result = json.loads(answer.partition(b"\r\n\r\n")[2])
+        self.assertEqual(result["failed_count"], 0, result)
+        self.assertEqual(result["created"], 1, result)
+        self.assertEqual(result["unknown_count"], 9, result)
+        self.assertEqual({u["line"] for u in result["unknown"]}, set(range(2, 11)), result)
+        self.assertIn("may have been written", result["unknown"][0]["reason"])
+        # Once Redis runs again (a write of ours waits for the pause's end), importing
+        # the same lines settles every one of them.
+        redis_call(self.redis.port, "SET", "after-the-pause", "1", timeout=10)
+        status, _, answer = self.admin(gw, "POST", "/consumers/import", body)
+        self.assertEqual(status, 200, answer)
+        again = json.loads(answer)
+        self.assertEqual((again["failed_count"], again["unknown_count"]), (0, 0), again)
+        self.assertEqual(again["created"] + again["unchanged"], 10, again)
+        for i in range(10):
+            self.assertEqual(redis_call(self.redis.port, "EXISTS",
+                                        f"{PREFIX}{{consumers}}:c:st{i}"), 1)
+
+    def script_clients(self):
+        """Ids of the Redis connections whose last command ran a script."""
+        listing = redis_call(self.redis.port, "CLIENT", "LIST").decode()
+        fields = [dict(f.split("=", 1) for f in line.split() if "=" in f)
+                  for line in listing.splitlines()]
+        return {f["id"] for f in fields if f.get("cmd", "").startswith("eval")}
+
+    def test_an_import_runs_on_a_connection_of_its_own_not_a_workers(self):
+        gw = self.gateway(threads=1)
+        # The worker's own store connection has run a script (a lookup).
+        self.assertEqual(request(gw.port, "GET", "/api/x", headers={"X-API-Key": "nobody"})[0],
+                         200)
+        lines = [(json.dumps({"id": f"own{i}", "keys": [f"own-key-{i}"], "plan": "free"}) + "\n")
+                 .encode() for i in range(3)]
+        before = self.script_clients()
+        with socket.create_connection(("127.0.0.1", gw.admin_port), timeout=20) as sock:
+            sock.sendall(b"POST /consumers/import HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/x-ndjson\r\n"
+                         b"Content-Length: 100000\r\n\r\n" + lines[0])
+            wait_until(lambda: redis_call(self.redis.port, "EXISTS",
+                                          f"{PREFIX}{{consumers}}:c:own0") == 1, timeout=5)
+            # The line was written by a connection the worker does not use.
+            during = self.script_clients() - before
+            self.assertEqual(len(during), 1, (before, during))
+            # The data plane answers while the import is open.
+            self.assertEqual(request(gw.port, "GET", "/open/x")[0], 200)
+        # The import's connection closes with it (here, cut short).
+        wait_until(lambda: not (self.script_clients() & during), timeout=5)
 
 
 if __name__ == "__main__":

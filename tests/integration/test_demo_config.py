@@ -33,10 +33,12 @@ class DemoConfigTest(ProcessTestCase):
         wait_redis_ready(self.gateway)
         with open(DEMO_CONSUMERS, "rb") as f:
             status, _, body = request(self.gateway.admin_port, "POST", "/consumers/import",
-                                      body=f.read())
+                                      body=f.read(),
+                                      headers={"Content-Type": "application/x-ndjson"})
         self.assertEqual(status, 200, body)
         self.assertEqual(json.loads(body), {"created": 2, "replaced": 0, "unchanged": 0,
-                                            "failed": [], "failed_count": 0})
+                                            "failed": [], "failed_count": 0,
+                                            "unknown": [], "unknown_count": 0})
 
     def burst(self, key: str, count: int = BURST):
         """`count` GETs on one keep-alive connection: [(status, headers)]."""

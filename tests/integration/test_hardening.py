@@ -591,6 +591,8 @@ class ConnectionCapTest(ProcessTestCase):
         self.assertEqual(res.status, 503)
         self.assertEqual(gateway.metric("sluice_connections_rejected_total"), 1)
         self.assertEqual(request(gateway.admin_port, "GET", "/healthz")[0], 200)
+        wait_until(lambda: "connection cap 10 reached: 1 new connection(s) refused"
+                   in gateway.stderr() + gateway.stdout(), 5, message="the refusal logged")
 
     def test_descriptor_limit_lowers_the_cap_and_admin_keeps_answering(self):
         # Under a hard limit of 400 descriptors the cap becomes (400 - 128) / 2.

@@ -31,6 +31,7 @@ PROTOCOL_ERROR = 0x1
 INTERNAL_ERROR = 0x2
 FLOW_CONTROL_ERROR = 0x3
 REFUSED_STREAM = 0x7
+STREAM_CLOSED = 0x5
 
 
 def curl(*args, timeout=20) -> subprocess.CompletedProcess:
@@ -505,6 +506,16 @@ class Http2Test(ProcessTestCase):
                    and self.goaways(gw, "flow_control_error") >= 1, 5,
                    message="the GOAWAYs counted")
         self.assert_still_serves(gw)
+
+    def test_data_after_the_end_of_a_stream_has_its_own_goaway_reason(self):
+        """DATA on a stream the client had ended (half-closed): GOAWAY
+        STREAM_CLOSED, counted as stream_closed, not as a reused stream id."""
+        gw = self.gateway()
+        raw = RawH2(gw.port)
+        # In one write: the stream is still half-closed when its DATA arrives.
+        raw.send(raw.request_frame(1, "/a"), frames.DataFrame(1, data=b"late"))
+        self.assert_goaway_ends_only_it(gw, raw, STREAM_CLOSED, "stream_closed")
+        self.assertEqual(self.goaways(gw, "stream_id_reused"), 0)
 
     def test_a_client_holding_a_zero_window_is_cut_after_send_timeout(self):
         gw = self.gateway(server={"send_timeout_ms": 500})

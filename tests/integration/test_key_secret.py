@@ -25,6 +25,7 @@ class KeySecretTest(ProcessTestCase):
         path = os.path.join(self.workdir, name)
         with open(path, "w") as f:
             f.write(text + "\n")
+        os.chmod(path, 0o600)  # a secret other users can read is warned of
         return path
 
     def gateway(self, prefix: str, secret: str | None):

@@ -470,7 +470,7 @@ class ForwardingTest(GatewayTestCase):
 
 class TargetHygieneTest(GatewayTestCase):
     """The request-target is normalized once; routing, path keys and the upstream agree on
-    it. Malformed targets and Host values are refused with 400 (gateway/session/request_target.hpp)."""
+    it. Malformed targets and Host values are refused with 400 (gateway/request_target.hpp)."""
 
     def setUp(self):
         super().setUp()

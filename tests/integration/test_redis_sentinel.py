@@ -53,7 +53,7 @@ class SentinelCase(ProcessTestCase):
     def assert_exact_on(self, gateways, keys, primary, what):
         """Fresh keys: CAPACITY answers counting down, then 429, alternating instances;
         their buckets are on `primary`."""
-        before = set(redis_call(primary.port, "KEYS", "it:*"))
+        before = set(redis_call(primary.port, "KEYS", "it:per_key:*"))
         for k in keys:
             for n, expected in enumerate(range(CAPACITY - 1, -1, -1)):
                 status, h, body = request(gateways[n % 2].port, "GET", "/closed",
@@ -62,7 +62,7 @@ class SentinelCase(ProcessTestCase):
                                  f"{what}: key {k}: {body[:200]!r}")
             self.assertEqual(request(gateways[1].port, "GET", "/closed",
                                      headers={"X-API-Key": k})[0], 429, f"{what}: key {k}")
-        self.assertEqual(len(set(redis_call(primary.port, "KEYS", "it:*")) - before), len(keys),
+        self.assertEqual(len(set(redis_call(primary.port, "KEYS", "it:per_key:*")) - before), len(keys),
                          f"{what}: the buckets are not on the primary {primary.address}")
 
     def failover_under_load(self, change, what):

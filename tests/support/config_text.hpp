@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -52,17 +55,25 @@ inline std::shared_ptr<const Config> parse_ok_no_env(std::string_view yaml) {
 inline const std::string kFixtures = SLUICE_FIXTURES_DIR;  // tests/fixtures
 
 // A shipped configuration (conf/NAME) read as `sluice --config` reads it, with
-// SLUICE_KEY_SECRET_FILE naming a test secret (as scripts/run sets it) and no
-// other environment variable.
+// SLUICE_KEY_SECRET_FILE naming a copy of the test secret that only its owner
+// may read (as scripts/run makes it) and no other environment variable.
 inline ConfigResult load_shipped_config(const std::string& name) {
+  namespace fs = std::filesystem;
   std::ifstream in(kFixtures + "/../../conf/" + name);
   std::stringstream text;
   text << in.rdbuf();
-  const std::string secret = kFixtures + "/demo-key-secret";
-  return parse_config(text.str(), name, [secret](std::string_view var) -> std::optional<std::string> {
-    if (var == "SLUICE_KEY_SECRET_FILE") return secret;
-    return std::nullopt;
-  });
+  const fs::path secret =
+      fs::temp_directory_path() / ("sluice-demo-key-secret-" + std::to_string(::getpid()));
+  fs::copy_file(kFixtures + "/demo-key-secret", secret, fs::copy_options::overwrite_existing);
+  fs::permissions(secret, fs::perms::owner_read | fs::perms::owner_write);
+  auto result = parse_config(
+      text.str(), name, [path = secret.string()](std::string_view var) -> std::optional<std::string> {
+        if (var == "SLUICE_KEY_SECRET_FILE") return path;
+        return std::nullopt;
+      });
+  std::error_code ignored;
+  fs::remove(secret, ignored);
+  return result;
 }
 #endif
 

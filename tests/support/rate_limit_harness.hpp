@@ -19,6 +19,7 @@
 #include "gateway/config/load.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 
 namespace sluice::testing {

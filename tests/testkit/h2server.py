@@ -17,6 +17,16 @@ sent as the client's flow-control windows allow.
 H2Upstream(hold=S) answers each request S seconds after its stream ended,
 unless it is reset first: `resets` lists the error codes of the RST_STREAM
 frames received, `held` counts the requests being held now.
+
+H2Upstream(max_streams=N) advertises SETTINGS_MAX_CONCURRENT_STREAMS N and,
+as nghttp2 and most servers do, answers a stream opened beyond N at once with
+RST_STREAM REFUSED_STREAM (counted in `refused`); `most_open` is the most
+streams it ever had open at once on one connection.
+
+Setting `refuse_next` = N makes it refuse its next N streams (REFUSED_STREAM,
+counted in `refused`) whatever its limit; `goaway_next` = N makes each of its
+next N requests get a GOAWAY naming no stream as processed (a server going
+away before it looked at anything), its connection then closed.
 """
 
 from __future__ import annotations
@@ -28,12 +38,21 @@ import time
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
+import h2.settings
+import hyperframe.frame
 
 
 class H2Upstream:
-    def __init__(self, mute: bool = False, body_bytes: int | None = None, hold: float = 0.0):
+    def __init__(self, mute: bool = False, body_bytes: int | None = None, hold: float = 0.0,
+                 max_streams: int | None = None):
         self.mute = mute
+        self.max_streams = max_streams
+        self.refused = 0
+        self.most_open = 0
+        self.refuse_next = 0
+        self.goaway_next = 0
         self.body_bytes = body_bytes
         self.hold = hold
         self.held = 0
@@ -66,11 +85,24 @@ class H2Upstream:
     def _serve(self, sock: socket.socket):
         conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
-        conn.initiate_connection()
+        if self.max_streams is not None:
+            # Advertised in the SETTINGS frame, then lifted inside h2 (which
+            # would end the connection instead): this server refuses streams itself.
+            limit = h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS
+            conn.local_settings = h2.settings.Settings(
+                client=False, initial_values={limit: self.max_streams})
+            conn.initiate_connection()
+            conn.local_settings = h2.settings.Settings(
+                client=False, initial_values={limit: 2**31 - 1})
+        else:
+            conn.initiate_connection()
         sock.sendall(conn.data_to_send())
+        open_streams: set[int] = set()  # max_streams: opened and not yet answered
+        refused: set[int] = set()  # max_streams: the streams it refused
         streams: dict[int, dict] = {}
         unsent: dict[int, int] = {}  # body_bytes: what each stream still has to send
         held: dict[int, tuple[float, dict]] = {}  # hold: when each stream is answered
+        going_away = False  # goaway_next: its GOAWAY went, nothing more is answered
         with sock:
             while not self.stopped.is_set():
                 sock.settimeout(0.02 if held else 0.5)
@@ -94,7 +126,29 @@ class H2Upstream:
                         return
                     self.stopped.wait()
                     return
+                if going_away:
+                    continue  # read until the client closes
                 for event in events:
+                    if getattr(event, "stream_id", None) in refused:
+                        continue  # the rest of a refused stream's frames
+                    if isinstance(event, h2.events.RequestReceived) and self.goaway_next > 0:
+                        self.goaway_next -= 1
+                        going_away = True
+                        break
+                    if isinstance(event, h2.events.RequestReceived) and self.refuse_next > 0:
+                        self.refuse_next -= 1
+                        self.refused += 1
+                        refused.add(event.stream_id)
+                        conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                        continue
+                    if isinstance(event, h2.events.RequestReceived) and self.max_streams is not None:
+                        if len(open_streams) >= self.max_streams:
+                            self.refused += 1
+                            refused.add(event.stream_id)
+                            conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                            continue
+                        open_streams.add(event.stream_id)
+                        self.most_open = max(self.most_open, len(open_streams))
                     if isinstance(event, h2.events.RequestReceived):
                         self.requests += 1
                         streams[event.stream_id] = {"headers": [list(h) for h in event.headers],
@@ -106,6 +160,7 @@ class H2Upstream:
                     elif isinstance(event, h2.events.TrailersReceived):
                         streams[event.stream_id]["trailers"] = [list(h) for h in event.headers]
                     elif isinstance(event, h2.events.StreamReset):
+                        open_streams.discard(event.stream_id)
                         unsent.pop(event.stream_id, None)
                         self.resets.append(event.error_code)
                         if held.pop(event.stream_id, None):
@@ -119,6 +174,7 @@ class H2Upstream:
                         conn.send_headers(event.stream_id, [(":status", "200")])
                         unsent[event.stream_id] = self.body_bytes
                     elif isinstance(event, h2.events.StreamEnded):
+                        open_streams.discard(event.stream_id)
                         body = json.dumps(streams.pop(event.stream_id)).encode()
                         conn.send_headers(event.stream_id, [
                             (":status", "200"), ("content-type", "application/json")])
@@ -129,12 +185,15 @@ class H2Upstream:
                 for stream_id in [i for i, (due, _) in held.items() if due <= now]:
                     _, seen = held.pop(stream_id)
                     self.held -= 1
+                    open_streams.discard(stream_id)
                     conn.send_headers(stream_id, [(":status", "200"),
                                                   ("content-type", "application/json")])
                     conn.send_data(stream_id, json.dumps(seen).encode(), end_stream=True)
                 self._send_what_fits(conn, unsent)
                 try:
                     sock.sendall(conn.data_to_send())
+                    if going_away:
+                        sock.sendall(hyperframe.frame.GoAwayFrame(0, last_stream_id=0).serialize())
                 except OSError:
                     return
 

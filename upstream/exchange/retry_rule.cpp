@@ -9,6 +9,7 @@ bool is_idempotent(boost::beast::http::verb v) {
 }
 
 Retry retry_rule(const FailedAttempt& a) {
+  if (a.refused) return a.refused_before < kMaxRefusedRetries ? Retry::kAnotherStream : Retry::kNo;
   if (!a.idempotent) return Retry::kNo;
   if (a.stage == FailedAttempt::Stage::kConnect) {
     return a.servers_tried < 2 ? Retry::kNextServer : Retry::kNo;

@@ -9,6 +9,11 @@
 //   more on a new connection to the same server, when it is idempotent and
 //   has no body, so nothing of it is lost by having been sent. A timeout is
 //   never sent again.
+// - An HTTP/2 stream the server refused (RST_STREAM REFUSED_STREAM, or a
+//   GOAWAY whose last-stream-id is below it) was never processed, whatever
+//   its method: it goes again, where a stream can be taken, while none of its
+//   body was read (a body cannot be read twice), up to kMaxRefusedRetries
+//   times (a server that refuses everything is not asked forever).
 #pragma once
 
 #include <cstddef>
@@ -29,9 +34,16 @@ struct FailedAttempt {
   bool retried_on_fresh = false;   // this request went again on a new connection already
   bool body_empty = false;         // the request has no body at all
   bool response_started = false;   // a response byte arrived (parsed or buffered)
+  // HTTP/2: the server refused the stream unprocessed, and none of its body was read.
+  bool refused = false;
+  std::size_t refused_before = 0;  // times this request was refused already
 };
 
-enum class Retry { kNo, kNextServer, kFreshConnection };
+// Refused HTTP/2 streams sent again, at most, for one request.
+inline constexpr std::size_t kMaxRefusedRetries = 3;
+
+// kAnotherStream: a new stream to the same server, wherever one can be taken.
+enum class Retry { kNo, kNextServer, kFreshConnection, kAnotherStream };
 
 // GET, HEAD, OPTIONS, PUT and DELETE (FailedAttempt::idempotent).
 bool is_idempotent(boost::beast::http::verb method);

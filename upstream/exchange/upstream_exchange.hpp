@@ -1,9 +1,11 @@
-// The upstream leg of one exchange: pick a server, take a pooled connection
-// or connect (within connect_timeout, resolving a host name if need be), the
-// retry rule, relay the request (head, 100 Continue, body) from the client leg
-// (client_leg.hpp: an HTTP/1.1 connection or an HTTP/2 stream) and the
-// response (head, body) back to it through the relay buffer, and give the
-// connection back to the pool after a complete keep-alive exchange.
+// One exchange with an upstream: pick a server, take a pooled connection or
+// connect (within connect_timeout, resolving a host name if need be), the
+// retry rule, the request's deadline and the one end told to the host. The
+// request (head, 100 Continue, body) goes from the client leg (client_leg.hpp:
+// an HTTP/1.1 connection or an HTTP/2 stream) and the response (head, body)
+// back to it through the relay buffer by the leg of the upstream's protocol
+// (upstream_leg.hpp: http1_leg.hpp, h2_leg.hpp); a connection goes back to
+// the pool after a complete keep-alive exchange.
 //
 // One per client request stream, reused by its requests, living inside the
 // object that owns the client leg (its host). Every handler runs on the
@@ -36,18 +38,20 @@
 #include "common/http_limits.hpp"
 #include "upstream/byte_stream.hpp"
 #include "upstream/exchange/client_leg.hpp"
+#include "upstream/exchange/exchange_facts.hpp"
 #include "upstream/exchange/framing.hpp"
+#include "upstream/exchange/h2_leg.hpp"
+#include "upstream/exchange/http1_leg.hpp"
 #include "upstream/exchange/retry_rule.hpp"
 #include "upstream/exchange/tunnel.hpp"
-#include "upstream/exchange/upstream_error.hpp"
+#include "upstream/exchange/upstream_leg.hpp"
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/header_rules.hpp"
+#include "upstream/request_head.hpp"
+#include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
-
-class H2Connection;
-struct H2Stream;
 
 // Whose operation the client connection's one I/O deadline guards.
 enum class Side { kClient, kUpstream };
@@ -68,17 +72,14 @@ struct ExchangeResult {
   bool upstream_reused = false;           // its last attempt's connection came from the pool
 };
 
-// What an exchange needs of the client connection it serves, and tells it.
-// Called on the worker's executor; an end found at once (no server to try)
+// What an exchange needs of the client connection it serves, and tells it
+// (what it did on the way, its attempts and retries, are facts the host takes:
+// take_facts). Called on the worker's executor; an end found at once (no server to try)
 // is reported from inside UpstreamExchange::start. An upgraded exchange
 // becomes a tunnel, which reports to the same host.
 class ExchangeHost : public TunnelHost {
  public:
   virtual void set_deadline(Side side, std::chrono::steady_clock::duration timeout) = 0;
-  // The relay buffer, lent until reset() (asked at most once per exchange).
-  virtual std::span<char> relay_buffer() = 0;
-  // The request head as sent upstream, serialized once per exchange.
-  virtual void serialize_request_head(std::string& out, std::string_view upstream_host) = 0;
   virtual bool draining() const = 0;
   virtual bool client_closed() const = 0;
   // The request went whole and its response head is awaited (true), or the
@@ -86,10 +87,6 @@ class ExchangeHost : public TunnelHost {
   // connection, and aborts the exchange (exchange_aborted) as soon as the
   // client closes it, so that nothing is held for a client that left.
   virtual void awaiting_response(bool waiting) { (void)waiting; }
-  // Metrics: an upstream exchange by outcome, a new connection, a retry.
-  virtual void count_upstream(const UpstreamConfig& upstream, UpstreamOutcome outcome) = 0;
-  virtual void count_connection(const UpstreamConfig& upstream) = 0;
-  virtual void count_retry() = 0;
 
   // How it ended, with the upstream connection pooled or dropped already.
   virtual void exchange_ended(const ExchangeResult& result) = 0;
@@ -101,6 +98,12 @@ class ExchangeHost : public TunnelHost {
 // What the exchange is asked to do; the views outlive it.
 struct ExchangeRequest {
   const UpstreamConfig* upstream = nullptr;
+  // The head that goes upstream, prepared once (written for the upstream's
+  // protocol on the first connection; a retry reuses it).
+  const UpstreamHead* head = nullptr;
+  // The relay buffer, lent until reset(): request body and response pieces
+  // go through it.
+  std::span<char> relay;
   boost::beast::http::verb method = boost::beast::http::verb::unknown;
   std::chrono::milliseconds send_timeout{};  // a write to the client (a tunnel's)
   bool chunked = false;                      // the request body goes upstream chunked
@@ -119,7 +122,12 @@ class UpstreamExchange {
  public:
   UpstreamExchange(ExchangeHost& host, ClientLeg& client, WorkerExecutor executor,
                    UpstreamPools& pools)
-      : host_(host), client_(client), executor_(std::move(executor)), pools_(pools) {}
+      : host_(host),
+        client_(client),
+        executor_(std::move(executor)),
+        pools_(pools),
+        http1_(*this),
+        h2_(*this) {}
   ~UpstreamExchange();
   UpstreamExchange(const UpstreamExchange&) = delete;
   UpstreamExchange& operator=(const UpstreamExchange&) = delete;
@@ -128,10 +136,17 @@ class UpstreamExchange {
   // `self` is this object, sharing ownership with its host.
   void start(const ExchangeRequest& request, const std::shared_ptr<UpstreamExchange>& self);
 
-  // The client leg's operations completed (see client_leg.hpp).
-  void on_body_read(boost::beast::error_code ec, std::size_t n);
-  void on_continue_sent(boost::beast::error_code ec);
-  void on_response_sent(boost::beast::error_code ec);
+  // The client leg's operations completed (see client_leg.hpp): the leg of
+  // the attempt under way takes them; after the end, nobody does.
+  void on_body_read(boost::beast::error_code ec, std::size_t n) {
+    if (leg_) leg_->on_body_read(ec, n);
+  }
+  void on_continue_sent(boost::beast::error_code ec) {
+    if (leg_) leg_->on_continue_sent(ec);
+  }
+  void on_response_sent(boost::beast::error_code ec) {
+    if (leg_) leg_->on_response_sent(ec);
+  }
 
   // The deadline passed on the upstream side: the connection is closed.
   void on_upstream_deadline();
@@ -155,43 +170,44 @@ class UpstreamExchange {
   // value). nullopt while none came.
   const std::optional<std::string>& usage() const { return usage_; }
   std::string_view upstream_server() const { return upstream_server_; }
+  // Its attempts and retries so far, handed over once (then none are left).
+  ExchangeFacts take_facts() { return std::exchange(facts_, ExchangeFacts{}); }
+  const ExchangeFacts& facts() const { return facts_; }
 
   void on_internal_error(std::string_view what) noexcept { host_.on_internal_error(what); }
 
  private:
+  // The legs are parts of the exchange: they ask it for the request, the
+  // server, the connection, the retry rule and the end (below).
+  friend class Http1Leg;
+  friend class H2Leg;
   using Clock = std::chrono::steady_clock;
-  using Timer =
-      boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
-  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
-  using ParserStorage = std::unique_ptr<std::optional<ResponseParser>>;
 
-  // The response parser, in storage of its own that is made once: a read in
-  // flight on a dropped connection still holds the parser, which then goes
-  // with the connection (see dropped_).
-  class ParserSlot {
-   public:
-    ResponseParser* operator->() { return &**storage_; }
-    const ResponseParser* operator->() const { return &**storage_; }
-    ResponseParser& operator*() { return **storage_; }
-    explicit operator bool() const { return storage_ && storage_->has_value(); }
-    void emplace() {
-      if (!storage_) storage_ = std::make_unique<std::optional<ResponseParser>>();
-      storage_->emplace();
-    }
-    void reset() {
-      if (storage_) storage_->reset();
-    }
-    ParserStorage release() { return std::move(storage_); }
-
-   private:
-    ParserStorage storage_;
-  };
   // A dropped connection whose operation has not ended, with what that
   // operation may still use.
   struct Dropped {
     std::uint64_t generation;
     std::unique_ptr<UpstreamConnection> connection;
-    ParserStorage parser;
+    Http1Leg::ParserStorage parser;
+  };
+  // Waiting for a connection slot at a server that has max_connections.
+  struct SlotWait {
+    std::unique_ptr<ExchangeTimer> timer;
+    std::uint64_t generation = 0;
+    Clock::time_point deadline{};  // set once per exchange
+    bool waiting = false;
+  };
+  // A host name being resolved (rare: connections are pooled), within connect_timeout.
+  struct Resolving {
+    std::unique_ptr<boost::asio::ip::tcp::resolver> resolver;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+  };
+  // How far the exchange has got with the client, whichever the upstream's protocol.
+  enum class Progress {
+    kNew,             // the request head is not written yet
+    kHeadReady,       // a leg holds it written (a retry reuses it)
+    kContinueOwed,    // ... and the client waits for the 100 Continue Sluice owes it
+    kResponseStarted  // something of the response went to the client leg
   };
 
   template <class Fn>
@@ -203,7 +219,10 @@ class UpstreamExchange {
   auto upstream_handler(Fn fn);
   void release_dropped(std::uint64_t generation);
 
+  // ---- Choose, connect (upstream_connect.cpp) ----
   void try_next_server();
+  // An HTTP/1.1 attempt: a pooled connection, or a new one, then the leg sends.
+  void connect_http1();
   void connect_fresh();
   void resolve(const HostPort& server);
   void wait_for_connection();
@@ -216,114 +235,63 @@ class UpstreamExchange {
   void connect_failed(std::string_view what, const std::string& reason, UpstreamOutcome outcome,
                       UpstreamError error);
   void keep_tls_session();
-  void send_request_head();
-  // Writes the request head if still pending, then `n` body bytes (and the
-  // last chunk when `last` and chunked) upstream, in one write.
-  template <class Handler>
-  void write_upstream(const char* data, std::size_t n, bool last, Handler&& handler);
-  void on_request_head_sent(boost::beast::error_code ec);
+
+  // ---- What the legs share ----
+  // The request starts going upstream: the client may then be owed a 100
+  // Continue. False when it had started already (a retry on another
+  // connection reuses the head written then).
+  bool begin_request();
+  // Reads the next piece of the request body into the relay buffer.
   void read_client_body();
-  void on_upstream_body_written(boost::beast::error_code ec);
-  void read_response_head();
-  void on_response_head(boost::beast::error_code ec);
-  void read_upstream_body();
-  void on_upstream_body(boost::beast::error_code ec);
+  // Hands the client leg a piece of the response (the head alone: n == 0).
   void send_response(const char* data, std::size_t n, bool last);
-  void relay_trailers();
-  void finish();
-  // Tells the host how the exchange ended (once).
-  void end(ExchangeResult::End how, UpstreamError error = {}, boost::beast::error_code ec = {});
-  void fail(UpstreamError error) { end(ExchangeResult::End::kUpstreamFailed, error); }
   // Takes request_.usage_header's value from `fields` (head, or head and trailers).
   void note_usage(const boost::beast::http::fields& fields);
   // The same from a head and its trailers kept apart (an HTTP/2 response).
   void note_usage_trailers(const boost::beast::http::fields& head,
                            const boost::beast::http::fields& trailers);
-  void start_tunnel();
-  void io_failed(boost::beast::error_code ec);
-  // Nothing more can be relayed: the upstream connection is dropped and the
-  // host cuts the client connection.
-  void abort();
-  FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
   // `timeout`, cut short by the request's deadline.
   Clock::duration upstream_timeout(Clock::duration timeout) const;
 
-  // ---- An HTTP/2 upstream (upstream_h2.cpp): a stream on a shared connection ----
-  // The request body's relay, and the response's.
-  // kContinuing: the client is being told 100 Continue (a write on its leg,
-  // no read), then the body is read.
-  enum class H2Request {
-    kWaitingForConnection,
-    kContinuing,
-    kReading,
-    kSending,
-    kCancelling,
-    kDone
-  };
-  enum class H2Response { kAwaitingHead, kRelaying, kSending, kDone };
-  void start_h2();
-  void open_h2_stream();
-  void post_h2_progress();
-  void h2_progress();
-  void h2_start_body();
-  void h2_continue_sent(boost::beast::error_code ec);
-  void h2_body_read(boost::beast::error_code ec, std::size_t n);
-  void h2_head();
-  void h2_relay();
-  void h2_response_sent(boost::beast::error_code ec);
-  void h2_stream_failed();
-  void h2_connect_failed();
-  // Ends the exchange once no body read is in flight on the client leg
-  // (one is cancelled first).
-  void h2_end(ExchangeResult::End how, UpstreamError error = {});
-  void h2_touch();
-  void on_h2_timer(std::uint64_t generation);
-  void on_h2_deadline();  // the host's deadline, on the upstream's side
-  void h2_release();
-
-  enum class Mode { kIdle, kHttp1, kHttp2 };
-  // How far the exchange has got with the client, whichever the upstream's
-  // protocol (the HTTP/2 relays' own states: H2Request, H2Response).
-  enum class Progress {
-    kNew,             // the request head is not serialized yet
-    kHeadReady,       // req_head_ holds it (a retry on another connection reuses it)
-    kContinueOwed,    // ... and the client waits for the 100 Continue Sluice owes it
-    kResponseStarted  // something of the response went to the client leg
-  };
-  // Serializes the request head once; the client may then be owed a 100 Continue.
-  void prepare_request_head(std::string_view upstream_host);
+  // ---- The retry rule, the end ----
+  // What the retry rule needs to know of any failed attempt at this request.
+  FailedAttempt attempt(FailedAttempt::Stage stage) const;
+  // The retry rule said `how` (not kNo): the request goes again.
+  void retry(Retry how);
+  // An HTTP/1.1 connection failed with `ec`: the retry rule, else the end.
+  void io_failed(boost::beast::error_code ec);
+  FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
+  // Tells the host how the exchange ended (once).
+  void end(LegEnd how, UpstreamError error = {}, boost::beast::error_code ec = {});
+  void fail(UpstreamError error) { end(LegEnd::kUpstreamFailed, error); }
+  // Nothing more can be relayed: the upstream connection is dropped and the
+  // host cuts the client connection.
+  void abort();
 
   ExchangeHost& host_;
   ClientLeg& client_;
   WorkerExecutor executor_;
   UpstreamPools& pools_;
   std::weak_ptr<UpstreamExchange> self_;
-  ExchangeRequest request_;
-  ParserSlot res_parser_;
-  std::span<char> relay_;
-
+  ExchangeRequest request_;  // request_.relay: the relay buffer
+  ExchangeFacts facts_;
   const UpstreamConfig* upstream_cfg_ = nullptr;
+  std::vector<std::size_t> tried_;
+  std::size_t server_index_ = 0;
+  Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
+
+  // The HTTP/1.1 connection being connected or used (see upstream_handler).
   std::unique_ptr<UpstreamConnection> upstream_;
   bool upstream_busy_ = false;  // an operation on upstream_ is in flight
   // Dropped connections whose operation has not ended yet, by generation;
   // upstream_generation_ is that of upstream_'s operations.
   std::vector<Dropped> dropped_;
   std::uint64_t upstream_generation_ = 0;
-  // After a 101: the client and upstream connections relayed both ways. Kept
-  // until the host goes (its handlers may still be queued when it ends).
-  std::unique_ptr<Tunnel> tunnel_;
-  std::vector<std::size_t> tried_;
-  std::size_t server_index_ = 0;
-  std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
-  std::unique_ptr<boost::asio::steady_timer> resolve_timer_;
-  std::unique_ptr<Timer> slot_timer_;  // waiting for an upstream connection
-  std::uint64_t slot_generation_ = 0;
-  Clock::time_point slot_deadline_{};  // set once per exchange
-  bool waiting_for_slot_ = false;
+  Resolving resolving_;
+  SlotWait slot_;
 
-  std::string req_head_;  // the serialized request head; its capacity is reused
-  ChunkPrefix chunk_prefix_;
-  PieceBuffers out_buffers_;  // one write in flight at a time
+  std::string req_head_;  // the request head as HTTP/1.1 text; its capacity is reused
+  Progress progress_ = Progress::kNew;
   std::string upstream_server_;
   unsigned upstream_status_ = 0;
   std::optional<std::string> usage_;
@@ -331,33 +299,16 @@ class UpstreamExchange {
   // Why the last connect (or TLS handshake) failed, for the reply when no
   // server is left to try.
   UpstreamError last_connect_error_ = UpstreamError::kConnectFailed;
-  bool upstream_reused_ = false;  // upstream_ came from the pool
+  bool upstream_reused_ = false;  // the attempt's connection came from the pool
   bool retried_on_fresh_ = false;
-  bool upstream_reusable_ = false;
-  bool req_head_pending_ = false;  // the next write to upstream_ starts with the head
-  std::size_t head_fields_ = 0;      // the response head's fields (trailers follow them)
-  boost::beast::http::fields trailers_;
-  Progress progress_ = Progress::kNew;
-  ChunkExtensionLimit chunk_extension_limit_;
-  Mode mode_ = Mode::kIdle;
-  Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
+  std::size_t h2_refused_ = 0;  // HTTP/2 streams the server refused for this request
 
-  // An HTTP/2 upstream's stream and its connection (shared with other exchanges).
-  std::shared_ptr<H2Connection> h2_conn_;
-  std::shared_ptr<H2Stream> h2_;
-  std::optional<H2Fields> h2_head_;  // the request head in HTTP/2 terms
-  std::string h2_out_;                // response DATA lent to the client leg
-  std::size_t h2_out_owed_ = 0;       // of it, not yet given back to the flow-control window
-  H2Request h2_request_ = H2Request::kDone;
-  H2Response h2_response_ = H2Response::kDone;
-  std::optional<std::pair<ExchangeResult::End, UpstreamError>> h2_pending_end_;
-  std::unique_ptr<Timer> h2_timer_;  // response_timeout between upstream events
-  Clock::time_point h2_deadline_{};
-  std::uint64_t h2_generation_ = 0;  // of h2_: handlers of an earlier stream do nothing
-  bool h2_timer_armed_ = false;
-  bool h2_progress_posted_ = false;
-  bool h2_opened_ = false;   // this exchange opened h2_conn_ (and counts it once ready)
-  bool h2_last_sent_ = false;  // the piece being sent ends the response
+  // One leg per upstream protocol; leg_ is the one of the attempt under way
+  // (null once the exchange ended: what the client leg completes after that
+  // is not the exchange's).
+  Http1Leg http1_;
+  H2Leg h2_;
+  UpstreamLeg* leg_ = nullptr;
 };
 
 // Completion handlers go through guarded(): an exception ends the client
@@ -377,6 +328,21 @@ auto UpstreamExchange::upstream_handler(Fn fn) {
     if (generation != self.upstream_generation_) return self.release_dropped(generation);
     self.upstream_busy_ = false;
     fn(self, std::forward<decltype(args)>(args)...);
+  });
+}
+
+// The legs' handlers are the exchange's, handing the leg its completion.
+template <class Fn>
+auto Http1Leg::handler(Fn fn) {
+  return x_.upstream_handler([fn = std::move(fn)](UpstreamExchange& x, auto&&... args) mutable {
+    fn(x.http1_, std::forward<decltype(args)>(args)...);
+  });
+}
+
+template <class Fn>
+auto H2Leg::handler(Fn fn) {
+  return x_.handler([fn = std::move(fn)](UpstreamExchange& x, auto&&... args) mutable {
+    fn(x.h2_, std::forward<decltype(args)>(args)...);
   });
 }
 

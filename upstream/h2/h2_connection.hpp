@@ -2,8 +2,11 @@
 // h2), carrying the streams of many exchanges of one worker at once. It
 // connects itself (resolving a host name, within connect_timeout; TLS with
 // ALPN h2 for protocol h2) while the first streams are already opened:
-// their requests go once the connection is ready. libnghttp2 frames; the
-// connection does the I/O, one read and one write at a time.
+// their requests go once the connection is ready. Until the server's
+// SETTINGS say how many streams it takes, one is sent and the others wait
+// (h2_room.hpp); those it then has no room for are handed back (unplaced).
+// libnghttp2 frames; the connection does the I/O, one read and one write at
+// a time, through an Nghttp2Pump (the client side has the same).
 //
 // A stream (H2Stream) is shared by the connection and the exchange that
 // opened it. The connection fills in the response as it arrives and calls
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,9 +36,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/fields.hpp>
 
-#include "upstream/exchange/upstream_error.hpp"
 #include "upstream/h2/h2_head.hpp"
+#include "upstream/h2/h2_room.hpp"
+#include "upstream/h2/nghttp2_pump.hpp"
 #include "upstream/upstream_config.hpp"
+#include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
 using nghttp2_session = struct nghttp2_session;
@@ -49,28 +55,46 @@ struct H2ConnectFailure {
 };
 
 struct H2Stream {
-  // ---- The response, filled in by the connection ----
-  unsigned status = 0;              // the final status (interim 1xx heads are dropped)
-  boost::beast::http::fields head;  // the response head's fields, pseudo-headers left out
-  bool head_done = false;
-  std::string data;  // DATA received and not yet taken (at most the stream's window)
-  boost::beast::http::fields trailers;
-  bool has_trailers = false;
-  bool end_stream = false;  // the response came whole
+  // Where the stream is, and how it ended: one state, moved on by the
+  // connection only. Every state after kOpen is an end (closed()).
+  enum class State {
+    kQueued,         // waiting in the connection for the server's SETTINGS, not sent yet
+    kOpen,           // sent, not closed
+    kClosed,         // closed by the protocol: the response came whole, or a reset (error_code)
+    kUnplaced,       // never sent: the connection had no room for it after all; open it elsewhere
+    kBroken,         // the connection failed under it
+    kTlsAlert,       // ... with a TLS alert (a refused client certificate)
+    kConnectFailed,  // the connection never became ready (connect_failure says why)
+  };
+  // How far the response came.
+  enum class Response {
+    kAwaitingHead,  // no final head yet (interim 1xx heads are dropped)
+    kHead,          // the head, and DATA as it comes
+    kWhole,         // END_STREAM: nothing more comes (trailers, if any, are in)
+  };
 
-  // ---- How it ended ----
-  bool closed = false;            // the stream is closed (whole, reset or the connection went)
-  std::uint32_t error_code = 0;   // RST_STREAM's or GOAWAY's code (0: none)
-  bool connection_broke = false;  // the connection failed under the stream
-  bool tls_alert = false;         // ... with a TLS alert (a refused client certificate)
-  std::optional<H2ConnectFailure> connect_failure;  // the connection never became ready
+  bool closed() const { return state != State::kQueued && state != State::kOpen; }
+  bool connection_broke() const { return state == State::kBroken || state == State::kTlsAlert; }
+  bool head_done() const { return response != Response::kAwaitingHead; }
+  bool whole() const { return response == Response::kWhole; }
+  bool has_trailers() const { return trailers.begin() != trailers.end(); }
+
+  State state = State::kQueued;
+  std::uint32_t error_code = 0;      // kClosed: RST_STREAM's or GOAWAY's code (0: none)
+  H2ConnectFailure connect_failure;  // kConnectFailed: why
+
+  // ---- The response, filled in by the connection ----
+  Response response = Response::kAwaitingHead;
+  unsigned status = 0;              // the final status
+  boost::beast::http::fields head;  // the response head's fields, pseudo-headers left out
+  std::string data;                 // DATA received and not yet taken (at most the stream's window)
+  boost::beast::http::fields trailers;
 
   // ---- The request body going out (send_body) ----
   const char* piece = nullptr;
   std::size_t piece_left = 0;
   bool piece_pending = false;  // nghttp2 has not framed all of the piece yet
   bool piece_last = false;
-  bool body_started = false;  // some body byte went to the connection
   const boost::beast::http::fields* request_trailers = nullptr;
 
   std::int32_t id = 0;
@@ -81,7 +105,7 @@ struct H2Stream {
 class H2Connection : public std::enable_shared_from_this<H2Connection> {
  public:
   struct Options {
-    std::string upstream;  // its name, for logs
+    std::string upstream;                    // its name, for logs
     std::shared_ptr<const UpstreamTls> tls;  // null: h2c
     TlsSessionRef resume;                    // a session to resume (may be null)
     std::chrono::milliseconds connect_timeout{1000};
@@ -103,9 +127,10 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // Resolves, connects and (h2) shakes hands; streams opened meanwhile wait.
   void connect();
 
-  // A new stream for a request with the fields of `head` (h2_request_fields),
-  // with a body to come (send_body) or not; null when the connection takes
-  // no more streams (going away, closed, out of stream ids).
+  // A new stream for a request with the fields of `head` (write_h2_head),
+  // with a body to come (send_body, once it is no longer queued) or not; null
+  // when the connection takes no more streams (going away, closed, out of
+  // stream ids).
   std::shared_ptr<H2Stream> open_stream(const H2Fields& head, bool has_body,
                                         std::function<void()> wake);
   // The next piece of `s`'s request body, lent until s.piece_pending goes
@@ -123,15 +148,19 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   bool connected() const { return state_ == State::kReady || state_ == State::kGoingAway; }
   // Not going away or closed: new streams may be opened on it.
   bool usable() const { return state_ == State::kConnecting || state_ == State::kReady; }
-  // Usable, with fewer streams than the server allows at once.
+  // Usable, and takes another stream (h2_takes_stream).
   bool has_room() const;
+  // Called, from inside the connection's handlers, when it may take a stream
+  // it did not before: a stream closed, the server's SETTINGS came, or it is
+  // going away (so that another may be opened). `all`: any number of them.
+  void set_on_room(std::function<void(bool all)> on_room) { on_room_ = std::move(on_room); }
   std::size_t streams() const { return streams_.size(); }
   const UpstreamTls* tls() const { return options_.tls.get(); }
   bool h2c() const { return !options_.tls; }
   // The TLS session of the connection (null: plain, or not resumable), once,
   // for the next connection to the server to resume.
   TlsSessionRef take_tls_session();
-  // Closes the connection: every open stream ends (connection_broke).
+  // Closes the connection: every open stream ends (kBroken).
   void close();
   // Takes no new stream and closes, with a GOAWAY, once the streams it has
   // are done (at once without any): a reload changed its upstream's settings.
@@ -165,6 +194,12 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void update_idle();
   void wake(H2Stream& s);
   H2Stream* stream(std::int32_t id);
+  H2Room room() const;
+  bool submit(const std::shared_ptr<H2Stream>& s, const H2Fields& head, bool has_body);
+  void place_queued();
+  void unqueue(H2Stream& s);
+  void end_queued(const H2ConnectFailure* failure);
+  void room_changed(bool all);
 
   // nghttp2's callbacks.
   int on_header(std::int32_t id, std::uint8_t category, std::string_view name,
@@ -180,18 +215,23 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   State state_ = State::kConnecting;
   bool retired_ = false;  // retire(): going away as soon as it is ready
   std::map<std::int32_t, std::shared_ptr<H2Stream>> streams_;
-  std::vector<std::uint8_t> in_;
-  std::string out_;
+  // Streams opened before the server's SETTINGS, waiting for them.
+  struct Queued {
+    std::shared_ptr<H2Stream> stream;
+    H2Fields head;
+    bool has_body = false;
+  };
+  std::deque<Queued> queued_;
+  bool settings_known_ = false;  // the server's SETTINGS arrived
+  std::function<void(bool all)> on_room_;
+  Nghttp2Pump pump_;  // one read and one write at a time
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   boost::asio::steady_timer timer_;  // the connect deadline, then the idle close
   boost::asio::steady_timer ping_timer_;
   boost::asio::steady_timer write_timer_;
-  std::uint64_t write_generation_ = 0;
   bool ping_pending_ = false;
   bool reading_ = false;
-  bool writing_ = false;
   bool flush_posted_ = false;
-  bool receiving_ = false;
   bool tls_session_taken_ = false;
   std::uint64_t idle_generation_ = 0;
 };

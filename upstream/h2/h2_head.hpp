@@ -1,6 +1,5 @@
-// The request head as the exchange serialized it for HTTP/1.1 (request line,
-// fields, the blank line) in HTTP/2 terms for an HTTP/2 upstream, and the
-// fields of an HTTP/2 response head. Pure functions.
+// HTTP/2 terms for an HTTP/2 upstream: a request's trailers, and the fields
+// of a response head (the request head: request_head.hpp). Pure functions.
 #pragma once
 
 #include <cstdint>
@@ -10,18 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include <boost/beast/http/fields.hpp>
+
+#include "upstream/request_head.hpp"
+
 namespace sluice {
 
-using H2Fields = std::vector<std::pair<std::string, std::string>>;
-
-// `head`'s request as HTTP/2 fields: the pseudo-headers first (:method,
-// :scheme as given, :authority from Host, :path from the target), then the
-// fields with their names in lower case, without the connection-specific
-// ones HTTP/2 forbids (Connection and what it names, Keep-Alive,
-// Proxy-Connection, Transfer-Encoding, Upgrade, Host; TE unless "trailers").
-// A gRPC request (content-type application/grpc...) carries "te: trailers",
-// which gRPC servers ask for. Nothing when `head` is not a request head.
-std::optional<H2Fields> h2_request_fields(std::string_view head, std::string_view scheme);
+// A request's trailers as HTTP/2 fields: names in lower case, without the
+// connection-specific ones, TE and Host.
+H2Fields h2_trailer_fields(const boost::beast::http::fields& trailers);
 
 // A response's :status value as a status code (100-999), or nothing.
 std::optional<unsigned> h2_status(std::string_view value);

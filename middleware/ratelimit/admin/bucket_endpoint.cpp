@@ -11,6 +11,7 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/admin/admin_caller.hpp"
 #include "middleware/ratelimit/admin/bucket_request.hpp"
+#include "middleware/ratelimit/consumers/consumer_resolver.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
 
@@ -59,11 +60,31 @@ struct BucketCall {
     if (auto* error = std::get_if<BucketRequestError>(&query)) {
       return fail(error->status, error->message);
     }
-    auto found = find_bucket(**worker->config, std::get<BucketQuery>(query));
+    locate(std::make_shared<BucketQuery>(std::get<BucketQuery>(std::move(query))), std::nullopt);
+  }
+
+  // Names the bucket, asking the consumer store first when it holds the key.
+  void locate(const std::shared_ptr<BucketQuery>& query,
+              const std::optional<std::shared_ptr<const StoredConsumer>>& stored) const {
+    auto found = find_bucket(**worker->config, *query, stored);
     if (auto* error = std::get_if<BucketRequestError>(&found)) {
       return fail(error->status, error->message);
     }
-    auto bucket = std::make_shared<BucketTarget>(std::get<BucketTarget>(std::move(found)));
+    if (auto* question = std::get_if<StoreQuestion>(&found)) {
+      auto resolved = [call = *this, query](Resolution answer) {
+        if (answer.error) return call.fail(503, "the consumer store did not answer");
+        call.locate(query, std::move(answer.consumer));
+      };
+      if (auto cached = worker->consumers->cached(question->key)) {
+        return resolved(std::move(*cached));
+      }
+      return worker->consumers->lookup(question->key, std::move(resolved));
+    }
+    act(std::make_shared<BucketTarget>(std::get<BucketTarget>(std::move(found))));
+  }
+
+  // Shows or resets the bucket.
+  void act(const std::shared_ptr<BucketTarget>& bucket) const {
     if (!is_delete) {
       return worker->layer->inspect(
           bucket->descriptor, [call = *this, bucket](std::error_code ec, BucketView view) {
@@ -107,7 +128,8 @@ struct BucketCall {
 void seed_bucket_api_metrics(MetricsShard& metrics) {
   for (const char* method : {"GET", "DELETE"}) {
     for (const unsigned status : {200u, 400u, 404u, 503u}) {
-      metrics.declare(kBucketRequests, labels("method", method, "result", admin_result_label(status)));
+      metrics.declare(kBucketRequests,
+                      labels("method", method, "result", admin_result_label(status)));
     }
   }
 }

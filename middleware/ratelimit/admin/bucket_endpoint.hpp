@@ -22,6 +22,7 @@
 
 namespace sluice {
 
+class ConsumerResolver;
 class LocalLayer;
 class MetricsShard;
 
@@ -31,6 +32,9 @@ struct BucketWorker {
   const std::shared_ptr<const Config>* config;  // the worker's configuration in force
   std::shared_ptr<LocalLayer> layer;            // the worker's limiter, in front of Redis
   MetricsShard* metrics;                        // the worker's shard
+  // The worker's way to the consumer store: a store consumer's API key names
+  // its consumer's bucket, as a request carrying it would.
+  std::shared_ptr<ConsumerResolver> consumers;
 };
 
 // The workers of the process, for the bucket API.

@@ -6,7 +6,7 @@
 
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
-#include "gateway/session/request_target.hpp"
+#include "gateway/request_target.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -171,8 +171,9 @@ std::size_t bucket_value_count(const LimitConfig& limit) {
                     [](const KeySource& k) { return k.kind != KeySource::Kind::kGlobal; }));
 }
 
-std::variant<BucketTarget, BucketRequestError> find_bucket(const Config& config,
-                                                           const BucketQuery& query) {
+std::variant<BucketTarget, BucketRequestError, StoreQuestion> find_bucket(
+    const Config& config, const BucketQuery& query,
+    const std::optional<std::shared_ptr<const StoredConsumer>>& stored) {
   const auto limit = std::find_if(config.limits.begin(), config.limits.end(),
                                   [&](const LimitConfig& l) { return l.name == query.limit; });
   if (limit == config.limits.end()) return BucketRequestError{404, "no limit of that name"};
@@ -197,8 +198,13 @@ std::variant<BucketTarget, BucketRequestError> find_bucket(const Config& config,
   std::optional<std::string_view> plan;
   if (query.plan) plan = *query.plan;
   const RequestView view = request.view();
-  RateLimitKeys keys = build_limit_descriptors({&*limit}, view, config.api_keys,
-                                               identify(view, config.api_keys),
+  Identity identity = identify(view, config.api_keys);
+  // A store consumer's key is keyed by its consumer, as on the data plane.
+  if (needs_store(identity, config.api_keys)) {
+    if (!stored) return StoreQuestion{std::string(*identity.presented)};
+    apply_store_consumer(identity, *stored);
+  }
+  RateLimitKeys keys = build_limit_descriptors({&*limit}, view, config.api_keys, identity,
                                                config.redis.key_secret, plan);
   if (keys.refusal) return bad_request(keys.refusal->message);
   if (keys.descriptors.size() != 1) return BucketRequestError{500, "no bucket built"};
@@ -219,7 +225,7 @@ nlohmann::ordered_json bucket_document(const BucketTarget& target, const BucketV
   doc["bucket"] = bucket_name(d);
   doc["plan"] = target.plan;
   const AlgorithmRow& algorithm = algorithm_row(d);
-  doc["algorithm"] = algorithm.name;
+  doc["algorithm"] = algorithm_name(d.algorithm).name;
   algorithm.describe(doc, *target.limit, d);
   // Whether Redis holds the bucket: false for one never used or expired (full),
   // and for a value that names another bucket than the one meant.

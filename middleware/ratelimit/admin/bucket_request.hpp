@@ -6,6 +6,7 @@
 // the hash input. Nothing here logs or echoes a value. No I/O.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/config/config.hpp"
+#include "middleware/ratelimit/consumers/consumer.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
@@ -51,12 +53,23 @@ struct BucketTarget {
 // How many values a limit's key takes: one per part but `global`.
 std::size_t bucket_value_count(const LimitConfig& limit);
 
+// An API key the consumer store must be asked about before the bucket can be
+// named (the store is on, the limit is keyed by api_key, and no YAML consumer
+// holds the key): ask it as a request's would be (the worker's resolver), and
+// call find_bucket again with what it found.
+struct StoreQuestion {
+  std::string key;
+};
+
 // The bucket of `query`: 404 for an unknown limit; 400 for the wrong number
 // of values, an unknown plan, a value that is not an IP address where the key
 // takes one, an empty value, or a value that a request would not be keyed by
-// (an API key that names no consumer, a malformed Bearer credential).
-std::variant<BucketTarget, BucketRequestError> find_bucket(const Config& config,
-                                                           const BucketQuery& query);
+// (an API key that names no consumer, a malformed Bearer credential). `stored`
+// is the store's answer for the StoreQuestion's key (null: no consumer holds
+// it); without it, a question.
+std::variant<BucketTarget, BucketRequestError, StoreQuestion> find_bucket(
+    const Config& config, const BucketQuery& query,
+    const std::optional<std::shared_ptr<const StoredConsumer>>& stored = std::nullopt);
 
 // The JSON answer to a GET: limit, bucket (its hashed name), plan,
 // algorithm, capacity, refill_per_second or window_ms, tokens, full_in_ms.

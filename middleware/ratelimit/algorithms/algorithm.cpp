@@ -42,40 +42,42 @@ void refilling_state_fields(nlohmann::ordered_json& doc, const LimitDescriptor& 
   if (std::isfinite(full_in)) doc["full_in_ms"] = static_cast<long long>(std::ceil(full_in * 1000));
 }
 
-const AlgorithmRow kTokenBucket{
-    LimitAlgorithm::kTokenBucket,
-    "token_bucket",
-    "a token bucket: its fields are capacity and refill_per_second",
-    "refill_per_second",
-    0,
-    0,
-    true,
-    true,
-    true,
-    true,
-    [](const LimitDescriptor& l) {
-      return std::array<double, 3>{l.refill_per_second, l.lease_want, l.max_wait_seconds};
-    },
-    [](const LimitDescriptor& l) { return l.refill_per_second; },
-    [](const LimitDescriptor& l) { return bucket_ttl_ms(l.capacity, l.refill_per_second); },
-    [](const LimitDescriptor& l) {
-      // The time in which the whole capacity refills.
-      return l.refill_per_second > 0 ? l.capacity / l.refill_per_second
-                                     : std::numeric_limits<double>::infinity();
-    },
-    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
-      // Refilled to its share since.
-      const double elapsed_s =
-          static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
-      return st.tokens + elapsed_s * share.refill_per_second >= share.capacity;
-    },
-    token_bucket_stored,
-    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
-      doc["capacity"] = l.capacity;
-      doc["refill_per_second"] = l.refill_per_second;
-    },
-    refilling_state_fields,
-    nullptr,
+constexpr AlgorithmRow kTokenBucket{
+    .algorithm = LimitAlgorithm::kTokenBucket,
+    .script_kind = 0,
+    .max_capacity = 0,
+    .batches = true,
+    .counts_cost = true,
+    .caches_denials = true,
+    .refills = true,
+    .script_numbers =
+        [](const LimitDescriptor& l) {
+          return std::array<double, 3>{l.refill_per_second, l.lease_want, l.max_wait_seconds};
+        },
+    .rate_or_window = [](const LimitDescriptor& l) { return l.refill_per_second; },
+    .key_ttl_ms =
+        [](const LimitDescriptor& l) { return bucket_ttl_ms(l.capacity, l.refill_per_second); },
+    .policy_window_seconds =
+        [](const LimitDescriptor& l) {
+          // The time in which the whole capacity refills.
+          return l.refill_per_second > 0 ? l.capacity / l.refill_per_second
+                                         : std::numeric_limits<double>::infinity();
+        },
+    .spent =
+        [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+          // Refilled to its share since.
+          const double elapsed_s =
+              static_cast<double>(std::max<std::int64_t>(now - st.timestamp_us, 0)) / 1e6;
+          return st.tokens + elapsed_s * share.refill_per_second >= share.capacity;
+        },
+    .stored_state = token_bucket_stored,
+    .describe =
+        [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
+          doc["capacity"] = l.capacity;
+          doc["refill_per_second"] = l.refill_per_second;
+        },
+    .state_fields = refilling_state_fields,
+    .refund_command = nullptr,
 };
 
 // ---- sliding window: at most capacity per window_seconds
@@ -88,35 +90,35 @@ BucketState sliding_window_stored(std::string_view value) {
   return BucketState{d[1], static_cast<std::int64_t>(d[0]), true, d[2]};
 }
 
-const AlgorithmRow kSlidingWindow{
-    LimitAlgorithm::kSlidingWindow,
-    "sliding_window",
-    "a sliding window: its fields are capacity and window_ms",
-    "window_ms",
-    2,
-    0,
-    true,
-    true,
-    true,
-    false,
-    [](const LimitDescriptor& l) {
-      return std::array<double, 3>{l.window_seconds, 0, l.max_wait_seconds};
-    },
-    [](const LimitDescriptor& l) { return l.window_seconds; },
-    [](const LimitDescriptor& l) { return window_ttl_ms(l.window_seconds); },
-    [](const LimitDescriptor& l) { return l.window_seconds; },
-    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
-      // Both counts slid out.
-      const WindowCounts counts = window_counts(st, share.window_seconds, now);
-      return counts.current == 0 && counts.previous == 0;
-    },
-    sliding_window_stored,
-    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
-      doc["capacity"] = l.capacity;
-      doc["window_ms"] = std::llround(l.window_seconds * 1000);
-    },
-    refilling_state_fields,
-    nullptr,
+constexpr AlgorithmRow kSlidingWindow{
+    .algorithm = LimitAlgorithm::kSlidingWindow,
+    .script_kind = 2,
+    .max_capacity = 0,
+    .batches = true,
+    .counts_cost = true,
+    .caches_denials = true,
+    .refills = false,
+    .script_numbers =
+        [](const LimitDescriptor& l) {
+          return std::array<double, 3>{l.window_seconds, 0, l.max_wait_seconds};
+        },
+    .rate_or_window = [](const LimitDescriptor& l) { return l.window_seconds; },
+    .key_ttl_ms = [](const LimitDescriptor& l) { return window_ttl_ms(l.window_seconds); },
+    .policy_window_seconds = [](const LimitDescriptor& l) { return l.window_seconds; },
+    .spent =
+        [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+          // Both counts slid out.
+          const WindowCounts counts = window_counts(st, share.window_seconds, now);
+          return counts.current == 0 && counts.previous == 0;
+        },
+    .stored_state = sliding_window_stored,
+    .describe =
+        [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
+          doc["capacity"] = l.capacity;
+          doc["window_ms"] = std::llround(l.window_seconds * 1000);
+        },
+    .state_fields = refilling_state_fields,
+    .refund_command = nullptr,
 };
 
 // ---- quota: at most capacity per calendar period
@@ -139,45 +141,49 @@ std::string rfc3339_utc(std::int64_t seconds) {
   return std::string(text, n);
 }
 
-const AlgorithmRow kQuota{
-    LimitAlgorithm::kQuota,
-    "quota",
-    "a quota: its fields are capacity, period and timezone",
-    "",  // a plan or a consumer overrides its capacity only
-    4,
-    0,
-    true,
-    true,
-    true,
-    false,
-    [](const LimitDescriptor& l) {
-      return std::array<double, 3>{l.periods.start_us, l.periods.end_us, l.periods.next_end_us};
-    },
-    [](const LimitDescriptor& l) { return l.periods.end_us; },
-    [](const LimitDescriptor& l) {
-      return static_cast<std::int64_t>(std::ceil((l.periods.end_us - l.periods.start_us) / 1000)) +
-             1000;
-    },
-    [](const LimitDescriptor& l) { return (l.periods.end_us - l.periods.start_us) / 1e6; },
-    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
-      // Nothing used in the period holding now.
-      return quota_usage(st, share.periods, now).used == 0;
-    },
-    quota_stored,
-    [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
-      doc["capacity"] = l.capacity;
-      doc["period"] = calendar_period_name(config.period);
-      doc["timezone"] = config.timezone.name;
-    },
-    [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
-      // The view is a decision of cost 0 at the store's time: remaining is
-      // capacity - used, and its time to full the time to the period's end.
-      doc["used"] = l.capacity - view.tokens;
-      doc["remaining"] = view.tokens;
-      doc["resets_at"] = rfc3339_utc(std::llround(
-          static_cast<double>(view.read_at_us) / 1e6 + view.seconds_to_full));
-    },
-    nullptr,
+constexpr AlgorithmRow kQuota{
+    .algorithm = LimitAlgorithm::kQuota,
+    .script_kind = 4,
+    .max_capacity = 0,
+    .batches = true,
+    .counts_cost = true,
+    .caches_denials = true,
+    .refills = false,
+    .script_numbers =
+        [](const LimitDescriptor& l) {
+          return std::array<double, 3>{l.periods.start_us, l.periods.end_us, l.periods.next_end_us};
+        },
+    .rate_or_window = [](const LimitDescriptor& l) { return l.periods.end_us; },
+    .key_ttl_ms =
+        [](const LimitDescriptor& l) {
+          return static_cast<std::int64_t>(
+                     std::ceil((l.periods.end_us - l.periods.start_us) / 1000)) +
+                 1000;
+        },
+    .policy_window_seconds =
+        [](const LimitDescriptor& l) { return (l.periods.end_us - l.periods.start_us) / 1e6; },
+    .spent =
+        [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+          // Nothing used in the period holding now.
+          return quota_usage(st, share.periods, now).used == 0;
+        },
+    .stored_state = quota_stored,
+    .describe =
+        [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
+          doc["capacity"] = l.capacity;
+          doc["period"] = calendar_period_name(config.period);
+          doc["timezone"] = config.timezone.name;
+        },
+    .state_fields =
+        [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
+          // The view is a decision of cost 0 at the store's time: remaining is
+          // capacity - used, and its time to full the time to the period's end.
+          doc["used"] = l.capacity - view.tokens;
+          doc["remaining"] = view.tokens;
+          doc["resets_at"] = rfc3339_utc(
+              std::llround(static_cast<double>(view.read_at_us) / 1e6 + view.seconds_to_full));
+        },
+    .refund_command = nullptr,
 };
 
 // ---- sliding log: at most capacity units in any span of window_seconds
@@ -195,109 +201,103 @@ BucketState sliding_log_stored(std::string_view value) {
   return state;
 }
 
-const AlgorithmRow kSlidingLog{
-    LimitAlgorithm::kSlidingLog,
-    "sliding_log",
-    "a sliding log: its fields are capacity and window_ms",
-    "window_ms",
-    6,
-    kMaxSlidingLogCapacity,
-    true,
-    true,
-    true,
-    false,
-    [](const LimitDescriptor& l) { return std::array<double, 3>{l.window_seconds, l.slot, 0}; },
-    [](const LimitDescriptor& l) { return l.window_seconds; },
-    [](const LimitDescriptor& l) { return log_ttl_ms(l.window_seconds); },
-    [](const LimitDescriptor& l) { return l.window_seconds; },
-    [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
-      // Every entry has left the window.
-      BucketState slid = st;
-      slide_log(slid, share.window_seconds, now);
-      return slid.log.empty();
-    },
-    sliding_log_stored,
-    [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
-      doc["capacity"] = l.capacity;
-      doc["window_ms"] = std::llround(l.window_seconds * 1000);
-    },
-    refilling_state_fields,
-    nullptr,
+constexpr AlgorithmRow kSlidingLog{
+    .algorithm = LimitAlgorithm::kSlidingLog,
+    .script_kind = 6,
+    .max_capacity = kMaxSlidingLogCapacity,
+    .batches = true,
+    .counts_cost = true,
+    .caches_denials = true,
+    .refills = false,
+    .script_numbers =
+        [](const LimitDescriptor& l) {
+          return std::array<double, 3>{l.window_seconds, l.slot, 0};
+        },
+    .rate_or_window = [](const LimitDescriptor& l) { return l.window_seconds; },
+    .key_ttl_ms = [](const LimitDescriptor& l) { return log_ttl_ms(l.window_seconds); },
+    .policy_window_seconds = [](const LimitDescriptor& l) { return l.window_seconds; },
+    .spent =
+        [](const BucketState& st, const LimitDescriptor& share, std::int64_t now) {
+          // Every entry has left the window.
+          BucketState slid = st;
+          slide_log(slid, share.window_seconds, now);
+          return slid.log.empty();
+        },
+    .stored_state = sliding_log_stored,
+    .describe =
+        [](nlohmann::ordered_json& doc, const LimitConfig&, const LimitDescriptor& l) {
+          doc["capacity"] = l.capacity;
+          doc["window_ms"] = std::llround(l.window_seconds * 1000);
+        },
+    .state_fields = refilling_state_fields,
+    .refund_command = nullptr,
 };
 
 // ---- concurrency: at most capacity requests in progress
 // Stored as a sorted set, one member per slot scored by the end of its lease;
 // read back like a sliding log ('L' and the scores).
 
-const AlgorithmRow kConcurrency{
-    LimitAlgorithm::kConcurrency,
-    "concurrency",
-    "a concurrency limit: its fields are capacity and lease_ms",
-    "",  // a plan or a consumer overrides its capacity only
-    8,
-    0,
-    true,
-    false,
-    false,
-    false,
-    [](const LimitDescriptor& l) { return std::array<double, 3>{l.slot, l.lease_ms, 0}; },
-    [](const LimitDescriptor& l) { return l.lease_ms; },
-    [](const LimitDescriptor& l) { return slots_ttl_ms(l.lease_ms); },
+constexpr AlgorithmRow kConcurrency{
+    .algorithm = LimitAlgorithm::kConcurrency,
+    .script_kind = 8,
+    .max_capacity = 0,
+    .batches = true,
+    .counts_cost = false,
+    .caches_denials = false,
+    .refills = false,
+    .script_numbers =
+        [](const LimitDescriptor& l) {
+          return std::array<double, 3>{l.slot, l.lease_ms, 0};
+        },
+    .rate_or_window = [](const LimitDescriptor& l) { return l.lease_ms; },
+    .key_ttl_ms = [](const LimitDescriptor& l) { return slots_ttl_ms(l.lease_ms); },
     // RateLimit-Policy w: the second after which a denied client may try again.
-    [](const LimitDescriptor&) { return 1.0; },
-    [](const BucketState& st, const LimitDescriptor&, std::int64_t now) {
-      // Every slot's lease has ended.
-      BucketState slots = st;
-      drop_ended_slots(slots, now);
-      return slots.log.empty();
-    },
-    sliding_log_stored,
-    [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
-      doc["capacity"] = l.capacity;
-      doc["lease_ms"] = config.lease.count();
-    },
-    [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
-      // The view is a decision at the store's time: remaining = free slots.
-      doc["in_flight"] = l.capacity - view.tokens;
-      doc["free"] = view.tokens;
-    },
-    [](std::string key, const BucketRefund& refund) {
-      return std::vector<std::string>{"ZREM", std::move(key), slot_member(refund.bucket.slot)};
-    },
+    .policy_window_seconds = [](const LimitDescriptor&) { return 1.0; },
+    .spent =
+        [](const BucketState& st, const LimitDescriptor&, std::int64_t now) {
+          // Every slot's lease has ended.
+          BucketState slots = st;
+          drop_ended_slots(slots, now);
+          return slots.log.empty();
+        },
+    .stored_state = sliding_log_stored,
+    .describe =
+        [](nlohmann::ordered_json& doc, const LimitConfig& config, const LimitDescriptor& l) {
+          doc["capacity"] = l.capacity;
+          doc["lease_ms"] = config.lease.count();
+        },
+    .state_fields =
+        [](nlohmann::ordered_json& doc, const LimitDescriptor& l, const BucketView& view) {
+          // The view is a decision at the store's time: remaining = free slots.
+          doc["in_flight"] = l.capacity - view.tokens;
+          doc["free"] = view.tokens;
+        },
+    .refund_command =
+        [](std::string key, const BucketRefund& refund) {
+          return std::vector<std::string>{"ZREM", std::move(key), slot_member(refund.bucket.slot)};
+        },
 };
+
+// The rows in the order of the enum (and of kAlgorithmNames).
+constexpr std::array<const AlgorithmRow*, kAlgorithmNames.size()> kRows = {
+    &kTokenBucket, &kSlidingWindow, &kQuota, &kSlidingLog, &kConcurrency};
+
+constexpr bool rows_in_order() {
+  for (std::size_t i = 0; i < kRows.size(); ++i) {
+    if (kRows[i]->algorithm != kAlgorithmNames[i].algorithm) return false;
+  }
+  return true;
+}
+static_assert(rows_in_order(), "kRows lists one row per algorithm, in enum order");
 
 }  // namespace
 
 const AlgorithmRow& algorithm_row(LimitAlgorithm algorithm) {
-  switch (algorithm) {
-    case LimitAlgorithm::kSlidingWindow:
-      return kSlidingWindow;
-    case LimitAlgorithm::kQuota:
-      return kQuota;
-    case LimitAlgorithm::kSlidingLog:
-      return kSlidingLog;
-    case LimitAlgorithm::kConcurrency:
-      return kConcurrency;
-    case LimitAlgorithm::kTokenBucket:
-      break;
-  }
-  return kTokenBucket;
+  return *kRows[static_cast<std::size_t>(algorithm)];
 }
 
 const AlgorithmRow& algorithm_row(const LimitConfig& limit) {
-  switch (limit.algorithm) {
-    case LimitConfig::Algorithm::kSlidingWindow:
-      return kSlidingWindow;
-    case LimitConfig::Algorithm::kQuota:
-      return kQuota;
-    case LimitConfig::Algorithm::kSlidingLog:
-      return kSlidingLog;
-    case LimitConfig::Algorithm::kConcurrency:
-      return kConcurrency;
-    case LimitConfig::Algorithm::kTokenBucket:
-      break;
-  }
-  return kTokenBucket;
+  return algorithm_row(limit.algorithm);
 }
 
 }  // namespace sluice

@@ -1,10 +1,11 @@
-// What sets one limit algorithm apart, as one row of one table: its name and
-// fields, its kind in the decision script, the shape of its value in Redis,
-// its key's expiry, the window its headers name, how the local layer, the
+// What sets one limit algorithm apart, as one row of one table keyed on the
+// algorithm (its name and configuration fields are its row of
+// kAlgorithmNames, gateway/config/algorithm.hpp): its kind in the decision script, the shape of its
+// value in Redis, its key's expiry, the window its headers name, how the local layer, the
 // cross-slot plan and the batcher treat it, and its view in the bucket API.
 // Code that differs by algorithm asks its row instead of testing which one
-// it is; adding an algorithm adds a row here, its section of the decision
-// script and its twin.
+// it is; adding an algorithm adds a row here and one in kAlgorithmNames, its
+// section of the decision script and its twin.
 #pragma once
 
 #include <array>
@@ -24,11 +25,8 @@ struct LimitConfig;
 
 struct AlgorithmRow {
   LimitAlgorithm algorithm;
-  std::string_view name;        // as the configuration and the bucket API write it
-  std::string_view fields;      // what a limit of it holds, for messages
-  std::string_view rate_field;  // its second field, besides capacity
-  double script_kind;           // its kind in the decision script (shadow adds 1)
-  double max_capacity;          // the largest capacity it takes (0: any)
+  double script_kind;   // its kind in the decision script (shadow adds 1)
+  double max_capacity;  // the largest capacity it takes (0: any)
   // One enforced key of it, alone in a request, may be decided in a batch.
   bool batches;
   // A request takes its cost from it (a concurrency limit takes one slot).

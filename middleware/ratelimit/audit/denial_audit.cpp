@@ -1,20 +1,18 @@
 #include "middleware/ratelimit/audit/denial_audit.hpp"
 
 #include <chrono>
+#include <iterator>
 #include <map>
 
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/audit/top_plan.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
 namespace sluice {
 
-extern const std::string_view kTopReadScript;
-
 namespace {
 
 constexpr auto kFlushInterval = std::chrono::seconds(1);
-// A slot's set lives as long as the longest window can reach it, and a slot more.
-constexpr std::int64_t kTopKeyTtlSeconds = kTopMaxWindowSeconds + 2 * kTopSlotSeconds;
 
 std::int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -22,27 +20,7 @@ std::int64_t unix_seconds() {
       .count();
 }
 
-std::string slot_key(std::string_view key_prefix, std::string_view limit, std::int64_t slot) {
-  std::string key = "{top}:";
-  key += key_prefix;
-  key += std::to_string(slot);
-  key += ':';
-  key += limit;
-  return key;
-}
-
 }  // namespace
-
-std::vector<std::string> top_slot_keys(std::string_view key_prefix, std::string_view limit,
-                                       std::int64_t now_s, std::int64_t window_s) {
-  std::vector<std::string> keys;
-  const std::int64_t last = now_s / kTopSlotSeconds;
-  const std::int64_t first = (now_s - window_s + 1) / kTopSlotSeconds;
-  for (std::int64_t slot = first; slot <= last; ++slot) {
-    keys.push_back(slot_key(key_prefix, limit, slot));
-  }
-  return keys;
-}
 
 DenialAudit::DenialAudit(boost::asio::any_io_executor executor,
                          const std::shared_ptr<const Config>& config, MetricsShard& metrics,
@@ -52,7 +30,6 @@ DenialAudit::DenialAudit(boost::asio::any_io_executor executor,
       metrics_(metrics),
       instance_(std::move(instance)),
       make_client_(redis::client_factory(executor)),
-      top_read_(std::string(kTopReadScript)),
       timer_(executor) {
   on_config();
 }
@@ -73,7 +50,6 @@ redis::Client* DenialAudit::client() {
   }
   options_ = options;
   client_ = make_client_(options);
-  client_->load_script(top_read_);
   client_->connect(nullptr);
   return client_.get();
 }
@@ -87,7 +63,8 @@ void DenialAudit::when_connected(std::function<void(redis::Client*)> send,
                   failed = std::move(failed)](std::error_code ec) {
     auto self = weak.lock();
     if (!self) return;
-    if (!ec && self->client_.get() != redis) ec = std::make_error_code(std::errc::operation_canceled);
+    if (!ec && self->client_.get() != redis)
+      ec = std::make_error_code(std::errc::operation_canceled);
     if (ec) return failed(ec);
     send(redis);
   });
@@ -141,25 +118,24 @@ void DenialAudit::flush() {
   if (!queue_.empty()) arm();
 }
 
-// One ZINCRBY per (limit, caller) and one EXPIRE per limit's slot set, as
-// plain commands (pipelined in one write): the flush adds no script call to
-// what Redis counts of the limiter's.
+// Per limit, the callers with the most denials (top_plan.hpp: at most
+// kTopKept ZINCRBY, a trim and an EXPIRE), as plain commands pipelined in one
+// write: the flush adds no script call to what Redis counts of the limiter's.
 void DenialAudit::send_counts(std::vector<DenialCounts::Entry> entries) {
   std::map<std::string_view, std::vector<const DenialCounts::Entry*>> by_limit;
   for (const auto& e : entries) by_limit[e.limit].push_back(&e);
   const std::int64_t slot = unix_seconds() / kTopSlotSeconds;
   std::vector<std::vector<std::string>> commands;
   std::vector<std::uint64_t> denials;  // per command: what a failure loses
-  commands.reserve(entries.size() + by_limit.size());
-  for (const auto& [limit, list] : by_limit) {
-    std::string key = slot_key(config_->redis.key_prefix, limit, slot);
-    for (const auto* e : list) {
-      commands.push_back({"ZINCRBY", key, std::to_string(e->count), e->caller});
-      denials.push_back(e->count);
-    }
-    commands.push_back({"EXPIRE", std::move(key), std::to_string(kTopKeyTtlSeconds)});
-    denials.push_back(0);
+  std::uint64_t dropped = 0;
+  for (auto& [limit, list] : by_limit) {
+    TopFlush flush =
+        top_flush_commands(top_slot_key(config_->redis.key_prefix, limit, slot), std::move(list));
+    dropped += flush.dropped;
+    std::move(flush.commands.begin(), flush.commands.end(), std::back_inserter(commands));
+    denials.insert(denials.end(), flush.denials.begin(), flush.denials.end());
   }
+  dropped_counts(dropped);
   send_all(std::move(commands), [weak = weak_from_this(), denials = std::move(denials)](
                                     std::size_t i, std::error_code ec) {
     if (auto self = weak.lock(); self && ec) self->dropped_counts(denials[i]);
@@ -196,19 +172,27 @@ void DenialAudit::send_all(std::vector<std::vector<std::string>> commands,
                            std::function<void(std::size_t, std::error_code)> each) {
   if (commands.empty()) return;
   ++in_flight_;
-  auto batch = std::make_shared<std::vector<std::vector<std::string>>>(std::move(commands));
-  auto failed = [weak = weak_from_this(), batch, each](std::error_code ec) {
-    for (std::size_t i = 0; i < batch->size(); ++i) each(i, ec);
+  // One batch and one `each` shared by every command's handler: a handler
+  // holds two pointers, never a copy of what `each` captured (a copy per
+  // command made a flush of n commands cost n times its own size).
+  struct Batch {
+    std::vector<std::vector<std::string>> commands;
+    std::function<void(std::size_t, std::error_code)> each;
+    std::size_t left = 0;
+  };
+  auto batch = std::make_shared<Batch>(Batch{std::move(commands), std::move(each), 0});
+  batch->left = batch->commands.size();
+  auto failed = [weak = weak_from_this(), batch](std::error_code ec) {
+    for (std::size_t i = 0; i < batch->commands.size(); ++i) batch->each(i, ec);
     if (auto self = weak.lock()) self->answered();
   };
   when_connected(
-      [weak = weak_from_this(), batch, each](redis::Client* redis) {
-        auto left = std::make_shared<std::size_t>(batch->size());
-        for (std::size_t i = 0; i < batch->size(); ++i) {
-          redis->keyed_command(std::move((*batch)[i]),
-                               [weak, each, left, i](std::error_code ec, redis::Reply) {
-                                 each(i, ec);
-                                 if (--*left > 0) return;
+      [weak = weak_from_this(), batch](redis::Client* redis) {
+        for (std::size_t i = 0; i < batch->commands.size(); ++i) {
+          redis->keyed_command(std::move(batch->commands[i]),
+                               [weak, batch, i](std::error_code ec, redis::Reply) {
+                                 batch->each(i, ec);
+                                 if (--batch->left > 0) return;
                                  if (auto self = weak.lock()) self->answered();
                                });
         }
@@ -216,30 +200,44 @@ void DenialAudit::send_all(std::vector<std::vector<std::string>> commands,
       failed);
 }
 
+// The read's commands are plain and pipelined (top_plan.hpp), each bounded
+// by kTopKept members per set it touches: Redis serves others between them.
 void DenialAudit::top(const std::string& limit, std::int64_t window_s, std::size_t n,
                       TopHandler done) {
   const std::string& prefix = config_->redis.key_prefix;
-  std::vector<std::string> keys{"{top}:" + prefix + "scratch:" + instance_ + ":" +
-                                std::to_string(++scratch_)};
-  for (auto& key : top_slot_keys(prefix, limit, unix_seconds(), window_s)) {
-    keys.push_back(std::move(key));
-  }
-  auto shared = std::make_shared<TopHandler>(std::move(done));
+  auto commands = top_read_commands(top_scratch_key(prefix, instance_, next_top_read()),
+                                    top_slot_keys(prefix, limit, unix_seconds(), window_s), n);
+  struct Read {
+    TopHandler done;
+    std::size_t left = 0;
+    std::error_code failed;
+    std::vector<TopEntry> entries;
+  };
+  auto read = std::make_shared<Read>();
+  read->done = std::move(done);
+  read->left = commands.size();
+  const std::size_t answer_at = commands.size() - 2;  // the ZRANGE
   when_connected(
-      [this, keys = std::move(keys), n, shared](redis::Client* redis) mutable {
-        redis->evalsha(top_read_, std::move(keys), {std::to_string(n)},
-                       [shared](std::error_code ec, redis::Reply reply) {
-                         if (ec) return (*shared)(ec, {});
-                         std::vector<TopEntry> entries;
-                         for (std::size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
-                           const auto& score = reply.elements[i + 1].str;
-                           entries.push_back(
-                               {reply.elements[i].str, std::strtod(score.c_str(), nullptr)});
-                         }
-                         (*shared)({}, std::move(entries));
-                       });
+      [commands = std::move(commands), read, answer_at](redis::Client* redis) mutable {
+        for (std::size_t i = 0; i < commands.size(); ++i) {
+          redis->keyed_command(
+              std::move(commands[i]), [read, i, answer_at](std::error_code ec, redis::Reply reply) {
+                if (!ec && reply.is_error()) ec = std::make_error_code(std::errc::protocol_error);
+                if (ec && !read->failed) read->failed = ec;
+                if (!ec && i == answer_at) {
+                  for (std::size_t j = 0; j + 1 < reply.elements.size(); j += 2) {
+                    const auto& score = reply.elements[j + 1].str;
+                    read->entries.push_back(
+                        {reply.elements[j].str, std::strtod(score.c_str(), nullptr)});
+                  }
+                }
+                if (--read->left > 0) return;
+                if (read->failed) return read->done(read->failed, {});
+                read->done({}, std::move(read->entries));
+              });
+        }
       },
-      [shared](std::error_code ec) { (*shared)(ec, {}); });
+      [read](std::error_code ec) { read->done(ec, {}); });
 }
 
 void DenialAudit::answered() {

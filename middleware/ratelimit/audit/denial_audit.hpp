@@ -10,11 +10,8 @@
 // sluice_ratelimit_top_dropped_total. A request never waits for any of it.
 // Created, used and destroyed on the worker's executor.
 //
-// Redis layout: {top}:<key_prefix><slot>:<limit>, a sorted set per limit and
-// 10-second slot of the gateway's clock (members: callers, scores: their
-// denials in that slot), living an hour past its slot; all of them share one
-// hash slot of a Cluster. They start with "{top}:", not with the key prefix,
-// so that the prefix holds nothing but limits' keys. The stream is
+// Redis layout: top_plan.hpp (the view's sorted sets, under the key prefix,
+// bounded whatever number of distinct callers is denied). The stream is
 // audit.redis_stream as named.
 #pragma once
 
@@ -32,6 +29,7 @@
 
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/audit/denial_counts.hpp"
+#include "middleware/ratelimit/audit/top_plan.hpp"
 #include "upstream/redis/client.hpp"
 #include "upstream/redis/client_factory.hpp"
 
@@ -54,14 +52,7 @@ struct TopEntry {
   double denials = 0;
 };
 
-inline constexpr std::int64_t kTopSlotSeconds = 10;
-inline constexpr std::int64_t kTopMaxWindowSeconds = 3600;
 inline constexpr std::size_t kAuditQueueMax = 10000;  // stream entries waiting, per worker
-
-// The slot keys a window of `window_s` seconds ending at `now_s` (Unix
-// seconds) covers: every 10-second slot that overlaps it, oldest first.
-std::vector<std::string> top_slot_keys(std::string_view key_prefix, std::string_view limit,
-                                       std::int64_t now_s, std::int64_t window_s);
 
 class DenialAudit : public std::enable_shared_from_this<DenialAudit> {
  public:
@@ -106,12 +97,10 @@ class DenialAudit : public std::enable_shared_from_this<DenialAudit> {
   redis::Options options_;
   std::unique_ptr<redis::Client> client_;
   std::vector<std::unique_ptr<redis::Client>> retired_;
-  redis::Script top_read_;
   boost::asio::steady_timer timer_;
   bool armed_ = false;
   bool closed_ = false;
   std::size_t in_flight_ = 0;  // flush calls not answered yet
-  std::uint64_t scratch_ = 0;  // names the top reads' scratch keys
   DenialCounts counts_;
   std::uint64_t counts_dropped_seen_ = 0;  // counts_.dropped() already counted
   std::deque<Denial> queue_;               // stream entries not sent yet

@@ -17,7 +17,7 @@ namespace http = boost::beast::http;
 
 constexpr std::string_view kTopPath = "/ratelimit/top";
 constexpr std::string_view kTopRequests = "sluice_admin_top_requests_total";
-constexpr std::size_t kMaxN = 1000;
+constexpr std::size_t kMaxN = kTopKept;  // a slot set keeps no more
 
 // A whole number from `lo` to `hi`, written in digits only.
 std::optional<std::int64_t> bounded_integer(const std::string& text, std::int64_t lo,

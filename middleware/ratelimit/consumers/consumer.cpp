@@ -21,7 +21,7 @@ constexpr double kMaxParameter = 1e15;
 constexpr double kMaxWindowMs = 2147483647;  // as the configuration allows
 
 std::string algorithm_fields(const LimitConfig& limit) {
-  return std::string(algorithm_row(limit).fields);
+  return std::string(algorithm_name(limit.algorithm).fields);
 }
 
 // A positive finite number, at most kMaxParameter (or a whole number of
@@ -51,7 +51,7 @@ std::variant<LimitOverride, BodyProblem> read_override(const json& value, const 
     if (name != "capacity" && !bucket_field && !window_field) {
       return BodyProblem{at, "unknown field; limit " + limit.name + " is " + algorithm_fields(limit)};
     }
-    if (name != "capacity" && name != algorithm_row(limit).rate_field) {
+    if (name != "capacity" && name != algorithm_name(limit.algorithm).rate_field) {
       return BodyProblem{at, "limit " + limit.name + " is " + algorithm_fields(limit)};
     }
     if (auto problem = parameter_problem(v, window_field)) return BodyProblem{at, *problem};
@@ -60,7 +60,7 @@ std::variant<LimitOverride, BodyProblem> read_override(const json& value, const 
     if (name == "capacity" && max_capacity > 0 && number > max_capacity) {
       return BodyProblem{at, "must be at most " + std::to_string(std::llround(max_capacity)) +
                                  " for limit " + limit.name + " (" +
-                                 std::string(algorithm_row(limit).name) + ")"};
+                                 std::string(algorithm_name(limit.algorithm).name) + ")"};
     }
     if (name == "capacity") out.capacity = number;
     if (bucket_field) out.refill_per_second = number;
@@ -259,7 +259,7 @@ BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& con
   // Only the fields of the limit's algorithm: a record written while the
   // limit had another one keeps an override this one does not have.
   const LimitOverride& o = it->second;
-  const std::string_view rate_field = algorithm_row(limit).rate_field;
+  const std::string_view rate_field = algorithm_name(limit.algorithm).rate_field;
   if (o.capacity) params.capacity = *o.capacity;
   if (o.refill_per_second && rate_field == "refill_per_second") {
     params.refill_per_second = *o.refill_per_second;

@@ -104,6 +104,9 @@ struct ConsumerCall {
                               "keys[" + std::to_string(write.conflict_index) + "]");
         case Result::kError:
           return call.problem(503, "the consumer store did not answer: " + write.error);
+        case Result::kUnknown:
+          return call.problem(503, "the consumer store did not answer (" + write.error +
+                                       "); the write may have been applied: PUT it again");
         case Result::kCreated:
         case Result::kReplaced:
           spdlog::info("admin: consumer {} {} (plan {}, {} keys, {})", consumer->id,
@@ -215,7 +218,7 @@ void add_consumer_endpoints(AdminRoutes& routes, std::shared_ptr<ConsumerWorkers
              AdminMatch::kExact, AdminGuard::kProtected);
   routes.add(std::string(kConsumerPrefix), handler,
              {http::verb::get, http::verb::head, http::verb::put, http::verb::delete_},
-             AdminMatch::kPrefix, AdminGuard::kProtected);
+             AdminMatch::kPrefix, AdminGuard::kProtected, "application/json");
 }
 
 }  // namespace sluice

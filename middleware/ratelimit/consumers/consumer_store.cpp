@@ -111,6 +111,10 @@ void ConsumerStore::put(const StoredConsumer& consumer, std::function<void(Consu
         ConsumerWrite out;
         if (ec) {
           out.error = error_text(ec, reply);
+          if (ec == redis::Error::kTimeout || ec == redis::Error::kConnectionLost ||
+              ec == redis::Error::kClosed) {
+            out.result = ConsumerWrite::Result::kUnknown;
+          }
           return done(std::move(out));
         }
         if (reply.type != Reply::Type::kArray || reply.elements.size() < 2 ||

@@ -41,7 +41,10 @@ struct ConsumerLookup {
 };
 
 struct ConsumerWrite {
-  enum class Result { kCreated, kReplaced, kUnchanged, kConflict, kError };
+  // kError: Redis did not run the write (not connected, an error reply).
+  // kUnknown: the write was sent and its answer lost (a timeout, the
+  // connection lost or closed): Redis may have applied it.
+  enum class Result { kCreated, kReplaced, kUnchanged, kConflict, kError, kUnknown };
   Result result = Result::kError;
   std::size_t conflict_index = 0;  // kConflict: which of the keys (0-based) another holds
   std::int64_t updated_at_ms = 0;

@@ -27,8 +27,8 @@ void DenyCache::remember(std::span<const LimitDescriptor> buckets, double cost,
     // A shadow bucket never denies: it is only known.
     put(buckets[i],
         Entry{!s.sufficient && !buckets[i].shadow, cost, s.remaining, buckets[i].capacity,
-              algorithm_row(buckets[i]).rate_or_window(buckets[i]), s.seconds_to_cost, s.seconds_to_full, asked_us,
-              asked_us + static_cast<std::int64_t>(own_us)});
+              algorithm_row(buckets[i]).rate_or_window(buckets[i]), s.seconds_to_cost,
+              s.seconds_to_full, asked_us, asked_us + static_cast<std::int64_t>(own_us)});
   }
 }
 
@@ -56,7 +56,8 @@ const DenyCache::Entry* DenyCache::find(const LimitDescriptor& bucket, std::int6
     return nullptr;
   }
   // Decided with other parameters (another plan): nothing is known.
-  if (bucket.capacity != e.capacity || algorithm_row(bucket).rate_or_window(bucket) != e.refill) return nullptr;
+  if (bucket.capacity != e.capacity || algorithm_row(bucket).rate_or_window(bucket) != e.refill)
+    return nullptr;
   return &e;
 }
 
@@ -98,8 +99,12 @@ LimitState DenyCache::state_at(const LimitDescriptor& bucket, const Entry& e, do
   return local_state(bucket, tokens, cost, tokens >= cost);
 }
 
-void DenyCache::purge_expired(std::int64_t now_us) {
-  std::erase_if(entries_, [now_us](const auto& entry) { return entry.second.until_us <= now_us; });
+std::size_t DenyCache::purge_expired(std::int64_t now_us) {
+  const std::size_t gone = std::erase_if(
+      entries_, [now_us](const auto& entry) { return entry.second.until_us <= now_us; });
+  // An emptied table gives its bucket array back too.
+  if (entries_.empty() && gone > 0) decltype(entries_)().swap(entries_);
+  return gone;
 }
 
 }  // namespace sluice

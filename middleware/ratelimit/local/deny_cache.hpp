@@ -17,7 +17,9 @@
 //
 // One per worker, used on its executor only; bounded by `max_entries` (a full
 // cache drops its expired entries, at most every 100 ms, and otherwise
-// remembers nothing new).
+// remembers nothing new). Its owner calls purge_expired() while it holds
+// anything, so that a flood of distinct denied callers leaves nothing behind
+// once their entries (at most kMaxEntryUs each) have run out.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,10 @@ class DenyCache {
   void forget(const LimitDescriptor& bucket) { entries_.erase(BucketKey::of(bucket)); }
   void clear() { entries_.clear(); }
   std::size_t size() const { return entries_.size(); }
+  // Drops the entries that ran out by `now_us`; how many went.
+  std::size_t purge_expired(std::int64_t now_us);
+  // About what one entry holds of the heap (its node in the table).
+  static constexpr std::size_t kEntryBytes = 192;
 
  private:
   struct Entry {
@@ -72,7 +78,6 @@ class DenyCache {
   void put(const LimitDescriptor& bucket, const Entry& entry);
   // The live entry of a bucket decided with these parameters.
   const Entry* find(const LimitDescriptor& bucket, std::int64_t now_us);
-  void purge_expired(std::int64_t now_us);
   // The entry's bucket as of `now_us`.
   static LimitState state_at(const LimitDescriptor& bucket, const Entry& e, double cost,
                              std::int64_t now_us);

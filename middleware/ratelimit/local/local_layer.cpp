@@ -27,11 +27,12 @@ struct LocalLayer::LeasedCall {
 };
 
 LocalLayer::LocalLayer(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> store,
-                       MetricsShard& metrics, const LocalConfig& config, Clock now_us)
+                       MetricsShard& metrics, const LocalConfig& config, Clock now_us, Freed freed)
     : executor_(std::move(executor)),
       store_(std::move(store)),
       metrics_(metrics),
       now_us_(std::move(now_us)),
+      freed_(std::move(freed)),
       deny_cache_on_(config.deny_cache),
       sweep_timer_(executor_) {}
 
@@ -241,6 +242,7 @@ void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double
     }
   }
   cache_.remember(asked, cost, decision, asked_at);
+  arm_sweep();  // the cache's entries leave once they run out
 }
 
 void LocalLayer::put_back(const std::vector<LimitDescriptor>& descriptors, double cost,
@@ -355,10 +357,11 @@ void LocalLayer::finish_drain_when_idle() {
   done();
 }
 
-// While the table holds anything, a sweep every lease window gives back the
-// leases that expired and drops idle buckets.
+// While either table holds anything, a sweep every lease window gives back
+// the leases that expired and drops idle buckets, and once a second drops the
+// denials that ran out.
 void LocalLayer::arm_sweep() {
-  if (sweep_armed_ || draining_ || leases_.size() == 0) return;
+  if (sweep_armed_ || draining_ || (leases_.size() == 0 && cache_.size() == 0)) return;
   sweep_armed_ = true;
   sweep_timer_.expires_after(std::chrono::microseconds(LeaseTable::kWindowUs));
   sweep_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
@@ -371,8 +374,14 @@ void LocalLayer::arm_sweep() {
 
 void LocalLayer::sweep() {
   if (draining_) return;
-  if (auto refunds = leases_.take_expired(now_us_()); !refunds.empty()) {
+  const std::int64_t now = now_us_();
+  if (auto refunds = leases_.take_expired(now); !refunds.empty()) {
     give_back(std::move(refunds));
+  }
+  if (cache_.size() > 0 && now - cache_purged_us_ >= DenyCache::kMaxEntryUs) {
+    cache_purged_us_ = now;
+    const std::size_t gone = cache_.purge_expired(now);
+    if (gone > 0 && freed_) freed_(gone * DenyCache::kEntryBytes);
   }
   arm_sweep();
 }

@@ -16,7 +16,10 @@
 // way waits for that lease instead of a call of its own.
 //
 // One per worker, created, used and destroyed on its executor; every handler
-// is called there, never from inside decide(). The store's limiter must stay
+// is called there, never from inside decide(). While either table holds
+// anything a sweep runs every 100 ms: expired leases go back, and (at most
+// once a second) expired denials leave the cache, so an idle worker holds
+// neither. The store's limiter must stay
 // valid while the layer lives. The descriptors passed to decide() must stay
 // valid until its handler has been called (they are read again then).
 #pragma once
@@ -47,9 +50,13 @@ std::int64_t steady_now_us();
 class LocalLayer final : public RateLimiter, public std::enable_shared_from_this<LocalLayer> {
  public:
   using Clock = std::function<std::int64_t()>;  // microseconds, steady
+  // Told how many bytes a sweep freed (expired denials), so that the process
+  // can give them back to the system.
+  using Freed = std::function<void(std::size_t)>;
 
   LocalLayer(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> store,
-             MetricsShard& metrics, const LocalConfig& config, Clock now_us = steady_now_us);
+             MetricsShard& metrics, const LocalConfig& config, Clock now_us = steady_now_us,
+             Freed freed = nullptr);
 
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override;
@@ -125,10 +132,11 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   std::shared_ptr<RateLimiter> store_;
   MetricsShard& metrics_;
   Clock now_us_;
+  Freed freed_;
   bool deny_cache_on_;
   bool draining_ = false;
   std::function<void()> drained_;  // the drain's completion, until it has run
-  FenceTimes reset_at_;  // recent resets
+  FenceTimes reset_at_;            // recent resets
   // Recent refunds (with the denial cache on): a denial answered to a call
   // sent before one is not remembered. Old entries go when it doubles.
   FenceTimes refunded_at_;
@@ -146,6 +154,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   std::unordered_map<BucketKey, std::vector<Waiter>, BucketKeyHash> waiters_;
   boost::asio::steady_timer sweep_timer_;
   bool sweep_armed_ = false;
+  std::int64_t cache_purged_us_ = 0;  // when the sweep last purged the denial cache
 };
 
 }  // namespace sluice

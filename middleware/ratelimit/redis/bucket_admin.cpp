@@ -22,12 +22,6 @@ std::optional<std::int64_t> integer_of(const redis::Reply& reply) {
   return value;
 }
 
-std::string key_of(const redis::Client& client, std::string_view key_prefix,
-                   const LimitDescriptor& bucket) {
-  return redis_key(key_prefix, bucket,
-                   client.routes_by_slot() ? KeyStyle::kHashTag : KeyStyle::kPlain);
-}
-
 }  // namespace
 
 std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis::Reply& reply) {
@@ -46,17 +40,16 @@ std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis
   read.lease_want = 0;
   read.max_wait_seconds = 0;
   read.shadow = false;
-  const RateDecision now =
-      decide_limits({&state, 1}, {&read, 1}, 0, view.read_at_us);
+  const RateDecision now = decide_limits({&state, 1}, {&read, 1}, 0, view.read_at_us);
   view.tokens = now.limits.front().remaining;
   view.seconds_to_full = now.limits.front().seconds_to_full;
   return view;
 }
 
-void read_bucket(redis::Client& client, const redis::Script& read_script,
+void read_bucket(redis::Client& client, KeyStyle style, const redis::Script& read_script,
                  std::string_view key_prefix, const LimitDescriptor& bucket,
                  BucketViewHandler handler) {
-  client.evalsha(read_script, {key_of(client, key_prefix, bucket)}, {},
+  client.evalsha(read_script, {redis_key(key_prefix, bucket, style)}, {},
                  [bucket, handler = std::move(handler)](std::error_code ec, redis::Reply reply) {
                    std::optional<BucketView> view;
                    if (!ec) view = bucket_view(bucket, reply);
@@ -65,9 +58,9 @@ void read_bucket(redis::Client& client, const redis::Script& read_script,
                  });
 }
 
-void reset_bucket(redis::Client& client, const redis::Script& reset_script,
+void reset_bucket(redis::Client& client, KeyStyle style, const redis::Script& reset_script,
                   std::string_view key_prefix, const LimitDescriptor& bucket, RefundHandler done) {
-  client.evalsha(reset_script, {key_of(client, key_prefix, bucket)}, {},
+  client.evalsha(reset_script, {redis_key(key_prefix, bucket, style)}, {},
                  [done = std::move(done)](std::error_code ec, redis::Reply) {
                    if (done) done(ec);
                  });

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "middleware/ratelimit/redis/key_namer.hpp"
 #include "upstream/redis/client.hpp"
 #include "upstream/redis/reply.hpp"
 
@@ -28,15 +29,16 @@ extern const std::string_view kBucketResetScript;
 // when the reply does not have the script's shape.
 std::optional<BucketView> bucket_view(const LimitDescriptor& bucket, const redis::Reply& reply);
 
-// Reads `bucket` (stored under `key_prefix`) with bucket_read.lua: the
+// Reads `bucket` (stored under `key_prefix`, its key written in `style`, the
+// client's) with bucket_read.lua: the
 // handler gets the view, the client's error, or LimiterError::kBadReply for a
 // reply of another shape.
-void read_bucket(redis::Client& client, const redis::Script& read_script,
+void read_bucket(redis::Client& client, KeyStyle style, const redis::Script& read_script,
                  std::string_view key_prefix, const LimitDescriptor& bucket,
                  BucketViewHandler handler);
 
 // Deletes `bucket` with bucket_reset.lua; `done` (may be empty) gets the outcome.
-void reset_bucket(redis::Client& client, const redis::Script& reset_script,
+void reset_bucket(redis::Client& client, KeyStyle style, const redis::Script& reset_script,
                   std::string_view key_prefix, const LimitDescriptor& bucket, RefundHandler done);
 
 }  // namespace sluice

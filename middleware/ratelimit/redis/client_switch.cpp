@@ -33,6 +33,7 @@ void ClientSwitch::install(std::unique_ptr<redis::Client> next) {
     retired_.push_back(std::move(client_));
   }
   client_ = std::move(next);
+  key_style_ = client_->routes_by_slot() ? KeyStyle::kHashTag : KeyStyle::kPlain;
   current_ = client_.get();
 }
 

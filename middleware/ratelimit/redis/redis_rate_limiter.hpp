@@ -18,33 +18,13 @@
 
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
+#include "middleware/ratelimit/redis/limiter_error.hpp"
+#include "middleware/ratelimit/redis/redis_options.hpp"
 #include "upstream/redis/client.hpp"
 
 namespace sluice {
 
 class MetricsShard;
-
-// Errors of the limiter itself (Redis errors come from redis::category()).
-enum class LimiterError { kCircuitOpen = 1, kBadReply };
-std::error_code make_error_code(LimiterError e) noexcept;
-
-// Whether a call that failed with `ec` certainly never reached Redis (not
-// connected, the connection could not be made, an open breaker), so that it
-// may be sent again without being applied twice. A timeout, a lost connection
-// or an error reply may come after Redis ran it.
-bool never_reached_redis(std::error_code ec) noexcept;
-
-// How long after it is sent a decision call may still take effect in Redis
-// (the deadline the decision script is given): the command timeout less a
-// margin for its answer's way back, so that a call Redis runs in time is
-// answered before the limiter stops waiting, and one it runs later changes
-// nothing.
-std::chrono::microseconds script_deadline_after(std::chrono::milliseconds timeout);
-
-// The Redis client options for `config`: the one mapping from the config to a
-// connection. Two configs need different connections exactly when their
-// options differ.
-redis::Options redis_options(const RedisConfig& config);
 
 // The bytes of fleet_heartbeat.lua.
 extern const std::string_view kFleetHeartbeatScript;
@@ -102,8 +82,3 @@ class RedisRateLimiter final : public RateLimiter {
 };
 
 }  // namespace sluice
-
-namespace std {
-template <>
-struct is_error_code_enum<sluice::LimiterError> : true_type {};
-}  // namespace std

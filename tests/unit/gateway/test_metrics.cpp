@@ -9,6 +9,7 @@
 #include "gateway/metrics.hpp"
 #include "gateway/process_metrics.hpp"
 #include "support/metrics_snapshot.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 
 using namespace sluice;

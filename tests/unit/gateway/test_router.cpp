@@ -178,6 +178,11 @@ TEST_CASE("upstream_target strips the matched prefix only with strip_prefix", "[
   CHECK(upstream_target(strip, "http://h/api/orders/1?q") == "/1?q");
   CHECK(upstream_target(c->routes[1], "/keep/a?b") == "/keep/a?b");
   CHECK(upstream_target(c->routes[2], "/exact?x") == "/exact?x");
+  // Unchanged targets are not copied: no rewrite is returned for them.
+  CHECK(rewritten_target(strip, "/api/orders/42") == std::optional<std::string>("/42"));
+  CHECK_FALSE(rewritten_target(strip, "/unrelated?q"));
+  CHECK_FALSE(rewritten_target(c->routes[1], "/keep/a?b"));
+  CHECK_FALSE(rewritten_target(c->routes[2], "/exact?x"));
 }
 
 TEST_CASE("upstream_target strips a prefix matched by the route path from the forwarded path",

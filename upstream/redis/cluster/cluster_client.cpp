@@ -103,9 +103,9 @@ void Impl::close() {
   if (closed_) return;
   closed_ = true;
   state_.store(State::kClosed, std::memory_order_relaxed);
-  refresh_timer_.cancel();
+  refresh_timer_.timer.cancel();
   tick_timer_.cancel();
-  ++refresh_seq_;
+  ++refresh_.seq;
   close_probes();
   {
     std::lock_guard lock(nodes_mutex_);

@@ -142,21 +142,32 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<ConnectHandler> waiters_;
   std::vector<CallPtr> parked_;  // calls waiting on their timer
 
-  // The refresh in flight: candidates to ask in order, why each failed.
+  // The refresh in flight: why it started, the candidates to ask in order
+  // and why each failed, and the connection being asked. seq grows as one
+  // starts and as it ends, so that the answers of an older one are ignored.
+  struct Refresh {
+    const char* reason = "";
+    std::vector<NodeAddress> candidates;
+    std::size_t next_candidate = 0;
+    std::string errors;
+    // Connections to candidates that are not ready primaries (seeds, say).
+    std::vector<std::pair<NodeAddress, std::unique_ptr<SingleNodeClient>>> probes;
+    SingleNodeClient* asked = nullptr;  // the probe or the node client being asked
+    std::uint64_t seq = 0;
+  };
+  // The wake-up for the next refresh, armed for `at`; seq grows with each
+  // arming, so that the handler of an earlier one does nothing.
+  struct RefreshTimer {
+    explicit RefreshTimer(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    boost::asio::steady_timer timer;
+    Clock::time_point at = Clock::time_point::max();
+    std::uint64_t seq = 0;
+  };
   cluster::RefreshPacer pacer_;
-  const char* refresh_reason_ = "";
-  std::vector<NodeAddress> candidates_;
-  std::size_t next_candidate_ = 0;
-  std::string candidate_errors_;
-  // Connections to candidates that are not ready primaries (seeds, say).
-  std::vector<std::pair<NodeAddress, std::unique_ptr<SingleNodeClient>>> probes_;
-  SingleNodeClient* asked_ = nullptr;  // the probe or the node client being asked
-  std::uint64_t refresh_seq_ = 0;
+  Refresh refresh_;
   Backoff backoff_;
   std::uint64_t refresh_failures_ = 0;
-  boost::asio::steady_timer refresh_timer_;
-  Clock::time_point refresh_timer_at_ = Clock::time_point::max();
-  std::uint64_t refresh_timer_seq_ = 0;
+  RefreshTimer refresh_timer_;
   boost::asio::steady_timer tick_timer_;
 
   std::error_code last_error_;

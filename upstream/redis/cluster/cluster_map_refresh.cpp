@@ -40,13 +40,13 @@ void Impl::request_refresh(const char* reason) {
 void Impl::arm_refresh_timer() {
   // Always through the timer, so that a refresh never starts inside the
   // caller's own call.
-  if (closed_ || pacer_.in_flight() || pacer_.due() >= refresh_timer_at_) return;
-  refresh_timer_at_ = pacer_.due();
-  refresh_timer_.expires_at(refresh_timer_at_);
-  refresh_timer_.async_wait(
-      [self = shared_from_this(), seq = ++refresh_timer_seq_](const boost::system::error_code&) {
-        if (seq != self->refresh_timer_seq_ || self->closed_) return;
-        self->refresh_timer_at_ = Clock::time_point::max();
+  if (closed_ || pacer_.in_flight() || pacer_.due() >= refresh_timer_.at) return;
+  refresh_timer_.at = pacer_.due();
+  refresh_timer_.timer.expires_at(refresh_timer_.at);
+  refresh_timer_.timer.async_wait(
+      [self = shared_from_this(), seq = ++refresh_timer_.seq](const boost::system::error_code&) {
+        if (seq != self->refresh_timer_.seq || self->closed_) return;
+        self->refresh_timer_.at = Clock::time_point::max();
         const auto now = Clock::now();
         if (self->pacer_.can_start(now)) return self->start_refresh(self->pacer_.start(now));
         self->arm_refresh_timer();
@@ -54,61 +54,64 @@ void Impl::arm_refresh_timer() {
 }
 
 void Impl::start_refresh(const char* reason) {
-  refresh_reason_ = reason;
-  candidates_ = cluster::refresh_candidates(seeds_, map_.primaries(), [&](const NodeAddress& a) {
-    const Node* node = find_node(a);
-    return node && node->client->state() == State::kReady;
-  });
-  next_candidate_ = 0;
-  candidate_errors_.clear();
-  ++refresh_seq_;
+  refresh_.reason = reason;
+  refresh_.candidates =
+      cluster::refresh_candidates(seeds_, map_.primaries(), [&](const NodeAddress& a) {
+        const Node* node = find_node(a);
+        return node && node->client->state() == State::kReady;
+      });
+  refresh_.next_candidate = 0;
+  refresh_.errors.clear();
+  ++refresh_.seq;
   update_state();
   try_candidate();
 }
 
 void Impl::try_candidate() {
   if (closed_) return;
-  asked_ = nullptr;
-  if (next_candidate_ == candidates_.size()) return refresh_failed();
-  const NodeAddress address = candidates_[next_candidate_++];
+  refresh_.asked = nullptr;
+  if (refresh_.next_candidate == refresh_.candidates.size()) return refresh_failed();
+  const NodeAddress address = refresh_.candidates[refresh_.next_candidate++];
   // A primary's own ready connection is asked directly; any other node over
   // a probe connection with the same credentials and TLS.
   if (Node* node = find_node(address); node && node->client->state() == State::kReady) {
-    asked_ = node->client.get();
+    refresh_.asked = node->client.get();
     return ask_map(address, true);
   }
-  asked_ = &probe_for(address);
-  asked_->connect_now([self = shared_from_this(), seq = refresh_seq_, address](std::error_code ec) {
-    if (seq != self->refresh_seq_ || self->closed_) return;
-    if (ec) return self->candidate_failed(address, self->asked_->last_error_message());
-    self->ask_map(address, true);
-  });
+  refresh_.asked = &probe_for(address);
+  refresh_.asked->connect_now(
+      [self = shared_from_this(), seq = refresh_.seq, address](std::error_code ec) {
+        if (seq != self->refresh_.seq || self->closed_) return;
+        if (ec) return self->candidate_failed(address, self->refresh_.asked->last_error_message());
+        self->ask_map(address, true);
+      });
 }
 
 SingleNodeClient& Impl::probe_for(const NodeAddress& address) {
   // Probes are kept while refreshes fail, so that a bad seed is warned
   // about once per streak (by its client) rather than on every attempt,
   // and dropped once a map was learned.
-  for (const auto& [at, probe] : probes_) {
+  for (const auto& [at, probe] : refresh_.probes) {
     if (at == address) return *probe;
   }
-  probes_.emplace_back(address, std::make_unique<SingleNodeClient>(ex_, node_options(address)));
-  return *probes_.back().second;
+  refresh_.probes.emplace_back(address,
+                               std::make_unique<SingleNodeClient>(ex_, node_options(address)));
+  return *refresh_.probes.back().second;
 }
 
 void Impl::close_probes() {
-  for (const auto& [at, probe] : probes_) probe->close();
-  probes_.clear();
+  for (const auto& [at, probe] : refresh_.probes) probe->close();
+  refresh_.probes.clear();
 }
 
 void Impl::ask_map(const NodeAddress& address, bool shards) {
   std::vector<std::string> args{"CLUSTER", shards ? "SHARDS" : "SLOTS"};
-  asked_->command_until(Clock::now() + opts_.connect_timeout, std::move(args),
-                        [self = shared_from_this(), seq = refresh_seq_, address, shards](
-                            std::error_code ec, Reply reply) {
-                          if (seq != self->refresh_seq_ || self->closed_) return;
-                          self->on_map_reply(address, shards, ec, std::move(reply));
-                        });
+  refresh_.asked->command_until(Clock::now() + opts_.connect_timeout, std::move(args),
+                                [self = shared_from_this(), seq = refresh_.seq, address, shards](
+                                    std::error_code ec, Reply reply) {
+                                  if (seq != self->refresh_.seq || self->closed_) return;
+                                  self->on_map_reply(address, shards, ec, std::move(reply));
+                                });
 }
 
 void Impl::on_map_reply(const NodeAddress& address, bool shards, std::error_code ec, Reply reply) {
@@ -126,30 +129,30 @@ void Impl::on_map_reply(const NodeAddress& address, bool shards, std::error_code
 }
 
 void Impl::candidate_failed(const NodeAddress& address, std::string why) {
-  if (!candidate_errors_.empty()) candidate_errors_ += "; ";
+  if (!refresh_.errors.empty()) refresh_.errors += "; ";
   const std::string label = format_address(address.host, address.port);
   // A connect error already names the address.
-  if (why.find(label) == std::string::npos) candidate_errors_ += label + ": ";
-  candidate_errors_ += why;
+  if (why.find(label) == std::string::npos) refresh_.errors += label + ": ";
+  refresh_.errors += why;
   // The next candidate is tried from a fresh handler, not from inside the
   // completion chain of the client that failed.
-  asio::post(ex_, [self = shared_from_this(), seq = refresh_seq_] {
-    if (seq == self->refresh_seq_) self->try_candidate();
+  asio::post(ex_, [self = shared_from_this(), seq = refresh_.seq] {
+    if (seq == self->refresh_.seq) self->try_candidate();
   });
 }
 
 void Impl::apply_map(cluster::SlotMap map) {
   const std::string change = cluster::describe_change(refreshed_map_, map);
   pacer_.finish(!change.empty());
-  ++refresh_seq_;
-  asked_ = nullptr;
+  ++refresh_.seq;
+  refresh_.asked = nullptr;
   close_probes();
   bump(counters_.topology_refresh_ok);
   backoff_.reset();
   refresh_failures_ = 0;
   if (!change.empty()) {
     bump(counters_.topology_changes);
-    spdlog::info("redis cluster: slot map changed after {}: {}", refresh_reason_, change);
+    spdlog::info("redis cluster: slot map changed after {}: {}", refresh_.reason, change);
   }
   refreshed_map_ = map;
   map_ = std::move(map);
@@ -167,9 +170,9 @@ void Impl::apply_map(cluster::SlotMap map) {
 
 void Impl::refresh_failed() {
   pacer_.finish(false);
-  ++refresh_seq_;
+  ++refresh_.seq;
   bump(counters_.topology_refresh_error);
-  set_error(Error::kConnect, "no seed node gave a slot map: " + candidate_errors_);
+  set_error(Error::kConnect, "no seed node gave a slot map: " + refresh_.errors);
   // Warn once per streak of failures; the retries are logged at debug.
   const auto level = ++refresh_failures_ == 1 ? spdlog::level::warn : spdlog::level::debug;
   spdlog::log(level, "redis cluster: {}", last_error_message_);

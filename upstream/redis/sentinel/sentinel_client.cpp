@@ -23,8 +23,7 @@ SentinelClient::Impl::Impl(asio::any_io_executor ex, Options options)
       tls_ctx_(make_tls_context(opts_, tls_setup_error_)),
       resolve_timer_(ex_),
       resolve_backoff_(opts_.backoff_initial, opts_.backoff_max),
-      subscribe_timer_(ex_),
-      subscribe_backoff_(opts_.backoff_initial, opts_.backoff_max) {
+      subscription_(ex_, opts_) {
   data_opts_.require_primary = true;
   data_opts_.topology = Topology::kStandalone;
   data_opts_.nodes.clear();
@@ -62,7 +61,7 @@ SingleNodeClient* SentinelClient::Impl::route(Handler& handler) {
   std::error_code ec = Error::kClosed;
   if (!closed_) {
     ec = Error::kNotConnected;
-    not_connected_.fetch_add(1, std::memory_order_relaxed);
+    counters_.not_connected.fetch_add(1, std::memory_order_relaxed);
     start();
   }
   asio::post(ex_, [h = std::move(handler), ec] { h(ec, Reply{}); });
@@ -83,8 +82,8 @@ void SentinelClient::Impl::close() {
   own_state_.store(State::kClosed, std::memory_order_relaxed);
   stop_resolve();
   resolve_timer_.cancel();
-  subscribe_timer_.cancel();
-  if (subscription_) subscription_->close();
+  subscription_.timer.cancel();
+  if (subscription_.link) subscription_.link->close();
   if (primary_) primary_->close();
   for (Retiring& r : retiring_) r.client->close();
   for (ConnectHandler& waiter : waiters_) {
@@ -111,20 +110,20 @@ Stats SentinelClient::Impl::stats() const {
   const auto get = [](const std::atomic<std::uint64_t>& c) {
     return c.load(std::memory_order_relaxed);
   };
-  total.not_connected += get(not_connected_);
-  total.topology_refresh_ok += get(refresh_ok_);
-  total.topology_refresh_error += get(refresh_error_);
-  total.topology_changes += get(changes_);
+  total.not_connected += get(counters_.not_connected);
+  total.topology_refresh_ok += get(counters_.refresh_ok);
+  total.topology_refresh_error += get(counters_.refresh_error);
+  total.topology_changes += get(counters_.changes);
   return total;
 }
 
 std::error_code SentinelClient::Impl::last_error() const {
-  if (resolve_error_ || !primary_) return resolve_error_;
+  if (resolve_error_.code || !primary_) return resolve_error_.code;
   return primary_->last_error();
 }
 
 std::string SentinelClient::Impl::last_error_message() const {
-  if (resolve_error_ || !primary_) return resolve_error_message_;
+  if (resolve_error_.code || !primary_) return resolve_error_.message;
   return primary_->last_error_message();
 }
 
@@ -137,7 +136,7 @@ std::vector<NodeStatus> SentinelClient::Impl::nodes() const {
     unknown.address = "(unresolved)";
     unknown.role = "primary";
     unknown.state = state();
-    unknown.last_error = resolve_error_message_;
+    unknown.last_error = resolve_error_.message;
     out.push_back(std::move(unknown));
   }
   for (const Sentinel& s : sentinels_) {
@@ -164,7 +163,7 @@ void SentinelClient::Impl::start() {
 void SentinelClient::Impl::switch_primary(const Endpoint& address, std::string_view reason) {
   const std::string to = format_address(address.host, address.port);
   if (primary_address_) {
-    changes_.fetch_add(1, std::memory_order_relaxed);
+    counters_.changes.fetch_add(1, std::memory_order_relaxed);
     spdlog::info("redis sentinel: primary of {} is now {} (was {}): {}", opts_.sentinel_master, to,
                  format_address(primary_address_->host, primary_address_->port), reason);
   } else {

@@ -25,17 +25,17 @@ std::string join(const std::vector<std::string>& parts) {
 }  // namespace
 
 std::shared_ptr<PushLink> SentinelClient::Impl::make_link(std::size_t index) {
-  return std::make_shared<PushLink>(ex_, opts_,
-                                    PushLink::Credentials{opts_.sentinel_user, opts_.sentinel_password},
-                                    tls_ctx_, sentinels_[index].address);
+  return std::make_shared<PushLink>(
+      ex_, opts_, PushLink::Credentials{opts_.sentinel_user, opts_.sentinel_password}, tls_ctx_,
+      sentinels_[index].address);
 }
 
 // --- resolving the primary --------------------------------------------------
 
 void SentinelClient::Impl::request_resolve(std::string reason) {
   if (closed_) return;
-  resolve_reason_ = std::move(reason);
-  if (resolving_ || resolve_timer_armed_) return;  // the round under way or due answers it
+  round_.reason = std::move(reason);
+  if (round_.running || resolve_timer_armed_) return;  // the round under way or due answers it
   // Rounds triggered by the primary connection come at most once per
   // backoff_initial, so a primary refusing every attempt cannot spin.
   const auto earliest = last_resolve_end_ + opts_.backoff_initial;
@@ -54,17 +54,17 @@ void SentinelClient::Impl::resolve_now() {
   resolve_timer_armed_ = false;
   resolve_timer_.cancel();
   stop_resolve();
-  resolving_ = true;
-  resolve_errors_.clear();
-  unknown_master_ = false;
+  round_.running = true;
+  round_.errors.clear();
+  round_.unknown_master = false;
   ask_sentinel(0);
 }
 
 void SentinelClient::Impl::ask_sentinel(std::size_t index) {
   if (index == sentinels_.size()) return resolve_failed();
   if (!tls_setup_error_.empty()) return on_sentinel_failed(index, tls_setup_error_);
-  query_ = make_link(index);
-  query_->start(
+  round_.query = make_link(index);
+  round_.query->start(
       {{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", opts_.sentinel_master}},
       [weak = weak_from_this(), index](const Reply& reply) {
         if (auto self = weak.lock()) self->on_answer(index, reply);
@@ -76,18 +76,18 @@ void SentinelClient::Impl::ask_sentinel(std::size_t index) {
 
 void SentinelClient::Impl::on_answer(std::size_t index, const Reply& reply) {
   Sentinel& s = sentinels_[index];
-  query_->close();
+  round_.query->close();
   if (reply.is_error()) return on_sentinel_failed(index, s.name + ": " + reply.str);
   Endpoint address;
   switch (sentinel::parse_master_address(reply, address)) {
     case MasterAnswer::kAddress:
       s.answered = true;
       s.last_error.clear();
-      return resolve_succeeded(address, resolve_reason_);
+      return resolve_succeeded(address, round_.reason);
     case MasterAnswer::kUnknownMaster:
       s.answered = true;
       s.last_error = "does not know master \"" + opts_.sentinel_master + "\"";
-      unknown_master_ = true;
+      round_.unknown_master = true;
       return ask_sentinel(index + 1);
     case MasterAnswer::kMalformed:
       return on_sentinel_failed(index, s.name + ": unexpected answer to GET-MASTER-ADDR-BY-NAME");
@@ -98,41 +98,39 @@ void SentinelClient::Impl::on_sentinel_failed(std::size_t index, std::string rea
   Sentinel& s = sentinels_[index];
   s.answered = false;
   s.last_error = reason;
-  resolve_errors_.push_back(std::move(reason));
+  round_.errors.push_back(std::move(reason));
   ask_sentinel(index + 1);
 }
 
 void SentinelClient::Impl::resolve_succeeded(const Endpoint& address, std::string_view reason) {
   stop_resolve();
   last_resolve_end_ = Clock::now();
-  refresh_ok_.fetch_add(1, std::memory_order_relaxed);
+  counters_.refresh_ok.fetch_add(1, std::memory_order_relaxed);
   resolve_backoff_.reset();
   resolve_error_ = {};
-  resolve_error_message_.clear();
-  resolve_failure_streak_ = 0;
   if (primary_address_ != address) switch_primary(address, reason);
 }
 
 void SentinelClient::Impl::resolve_failed() {
-  resolving_ = false;
-  query_.reset();
+  round_.running = false;
+  round_.query.reset();
   last_resolve_end_ = Clock::now();
-  refresh_error_.fetch_add(1, std::memory_order_relaxed);
-  if (unknown_master_) {
-    resolve_error_ = Error::kServer;
-    resolve_error_message_ = "no sentinel knows master \"" + opts_.sentinel_master + "\"";
-    if (!resolve_errors_.empty()) resolve_error_message_ += " (" + join(resolve_errors_) + ")";
+  counters_.refresh_error.fetch_add(1, std::memory_order_relaxed);
+  if (round_.unknown_master) {
+    resolve_error_.code = Error::kServer;
+    resolve_error_.message = "no sentinel knows master \"" + opts_.sentinel_master + "\"";
+    if (!round_.errors.empty()) resolve_error_.message += " (" + join(round_.errors) + ")";
   } else {
-    resolve_error_ = Error::kConnect;
-    resolve_error_message_ = "no sentinel answered: " + join(resolve_errors_);
+    resolve_error_.code = Error::kConnect;
+    resolve_error_.message = "no sentinel answered: " + join(round_.errors);
   }
   // Warn once per streak of failures; the retries are logged at debug.
-  const auto level = ++resolve_failure_streak_ == 1 ? spdlog::level::warn : spdlog::level::debug;
-  spdlog::log(level, "redis sentinel: {}", resolve_error_message_);
+  const auto level = ++resolve_error_.streak == 1 ? spdlog::level::warn : spdlog::level::debug;
+  spdlog::log(level, "redis sentinel: {}", resolve_error_.message);
   if (!primary_) {
     own_state_.store(State::kBackoff, std::memory_order_relaxed);
     for (ConnectHandler& waiter : waiters_) {
-      asio::post(ex_, [h = std::move(waiter), ec = resolve_error_] { h(ec); });
+      asio::post(ex_, [h = std::move(waiter), ec = resolve_error_.code] { h(ec); });
     }
     waiters_.clear();
   }
@@ -147,18 +145,18 @@ void SentinelClient::Impl::resolve_failed() {
 }
 
 void SentinelClient::Impl::stop_resolve() {
-  if (query_) query_->close();
-  query_.reset();
-  resolving_ = false;
+  if (round_.query) round_.query->close();
+  round_.query.reset();
+  round_.running = false;
 }
 
 // --- the +switch-master subscription ----------------------------------------
 
 void SentinelClient::Impl::subscribe() {
   if (closed_) return;
-  const std::size_t index = subscription_index_;
-  subscription_ = make_link(index);
-  subscription_->start(
+  const std::size_t index = subscription_.index;
+  subscription_.link = make_link(index);
+  subscription_.link->start(
       {{"SUBSCRIBE", std::string(sentinel::kSwitchMasterChannel)}},
       [weak = weak_from_this(), index](const Reply& reply) {
         if (auto self = weak.lock()) self->on_subscription_reply(index, reply);
@@ -176,13 +174,13 @@ void SentinelClient::Impl::on_subscription_reply(std::size_t index, const Reply&
       return on_subscription_down(index,
                                   sentinels_[index].name + ": unexpected reply to SUBSCRIBE");
     }
-    subscription_->settle();
+    subscription_.link->settle();
     sentinels_[index].answered = true;
     sentinels_[index].last_error.clear();
-    subscribe_backoff_.reset();
+    subscription_.backoff.reset();
     // A failover announced while no subscription was open would be missed.
-    if (subscribed_once_) request_resolve("subscription restored");
-    subscribed_once_ = true;
+    if (subscription_.subscribed_once) request_resolve("subscription restored");
+    subscription_.subscribed_once = true;
     return;
   }
   const auto event = sentinel::parse_switch_master(*payload);
@@ -197,15 +195,15 @@ void SentinelClient::Impl::on_subscription_reply(std::size_t index, const Reply&
 
 void SentinelClient::Impl::on_subscription_down(std::size_t index, std::string reason) {
   if (closed_) return;
-  if (subscription_) subscription_->close();
-  subscription_.reset();
+  if (subscription_.link) subscription_.link->close();
+  subscription_.link.reset();
   sentinels_[index].answered = false;
   sentinels_[index].last_error = reason;
   spdlog::debug("redis sentinel: subscription lost: {}", reason);
   // The next sentinel, after a pause that grows while none keeps it.
-  subscription_index_ = (index + 1) % sentinels_.size();
-  subscribe_timer_.expires_after(subscribe_backoff_.next());
-  subscribe_timer_.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+  subscription_.index = (index + 1) % sentinels_.size();
+  subscription_.timer.expires_after(subscription_.backoff.next());
+  subscription_.timer.async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
     auto self = weak.lock();
     if (!ec && self) self->subscribe();
   });

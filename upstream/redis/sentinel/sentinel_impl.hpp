@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "upstream/redis/backoff.hpp"
-#include "upstream/redis/sentinel/sentinel_client.hpp"
 #include "upstream/redis/push_link.hpp"
+#include "upstream/redis/sentinel/sentinel_client.hpp"
 #include "upstream/redis/sentinel/sentinel_protocol.hpp"
 #include "upstream/redis/single_node_client.hpp"
 
@@ -99,28 +99,44 @@ class SentinelClient::Impl : public std::enable_shared_from_this<Impl> {
   Stats retired_stats_;
   mutable std::mutex view_mutex_;
 
-  // Asking the sentinels, one after the other.
-  bool resolving_ = false;
-  std::string resolve_reason_;
-  std::vector<std::string> resolve_errors_;  // "host:port: why", this round
-  bool unknown_master_ = false;              // a sentinel answered nil this round
-  std::shared_ptr<PushLink> query_;
+  // Asking the sentinels, one after the other: the round under way (or, for
+  // reason, the next one), its pacing, and why the last round failed.
+  struct Round {
+    bool running = false;
+    std::string reason;
+    std::vector<std::string> errors;  // "host:port: why", this round
+    bool unknown_master = false;      // a sentinel answered nil this round
+    std::shared_ptr<PushLink> query;
+  };
+  struct ResolveError {
+    std::error_code code;  // set while the last resolve failed
+    std::string message;
+    std::uint64_t streak = 0;  // failed rounds in a row
+  };
+  Round round_;
   boost::asio::steady_timer resolve_timer_;
   bool resolve_timer_armed_ = false;
   Backoff resolve_backoff_;
   Clock::time_point last_resolve_end_{};
-  std::error_code resolve_error_;  // set while the last resolve failed
-  std::string resolve_error_message_;
-  std::uint64_t resolve_failure_streak_ = 0;
+  ResolveError resolve_error_;
 
-  // The +switch-master subscription.
-  std::shared_ptr<PushLink> subscription_;
-  std::size_t subscription_index_ = 0;
-  bool subscribed_once_ = false;
-  boost::asio::steady_timer subscribe_timer_;
-  Backoff subscribe_backoff_;
+  // The +switch-master subscription, kept open on one sentinel at a time.
+  struct Subscription {
+    Subscription(const boost::asio::any_io_executor& ex, const Options& opts)
+        : timer(ex), backoff(opts.backoff_initial, opts.backoff_max) {}
+    std::shared_ptr<PushLink> link;
+    std::size_t index = 0;  // of the sentinel it is (or will be) open on
+    bool subscribed_once = false;
+    boost::asio::steady_timer timer;
+    Backoff backoff;
+  };
+  Subscription subscription_;
 
-  std::atomic<std::uint64_t> refresh_ok_{0}, refresh_error_{0}, changes_{0}, not_connected_{0};
+  // Counted here, added to the connections' own in stats().
+  struct Counters {
+    std::atomic<std::uint64_t> refresh_ok{0}, refresh_error{0}, changes{0}, not_connected{0};
+  };
+  Counters counters_;
 };
 
 }  // namespace sluice::redis

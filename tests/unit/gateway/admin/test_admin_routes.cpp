@@ -15,6 +15,7 @@ namespace {
 
 AdminResponse dispatch(const AdminRoutes& routes, http::verb method, std::string target) {
   AdminRequest req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1:9901");
   std::optional<AdminResponse> got;
   routes.dispatch({req, "127.0.0.1"}, [&got](AdminResponse res) { got = std::move(res); });
   REQUIRE(got);
@@ -100,17 +101,40 @@ TEST_CASE("admin routes: a protected endpoint follows the access in force, the o
       sluice::AdminGuard::kProtected);
   // Default: no token, loopback listener.
   CHECK(dispatch(routes, http::verb::get, "/secret").result() == http::status::ok);
-  routes.set_access({"", false});
+  routes.set_access({"", false, {}});
   CHECK(dispatch(routes, http::verb::delete_, "/secret").result() == http::status::forbidden);
   CHECK(dispatch(routes, http::verb::get, "/healthz").result() == http::status::ok);
-  routes.set_access({"s3cret", false});
+  routes.set_access({"s3cret", false, {}});
   const auto res = dispatch(routes, http::verb::get, "/secret");
   CHECK(res.result() == http::status::unauthorized);
   CHECK(res[http::field::www_authenticate] == "Bearer");
   AdminRequest req{http::verb::get, "/secret", 11};
+  req.set(http::field::host, "127.0.0.1:9901");
   req.set(http::field::authorization, "Bearer s3cret");
   std::optional<AdminResponse> got;
   routes.dispatch({req, "127.0.0.1"}, [&got](AdminResponse r) { got = std::move(r); });
   REQUIRE(got);
   CHECK(got->result() == http::status::ok);
+  // A browser's request from another site is refused before the token is looked at.
+  req.set(http::field::origin, "http://evil.example");
+  CHECK(routes.refuse({req, "127.0.0.1"})->result() == http::status::forbidden);
+  req.erase(http::field::origin);
+  CHECK_FALSE(routes.refuse({req, "127.0.0.1"}));
+}
+
+TEST_CASE("admin routes: a body of another type than the endpoint's is refused from the head") {
+  AdminRoutes routes;
+  routes.add(
+      "/things/", [](const sluice::AdminCall&, AdminReply) { FAIL("not reached"); },
+      {http::verb::get, http::verb::put}, sluice::AdminMatch::kPrefix,
+      sluice::AdminGuard::kProtected, "application/json");
+  AdminRequest req{http::verb::put, "/things/a", 11};
+  req.set(http::field::host, "localhost:9901");
+  req.set(http::field::content_type, "text/plain");
+  CHECK(routes.refuse({req, "127.0.0.1"})->result() == http::status::unsupported_media_type);
+  req.set(http::field::content_type, "application/json; charset=utf-8");
+  CHECK_FALSE(routes.refuse({req, "127.0.0.1"}));
+  // Unknown paths and methods are refused from the head too.
+  AdminRequest other{http::verb::post, "/nowhere", 11};
+  CHECK(routes.refuse({other, "127.0.0.1"})->result() == http::status::method_not_allowed);
 }

@@ -1,5 +1,6 @@
 // The admin section's token file: read at load, trailing newline dropped,
-// an empty or unreadable file, or one with spaces or control characters, refused.
+// an empty or unreadable file, or one with spaces or control characters,
+// refused. admin.hosts: host names only.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -43,6 +44,21 @@ TEST_CASE("admin token: a token no Bearer credential can carry is refused", "[co
           std::vector<std::string>{"test.yaml:2: admin.token_file: \"" + file +
                                    "\" holds a space, a control or a non-ASCII character; an "
                                    "admin token is one line of visible ASCII"});
+  }
+}
+
+TEST_CASE("admin hosts: DNS names, nothing else", "[config][admin]") {
+  const auto c = testing::parse_ok(std::string("admin:\n  hosts: [gw-1.internal, admin]\n") +
+                                   testing::kMinimalTail);
+  CHECK(c->admin.hosts == std::vector<std::string>{"gw-1.internal", "admin"});
+  CHECK(testing::parse_ok(testing::kMinimalTail)->admin.hosts.empty());
+  for (const std::string bad : {"\"gw-1:9901\"", "\"http://gw-1\"", "10.0.0.5", "\"::1\"",
+                                "\"a b\""}) {
+    const auto errors =
+        testing::parse("admin:\n  hosts: [" + bad + "]\n" + testing::kMinimalTail).errors;
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0].starts_with("test.yaml:2: admin.hosts[0]: expected a host name such as "
+                                "admin.example.internal (no port, no scheme, not an address)"));
   }
 }
 

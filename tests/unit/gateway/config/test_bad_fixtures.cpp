@@ -147,6 +147,7 @@ const std::vector<BadFixture> kBadFixtures = {
       "\".\""}},
     {"bad_log_level.yaml",
      {"2: log.level: unknown log level \"verbose\" (expected trace, debug, info, warn or error)"}},
+    {"bad_access_log_flush.yaml", {"2: log.access_log_flush_ms: must be at most 60000, got 60001"}},
     {"bad_cidr.yaml",
      {"4: server.trusted_proxies[1]: invalid CIDR \"10.0.0.0/33\"",
       "5: server.trusted_proxies[2]: invalid CIDR \"proxy.internal\"",

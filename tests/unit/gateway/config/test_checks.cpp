@@ -69,6 +69,27 @@ RouteMatch regex(std::string pattern) {
 
 }  // namespace
 
+TEST_CASE("checks: an audit stream outside redis.key_prefix is warned about", "[config]") {
+  auto warnings = [](const std::string& stream) {
+    const auto result = testing::parse_no_env(std::string(kChecksHead) +
+                                              "  - { name: r, match: { path_prefix: / }, "
+                                              "upstream: app, limits: [per_ip] }\n"
+                                              "redis: { key_prefix: \"acme:\" }\n"
+                                              "audit: { redis_stream: \"" +
+                                              stream + "\" }\n");
+    INFO((result.errors.empty() ? std::string() : result.errors.front()));
+    REQUIRE(result.config);
+    return result.warnings;
+  };
+  CHECK(warnings("acme:denials").empty());
+  CHECK(warnings("audit:denials") ==
+        std::vector<std::string>{
+            "test.yaml:8: audit.redis_stream: the stream \"audit:denials\" is outside "
+            "redis.key_prefix \"acme:\", where every other key of Sluice lies: a Redis user "
+            "limited to the prefix cannot append to it; name it under the prefix "
+            "(\"acme:denials\")"});
+}
+
 TEST_CASE("route_match_covers", "[config][checks]") {
   // outer covers inner: every path and host inner matches, outer matches.
   CHECK(route_match_covers(prefix("/"), prefix("/api/")));
@@ -184,7 +205,8 @@ routes: []
       pro: { capacity: 50 }
 )";
   SECTION("the default plan and consumers' plans are known") {
-    CHECK(testing::parse_ok_no_env("api_keys: { consumers: [{ key: k, plan: pro }] }\n" + limits + tail));
+    CHECK(testing::parse_ok_no_env("api_keys: { consumers: [{ key: k, plan: pro }] }\n" + limits +
+                                   tail));
     CHECK(testing::parse_ok_no_env("api_keys: { default_plan: pro }\n" + limits + tail));
   }
   SECTION("without api_keys only the default plan \"free\" is known") {
@@ -225,15 +247,18 @@ routes: []
 }
 
 TEST_CASE("tab indentation is named, wherever yaml-cpp trips on it", "[config][checks]") {
-  CHECK(testing::parse_no_env("server:\n\tlisten: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n").errors ==
+  CHECK(testing::parse_no_env("server:\n\tlisten: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n")
+            .errors ==
         std::vector<std::string>{
             "test.yaml:2: syntax error: a tab in the indentation (YAML indents with spaces only)"});
-  CHECK(testing::parse_no_env("server:\n  threads: 1\n \t listen: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n")
+  CHECK(testing::parse_no_env(
+            "server:\n  threads: 1\n \t listen: \"127.0.0.1:1\"\nupstreams: {}\nroutes: []\n")
             .errors ==
         std::vector<std::string>{
             "test.yaml:3: syntax error: a tab in the indentation (YAML indents with spaces only)"});
   // A tab after the indentation is not in it.
-  CHECK(testing::parse_ok_no_env("server:\n  threads:\t2\nupstreams: {}\nroutes: []\n")->server.threads == 2);
+  CHECK(testing::parse_ok_no_env("server:\n  threads:\t2\nupstreams: {}\nroutes: []\n")
+            ->server.threads == 2);
 }
 
 TEST_CASE("API keys never appear in messages", "[config][checks]") {
@@ -258,7 +283,8 @@ routes: []
 
 TEST_CASE("a bad redis url is shown without its password", "[config][checks]") {
   const auto url_error = [](const std::string& url) {
-    const auto result = testing::parse_no_env("redis: { url: \"" + url + "\" }\nupstreams: {}\nroutes: []\n");
+    const auto result =
+        testing::parse_no_env("redis: { url: \"" + url + "\" }\nupstreams: {}\nroutes: []\n");
     REQUIRE(result.errors.size() == 1);
     return result.errors[0].substr(result.errors[0].find(", got ") + 6);
   };
@@ -276,7 +302,8 @@ TEST_CASE("messages escape and cut what they echo", "[config][checks]") {
   CHECK(testing::parse_no_env("log: { level: \"a\\tb\\\"c\" }" + tail).errors ==
         std::vector<std::string>{"test.yaml:1: log.level: unknown log level \"a\\tb\\\"c\" "
                                  "(expected trace, debug, info, warn or error)"});
-  const auto long_value = testing::parse_no_env("server: { threads: " + std::string(200, '9') + "x }" + tail);
+  const auto long_value =
+      testing::parse_no_env("server: { threads: " + std::string(200, '9') + "x }" + tail);
   REQUIRE(long_value.errors.size() == 1);
   CHECK(long_value.errors[0] == "test.yaml:1: server.threads: expected an integer, got \"" +
                                     std::string(120, '9') + "...\"");
@@ -311,7 +338,8 @@ routes: []
     CHECK(doc["upstreams"]["a"][0]["port"] == 9000);
   }
   SECTION("redis as parsed from the url when a route is limited") {
-    const auto c = testing::parse_ok_no_env(R"(redis: { url: "rediss://alice:hunter2@cache.internal:6390/3" }
+    const auto c =
+        testing::parse_ok_no_env(R"(redis: { url: "rediss://alice:hunter2@cache.internal:6390/3" }
 upstreams: { app: { servers: ["127.0.0.1:9000"] } }
 limits: { per_ip: { key: ip, capacity: 1, refill_per_second: 1 } }
 routes: [{ name: a, match: { path_prefix: / }, upstream: app, limits: [per_ip] }]

@@ -26,8 +26,8 @@ routes:
   return result.config;
 }
 
-ProxiedRequest request(http::verb method, std::string_view target, int version = 11) {
-  ProxiedRequest req{method, target, version};
+ClientRequest request(http::verb method, std::string_view target, int version = 11) {
+  ClientRequest req{method, target, version};
   if (version == 11) req.set(http::field::host, "example.com");
   return req;
 }
@@ -39,11 +39,11 @@ struct Admission {
   bool over_tls = false;
   RequestInfo info;
 
-  std::optional<LocalReply> admit(ProxiedRequest& req) {
+  std::optional<LocalReply> admit(ClientRequest& req) {
     return admit_request(req, body, peer, over_tls, *config, info);
   }
   // The status and message of a refusal, as "400 message"; "ok" when admitted.
-  std::string verdict(ProxiedRequest req) {
+  std::string verdict(ClientRequest req) {
     auto reply = admit(req);
     if (!reply) return "ok";
     const auto key = std::string{"\"message\":\""};

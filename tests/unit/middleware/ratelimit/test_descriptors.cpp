@@ -224,7 +224,7 @@ TEST_CASE("descriptors of a sliding log: each request's own number names its uni
           "[ratelimit][keys]") {
   sluice::Config config;
   LimitConfig strict = make_limit("strict", {{Kind::kIp, ""}}, 20, 0);
-  strict.algorithm = LimitConfig::Algorithm::kSlidingLog;
+  strict.algorithm = sluice::LimitAlgorithm::kSlidingLog;
   strict.bucket.window_seconds = 60;
   config.limits = {strict};
   sluice::RouteConfig route;

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "gateway/metrics.hpp"
+#include "middleware/ratelimit/metrics.hpp"
 #include "middleware/ratelimit/rate_limit_middleware.hpp"
 #include "support/rate_limit_harness.hpp"
 

@@ -54,4 +54,20 @@ TEST_CASE("retry rule: a stale pooled connection is replaced by a fresh one, onc
   CHECK(retry_rule(a) == Retry::kNo);
 }
 
+TEST_CASE("retry rule: a refused HTTP/2 stream goes again, whatever its method, a few times",
+          "[retry_rule]") {
+  FailedAttempt a;
+  a.stage = FailedAttempt::Stage::kExchange;
+  a.servers_tried = 1;
+  a.refused = true;           // REFUSED_STREAM, or a GOAWAY below it: never processed
+  a.idempotent = false;       // a POST too
+  a.retried_on_fresh = true;  // whatever else happened to it before
+  for (std::size_t before = 0; before < kMaxRefusedRetries; ++before) {
+    a.refused_before = before;
+    CHECK(retry_rule(a) == Retry::kAnotherStream);
+  }
+  a.refused_before = kMaxRefusedRetries;
+  CHECK(retry_rule(a) == Retry::kNo);
+}
+
 }  // namespace retry_rule_test

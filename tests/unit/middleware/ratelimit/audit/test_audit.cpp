@@ -1,7 +1,7 @@
 // The denial audit's pure parts: the bounded per-worker denial counts (exact
 // until a flood of distinct callers, then bounded), the deciding limit and
-// decision name the access log shows, the top endpoint's query, and the slot
-// keys a window covers.
+// decision name the access log shows, and the top endpoint's query (the
+// view's Redis commands: test_top_plan.cpp).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -143,15 +143,6 @@ TEST_CASE("top query: defaults, bounds and unknown limits", "[audit]") {
     CAPTURE(bad);
     CHECK(std::holds_alternative<TopQueryError>(parse_top_query(bad, config)));
   }
-}
-
-TEST_CASE("top slots: every 10-second slot a window overlaps", "[audit]") {
-  // now 1000 s: slot 100 holds [1000, 1010); a 60 s window is (940, 1000].
-  const auto keys = top_slot_keys("sluice:", "l", 1000, 60);
-  REQUIRE(keys.size() == 7);
-  CHECK(keys.front() == "{top}:sluice:94:l");
-  CHECK(keys.back() == "{top}:sluice:100:l");
-  CHECK(top_slot_keys("p:", "l", 1009, 1) == std::vector<std::string>{"{top}:p:100:l"});
 }
 
 }  // namespace audit_test

@@ -25,7 +25,7 @@ sluice::Config store_config() {
   per_key.plans["pro"] = {100, 10, 0};
   sluice::LimitConfig per_minute;
   per_minute.name = "per_minute";
-  per_minute.algorithm = sluice::LimitConfig::Algorithm::kSlidingWindow;
+  per_minute.algorithm = sluice::LimitAlgorithm::kSlidingWindow;
   per_minute.bucket = {60, 0, 60};
   c.limits = {per_key, per_minute};
   return c;

@@ -26,7 +26,6 @@ void remember(DenyCache& cache, const LimitDescriptor& b, double cost, const Lim
   cache.remember(std::span(&b, 1), cost, d, asked_us);
 }
 
-
 TEST_CASE("deny cache: denies until the bucket can hold the cost again", "[ratelimit][local]") {
   DenyCache cache;
   const auto b = bucket("per_key", "alice", 10, 2);  // 2 tokens/s
@@ -130,6 +129,23 @@ TEST_CASE("deny cache: an entry that outlived its shortage asks the store", "[ra
   remember(cache, b, 1, s, 1'000'000);
   CHECK(cache.denied(b, 1, 1'100'000));        // 0.7 tokens: still short
   CHECK_FALSE(cache.denied(b, 1, 1'500'000));  // 1.5 tokens: the store decides
+}
+
+TEST_CASE("deny cache: purge_expired drops what ran out, and says how many", "[ratelimit][local]") {
+  DenyCache cache;
+  for (int i = 0; i < 1000; ++i) {
+    const auto b = bucket("a", std::to_string(i).c_str(), 10, 1);
+    remember(cache, b, 1, short_of(b, 0, 1), 0);  // each until 1 s (the cap)
+  }
+  const auto late = bucket("a", "late", 10, 1);
+  remember(cache, late, 1, short_of(late, 0, 1), 500'000);  // until 1.5 s
+  REQUIRE(cache.size() == 1001);
+  CHECK(cache.purge_expired(999'999) == 0);
+  CHECK(cache.purge_expired(1'000'000) == 1000);
+  CHECK(cache.size() == 1);
+  CHECK(cache.denied(late, 1, 1'000'000));
+  CHECK(cache.purge_expired(1'500'000) == 1);
+  CHECK(cache.size() == 0);
 }
 
 }  // namespace deny_cache_test

@@ -118,7 +118,6 @@ void warm_lease(Harness& h, const LimitDescriptor& g) {
   }
 }
 
-
 TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
           "[ratelimit][local]") {
   Harness h;
@@ -140,6 +139,34 @@ TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
   h.now += 500'000;  // the bucket may hold a token again: ask
   CHECK_FALSE(h.decide({b}));
   CHECK(h.store->calls.size() == 1);
+}
+
+TEST_CASE("local layer: an idle worker's sweep empties the denial cache and says what it freed",
+          "[ratelimit][local]") {
+  test::Loop loop;
+  MetricsShard metrics;
+  std::int64_t now = 1'000'000;
+  std::size_t freed = 0;
+  auto store = std::make_shared<FakeStore>(loop.io);
+  auto layer = std::make_shared<LocalLayer>(
+      loop.io.get_executor(), store, metrics, LocalConfig{}, [&now] { return now; },
+      [&freed](std::size_t bytes) { freed += bytes; });
+  // Many distinct callers denied once each (a flood), then nothing.
+  std::vector<std::vector<LimitDescriptor>> asked;
+  for (int i = 0; i < 100; ++i)
+    asked.push_back({bucket("per_caller", std::to_string(i).c_str(), 1, 0.001)});
+  int answered = 0;
+  for (auto& ds : asked) {
+    layer->decide(ds, 1, [&answered](std::error_code, RateDecision) { ++answered; });
+    store->answer(false, {state(false, 0, 1000)});
+  }
+  REQUIRE(loop.run_until([&] { return answered == 100; }));
+  REQUIRE(layer->deny_cache().size() == 100);
+  // The entries run out after 1 s (the cap); the sweep, with no request, drops them.
+  now += DenyCache::kMaxEntryUs;
+  REQUIRE(loop.run_until([&] { return layer->deny_cache().size() == 0; }, std::chrono::seconds(3)));
+  CHECK(freed == 100 * DenyCache::kEntryBytes);
+  layer->drain(nullptr);
 }
 
 TEST_CASE("local layer: a denial answered before a refund is not remembered",

@@ -1,0 +1,63 @@
+#include "gateway/session/http2_request_head.hpp"
+
+#include "gateway/session/grpc_reply.hpp"
+#include "gateway/session/request_path.hpp"
+#include "upstream/h2/h2_head.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace http = boost::beast::http;
+
+// A decoded header list this many times max_header_bytes is no request: an
+// HPACK bomb (small frames that decode to a huge list).
+constexpr std::size_t kHeaderBombFactor = 4;
+// What SETTINGS_MAX_HEADER_LIST_SIZE counts per field beyond its name and value.
+constexpr std::size_t kFieldOverhead = 32;
+
+}  // namespace
+
+bool Http2RequestHead::add(std::string_view name, std::string_view value, std::size_t limit,
+                           const RouteConfig* route) {
+  bytes_ += name.size() + value.size() + kFieldOverhead;
+  if (bytes_ > limit * kHeaderBombFactor) return false;
+  if (done_) {
+    if (bytes_ <= limit && !name.empty() && name.front() != ':' &&
+        !(route && is_sluice_only(sluice_only_headers(*route), name))) {
+      trailers_.insert(name, value);
+      has_trailers_ = true;
+    }
+    return true;
+  }
+  if (bytes_ > limit) too_large_ = true;
+  if (too_large_) return true;
+  if (!name.empty() && name.front() == ':') {
+    if (name == ":method") method_ = value;
+    if (name == ":path") path_ = value;
+    if (name == ":authority") authority_ = value;
+    return true;
+  }
+  if (name == "cookie") {
+    if (!cookies_.empty()) cookies_.append("; ");
+    cookies_.append(value);
+    return true;
+  }
+  if (name == "content-type" && is_grpc_content_type(value)) grpc_ = true;
+  if (name == "host" && !authority_.empty()) return true;  // :authority wins
+  req_.insert(name, value);
+  return true;
+}
+
+void Http2RequestHead::finish() {
+  done_ = true;
+  req_.method_string(method_);
+  req_.target(path_);
+  if (!authority_.empty()) req_.set(http::field::host, authority_);
+  if (!cookies_.empty()) req_.set(http::field::cookie, cookies_);
+  if (req_.count(http::field::content_length) > 0) {
+    content_length_ = h2_content_length(req_[http::field::content_length]);
+  }
+}
+
+}  // namespace sluice

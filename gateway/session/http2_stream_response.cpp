@@ -1,0 +1,204 @@
+// The HTTP/2 stream as its exchange's sink: the response head as HEADERS,
+// its body as DATA as the client's windows allow (a piece is done once
+// nghttp2 has framed it), trailers, 100 Continue, and Sluice's own replies.
+#include <algorithm>
+#include <cstring>
+
+#include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "common/ascii.hpp"
+#include "gateway/session/grpc_reply.hpp"
+#include "gateway/session/http2_session.hpp"
+#include "gateway/session/http2_stream.hpp"
+#include "gateway/session/local_reply.hpp"
+#include "upstream/h2/h2_nv.hpp"
+#include "upstream/proxy_headers.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// nghttp2's data source: the stream the callback is for gives its bytes (no
+// exception crosses nghttp2's frames; user_data: the session).
+ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::uint8_t* buf,
+                         std::size_t length, std::uint32_t* flags, nghttp2_data_source*,
+                         void* user_data) noexcept {
+  return call_guarded(*static_cast<Http2Session*>(user_data),
+                      ssize_t{NGHTTP2_ERR_CALLBACK_FAILURE}, [&]() -> ssize_t {
+                        auto* stream = static_cast<Http2Stream*>(
+                            nghttp2_session_get_stream_user_data(session, stream_id));
+                        if (!stream) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                        return stream->read_response(buf, length, flags);
+                      });
+}
+
+std::string lower(std::string_view name) {
+  std::string s(name);
+  ascii::to_lower_in_place(s);
+  return s;
+}
+
+}  // namespace
+
+// ---- The response (the exchange's sink) -----------------------------------------
+
+void Http2Stream::set_response_trailers(const http::fields& trailers) {
+  response_trailers_.clear();
+  for (const auto& f : trailers) {
+    std::string name = lower(f.name_string());
+    if (name.empty() || name.front() == ':' || is_connection_specific(name) || name == "te") {
+      continue;
+    }
+    response_trailers_.emplace_back(std::move(name), std::string(f.value()));
+  }
+}
+
+void Http2Stream::start_response(const ResponseStart& start) {
+  ResponseHeadOptions options = request_.response_head_options();
+  options.content_length = start.content_length;
+  response_fields(fields_, *start.fields, options);
+  submit_head(start.status, fields_, start.has_body);
+}
+
+void Http2Stream::submit_head(unsigned status,
+                              const std::vector<std::pair<std::string, std::string>>& fields,
+                              bool body) {
+  const std::string status_text = std::to_string(status);
+  static const std::string kStatus = ":status";
+  std::vector<nghttp2_nv> nva;
+  nva.reserve(fields.size() + 1);
+  nva.push_back(h2_nv(kStatus, status_text));
+  for (const auto& [name, value] : fields) nva.push_back(h2_nv(name, value));
+  nghttp2_data_provider provider{};
+  provider.read_callback = read_stream_data;
+  head_submitted_ = true;
+  if (!body) response_done_ = true;
+  if (closed_) return;
+  const int rv =
+      nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(), body ? &provider : nullptr);
+  if (rv != 0) spdlog::debug("HTTP/2 stream {}: response not submitted: {}", id_, nghttp2_strerror(rv));
+  session_.request_flush();
+}
+
+bool Http2Stream::expects_continue() const {
+  return ascii::iequals(head_.request()[http::field::expect], "100-continue");
+}
+
+// An interim 100 HEADERS frame: the client may send its body.
+void Http2Stream::send_continue() {
+  if (!closed_) {
+    static const std::string kStatus = ":status";
+    static const std::string k100 = "100";
+    const nghttp2_nv nv = h2_nv(kStatus, k100);
+    nghttp2_submit_headers(session_.nghttp2(), NGHTTP2_FLAG_NONE, id_, nullptr, &nv, 1, nullptr);
+    session_.request_flush();
+  }
+  const bool gone = closed_;
+  asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+               self.exchange().on_continue_sent(gone ? asio::error::operation_aborted
+                                                    : beast::error_code{});
+             }));
+}
+
+void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
+  if (response_done_ || (n == 0 && !last) || closed_) {
+    // Nothing to frame: the head alone goes (or went), with its HEADERS.
+    const bool gone = closed_ && !response_done_;
+    asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+                 self.exchange().on_response_sent(gone ? asio::error::operation_aborted
+                                                      : beast::error_code{});
+               }));
+    session_.request_flush();
+    return;
+  }
+  piece_ = data;
+  piece_left_ = n;
+  piece_last_ = last;
+  piece_pending_ = true;
+  set_deadline(Side::kClient, request_.config().server.send_timeout);
+  nghttp2_session_resume_data(session_.nghttp2(), id_);
+  session_.request_flush();
+}
+
+long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
+  if (!piece_pending_) return NGHTTP2_ERR_DEFERRED;
+  const std::size_t n = std::min(length, piece_left_);
+  std::memcpy(buf, piece_, n);
+  piece_ += n;
+  piece_left_ -= n;
+  if (piece_left_ > 0) return static_cast<long>(n);
+  piece_pending_ = false;
+  if (piece_last_) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    response_done_ = true;
+    if (!response_trailers_.empty()) {
+      // The trailers end the stream (a gRPC call's grpc-status).
+      std::vector<nghttp2_nv> nva;
+      nva.reserve(response_trailers_.size());
+      for (const auto& [name, value] : response_trailers_) nva.push_back(h2_nv(name, value));
+      if (nghttp2_submit_trailer(session_.nghttp2(), id_, nva.data(), nva.size()) == 0) {
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+    }
+  }
+  if (request_.in_exchange()) {
+    // Framed: the relay buffer may take the next piece.
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange().on_response_sent({});
+               }));
+  }
+  return static_cast<long>(n);
+}
+
+void Http2Stream::send_local(LocalReply reply, bool) {
+  const std::string& request_id = request_.request_id();
+  request_.set_local_status(reply.status);
+  if (closed_ || head_submitted_) {
+    // Too late for a reply: a response that began is cut.
+    if (!closed_ && !response_done_) {
+      reset(NGHTTP2_INTERNAL_ERROR);
+      session_.request_flush();
+    }
+    const unsigned upstream = exchange().upstream_status();
+    request_.record(closed_ ? 499 : upstream ? upstream : 502);
+    return;
+  }
+  fields_.clear();
+  const auto add = [this](std::string_view name, std::string_view value) {
+    fields_.emplace_back(lower(name), std::string(value));
+  };
+  add("x-request-id", request_id);
+  for (auto& [name, value] : request_.response_headers()) add(name, value);
+  for (auto& [name, value] : reply.headers) add(name, value);
+  if (head_.grpc()) {
+    add("content-type", "application/grpc");
+    add("grpc-status", std::to_string(grpc_status_for(reply.status)));
+    add("grpc-message", grpc_percent_encode(reason_for(reply.status)));
+    submit_head(200, fields_, false);
+  } else {
+    with_trace_id(reply, request_.info().trace_id);
+    add("server", "sluice");
+    add("content-type", reply.content_type);
+    add("content-length", std::to_string(reply.body.size()));
+    const bool body = head_.request().method() != http::verb::head && !reply.body.empty();
+    local_body_ = std::move(reply.body);
+    if (body) {
+      // Ready before the head is submitted: nghttp2 may ask for it at once.
+      piece_ = local_body_.data();
+      piece_left_ = local_body_.size();
+      piece_last_ = true;
+      piece_pending_ = true;
+      set_deadline(Side::kClient, request_.config().server.send_timeout);
+    }
+    submit_head(reply.status, fields_, body);
+  }
+  request_.record(reply.status);
+  session_.request_flush();
+}
+
+}  // namespace sluice

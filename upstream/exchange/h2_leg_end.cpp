@@ -1,0 +1,198 @@
+// How an HTTP/2 attempt ends (a failed stream or connection goes by the retry
+// rule; the end waits for the client leg's operation in flight), the wait
+// for the upstream (its own timer: response_timeout between upstream events,
+// bounded by the request's deadline, so that the host's one deadline stays
+// the client's), and letting go of the stream.
+#include <utility>
+
+#include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include "upstream/exchange/h2_leg.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
+#include "upstream/h2/h2_connection.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+}  // namespace
+
+// ---- Failures -----------------------------------------------------------------------
+
+// The stream ended before a response head came.
+void H2Leg::stream_failed() {
+  const H2Stream& s = *stream_;
+  if (x_.host_.client_closed() && !x_.upstream_timed_out_) return x_.abort();
+  if (s.state == H2Stream::State::kTlsAlert) {
+    // A TLS alert after the handshake (a refused client certificate under
+    // TLS 1.3; the connection logged its reason): a TLS failure.
+    x_.facts_.attempt(UpstreamOutcome::kTlsError);
+    release();
+    return end(LegEnd::kUpstreamFailed, UpstreamError::kTlsFailed);
+  }
+  // Refused (RST_STREAM REFUSED_STREAM, or a GOAWAY whose last-stream-id is
+  // below it: nghttp2 closes those as refused): the server did not process
+  // it, so it may go again whatever its method, if none of its body was read
+  // (it cannot be read twice).
+  const bool body_untouched = x_.request_.body_empty || body_ == BodyRelay::kWaitingForConnection;
+  FailedAttempt attempt = x_.attempt(FailedAttempt::Stage::kExchange);
+  attempt.refused = s.error_code == NGHTTP2_REFUSED_STREAM && body_untouched;
+  attempt.refused_before = x_.h2_refused_;
+  attempt.closed_by_server = s.connection_broke();
+  attempt.pooled_connection = x_.upstream_reused_;
+  attempt.retried_on_fresh = x_.retried_on_fresh_;
+  attempt.body_empty = x_.request_.body_empty;
+  const Retry retry = body_untouched ? retry_rule(attempt) : Retry::kNo;
+  if (retry == Retry::kAnotherStream || retry == Retry::kFreshConnection) {
+    body_ = BodyRelay::kDone;
+    return x_.retry(retry);  // -> start()
+  }
+  spdlog::warn(
+      "upstream {} server {}: HTTP/2 stream ended before a response head ({})",
+      x_.upstream_cfg_->name, x_.upstream_server_,
+      s.connection_broke() ? "the connection failed" : nghttp2_http2_strerror(s.error_code));
+  x_.facts_.attempt(s.error_code == NGHTTP2_PROTOCOL_ERROR ? UpstreamOutcome::kProtocolError
+                                                            : UpstreamOutcome::kReset);
+  release();
+  x_.upstream_status_ = 0;
+  end(LegEnd::kUpstreamFailed, UpstreamError::kConnectionFailed);
+}
+
+// The connection never became ready: like a failed connect, the server
+// goes into cool-down and the request may go to the next one.
+void H2Leg::connect_failed() {
+  const H2ConnectFailure failure = stream_->connect_failure;
+  x_.facts_.attempt(failure.outcome);
+  x_.pools_.mark_failed(*x_.upstream_cfg_, x_.server_index_);
+  release();
+  x_.last_connect_error_ = failure.error;
+  if (body_ != BodyRelay::kReading &&
+      retry_rule(x_.attempt(FailedAttempt::Stage::kConnect)) == Retry::kNextServer) {
+    body_ = BodyRelay::kDone;
+    return x_.retry(Retry::kNextServer);
+  }
+  end(LegEnd::kUpstreamFailed, failure.error);
+}
+
+void H2Leg::end(LegEnd how, UpstreamError error) {
+  if (body_ == BodyRelay::kContinuing) {
+    // The 100 Continue's write must end first (on_continue_sent).
+    pending_end_ = {how, error};
+    return;
+  }
+  if (body_ == BodyRelay::kReading || body_ == BodyRelay::kCancelling) {
+    // The client leg's read must end first; the exchange ends with it.
+    pending_end_ = {how, error};
+    if (body_ == BodyRelay::kReading) {
+      body_ = BodyRelay::kCancelling;
+      x_.client_.cancel_read();
+    }
+    return;
+  }
+  release();
+  x_.end(how, error);
+}
+
+// ---- The wait for the upstream ------------------------------------------------------
+
+// The upstream has response_timeout (to the request's deadline) from now for
+// its next event. The timer is re-armed lazily (it fires, finds the deadline
+// moved, and waits again).
+void H2Leg::touch() {
+  const auto timeout = x_.upstream_timeout(x_.upstream_cfg_->response_timeout);
+  deadline_ = Clock::now() + timeout;
+  // A leg that is not full duplex has one deadline (HTTP/1.1): while it
+  // does nothing the wait is the upstream's, not its last read's or write's.
+  if (!x_.client_.full_duplex() && body_ != BodyRelay::kReading &&
+      response_ != ResponseRelay::kSending) {
+    x_.host_.set_deadline(Side::kUpstream, timeout);
+  }
+  if (timer_armed_) return;
+  if (!timer_) timer_ = std::make_unique<ExchangeTimer>(x_.executor_);
+  timer_armed_ = true;
+  timer_->expires_at(deadline_);
+  timer_->async_wait(handler([generation = generation_](H2Leg& self, beast::error_code ec) {
+    if (generation != self.generation_) return;  // cancelled with its stream
+    self.timer_armed_ = false;
+    if (!ec) self.on_timer(generation);
+  }));
+}
+
+void H2Leg::on_timer(std::uint64_t generation) {
+  if (x_.leg_ != this || !stream_) return;
+  const bool deadline_passed = x_.deadline_at_ <= Clock::now();
+  // A client slow to take the response is its leg's business (send_timeout).
+  const bool client_side = response_ == ResponseRelay::kSending && !deadline_passed;
+  if (Clock::now() < deadline_ || client_side) {
+    if (client_side) deadline_ = Clock::now() + x_.upstream_cfg_->response_timeout;
+    timer_armed_ = true;
+    timer_->expires_at(deadline_);
+    timer_->async_wait(handler([generation](H2Leg& self, beast::error_code ec) {
+      if (generation != self.generation_) return;
+      self.timer_armed_ = false;
+      if (!ec) self.on_timer(generation);
+    }));
+    return;
+  }
+  x_.upstream_timed_out_ = true;
+  spdlog::warn("upstream {} server {}: no HTTP/2 response in time", x_.upstream_cfg_->name,
+               x_.upstream_server_);
+  // Is it this stream, or the server? (A server that answers nothing loses the connection.)
+  if (conn_ && !deadline_passed) conn_->probe();
+  if (x_.progress_ == UpstreamExchange::Progress::kResponseStarted) return x_.abort();
+  x_.facts_.attempt(UpstreamOutcome::kTimeout);
+  release();
+  end(LegEnd::kUpstreamFailed, UpstreamError::kResponseTimedOut);
+}
+
+void H2Leg::on_deadline() {
+  if (!stream_) return;
+  deadline_ = Clock::now();
+  on_timer(generation_);
+}
+
+// Lets go of the stream (reset if still open) and of the connection.
+void H2Leg::release() {
+  if (timer_armed_) {
+    timer_->cancel();
+    timer_armed_ = false;
+  }
+  // A piece the client leg did not finish taking is still given back to the
+  // connection's window (its bytes stay in out_ while the leg may read them).
+  if (stream_ && conn_) conn_->consume(*stream_, std::exchange(out_owed_, 0));
+  out_owed_ = 0;
+  if (stream_ && conn_) conn_->release(*stream_);
+  stream_.reset();
+  conn_.reset();
+  ++generation_;
+}
+
+// ---- The leg's part of the exchange -------------------------------------------------
+
+void H2Leg::close() {
+  if (!stream_) return;
+  // Nothing more goes to or comes from the server. A body read or a
+  // response piece in flight on the client leg fails and ends the
+  // exchange; otherwise it ends here, as aborted.
+  const bool leg_busy = body_ == BodyRelay::kReading || body_ == BodyRelay::kContinuing ||
+                        response_ == ResponseRelay::kSending;
+  release();
+  if (!leg_busy) {
+    asio::post(x_.executor_, handler([generation = generation_](H2Leg& self) {
+                 if (self.x_.leg_ == &self && generation == self.generation_) self.x_.abort();
+               }));
+  }
+}
+
+void H2Leg::reset() {
+  release();
+  pending_end_.reset();
+  head_.clear();
+  if (out_.capacity() > 64 * 1024) std::string().swap(out_);
+}
+
+}  // namespace sluice
