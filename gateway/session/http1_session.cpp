@@ -263,30 +263,25 @@ bool Http1Session::keep_open(bool must_close) const {
 }
 
 void Http1Session::send_local(LocalReply reply, bool close_after) {
-  local_res_.emplace(static_cast<http::status>(reply.status), 11);
-  auto& res = *local_res_;
-  res.set(http::field::server, "sluice");
-  res.set(http::field::content_type, reply.content_type);
-  res.set("X-Request-Id", request_.request_id());
-  for (auto& [name, value] : request_.response_headers()) res.set(name, value);
-  for (auto& [name, value] : reply.headers) res.set(name, value);
   with_trace_id(reply, request_.info().trace_id);
-  if (parser_ && parser_->get().method() != http::verb::head) res.body() = std::move(reply.body);
-  res.prepare_payload();
-  if (parser_ && parser_->get().method() == http::verb::head) {
-    res.content_length(reply.body.size());
-  }
+  const bool head_request = parser_ && parser_->get().method() == http::verb::head;
   const bool keep = keep_open(close_after || requests_ == 0);
-  res.keep_alive(keep);
-  if (keep && parser_ && parser_->get().version() == 10) {
-    res.set(http::field::connection, "keep-alive");
-  }
+  serialize_local_head(res_.head, reply,
+                       {.request_id = request_.request_id(),
+                        .steps = &request_.response_headers(),
+                        .content_length = reply.body.size(),
+                        .keep_alive = keep,
+                        .announce_keep_alive = keep && parser_ && parser_->get().version() == 10});
+  res_.head_pending = false;
+  local_body_ = head_request ? std::string{} : std::move(reply.body);
   request_.set_local_status(reply.status);
   set_deadline(Side::kClient, request_.config().server.send_timeout);
-  http::async_write(stream_, res,
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(res_.head),
+                                                  asio::buffer(local_body_)};
+  asio::async_write(stream_, buffers,
                     handler([keep](Http1Session& self, beast::error_code ec, std::size_t) {
                       self.request_.record(self.request_.local_status());
-                      self.local_res_.reset();
+                      self.local_body_.clear();
                       self.reset_exchange();
                       if (ec) return self.close();
                       if (!keep) return self.graceful_close();

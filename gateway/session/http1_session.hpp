@@ -18,7 +18,6 @@
 
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include "common/deadline.hpp"
 #include "gateway/session/proxied_request.hpp"
@@ -135,7 +134,7 @@ class Http1Session final : public ClientSession,
   boost::beast::flat_buffer buffer_;
 
   std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> parser_;
-  std::optional<boost::beast::http::response<boost::beast::http::string_body>> local_res_;
+  std::string local_body_;  // a local reply's body while it is written (its head: res_.head)
   // Watching the client while a step is pending or the response awaited.
   struct Watch {
     std::uint64_t generation = 0;

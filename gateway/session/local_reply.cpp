@@ -1,6 +1,11 @@
 #include "gateway/session/local_reply.hpp"
 
+#include <array>
+
+#include <boost/beast/http/status.hpp>
 #include <nlohmann/json.hpp>
+
+#include "common/ascii.hpp"
 
 namespace sluice {
 
@@ -61,6 +66,63 @@ void with_trace_id(LocalReply& reply, std::string_view trace_id) {
   member += trace_id;  // hex digits only: nothing to escape
   member += reply.body.size() > 1 && reply.body[1] != '}' ? "\"," : "\"";
   reply.body.insert(1, member);
+}
+
+namespace {
+
+// Names a local reply's head frames itself.
+bool framing_name(std::string_view name) {
+  return ascii::iequals(name, "Content-Length") || ascii::iequals(name, "Transfer-Encoding") ||
+         ascii::iequals(name, "Connection");
+}
+
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+}  // namespace
+
+void serialize_local_head(std::string& out, const LocalReply& reply,
+                          const LocalHeadOptions& options) {
+  static const HeaderList kNone;
+  const HeaderList& steps = options.steps ? *options.steps : kNone;
+  const std::array<std::pair<std::string_view, std::string_view>, 3> fixed{
+      {{"Server", "sluice"},
+       {"Content-Type", reply.content_type},
+       {"X-Request-Id", options.request_id}}};
+  // Field i of the lists in order (fixed, steps, reply.headers).
+  const std::size_t count = fixed.size() + steps.size() + reply.headers.size();
+  const auto field = [&](std::size_t i) -> std::pair<std::string_view, std::string_view> {
+    if (i < fixed.size()) return fixed[i];
+    i -= fixed.size();
+    if (i < steps.size()) return {steps[i].first, steps[i].second};
+    i -= steps.size();
+    return {reply.headers[i].first, reply.headers[i].second};
+  };
+  const auto replaced_later = [&](std::size_t i, std::string_view name) {
+    for (std::size_t j = i + 1; j < count; ++j) {
+      if (ascii::iequals(field(j).first, name)) return true;
+    }
+    return false;
+  };
+
+  out.clear();
+  const unsigned status = reply.status;
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  out.append(boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status)));
+  out.append("\r\n");
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto [name, value] = field(i);
+    if (framing_name(name) || replaced_later(i, name)) continue;
+    append_field(out, name, value);
+  }
+  append_field(out, "Content-Length", std::to_string(options.content_length));
+  if (!options.keep_alive) {
+    out.append("Connection: close\r\n");
+  } else if (options.announce_keep_alive) {
+    out.append("Connection: keep-alive\r\n");
+  }
+  out.append("\r\n");
 }
 
 }  // namespace sluice

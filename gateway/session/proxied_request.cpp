@@ -131,6 +131,9 @@ void ProxiedRequest::count_facts() {
 
 void ProxiedRequest::exchange_ended(const ExchangeResult& result) {
   in_exchange_ = false;
+  // The upstream's outcome counts now, before any reply goes out: whoever
+  // reads the metrics after the response sees it.
+  count_facts();
   leg_.exchange_ending();
   switch (result.end) {
     case ExchangeResult::End::kRelayed:

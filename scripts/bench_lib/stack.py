@@ -412,10 +412,12 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s26 = stack.sluice("sluice-settled", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key", settled=True)
 
-    # --compare: rows 4, 5, 14, 16, 21, 22, 25 and 26 again with another sluice binary,
-    # as rows 104, 105, 114, 116, 121, 122, 125 and 126.
-    s104 = s105 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
+    # --compare: rows 4, 5, 12, 14, 16, 21, 22, 25, 26 and 27 again with another sluice
+    # binary, as rows 104, 105, 112, 114, 116, 121, 122, 125, 126 and 127.
+    s104 = s105 = s112 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
     if compare:
+        s112 = stack.sluice("sluice-deny-cache-compared", binary=compare, upstream=up,
+                            redis_port=deny_redis.port, limit=DENY_ALL)
         s127 = stack.sluice("sluice-access-log-compared", binary=compare, upstream=up,
                             redis_port=redis.port, limit=None, access_log=True,
                             access_log_flush_ms=1000)
@@ -442,7 +444,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             plans=["free", "pro"], api_keys=store,
                             redis={"key_secret_file": secret})
-        for gateway in (s105, s114, s121, s122, s125, s126):
+        for gateway in (s105, s112, s114, s121, s122, s125, s126):
             stack.wait_redis(gateway)
 
     def compare_rows() -> list[Row]:
@@ -451,6 +453,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         binary = os.path.basename(compare)
         return [sluice_row(104, f"row 4 with {binary}", s104),
                 sluice_row(105, f"row 5 with {binary}", s105, [redis]),
+                sluice_row(112, f"row 12 with {binary}", s112, [deny_redis]),
                 sluice_row(114, f"row 14 with {binary}", s114, [redis], keyed),
                 sluice_row(116, f"row 16 with {binary}", s116, scheme="https"),
                 sluice_row(121, f"row 21 with {binary}", s121, [redis], keyed),

@@ -5,9 +5,10 @@ redis-server and sluice-echo, on a limit keyed by a header any client sets:
   back near where it was once their denials have run out and the gateway is
   idle (docs/operations.md, "Memory per denied caller");
 - the most-limited view stays bounded in Redis: no slot's set holds more than
-  1,000 callers, no command of a read (seen in Redis' SLOWLOG) takes more than
-  a few milliseconds, the heaviest callers are listed with their exact
-  counts, and every key of the view lies under redis.key_prefix.
+  1,000 callers, every command of a read (seen in Redis' SLOWLOG) is a plain
+  one over at most five sets of 1,000 members, the heaviest callers are listed
+  with their exact counts, and every key of the view lies under
+  redis.key_prefix.
 """
 
 import json
@@ -22,6 +23,7 @@ from testkit.resp import Connection
 
 TINY = 0.0001  # refill per second: a denied caller stays denied
 KEPT = 1000  # callers a slot's set of the view keeps (top_plan.hpp)
+MERGE = 4  # slot sets one command of a read merges (top_plan.hpp)
 PREFIX = "tenant7:"
 
 
@@ -183,10 +185,21 @@ class BoundedTopViewTest(DeniedCallersCase):
         reads = [(entry[2], [a.decode() for a in entry[3]]) for entry in log
                  if any(b"{top}" in a for a in entry[3])]
         self.assertTrue(reads)
-        slowest = max(reads)
-        # A few milliseconds at most per command, whatever the callers.
-        self.assertLess(slowest[0], 10_000, f"{slowest[1][:3]} took {slowest[0]} us")
-        self.assertNotIn("EVALSHA", {args[0].upper() for _, args in reads})
+        # Bounded work per command, whatever the callers (a bound in members,
+        # not in microseconds: a loaded machine stretches any command): plain
+        # commands only, each merge of at most MERGE slot sets (of at most KEPT
+        # members, checked above) into the scratch set, itself trimmed to KEPT.
+        names = {args[0].upper() for _, args in reads}
+        self.assertLessEqual(names, {"ZUNIONSTORE", "ZREMRANGEBYRANK", "PEXPIRE", "ZRANGE", "DEL"},
+                             names)
+        merges = [args for _, args in reads if args[0].upper() == "ZUNIONSTORE"]
+        self.assertTrue(merges)
+        for args in merges:
+            self.assertLessEqual(int(args[2]), MERGE + 1, args)
+        for args in (a for _, a in reads if a[0].upper() == "ZREMRANGEBYRANK"):
+            self.assertEqual(int(args[3]), -KEPT - 1, args)
+        for args in (a for _, a in reads if a[0].upper() == "ZRANGE"):
+            self.assertLess(int(args[3]), KEPT, args)
         self.assertEqual(self.keys(PREFIX + "{top}:scratch:*"), [])  # deleted by the read
 
     def test_reads_on_different_workers_never_share_a_scratch_key(self):
