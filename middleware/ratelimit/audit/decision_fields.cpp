@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "common/hex.hpp"
 #include "middleware/ratelimit/consumers/consumer.hpp"
@@ -29,9 +30,11 @@ std::size_t deciding_limit(std::span<const LimitDescriptor> descriptors,
   // The limits that compete: the short enforced ones on a denial, the short
   // shadow ones when a shadow limit alone was short, otherwise all.
   const auto short_of = [&](bool shadow) {
-    return most_restrictive_of(descriptors, decision, [&](std::size_t i) {
+    const auto competes = [&](std::size_t i) {
       return !decision.limits[i].sufficient && descriptors[i].shadow == shadow;
-    });
+    };
+    // By reference: a std::function holds a reference without allocating.
+    return most_restrictive_of(descriptors, decision, std::cref(competes));
   };
   if (outcome.kind == RateOutcome::Kind::kLimited) {
     const std::size_t denied = short_of(false);

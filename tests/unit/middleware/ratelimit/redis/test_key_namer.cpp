@@ -62,3 +62,28 @@ TEST_CASE("key hashes with a secret are HMAC-SHA-256, and differ from plain SHA-
   CHECK(sluice::key_hash("abc", "secret-one-0123456") ==
         sluice::key_hash("abc", "secret-one-0123456"));
 }
+
+TEST_CASE("key hashes kept per thread answer only for the same input under the same secret",
+          "[ratelimit][keys]") {
+  // SHA-256("abc") and the RFC 4231 HMAC, asked in turns: the memo kept for
+  // one must never answer for the other.
+  const std::string plain = "l:ba7816bf8f01cfea414140de5dae2223";
+  const std::string hmac = "l:5bdcc146bf60754e6a042426089575c7";
+  const auto name = [](std::string_view input, std::string_view secret) {
+    return sluice::redis_key("", sluice::LimitDescriptor{"l", sluice::key_hash(input, secret), 1, 1});
+  };
+  for (int round = 0; round < 3; ++round) {
+    CHECK(name("abc", "") == plain);
+    CHECK(name("what do ya want for nothing?", "Jefe") == hmac);
+    CHECK(name("abc", "Jefe") != plain);
+    CHECK(name("what do ya want for nothing?", "") != hmac);
+  }
+  // Many inputs (more than the memo's slots, so some share one) hash as
+  // when asked alone; so do inputs longer than the memo keeps.
+  std::vector<sluice::KeyHash> first;
+  for (int i = 0; i < 500; ++i) first.push_back(sluice::key_hash("key-" + std::to_string(i)));
+  for (int i = 499; i >= 0; --i) CHECK(sluice::key_hash("key-" + std::to_string(i)) == first[i]);
+  const std::string long_input(1000, 'x');
+  CHECK(sluice::key_hash(long_input) == sluice::key_hash(long_input));
+  CHECK(sluice::key_hash(long_input) != sluice::key_hash(long_input + "y"));
+}
