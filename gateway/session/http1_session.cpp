@@ -281,7 +281,7 @@ void Http1Session::send_local(LocalReply reply, bool close_after) {
   asio::async_write(stream_, buffers,
                     handler([keep](Http1Session& self, beast::error_code ec, std::size_t) {
                       self.request_.record(self.request_.local_status());
-                      self.local_body_.clear();
+                      std::string().swap(self.local_body_);  // nothing held while idle
                       self.reset_exchange();
                       if (ec) return self.close();
                       if (!keep) return self.graceful_close();

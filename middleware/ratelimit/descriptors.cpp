@@ -205,10 +205,10 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
 
 namespace {
 
-// The digest itself (key_hash without its memo).
-KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret) {
+// The digest; `ok` false when OpenSSL failed (the hash is then all zero).
+KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, bool& ok) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  bool ok = false;
+  ok = false;
   if (secret.empty()) {
     // The digest and a context are fetched once per thread: EVP_Digest would
     // look the algorithm up and allocate a context on every call.
@@ -266,28 +266,34 @@ KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret) {
   return hash;
 }
 
-// The last digests of a worker, by input: a kept-alive client sends the same
-// key (its address, its API key) request after request, and a digest costs
-// about 2,000 instructions and an allocation in OpenSSL. Direct-mapped, inputs
-// of at most kMemoInputBytes kept (a few KiB per thread in all); emptied when
-// the secret changes (a reload).
+// The last bucket digests of a worker, by input: a kept-alive client sends
+// the same key value (its address, its API key) request after request, and a
+// digest costs about 2,000 instructions and an allocation in OpenSSL.
+// Direct-mapped, inputs of at most kMemoInputBytes kept (under 16 KB per
+// thread), emptied when the secret changes (a reload). A failed digest is
+// never kept. Only the limiter's own key values pass through it (the admin's
+// tokens and the consumer store's keys are hashed without it).
 class KeyHashMemo {
  public:
   static constexpr std::size_t kEntries = 64;
   static constexpr std::size_t kMemoInputBytes = 128;
 
   KeyHash get(std::string_view input, std::string_view secret) {
-    if (input.size() > kMemoInputBytes) return compute_key_hash(input, secret);
+    bool ok = false;
+    if (input.size() > kMemoInputBytes) return compute_key_hash(input, secret, ok);
     if (secret != secret_) {
       for (Entry& e : entries_) e.used = false;
       secret_.assign(secret);
     }
     Entry& e = entries_[std::hash<std::string_view>{}(input) % kEntries];
     if (e.used && e.input == input) return e.hash;
-    e.hash = compute_key_hash(input, secret);
+    e.used = false;  // until input and hash agree again
+    const KeyHash hash = compute_key_hash(input, secret, ok);
+    if (!ok) return hash;
     e.input.assign(input);
+    e.hash = hash;
     e.used = true;
-    return e.hash;
+    return hash;
   }
 
  private:
@@ -303,6 +309,11 @@ class KeyHashMemo {
 }  // namespace
 
 KeyHash key_hash(std::string_view hash_input, std::string_view secret) {
+  bool ok = false;
+  return compute_key_hash(hash_input, secret, ok);
+}
+
+KeyHash bucket_key_hash(std::string_view hash_input, std::string_view secret) {
   thread_local KeyHashMemo memo;
   return memo.get(hash_input, secret);
 }
@@ -354,7 +365,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     const BucketParams params =
         plan ? limit->for_plan(result.plan) : identity_params(*limit, identity);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
-        LimitDescriptor{limit->name, key_hash(value.hash_input, key_secret), params.capacity,
+        LimitDescriptor{limit->name, bucket_key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});
     descriptor.lease_tokens = limit->lease_tokens;
     descriptor.algorithm = limit->algorithm;

@@ -76,6 +76,11 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
 // 128 bits.
 KeyHash key_hash(std::string_view hash_input, std::string_view secret = {});
 
+// key_hash for a limit's key value, as the descriptors are built: the same
+// hash, kept by the worker thread for its last 64 values of at most 128 bytes
+// (a kept-alive client sends the same value request after request).
+KeyHash bucket_key_hash(std::string_view hash_input, std::string_view secret = {});
+
 // A bucket's name: limit name + ":" + the key hash as 32 lower-case hex digits.
 std::string bucket_name(const LimitDescriptor& descriptor);
 // The same name appended to `out`, and its length (to reserve for it).

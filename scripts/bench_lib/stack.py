@@ -319,7 +319,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     row 11 is row 9's load and limit on row 5's single Redis. Row 6 turns the denial
     cache off (every 429 asks Redis); rows 12 (the denial cache) and 13 (leases)
     each have a Redis of their own, so its counters hold only that row's calls
-    (lease refunds after a measurement included). Rows 17-20 echo WebSocket messages:
+    (lease refunds after a measurement included); row 112 (--compare) shares row
+    12's, measured at another time. Rows 17-20 echo WebSocket messages:
     sluice-wsbench's echo server directly (17, 19) and through a Sluice without limits
     whose one upstream it is (18, 20), 16 KiB messages (17, 18) and 128 bytes (19, 20)."""
     echo = stack.echo()
