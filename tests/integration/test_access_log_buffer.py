@@ -12,7 +12,7 @@
 import json
 import unittest
 
-from harness import ProcessTestCase, gateway_config, pipelined, wait_until
+from harness import ProcessTestCase, gateway_config, metric_sum, pipelined, wait_until
 
 REQUESTS = 400
 
@@ -80,6 +80,11 @@ class AccessLogBufferTest(ProcessTestCase):
     def test_a_reload_writes_the_waiting_lines(self):
         gw = self.start(access_log_flush_ms=60000)
         self.assertEqual(send(gw.port, [f"/before/{i}" for i in range(20)]), 20)
+        # An exchange is recorded (counted, then its line gathered) once its
+        # response is written, which may be after the client read it: the
+        # reload goes once all 20 are counted (a worker runs it after that).
+        wait_until(lambda: metric_sum(gw, "sluice_http_requests_total") >= 20, 10,
+                   message="the 20 exchanges recorded")
         self.assertEqual(self.lines(gw, "/before/"), [])
         gw.reload(gw.config_text)  # the same settings: a reload alone writes what waits
         wait_until(lambda: len(self.lines(gw, "/before/")) == 20, 10,
