@@ -12,12 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/header_list.hpp"
 #include "gateway/client_ip.hpp"
 #include "gateway/config/config.hpp"
 
 namespace sluice {
-
-using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // A reply made by Sluice itself rather than by an upstream.
 struct LocalReply {

@@ -35,8 +35,10 @@ class Pipeline {
   // (a second call finds none).
   void end(const ExchangeEnd& end);
 
-  // The headers the middleware queued for whatever response goes back.
-  HeaderList take_response_headers() { return std::move(ctx_.response_headers); }
+  // Hands `into` the headers the middleware queued for whatever response goes
+  // back, by exchange: the pipeline keeps `into`'s strings (forgotten at the
+  // next begin()) to fill again, so that a connection's requests reuse them.
+  void take_response_headers(HeaderList& into) { into.swap(ctx_.response_headers); }
 
  private:
   RequestContext ctx_;

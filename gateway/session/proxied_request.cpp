@@ -81,7 +81,7 @@ void ProxiedRequest::client_gone() {
 
 // Every step continued (no reply), or one answered.
 void ProxiedRequest::on_middleware_outcome(std::optional<LocalReply> reply) {
-  response_headers_ = pipeline_.take_response_headers();
+  pipeline_.take_response_headers(response_headers_);
   if (!reply) return start_upstream();
   // A half-read body also ends an HTTP/1.1 connection.
   const bool close = reply->close_connection || !leg_.body_done();

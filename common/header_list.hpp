@@ -1,0 +1,87 @@
+// Header name/value pairs in order, for the headers a request's steps add to
+// its response and its upstream request, and for Sluice's own replies. A list
+// that is cleared keeps its strings: one reused for every request of a
+// connection fills the same strings again, and allocates nothing once they
+// have grown to the longest name and value seen in their place (bounded by
+// the config: limit names, consumer ids, numbers). Header-only.
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace sluice {
+
+class HeaderList {
+ public:
+  using value_type = std::pair<std::string, std::string>;
+  using iterator = std::vector<value_type>::iterator;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  HeaderList() = default;
+  HeaderList(std::initializer_list<value_type> fields) : slots_(fields), size_(slots_.size()) {}
+  // A copy holds the fields only, not the spare strings.
+  HeaderList(const HeaderList& other) : slots_(other.begin(), other.end()), size_(other.size_) {}
+  HeaderList& operator=(const HeaderList& other) {
+    if (this != &other) {
+      clear();
+      for (const auto& [name, value] : other) emplace_back(name, value);
+    }
+    return *this;
+  }
+  HeaderList(HeaderList&& other) noexcept
+      : slots_(std::move(other.slots_)), size_(std::exchange(other.size_, 0)) {}
+  HeaderList& operator=(HeaderList&& other) noexcept {
+    slots_ = std::move(other.slots_);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
+
+  // Appends a field whose value the caller writes into the returned string
+  // (empty, with whatever capacity its slot kept).
+  std::string& add(std::string_view name) {
+    if (size_ == slots_.size()) slots_.emplace_back();
+    auto& [slot_name, slot_value] = slots_[size_++];
+    slot_name.assign(name);
+    slot_value.clear();
+    return slot_value;
+  }
+  void emplace_back(std::string_view name, std::string_view value) { add(name).assign(value); }
+  void push_back(const value_type& field) { emplace_back(field.first, field.second); }
+
+  // Forgets the fields; their strings are kept for the next ones.
+  void clear() noexcept { size_ = 0; }
+  void reserve(std::size_t n) { slots_.reserve(n); }
+  void swap(HeaderList& other) noexcept {
+    slots_.swap(other.slots_);
+    std::swap(size_, other.size_);
+  }
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  iterator begin() noexcept { return slots_.begin(); }
+  iterator end() noexcept { return slots_.begin() + static_cast<std::ptrdiff_t>(size_); }
+  const_iterator begin() const noexcept { return slots_.begin(); }
+  const_iterator end() const noexcept { return slots_.begin() + static_cast<std::ptrdiff_t>(size_); }
+  value_type& operator[](std::size_t i) { return slots_[i]; }
+  const value_type& operator[](std::size_t i) const { return slots_[i]; }
+  const value_type& front() const { return slots_.front(); }
+  const value_type& back() const { return slots_[size_ - 1]; }
+
+  friend bool operator==(const HeaderList& a, const HeaderList& b) {
+    if (a.size_ != b.size_) return false;
+    for (std::size_t i = 0; i < a.size_; ++i) {
+      if (a.slots_[i] != b.slots_[i]) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<value_type> slots_;  // the fields first, then spare strings
+  std::size_t size_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,51 @@
+// HeaderList: fields in order, and strings kept across clear() for the next fields.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/header_list.hpp"
+
+using sluice::HeaderList;
+
+TEST_CASE("header list: fields in order, cleared and filled again", "[header_list]") {
+  HeaderList list;
+  list.emplace_back("X-RateLimit-Remaining", "1234567890123456789");
+  list.add("RateLimit") = "\"per_key\";r=49;t=0";
+  REQUIRE(list.size() == 2);
+  CHECK(list[0] == HeaderList::value_type{"X-RateLimit-Remaining", "1234567890123456789"});
+  CHECK(list.back().second == "\"per_key\";r=49;t=0");
+  const char* kept = list[0].second.data();
+
+  list.clear();
+  CHECK(list.empty());
+  CHECK(list.begin() == list.end());
+  // The same slot, refilled with a shorter value: its storage is reused.
+  list.emplace_back("X-RateLimit-Remaining", "7");
+  CHECK(list.size() == 1);
+  CHECK(list[0].second == "7");
+  CHECK(list[0].second.data() == kept);
+  // add() hands out the slot's string empty.
+  list.clear();
+  CHECK(list.add("A").empty());
+}
+
+TEST_CASE("header list: copies, moves, swaps and compares the fields only", "[header_list]") {
+  HeaderList list{{"A", "1"}, {"B", "2"}, {"C", "3"}};
+  list.clear();
+  list.emplace_back("D", "4");
+  const HeaderList copy = list;
+  CHECK(copy.size() == 1);
+  CHECK(copy == HeaderList{{"D", "4"}});
+  CHECK_FALSE(copy == HeaderList{{"D", "4"}, {"B", "2"}});
+
+  HeaderList other{{"E", "5"}, {"F", "6"}};
+  list.swap(other);
+  CHECK(list == HeaderList{{"E", "5"}, {"F", "6"}});
+  CHECK(other == HeaderList{{"D", "4"}});
+
+  HeaderList moved = std::move(list);
+  CHECK(moved.size() == 2);
+  CHECK(list.empty());  // NOLINT(bugprone-use-after-move): a moved-from list is empty
+  HeaderList assigned;
+  assigned = other;
+  CHECK(assigned == other);
+}
