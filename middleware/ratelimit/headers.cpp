@@ -9,6 +9,8 @@
 
 namespace sluice {
 
+using namespace std::string_view_literals;
+
 namespace {
 
 constexpr double kTolerance = 1e-9;
@@ -124,53 +126,51 @@ double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDe
   return seconds;
 }
 
-RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits,
-                                       [[maybe_unused]] double cost, const RateDecision& decision) {
-  RateLimitHeaderList headers;
+HeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double cost,
+                              const RateDecision& decision) {
+  HeaderList headers;
+  append_rate_limit_headers(headers, limits, cost, decision);
+  return headers;
+}
+
+void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor> limits,
+                               [[maybe_unused]] double cost, const RateDecision& decision) {
   const std::size_t n = std::min(limits.size(), decision.limits.size());
   const std::size_t chosen = most_restrictive_limit(limits.first(n), decision);
-  if (chosen >= n) return headers;
-  headers.reserve(decision.allowed ? 5 : 7);
+  if (chosen >= n) return;
 
   // X-RateLimit-* for the most restrictive limit.
   const LimitState& state = decision.limits[chosen];
-  headers.emplace_back("X-RateLimit-Limit", std::to_string(floor_tokens(limits[chosen].capacity)));
-  headers.emplace_back("X-RateLimit-Remaining", std::to_string(floor_tokens(state.remaining)));
-  headers.emplace_back("X-RateLimit-Reset", std::to_string(ceil_seconds(state.seconds_to_full)));
+  append_int(out.add("X-RateLimit-Limit"), floor_tokens(limits[chosen].capacity));
+  append_int(out.add("X-RateLimit-Remaining"), floor_tokens(state.remaining));
+  append_int(out.add("X-RateLimit-Reset"), ceil_seconds(state.seconds_to_full));
 
   // RateLimit-Policy and RateLimit: one list item per limit, in route order.
-  std::string policy;
-  std::string current;
-  std::size_t names = 0;
-  for (std::size_t i = 0; i < n; ++i) names += limits[i].limit.size();
-  policy.reserve(names + 40 * n);  // each item: the quoted name, 2 numbers, separators
-  current.reserve(names + 40 * n);
+  std::string& policy = out.add("RateLimit-Policy");
   for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) {
-      policy += ", ";
-      current += ", ";
-    }
+    if (i > 0) policy += ", "sv;
     append_sf_string(policy, limits[i].limit);
-    policy += ";q=";
+    policy += ";q="sv;
     append_int(policy, floor_tokens(limits[i].capacity));
-    policy += ";w=";
+    policy += ";w="sv;
     append_int(policy, window_seconds(limits[i]));
+  }
+  std::string& current = out.add("RateLimit");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) current += ", "sv;
     append_sf_string(current, limits[i].limit);
-    current += ";r=";
+    current += ";r="sv;
     append_int(current, floor_tokens(decision.limits[i].remaining));
-    current += ";t=";
+    current += ";t="sv;
     append_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
   }
-  headers.emplace_back("RateLimit-Policy", std::move(policy));
-  headers.emplace_back("RateLimit", std::move(current));
 
   if (!decision.allowed) {
     const std::int64_t retry_after =
         std::max<std::int64_t>(1, ceil_seconds(retry_after_seconds(limits.first(n), decision)));
-    headers.emplace_back("Retry-After", std::to_string(retry_after));
-    headers.emplace_back("Cache-Control", "no-store");
+    append_int(out.add("Retry-After"), retry_after);
+    out.emplace_back("Cache-Control", "no-store");
   }
-  return headers;
 }
 
 std::string too_many_requests_body(std::span<const LimitDescriptor> limits,

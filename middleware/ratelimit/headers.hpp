@@ -10,12 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/header_list.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
-
-// Name/value pairs, in order (the same type as gateway HeaderList).
-using RateLimitHeaderList = std::vector<std::pair<std::string, std::string>>;
 
 inline constexpr std::string_view kProblemJsonContentType = "application/problem+json";
 
@@ -41,8 +39,12 @@ std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
 // `t` follows the spec's definition (0 when cost tokens are available now);
 // the spec's example line shows t=1 for a first request, which would be
 // seconds-until-full: the definition is followed where the two differ.
-RateLimitHeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double cost,
-                                       const RateDecision& decision);
+HeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double cost,
+                              const RateDecision& decision);
+// The same headers appended to `out`, each value written into the string the
+// list keeps for it (no allocation once a reused list has held them).
+void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor> limits,
+                               double cost, const RateDecision& decision);
 
 // Seconds until every violated limit has `cost` tokens (0 when none is violated).
 double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDecision& decision);

@@ -216,9 +216,7 @@ void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pendin
   const std::span<const LimitDescriptor> shown =
       std::span<const LimitDescriptor>(view.filtered ? view.limits : descriptors);
   const RateDecision& shown_decision = view.filtered ? view.decision : decision;
-  auto headers = rate_limit_headers(shown, cost, shown_decision);
-  ctx.response_headers.reserve(ctx.response_headers.size() + headers.size());
-  for (auto& header : headers) ctx.response_headers.push_back(std::move(header));
+  append_rate_limit_headers(ctx.response_headers, shown, cost, shown_decision);
   switch (outcome.kind) {
     case RateOutcome::Kind::kAllowed:
       return pending.done(std::nullopt);

@@ -156,3 +156,14 @@ TEST_CASE("process metrics: /proc/self/stat and /proc/stat parsing", "[metrics][
   CHECK(text.find("# TYPE process_open_fds gauge\nprocess_open_fds 12\n") != std::string::npos);
   CHECK(text.find("# TYPE process_start_time_seconds gauge\n") != std::string::npos);
 }
+
+TEST_CASE("metrics: label sets, plain and escaped", "[metrics]") {
+  CHECK(sluice::scratch_labels({}) == "");
+  CHECK(sluice::scratch_labels({{"route", "a"}}) == R"(route="a")");
+  CHECK(sluice::scratch_labels({{"route", "orders"}, {"limit", ""}, {"decision", "allowed"}}) ==
+        R"(route="orders",limit="",decision="allowed")");
+  CHECK(sluice::scratch_labels({{"route", "a\"b\\c\nd"}, {"code", "200"}}) ==
+        R"(route="a\"b\\c\nd",code="200")");
+  // The scratch string is reused: a shorter set after a longer one.
+  CHECK(sluice::scratch_labels({{"r", "x"}}) == R"(r="x")");
+}

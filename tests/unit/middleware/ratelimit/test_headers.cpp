@@ -12,7 +12,7 @@ namespace {
 using sluice::LimitDescriptor;
 using sluice::LimitState;
 using sluice::RateDecision;
-using Headers = sluice::RateLimitHeaderList;
+using Headers = sluice::HeaderList;
 
 const std::vector<LimitDescriptor> kSpecLimits = {{"per_key", "k1", 50, 10},
                                                   {"orders_global", "k2", 1000, 500}};
@@ -199,4 +199,21 @@ TEST_CASE("headers: a sliding window: its capacity, its window, the wait for it 
   over.allowed = true;
   over.limits = {{false, -3, 5, 70}};
   CHECK(header(sluice::rate_limit_headers(limits, 1, over), "X-RateLimit-Remaining") == "0");
+}
+
+TEST_CASE("headers: appended to a reused list, the same headers in the same strings",
+          "[ratelimit][headers]") {
+  RateDecision d;
+  d.allowed = false;
+  d.limits = {{false, 0.85, 0.015, 4.915}, {true, 999.5, 0, 0.001}};
+  const Headers fresh = sluice::rate_limit_headers(kSpecLimits, 1, d);
+  Headers reused{{"Earlier", "a value"}};
+  reused.clear();
+  sluice::append_rate_limit_headers(reused, kSpecLimits, 1, d);
+  CHECK(reused == fresh);
+  const char* policy = reused[3].second.data();
+  reused.clear();
+  sluice::append_rate_limit_headers(reused, kSpecLimits, 1, d);
+  CHECK(reused == fresh);
+  CHECK(reused[3].second.data() == policy);  // refilled in place, not allocated again
 }
