@@ -18,7 +18,7 @@ void AccessLog::on_exchange(const Config& config, const ExchangeSummary& summary
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
-  pending_ += access_log_line(summary, ms);
+  append_access_log_line(pending_, summary, ms);
   const auto wait = config.log.access_log_flush;
   if (wait.count() == 0 || pending_.size() >= kBufferBytes) return flush();
   if (timer_armed_) return;

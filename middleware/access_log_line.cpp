@@ -1,5 +1,6 @@
 #include "middleware/access_log_line.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <ctime>
 
@@ -8,6 +9,9 @@
 #include "common/target_parts.hpp"
 
 namespace sluice {
+
+using namespace std::string_view_literals;
+
 namespace {
 
 // The length of the well-formed UTF-8 sequence starting at text[i] (1 to 4),
@@ -36,21 +40,61 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) {
   return 0;
 }
 
-void append_field(std::string& out, std::string_view name) {
-  out += out.size() == 1 ? "\"" : ",\"";
-  out += name;
-  out += "\":";
+// Printable ASCII other than '"' and '\\': written into a JSON string as it is.
+bool plain_json_byte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
 }
 
-void append_string(std::string& out, std::string_view name, std::string_view value) {
-  append_field(out, name);
+// `value` in `width` decimal digits, zero-padded (value < 10^width).
+void append_digits(std::string& out, unsigned value, int width) {
+  char digits[4];
+  for (int k = width - 1; k >= 0; --k) {
+    digits[k] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  }
+  out.append(digits, static_cast<std::size_t>(width));
+}
+
+// "YYYY-MM-DDTHH:MM:SS" of a second since the epoch, kept per thread for the
+// second it was last asked for (a busy log writes many lines per second).
+std::string_view utc_second(std::int64_t secs) {
+  thread_local std::int64_t cached = -1;
+  thread_local std::string text;
+  if (secs != cached) {
+    const auto t = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    text.clear();
+    append_digits(text, static_cast<unsigned>(tm.tm_year + 1900) % 10000, 4);
+    text += '-';
+    append_digits(text, static_cast<unsigned>(tm.tm_mon + 1), 2);
+    text += '-';
+    append_digits(text, static_cast<unsigned>(tm.tm_mday), 2);
+    text += 'T';
+    append_digits(text, static_cast<unsigned>(tm.tm_hour), 2);
+    text += ':';
+    append_digits(text, static_cast<unsigned>(tm.tm_min), 2);
+    text += ':';
+    append_digits(text, static_cast<unsigned>(tm.tm_sec), 2);
+    cached = secs;
+  }
+  return text;
+}
+
+// A field after the first: `key` is its separator, quoted name and colon
+// (key("status") is ,"status":), appended at once.
+void append_field(std::string& out, std::string_view key) { out += key; }
+
+void append_string(std::string& out, std::string_view key, std::string_view value) {
+  append_field(out, key);
   append_json_string(out, value);
 }
 
-void append_string_or_null(std::string& out, std::string_view name, std::string_view value) {
-  append_field(out, name);
+void append_string_or_null(std::string& out, std::string_view key, std::string_view value) {
+  append_field(out, key);
   if (value.empty()) {
-    out += "null";
+    out += "null"sv;
   } else {
     append_json_string(out, value);
   }
@@ -58,18 +102,19 @@ void append_string_or_null(std::string& out, std::string_view name, std::string_
 
 void append_number(std::string& out, double value) {
   if (!std::isfinite(value)) {
-    out += "null";
+    out += "null"sv;
     return;
   }
-  fmt::format_to(std::back_inserter(out), "{}", value);
+  char digits[32];  // a double's shortest form takes at most 24
+  out.append(digits, fmt::format_to_n(digits, sizeof digits, "{}", value).out);
 }
 
-void append_optional(std::string& out, std::string_view name, const std::optional<double>& value) {
-  append_field(out, name);
+void append_optional(std::string& out, std::string_view key, const std::optional<double>& value) {
+  append_field(out, key);
   if (value) {
     append_number(out, *value);
   } else {
-    out += "null";
+    out += "null"sv;
   }
 }
 
@@ -78,13 +123,16 @@ void append_optional(std::string& out, std::string_view name, const std::optiona
 void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   for (std::size_t i = 0; i < text.size();) {
-    const char c = text[i];
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x80 && c != '"' && c != '\\') {
-      out += c;
-      ++i;
+    // A run of printable ASCII that needs no escape, appended at once.
+    std::size_t run = i;
+    while (run < text.size() && plain_json_byte(text[run])) ++run;
+    if (run > i) {
+      out.append(text.data() + i, run - i);
+      i = run;
       continue;
     }
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
@@ -115,44 +163,45 @@ void append_json_string(std::string& out, std::string_view text) {
 
 std::string access_log_line(const ExchangeSummary& s, std::int64_t unix_ms) {
   std::string out;
-  out.reserve(512);
-  out += '{';
-  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  append_field(out, "ts");
-  fmt::format_to(std::back_inserter(out), "\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z\"",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                 static_cast<int>(unix_ms % 1000));
+  append_access_log_line(out, s, unix_ms);
+  return out;
+}
+
+void append_access_log_line(std::string& out, const ExchangeSummary& s, std::int64_t unix_ms) {
+  out += "{\"ts\":\""sv;
+  out += utc_second(unix_ms / 1000);
+  out += '.';
+  append_digits(out, static_cast<unsigned>(unix_ms % 1000), 3);
+  out += "Z\""sv;
   // The fields the log has always had are strings, "" when they do not apply;
   // the later ones are null then.
-  append_string(out, "request_id", s.request_id);
-  append_string_or_null(out, "trace_id", s.trace_id);
-  append_field(out, "client_ip");
+  append_string(out, R"(,"request_id":)"sv, s.request_id);
+  append_string_or_null(out, R"(,"trace_id":)"sv, s.trace_id);
+  append_field(out, R"(,"client_ip":)"sv);
   append_json_string(out, s.client_ip.to_string());
-  append_string(out, "method", s.method);
-  append_string_or_null(out, "protocol", s.protocol);
-  append_string(out, "path", split_target(s.target).path);
-  append_string(out, "route", s.route);
-  append_field(out, "status");
-  fmt::format_to(std::back_inserter(out), "{}", s.status);
-  append_field(out, "duration_ms");  // to the microsecond
+  append_string(out, R"(,"method":)"sv, s.method);
+  append_string_or_null(out, R"(,"protocol":)"sv, s.protocol);
+  append_string(out, R"(,"path":)"sv, split_target(s.target).path);
+  append_string(out, R"(,"route":)"sv, s.route);
+  append_field(out, R"(,"status":)"sv);
+  char status[12];
+  out.append(status, std::to_chars(status, status + sizeof status, s.status).ptr);
+  append_field(out, R"(,"duration_ms":)"sv);  // to the microsecond
   append_number(out, std::round(s.duration_seconds * 1e6) / 1000.0);
-  append_string(out, "upstream", s.upstream_server);
-  append_field(out, "local");
-  out += s.local ? "true" : "false";
+  append_string(out, R"(,"upstream":)"sv, s.upstream_server);
+  append_field(out, R"(,"local":)"sv);
+  out += s.local ? "true"sv : "false"sv;
   static const DecisionRecord kNone;
   const DecisionRecord& d = s.decision ? *s.decision : kNone;
-  append_field(out, "decision");
+  append_field(out, R"(,"decision":)"sv);
   append_json_string(out, d.decision);
-  append_string_or_null(out, "consumer", d.consumer);
-  append_string_or_null(out, "plan", d.plan);
-  append_string_or_null(out, "limit", d.limit);
-  append_optional(out, "remaining", d.remaining);
-  append_optional(out, "cost", d.cost);
-  append_optional(out, "settled_cost", d.settled_cost);
-  out += "}\n";
-  return out;
+  append_string_or_null(out, R"(,"consumer":)"sv, d.consumer);
+  append_string_or_null(out, R"(,"plan":)"sv, d.plan);
+  append_string_or_null(out, R"(,"limit":)"sv, d.limit);
+  append_optional(out, R"(,"remaining":)"sv, d.remaining);
+  append_optional(out, R"(,"cost":)"sv, d.cost);
+  append_optional(out, R"(,"settled_cost":)"sv, d.settled_cost);
+  out += "}\n"sv;
 }
 
 }  // namespace sluice

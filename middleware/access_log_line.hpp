@@ -19,5 +19,8 @@ void append_json_string(std::string& out, std::string_view text);
 
 // The line for `summary` at `unix_ms` (the ts field), ending in '\n'.
 std::string access_log_line(const ExchangeSummary& summary, std::int64_t unix_ms);
+// The same line appended to `out` (a log's buffer of lines to write).
+void append_access_log_line(std::string& out, const ExchangeSummary& summary,
+                            std::int64_t unix_ms);
 
 }  // namespace sluice

@@ -80,4 +80,42 @@ TEST_CASE("access log: a line has every field, null where it does not apply", "[
   CHECK(none["trace_id"].is_null());
 }
 
+TEST_CASE("access log: a line, byte for byte", "[access-log]") {
+  ExchangeSummary s;
+  s.method = "POST";
+  s.protocol = "HTTP/1.1";
+  s.target = "/v1/chat?x=1";
+  s.status = 200;
+  s.request_id = "0123456789abcdef";
+  s.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+  s.route = "chat \"beta\"";
+  s.client_ip = *parse_ip("2001:db8::7");
+  s.upstream_server = "127.0.0.1:8080";
+  s.duration_seconds = 0.0012345;
+  DecisionRecord d;
+  d.decision = "allowed";
+  d.consumer = "k:3f2a";
+  d.plan = "gold";
+  d.limit = "per_key";
+  d.remaining = 99.5;
+  d.cost = 1e21;
+  d.settled_cost = 0.001;
+  s.decision = &d;
+  CHECK(access_log_line(s, 1764633600007) ==
+        R"({"ts":"2025-12-02T00:00:00.007Z","request_id":"0123456789abcdef",)"
+        R"("trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","client_ip":"2001:db8::7",)"
+        R"("method":"POST","protocol":"HTTP/1.1","path":"/v1/chat","route":"chat \"beta\"",)"
+        R"("status":200,"duration_ms":1.235,"upstream":"127.0.0.1:8080","local":false,)"
+        R"("decision":"allowed","consumer":"k:3f2a","plan":"gold","limit":"per_key",)"
+        R"("remaining":99.5,"cost":1e+21,"settled_cost":0.001})"
+        "\n");
+  // The same second again, and a moment before the epoch's first second ends.
+  CHECK(access_log_line(s, 1764633600999).substr(0, 32) == R"({"ts":"2025-12-02T00:00:00.999Z")");
+  CHECK(access_log_line(s, 999).substr(0, 32) == R"({"ts":"1970-01-01T00:00:00.999Z")");
+  // Appended after other lines, a line is the same.
+  std::string lines = access_log_line(s, 1764633600007);
+  append_access_log_line(lines, s, 1764633600007);
+  CHECK(lines == access_log_line(s, 1764633600007) + access_log_line(s, 1764633600007));
+}
+
 }  // namespace access_log_line_test
