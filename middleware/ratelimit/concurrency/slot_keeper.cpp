@@ -54,8 +54,12 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
 // reached Redis, a second apart; a slot still not given back after the last
 // attempt ends with its lease.
 void SlotKeeper::give_back(std::vector<BucketRefund> releases, int attempt, bool reached) {
+  // One copy, kept for a retry; the list itself goes to the limiter.
+  std::vector<BucketRefund> kept = releases;
   limiter_->refund(
-      releases, [weak = weak_from_this(), releases, attempt, reached](std::error_code ec) mutable {
+      std::move(releases),
+      [weak = weak_from_this(), releases = std::move(kept), attempt, reached](
+          std::error_code ec) mutable {
         auto self = weak.lock();
         if (!self) return;
         const auto n = static_cast<double>(releases.size());
