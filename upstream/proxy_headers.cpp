@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <vector>
@@ -293,13 +294,19 @@ void generate_request_id(std::string& out) {
     std::random_device rd;
     return (std::uint64_t{rd()} << 32) ^ rd();
   }()};
+  // Two hex digits per byte of each draw, the low nibble first, written
+  // through a local pointer (a store through the string would make the
+  // compiler reload its buffer for every digit).
+  static constexpr auto kPairs = [] {
+    std::array<std::array<char, 2>, 256> pairs{};
+    for (unsigned b = 0; b < 256; ++b) pairs[b] = {hex::digit(b), hex::digit(b >> 4)};
+    return pairs;
+  }();
   out.resize(32);
+  char* p = out.data();
   for (int half = 0; half < 2; ++half) {
     std::uint64_t v = rng();
-    for (int i = 0; i < 16; ++i) {
-      out[half * 16 + i] = hex::digit(v & 0xf);
-      v >>= 4;
-    }
+    for (int i = 0; i < 8; ++i, p += 2, v >>= 8) std::memcpy(p, kPairs[v & 0xff].data(), 2);
   }
 }
 

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <string>
+#include <vector>
 
 #include <boost/beast/http/fields.hpp>
 
@@ -335,6 +337,16 @@ TEST_CASE("request ids: kept when sane, generated otherwise", "[proxy_headers]")
   CHECK(a.size() == 32);
   CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
   CHECK(a != b);
+  // Every digit turns up at every position (512 ids: a position missing one
+  // by chance is less likely than 1 in 10^11).
+  std::vector<std::string> seen(32);
+  for (int n = 0; n < 512; ++n) {
+    const std::string id = generate_request_id();
+    for (std::size_t i = 0; i < id.size(); ++i) {
+      if (seen[i].find(id[i]) == std::string::npos) seen[i] += id[i];
+    }
+  }
+  for (const auto& digits : seen) CHECK(digits.size() == 16);
 }
 
 TEST_CASE("local replies carry a status and a small JSON body", "[local_reply]") {
