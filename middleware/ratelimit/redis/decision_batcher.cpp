@@ -23,7 +23,15 @@ std::vector<QueuedDecision> DecisionBatcher::take() {
   posted_ = false;
   std::vector<QueuedDecision> batch;
   batch.swap(queued_);
+  queued_.swap(spare_);
   return batch;
+}
+
+void DecisionBatcher::recycle(std::vector<QueuedDecision> spent) {
+  spent.clear();
+  if (spent.capacity() <= kKeptCapacity && spent.capacity() > spare_.capacity()) {
+    spare_ = std::move(spent);
+  }
 }
 
 void send_batch(redis::Client& client, const redis::Script& script, const LimitsCodec& codec,

@@ -43,9 +43,16 @@ class DecisionBatcher {
 
   // The decisions queued this turn; the next enqueue starts a new turn.
   std::vector<QueuedDecision> take();
+  // A taken batch, once sent: its storage queues a later turn (kept only up
+  // to kKeptCapacity decisions), so that a steady load queues without
+  // allocating.
+  void recycle(std::vector<QueuedDecision> spent);
+
+  static constexpr std::size_t kKeptCapacity = 4 * kMaxBatch;
 
  private:
   std::vector<QueuedDecision> queued_;
+  std::vector<QueuedDecision> spare_;
   bool posted_ = false;
 };
 

@@ -23,6 +23,13 @@ void RedisRateLimiter::Impl::decide(const std::vector<LimitDescriptor>& descript
       return;
     }
   }
+  if (!by_slot && descriptors.size() == 1 && DecisionBatcher::batchable(descriptors[0])) {
+    const bool first = batcher_.enqueue(QueuedDecision{
+        descriptors[0], redis_key(key_prefix_, descriptors[0], route.keys), cost,
+        std::move(handler)});
+    if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_batch(); });
+    return;
+  }
   auto keys = redis_keys(key_prefix_, descriptors, route.keys);
   if (by_slot && descriptors.size() > 1 && !common_slot(keys)) {
     return decide_across_slots(cross_slot_context(), descriptors, std::move(keys), cost,
@@ -30,12 +37,6 @@ void RedisRateLimiter::Impl::decide(const std::vector<LimitDescriptor>& descript
                                    std::error_code ec, RateDecision decision) {
                                  self->on_outcome(ec, std::move(decision), handler);
                                });
-  }
-  if (!by_slot && descriptors.size() == 1 && DecisionBatcher::batchable(descriptors[0])) {
-    const bool first = batcher_.enqueue(
-        QueuedDecision{descriptors[0], std::move(keys[0]), cost, std::move(handler)});
-    if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_batch(); });
-    return;
   }
   client.evalsha_late(
       script_, std::move(keys), codec_.encode_args(descriptors, cost),
@@ -101,6 +102,7 @@ void RedisRateLimiter::Impl::flush_batch() {
         std::span<QueuedDecision>(batch).subspan(first, std::min(kMax, batch.size() - first)),
         shared_from_this(), outcome, late_handler());
   }
+  batcher_.recycle(std::move(batch));
 }
 
 CrossSlotContext RedisRateLimiter::Impl::cross_slot_context() {
