@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
@@ -23,13 +25,16 @@ enum class LimitVerdict {
 
 std::string_view verdict_label(LimitVerdict verdict);
 
+// The verdicts of a request's limits: inline for a route of up to 8 limits.
+using LimitVerdicts = boost::container::small_vector<LimitVerdict, 8>;
+
 struct RateOutcome {
   enum class Kind { kAllowed, kLimited, kDelayed };
   Kind kind = Kind::kAllowed;
   // kDelayed only: how long the request waits before it goes (> 0), never
   // more than the largest max_wait_seconds of its limits.
   double delay_seconds = 0;
-  std::vector<LimitVerdict> limits;  // parallel to the descriptors
+  LimitVerdicts limits;  // parallel to the descriptors
 };
 
 // The outcome of `decision` for a request with these descriptors (parallel to

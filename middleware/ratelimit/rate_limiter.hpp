@@ -10,6 +10,8 @@
 #include <system_error>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "gateway/config/algorithm.hpp"
 
 namespace sluice {
@@ -73,6 +75,10 @@ struct LimitState {
   double wait_seconds = 0;
 };
 
+// The states of a decision's limits, in the descriptors' order: inline for
+// the few limits a route has (no allocation per decision), on the heap beyond.
+using LimitStates = boost::container::small_vector<LimitState, 4>;
+
 // Who answered: the store, or the local layer without asking it.
 enum class LocalDecision {
   kNone,       // the store (Redis) decided
@@ -86,7 +92,7 @@ struct RateDecision {
   // max wait: those are all debited, and each shadow bucket that was
   // sufficient. Otherwise nothing is debited.
   bool allowed = false;
-  std::vector<LimitState> limits;  // same order as the descriptors
+  LimitStates limits;  // same order as the descriptors
   // With an error only: how long the limiter expects to stay unable to decide
   // (an open circuit breaker's time left); 0 when it does not know.
   double unavailable_seconds = 0;
@@ -118,7 +124,9 @@ struct BucketRefund {
 
 using RefundHandler = std::function<void(std::error_code)>;
 
-using RateDecisionHandler = std::function<void(std::error_code, RateDecision)>;
+// The decision is handed over as an rvalue: passed through the layers of the
+// limiter (local layer, batcher, Redis) without a copy or a move at each.
+using RateDecisionHandler = std::function<void(std::error_code, RateDecision&&)>;
 
 class RateLimiter {
  public:

@@ -35,7 +35,7 @@ LimitState reserved(double wait) {
   return s;
 }
 
-RateDecision decided(bool allowed, std::vector<LimitState> limits, double delay = 0) {
+RateDecision decided(bool allowed, sluice::LimitStates limits, double delay = 0) {
   RateDecision d;
   d.allowed = allowed;
   d.limits = std::move(limits);
@@ -59,14 +59,14 @@ TEST_CASE("enforced limits only: allowed or limited", "[ratelimit][outcome]") {
   auto o = select_outcome(limits, decided(true, {ok(), ok()}));
   CHECK(o.kind == K::kAllowed);
   CHECK(o.delay_seconds == 0);
-  CHECK(o.limits == std::vector<V>{V::kAllowed, V::kAllowed});
+  CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kAllowed});
 
   o = select_outcome(limits, decided(false, {ok(), short_of(2)}));
   CHECK(o.kind == K::kLimited);
-  CHECK(o.limits == std::vector<V>{V::kAllowed, V::kLimited});
+  CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kLimited});
 
   o = select_outcome(limits, decided(false, {short_of(1), short_of(2)}));
-  CHECK(o.limits == std::vector<V>{V::kLimited, V::kLimited});
+  CHECK(o.limits == LimitVerdicts{V::kLimited, V::kLimited});
 }
 
 TEST_CASE("a shadow limit short of tokens never denies, whatever the request's fate",
@@ -75,33 +75,33 @@ TEST_CASE("a shadow limit short of tokens never denies, whatever the request's f
   SECTION("enforced sufficient, shadow short: allowed, counted shadow_limited") {
     const auto o = select_outcome(limits, decided(true, {ok(), short_of(3)}));
     CHECK(o.kind == K::kAllowed);
-    CHECK(o.limits == std::vector<V>{V::kAllowed, V::kShadowLimited});
+    CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kShadowLimited});
   }
   SECTION("both short: limited by the enforced one, the shadow one still shadow_limited") {
     const auto o = select_outcome(limits, decided(false, {short_of(1), short_of(3)}));
     CHECK(o.kind == K::kLimited);
-    CHECK(o.limits == std::vector<V>{V::kLimited, V::kShadowLimited});
+    CHECK(o.limits == LimitVerdicts{V::kLimited, V::kShadowLimited});
   }
   SECTION("enforced short, shadow sufficient") {
     const auto o = select_outcome(limits, decided(false, {short_of(1), ok()}));
     CHECK(o.kind == K::kLimited);
-    CHECK(o.limits == std::vector<V>{V::kLimited, V::kAllowed});
+    CHECK(o.limits == LimitVerdicts{V::kLimited, V::kAllowed});
   }
   SECTION("both sufficient") {
     const auto o = select_outcome(limits, decided(true, {ok(), ok()}));
     CHECK(o.kind == K::kAllowed);
-    CHECK(o.limits == std::vector<V>{V::kAllowed, V::kAllowed});
+    CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kAllowed});
   }
   SECTION("a store that refused for the shadow limit alone: the request goes") {
     const auto o = select_outcome(limits, decided(false, {ok(), short_of(3)}));
     CHECK(o.kind == K::kAllowed);
-    CHECK(o.limits == std::vector<V>{V::kAllowed, V::kShadowLimited});
+    CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kShadowLimited});
   }
   SECTION("shadow limits only") {
     const std::vector<LimitDescriptor> dry = {limit("dry", true)};
     const auto o = select_outcome(dry, decided(true, {short_of(3)}));
     CHECK(o.kind == K::kAllowed);
-    CHECK(o.limits == std::vector<V>{V::kShadowLimited});
+    CHECK(o.limits == LimitVerdicts{V::kShadowLimited});
   }
 }
 
@@ -110,12 +110,12 @@ TEST_CASE("a reservation delays the request by the longest wait", "[ratelimit][o
   auto o = select_outcome(limits, decided(true, {reserved(0.5), reserved(1.25)}, 1.25));
   CHECK(o.kind == K::kDelayed);
   CHECK(o.delay_seconds == 1.25);
-  CHECK(o.limits == std::vector<V>{V::kDelayed, V::kDelayed});
+  CHECK(o.limits == LimitVerdicts{V::kDelayed, V::kDelayed});
 
   o = select_outcome(limits, decided(true, {ok(), reserved(0.5)}, 0.5));
   CHECK(o.kind == K::kDelayed);
   CHECK(o.delay_seconds == 0.5);
-  CHECK(o.limits == std::vector<V>{V::kAllowed, V::kDelayed});
+  CHECK(o.limits == LimitVerdicts{V::kAllowed, V::kDelayed});
 
   SECTION("the wait is taken from the limits when the decision does not name it") {
     o = select_outcome(limits, decided(true, {ok(), reserved(0.75)}, 0));
@@ -135,7 +135,7 @@ TEST_CASE("a reservation delays the request by the longest wait", "[ratelimit][o
     o = select_outcome(limits, decided(false, {reserved(0.5), short_of(9)}));
     CHECK(o.kind == K::kLimited);
     CHECK(o.delay_seconds == 0);
-    CHECK(o.limits == std::vector<V>{V::kLimited, V::kLimited});
+    CHECK(o.limits == LimitVerdicts{V::kLimited, V::kLimited});
   }
 }
 
@@ -145,10 +145,10 @@ TEST_CASE("shadow and delay together", "[ratelimit][outcome]") {
   auto o = select_outcome(limits, decided(true, {reserved(0.4), short_of(3)}, 0.4));
   CHECK(o.kind == K::kDelayed);
   CHECK(o.delay_seconds == Approx(0.4));
-  CHECK(o.limits == std::vector<V>{V::kDelayed, V::kShadowLimited});
+  CHECK(o.limits == LimitVerdicts{V::kDelayed, V::kShadowLimited});
 
   o = select_outcome(limits, decided(true, {reserved(0.4), ok()}, 0.4));
-  CHECK(o.limits == std::vector<V>{V::kDelayed, V::kAllowed});
+  CHECK(o.limits == LimitVerdicts{V::kDelayed, V::kAllowed});
 }
 
 TEST_CASE("the client is shown the enforced limits only", "[ratelimit][outcome]") {

@@ -28,14 +28,14 @@ class FakeStore final : public RateLimiter {
     if (done) boost::asio::post(io_, [done] { done({}); });
   }
   // Answers the oldest open call with one state per bucket.
-  void answer(bool allowed, std::vector<LimitState> states) {
+  void answer(bool allowed, sluice::LimitStates states) {
     REQUIRE(!calls.empty());
     RateDecision d;
     d.allowed = allowed;
     d.limits = std::move(states);
     auto h = std::move(calls.front().handler);
     calls.erase(calls.begin());
-    boost::asio::post(io_, [h = std::move(h), d] { h({}, d); });
+    boost::asio::post(io_, [h = std::move(h), d]() mutable { h({}, std::move(d)); });
   }
   struct Call {
     std::vector<LimitDescriptor> descriptors;

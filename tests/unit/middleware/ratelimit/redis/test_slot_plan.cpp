@@ -13,7 +13,7 @@ namespace {
 
 using namespace sluice;
 
-RateDecision part(bool allowed, std::vector<LimitState> limits) {
+RateDecision part(bool allowed, sluice::LimitStates limits) {
   RateDecision d;
   d.allowed = allowed;
   d.limits = std::move(limits);
