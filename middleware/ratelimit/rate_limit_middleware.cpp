@@ -167,14 +167,14 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
   limiter_->decide(descriptors, cost,
                    [self = shared_from_this(), &ctx, pending = std::move(pending)](
-                       std::error_code ec, RateDecision decision) mutable {
+                       std::error_code ec, RateDecision&& decision) mutable {
                      self->on_decided(ctx, std::move(pending), ec, std::move(decision));
                    });
   return MiddlewareResult::pending();
 }
 
 void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pending,
-                                     std::error_code ec, RateDecision decision) {
+                                     std::error_code ec, RateDecision&& decision) {
   const RouteConfig& route = *ctx.route;
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
   const double cost = pending.cost;

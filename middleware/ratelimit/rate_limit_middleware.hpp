@@ -90,7 +90,7 @@ class RateLimitMiddleware final : public Middleware,
   // mode, the outcome recorded and counted, the headers queued, and the
   // request completed, answered or made to wait.
   void on_decided(RequestContext& ctx, PendingDecision pending, std::error_code ec,
-                  RateDecision decision);
+                  RateDecision&& decision);
   // The decision's counters: per limit, near the limit, local decisions.
   void count_decision(const RouteConfig& route, const std::vector<LimitDescriptor>& descriptors,
                       const RateDecision& decision, const RateOutcome& outcome);

@@ -37,7 +37,9 @@ class FakeLimiter final : public RateLimiter {
   // Fires the pending completion as the real limiter would: later, on the executor.
   void complete(boost::asio::io_context& io, std::error_code ec, RateDecision decision) {
     REQUIRE(pending);
-    boost::asio::post(io, [h = std::move(pending), ec, decision] { h(ec, decision); });
+    boost::asio::post(io, [h = std::move(pending), ec, decision]() mutable {
+      h(ec, std::move(decision));
+    });
     pending = nullptr;
   }
   struct Call {

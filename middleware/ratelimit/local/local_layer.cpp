@@ -49,7 +49,7 @@ void LocalLayer::decide(const std::vector<LimitDescriptor>& descriptors, double 
   if (!deny_cache_on_) return store_->decide(descriptors, cost, std::move(handler));
   store_->decide(descriptors, cost,
                  [self = shared_from_this(), &descriptors, cost, now, handler = std::move(handler)](
-                     std::error_code ec, RateDecision decision) {
+                     std::error_code ec, RateDecision&& decision) {
                    if (!ec && !decision.allowed) {
                      self->remember_denials(descriptors, cost, decision, now);
                    }
@@ -141,7 +141,7 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
   ++calls_out_;
   store_->decide(call->asked, cost,
                  [self = shared_from_this(), call, &descriptors, cost,
-                  handler = std::move(handler)](std::error_code ec, RateDecision decision) {
+                  handler = std::move(handler)](std::error_code ec, RateDecision&& decision) {
                    --self->calls_out_;
                    self->on_leased_answer(*call, descriptors, cost, ec, std::move(decision),
                                           handler);

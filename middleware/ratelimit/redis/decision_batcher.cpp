@@ -74,7 +74,11 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
           if (!decisions) ec = make_error_code(LimiterError::kBadReply);
         }
         for (std::size_t i = 0; i < handlers.size(); ++i) {
-          outcome(ec, decisions ? std::move((*decisions)[i]) : RateDecision{}, handlers[i]);
+          if (decisions) {
+            outcome(ec, std::move((*decisions)[i]), handlers[i]);
+          } else {
+            outcome(ec, RateDecision{}, handlers[i]);
+          }
         }
       },
       std::move(late));

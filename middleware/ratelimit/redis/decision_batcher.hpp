@@ -28,7 +28,8 @@ struct QueuedDecision {
 };
 
 // Each request's outcome of a batch call: its decision, or the call's error.
-using BatchOutcome = std::function<void(std::error_code, RateDecision, const RateDecisionHandler&)>;
+using BatchOutcome =
+    std::function<void(std::error_code, RateDecision&&, const RateDecisionHandler&)>;
 
 class DecisionBatcher {
  public:

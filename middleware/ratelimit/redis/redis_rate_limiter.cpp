@@ -34,7 +34,7 @@ void RedisRateLimiter::Impl::decide(const std::vector<LimitDescriptor>& descript
   if (by_slot && descriptors.size() > 1 && !common_slot(keys)) {
     return decide_across_slots(cross_slot_context(), descriptors, std::move(keys), cost,
                                [self = shared_from_this(), handler = std::move(handler)](
-                                   std::error_code ec, RateDecision decision) {
+                                   std::error_code ec, RateDecision&& decision) {
                                  self->on_outcome(ec, std::move(decision), handler);
                                });
   }
@@ -91,7 +91,7 @@ void RedisRateLimiter::Impl::flush_batch() {
     }
     return;
   }
-  const auto outcome = [this](std::error_code ec, RateDecision decision,
+  const auto outcome = [this](std::error_code ec, RateDecision&& decision,
                               const RateDecisionHandler& handler) {
     on_outcome(ec, std::move(decision), handler);
   };
@@ -127,7 +127,7 @@ void RedisRateLimiter::Impl::on_reply(std::error_code ec, redis::Reply reply, st
   on_outcome(ec, decision ? std::move(*decision) : RateDecision{}, handler);
 }
 
-void RedisRateLimiter::Impl::on_outcome(std::error_code ec, RateDecision decision,
+void RedisRateLimiter::Impl::on_outcome(std::error_code ec, RateDecision&& decision,
                                         const RateDecisionHandler& handler) {
   const auto now = CircuitBreaker::Clock::now();
   if (ec) {

@@ -101,7 +101,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                 const RateDecisionHandler& handler);
 
   // A decision's outcome: counted, fed to the breaker, handed on.
-  void on_outcome(std::error_code ec, RateDecision decision, const RateDecisionHandler& handler);
+  void on_outcome(std::error_code ec, RateDecision&& decision, const RateDecisionHandler& handler);
 
   void fleet_heartbeat(const std::string& instance_id, std::chrono::milliseconds ttl, bool leave,
                        FleetHandler handler);
