@@ -133,6 +133,16 @@ std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& 
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
                               std::optional<std::string_view> api_key) {
   LimitKeyValue result;
+  limit_key_value(result, limit, request, api_key);
+  return result;
+}
+
+void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const RequestView& request,
+                     std::optional<std::string_view> api_key) {
+  result.hash_input.clear();
+  result.fell_back = false;
+  result.missing_kind = KeySource::Kind::kIp;
+  result.missing_name.clear();
   std::string& out = result.hash_input;
   auto fall_back = [&](const KeySource& source) {
     if (!result.fell_back) {
@@ -195,7 +205,6 @@ LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& reque
       }
     }
   }
-  return result;
 }
 
 std::size_t bucket_name_size(const LimitDescriptor& descriptor) {
@@ -238,10 +247,12 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
   result.plan = std::string(plan.value_or(identity.plan));
   result.has_api_key = identity.key.has_value();
   result.descriptors.reserve(limits.size());
-  result.values.reserve(limits.size());
+  // The key value is built in a buffer the thread keeps (no allocation per
+  // request), and wiped once hashed: raw request data is not kept.
+  thread_local LimitKeyValue value;
   for (const LimitConfig* limit : limits) {
     if (limit == nullptr) continue;
-    LimitKeyValue value = limit_key_value(*limit, request, identity.key);
+    limit_key_value(value, *limit, request, identity.key);
     const BucketParams params =
         plan ? limit->for_plan(result.plan) : identity_params(*limit, identity);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
@@ -259,8 +270,9 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
       descriptor.slot = next_slot_number();  // names the units this request logs
     }
     descriptor.shadow = limit->shadow;
+    std::fill(value.hash_input.begin(), value.hash_input.end(), '\0');
     value.hash_input.clear();  // raw request data: not kept beyond hashing
-    result.values.push_back(std::move(value));
+    result.values.push_back(LimitKeyValue{{}, value.fell_back, value.missing_kind, value.missing_name});
   }
   return result;
 }

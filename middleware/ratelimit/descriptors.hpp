@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/identity.hpp"
 #include "middleware/ratelimit/query_params.hpp"
@@ -70,6 +72,9 @@ struct LimitKeyValue {
 // (check_identity refuses requests with more than one).
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
                               std::optional<std::string_view> api_key);
+// The same, written into `into` (its strings' storage reused).
+void limit_key_value(LimitKeyValue& into, const LimitConfig& limit, const RequestView& request,
+                     std::optional<std::string_view> api_key);
 
 // The SHA-256 of the hash input, or with a secret its HMAC-SHA-256 under the
 // secret (so a bucket cannot be traced back by hashing guesses), truncated to
@@ -95,7 +100,8 @@ struct RateLimitKeys {
   std::string plan;
   bool has_api_key = false;
   std::vector<LimitDescriptor> descriptors;  // one per route limit, in the route's order
-  std::vector<LimitKeyValue> values;  // same order; hash_input cleared (metrics use the rest)
+  // Same order; hash_input cleared (metrics use the rest); inline for up to 4 limits.
+  boost::container::small_vector<LimitKeyValue, 4> values;
 };
 
 // The descriptors of a request for `limits` (the route's limits, in order),

@@ -89,6 +89,18 @@ TEST_CASE("key values: sources, composite keys and fallback to IP", "[ratelimit]
     CHECK(sluice::limit_key_value(by_header, request.view(), std::nullopt).fell_back);
   }
 
+  SECTION("written into a reused value, nothing of the last one is left") {
+    sluice::LimitKeyValue into;
+    const LimitConfig no_header = make_limit("l", {{Kind::kHeader, "X-Absent"}});
+    sluice::limit_key_value(into, no_header, request.view(), std::nullopt);
+    CHECK(into.fell_back);
+    CHECK(into.missing_name == "X-Absent");
+    sluice::limit_key_value(into, by_key, request.view(), "k1");
+    CHECK_FALSE(into.fell_back);
+    CHECK(into.missing_name.empty());
+    CHECK(into.hash_input == hash_input(by_key, request, "k1"));
+  }
+
   SECTION("a header value equal to the IP text never equals the IP source") {
     request.header("X-User", "1.2.3.4");
     CHECK(hash_input(by_header, request) != hash_input(by_ip, request));
