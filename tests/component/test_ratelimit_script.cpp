@@ -273,6 +273,43 @@ TEST_CASE("script: usec_per_call", "[.][perf][ratelimit-perf]") {
           1);
 }
 
+TEST_CASE("script: a hot key's requests in one batch: one read and one write, the same end",
+          "[ratelimit][script][redis]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  // Eight requests on a bucket of 5 and two on another, interleaved: each sees
+  // the ones before it, whichever keys they debited.
+  const LimitDescriptor hot = bucket("hot", "hot", 5, 1e-3);
+  const LimitDescriptor other = bucket("other", "other", 1, 1e-3);
+  std::vector<sluice::BatchRequest> batch;
+  for (int i = 0; i < 8; ++i) {
+    batch.push_back({&hot, 1});
+    if (i == 2 || i == 5) batch.push_back({&other, 1});
+  }
+  redis.command({"CONFIG", "RESETSTAT"});
+  const std::vector<RateDecision> decisions = redis.decide_batch(batch);
+  REQUIRE(decisions.size() == 10);
+  std::vector<bool> hot_allowed;
+  std::vector<bool> other_allowed;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    (batch[i].bucket == &hot ? hot_allowed : other_allowed).push_back(decisions[i].allowed);
+  }
+  CHECK(hot_allowed == std::vector<bool>{true, true, true, true, true, false, false, false});
+  CHECK(other_allowed == std::vector<bool>{true, false});
+  CHECK(decisions.back().limits[0].remaining == Approx(0).margin(0.01));
+  CHECK(redis.stored(key_of(hot)).tokens == Approx(0).margin(0.01));
+  CHECK(redis.stored(key_of(other)).tokens == Approx(0).margin(0.01));
+  // Written once each, with the expiry a single call gives it.
+  const std::string stats = redis.command({"INFO", "commandstats"})->str;
+  CHECK(stats.find("cmdstat_set:calls=2,") != std::string::npos);
+  CHECK(stats.find("cmdstat_mget:calls=2,") != std::string::npos);
+  const std::vector<sluice::BatchRequest> alone = {{&hot, 1}};
+  const long long ttl = redis.pttl(key_of(hot));
+  CHECK(ttl > 0);
+  CHECK(ttl <= std::stoll(sluice::LimitsCodec{}.encode_batch_args(alone)[2]));
+}
+
 TEST_CASE("script: a batch decides each request as it would alone, in order",
           "[ratelimit][script][redis]") {
   if (skip_without_redis()) return;

@@ -3,6 +3,13 @@ local n = #KEYS
 if n == 0 then return {1} end
 local call, try, pack, unpack_d, nums, floor, huge =
   redis.call, redis.pcall, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
+-- A batch (ARGV[1] empty, or 'h' when the gateway saw a key repeated in it).
+local batch = nums == '' or nums == 'h'
+-- In an 'h' batch: `held` has each string-valued key's value as the batch's
+-- requests left it, and `hold` keeps a value there instead of writing it (see
+-- the batch below). Both nil otherwise, and a value is written at once (no
+-- function is made for it: every call would pay for one).
+local held, hold
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 -- The last ARGV is the call's deadline in Redis time (us): the gateway stops
@@ -36,7 +43,10 @@ if now > tonumber(ARGV[#ARGV]) then return {err = 'sluice: past its deadline'} e
 local zsets = {[6] = true, [8] = true}
 local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset)
   local v
-  if not zset then v = call('MGET', key)[1] end
+  if not zset then
+    if held then v = held[key] end
+    if not v then v = call('MGET', key)[1] end
+  end
   local s1, s2, s3, s4, fits, wait = load(v, cost, capacity, x, y, z, key)
   local allowed = fits
   if fits == 1 then wait = 0 elseif wait then allowed = 1 else wait = 0 end
@@ -46,7 +56,7 @@ local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset)
 end
 -- The numbers of one key that is not a batch (whose ARGV[1] is empty).
 local cost1, kind1, capacity1, x1, y1, z1
-if n == 1 and nums ~= '' then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<dddddd', nums) end
+if n == 1 and not batch then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<dddddd', nums) end
 local loads, commits
 if not kind1 or kind1 % 2 == 1 then loads, commits = {}, {} end
 
@@ -84,7 +94,8 @@ if loads or kind1 == 0 then
         if grant > want then grant = want end
       end
       t = t - cost - grant
-      call('SET', key, pack('<dd', t, ts), 'PX', ttl)
+      local v = pack('<dd', t, ts)
+      if hold then hold(key, v, ttl) else call('SET', key, v, 'PX', ttl) end
     end
     local to_cost, to_full = 0, 0
     if cost > capacity then to_cost = huge elseif t < cost then to_cost = (cost - t) / rate end
@@ -140,7 +151,8 @@ if loads or kind1 == 2 then
     local W = window * 1000000
     if debit then
       cur = cur + cost
-      call('SET', key, pack('<ddd', c, cur, prev), 'PX', ttl)
+      local v = pack('<ddd', c, cur, prev)
+      if hold then hold(key, v, ttl) else call('SET', key, v, 'PX', ttl) end
     end
     local to_full = 0
     if cur > 0 then to_full = (W - e + W) / 1000000 elseif prev > 0 then to_full = (W - e) / 1000000 end
@@ -188,7 +200,8 @@ if loads or kind1 == 4 then
   local function quota_commit(key, used, e, _, _, cost, capacity, _, _, debit)
     if debit then
       used = used + cost
-      call('SET', key, pack('<dd', e, used), 'PX', floor((e - now) / 1000) + 1000)
+      local v, ttl = pack('<dd', e, used), floor((e - now) / 1000) + 1000
+      if hold then hold(key, v, ttl) else call('SET', key, v, 'PX', ttl) end
     end
     local left = (e - now) / 1000000
     local to_cost = 0
@@ -290,10 +303,11 @@ if loads or kind1 == 8 then
 end
 
 -- ---- several keys, or one in shadow, or a batch
--- A batch: ARGV[1] empty, then per key its numbers (cost first) and its ttl;
--- each key is one request's one enforced key, decided in order (a later
--- request sees what an earlier one took). Answers one packed string per request.
-if nums == '' then
+-- A batch: ARGV[1] empty (or 'h'), then per key its numbers (cost first) and
+-- its ttl; each key is one request's one enforced key, decided in order (a
+-- later request sees what an earlier one took). Answers one packed string per
+-- request.
+if batch then
   -- A request refused for its quota's periods refuses the whole call, before
   -- any request of it is written (an error keeps what was written before it).
   for i = 1, n do
@@ -302,13 +316,33 @@ if nums == '' then
       error('sluice: no quota period holds Redis time')
     end
   end
+  -- With a repeated key ('h'), a key's value is kept as the requests leave it
+  -- and written once after them with the last one's ttl: a hot key costs one
+  -- read and one write per call, and Redis ends as a write per request would
+  -- leave it (every write of a call happens at the same `now`). What is kept
+  -- is written before a section that keeps a sorted set runs.
+  local write_held
+  if nums == 'h' then
+    local ttls, order = {}, {}
+    held = {}
+    hold = function(key, value, ttl)
+      if not held[key] then order[#order + 1] = key end
+      held[key], ttls[key] = value, ttl
+    end
+    write_held = function()
+      for _, key in ipairs(order) do call('SET', key, held[key], 'PX', ttls[key]) end
+      held, ttls, order = {}, {}, {}
+    end
+  end
   local out = {}
   for i = 1, n do
     local cost, kind, capacity, x, y, z = unpack_d('<dddddd', ARGV[2 * i])
     if kind % 2 == 1 then error('sluice: a batch holds enforced keys only') end
+    if write_held and zsets[kind] then write_held() end
     out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ARGV[2 * i + 1],
                  zsets[kind])
   end
+  if write_held then write_held() end
   return out
 end
 local cost = unpack_d('<d', nums)

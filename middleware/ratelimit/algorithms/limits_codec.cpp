@@ -70,6 +70,22 @@ std::string ttl_ms(const LimitDescriptor& limit) {
 
 // A key's five numbers in the script's order: kind, capacity, and its
 // algorithm's three.
+// A batch's first argument when a bucket comes more than once in it.
+constexpr std::string_view kHotBatch = "h";
+
+// Whether two of `requests` name the same bucket (a batch is at most
+// kMaxBatch requests: the pairs are few).
+bool repeats_a_bucket(std::span<const BatchRequest> requests) {
+  for (std::size_t i = 1; i < requests.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      const LimitDescriptor& a = *requests[i].bucket;
+      const LimitDescriptor& b = *requests[j].bucket;
+      if (a.key_hash == b.key_hash && a.limit == b.limit) return true;
+    }
+  }
+  return false;
+}
+
 void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
   append_double(out, kind_of(limit));
   append_double(out, limit.capacity);
@@ -93,6 +109,10 @@ std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescripto
   return args;
 }
 
+bool LimitsCodec::is_batch(std::span<const std::string> args) {
+  return !args.empty() && (args[0].empty() || args[0] == kHotBatch);
+}
+
 std::string LimitsCodec::deadline_arg() const {
   return std::to_string(redis::server_now_us() + deadline_after_us_);
 }
@@ -101,7 +121,7 @@ std::vector<std::string> LimitsCodec::encode_batch_args(
     std::span<const BatchRequest> requests) const {
   std::vector<std::string> args;
   args.reserve(2 + 2 * requests.size());
-  args.emplace_back();  // empty: a batch
+  args.emplace_back(repeats_a_bucket(requests) ? kHotBatch : "");
   for (const BatchRequest& request : requests) {
     std::string& numbers = args.emplace_back();
     numbers.reserve(sizeof(double) * 6);
@@ -159,7 +179,7 @@ LimitsCodec::UndoCall LimitsCodec::undo_call(std::span<const std::string> keys,
     append_double(numbers, 0);
     ttls.push_back(ttl);
   };
-  if (!args.empty() && args[0].empty()) {
+  if (is_batch(args)) {
     // A batch: per request its numbers (cost, then the key's five) and ttl.
     const std::size_t n = keys.size();
     if (args.size() < 1 + 2 * n || decisions.size() != n) return {};

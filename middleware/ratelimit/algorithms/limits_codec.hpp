@@ -92,9 +92,12 @@ class LimitsCodec {
 
   // The ARGV of a batch call, several requests of one enforced key (token
   // bucket or sliding window) each (KEYS: one per request, in the same order): an empty first
-  // argument, then per request its numbers and its ttl. The script decides
-  // them in order, each as it would alone.
+  // argument ("h" when a bucket comes more than once: the script then reads and
+  // writes each such key once per call), then per request its numbers and its
+  // ttl. The script decides them in order, each as it would alone.
   std::vector<std::string> encode_batch_args(std::span<const BatchRequest> requests) const;
+  // Whether `args` are a batch call's (encode_batch_args).
+  static bool is_batch(std::span<const std::string> args);
 
   // The ARGV of a refund call (KEYS: one per refund, in the same order).
   std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;

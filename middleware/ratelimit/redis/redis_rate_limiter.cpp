@@ -63,7 +63,7 @@ void RedisRateLimiter::Impl::undo_late(const std::vector<std::string>& keys,
                                        const std::vector<std::string>& args,
                                        const redis::Reply& reply) {
   std::vector<RateDecision> decisions;
-  if (!args.empty() && args[0].empty()) {
+  if (LimitsCodec::is_batch(args)) {
     auto batch = decode_batch_reply(codec_, reply, keys.size());
     if (batch) decisions = std::move(*batch);
   } else if (auto one = decode_script_reply(codec_, reply, keys.size())) {

@@ -94,6 +94,16 @@ TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
   CHECK(std::stoll(args[5]) >= before + 60'000'000);
   CHECK(std::stoll(args[5]) <= after + 60'000'000);
   CHECK(args[0].empty());  // what marks a batch
+  CHECK(sluice::LimitsCodec::is_batch(args));
+  CHECK_FALSE(sluice::LimitsCodec::is_batch(kCodec.encode_args({&a, 1}, 1)));
+  // A bucket twice (the same limit and key; not the same limit alone): "h".
+  const LimitDescriptor a_again = bucket("a", "a", 10, 1);
+  const LimitDescriptor other_key = bucket("a", "z", 10, 1);
+  const std::vector<sluice::BatchRequest> hot = {{&a, 1}, {&b, 1}, {&a_again, 1}};
+  const std::vector<sluice::BatchRequest> cold = {{&a, 1}, {&b, 1}, {&other_key, 1}};
+  CHECK(kCodec.encode_batch_args(hot)[0] == "h");
+  CHECK(sluice::LimitsCodec::is_batch(kCodec.encode_batch_args(hot)));
+  CHECK(kCodec.encode_batch_args(cold)[0].empty());
   CHECK(args[1] == kCodec.encode_args({&a, 1}, 1)[0]);
   CHECK(args[2] == kCodec.encode_args({&a, 1}, 1)[1]);
   CHECK(args[3] == kCodec.encode_args({&b, 1}, 3)[0]);
@@ -263,8 +273,9 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis, and the sorted-set comma
     ++calls;
   }
   // TIME; one SET in each other algorithm's section (token bucket, sliding
-  // window, quota); MGET of one key, MGET of several.
-  CHECK(calls == 6);
+  // window, quota); MGET of one key, MGET of several; the SET of the values a
+  // batch with a repeated key kept.
+  CHECK(calls == 7);
   CHECK(log_calls == 7 + 5);
 }
 
