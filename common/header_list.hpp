@@ -35,8 +35,10 @@ class HeaderList {
   HeaderList(HeaderList&& other) noexcept
       : slots_(std::move(other.slots_)), size_(std::exchange(other.size_, 0)) {}
   HeaderList& operator=(HeaderList&& other) noexcept {
-    slots_ = std::move(other.slots_);
-    size_ = std::exchange(other.size_, 0);
+    if (this != &other) {
+      slots_ = std::move(other.slots_);
+      size_ = std::exchange(other.size_, 0);
+    }
     return *this;
   }
 
@@ -50,7 +52,8 @@ class HeaderList {
     return slot_value;
   }
   void emplace_back(std::string_view name, std::string_view value) { add(name).assign(value); }
-  void push_back(const value_type& field) { emplace_back(field.first, field.second); }
+  // By value: a field of this very list stays valid while it is copied in.
+  void push_back(value_type field) { add(field.first).assign(field.second); }
 
   // Forgets the fields; their strings are kept for the next ones.
   void clear() noexcept { size_ = 0; }
@@ -68,8 +71,8 @@ class HeaderList {
   const_iterator end() const noexcept { return slots_.begin() + static_cast<std::ptrdiff_t>(size_); }
   value_type& operator[](std::size_t i) { return slots_[i]; }
   const value_type& operator[](std::size_t i) const { return slots_[i]; }
-  const value_type& front() const { return slots_.front(); }
-  const value_type& back() const { return slots_[size_ - 1]; }
+  const value_type& front() const { return slots_[0]; }  // not empty()
+  const value_type& back() const { return slots_[size_ - 1]; }  // not empty()
 
   friend bool operator==(const HeaderList& a, const HeaderList& b) {
     if (a.size_ != b.size_) return false;

@@ -59,9 +59,10 @@ void append_digits(std::string& out, unsigned value, int width) {
 // "YYYY-MM-DDTHH:MM:SS" of a second since the epoch, kept per thread for the
 // second it was last asked for (a busy log writes many lines per second).
 std::string_view utc_second(std::int64_t secs) {
-  thread_local std::int64_t cached = -1;
+  thread_local bool filled = false;
+  thread_local std::int64_t cached = 0;
   thread_local std::string text;
-  if (secs != cached) {
+  if (!filled || secs != cached) {
     const auto t = static_cast<std::time_t>(secs);
     std::tm tm{};
     gmtime_r(&t, &tm);
@@ -78,8 +79,28 @@ std::string_view utc_second(std::int64_t secs) {
     text += ':';
     append_digits(text, static_cast<unsigned>(tm.tm_sec), 2);
     cached = secs;
+    filled = true;
   }
   return text;
+}
+
+// The first moment of the year 10000 (ms since the epoch): a clock at or past
+// it, or before the epoch, has its timestamp written the general way.
+constexpr std::int64_t kYear10000Ms = 253'402'300'800'000;
+
+void append_timestamp(std::string& out, std::int64_t unix_ms) {
+  if (unix_ms >= 0 && unix_ms < kYear10000Ms) {
+    out += utc_second(unix_ms / 1000);
+    out += '.';
+    append_digits(out, static_cast<unsigned>(unix_ms % 1000), 3);
+    return;
+  }
+  const auto secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  fmt::format_to(std::back_inserter(out), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 static_cast<int>(unix_ms % 1000));
 }
 
 // A field after the first: `key` is its separator, quoted name and colon
@@ -169,9 +190,7 @@ std::string access_log_line(const ExchangeSummary& s, std::int64_t unix_ms) {
 
 void append_access_log_line(std::string& out, const ExchangeSummary& s, std::int64_t unix_ms) {
   out += "{\"ts\":\""sv;
-  out += utc_second(unix_ms / 1000);
-  out += '.';
-  append_digits(out, static_cast<unsigned>(unix_ms % 1000), 3);
+  append_timestamp(out, unix_ms);
   out += "Z\""sv;
   // The fields the log has always had are strings, "" when they do not apply;
   // the later ones are null then.

@@ -38,7 +38,10 @@ class Pipeline {
   // Hands `into` the headers the middleware queued for whatever response goes
   // back, by exchange: the pipeline keeps `into`'s strings (forgotten at the
   // next begin()) to fill again, so that a connection's requests reuse them.
-  void take_response_headers(HeaderList& into) { into.swap(ctx_.response_headers); }
+  void take_response_headers(HeaderList& into) {
+    into.clear();
+    into.swap(ctx_.response_headers);
+  }
 
  private:
   RequestContext ctx_;

@@ -250,7 +250,15 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
   // The key value is built in a buffer the thread keeps (no allocation per
   // request), and wiped once hashed: raw request data is not kept.
   thread_local LimitKeyValue value;
+  struct Wipe {  // also when something below throws
+    std::string& text;
+    ~Wipe() {
+      std::fill(text.begin(), text.end(), '\0');
+      text.clear();
+    }
+  };
   for (const LimitConfig* limit : limits) {
+    const Wipe wipe{value.hash_input};
     if (limit == nullptr) continue;
     limit_key_value(value, *limit, request, identity.key);
     const BucketParams params =
@@ -270,9 +278,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
       descriptor.slot = next_slot_number();  // names the units this request logs
     }
     descriptor.shadow = limit->shadow;
-    std::fill(value.hash_input.begin(), value.hash_input.end(), '\0');
-    value.hash_input.clear();  // raw request data: not kept beyond hashing
-    result.values.push_back(LimitKeyValue{{}, value.fell_back, value.missing_kind, value.missing_name});
+    result.values.push_back(
+        LimitKeyValue{{}, value.fell_back, value.missing_kind, value.missing_name});
   }
   return result;
 }

@@ -68,8 +68,6 @@ std::string ttl_ms(const LimitDescriptor& limit) {
   return std::to_string(algorithm_row(limit).key_ttl_ms(limit));
 }
 
-// A key's five numbers in the script's order: kind, capacity, and its
-// algorithm's three.
 // A batch's first argument when a bucket comes more than once in it.
 constexpr std::string_view kHotBatch = "h";
 
@@ -86,6 +84,8 @@ bool repeats_a_bucket(std::span<const BatchRequest> requests) {
   return false;
 }
 
+// A key's five numbers in the script's order: kind, capacity, and its
+// algorithm's three.
 void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
   append_double(out, kind_of(limit));
   append_double(out, limit.capacity);

@@ -112,6 +112,11 @@ TEST_CASE("access log: a line, byte for byte", "[access-log]") {
   // The same second again, and a moment before the epoch's first second ends.
   CHECK(access_log_line(s, 1764633600999).substr(0, 32) == R"({"ts":"2025-12-02T00:00:00.999Z")");
   CHECK(access_log_line(s, 999).substr(0, 32) == R"({"ts":"1970-01-01T00:00:00.999Z")");
+  // A clock before the epoch or past the year 9999: written as it always was.
+  CHECK(access_log_line(s, -500).substr(0, 33) == R"({"ts":"1970-01-01T00:00:00.-500Z")");
+  CHECK(access_log_line(s, -1500).substr(0, 33) == R"({"ts":"1969-12-31T23:59:59.-500Z")");
+  CHECK(access_log_line(s, 253'402'300'800'000).substr(0, 33) ==
+        R"({"ts":"10000-01-01T00:00:00.000Z")");
   // Appended after other lines, a line is the same.
   std::string lines = access_log_line(s, 1764633600007);
   append_access_log_line(lines, s, 1764633600007);

@@ -48,4 +48,13 @@ TEST_CASE("header list: copies, moves, swaps and compares the fields only", "[he
   HeaderList assigned;
   assigned = other;
   CHECK(assigned == other);
+
+  // Onto itself: a move changes nothing, and a field of the list copied in
+  // while the list grows stays whole.
+  HeaderList& same = assigned;
+  assigned = std::move(same);
+  CHECK(assigned == HeaderList{{"D", "4"}});
+  for (int i = 0; i < 20; ++i) assigned.push_back(assigned[0]);
+  CHECK(assigned.size() == 21);
+  CHECK(assigned.back() == HeaderList::value_type{"D", "4"});
 }
