@@ -5,44 +5,69 @@
 namespace sluice::redis {
 namespace {
 
-Reply convert(const redisReply& r) {
-  Reply out;
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::kString;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::kStatus;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::kError;
-      out.str.assign(r.str, r.len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::kInteger;
-      out.integer = r.integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::kArray;
-      out.elements.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) out.elements.push_back(convert(*r.element[i]));
-      break;
-    default:
-      out.type = Reply::Type::kNil;
-      break;
+// hiredis parses; these build the Reply tree straight from its tasks, so that
+// no redisReply is made, copied and freed per element. A root goes into the
+// reader's own Reply (the task's privdata), an element into its slot of the
+// parent's `elements` (sized when the array's header came, so a slot never
+// moves while its children are read). What they return is only hiredis'
+// handle on the slot: the reader owns it, so freeObject has nothing to free.
+Reply& slot(const redisReadTask* task, Reply::Type type) {
+  Reply* out;
+  if (task->parent == nullptr) {
+    out = static_cast<Reply*>(task->privdata);
+    out->str.clear();
+    out->integer = 0;
+    out->elements.clear();
+  } else {
+    out = &static_cast<Reply*>(task->parent->obj)->elements[static_cast<std::size_t>(task->idx)];
   }
-  return out;
+  out->type = type;
+  return *out;
 }
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
+// An allocation that fails inside hiredis' parse is its out-of-memory error
+// (a null object), never an exception through its C frames.
+template <class Fill>
+void* build(const redisReadTask* task, Reply::Type type, Fill fill) noexcept {
+  try {
+    Reply& out = slot(task, type);
+    fill(out);
+    return &out;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void* create_string(const redisReadTask* task, char* str, std::size_t len) {
+  Reply::Type type = Reply::Type::kString;
+  if (task->type == REDIS_REPLY_STATUS) type = Reply::Type::kStatus;
+  if (task->type == REDIS_REPLY_ERROR) type = Reply::Type::kError;
+  return build(task, type, [&](Reply& out) { out.str.assign(str, len); });
+}
+
+void* create_array(const redisReadTask* task, int elements) {
+  return build(task, Reply::Type::kArray,
+               [&](Reply& out) { out.elements.resize(static_cast<std::size_t>(elements)); });
+}
+
+void* create_integer(const redisReadTask* task, long long value) {
+  return build(task, Reply::Type::kInteger, [&](Reply& out) { out.integer = value; });
+}
+
+void* create_nil(const redisReadTask* task) {
+  return build(task, Reply::Type::kNil, [](Reply&) {});
+}
+
+void free_object(void*) {}
+
+redisReplyObjectFunctions kBuildReply = {create_string, create_array, create_integer, create_nil,
+                                         free_object};
 
 }  // namespace
 
-ReplyReader::ReplyReader() : reader_(redisReaderCreate()) {}
+ReplyReader::ReplyReader() : reader_(redisReaderCreateWithFunctions(&kBuildReply)) {
+  if (reader_) reader_->privdata = &building_;
+}
 
 ReplyReader::~ReplyReader() {
   if (reader_) redisReaderFree(reader_);
@@ -56,8 +81,7 @@ ReplyReader::Result ReplyReader::next(Reply& out) {
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) return Result::kError;
   if (raw == nullptr) return Result::kNeedMore;
-  const std::unique_ptr<redisReply, ReplyDeleter> reply(static_cast<redisReply*>(raw));
-  out = convert(*reply);
+  out = std::move(building_);
   return Result::kReply;
 }
 

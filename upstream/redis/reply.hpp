@@ -1,6 +1,7 @@
 // A Redis reply (RESP2) free of hiredis types, and the reader that decodes the
 // byte stream of one connection into replies (hiredis' redisReader does the
-// parsing). Pure: no I/O; one reader per connection, used on its executor.
+// parsing and builds the Reply in place). Pure: no I/O; one reader per
+// connection, used on its executor.
 #pragma once
 
 #include <memory>
@@ -45,6 +46,7 @@ class ReplyReader {
 
  private:
   redisReader* reader_;
+  Reply building_;  // the reply being read (hiredis fills it in place)
 };
 
 }  // namespace sluice::redis

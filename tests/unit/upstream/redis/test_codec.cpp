@@ -1,6 +1,7 @@
 // Command encoding (binary-safe RESP argv), script SHA-1s and backoff delays.
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "upstream/redis/backoff.hpp"
 #include "upstream/redis/codec.hpp"
@@ -48,6 +49,69 @@ TEST_CASE("reply reader: whole, split and malformed replies", "[redis][codec]") 
   CHECK(reply.type == sluice::redis::Reply::Type::kStatus);
   CHECK(reader.next(reply) == Result::kNeedMore);
   REQUIRE(reader.feed("?bad\r\n", 6));
+  CHECK(reader.next(reply) == Result::kError);
+}
+
+TEST_CASE("reply reader: every type, nested arrays and a reply after a reply, fed a byte at a time",
+          "[redis][codec]") {
+  using sluice::redis::Reply;
+  using Result = sluice::redis::ReplyReader::Result;
+  sluice::redis::ReplyReader reader;
+  REQUIRE(reader.valid());
+  const std::string stream =
+      "*5\r\n$-1\r\n*2\r\n-ERR no\r\n*1\r\n:-3\r\n$20\r\nabcdefghijklmnopqrst\r\n*-1\r\n*0\r\n"
+      ":42\r\n"
+      "$0\r\n\r\n"
+      "-NOSCRIPT gone\r\n";
+  std::vector<Reply> got;
+  Reply reply;
+  for (char c : stream) {
+    REQUIRE(reader.feed(&c, 1));
+    Result result;
+    while ((result = reader.next(reply)) == Result::kReply) got.push_back(std::move(reply));
+    REQUIRE(result == Result::kNeedMore);
+  }
+  REQUIRE(got.size() == 4);
+  const Reply& top = got[0];
+  REQUIRE(top.type == Reply::Type::kArray);
+  REQUIRE(top.elements.size() == 5);
+  CHECK(top.elements[0].type == Reply::Type::kNil);
+  const Reply& pair = top.elements[1];
+  REQUIRE(pair.type == Reply::Type::kArray);
+  REQUIRE(pair.elements.size() == 2);
+  CHECK(pair.elements[0].type == Reply::Type::kError);
+  CHECK(pair.elements[0].str == "ERR no");
+  REQUIRE(pair.elements[1].type == Reply::Type::kArray);
+  REQUIRE(pair.elements[1].elements.size() == 1);
+  CHECK(pair.elements[1].elements[0].type == Reply::Type::kInteger);
+  CHECK(pair.elements[1].elements[0].integer == -3);
+  CHECK(top.elements[2].type == Reply::Type::kString);
+  CHECK(top.elements[2].str == "abcdefghijklmnopqrst");
+  CHECK(top.elements[3].type == Reply::Type::kNil);  // a nil array
+  CHECK(top.elements[4].type == Reply::Type::kArray);
+  CHECK(top.elements[4].elements.empty());
+  // The roots after an array start clean: no elements, string or integer left over.
+  CHECK(got[1].type == Reply::Type::kInteger);
+  CHECK(got[1].integer == 42);
+  CHECK(got[1].elements.empty());
+  CHECK(got[2].type == Reply::Type::kString);
+  CHECK(got[2].str.empty());
+  CHECK(got[2].integer == 0);
+  CHECK(got[3].type == Reply::Type::kError);
+  CHECK(got[3].str == "NOSCRIPT gone");
+  CHECK(got[3].integer == 0);
+}
+
+TEST_CASE("reply reader: a stream broken inside an array is an error, and stays one",
+          "[redis][codec]") {
+  using Result = sluice::redis::ReplyReader::Result;
+  sluice::redis::ReplyReader reader;
+  sluice::redis::Reply reply;
+  const std::string bad = "*3\r\n:1\r\n$3\r\nabc\r\n!oops\r\n";
+  REQUIRE(reader.feed(bad.data(), bad.size()));
+  CHECK(reader.next(reply) == Result::kError);
+  CHECK_FALSE(reader.error().empty());
+  CHECK_FALSE(reader.feed(":1\r\n", 4));
   CHECK(reader.next(reply) == Result::kError);
 }
 
