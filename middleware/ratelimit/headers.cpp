@@ -1,9 +1,9 @@
 #include "middleware/ratelimit/headers.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
+#include "common/decimal.hpp"
 #include "common/hex.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 
@@ -58,9 +58,7 @@ void append_sf_string(std::string& out, std::string_view text) {
 }
 
 void append_int(std::string& out, std::int64_t value) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
-  out.append(digits, end);
+  append_decimal(out, value);
 }
 
 // w: the algorithm's window (a token bucket's C/R, the time in which the

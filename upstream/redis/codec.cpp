@@ -1,9 +1,8 @@
 #include "upstream/redis/codec.hpp"
 
-#include <charconv>
-
 #include <openssl/evp.h>
 
+#include "common/decimal.hpp"
 #include "common/hex.hpp"
 
 namespace sluice::redis {
@@ -22,11 +21,13 @@ namespace {
 
 // "<prefix><n>\r\n": a RESP array or bulk string header.
 void append_header(std::string& out, char prefix, std::size_t n) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-  out += prefix;
-  out.append(digits, end);
-  out += "\r\n";
+  char text[24];
+  char* const end = text + sizeof text;
+  end[-2] = '\r';
+  end[-1] = '\n';
+  char* p = put_decimal_before(end - 2, n);
+  *--p = prefix;
+  out.append(p, static_cast<std::size_t>(end - p));
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#include <catch2/catch.hpp>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "common/decimal.hpp"
+
+namespace {
+
+std::string reference(auto value) {
+  char digits[24];
+  return std::string(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+}
+
+}  // namespace
+
+TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both limits",
+          "[decimal]") {
+  std::string out = "x=";
+  sluice::append_decimal(out, std::uint64_t{0});
+  CHECK(out == "x=0");
+  std::uint64_t u = 1;
+  std::int64_t s = 1;
+  for (int digits = 1; digits <= 19; ++digits, u *= 10, s *= 10) {
+    for (std::uint64_t v : {u - 1, u, u + 7, u * 9}) {
+      out.clear();
+      sluice::append_decimal(out, v);
+      CHECK(out == reference(v));
+    }
+    for (std::int64_t v : {s - 1, s, -s, -s + 1}) {
+      out.clear();
+      sluice::append_decimal(out, v);
+      CHECK(out == reference(v));
+    }
+  }
+  for (std::int64_t v :
+       {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
+    out.clear();
+    sluice::append_decimal(out, v);
+    CHECK(out == reference(v));
+  }
+  out.clear();
+  sluice::append_decimal(out, std::numeric_limits<std::uint64_t>::max());
+  CHECK(out == "18446744073709551615");
+}
+
+TEST_CASE("decimal: digits put before an end, for a caller that frames them", "[decimal]") {
+  char text[24];
+  char* const end = text + sizeof text;
+  char* start = sluice::put_decimal_before(end, 4096);
+  CHECK(std::string(start, end) == "4096");
+  start = sluice::put_decimal_before(end, 0);
+  CHECK(std::string(start, end) == "0");
+}
