@@ -178,8 +178,7 @@ void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pendin
   const RouteConfig& route = *ctx.route;
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
   const double cost = pending.cost;
-  metrics_.observe("sluice_ratelimit_check_duration_seconds", "",
-                   std::chrono::duration<double>(Clock::now() - pending.started).count());
+  check_duration_.observe(std::chrono::duration<double>(Clock::now() - pending.started).count());
   // A local route without a fallback store (tests only) fails closed.
   const FailureMode mode = route.on_redis_failure == FailureMode::kLocal && !fallback_
                                ? FailureMode::kClosed
@@ -243,10 +242,7 @@ void RateLimitMiddleware::count_decision(const RouteConfig& route,
   }
   for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
     const LimitDescriptor& limit = descriptors[i];
-    metrics_.add("sluice_ratelimit_decisions_total",
-                 scratch_labels({{"route", route.name},
-                                 {"limit", limit.limit},
-                                 {"decision", verdict_label(outcome.limits[i])}}));
+    decision_counters_.count(&route, i, route.name, limit.limit, outcome.limits[i]);
     if (near_limit(limit, outcome.limits[i], decision, i)) {
       metrics_.add("sluice_ratelimit_near_limit_total",
                    scratch_labels({{"route", route.name}, {"limit", limit.limit}}));

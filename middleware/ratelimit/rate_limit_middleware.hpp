@@ -21,6 +21,7 @@
 
 #include "gateway/middleware.hpp"
 #include "middleware/ratelimit/concurrency/slot_keeper.hpp"
+#include "middleware/ratelimit/decision_counters.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "middleware/ratelimit/settlement/settlement.hpp"
@@ -57,6 +58,8 @@ class RateLimitMiddleware final : public Middleware,
       : executor_(executor),
         limiter_(std::move(limiter)),
         metrics_(metrics),
+        decision_counters_(metrics),
+        check_duration_(metrics.histogram_ref("sluice_ratelimit_check_duration_seconds", "")),
         fallback_(std::move(fallback)),
         consumers_(std::move(consumers)),
         audit_(std::move(audit)),
@@ -119,6 +122,8 @@ class RateLimitMiddleware final : public Middleware,
   Executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
+  DecisionCounters decision_counters_;
+  Histogram& check_duration_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<ConsumerResolver> consumers_;
   std::shared_ptr<DenialAudit> audit_;
