@@ -49,9 +49,20 @@ inline void append_byte_upper(std::string& out, unsigned char byte) {
   out += upper_digit(byte);
 }
 
-// Appends two lower-case hex digits per byte, in order.
+// Appends two lower-case hex digits per byte, in order (written into a local
+// buffer and appended a run at a time: a key's hash is hexed per request).
 inline void append(std::string& out, std::span<const unsigned char> bytes) {
-  for (const unsigned char byte : bytes) append_byte(out, byte);
+  char run[64];
+  while (!bytes.empty()) {
+    const std::size_t n = bytes.size() < sizeof run / 2 ? bytes.size() : sizeof run / 2;
+    char* p = run;
+    for (std::size_t i = 0; i < n; ++i) {
+      *p++ = digit(bytes[i] >> 4);
+      *p++ = digit(bytes[i]);
+    }
+    out.append(run, 2 * n);
+    bytes = bytes.subspan(n);
+  }
 }
 
 // Two lower-case hex digits per byte, in order.

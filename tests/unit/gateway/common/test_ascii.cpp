@@ -3,6 +3,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "common/ascii.hpp"
 #include "common/hex.hpp"
@@ -51,6 +52,21 @@ TEST_CASE("hex: digit values and lower-case encoding", "[common]") {
   CHECK(out == "x7fAB");
   CHECK(hex::digit(0x1a) == 'a');  // the low four bits
   CHECK(hex::upper_digit(0xc) == 'C');
+}
+
+TEST_CASE("hex: append writes every byte, also past one run of its buffer", "[common]") {
+  std::vector<unsigned char> bytes(100);
+  std::string expected = "key:";
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<unsigned char>(i * 37 + 5);
+    hex::append_byte(expected, bytes[i]);
+  }
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{16}, std::size_t{32},
+                              std::size_t{33}, std::size_t{64}, std::size_t{100}}) {
+    std::string out = "key:";
+    hex::append(out, std::span<const unsigned char>(bytes).first(n));
+    CHECK(out == expected.substr(0, 4 + 2 * n));
+  }
 }
 
 TEST_CASE("hex: the value of a two-digit pair", "[common]") {
