@@ -303,15 +303,17 @@ if loads or kind1 == 8 then
 end
 
 -- ---- several keys, or one in shadow, or a batch
--- A batch: ARGV[1] empty (or 'h'), then per key its numbers (cost first) and
--- its ttl; each key is one request's one enforced key, decided in order (a
--- later request sees what an earlier one took). Answers one packed string per
--- request.
+-- A batch: ARGV[1] empty (or 'h'), then ARGV[2] with seven doubles per key:
+-- its request's cost, its five numbers and its ttl in ms; each key is one
+-- request's one enforced key, decided in order (a later request sees what an
+-- earlier one took). Answers one packed string per request.
 if batch then
+  local packed = ARGV[2]
+  if #packed ~= 56 * n then error('sluice: a batch with numbers for another count of keys') end
   -- A request refused for its quota's periods refuses the whole call, before
   -- any request of it is written (an error keeps what was written before it).
   for i = 1, n do
-    local _, kind, _, x, _, z = unpack_d('<dddddd', ARGV[2 * i])
+    local _, kind, _, x, _, z = unpack_d('<dddddd', packed, 56 * i - 55)
     if kind == 4 and not (now >= x and now < z) then
       error('sluice: no quota period holds Redis time')
     end
@@ -336,11 +338,10 @@ if batch then
   end
   local out = {}
   for i = 1, n do
-    local cost, kind, capacity, x, y, z = unpack_d('<dddddd', ARGV[2 * i])
+    local cost, kind, capacity, x, y, z, ttl = unpack_d('<ddddddd', packed, 56 * i - 55)
     if kind % 2 == 1 then error('sluice: a batch holds enforced keys only') end
     if write_held and zsets[kind] then write_held() end
-    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ARGV[2 * i + 1],
-                 zsets[kind])
+    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ttl, zsets[kind])
   end
   if write_held then write_held() end
   return out

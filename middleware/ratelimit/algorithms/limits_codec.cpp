@@ -24,6 +24,8 @@ static_assert(sizeof(double) == 8);
 constexpr std::size_t kReplyNumbersSize = 5 * sizeof(double);
 // One enforced key's reply: allowed + 2 * sufficient, then those numbers.
 constexpr std::size_t kOneKeyReplySize = kReplyNumbersSize + sizeof(double);
+// One request of a batch call: its cost, its key's five numbers, the key's ttl.
+constexpr std::size_t kBatchRequestSize = 7 * sizeof(double);
 
 void append_double(std::string& out, double value) {
   char bytes[sizeof(double)];
@@ -120,14 +122,15 @@ std::string LimitsCodec::deadline_arg() const {
 std::vector<std::string> LimitsCodec::encode_batch_args(
     std::span<const BatchRequest> requests) const {
   std::vector<std::string> args;
-  args.reserve(2 + 2 * requests.size());
+  args.reserve(3);
   args.emplace_back(repeats_a_bucket(requests) ? kHotBatch : "");
+  std::string& numbers = args.emplace_back();
+  numbers.reserve(kBatchRequestSize * requests.size());
   for (const BatchRequest& request : requests) {
-    std::string& numbers = args.emplace_back();
-    numbers.reserve(sizeof(double) * 6);
     append_double(numbers, request.cost);
     append_key_numbers(numbers, *request.bucket);
-    args.push_back(ttl_ms(*request.bucket));
+    append_double(numbers, static_cast<double>(algorithm_row(*request.bucket).key_ttl_ms(
+                               *request.bucket)));
   }
   args.push_back(deadline_arg());
   return args;
@@ -180,16 +183,19 @@ LimitsCodec::UndoCall LimitsCodec::undo_call(std::span<const std::string> keys,
     ttls.push_back(ttl);
   };
   if (is_batch(args)) {
-    // A batch: per request its numbers (cost, then the key's five) and ttl.
+    // A batch: per request its numbers (cost, the key's five, its ttl).
     const std::size_t n = keys.size();
-    if (args.size() < 1 + 2 * n || decisions.size() != n) return {};
+    if (args.size() < 2 || args[1].size() != kBatchRequestSize * n || decisions.size() != n) {
+      return {};
+    }
     for (std::size_t i = 0; i < n; ++i) {
-      const std::string& request = args[1 + 2 * i];
-      if (request.size() != 6 * sizeof(double) || decisions[i].limits.size() != 1) return {};
+      const char* request = args[1].data() + kBatchRequestSize * i;
+      if (decisions[i].limits.size() != 1) return {};
       if (!decisions[i].allowed) continue;
       ++undo.requests;
-      give_back(keys[i], request.data() + 8,
-                read_double(request.data()) + decisions[i].limits[0].leased, args[2 + 2 * i]);
+      const auto ttl = static_cast<std::int64_t>(read_double(request + 6 * sizeof(double)));
+      give_back(keys[i], request + 8, read_double(request) + decisions[i].limits[0].leased,
+                std::to_string(ttl));
     }
   } else {
     // One request: the cost, then per key five numbers; a ttl per key.

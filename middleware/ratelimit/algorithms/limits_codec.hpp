@@ -93,8 +93,10 @@ class LimitsCodec {
   // The ARGV of a batch call, several requests of one enforced key (token
   // bucket or sliding window) each (KEYS: one per request, in the same order): an empty first
   // argument ("h" when a bucket comes more than once: the script then reads and
-  // writes each such key once per call), then per request its numbers and its
-  // ttl. The script decides them in order, each as it would alone.
+  // writes each such key once per call), then one argument of every request's
+  // numbers (kBatchRequestSize bytes each: its cost, its key's five numbers and
+  // the key's ttl in ms), then the deadline. The script decides them in
+  // order, each as it would alone.
   std::vector<std::string> encode_batch_args(std::span<const BatchRequest> requests) const;
   // Whether `args` are a batch call's (encode_batch_args).
   static bool is_batch(std::span<const std::string> args);

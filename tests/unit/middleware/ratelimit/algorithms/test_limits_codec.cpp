@@ -22,6 +22,7 @@
 namespace limits_codec_test {
 
 using sluice::LimitDescriptor;
+using sluice::RateDecision;
 
 const sluice::LimitsCodec kCodec;
 
@@ -89,10 +90,10 @@ TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
   const std::int64_t before = sluice::redis::server_now_us();
   const std::vector<std::string> args = kCodec.encode_batch_args(requests);
   const std::int64_t after = sluice::redis::server_now_us();
-  REQUIRE(args.size() == 6);
+  REQUIRE(args.size() == 3);
   // Last, the call's deadline in Redis' time (the codec's default: a minute on).
-  CHECK(std::stoll(args[5]) >= before + 60'000'000);
-  CHECK(std::stoll(args[5]) <= after + 60'000'000);
+  CHECK(std::stoll(args[2]) >= before + 60'000'000);
+  CHECK(std::stoll(args[2]) <= after + 60'000'000);
   CHECK(args[0].empty());  // what marks a batch
   CHECK(sluice::LimitsCodec::is_batch(args));
   CHECK_FALSE(sluice::LimitsCodec::is_batch(kCodec.encode_args({&a, 1}, 1)));
@@ -104,10 +105,13 @@ TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
   CHECK(kCodec.encode_batch_args(hot)[0] == "h");
   CHECK(sluice::LimitsCodec::is_batch(kCodec.encode_batch_args(hot)));
   CHECK(kCodec.encode_batch_args(cold)[0].empty());
-  CHECK(args[1] == kCodec.encode_args({&a, 1}, 1)[0]);
-  CHECK(args[2] == kCodec.encode_args({&a, 1}, 1)[1]);
-  CHECK(args[3] == kCodec.encode_args({&b, 1}, 3)[0]);
-  CHECK(args[4] == kCodec.encode_args({&b, 1}, 3)[1]);
+  // One argument of seven doubles per request: what a call of the request
+  // alone sends as its numbers, then its ttl (a call alone: the ttl's text).
+  const auto alone = [](const LimitDescriptor& d, double cost) {
+    const std::vector<std::string> one = kCodec.encode_args({&d, 1}, cost);
+    return one[0] + raw_doubles({std::stod(one[1])});
+  };
+  CHECK(args[1] == alone(a, 1) + alone(b, 3));
 
   const std::string allowed = raw_doubles({3, 9, 0, 1, 0, 0});
   const std::string denied = raw_doubles({0, 0.5, 2, 9, 0, 0});
@@ -123,6 +127,40 @@ TEST_CASE("script: a batch call's arguments and reply", "[ratelimit][script]") {
   CHECK_FALSE(kCodec.decode_batch(values, 2));
   values[1] = {true, 0, denied.substr(0, 40)};  // torn
   CHECK_FALSE(kCodec.decode_batch(values, 2));
+}
+
+TEST_CASE("codec: a late batch call's admitted requests are given back, with their keys' ttls",
+          "[ratelimit][script]") {
+  const LimitDescriptor a = bucket("a", "a", 10, 1);  // ttl: 10 s to refill, in ms
+  const LimitDescriptor b = bucket("b", "b", 5, 0.5);
+  const std::vector<sluice::BatchRequest> requests = {{&a, 2}, {&b, 3}, {&a, 1}};
+  const std::vector<std::string> keys = {"k:a", "k:b", "k:a"};
+  const std::vector<std::string> args = kCodec.encode_batch_args(requests);
+  std::vector<RateDecision> decisions(3);
+  for (RateDecision& d : decisions) {
+    d.allowed = true;
+    d.limits.resize(1);
+  }
+  decisions[1].allowed = false;     // denied: took nothing
+  decisions[2].limits[0].leased = 4;  // a lease comes back too
+  const sluice::LimitsCodec::UndoCall undo = kCodec.undo_call(keys, args, decisions);
+  CHECK(undo.requests == 2);
+  REQUIRE(undo.keys == std::vector<std::string>{"k:a", "k:a"});
+  REQUIRE(undo.args.size() == 3);
+  // Per key: kind, units, capacity, x, y, z, max_debt; then each key's ttl.
+  const std::string a_numbers = kCodec.encode_args({&a, 1}, 1)[0].substr(8);
+  const auto refund = [&](double units) {
+    return a_numbers.substr(0, 8) + raw_doubles({units}) + a_numbers.substr(8) + raw_doubles({0});
+  };
+  CHECK(undo.args[0] == refund(2) + refund(5));
+  const std::string a_ttl = kCodec.encode_args({&a, 1}, 1)[1];
+  CHECK(undo.args[1] == a_ttl);
+  CHECK(undo.args[2] == a_ttl);
+  // Shapes that do not match give nothing back.
+  CHECK(kCodec.undo_call(std::span(keys).first(2), args, decisions).keys.empty());
+  std::vector<std::string> torn = args;
+  torn[1].pop_back();
+  CHECK(kCodec.undo_call(keys, torn, decisions).keys.empty());
 }
 
 TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
@@ -226,7 +264,7 @@ TEST_CASE("script: a sliding log's request number goes as y to its decision and 
   // Per key: kind, capacity, x (the window in seconds), y (the number), z.
   CHECK(kCodec.encode_args({&log, 1}, 2)[0] == raw_doubles({2, 6, 20, 60, 4096, 0}));
   const std::vector<sluice::BatchRequest> batch = {{&log, 2}};
-  CHECK(kCodec.encode_batch_args(batch)[1] == raw_doubles({2, 6, 20, 60, 4096, 0}));
+  CHECK(kCodec.encode_batch_args(batch)[1].substr(0, 48) == raw_doubles({2, 6, 20, 60, 4096, 0}));
   const std::vector<sluice::BucketRefund> refunds = {{log, 1.5, 3}};
   CHECK(kCodec.encode_refund_args(refunds)[0] == raw_doubles({6, 1.5, 20, 60, 4096, 0, 3}));
 }
