@@ -46,10 +46,12 @@ function _M.configure(opts)
   local f = assert(io.open(opts.script_file, "rb"))
   script = f:read("*a")
   f:close()
-  -- *6: EVALSHA sha numkeys key numbers(cost, then kind 0 = an enforced token
+  -- *7: EVALSHA sha numkeys key numbers(cost, then kind 0 = an enforced token
   -- bucket, capacity, refill, lease want 0, max wait 0, as doubles) ttl_ms
-  evalsha_prefix = "*6\r\n" .. bulk("EVALSHA") .. bulk(opts.script_sha) .. bulk("1")
-  eval_prefix = "*6\r\n" .. bulk("EVAL") .. bulk(script) .. bulk("1")
+  -- deadline (the script refuses a call Redis runs after it: Sluice's limiter
+  -- sends its own timeout's; this one sends a minute on, as Sluice's default)
+  evalsha_prefix = "*7\r\n" .. bulk("EVALSHA") .. bulk(opts.script_sha) .. bulk("1")
+  eval_prefix = "*7\r\n" .. bulk("EVAL") .. bulk(script) .. bulk("1")
   -- bucket_ttl_ms() of middleware/token_bucket.cpp
   local ttl = 1000000000000
   if opts.refill_per_second > 0 then
@@ -103,7 +105,9 @@ local function decide(key)
   sock:settimeouts(cfg.timeout_ms, cfg.timeout_ms, cfg.timeout_ms)
   local ok, err = sock:connect(cfg.redis_host, cfg.redis_port, { pool_size = cfg.pool_size })
   if not ok then return nil, err end
-  local tail = bulk(key) .. cfg.args
+  -- The deadline in Redis' time (microseconds since the epoch: this machine's
+  -- clock, which Redis reads too).
+  local tail = bulk(key) .. cfg.args .. bulk(string.format("%.0f", (ngx.now() + 60) * 1000000))
   ok, err = sock:send(evalsha_prefix .. tail)
   if not ok then sock:close() return nil, err end
   local reply, server_error
