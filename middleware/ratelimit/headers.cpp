@@ -52,6 +52,15 @@ void append_json_string(std::string& out, std::string_view text) {
 // A structured-field string: quoted, '"' and '\\' escaped, bytes outside
 // printable ASCII as '?'.
 void append_sf_string(std::string& out, std::string_view text) {
+  // A limit's name is nearly always plain: then one copy, not a byte at a time.
+  if (std::all_of(text.begin(), text.end(), [](char c) {
+        return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
+      })) {
+    out += '"';
+    out += text;
+    out += '"';
+    return;
+  }
   append_quoted(out, text, [](std::string& o, unsigned char byte) {
     o += byte < 0x20 || byte > 0x7e ? '?' : static_cast<char>(byte);
   });
