@@ -15,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/inline_function.hpp"
 #include "upstream/redis/codec.hpp"
 #include "upstream/redis/error.hpp"
 #include "upstream/redis/options.hpp"
@@ -69,7 +70,9 @@ struct NodeStatus {
 
 class Client {
  public:
-  using Handler = std::function<void(std::error_code, Reply)>;
+  // Move-only: a handler's captures (a limiter's completion among them) need
+  // not be copyable, and up to 176 bytes of them are kept in place.
+  using Handler = InlineFunction<void(std::error_code, Reply), 176>;
   using ConnectHandler = std::function<void(std::error_code)>;
 
   virtual ~Client() = default;
