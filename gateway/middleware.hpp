@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/header_list.hpp"
+#include "common/inline_function.hpp"
 #include "gateway/client_ip.hpp"
 #include "gateway/config/config.hpp"
 
@@ -116,8 +117,9 @@ struct MiddlewareResult {
 };
 
 // The completion of an asynchronous middleware: continue (nullopt) or answer
-// with a reply.
-using MiddlewareDone = std::function<void(std::optional<LocalReply>)>;
+// with a reply. Move-only; a session's completion (its owner and a small
+// callable) is kept in place.
+using MiddlewareDone = InlineFunction<void(std::optional<LocalReply>), 32>;
 
 // Handed to on_request; only a middleware that goes asynchronous asks it for
 // its completion, so a synchronous outcome costs no completion object.

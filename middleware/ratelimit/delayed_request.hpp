@@ -8,11 +8,12 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include "common/inline_function.hpp"
 
 namespace sluice {
 
@@ -21,7 +22,8 @@ class DelayedRequest : public std::enable_shared_from_this<DelayedRequest> {
   using Executor = boost::asio::io_context::executor_type;
   // Called once: `went` is true when the wait ran its course (the request
   // goes), false when the client left first; `waited` is how long it waited.
-  using Handler = std::function<void(bool went, double waited)>;
+  // Move-only (it holds the request's completion).
+  using Handler = InlineFunction<void(bool went, double waited), 64>;
 
   explicit DelayedRequest(const Executor& executor) : timer_(executor) {}
 

@@ -83,12 +83,15 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
     if (auto cached = consumers_->cached(*identity.presented)) {
       apply_store_consumer(identity, std::move(cached->consumer));
     } else {
-      auto done = later.take();
+      // The lookup's callback is a std::function (copyable): the completion
+      // (move-only) waits behind a shared pointer, on this path only (a
+      // consumer the cache does not hold).
+      auto done = std::make_shared<MiddlewareDone>(later.take());
       consumers_->lookup(*identity.presented, [self = shared_from_this(), &ctx, &later, identity,
                                                done = std::move(done)](Resolution found) mutable {
         apply_store_consumer(identity, std::move(found.consumer));
-        auto result = self->admit(ctx, request_view(ctx), identity, later, &done);
-        if (result.step != MiddlewareStep::kPending) done(std::move(result.reply));
+        auto result = self->admit(ctx, request_view(ctx), identity, later, done.get());
+        if (result.step != MiddlewareStep::kPending) (*done)(std::move(result.reply));
       });
       return MiddlewareResult::pending();
     }

@@ -12,6 +12,7 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "common/inline_function.hpp"
 #include "gateway/config/algorithm.hpp"
 
 namespace sluice {
@@ -125,8 +126,10 @@ struct BucketRefund {
 using RefundHandler = std::function<void(std::error_code)>;
 
 // The decision is handed over as an rvalue: passed through the layers of the
-// limiter (local layer, batcher, Redis) without a copy or a move at each.
-using RateDecisionHandler = std::function<void(std::error_code, RateDecision&&)>;
+// limiter (local layer, batcher, Redis) without a copy or a move at each. The
+// handler is move-only, and the middleware's (its owner, the request, and the
+// pending decision with the request's completion) is kept in place.
+using RateDecisionHandler = InlineFunction<void(std::error_code, RateDecision&&), 112>;
 
 class RateLimiter {
  public:
