@@ -47,14 +47,23 @@ void LocalLayer::decide(const std::vector<LimitDescriptor>& descriptors, double 
     return answer_now(std::move(handler), std::move(*denial));
   }
   if (!deny_cache_on_) return store_->decide(descriptors, cost, std::move(handler));
+  std::unique_ptr<StoreCall> call = store_calls_.take();
+  *call = StoreCall{&descriptors, cost, now, std::move(handler)};
   store_->decide(descriptors, cost,
-                 [self = shared_from_this(), &descriptors, cost, now, handler = std::move(handler)](
-                     std::error_code ec, RateDecision&& decision) {
-                   if (!ec && !decision.allowed) {
-                     self->remember_denials(descriptors, cost, decision, now);
-                   }
-                   handler(ec, std::move(decision));
+                 [self = shared_from_this(), call = std::move(call)](
+                     std::error_code ec, RateDecision&& decision) mutable {
+                   self->on_store_answer(std::move(call), ec, std::move(decision));
                  });
+}
+
+void LocalLayer::on_store_answer(std::unique_ptr<StoreCall> call, std::error_code ec,
+                                 RateDecision&& decision) {
+  if (!ec && !decision.allowed) {
+    remember_denials(*call->descriptors, call->cost, decision, call->asked_at);
+  }
+  RateDecisionHandler handler = std::move(call->handler);
+  store_calls_.give_back(std::move(call));
+  handler(ec, std::move(decision));
 }
 
 // A denial when any bucket not served from a lease is cached as short of

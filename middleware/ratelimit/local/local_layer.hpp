@@ -35,6 +35,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/recycler.hpp"
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/local/deny_cache.hpp"
 #include "middleware/ratelimit/local/lease_table.hpp"
@@ -87,6 +88,17 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
 
  private:
   struct LeasedCall;
+  // A plain store call's completion, parked while the call is out (the
+  // store's handler then holds the pointer, kept in place, not the handler).
+  struct StoreCall {
+    const std::vector<LimitDescriptor>* descriptors = nullptr;
+    double cost = 0;
+    std::int64_t asked_at = 0;
+    RateDecisionHandler handler;
+  };
+  // The store answered a plain call: its denials remembered, then its handler.
+  void on_store_answer(std::unique_ptr<StoreCall> call, std::error_code ec,
+                       RateDecision&& decision);
 
   std::optional<RateDecision> cached_denial(const std::vector<LimitDescriptor>& descriptors,
                                             double cost, std::int64_t now,
@@ -152,6 +164,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   };
   static constexpr std::size_t kMaxWaiters = 256;
   std::unordered_map<BucketKey, std::vector<Waiter>, BucketKeyHash> waiters_;
+  Recycler<StoreCall> store_calls_{256};
   boost::asio::steady_timer sweep_timer_;
   bool sweep_armed_ = false;
   std::int64_t cache_purged_us_ = 0;  // when the sweep last purged the denial cache
