@@ -20,9 +20,9 @@ TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both
   std::string out = "x=";
   sluice::append_decimal(out, std::uint64_t{0});
   CHECK(out == "x=0");
-  std::uint64_t u = 1;
-  std::int64_t s = 1;
-  for (int digits = 1; digits <= 19; ++digits, u *= 10, s *= 10) {
+  std::uint64_t u = 1;  // 10^(digits - 1), up to 10^18 (no overflow on the way)
+  for (int digits = 1; digits <= 19; ++digits) {
+    const auto s = static_cast<std::int64_t>(u);
     for (std::uint64_t v : {u - 1, u, u + 7, u * 9}) {
       out.clear();
       sluice::append_decimal(out, v);
@@ -33,6 +33,7 @@ TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both
       sluice::append_decimal(out, v);
       CHECK(out == reference(v));
     }
+    if (digits < 19) u *= 10;
   }
   for (std::int64_t v :
        {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
