@@ -336,12 +336,20 @@ if batch then
       held, ttls, order = {}, {}, {}
     end
   end
-  local out = {}
+  -- A ttl goes to SET PX as the text of a whole number, written here: how
+  -- Redis itself writes a Lua number differs between versions (7.2.0 to 7.2.4
+  -- write 1e12 as "1e+12", which SET refuses).
+  local out, ttl_texts = {}, {}
   for i = 1, n do
     local cost, kind, capacity, x, y, z, ttl = unpack_d('<ddddddd', packed, 56 * i - 55)
     if kind % 2 == 1 then error('sluice: a batch holds enforced keys only') end
     if write_held and zsets[kind] then write_held() end
-    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, ttl, zsets[kind])
+    local text = ttl_texts[ttl]
+    if not text then
+      text = string.format('%d', ttl)
+      ttl_texts[ttl] = text
+    end
+    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, text, zsets[kind])
   end
   if write_held then write_held() end
   return out
