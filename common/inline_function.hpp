@@ -19,6 +19,16 @@ namespace sluice {
 template <class Signature, std::size_t Capacity>
 class InlineFunction;
 
+namespace inline_function_detail {
+// What may be empty: converted from an empty one, an InlineFunction is empty.
+template <class D>
+struct Nullable : std::bool_constant<std::is_pointer_v<D> || std::is_member_pointer_v<D>> {};
+template <class S>
+struct Nullable<std::function<S>> : std::true_type {};
+template <class S, std::size_t C>
+struct Nullable<InlineFunction<S, C>> : std::true_type {};
+}  // namespace inline_function_detail
+
 template <class R, class... Args, std::size_t Capacity>
 class InlineFunction<R(Args...), Capacity> {
  public:
@@ -29,6 +39,9 @@ class InlineFunction<R(Args...), Capacity> {
             class = std::enable_if_t<!std::is_same_v<D, InlineFunction> &&
                                      std::is_invocable_r_v<R, D&, Args...>>>
   InlineFunction(F&& f) {  // NOLINT: converts as std::function does
+    if constexpr (kNullable<D>) {
+      if (!f) return;  // an empty function or a null pointer: empty, as std::function
+    }
     if constexpr (kInPlace<D>) {
       ::new (static_cast<void*>(storage_)) D(std::forward<F>(f));
       ops_ = &kInPlaceOps<D>;
@@ -40,10 +53,10 @@ class InlineFunction<R(Args...), Capacity> {
 
   InlineFunction(InlineFunction&& other) noexcept { take(other); }
   InlineFunction& operator=(InlineFunction&& other) noexcept {
-    if (this != &other) {
-      reset();
-      take(other);
-    }
+    // The new callable is taken first: `other` may live inside the old one.
+    InlineFunction incoming(std::move(other));
+    reset();
+    take(incoming);
     return *this;
   }
   InlineFunction& operator=(std::nullptr_t) noexcept {
@@ -68,6 +81,9 @@ class InlineFunction<R(Args...), Capacity> {
                                    std::is_nothrow_move_constructible_v<F>;
 
  private:
+  template <class D>
+  static constexpr bool kNullable = inline_function_detail::Nullable<D>::value;
+
   struct Ops {
     R (*invoke)(void* storage, Args&&... args);
     void (*move)(void* from, void* to) noexcept;  // leaves `from` destroyed

@@ -71,12 +71,33 @@ TEST_CASE("inline function: a move-only capture, called through const, destroyed
   CHECK(Tracked::live == 0);
 }
 
-TEST_CASE("inline function: an empty one throws as std::function does",
+TEST_CASE("inline function: an empty one throws as std::function does, and empties convert empty",
           "[common][inline_function]") {
   InlineFunction<void(), 16> empty;
   CHECK_THROWS_AS(empty(), std::bad_function_call);
   InlineFunction<void(), 16> also = nullptr;
   CHECK_FALSE(also);
+  CHECK_FALSE(InlineFunction<void(), 16>(std::function<void()>{}));
+  void (*no_function)() = nullptr;
+  CHECK_FALSE(InlineFunction<void(), 16>(no_function));
+  CHECK_FALSE(InlineFunction<void(), 16>(InlineFunction<void(), 32>{}));
+  CHECK(InlineFunction<void(), 16>(std::function<void()>([] {})));
+}
+
+TEST_CASE("inline function: assigned one that lives inside the callable it replaces",
+          "[common][inline_function]") {
+  using F = InlineFunction<int(), 64>;
+  auto seven = std::make_shared<int>(7);
+  F f;
+  // While it runs, the callable puts the function it holds in its own place:
+  // that function is taken before the old callable (which holds it) goes.
+  f = [&f, next = F([seven] { return *seven; })]() mutable {
+    f = std::move(next);
+    return 0;
+  };
+  CHECK(f() == 0);
+  CHECK(f() == 7);
+  CHECK(seven.use_count() == 2);
 }
 
 }  // namespace sluice
