@@ -1,5 +1,9 @@
 #include "upstream/redis/reply.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
 #include <hiredis/hiredis.h>
 
 namespace sluice::redis {
@@ -7,10 +11,12 @@ namespace {
 
 // hiredis parses; these build the Reply tree straight from its tasks, so that
 // no redisReply is made, copied and freed per element. A root goes into the
-// reader's own Reply (the task's privdata), an element into its slot of the
-// parent's `elements` (sized when the array's header came, so a slot never
-// moves while its children are read). What they return is only hiredis'
-// handle on the slot: the reader owns it, so freeObject has nothing to free.
+// reader's own Reply (the task's privdata), an element at the end of its
+// parent's `elements` as it comes. hiredis reads depth first, so a parent's
+// vector grows only once the element before is complete, and the pointer to
+// an element (an array's, for its own elements) is used only until then.
+// What they return is only hiredis' handle on the slot: the reader owns it,
+// so freeObject has nothing to free.
 Reply& slot(const redisReadTask* task, Reply::Type type) {
   Reply* out;
   if (task->parent == nullptr) {
@@ -19,7 +25,11 @@ Reply& slot(const redisReadTask* task, Reply::Type type) {
     out->integer = 0;
     out->elements.clear();
   } else {
-    out = &static_cast<Reply*>(task->parent->obj)->elements[static_cast<std::size_t>(task->idx)];
+    std::vector<Reply>& siblings = static_cast<Reply*>(task->parent->obj)->elements;
+    if (static_cast<std::size_t>(task->idx) != siblings.size()) {
+      throw std::logic_error("redis reply elements out of order");
+    }
+    out = &siblings.emplace_back();
   }
   out->type = type;
   return *out;
@@ -46,8 +56,11 @@ void* create_string(const redisReadTask* task, char* str, std::size_t len) {
 }
 
 void* create_array(const redisReadTask* task, int elements) {
-  return build(task, Reply::Type::kArray,
-               [&](Reply& out) { out.elements.resize(static_cast<std::size_t>(elements)); });
+  // Room for the first elements only: the rest as they come, so that a
+  // length no bytes back up costs no memory.
+  return build(task, Reply::Type::kArray, [&](Reply& out) {
+    out.elements.reserve(std::min<std::size_t>(static_cast<std::size_t>(elements), 64));
+  });
 }
 
 void* create_integer(const redisReadTask* task, long long value) {

@@ -115,6 +115,18 @@ TEST_CASE("reply reader: a stream broken inside an array is an error, and stays 
   CHECK(reader.next(reply) == Result::kError);
 }
 
+TEST_CASE("reply reader: an array's length takes no memory before its elements come",
+          "[redis][codec]") {
+  using Result = sluice::redis::ReplyReader::Result;
+  sluice::redis::ReplyReader reader;
+  sluice::redis::Reply reply;
+  // A billion elements announced, two sent: room for all of them at once
+  // would be tens of gigabytes (an allocation failure, the reader broken).
+  const std::string head = "*1000000000\r\n:1\r\n:2\r\n";
+  REQUIRE(reader.feed(head.data(), head.size()));
+  CHECK(reader.next(reply) == Result::kNeedMore);
+}
+
 TEST_CASE("backoff: doubling with equal jitter, capped, reset after success", "[redis][backoff]") {
   sluice::redis::Backoff backoff(100ms, 1000ms, 1);
   auto in = [](std::chrono::milliseconds d, long lo, long hi) {
