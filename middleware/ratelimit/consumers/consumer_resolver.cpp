@@ -69,12 +69,11 @@ void ConsumerResolver::lookup(std::string_view key_view, std::function<void(Reso
     case LookupCoalescer::Join::kWait:
       return;
     case LookupCoalescer::Join::kShed: {
+      // Not taken by the coalescer: `deliver` (which holds `done`) answers.
       ConsumerLookup shed;
       shed.error = "too many consumer lookups under way";
-      boost::asio::post(executor_, [self = shared_from_this(), key = std::move(key),
-                                    fingerprint = std::move(fingerprint), shed = std::move(shed),
-                                    done = std::move(done)] {
-        self->apply(key, fingerprint, shed, done);
+      boost::asio::post(executor_, [shed = std::move(shed), deliver = std::move(deliver)] {
+        deliver(shed);
       });
       return;
     }

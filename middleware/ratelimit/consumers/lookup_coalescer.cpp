@@ -6,7 +6,7 @@ namespace sluice {
 
 LookupCoalescer::Join LookupCoalescer::join(const std::string& key, const std::string& fingerprint,
                                             const boost::asio::any_io_executor& executor,
-                                            Deliver deliver) {
+                                            Deliver&& deliver) {
   std::lock_guard lock(mutex_);
   const auto it = lookups_.find(fingerprint);
   if (it != lookups_.end()) {

@@ -38,8 +38,9 @@ class LookupCoalescer {
 
   explicit LookupCoalescer(std::size_t max_in_flight = 256) : max_in_flight_(max_in_flight) {}
 
+  // `deliver` is taken (moved from) unless the lookup is shed.
   Join join(const std::string& key, const std::string& fingerprint,
-            const boost::asio::any_io_executor& executor, Deliver deliver);
+            const boost::asio::any_io_executor& executor, Deliver&& deliver);
 
   // A worker's cache: `learn` is posted to `executor` after every lookup that
   // found an answer (not an error), until `alive` expires.
