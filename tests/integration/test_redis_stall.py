@@ -4,15 +4,18 @@ arrive (sluice-echo upstream). Their decisions time out (the route fails
 open); Redis runs them once
 it is free again, past their deadline, and they change nothing: no phantom
 concurrency slot locks the key out afterwards, and a settled-cost quota ends
-at exactly the sum of the real costs of the requests Redis admitted.
+at exactly the sum of the real costs of the requests Redis admitted. A read
+of the most-limited view sent during a stall waits it out (its commands are
+on no request's path and have a deadline of seconds, not the decision's).
 """
 
+import json
 import struct
 import threading
 import unittest
 
-from harness import (gateway_config, metric_sum, redis_call, stall_redis, wait_redis_ready,
-                     wait_until)
+from harness import (gateway_config, limit, metric_sum, redis_call, request, stall_redis,
+                     wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase, route
 
 class RedisStallTest(RateLimitTestCase):
@@ -104,6 +107,27 @@ class RedisStallTest(RateLimitTestCase):
         # Each request Redis admitted cost 100 in the end; the stalled ones nothing.
         self.assertEqual(used, 100 * admitted)
         self.assertGreaterEqual(metric_sum(gw, "sluice_redis_late_replies_total"), 1)
+
+    def test_a_read_of_the_denial_view_waits_out_a_stall(self):
+        gw = self.start([route("l", "/l", ["per_caller"])],
+                        {"per_caller": limit("header:X-Caller", 1)})
+        self.assertEqual([self.get(gw, "/l", {"X-Caller": "c"})[0] for _ in range(3)],
+                         [200, 429, 429])
+
+        def top():
+            status, _, body = request(gw.admin_port, "GET", "/ratelimit/top?limit=per_caller")
+            return status, json.loads(body)
+
+        def listed():
+            status, doc = top()
+            return status == 200 and [k["denials"] for k in doc["keys"]] == [2]
+        wait_until(listed, 10, message="the denials in the view")
+        answers = []
+        # Redis is busy for 0.4 s, eight times the decision deadline (50 ms).
+        self.stall(0.4, lambda: answers.append(top()))
+        status, doc = answers[0]
+        self.assertEqual(status, 200, doc)
+        self.assertEqual([k["denials"] for k in doc["keys"]], [2])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "middleware/ratelimit/audit/denial_audit.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iterator>
 #include <map>
@@ -40,7 +41,11 @@ DenialAudit::~DenialAudit() {
 
 redis::Client* DenialAudit::client() {
   if (closed_) return nullptr;
-  const redis::Options options = redis_options(config_->redis);
+  redis::Options options = redis_options(config_->redis);
+  options.command_timeout = std::max(options.command_timeout, kAuditCommandTimeout);
+  // Replaced only when a command waits a second past its own deadline.
+  options.stuck_timeout =
+      std::max(options.stuck_timeout, options.command_timeout + std::chrono::seconds(1));
   if (client_ && options == options_) return client_.get();
   if (client_) {
     // Calls under way on the old connection end with kClosed; the client

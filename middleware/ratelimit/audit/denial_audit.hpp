@@ -15,6 +15,7 @@
 // audit.redis_stream as named.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -53,6 +54,11 @@ struct TopEntry {
 };
 
 inline constexpr std::size_t kAuditQueueMax = 10000;  // stream entries waiting, per worker
+// The audit connection's commands (flushes, stream appends, reads of the
+// view) are on no request's path: each may take this long, or
+// redis.timeout_ms if longer, rather than a decision's deadline, so a read of
+// a long window on a busy Redis or a loaded host still answers.
+inline constexpr std::chrono::milliseconds kAuditCommandTimeout{2000};
 
 class DenialAudit : public std::enable_shared_from_this<DenialAudit> {
  public:
