@@ -158,14 +158,30 @@ bool UpstreamPools::quiet(UpstreamConnection& conn) {
   return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
+UpstreamPools::UpstreamState& UpstreamPools::upstream_state(const UpstreamConfig& upstream) {
+  if (recent_upstream_.name && *recent_upstream_.name == upstream.name) {
+    return *recent_upstream_.state;
+  }
+  auto& entry = *upstreams_.try_emplace(upstream.name).first;
+  recent_upstream_ = {&entry.first, &entry.second};
+  return entry.second;
+}
+
 UpstreamPools::ServerState& UpstreamPools::server_state(const UpstreamConfig& upstream,
                                                         const HostPort& server) {
-  auto& servers = upstreams_[upstream.name].servers;
+  RecentServer& recent =
+      recent_[(reinterpret_cast<std::uintptr_t>(&server) / alignof(HostPort)) % recent_.size()];
+  if (recent.server == &server && recent.key->port == server.port &&
+      recent.key->host == server.host && *recent.name == upstream.name) {
+    return *recent.state;
+  }
+  auto& servers = upstream_state(upstream).servers;
   auto it = servers.find(ServerKey{server.host, server.port});
   if (it == servers.end()) {
     it = servers.emplace(StoredKey{server.host, server.port}, ServerState{}).first;
     it->second.health = health_->find(upstream.name, server);
   }
+  recent = {&server, recent_upstream_.name, &it->first, &it->second};
   return it->second;
 }
 
@@ -187,7 +203,7 @@ std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
                                                const std::vector<std::size_t>& tried) {
   const std::size_t n = upstream.servers.size();
   if (n == 0) return std::nullopt;
-  auto& state = upstreams_[upstream.name];
+  auto& state = upstream_state(upstream);
   const auto now = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t candidate = (state.next + i) % n;

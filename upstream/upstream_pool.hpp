@@ -6,6 +6,7 @@
 // a pool of idle keep-alive connections per server.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -187,6 +188,7 @@ class UpstreamPools {
     std::map<StoredKey, ServerState, KeyLess> servers;
   };
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
+  UpstreamState& upstream_state(const UpstreamConfig& upstream);
   void arm_sweep();
   void arm_ack();
   template <class Fn>
@@ -222,6 +224,22 @@ class UpstreamPools {
   bool budget_retry_armed_ = false;
   Clock::time_point budget_refused_at_{};
   std::unordered_map<std::string, UpstreamState> upstreams_;  // by upstream name
+  // The servers a request's exchange looked up last (a request looks its
+  // server up several times), found again without hashing the upstream's
+  // name. An entry is used only when its names still match: a reloaded
+  // config's server may sit at a freed one's address. Nothing in upstreams_
+  // is ever erased, so what an entry points to stays.
+  struct RecentServer {
+    const HostPort* server = nullptr;
+    const std::string* name = nullptr;  // the key in upstreams_
+    const StoredKey* key = nullptr;     // the key in its servers
+    ServerState* state = nullptr;
+  };
+  std::array<RecentServer, 4> recent_{};
+  struct RecentUpstream {
+    const std::string* name = nullptr;
+    UpstreamState* state = nullptr;
+  } recent_upstream_;
   std::shared_ptr<const UpstreamHealth> health_ = std::make_shared<UpstreamHealth>();
 };
 
