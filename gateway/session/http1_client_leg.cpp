@@ -9,6 +9,7 @@
 
 #include "gateway/session/http1_session.hpp"
 #include "gateway/session/request_path.hpp"
+#include "upstream/field_scan.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -22,7 +23,8 @@ namespace http = beast::http;
 
 bool Http1Session::expects_continue() const {
   const auto& req = parser_->get();
-  return req.version() == 11 && beast::iequals(req[http::field::expect], "100-continue");
+  return req.version() == 11 &&
+         beast::iequals(field_value(req, http::field::expect), "100-continue");
 }
 
 void Http1Session::send_continue() {

@@ -8,6 +8,7 @@
 #include "gateway/session/local_reply.hpp"
 #include "gateway/router.hpp"
 #include "gateway/session/trace_context.hpp"
+#include "upstream/field_scan.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -24,16 +25,15 @@ struct Refusal {
 };
 
 Refusal check_transfer_coding(const ClientRequest& req) {
-  if (req.count(http::field::transfer_encoding) > 1) {
-    return {400, "more than one Transfer-Encoding header"};
-  }
-  if (req.count(http::field::transfer_encoding) &&
-      !beast::iequals(req[http::field::transfer_encoding], "chunked")) {
+  const std::size_t codings = count_field(req, http::field::transfer_encoding);
+  if (codings > 1) return {400, "more than one Transfer-Encoding header"};
+  const std::string_view coding_list = field_value(req, http::field::transfer_encoding);
+  if (codings && !beast::iequals(coding_list, "chunked")) {
     // chunked twice, or not last, is faulty framing; anything else (gzip,
     // chunked) is a coding Sluice does not implement.
     std::size_t chunked = 0;
     bool chunked_last = false;
-    for (const auto& coding : http::token_list{req[http::field::transfer_encoding]}) {
+    for (const auto& coding : http::token_list{coding_list}) {
       chunked_last = beast::iequals(coding, "chunked");
       chunked += chunked_last ? 1 : 0;
     }
@@ -43,7 +43,7 @@ Refusal check_transfer_coding(const ClientRequest& req) {
     return {501, "transfer coding not supported"};
   }
   // HTTP/1.0 has no transfer codings: such a message's framing is faulty.
-  if (req.version() == 10 && req.count(http::field::transfer_encoding)) {
+  if (req.version() == 10 && codings) {
     return {400, "Transfer-Encoding in an HTTP/1.0 request"};
   }
   return {};
@@ -51,20 +51,22 @@ Refusal check_transfer_coding(const ClientRequest& req) {
 
 Refusal check_framing_and_host(const ClientRequest& req) {
   // Both framings at once is request smuggling material: refuse it.
-  if (req.count(http::field::content_length) && req.count(http::field::transfer_encoding)) {
+  if (count_field(req, http::field::content_length) &&
+      count_field(req, http::field::transfer_encoding)) {
     return {400, "both Content-Length and Transfer-Encoding"};
   }
-  if (req.version() == 11 && req.count(http::field::host) == 0) {
-    return {400, "missing Host header"};
-  }
-  if (req.count(http::field::host) > 1) return {400, "more than one Host header"};
+  const std::size_t hosts = count_field(req, http::field::host);
+  if (req.version() == 11 && hosts == 0) return {400, "missing Host header"};
+  if (hosts > 1) return {400, "more than one Host header"};
   if (const auto refusal = check_transfer_coding(req); refusal.status) return refusal;
   // The asterisk form names the server itself, for OPTIONS only.
   if (req.target() == "*" && req.method() != http::verb::options) {
     return {400, "\"*\" target with a method other than OPTIONS"};
   }
-  if (req.count(http::field::host)) {
-    if (const auto error = check_host(req[http::field::host]); !error.empty()) return {400, error};
+  if (hosts) {
+    if (const auto error = check_host(field_value(req, http::field::host)); !error.empty()) {
+      return {400, error};
+    }
   }
   return {};
 }
@@ -153,7 +155,8 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
       }
       break;
   }
-  auto incoming_id = req["X-Request-Id"];
+  static const FieldName kRequestId("X-Request-Id");
+  auto incoming_id = field_value(req, kRequestId);
   if (is_acceptable_request_id(incoming_id)) {
     info.request_id.assign(incoming_id);
   } else {
@@ -162,19 +165,20 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
 
   // Client IP: the peer, or the right-most untrusted X-Forwarded-For entry.
   std::vector<std::string_view> xff;
-  for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
-    xff.emplace_back(it->value());
-  }
+  static const FieldName kForwardedFor("X-Forwarded-For");
+  for_each_field(req, kForwardedFor, [&](std::string_view value) { xff.push_back(value); });
   info.client_ip = resolve_client_ip(peer, xff, config.server.trusted_proxies);
   // The scheme a trusted proxy saw is kept; anyone else's is replaced.
   info.forwarded_proto = "http";
+  static const FieldName kForwardedProto("X-Forwarded-Proto");
   if (over_tls || (is_trusted(peer, config.server.trusted_proxies) &&
-                   beast::iequals(req["X-Forwarded-Proto"], "https"))) {
+                   beast::iequals(field_value(req, kForwardedProto), "https"))) {
     info.forwarded_proto = "https";
   }
 
   auto decision =
-      select_route(config, req.method_string(), info.target.route_path, req[http::field::host]);
+      select_route(config, req.method_string(), info.target.route_path,
+                   field_value(req, http::field::host));
   if (decision.kind == RouteDecision::Kind::kMatched) {
     info.route = decision.route;
     return std::nullopt;

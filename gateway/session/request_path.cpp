@@ -2,6 +2,7 @@
 
 #include "gateway/router.hpp"
 #include "gateway/session/grpc_reply.hpp"
+#include "upstream/field_scan.hpp"
 
 namespace sluice {
 
@@ -34,7 +35,7 @@ ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
   request.tunnel_idle_timeout = config.server.idle_timeout;
   request.usage_header = info.route->cost_from_response.header;
   // A gRPC call's own deadline bounds its exchange (the header goes upstream too).
-  if (is_grpc_content_type(req[http::field::content_type])) {
+  if (is_grpc_content_type(field_value(req, http::field::content_type))) {
     if (const auto it = req.find("grpc-timeout"); it != req.end()) {
       if (auto timeout = parse_grpc_timeout(it->value())) request.deadline = *timeout;
     }
@@ -58,7 +59,8 @@ void prepare_forwarded_head(UpstreamHead& head, const ClientRequest& req, const 
                             std::string_view peer_text,
                             std::optional<std::uint64_t> content_length) {
   const RouteConfig& route = *info.route;
-  ForwardedInfo forwarded{peer_text, info.forwarded_proto, req[http::field::host], info.request_id};
+  ForwardedInfo forwarded{peer_text, info.forwarded_proto, field_value(req, http::field::host),
+                          info.request_id};
   forwarded.drop_headers = sluice_only_headers(route);
   forwarded.websocket = info.websocket;
   forwarded.traceparent = info.traceparent;

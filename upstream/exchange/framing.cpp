@@ -5,6 +5,7 @@
 #include <boost/beast/core/string.hpp>
 
 #include "common/ascii.hpp"
+#include "upstream/field_scan.hpp"
 
 namespace sluice {
 namespace {
@@ -38,10 +39,11 @@ ResponseFraming frame_response(bool has_body, bool has_content_length, bool clie
 }
 
 bool relayable_transfer_coding(const http::fields& fields) {
-  const auto count = fields.count(http::field::transfer_encoding);
+  const auto count = count_field(fields, http::field::transfer_encoding);
   if (count == 0) return true;
-  return count == 1 &&
-         boost::beast::iequals(ascii::trim(fields[http::field::transfer_encoding]), "chunked");
+  return count == 1 && boost::beast::iequals(
+                           ascii::trim(field_value(fields, http::field::transfer_encoding)),
+                           "chunked");
 }
 
 }  // namespace sluice
