@@ -12,7 +12,9 @@
 #include <boost/beast/http/status.hpp>
 
 #include "common/ascii.hpp"
+#include "common/decimal.hpp"
 #include "common/hex.hpp"
+#include "upstream/field_scan.hpp"
 
 namespace sluice {
 namespace {
@@ -44,8 +46,7 @@ bool is_hop_by_hop(const http::fields::value_type& f) {
 // `field` line of `fields`.
 template <class Fn>
 void for_each_token(const http::fields& fields, http::field field, Fn fn) {
-  for (auto [it, end] = fields.equal_range(field); it != end; ++it) {
-    std::string_view value = it->value();
+  for_each_field(fields, FieldName(field), [&](std::string_view value) {
     while (!value.empty()) {
       auto comma = value.find(',');
       auto token = ascii::trim(value.substr(0, comma));
@@ -53,7 +54,7 @@ void for_each_token(const http::fields& fields, http::field field, Fn fn) {
       if (comma == std::string_view::npos) break;
       value.remove_prefix(comma + 1);
     }
-  }
+  });
 }
 
 // The names listed by every Connection header line of `fields`.
@@ -234,31 +235,35 @@ void each_response_field(const http::fields& fields, const ResponseHeadOptions& 
 
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const http::fields& fields, const ResponseHeadOptions& options) {
-  out.clear();
-  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ");
+  using namespace std::string_view_literals;
+  out.assign("HTTP/1.1 "sv);
+  append_decimal(out, std::uint64_t{status});
+  out += ' ';
   out.append(reason.empty()
                  ? std::string_view{http::obsolete_reason(static_cast<http::status>(status))}
                  : reason);
-  out.append("\r\n");
+  out.append("\r\n"sv);
   each_response_field(fields, options, [&out](std::string_view name, std::string_view value) {
     append_http1_field(out, name, value);
   });
   if (options.rules) options.rules->append_set(out, options.vars);
   if (options.websocket) {
-    out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n"sv);
     return;
   }
   if (options.chunked) {
-    out.append("Transfer-Encoding: chunked\r\n");
+    out.append("Transfer-Encoding: chunked\r\n"sv);
   } else if (options.content_length) {
-    append_http1_field(out, "Content-Length", std::to_string(*options.content_length));
+    out.append("Content-Length: "sv);
+    append_decimal(out, *options.content_length);
+    out.append("\r\n"sv);
   }
   if (!options.keep_alive) {
-    out.append("Connection: close\r\n");
+    out.append("Connection: close\r\n"sv);
   } else if (options.announce_keep_alive) {
-    out.append("Connection: keep-alive\r\n");
+    out.append("Connection: keep-alive\r\n"sv);
   }
-  out.append("\r\n");
+  out.append("\r\n"sv);
 }
 
 void response_fields(std::vector<std::pair<std::string, std::string>>& out,
@@ -289,25 +294,39 @@ bool is_acceptable_request_id(std::string_view id) {
 }
 
 void generate_request_id(std::string& out) {
-  // One generator per thread, seeded from the OS.
-  thread_local std::mt19937_64 rng{[] {
+  // One generator per thread, seeded from the OS: SplitMix64, whose draws
+  // pass BigCrush, at a few instructions each. An id must be unique, not
+  // secret (nothing is keyed, signed or authorized by one): like any
+  // non-cryptographic generator, it can be predicted from what it drew.
+  thread_local std::uint64_t state = [] {
     std::random_device rd;
     return (std::uint64_t{rd()} << 32) ^ rd();
-  }()};
-  // Two hex digits per byte of each draw, the low nibble first, written
-  // through a local pointer (a store through the string would make the
-  // compiler reload its buffer for every digit).
-  static constexpr auto kPairs = [] {
-    std::array<std::array<char, 2>, 256> pairs{};
-    for (unsigned b = 0; b < 256; ++b) pairs[b] = {hex::digit(b), hex::digit(b >> 4)};
-    return pairs;
   }();
-  out.resize(32);
-  char* p = out.data();
-  for (int half = 0; half < 2; ++half) {
-    std::uint64_t v = rng();
-    for (int i = 0; i < 8; ++i, p += 2, v >>= 8) std::memcpy(p, kPairs[v & 0xff].data(), 2);
+  const auto rng = [] {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  // Each half of a draw's bits as eight lower-case hex digits, the lowest
+  // nibble first, in a few word operations: every nibble spread to a byte of
+  // its own, then '0' added, and 'a' - '0' - 10 more where it is 10 or above.
+  const auto digits = [](std::uint32_t half, char* p) {
+    std::uint64_t x = half;
+    x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
+    x = (x | (x << 8)) & 0x00ff00ff00ff00ffULL;
+    x = (x | (x << 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    const std::uint64_t letters = ((x + 0x0606060606060606ULL) >> 4) & 0x0101010101010101ULL;
+    x += 0x3030303030303030ULL + letters * ('a' - '0' - 10);
+    std::memcpy(p, &x, 8);  // little-endian: the lowest nibble's byte first
+  };
+  char id[32];
+  for (int i = 0; i < 2; ++i) {
+    const std::uint64_t v = rng();
+    digits(static_cast<std::uint32_t>(v), id + 16 * i);
+    digits(static_cast<std::uint32_t>(v >> 32), id + 16 * i + 8);
   }
+  out.assign(id, sizeof id);
 }
 
 std::string generate_request_id() {

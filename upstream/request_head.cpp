@@ -1,8 +1,10 @@
 #include "upstream/request_head.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 #include "common/ascii.hpp"
+#include "common/decimal.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -40,21 +42,58 @@ void UpstreamHead::clear() {
   via.clear();
 }
 
+namespace {
+
+char* put(char* p, std::string_view text) { return std::copy(text.begin(), text.end(), p); }
+
+char* put_field(char* p, std::string_view name, std::string_view value) {
+  p = put(p, name);
+  *p++ = ':';
+  *p++ = ' ';
+  p = put(p, value);
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
+}  // namespace
+
 void write_http1_head(std::string& out, const UpstreamHead& head, std::string_view upstream_host) {
-  out.clear();
-  out.append(head.method).append(" ").append(head.target).append(" HTTP/1.1\r\n");
+  // Measured first, then sized once and written through a pointer: a resize
+  // per piece cost more than the copying (the capacity stays for the next head).
+  constexpr std::string_view kVersion = " HTTP/1.1\r\n";
+  constexpr std::string_view kChunked = "Transfer-Encoding: chunked\r\n";
+  constexpr std::string_view kContentLength = "Content-Length";
+  char digits[20];
+  char* const digits_end = digits + sizeof digits;
+  const char* length_at = digits_end;
+  if (!head.chunked && head.content_length) {
+    length_at = put_decimal_before(digits_end, *head.content_length);
+  }
+  const std::string_view length(length_at, static_cast<std::size_t>(digits_end - length_at));
+  const bool add_host =
+      !head.has_host && !upstream_host.empty() && head.host_at <= head.fields.size();
+  std::size_t size = head.method.size() + 1 + head.target.size() + kVersion.size() + 2;
+  for (const auto& [name, value] : head.fields) size += name.size() + value.size() + 4;
+  if (add_host) size += 4 + upstream_host.size() + 4;
+  if (head.chunked) size += kChunked.size();
+  if (!length.empty()) size += kContentLength.size() + length.size() + 4;
+
+  out.resize(size);
+  char* p = out.data();
+  p = put(p, head.method);
+  *p++ = ' ';
+  p = put(p, head.target);
+  p = put(p, kVersion);
   for (std::size_t i = 0; i <= head.fields.size(); ++i) {
-    if (i == head.host_at && !head.has_host && !upstream_host.empty()) {
-      append_http1_field(out, "Host", upstream_host);
-    }
-    if (i < head.fields.size()) append_http1_field(out, head.fields[i].first, head.fields[i].second);
+    if (i == head.host_at && add_host) p = put_field(p, "Host", upstream_host);
+    if (i < head.fields.size()) p = put_field(p, head.fields[i].first, head.fields[i].second);
   }
-  if (head.chunked) {
-    out.append("Transfer-Encoding: chunked\r\n");
-  } else if (head.content_length) {
-    append_http1_field(out, "Content-Length", std::to_string(*head.content_length));
-  }
-  out.append("\r\n");
+  if (head.chunked) p = put(p, kChunked);
+  if (!length.empty()) p = put_field(p, kContentLength, length);
+  *p++ = '\r';
+  *p++ = '\n';
+  assert(p == out.data() + out.size());
 }
 
 void write_h2_head(H2Fields& out, const UpstreamHead& head, std::string_view scheme,

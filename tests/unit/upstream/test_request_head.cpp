@@ -173,3 +173,27 @@ TEST_CASE("One prepared head: the same fields in HTTP/1.1 text and in HTTP/2 fie
         "GET / HTTP/1.1\r\nHost: b\r\nX-Forwarded-For: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n"
         "X-Forwarded-Host: b\r\nX-Request-Id: rid-2\r\nVia: 1.1 sluice\r\n\r\n");
 }
+
+TEST_CASE("HTTP/1.1 text: a chunked body, Host after every field, a head shorter than the last",
+          "[request_head]") {
+  const std::string long_value(300, 'x');
+  auto head = head_of("PUT", "/a?b=c", {{"Accept", "*/*"}, {"X-Long", long_value}});
+  head.host_at = 2;  // after the last field
+  head.chunked = true;
+  head.content_length = 5;  // chunked wins: no Content-Length
+  std::string text;
+  write_http1_head(text, head, "up:81");
+  CHECK(text == "PUT /a?b=c HTTP/1.1\r\nAccept: */*\r\nX-Long: " + long_value +
+                    "\r\nHost: up:81\r\nTransfer-Encoding: chunked\r\n\r\n");
+  // The same string for a shorter head: sized to it, nothing of the last left.
+  auto second = head_of("GET", "/", {{"Host", "h"}});
+  second.content_length = 0;
+  write_http1_head(text, second, "up:81");
+  CHECK(text == "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n");
+  // Host's place past the fields it indexes: no Host added (and no byte
+  // counted for one).
+  auto third = head_of("GET", "/", {});
+  third.host_at = 5;
+  write_http1_head(text, third, "up:81");
+  CHECK(text == "GET / HTTP/1.1\r\n\r\n");
+}
