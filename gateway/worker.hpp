@@ -116,11 +116,7 @@ class Worker {
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   bool draining_ = false;
-  // One thread runs it, and only that thread starts, cancels or closes I/O on
-  // the sockets it owns (the listener hands an accepted socket over by a
-  // post; one it refuses never reaches it): the reactor's per-descriptor
-  // locks are off. Posts from other threads stay locked (the scheduler's).
-  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::shared_ptr<const Config> config_;
   UpstreamPools pools_;
