@@ -127,7 +127,8 @@ inline std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>&
 // A request id is kept when it is 1..128 visible ASCII characters; else a new one is made.
 bool is_acceptable_request_id(std::string_view id);
 
-// A new random request id: 32 lower-case hex digits (128 random bits).
+// A new request id: 32 lower-case hex digits, two draws of a per-thread generator
+// (unique, not secret: see generate_request_id).
 std::string generate_request_id();
 // The same, written into `out` (reusing its capacity).
 void generate_request_id(std::string& out);
