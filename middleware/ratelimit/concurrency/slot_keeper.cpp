@@ -11,7 +11,10 @@ namespace sluice {
 
 SlotKeeper::SlotKeeper(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
                        MetricsShard& metrics)
-    : limiter_(std::move(limiter)), metrics_(metrics), timer_(executor) {}
+    : limiter_(std::move(limiter)),
+      in_flight_(metrics, "sluice_ratelimit_in_flight", "limit"),
+      releases_(metrics, "sluice_ratelimit_slot_releases_total", "result"),
+      timer_(executor) {}
 
 namespace {
 
@@ -78,9 +81,7 @@ void SlotKeeper::give_back(std::vector<BucketRefund> releases, int attempt, bool
       });
 }
 
-void SlotKeeper::count_releases(std::string_view result, double n) {
-  metrics_.add("sluice_ratelimit_slot_releases_total", scratch_labels({{"result", result}}), n);
-}
+void SlotKeeper::count_releases(std::string_view result, double n) { releases_.add(result, n); }
 
 // Every third of the shortest lease held (at least 100 ms); an earlier wait
 // still pending is replaced.
@@ -108,12 +109,6 @@ void SlotKeeper::renew_all() {
   for (const auto& [_, slot] : held_) slots.push_back(slot);
   limiter_->renew(std::move(slots), nullptr);
   arm();
-}
-
-void SlotKeeper::count(const std::string& limit, double delta) {
-  auto it = in_flight_.try_emplace(limit, 0).first;
-  it->second += delta;
-  metrics_.set("sluice_ratelimit_in_flight", scratch_labels({{"limit", limit}}), it->second);
 }
 
 }  // namespace sluice

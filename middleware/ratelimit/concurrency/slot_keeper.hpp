@@ -23,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "gateway/series_cache.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
@@ -52,12 +53,14 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
   void count_releases(std::string_view result, double n);
   void arm();
   void renew_all();
-  void count(const std::string& limit, double delta);
+  void count(const std::string& limit, double delta) { in_flight_.get(limit) += delta; }
 
   std::shared_ptr<RateLimiter> limiter_;
-  MetricsShard& metrics_;
   std::unordered_map<double, LimitDescriptor> held_;  // by slot number
-  std::map<std::string, double, std::less<>> in_flight_;
+  // This worker's slots held per limit: the gauge's own series, which only
+  // this keeper moves.
+  SeriesCache in_flight_;
+  SeriesCache releases_;  // sluice_ratelimit_slot_releases_total by result
   using Clock = boost::asio::steady_timer::clock_type;
   boost::asio::steady_timer timer_;
   bool armed_ = false;

@@ -134,7 +134,7 @@ void RedisRateLimiter::Impl::renew(std::vector<LimitDescriptor> slots, RefundHan
 }
 
 void RedisRateLimiter::Impl::on_refund(std::error_code ec) {
-  metrics_.add("sluice_ratelimit_refunds_total", scratch_labels({{"result", ec ? "error" : "ok"}}));
+  refunds_counted_.add(ec ? "error" : "ok");
   if (ec) spdlog::debug("redis: a refund failed: {}", ec.message());
 }
 

@@ -13,6 +13,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include "gateway/metrics.hpp"
+#include "gateway/series_cache.hpp"
 #include "middleware/ratelimit/algorithms/limits_codec.hpp"
 #include "middleware/ratelimit/circuit_breaker.hpp"
 #include "middleware/ratelimit/redis/breaker_probe.hpp"
@@ -125,6 +126,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
 
   boost::asio::any_io_executor executor_;
   MetricsShard& metrics_;
+  SeriesCache refunds_counted_{metrics_, "sluice_ratelimit_refunds_total", "result"};
   LimitsCodec codec_;
   redis::Script script_;
   redis::Script refund_script_;

@@ -45,7 +45,10 @@ double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, doub
 
 Settler::Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
                  MetricsShard& metrics)
-    : executor_(executor), limiter_(std::move(limiter)), metrics_(metrics) {}
+    : executor_(executor),
+      limiter_(std::move(limiter)),
+      settlements_(metrics, "sluice_ratelimit_settlements_total", "route", "result"),
+      settled_units_(metrics, "sluice_ratelimit_settled_units_total", "route", "direction") {}
 
 void Settler::settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
                      const RateDecision& decision, double estimate, double real, double max_debt) {
@@ -122,14 +125,11 @@ void Settler::part_done(const Part& part, PartOutcome outcome) {
   if (whole.outcome == PartOutcome::kUnknown) return count(whole.route, "unknown");
   const std::string_view direction = whole.units > 0 ? "refund" : "debit";
   count(whole.route, direction);
-  metrics_.add("sluice_ratelimit_settled_units_total",
-               scratch_labels({{"route", whole.route}, {"direction", direction}}),
-               std::fabs(whole.units));
+  settled_units_.add(whole.route, direction, std::fabs(whole.units));
 }
 
 void Settler::count(const std::string& route, std::string_view result) {
-  metrics_.add("sluice_ratelimit_settlements_total",
-               scratch_labels({{"route", route}, {"result", result}}));
+  settlements_.add(route, result);
 }
 
 }  // namespace sluice

@@ -28,6 +28,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "gateway/middleware.hpp"
+#include "gateway/series_cache.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 
 namespace sluice {
@@ -96,7 +97,8 @@ class Settler : public std::enable_shared_from_this<Settler> {
 
   Executor executor_;
   std::shared_ptr<RateLimiter> limiter_;
-  MetricsShard& metrics_;
+  SeriesCache settlements_;    // sluice_ratelimit_settlements_total by route, result
+  SeriesCache settled_units_;  // sluice_ratelimit_settled_units_total by route, direction
   std::unordered_map<std::uint64_t, Parked> parked_;  // by the order they were parked in
   std::uint64_t next_park_id_ = 0;
   bool draining_ = false;
