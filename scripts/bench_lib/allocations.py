@@ -6,8 +6,8 @@ Valgrind's Callgrind with instrumentation off; after warm-up requests it is
 switched on for a fixed number of keep-alive requests on 4 connections (the
 keyed rows send X-API-Key bench-0 .. bench-9999 in turn, as wrk does in the
 speed table), then off again. From Callgrind's call counts: calls to malloc,
-calloc and realloc (operator new, aligned allocation and the C libraries all
-end there) per request, and the gateway's instructions per
+calloc, realloc and the aligned allocators (operator new and the C libraries
+all end there) per request, and the gateway's instructions per
 request. Exact and independent of the machine's load; slow (Valgrind runs the
 gateway about 50 times slower), so requests are few.
 
@@ -28,10 +28,11 @@ KEYS = 10_000  # as the speed table's keyed rows
 CONNECTIONS = 4
 WARMUP = 200
 VALGRIND_TIMEOUT_MS = 2000  # the gateways' redis.timeout_ms here (see allocations_run)
-# Where every allocation ends (operator new, aligned allocation and the C
-# libraries' wrappers call these); a call between them (realloc of nothing
-# calling malloc) is not counted twice.
-ALLOCATORS = {"malloc", "calloc", "realloc"}
+# Where every allocation ends (operator new and the C libraries' wrappers
+# call these; aligned allocation, which Asio uses for its handlers, goes to
+# memalign or aligned_alloc, which do not call malloc); a call between them
+# (realloc of nothing calling malloc) is not counted twice.
+ALLOCATORS = {"malloc", "calloc", "realloc", "memalign", "aligned_alloc", "posix_memalign"}
 
 # Row number, what, sluice_config() keywords, whether requests carry API keys.
 ROWS = [
