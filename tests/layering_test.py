@@ -27,6 +27,7 @@ GATEWAY_INTERFACE = [
     "gateway/middleware.hpp",
     "gateway/config/",
     "gateway/metrics.hpp",
+    "gateway/series_cache.hpp",  # series a middleware bumps per request, kept
     "gateway/client_ip.hpp",
     "gateway/session/local_reply.hpp",
     "gateway/worker_services.hpp",
