@@ -14,19 +14,26 @@ bool is_grpc(std::string_view content_type) {
   return content_type.size() >= 16 && ascii::iequals(content_type.substr(0, 16), "application/grpc");
 }
 
+char* put(char* p, std::string_view text) { return std::copy(text.begin(), text.end(), p); }
+
+// "name: value\r\n" at p; returns its end.
+char* put_field(char* p, std::string_view name, std::string_view value) {
+  p = put(p, name);
+  *p++ = ':';
+  *p++ = ' ';
+  p = put(p, value);
+  *p++ = '\r';
+  *p++ = '\n';
+  return p;
+}
+
 }  // namespace
 
 void append_http1_field(std::string& out, std::string_view name, std::string_view value) {
-  // Sized once, then copied in pieces: every field of every head goes through here.
+  // Sized once, then written in place: every field of every head goes through here.
   const std::size_t at = out.size();
   out.resize(at + name.size() + value.size() + 4);
-  char* p = out.data() + at;
-  p = std::copy(name.begin(), name.end(), p);
-  *p++ = ':';
-  *p++ = ' ';
-  p = std::copy(value.begin(), value.end(), p);
-  *p++ = '\r';
-  *p = '\n';
+  put_field(out.data() + at, name, value);
 }
 
 void UpstreamHead::clear() {
@@ -41,22 +48,6 @@ void UpstreamHead::clear() {
   forwarded_for.clear();
   via.clear();
 }
-
-namespace {
-
-char* put(char* p, std::string_view text) { return std::copy(text.begin(), text.end(), p); }
-
-char* put_field(char* p, std::string_view name, std::string_view value) {
-  p = put(p, name);
-  *p++ = ':';
-  *p++ = ' ';
-  p = put(p, value);
-  *p++ = '\r';
-  *p++ = '\n';
-  return p;
-}
-
-}  // namespace
 
 void write_http1_head(std::string& out, const UpstreamHead& head, std::string_view upstream_host) {
   // Measured first, then sized once and written through a pointer: a resize
