@@ -156,6 +156,7 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   bool draining() const override { return leg_.draining(); }
   bool client_closed() const override { return leg_.closed(); }
   void awaiting_response(bool waiting) override { leg_.awaiting_response(waiting); }
+  void response_started() override { count_facts(); }
   void exchange_ended(const ExchangeResult& result) override;
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;

@@ -49,6 +49,11 @@ TEST_CASE("exchange: the response is relayed and the exchange done", "[exchange]
   CHECK(f.host->done);
   CHECK(f.host->ends == 1);
   CHECK(f.host->outcomes() == std::vector<std::string>{"ok"});
+  // The host heard of the answer before the client leg got any of it, with
+  // the attempt noted (it counts it then, before the client can read).
+  CHECK(f.host->started == 1);
+  CHECK(f.host->started_before_head);
+  CHECK(f.host->outcomes_at_start == std::vector<std::string>{"ok"});
   CHECK(f.host->exchange.upstream_status() == 200);
   CHECK(f.host->result.client_keep_alive);
   CHECK(f.host->result.status == 200);

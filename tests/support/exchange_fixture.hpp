@@ -60,6 +60,13 @@ struct FakeExchangeHost final : ExchangeHost,
     return labels;
   }
   int retries() const { return exchange.facts().retries; }
+  // What the exchange had noted when it said a server answered, and whether
+  // any of the response had reached the client leg by then.
+  void response_started() override {
+    ++started;
+    outcomes_at_start = outcomes();
+    started_before_head = head.empty() && out.empty();
+  }
   void exchange_ended(const ExchangeResult& r) override {
     ++ends;
     result = r;
@@ -109,6 +116,9 @@ struct FakeExchangeHost final : ExchangeHost,
   bool keep = false;
   int connections = 0;  // new connections, as the pools count them
   int ends = 0;
+  int started = 0;  // response_started() calls
+  std::vector<std::string> outcomes_at_start;
+  bool started_before_head = false;
   bool done = false;
   bool aborted = false;
   bool closed = false;  // the client connection was closed

@@ -218,7 +218,7 @@ void H2Leg::relay_head() {
   x_.host_.awaiting_response(false);
   x_.upstream_status_ = s.status;
   x_.note_usage(s.head);
-  x_.facts_.attempt(UpstreamOutcome::kOk);
+  x_.answered();
   ResponseStart start;
   start.status = s.status;
   start.reason = http::obsolete_reason(static_cast<http::status>(s.status));

@@ -182,7 +182,7 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   x_.upstream_status_ = res.result_int();
   x_.upstream_server_ = x_.upstream_->server;
   x_.note_usage(res.base());
-  x_.facts_.attempt(UpstreamOutcome::kOk);
+  x_.answered();
   upstream_reusable_ = res_parser_->keep_alive();
   head_fields_ = static_cast<std::size_t>(std::distance(res.begin(), res.end()));
   ResponseStart start;

@@ -68,6 +68,11 @@ void UpstreamExchange::read_client_body() {
   client_.read_body(request_.relay);
 }
 
+void UpstreamExchange::answered() {
+  facts_.attempt(UpstreamOutcome::kOk);
+  host_.response_started();
+}
+
 void UpstreamExchange::note_usage(const http::fields& fields) {
   if (request_.usage_header.empty()) return;
   const auto n = fields.count(request_.usage_header);

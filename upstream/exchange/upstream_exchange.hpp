@@ -87,6 +87,11 @@ class ExchangeHost : public TunnelHost {
   // connection, and aborts the exchange (exchange_aborted) as soon as the
   // client closes it, so that nothing is held for a client that left.
   virtual void awaiting_response(bool waiting) { (void)waiting; }
+  // A server answered: its response head is about to go to the client. The
+  // attempts noted so far may be taken (take_facts) and counted now, so that
+  // whoever reads the metrics once the response is in sees them; what happens
+  // after (a body cut short) is taken at the end.
+  virtual void response_started() {}
 
   // How it ended, with the upstream connection pooled or dropped already.
   virtual void exchange_ended(const ExchangeResult& result) = 0;
@@ -170,8 +175,13 @@ class UpstreamExchange {
   // value). nullopt while none came.
   const std::optional<std::string>& usage() const { return usage_; }
   std::string_view upstream_server() const { return upstream_server_; }
-  // Its attempts and retries so far, handed over once (then none are left).
-  ExchangeFacts take_facts() { return std::exchange(facts_, ExchangeFacts{}); }
+  // Its attempts and retries noted since the last take, handed over once
+  // (later attempts are noted afresh, for the same upstream).
+  ExchangeFacts take_facts() {
+    ExchangeFacts taken = std::exchange(facts_, ExchangeFacts{});
+    facts_.upstream = taken.upstream;
+    return taken;
+  }
   const ExchangeFacts& facts() const { return facts_; }
 
   void on_internal_error(std::string_view what) noexcept { host_.on_internal_error(what); }
@@ -245,6 +255,9 @@ class UpstreamExchange {
   void read_client_body();
   // Hands the client leg a piece of the response (the head alone: n == 0).
   void send_response(const char* data, std::size_t n, bool last);
+  // A server answered this attempt with a response head (not 1xx): noted as
+  // the attempt's outcome, and told to the host.
+  void answered();
   // Takes request_.usage_header's value from `fields` (head, or head and trailers).
   void note_usage(const boost::beast::http::fields& fields);
   // The same from a head and its trailers kept apart (an HTTP/2 response).
