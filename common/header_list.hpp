@@ -43,11 +43,12 @@ class HeaderList {
   }
 
   // Appends a field whose value the caller writes into the returned string
-  // (empty, with whatever capacity its slot kept).
+  // (empty, with whatever capacity its slot kept; valid until the next add).
   std::string& add(std::string_view name) {
     if (size_ == slots_.size()) slots_.emplace_back();
     auto& [slot_name, slot_value] = slots_[size_++];
-    slot_name.assign(name);
+    // A list reused for the same fields finds their names in place.
+    if (std::string_view{slot_name} != name) slot_name.assign(name);
     slot_value.clear();
     return slot_value;
   }

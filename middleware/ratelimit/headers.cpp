@@ -5,6 +5,7 @@
 
 #include "common/decimal.hpp"
 #include "common/hex.hpp"
+#include "common/text_writer.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 
 namespace sluice {
@@ -49,26 +50,41 @@ void append_json_string(std::string& out, std::string_view text) {
   });
 }
 
+// The most bytes put_sf_string writes for `text`.
+std::size_t sf_string_bound(std::string_view text) { return 2 * text.size() + 2; }
+
 // A structured-field string: quoted, '"' and '\\' escaped, bytes outside
 // printable ASCII as '?'.
-void append_sf_string(std::string& out, std::string_view text) {
+void put_sf_string(TextWriter& out, std::string_view text) {
+  out.put('"');
   // A limit's name is nearly always plain: then one copy, not a byte at a time.
   if (std::all_of(text.begin(), text.end(), [](char c) {
         return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\';
       })) {
-    out += '"';
-    out += text;
-    out += '"';
-    return;
+    out.put(text);
+  } else {
+    for (const char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') out.put('\\');
+      out.put(byte < 0x20 || byte > 0x7e ? '?' : c);
+    }
   }
-  append_quoted(out, text, [](std::string& o, unsigned char byte) {
-    o += byte < 0x20 || byte > 0x7e ? '?' : static_cast<char>(byte);
-  });
+  out.put('"');
 }
 
-void append_int(std::string& out, std::int64_t value) {
-  append_decimal(out, value);
+// The header values below are never negative (clamp_to_int).
+void put_int(TextWriter& out, std::int64_t value) {
+  out.decimal(static_cast<std::uint64_t>(value));
 }
+
+void put_int_field(HeaderList& out, std::string_view name, std::int64_t value) {
+  TextWriter value_text(out.add(name), TextWriter::kDecimalBound);
+  put_int(value_text, value);
+}
+
+// The bytes of one RateLimit-Policy or RateLimit item beside its name:
+// ", " before it, ";q=" or ";r=", ";w=" or ";t=" and two numbers.
+constexpr std::size_t kItemExtraBound = 2 + 2 * (3 + TextWriter::kDecimalBound);
 
 // w: the algorithm's window (a token bucket's C/R, the time in which the
 // whole capacity refills; a sliding window's own length), in whole seconds.
@@ -88,26 +104,17 @@ std::int64_t floor_tokens(double tokens) {
 
 std::string sf_string(std::string_view text) {
   std::string out;
-  out.reserve(text.size() + 2);
-  append_sf_string(out, text);
+  TextWriter writer(out, sf_string_bound(text));
+  put_sf_string(writer, text);
   return out;
 }
 
-std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
-                                   const RateDecision& decision) {
-  const std::size_t n = std::min(limits.size(), decision.limits.size());
-  // On a denial, only insufficient buckets compete (if the decision names any).
-  const bool violated_only =
-      !decision.allowed && std::any_of(decision.limits.begin(), decision.limits.begin() + n,
-                                       [](const LimitState& s) { return !s.sufficient; });
-  return most_restrictive_of(limits, decision, [&](std::size_t i) {
-    return !violated_only || !decision.limits[i].sufficient;
-  });
-}
+namespace {
 
-std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
-                                const RateDecision& decision,
-                                const std::function<bool(std::size_t)>& competes) {
+// The competing limit with the smallest share of its capacity left.
+template <class Competes>
+std::size_t least_left(std::span<const LimitDescriptor> limits, const RateDecision& decision,
+                       const Competes& competes) {
   const std::size_t n = std::min(limits.size(), decision.limits.size());
   std::size_t best = limits.size();
   double best_ratio = 0;
@@ -121,6 +128,26 @@ std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
     }
   }
   return best;
+}
+
+}  // namespace
+
+std::size_t most_restrictive_limit(std::span<const LimitDescriptor> limits,
+                                   const RateDecision& decision) {
+  const std::size_t n = std::min(limits.size(), decision.limits.size());
+  // On a denial, only insufficient buckets compete (if the decision names any).
+  const bool violated_only =
+      !decision.allowed && std::any_of(decision.limits.begin(), decision.limits.begin() + n,
+                                       [](const LimitState& s) { return !s.sufficient; });
+  return least_left(limits, decision, [&](std::size_t i) {
+    return !violated_only || !decision.limits[i].sufficient;
+  });
+}
+
+std::size_t most_restrictive_of(std::span<const LimitDescriptor> limits,
+                                const RateDecision& decision,
+                                const std::function<bool(std::size_t)>& competes) {
+  return least_left(limits, decision, competes);
 }
 
 double retry_after_seconds(std::span<const LimitDescriptor> limits, const RateDecision& decision) {
@@ -148,34 +175,40 @@ void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor>
 
   // X-RateLimit-* for the most restrictive limit.
   const LimitState& state = decision.limits[chosen];
-  append_int(out.add("X-RateLimit-Limit"), floor_tokens(limits[chosen].capacity));
-  append_int(out.add("X-RateLimit-Remaining"), floor_tokens(state.remaining));
-  append_int(out.add("X-RateLimit-Reset"), ceil_seconds(state.seconds_to_full));
+  put_int_field(out, "X-RateLimit-Limit", floor_tokens(limits[chosen].capacity));
+  put_int_field(out, "X-RateLimit-Remaining", floor_tokens(state.remaining));
+  put_int_field(out, "X-RateLimit-Reset", ceil_seconds(state.seconds_to_full));
 
   // RateLimit-Policy and RateLimit: one list item per limit, in route order.
-  std::string& policy = out.add("RateLimit-Policy");
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) policy += ", "sv;
-    append_sf_string(policy, limits[i].limit);
-    policy += ";q="sv;
-    append_int(policy, floor_tokens(limits[i].capacity));
-    policy += ";w="sv;
-    append_int(policy, window_seconds(limits[i]));
+  std::size_t bound = 0;
+  for (std::size_t i = 0; i < n; ++i) bound += sf_string_bound(limits[i].limit) + kItemExtraBound;
+  {
+    TextWriter policy(out.add("RateLimit-Policy"), bound);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i > 0) policy.put(", "sv);
+      put_sf_string(policy, limits[i].limit);
+      policy.put(";q="sv);
+      put_int(policy, floor_tokens(limits[i].capacity));
+      policy.put(";w="sv);
+      put_int(policy, window_seconds(limits[i]));
+    }
   }
-  std::string& current = out.add("RateLimit");
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i > 0) current += ", "sv;
-    append_sf_string(current, limits[i].limit);
-    current += ";r="sv;
-    append_int(current, floor_tokens(decision.limits[i].remaining));
-    current += ";t="sv;
-    append_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
-  }
+  {
+    TextWriter current(out.add("RateLimit"), bound);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i > 0) current.put(", "sv);
+      put_sf_string(current, limits[i].limit);
+      current.put(";r="sv);
+      put_int(current, floor_tokens(decision.limits[i].remaining));
+      current.put(";t="sv);
+      put_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
+    }
+  }  // each writer ends before the next add(), which may move the strings
 
   if (!decision.allowed) {
     const std::int64_t retry_after =
         std::max<std::int64_t>(1, ceil_seconds(retry_after_seconds(limits.first(n), decision)));
-    append_int(out.add("Retry-After"), retry_after);
+    put_int_field(out, "Retry-After", retry_after);
     out.emplace_back("Cache-Control", "no-store");
   }
 }

@@ -54,3 +54,18 @@ TEST_CASE("decimal: digits put before an end, for a caller that frames them", "[
   start = sluice::put_decimal_before(end, 0);
   CHECK(std::string(start, end) == "0");
 }
+
+TEST_CASE("decimal: the number of digits at every power of ten, on both sides", "[decimal]") {
+  CHECK(sluice::decimal_digits(0) == 1);
+  std::uint64_t power = 1;
+  for (std::size_t digits = 1; digits <= 20; ++digits) {
+    CHECK(sluice::decimal_digits(power) == digits);
+    if (power > 1) CHECK(sluice::decimal_digits(power - 1) == digits - 1);
+    CHECK(sluice::decimal_digits(power + 1) == (power == 1 ? 1 : digits));
+    if (digits < 20) power *= 10;
+  }
+  CHECK(sluice::decimal_digits(std::numeric_limits<std::uint64_t>::max()) == 20);
+  for (std::uint64_t v : {7ULL, 99ULL, 12345ULL, 4294967296ULL, 999999999999ULL}) {
+    CHECK(sluice::decimal_digits(v) == reference(v).size());
+  }
+}
