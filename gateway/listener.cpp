@@ -1,6 +1,10 @@
 #include "gateway/listener.hpp"
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <string>
@@ -33,6 +37,26 @@ const std::string& overloaded_reply() {
   }();
   return reply;
 }
+
+// Connections taken per readiness of the listening socket before it is
+// waited on again (the main thread has other listeners and timers).
+constexpr int kAcceptBatch = 32;
+
+// An accepted descriptor on its way to a worker: closed unless it got there.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  OwnedFd& operator=(OwnedFd&&) = delete;
+  ~OwnedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
 
 // Raises the soft descriptor limit to the hard one and returns the soft limit now in force.
 std::size_t raise_descriptor_limit() {
@@ -74,44 +98,81 @@ std::size_t Listener::limit_connections(std::size_t configured) {
 }
 
 void Listener::start() {
+  boost::system::error_code ec;
+  protocol_ = acceptor_.local_endpoint(ec).protocol();
+  acceptor_.native_non_blocking(true, ec);  // accept4 below must not block
   do_accept();
 }
 
 void Listener::close() {
-  boost::system::error_code ec;
-  acceptor_.close(ec);
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
   backoff_.cancel();
 }
 
+// The listening socket is waited on here, and its connections are taken with
+// accept4 as plain descriptors. One refused at the cap is answered and closed
+// here without ever being a worker's: the workers' reactors take no per-socket
+// locks, so no other thread may use or close a socket of theirs once it could
+// have had an event. One admitted is registered with its worker's reactor
+// here (its bookkeeping then comes from this thread's heap, away from the
+// sessions', which lets the memory of a closed wave go back) and handed over
+// by a post, before anything but the kernel has seen it.
 void Listener::do_accept() {
-  Worker& worker = *workers_[next_worker_];
-  next_worker_ = (next_worker_ + 1) % workers_.size();
-  acceptor_.async_accept(worker.io(),
-                         [this, &worker](boost::system::error_code ec, WorkerSocket socket) {
-                           on_accept(worker, ec, std::move(socket));
-                         });
+  acceptor_.async_wait(tcp::acceptor::wait_read,
+                       [this](boost::system::error_code ec) { on_readable(ec); });
 }
 
-void Listener::on_accept(Worker& worker, boost::system::error_code ec, WorkerSocket socket) {
+void Listener::on_readable(boost::system::error_code ec) {
   if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
   if (ec) return backoff_.failed(ec, metrics_, [this] { do_accept(); });
-  backoff_.succeeded();
+  for (int taken = 0; taken < kAcceptBatch; ++taken) {
+    const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      backoff_.succeeded();
+      hand_over(fd);
+      continue;
+    }
+    const int error = errno;
+    if (error == EAGAIN || error == EWOULDBLOCK) break;
+    // A connection reset before it was taken, or a signal: the next one.
+    if (error == ECONNABORTED || error == EINTR || error == EPROTO) continue;
+    // Out of descriptors or memory: wait, then try again.
+    return backoff_.failed(boost::system::error_code(error, boost::system::system_category()),
+                           metrics_, [this] { do_accept(); });
+  }
+  do_accept();
+}
+
+void Listener::hand_over(int accepted) {
+  OwnedFd fd{accepted};
   if (!admit_connection()) {
     // At the cap with nothing idle to close: a short answer (in plain HTTP
     // only: a TLS client could not read it), then the close.
-    boost::system::error_code ignored;
-    socket.non_blocking(true, ignored);
-    if (!tls_) socket.send(asio::buffer(overloaded_reply()), 0, ignored);
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
-    socket.close(ignored);
+    if (!tls_) {
+      const std::string& reply = overloaded_reply();
+      [[maybe_unused]] const ssize_t sent =
+          ::send(fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL);
+    }
+    ::shutdown(fd.get(), SHUT_RDWR);
     metrics_.add("sluice_connections_rejected_total", "");
     note_refusal();
-  } else {
-    asio::post(worker.io(), [&worker, socket = std::move(socket), tls = tls_]() mutable {
-      start_client_session(worker, std::move(socket), std::move(tls));
-    });
+    return;  // closed by OwnedFd
   }
-  do_accept();
+  Worker& worker = *workers_[next_worker_];
+  next_worker_ = (next_worker_ + 1) % workers_.size();
+  WorkerSocket socket(worker.io());
+  boost::system::error_code ec;
+  socket.assign(protocol_, fd.get(), ec);
+  if (ec) {
+    spdlog::warn("accepted connection not served: {}", ec.message());
+    return;  // closed by OwnedFd
+  }
+  fd.release();  // the socket's now
+  asio::post(worker.io(), [&worker, socket = std::move(socket), tls = tls_]() mutable {
+    start_client_session(worker, std::move(socket), std::move(tls));
+  });
 }
 
 // Logged at most every kLogEvery: the descriptors behind the cap are kept.

@@ -52,7 +52,10 @@ class Listener {
 
  private:
   void do_accept();
-  void on_accept(Worker& worker, boost::system::error_code ec, WorkerSocket socket);
+  void on_readable(boost::system::error_code ec);
+  // Serves the accepted descriptor `fd` (owned from here) on the next worker,
+  // or refuses it at the cap.
+  void hand_over(int fd);
   bool admit_connection();
   void note_refusal();
 
@@ -61,6 +64,7 @@ class Listener {
   const std::vector<std::unique_ptr<Worker>>& workers_;
   MetricsShard& metrics_;
   boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::ip::tcp protocol_ = boost::asio::ip::tcp::v4();  // the listening socket's
   AcceptBackoff backoff_;
   std::shared_ptr<const ServerTls> tls_;
   std::size_t max_connections_ = 0;  // the cap in force

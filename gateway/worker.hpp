@@ -116,7 +116,12 @@ class Worker {
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   bool draining_ = false;
-  boost::asio::io_context io_{1};
+  // One thread runs it, and only that thread uses or closes its sockets (the
+  // listener registers an accepted one and hands it over by a post at once;
+  // one it refuses it answers itself, never registered): the reactor's
+  // per-socket locks are off. Posts from other threads stay locked (the
+  // scheduler's), as do timers and registration.
+  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::shared_ptr<const Config> config_;
   UpstreamPools pools_;
