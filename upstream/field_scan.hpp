@@ -11,9 +11,9 @@
 #include <string_view>
 
 #include <boost/beast/http/field.hpp>
-#include <boost/beast/http/fields.hpp>
 
 #include "common/ascii.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -27,7 +27,7 @@ struct FieldName {
   explicit FieldName(std::string_view name)
       : id(boost::beast::http::string_to_field(name)), text(name) {}
 
-  bool names(const boost::beast::http::fields::value_type& f) const {
+  bool names(const HttpFields::value_type& f) const {
     if (id != boost::beast::http::field::unknown) return f.name() == id;
     return f.name() == boost::beast::http::field::unknown && ascii::iequals(f.name_string(), text);
   }
@@ -35,20 +35,20 @@ struct FieldName {
 
 // Calls fn(value) for each line of `name`, in the order they came.
 template <class Fn>
-void for_each_field(const boost::beast::http::fields& fields, const FieldName& name, Fn&& fn) {
+void for_each_field(const HttpFields& fields, const FieldName& name, Fn&& fn) {
   for (const auto& f : fields) {
     if (name.names(f)) fn(std::string_view(f.value()));
   }
 }
 
-inline std::size_t count_field(const boost::beast::http::fields& fields, const FieldName& name) {
+inline std::size_t count_field(const HttpFields& fields, const FieldName& name) {
   std::size_t n = 0;
   for (const auto& f : fields) n += name.names(f) ? 1 : 0;
   return n;
 }
 
 // The first line's value, or an empty view when there is none.
-inline std::string_view field_value(const boost::beast::http::fields& fields,
+inline std::string_view field_value(const HttpFields& fields,
                                     const FieldName& name) {
   for (const auto& f : fields) {
     if (name.names(f)) return f.value();
@@ -56,12 +56,12 @@ inline std::string_view field_value(const boost::beast::http::fields& fields,
   return {};
 }
 
-inline std::size_t count_field(const boost::beast::http::fields& fields,
+inline std::size_t count_field(const HttpFields& fields,
                                boost::beast::http::field name) {
   return count_field(fields, FieldName(name));
 }
 
-inline std::string_view field_value(const boost::beast::http::fields& fields,
+inline std::string_view field_value(const HttpFields& fields,
                                     boost::beast::http::field name) {
   return field_value(fields, FieldName(name));
 }

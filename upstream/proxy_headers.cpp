@@ -35,7 +35,7 @@ constexpr std::array<http::field, 4> kAlsoHopByHop = {
     http::field::proxy_authenticate,
 };
 
-bool is_hop_by_hop(const http::fields::value_type& f) {
+bool is_hop_by_hop(const HttpFields::value_type& f) {
   const auto name = f.name();
   return std::find(kConnectionSpecific.begin(), kConnectionSpecific.end(), name) !=
              kConnectionSpecific.end() ||
@@ -45,7 +45,7 @@ bool is_hop_by_hop(const http::fields::value_type& f) {
 // Calls fn(token) for each element of the comma-separated lists of every
 // `field` line of `fields`.
 template <class Fn>
-void for_each_token(const http::fields& fields, http::field field, Fn fn) {
+void for_each_token(const HttpFields& fields, http::field field, Fn fn) {
   for_each_field(fields, FieldName(field), [&](std::string_view value) {
     while (!value.empty()) {
       auto comma = value.find(',');
@@ -58,14 +58,14 @@ void for_each_token(const http::fields& fields, http::field field, Fn fn) {
 }
 
 // The names listed by every Connection header line of `fields`.
-std::vector<std::string_view> connection_tokens(const http::fields& fields) {
+std::vector<std::string_view> connection_tokens(const HttpFields& fields) {
   std::vector<std::string_view> listed;
   for_each_token(fields, http::field::connection,
                  [&](std::string_view token) { listed.push_back(token); });
   return listed;
 }
 
-bool lists(const http::fields& fields, http::field field, std::string_view token) {
+bool lists(const HttpFields& fields, http::field field, std::string_view token) {
   bool found = false;
   for_each_token(fields, field, [&](std::string_view t) { found = found || ascii::iequals(t, token); });
   return found;
@@ -73,16 +73,16 @@ bool lists(const http::fields& fields, http::field field, std::string_view token
 
 }  // namespace
 
-bool asks_websocket_upgrade(const http::fields& fields) {
+bool asks_websocket_upgrade(const HttpFields& fields) {
   return lists(fields, http::field::connection, "upgrade") &&
          lists(fields, http::field::upgrade, "websocket");
 }
 
-bool grants_websocket_upgrade(const http::fields& fields) {
+bool grants_websocket_upgrade(const HttpFields& fields) {
   return lists(fields, http::field::upgrade, "websocket");
 }
 
-std::size_t erase_underscore_fields(http_fields::fields& fields) {
+std::size_t erase_underscore_fields(HttpFields& fields) {
   std::size_t erased = 0;
   for (auto it = fields.begin(); it != fields.end();) {
     if (it->name_string().find('_') != boost::beast::string_view::npos) {
@@ -101,11 +101,11 @@ bool is_connection_specific(std::string_view name) {
          kConnectionSpecific.end();
 }
 
-void strip_hop_by_hop(http::fields& fields) {
+void strip_hop_by_hop(HttpFields& fields) {
   // The usual request has none of them: one pass over its fields instead of
   // a lookup per hop-by-hop name.
   if (std::none_of(fields.begin(), fields.end(),
-                   [](const http::fields::value_type& f) { return is_hop_by_hop(f); })) {
+                   [](const HttpFields::value_type& f) { return is_hop_by_hop(f); })) {
     return;
   }
   // Names listed in Connection go first. They are copied: erasing fields
@@ -141,7 +141,7 @@ bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name) {
 }
 
 void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
-                          const http::fields& fields, const ForwardedInfo& info, bool chunked,
+                          const HttpFields& fields, const ForwardedInfo& info, bool chunked,
                           std::optional<std::uint64_t> content_length) {
   head.clear();
   head.method = method;
@@ -201,7 +201,7 @@ void prepare_request_head(UpstreamHead& head, std::string_view method, std::stri
 }
 
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
-                            const http::fields& fields, const ForwardedInfo& info, bool chunked,
+                            const HttpFields& fields, const ForwardedInfo& info, bool chunked,
                             std::optional<std::uint64_t> content_length) {
   UpstreamHead head;
   prepare_request_head(head, method, target, fields, info, chunked, content_length);
@@ -215,7 +215,7 @@ namespace {
 // Content-Length (framing), X-Request-Id, the names in `extra` and the names
 // the rules set or remove; then `extra` and X-Request-Id. emit(name, value).
 template <class Emit>
-void each_response_field(const http::fields& fields, const ResponseHeadOptions& options,
+void each_response_field(const HttpFields& fields, const ResponseHeadOptions& options,
                          Emit&& emit) {
   const auto listed = connection_tokens(fields);
   for (const auto& f : fields) {
@@ -234,7 +234,7 @@ void each_response_field(const http::fields& fields, const ResponseHeadOptions& 
 }  // namespace
 
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
-                             const http::fields& fields, const ResponseHeadOptions& options) {
+                             const HttpFields& fields, const ResponseHeadOptions& options) {
   using namespace std::string_view_literals;
   out.assign("HTTP/1.1 "sv);
   append_decimal(out, std::uint64_t{status});
@@ -267,7 +267,7 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
 }
 
 void response_fields(std::vector<std::pair<std::string, std::string>>& out,
-                     const http::fields& fields, const ResponseHeadOptions& options) {
+                     const HttpFields& fields, const ResponseHeadOptions& options) {
   out.clear();
   const auto add = [&out](std::string_view name, std::string_view value) {
     std::string lower(name);

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <boost/beast/http/fields.hpp>
+#include "upstream/http_fields.hpp"
 #include <boost/optional/optional.hpp>
 
 #include "upstream/header_rules.hpp"
@@ -30,17 +30,17 @@ bool is_connection_specific(std::string_view name);
 // Removes the connection-specific fields and every name Connection lists, and
 // TE, Trailer, Proxy-Authorization and Proxy-Authenticate. Framing must be
 // redone by the caller afterwards.
-void strip_hop_by_hop(http_fields::fields& fields);
+void strip_hop_by_hop(HttpFields& fields);
 
 // A WebSocket handshake (RFC 6455 4.1): Connection lists "upgrade" and
 // Upgrade lists "websocket", case-insensitively. Asked before stripping.
-bool asks_websocket_upgrade(const http_fields::fields& fields);
+bool asks_websocket_upgrade(const HttpFields& fields);
 // A 101 that accepts it: its Upgrade lists "websocket".
-bool grants_websocket_upgrade(const http_fields::fields& fields);
+bool grants_websocket_upgrade(const HttpFields& fields);
 
 // Removes every field whose name contains "_" and returns how many there were.
 // CGI-style servers map "-" to "_", so X_API_Key would reach them as X-API-Key.
-std::size_t erase_underscore_fields(http_fields::fields& fields);
+std::size_t erase_underscore_fields(HttpFields& fields);
 
 // Request headers meant for Sluice alone, never forwarded, in the head or in
 // trailers (empty: none): a route's cost header, and the usage header its
@@ -78,13 +78,13 @@ struct ForwardedInfo {
 // Content-Length is never copied from `fields`: the framing is the one Sluice
 // read. The views in `head` point into `fields`, `info`'s strings and `head`.
 void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
-                          const http_fields::fields& fields, const ForwardedInfo& info,
+                          const HttpFields& fields, const ForwardedInfo& info,
                           bool chunked, std::optional<std::uint64_t> content_length = {});
 
 // The same written as HTTP/1.1 text at once (info.upstream_host as Host when
 // the request has none).
 void serialize_request_head(std::string& out, std::string_view method, std::string_view target,
-                            const http_fields::fields& fields, const ForwardedInfo& info,
+                            const HttpFields& fields, const ForwardedInfo& info,
                             bool chunked, std::optional<std::uint64_t> content_length = {});
 
 // Response heads are serialized straight into one buffer (one write with the
@@ -111,13 +111,13 @@ struct ResponseHeadOptions {
 // and Connection (for a WebSocket 101: "Connection: Upgrade" and
 // "Upgrade: websocket", no framing).
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
-                             const http_fields::fields& fields, const ResponseHeadOptions& options);
+                             const HttpFields& fields, const ResponseHeadOptions& options);
 
 // The same fields as (lower-case name, value) pairs for an HTTP/2 client:
 // the rules' values rendered, Content-Length when options.content_length is
 // set, no other framing and no Connection.
 void response_fields(std::vector<std::pair<std::string, std::string>>& out,
-                     const http_fields::fields& fields, const ResponseHeadOptions& options);
+                     const HttpFields& fields, const ResponseHeadOptions& options);
 
 // A parser's content length as the serializers above take it.
 inline std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {

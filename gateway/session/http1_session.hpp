@@ -23,6 +23,7 @@
 #include "gateway/session/proxied_request.hpp"
 #include "gateway/session/request_admission.hpp"
 #include "gateway/worker.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -133,7 +134,7 @@ class Http1Session final : public ClientSession,
   bool client_timed_out_ = false;
   boost::beast::flat_buffer buffer_;
 
-  std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> parser_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body, FieldAllocator<char>>> parser_;
   std::string local_body_;  // a local reply's body while it is written (its head: res_.head)
   // Watching the client while a step is pending or the response awaited.
   struct Watch {

@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
-#include <boost/beast/http/fields.hpp>
 
 #include "gateway/config/config.hpp"
 #include "gateway/session/request_admission.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -40,7 +40,7 @@ class Http2RequestHead {
   // The Content-Length the client declared (digits only), once finished.
   std::optional<std::uint64_t> content_length() const { return content_length_; }
   // The trailers that ended the body (null: none).
-  const boost::beast::http::fields* trailers() const {
+  const HttpFields* trailers() const {
     return has_trailers_ ? &trailers_ : nullptr;
   }
 
@@ -49,7 +49,7 @@ class Http2RequestHead {
   std::string method_, path_, authority_, cookies_;
   std::optional<std::uint64_t> content_length_;
   std::size_t bytes_ = 0;
-  boost::beast::http::fields trailers_;
+  HttpFields trailers_;
   bool has_trailers_ = false;
   bool too_large_ = false;
   bool done_ = false;

@@ -27,6 +27,7 @@
 #include "common/deadline.hpp"
 #include "gateway/session/http2_request_head.hpp"
 #include "gateway/session/proxied_request.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -87,12 +88,12 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
   void send_continue() override;
   void read_body(std::span<char> into) override;
   void cancel_read() override;
-  const boost::beast::http::fields* request_trailers() const override {
+  const HttpFields* request_trailers() const override {
     return head_.trailers();
   }
   bool full_duplex() const override { return true; }
   void start_response(const ResponseStart& start) override;
-  void set_response_trailers(const boost::beast::http::fields& trailers) override;
+  void set_response_trailers(const HttpFields& trailers) override;
   void send_response(const char* data, std::size_t n, bool last) override;
   bool keeps_client() const override { return true; }
 

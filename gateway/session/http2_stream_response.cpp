@@ -47,7 +47,7 @@ std::string lower(std::string_view name) {
 
 // ---- The response (the exchange's sink) -----------------------------------------
 
-void Http2Stream::set_response_trailers(const http::fields& trailers) {
+void Http2Stream::set_response_trailers(const HttpFields& trailers) {
   response_trailers_.clear();
   for (const auto& f : trailers) {
     std::string name = lower(f.name_string());

@@ -11,7 +11,7 @@ Pipeline::Pipeline() {
   ctx_.header_count = [this](std::string_view name) -> std::size_t { return head_->count(name); };
 }
 
-RequestContext& Pipeline::begin(const boost::beast::http::fields& head) {
+RequestContext& Pipeline::begin(const HttpFields& head) {
   end({});
   head_ = &head;
   next_ = 0;

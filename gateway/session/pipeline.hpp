@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include <boost/beast/http/fields.hpp>
 
 #include "gateway/middleware.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -24,7 +24,7 @@ class Pipeline {
   // request): the walk starts at the first step, with no response headers
   // (the previous request is ended first, if it was not). The caller fills
   // in the rest of the context.
-  RequestContext& begin(const boost::beast::http::fields& head);
+  RequestContext& begin(const HttpFields& head);
   RequestContext& context() { return ctx_; }
 
   // Runs the steps after the last one run until one responds or goes pending;
@@ -45,7 +45,7 @@ class Pipeline {
 
  private:
   RequestContext ctx_;
-  const boost::beast::http::fields* head_ = nullptr;
+  const HttpFields* head_ = nullptr;
   std::size_t next_ = 0;
 };
 

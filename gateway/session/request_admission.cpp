@@ -100,7 +100,7 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
 // A valid traceparent stays (its tracestate too); anything else is dropped
 // (with its tracestate) and a new one started, which the upstream request
 // carries (ForwardedInfo::traceparent). `trace_id` gets the trace's id.
-void keep_or_start_trace(http::fields& head, bool sampled, RequestInfo& info) {
+void keep_or_start_trace(HttpFields& head, bool sampled, RequestInfo& info) {
   const std::size_t lines = head.count("traceparent");
   if (lines == 1) {
     if (auto id = traceparent_trace_id(head["traceparent"])) {

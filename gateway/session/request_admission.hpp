@@ -19,10 +19,11 @@
 #include "gateway/config/config.hpp"
 #include "gateway/middleware.hpp"
 #include "gateway/request_target.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
-using ClientRequest = boost::beast::http::request<boost::beast::http::buffer_body>;
+using ClientRequest = boost::beast::http::request<boost::beast::http::buffer_body, HttpFields>;
 
 // What the parser knows of the request's body when the head is read.
 struct BodyFacts {

@@ -110,7 +110,7 @@ struct FakeExchangeHost final : ExchangeHost,
   Deadline<WorkerExecutor, Side> deadline;
   std::vector<char> relay;
   UpstreamExchange exchange;
-  http::request_parser<http::buffer_body> parser;
+  http::request_parser<http::buffer_body, sluice::FieldAllocator<char>> parser;
   std::string head;  // the response head, until it goes
   std::string out;   // what is being written to the client
   bool keep = false;

@@ -17,9 +17,9 @@
 #include <string_view>
 
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/fields.hpp>
 
 #include "upstream/byte_stream.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -28,7 +28,7 @@ struct ResponseStart {
   unsigned status = 0;
   std::string_view reason;
   // The upstream's fields, hop-by-hop ones included (the sink drops them).
-  const boost::beast::http::fields* fields = nullptr;
+  const HttpFields* fields = nullptr;
   std::optional<std::uint64_t> content_length;  // as the upstream framed it
   bool has_body = false;  // a body follows (not a HEAD answer, 204, 304 or Content-Length: 0)
 };
@@ -61,7 +61,7 @@ class ClientLeg {
   // operation_aborted), where the leg can; else it completes as it would.
   virtual void cancel_read() {}
   // The trailers that ended the body, once body_done() (null: none).
-  virtual const boost::beast::http::fields* request_trailers() const { return nullptr; }
+  virtual const HttpFields* request_trailers() const { return nullptr; }
   // Whether a body read and a response send may be in flight at once (an
   // HTTP/2 stream: a bidirectional gRPC call); otherwise the response is
   // relayed only once the request went whole.
@@ -75,7 +75,7 @@ class ClientLeg {
   virtual void send_response(const char* data, std::size_t n, bool last) = 0;
   // The trailers that end the response, given before its last
   // send_response; a leg that cannot send trailers drops them (HTTP/1.1).
-  virtual void set_response_trailers(const boost::beast::http::fields& trailers) {
+  virtual void set_response_trailers(const HttpFields& trailers) {
     (void)trailers;
   }
   // Whether the client's connection stays open after the response (decided

@@ -38,7 +38,7 @@ ResponseFraming frame_response(bool has_body, bool has_content_length, bool clie
   return framing;
 }
 
-bool relayable_transfer_coding(const http::fields& fields) {
+bool relayable_transfer_coding(const HttpFields& fields) {
   const auto count = count_field(fields, http::field::transfer_encoding);
   if (count == 0) return true;
   return count == 1 && boost::beast::iequals(

@@ -10,7 +10,8 @@
 #include <string_view>
 
 #include <boost/asio/buffer.hpp>
-#include <boost/beast/http/fields.hpp>
+
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
@@ -37,7 +38,7 @@ ResponseFraming frame_response(bool has_body, bool has_content_length, bool clie
 
 // Sluice re-frames bodies itself, so a response can be relayed only with no
 // Transfer-Encoding or with exactly "chunked" (once).
-bool relayable_transfer_coding(const boost::beast::http::fields& fields);
+bool relayable_transfer_coding(const HttpFields& fields);
 
 // What decides whether the client connection stays open after a response.
 struct KeepAliveFacts {

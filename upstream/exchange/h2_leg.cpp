@@ -25,7 +25,7 @@ namespace http = beast::http;
 // How long an HTTP/2 connection to an upstream stays open without a stream.
 constexpr std::chrono::seconds kH2IdleTimeout{60};
 
-std::optional<std::uint64_t> content_length(const http::fields& fields) {
+std::optional<std::uint64_t> content_length(const HttpFields& fields) {
   const auto it = fields.find(http::field::content_length);
   if (it == fields.end()) return std::nullopt;
   return h2_content_length(it->value());

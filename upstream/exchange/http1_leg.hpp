@@ -15,18 +15,18 @@
 #include <optional>
 
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/parser.hpp>
 
 #include "upstream/exchange/framing.hpp"
 #include "upstream/exchange/tunnel.hpp"
 #include "upstream/exchange/upstream_leg.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace sluice {
 
 class Http1Leg final : public UpstreamLeg {
  public:
-  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body, FieldAllocator<char>>;
   using ParserStorage = std::unique_ptr<std::optional<ResponseParser>>;
 
   explicit Http1Leg(UpstreamExchange& exchange) : x_(exchange) {}
@@ -95,7 +95,7 @@ class Http1Leg final : public UpstreamLeg {
   bool req_head_pending_ = false;  // the next write upstream starts with the head
   bool upstream_reusable_ = false;
   std::size_t head_fields_ = 0;  // the response head's fields (trailers follow them)
-  boost::beast::http::fields trailers_;
+  HttpFields trailers_;
   ChunkExtensionLimit chunk_extension_limit_;
   // After a 101: the client and upstream connections relayed both ways. Kept
   // until the host goes (its handlers may still be queued when it ends).

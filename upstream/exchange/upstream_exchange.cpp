@@ -73,7 +73,7 @@ void UpstreamExchange::answered() {
   host_.response_started();
 }
 
-void UpstreamExchange::note_usage(const http::fields& fields) {
+void UpstreamExchange::note_usage(const HttpFields& fields) {
   if (request_.usage_header.empty()) return;
   const auto n = fields.count(request_.usage_header);
   if (n == 0) return;
@@ -84,7 +84,7 @@ void UpstreamExchange::note_usage(const http::fields& fields) {
   usage_ = std::string(fields[request_.usage_header]);
 }
 
-void UpstreamExchange::note_usage_trailers(const http::fields& head, const http::fields& trailers) {
+void UpstreamExchange::note_usage_trailers(const HttpFields& head, const HttpFields& trailers) {
   if (request_.usage_header.empty()) return;
   const auto in_head = head.count(request_.usage_header);
   const auto in_trailers = trailers.count(request_.usage_header);

@@ -47,6 +47,7 @@
 #include "upstream/exchange/upstream_leg.hpp"
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/header_rules.hpp"
+#include "upstream/http_fields.hpp"
 #include "upstream/request_head.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
@@ -259,10 +260,10 @@ class UpstreamExchange {
   // the attempt's outcome, and told to the host.
   void answered();
   // Takes request_.usage_header's value from `fields` (head, or head and trailers).
-  void note_usage(const boost::beast::http::fields& fields);
+  void note_usage(const HttpFields& fields);
   // The same from a head and its trailers kept apart (an HTTP/2 response).
-  void note_usage_trailers(const boost::beast::http::fields& head,
-                           const boost::beast::http::fields& trailers);
+  void note_usage_trailers(const HttpFields& head,
+                           const HttpFields& trailers);
   // `timeout`, cut short by the request's deadline.
   Clock::duration upstream_timeout(Clock::duration timeout) const;
 

@@ -119,7 +119,7 @@ void H2Connection::connect_failed(std::string_view what, const std::string& reas
 
 // ---- Streams ----------------------------------------------------------------------
 void H2Connection::send_body(H2Stream& s, const char* data, std::size_t n, bool last,
-                             const boost::beast::http::fields* trailers) {
+                             const HttpFields* trailers) {
   s.piece = data;
   s.piece_left = n;
   s.piece_last = last;

@@ -34,11 +34,11 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/beast/http/fields.hpp>
 
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_room.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
+#include "upstream/http_fields.hpp"
 #include "upstream/upstream_config.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
@@ -86,16 +86,16 @@ struct H2Stream {
   // ---- The response, filled in by the connection ----
   Response response = Response::kAwaitingHead;
   unsigned status = 0;              // the final status
-  boost::beast::http::fields head;  // the response head's fields, pseudo-headers left out
+  HttpFields head;  // the response head's fields, pseudo-headers left out
   std::string data;                 // DATA received and not yet taken (at most the stream's window)
-  boost::beast::http::fields trailers;
+  HttpFields trailers;
 
   // ---- The request body going out (send_body) ----
   const char* piece = nullptr;
   std::size_t piece_left = 0;
   bool piece_pending = false;  // nghttp2 has not framed all of the piece yet
   bool piece_last = false;
-  const boost::beast::http::fields* request_trailers = nullptr;
+  const HttpFields* request_trailers = nullptr;
 
   std::int32_t id = 0;
   std::size_t header_bytes = 0;
@@ -136,7 +136,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // The next piece of `s`'s request body, lent until s.piece_pending goes
   // false; with the last, the request's trailers (may be null).
   void send_body(H2Stream& s, const char* data, std::size_t n, bool last,
-                 const boost::beast::http::fields* trailers);
+                 const HttpFields* trailers);
   // `n` bytes of s.data were taken: the server may send as many more.
   void consume(H2Stream& s, std::size_t n);
   // The exchange is done with `s`: a stream still open is reset (CANCEL), and

@@ -6,7 +6,7 @@
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
-H2Fields h2_trailer_fields(const boost::beast::http::fields& trailers) {
+H2Fields h2_trailer_fields(const HttpFields& trailers) {
   H2Fields out;
   for (const auto& f : trailers) {
     std::string name(f.name_string());

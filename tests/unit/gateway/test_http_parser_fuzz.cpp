@@ -91,7 +91,7 @@ struct Outcome {
 // more than the buffer's limit leaves) only when the parser needs more.
 Outcome parse(std::string_view input, std::mt19937_64& rng,
              std::size_t max_header_bytes = kMaxHeaderBytes) {
-  http::request_parser<http::buffer_body> parser;
+  http::request_parser<http::buffer_body, sluice::FieldAllocator<char>> parser;
   parser.header_limit(static_cast<std::uint32_t>(max_header_bytes));
   parser.body_limit(kMaxBodyBytes);
   sluice::ChunkExtensionLimit extension_limit;

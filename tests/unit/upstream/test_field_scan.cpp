@@ -14,7 +14,7 @@ namespace http = boost::beast::http;
 
 TEST_CASE("field scan: counts, first values and every line, known and unknown names",
           "[field_scan]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.insert("host", "a.example");  // a known name in any case is tagged with its enum
   f.insert("X-Forwarded-For", "203.0.113.1");
   f.insert(http::field::transfer_encoding, "gzip");

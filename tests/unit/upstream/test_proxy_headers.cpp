@@ -9,7 +9,7 @@ namespace http = boost::beast::http;
 using namespace sluice;
 
 TEST_CASE("hop-by-hop headers and the names Connection lists are removed", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Connection", "keep-alive, X-Secret");
   f.insert("Connection", "Upgrade,  X-Other ");
   f.set("X-Secret", "1");
@@ -51,7 +51,7 @@ TEST_CASE("the connection-specific names, in any case", "[proxy_headers]") {
 }
 
 TEST_CASE("a client cannot strip forwarded headers through Connection", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "example.com");
   f.set("Connection", "X-Forwarded-For, X-Request-Id, Via");
   f.set("X-Forwarded-For", "10.0.0.1");
@@ -71,7 +71,7 @@ TEST_CASE("a client cannot strip forwarded headers through Connection", "[proxy_
 }
 
 TEST_CASE("request head: forwarded headers appended, framing redone", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "api.example.com:8080");
   f.insert("X-Forwarded-For", "203.0.113.7");
   f.insert("X-Custom", "a");
@@ -99,7 +99,7 @@ TEST_CASE("request head: forwarded headers appended, framing redone", "[proxy_he
 }
 
 TEST_CASE("Connection cannot strip Content-Length or Host", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "h");
   f.set("Connection", "Content-Length, Host, X-A");
   f.set("Content-Length", "5");
@@ -119,7 +119,7 @@ TEST_CASE("Connection cannot strip Content-Length or Host", "[proxy_headers]") {
 }
 
 TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("X-Forwarded-Host", "spoofed");
   std::string head;
   serialize_request_head(head, "GET", "/", f, ForwardedInfo{"::1", "http", "", "id", "10.0.0.9:80"},
@@ -130,7 +130,7 @@ TEST_CASE("request head without Host (HTTP/1.0) gets the upstream's", "[proxy_he
 }
 
 TEST_CASE("request head: the dropped headers are not forwarded, in any case", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "h");
   f.insert("x-cost", "7");
   f.insert("X-COST", "8");
@@ -154,7 +154,7 @@ TEST_CASE("request head: the dropped headers are not forwarded, in any case", "[
 }
 
 TEST_CASE("request head: a traceparent Sluice started goes after Via", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "h");
   std::string head;
   ForwardedInfo info{"1.2.3.4", "http", "h", "id"};
@@ -168,7 +168,7 @@ TEST_CASE("request head: a traceparent Sluice started goes after Via", "[proxy_h
 }
 
 TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Content-Type", "text/plain");
   f.set("Connection", "X-Secret, keep-alive, Content-Length");
   f.set("X-Secret", "1");
@@ -199,7 +199,7 @@ TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]
   options.content_length.reset();
   options.keep_alive = true;
   options.announce_keep_alive = true;
-  serialize_response_head(head, 404, "", http::fields{}, options);
+  serialize_response_head(head, 404, "", sluice::HttpFields{}, options);
   CHECK(head ==
         "HTTP/1.1 404 Not Found\r\n"
         "X-RateLimit-Limit: 50\r\n"
@@ -211,7 +211,7 @@ TEST_CASE("response head: hop-by-hop out, Sluice's headers in", "[proxy_headers]
 
 TEST_CASE("an HTTP/2 client's response fields are the HTTP/1.1 head's, lower-case, unframed",
           "[proxy_headers]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Content-Type", "text/plain");
   f.set("Connection", "X-Secret");
   f.set("X-Secret", "1");
@@ -241,7 +241,7 @@ TEST_CASE("an HTTP/2 client's response fields are the HTTP/1.1 head's, lower-cas
       {"content-length", "12"}};
   CHECK(out == expected);
   options.content_length.reset();
-  response_fields(out, http::fields{}, options);
+  response_fields(out, sluice::HttpFields{}, options);
   CHECK(out.size() == 3);  // reused: cleared first, no length without one
 }
 
@@ -260,7 +260,7 @@ TEST_CASE("request head: a route's rules apply after Sluice's headers", "[proxy_
   rules.add_set("X-Client", header_template("${client_ip} via ${route}"));
   rules.add_remove("cookie");
   rules.add_set("X-Tenant", header_template("acme"));
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Host", "example.com");
   f.insert("X-Tenant", "spoofed-1");
   f.insert("Cookie", "a=1");
@@ -299,7 +299,7 @@ TEST_CASE("response head: a route's rules apply after Sluice's headers", "[proxy
   rules.add_remove("Server");
   rules.add_set("Cache-Control", header_template("no-store"));
   rules.add_set("X-Served-By", header_template("${route} ${request_id} ${scheme}"));
-  http::fields f;
+  sluice::HttpFields f;
   f.set("Server", "backend/1.0");
   f.insert("Cache-Control", "public");
   f.insert("Content-Type", "text/plain");
@@ -338,7 +338,7 @@ TEST_CASE("local replies carry a status and a small JSON body", "[local_reply]")
 }
 
 TEST_CASE("WebSocket upgrade: asked, granted, forwarded, answered", "[proxy_headers]") {
-  http::fields asked;
+  sluice::HttpFields asked;
   asked.set("Connection", "keep-alive");
   asked.insert("Connection", "UPGRADE");
   asked.set("Upgrade", "foo/2, websocket");
@@ -346,16 +346,16 @@ TEST_CASE("WebSocket upgrade: asked, granted, forwarded, answered", "[proxy_head
   asked.set("Upgrade", "websocketx");
   CHECK_FALSE(asks_websocket_upgrade(asked));
 
-  http::fields granted;
+  sluice::HttpFields granted;
   granted.set("Upgrade", "WebSocket");
   granted.set("Connection", "Upgrade");
   granted.set("Sec-WebSocket-Accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
   CHECK(grants_websocket_upgrade(granted));
-  http::fields other;
+  sluice::HttpFields other;
   other.set("Upgrade", "h2c");
   CHECK_FALSE(grants_websocket_upgrade(other));
 
-  http::fields stripped;  // the handshake's fields after strip_hop_by_hop
+  sluice::HttpFields stripped;  // the handshake's fields after strip_hop_by_hop
   stripped.set("Host", "chat.example");
   stripped.set("Sec-WebSocket-Key", "k");
   ForwardedInfo info{"127.0.0.1", "https", "chat.example", "rid"};

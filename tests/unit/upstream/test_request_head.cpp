@@ -107,7 +107,7 @@ TEST_CASE("A request without Host names the upstream server, in either protocol"
 
 TEST_CASE("One prepared head: the same fields in HTTP/1.1 text and in HTTP/2 fields",
           "[request_head]") {
-  http::fields f;
+  sluice::HttpFields f;
   f.insert(http::field::host, "api.example");
   f.insert("X-Forwarded-For", "203.0.113.7");
   f.insert(http::field::via, "1.0 edge");
@@ -165,7 +165,7 @@ TEST_CASE("One prepared head: the same fields in HTTP/1.1 text and in HTTP/2 fie
 
   // Prepared again for the next request on the connection: nothing of the
   // first is left.
-  http::fields g;
+  sluice::HttpFields g;
   g.insert(http::field::host, "b");
   prepare_request_head(head, "GET", "/", g, ForwardedInfo{"10.0.0.9", "http", "b", "rid-2"}, false);
   write_http1_head(text, head, "");

@@ -59,7 +59,7 @@ TEST_CASE("synchronous steps run in order with nothing taken", "[pipeline]") {
   chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
   Pipeline pipeline;
   Later later;
-  http::fields head;
+  sluice::HttpFields head;
   head.set("X-Api-Key", "k");
   auto& ctx = pipeline.begin(head);
   CHECK(ctx.header("x-api-key") == "k");
@@ -83,7 +83,7 @@ TEST_CASE("a reply ends the walk", "[pipeline]") {
   chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
   Pipeline pipeline;
   Later later;
-  http::fields head;
+  sluice::HttpFields head;
   pipeline.begin(head);
   auto result = pipeline.advance(chain, later);
   REQUIRE(result.step == MiddlewareStep::kRespond);
@@ -99,7 +99,7 @@ TEST_CASE("a pending step resumes after itself; a new request starts over", "[pi
   chain.steps.push_back(std::make_shared<Step>("b", MiddlewareStep::kContinue, ran));
   Pipeline pipeline;
   Later later;
-  http::fields head;
+  sluice::HttpFields head;
   pipeline.begin(head);
   CHECK(pipeline.advance(chain, later).step == MiddlewareStep::kPending);
   CHECK(later.taken == 1);
@@ -116,7 +116,7 @@ TEST_CASE("the end hooks of a request run once, in order; a new request or the p
           "runs those left",
           "[pipeline]") {
   std::vector<std::string> ended;
-  http::fields head;
+  sluice::HttpFields head;
   {
     Pipeline pipeline;
     auto& ctx = pipeline.begin(head);

@@ -76,7 +76,7 @@ TEST_CASE("response framing towards the client", "[framing]") {
 }
 
 TEST_CASE("only chunked, once, is a relayable response coding", "[framing]") {
-  http::fields f;
+  sluice::HttpFields f;
   CHECK(relayable_transfer_coding(f));
   f.set(http::field::transfer_encoding, " Chunked\t");
   CHECK(relayable_transfer_coding(f));

@@ -27,7 +27,7 @@ TEST_CASE("A content-length value is digits only", "[h2]") {
 }
 
 TEST_CASE("A request's trailers go in lower case, without connection fields", "[h2]") {
-  boost::beast::http::fields trailers;
+  sluice::HttpFields trailers;
   trailers.insert("X-Checksum", "abc");
   trailers.insert("Connection", "close");
   trailers.insert("TE", "trailers");

@@ -1,0 +1,66 @@
+#include "upstream/http_fields.hpp"
+
+#include <cstdint>
+#include <new>
+#include <utility>
+
+namespace sluice::field_blocks {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kKeep = false;
+#else
+constexpr bool kKeep = true;
+#endif
+
+constexpr std::size_t kGrain = 64;       // size classes: 64, 128, ..., 512 bytes
+constexpr std::size_t kClasses = 8;
+constexpr std::uint32_t kPerClass = 64;  // blocks kept per class and thread
+
+struct FreeBlock {
+  FreeBlock* next;
+};
+
+// This thread's freed blocks; given back to the heap when the thread ends.
+struct Lists {
+  FreeBlock* head[kClasses] = {};
+  std::uint32_t count[kClasses] = {};
+  bool alive = true;
+
+  ~Lists() {
+    alive = false;
+    for (FreeBlock*& block : head) {
+      while (block != nullptr) ::operator delete(std::exchange(block, block->next));
+    }
+  }
+};
+
+thread_local Lists lists;
+
+// The size class of a block of `bytes` (> 0), kClasses or more when too large.
+std::size_t size_class(std::size_t bytes) { return (bytes - 1) / kGrain; }
+
+}  // namespace
+
+void* allocate(std::size_t bytes) {
+  const std::size_t c = size_class(bytes);
+  if (!kKeep || c >= kClasses) return ::operator new(bytes);
+  if (FreeBlock* block = lists.head[c]) {
+    lists.head[c] = block->next;
+    --lists.count[c];
+    return block;
+  }
+  return ::operator new((c + 1) * kGrain);  // the whole class: any of its blocks fits
+}
+
+void deallocate(void* block, std::size_t bytes) noexcept {
+  const std::size_t c = size_class(bytes);
+  if (kKeep && c < kClasses && lists.alive && lists.count[c] < kPerClass) {
+    lists.head[c] = ::new (block) FreeBlock{lists.head[c]};
+    ++lists.count[c];
+    return;
+  }
+  ::operator delete(block);
+}
+
+}  // namespace sluice::field_blocks
