@@ -240,10 +240,13 @@ QuotaPeriods quota_periods_now(const LimitConfig& limit) {
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
                                       const Identity& identity, std::string_view key_secret,
-                                      std::optional<std::string_view> plan) {
+                                      std::optional<std::string_view> plan,
+                                      std::vector<LimitDescriptor> reuse) {
   RateLimitKeys result;
   result.refusal = check_identity(limits, request, api_keys, identity);
   if (result.refusal) return result;
+  result.descriptors = std::move(reuse);
+  result.descriptors.clear();
   result.plan = std::string(plan.value_or(identity.plan));
   result.has_api_key = identity.key.has_value();
   result.descriptors.reserve(limits.size());
@@ -285,7 +288,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
 }
 
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
-                                      const RequestView& request, const Identity& identity) {
+                                      const RequestView& request, const Identity& identity,
+                                      std::vector<LimitDescriptor> reuse) {
   thread_local std::vector<const LimitConfig*> limits;  // reused: no allocation per request
   limits.clear();
   if (route.limit_indexes.size() == route.limits.size()) {
@@ -301,7 +305,7 @@ RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& r
     }
   }
   return build_limit_descriptors(limits, request, config.api_keys, identity,
-                                 config.redis.key_secret);
+                                 config.redis.key_secret, std::nullopt, std::move(reuse));
 }
 
 std::vector<LimitDescriptor> with_quota_periods_now(std::vector<LimitDescriptor> descriptors,

@@ -108,16 +108,20 @@ struct RateLimitKeys {
 // with capacity and refill from LimitConfig::for_plan(plan); or the refusal of
 // check_identity, and no descriptors. Key values are hashed under
 // `key_secret` (see key_hash). `plan`, when given, is used instead of the
-// identity's (an operator naming a bucket of another plan).
+// identity's (an operator naming a bucket of another plan). The descriptors
+// go into `reuse`, emptied first (its memory kept: a vector of an earlier
+// request's).
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
                                       const Identity& identity, std::string_view key_secret = {},
-                                      std::optional<std::string_view> plan = std::nullopt);
+                                      std::optional<std::string_view> plan = std::nullopt,
+                                      std::vector<LimitDescriptor> reuse = {});
 
 // The same for a route of `config` (its limit_indexes into config.limits),
 // under config.redis.key_secret.
 RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& route,
-                                      const RequestView& request, const Identity& identity);
+                                      const RequestView& request, const Identity& identity,
+                                      std::vector<LimitDescriptor> reuse = {});
 
 // `descriptors` with their quotas' periods worked out again at the store's
 // time now, as building them does (a debit settled after its request's period

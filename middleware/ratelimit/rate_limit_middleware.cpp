@@ -130,7 +130,8 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                  scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
     return MiddlewareResult::next();
   }
-  auto keys = build_route_descriptors(*ctx.config, route, view, identity);
+  std::shared_ptr<Descriptors> held = take_descriptors();
+  auto keys = build_route_descriptors(*ctx.config, route, view, identity, std::move(*held));
   if (!keys.refusal) keys.refusal = check_cost_header(route, view);
   if (keys.refusal) {
     // An identity the limiter cannot key unambiguously: refused before any
@@ -151,9 +152,10 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   }
 
   const double cost = request_cost(route, view, keys.descriptors);
+  *held = std::move(keys.descriptors);
   PendingDecision pending{
       // Shared with the completion, which formats the headers from them.
-      .descriptors = std::make_shared<std::vector<LimitDescriptor>>(std::move(keys.descriptors)),
+      .descriptors = std::move(held),
       .cost = cost,
       .started = Clock::now(),
       .delayed = nullptr,
@@ -176,8 +178,28 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   return MiddlewareResult::pending();
 }
 
+std::shared_ptr<RateLimitMiddleware::Descriptors> RateLimitMiddleware::take_descriptors() {
+  if (spare_descriptors_.empty()) return std::make_shared<Descriptors>();
+  std::shared_ptr<Descriptors> held = std::move(spare_descriptors_.back());
+  spare_descriptors_.pop_back();
+  return held;
+}
+
+void RateLimitMiddleware::give_back(std::shared_ptr<Descriptors> held) {
+  if (!held || held.use_count() != 1 || spare_descriptors_.size() >= kSpareDescriptors) return;
+  held->clear();
+  spare_descriptors_.push_back(std::move(held));
+}
+
 void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pending,
                                      std::error_code ec, RateDecision&& decision) {
+  // However the decision ends, its descriptors go back to the spares after it
+  // (unless a settlement or a wait took them).
+  struct GiveBack {
+    RateLimitMiddleware& self;
+    PendingDecision& pending;
+    ~GiveBack() { self.give_back(std::move(pending.descriptors)); }
+  } const give_back_after{*this, pending};
   const RouteConfig& route = *ctx.route;
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
   const double cost = pending.cost;

@@ -76,6 +76,8 @@ class RateLimitMiddleware final : public Middleware,
   MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
 
  private:
+  using Descriptors = std::vector<LimitDescriptor>;
+
   // A decision asked of the limiter, until it answers.
   struct PendingDecision {
     std::shared_ptr<std::vector<LimitDescriptor>> descriptors;
@@ -119,7 +121,17 @@ class RateLimitMiddleware final : public Middleware,
             std::shared_ptr<std::vector<LimitDescriptor>> descriptors, RateDecision decision,
             MiddlewareDone done);
 
+  // An emptied vector of an earlier request's descriptors, with its memory
+  // (or a new one), shared as the completion and the limiter need it.
+  std::shared_ptr<Descriptors> take_descriptors();
+  // Keeps `held` for a later request once nothing else holds it (a
+  // settlement or a waiting request may), up to kSpareDescriptors.
+  void give_back(std::shared_ptr<Descriptors> held);
+
+  static constexpr std::size_t kSpareDescriptors = 64;
+
   Executor executor_;
+  std::vector<std::shared_ptr<Descriptors>> spare_descriptors_;
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
   DecisionCounters decision_counters_;
