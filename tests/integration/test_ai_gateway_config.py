@@ -74,10 +74,14 @@ class AiGatewayConfigTest(ProcessTestCase):
     def test_the_free_plan_has_four_completions_in_progress_at_most(self):
         statuses = []
         lock = threading.Lock()
+        # All eight sent together, each held for 2 s: none ends before the
+        # last is decided, even on a slow host.
+        start = threading.Barrier(8)
 
         def one():
             with Client(self.gateway.port) as client:
-                status = client.request("GET", "/v1/x?tokens=1&hold_ms=500",
+                start.wait(10)
+                status = client.request("GET", "/v1/x?tokens=1&hold_ms=2000",
                                         headers={"X-API-Key": "demo-free-key"})[0]
             with lock:
                 statuses.append(status)
@@ -87,8 +91,11 @@ class AiGatewayConfigTest(ProcessTestCase):
             t.start()
         for t in threads:
             t.join(timeout=30)
-        self.assertEqual(statuses.count(200), 4, statuses)
-        self.assertEqual(statuses.count(429), 4, statuses)
+        # A decision Redis could not make within the config's 50 ms (a host
+        # slowed by sanitizers) fails open: counted, and the only way past four.
+        failed_open = metric_sum(self.gateway, "sluice_ratelimit_fail_open_total")
+        self.assertEqual(statuses.count(200), 4 + failed_open, statuses)
+        self.assertEqual(statuses.count(429), 4 - failed_open, statuses)
 
 
 if __name__ == "__main__":
