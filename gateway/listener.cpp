@@ -112,12 +112,10 @@ void Listener::close() {
 
 // The listening socket is waited on here, and its connections are taken with
 // accept4 as plain descriptors. One refused at the cap is answered and closed
-// here without ever being a worker's: the workers' reactors take no per-socket
-// locks, so no other thread may use or close a socket of theirs once it could
-// have had an event. One admitted is registered with its worker's reactor
-// here (its bookkeeping then comes from this thread's heap, away from the
-// sessions', which lets the memory of a closed wave go back) and handed over
-// by a post, before anything but the kernel has seen it.
+// here without ever being a worker's (nothing of it reaches a worker's
+// reactor). One admitted is registered with its worker's reactor here (its
+// bookkeeping then comes from this thread's heap, away from the sessions',
+// which lets the memory of a closed wave go back) and handed over by a post.
 void Listener::do_accept() {
   acceptor_.async_wait(tcp::acceptor::wait_read,
                        [this](boost::system::error_code ec) { on_readable(ec); });

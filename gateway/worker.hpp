@@ -116,12 +116,12 @@ class Worker {
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   bool draining_ = false;
-  // One thread runs it, and only that thread uses or closes its sockets (the
-  // listener registers an accepted one and hands it over by a post at once;
-  // one it refuses it answers itself, never registered): the reactor's
-  // per-socket locks are off. Posts from other threads stay locked (the
-  // scheduler's), as do timers and registration.
-  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  // One thread runs it. The reactor keeps its per-socket locks: the listener
+  // registers accepted sockets with it from the main thread, and a socket's
+  // reactor state, recycled from one closed on this thread, may still be in
+  // this thread's queue of events then (BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO
+  // would make that a race).
+  boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   std::shared_ptr<const Config> config_;
   UpstreamPools pools_;

@@ -21,21 +21,29 @@ struct FreeBlock {
   FreeBlock* next;
 };
 
-// This thread's freed blocks; given back to the heap when the thread ends.
+// This thread's freed blocks. Trivially destructible, so it lives as long as
+// the thread: a block freed after the cleanup below ran (a static destroyed
+// at exit) finds it closed and goes to the heap.
 struct Lists {
-  FreeBlock* head[kClasses] = {};
-  std::uint32_t count[kClasses] = {};
-  bool alive = true;
+  FreeBlock* head[kClasses];
+  std::uint32_t count[kClasses];
+  bool closed;
+};
 
-  ~Lists() {
-    alive = false;
-    for (FreeBlock*& block : head) {
+thread_local Lists lists{};
+
+// Gives the kept blocks back to the heap when the thread ends; made (and its
+// destructor registered) when the thread first keeps a block.
+struct ListsCleanup {
+  ~ListsCleanup() {
+    lists.closed = true;
+    for (FreeBlock*& block : lists.head) {
       while (block != nullptr) ::operator delete(std::exchange(block, block->next));
     }
   }
 };
 
-thread_local Lists lists;
+thread_local ListsCleanup cleanup;
 
 // The size class of a block of `bytes` (> 0), kClasses or more when too large.
 std::size_t size_class(std::size_t bytes) { return (bytes - 1) / kGrain; }
@@ -55,7 +63,8 @@ void* allocate(std::size_t bytes) {
 
 void deallocate(void* block, std::size_t bytes) noexcept {
   const std::size_t c = size_class(bytes);
-  if (kKeep && c < kClasses && lists.alive && lists.count[c] < kPerClass) {
+  if (kKeep && c < kClasses && !lists.closed && lists.count[c] < kPerClass) {
+    [[maybe_unused]] ListsCleanup* const registered = &cleanup;  // once per thread
     lists.head[c] = ::new (block) FreeBlock{lists.head[c]};
     ++lists.count[c];
     return;

@@ -5,7 +5,7 @@
 // beside it) and frees it when the head is done with, so every request cost
 // one malloc and free per field of its head and of its response's. The
 // fields' allocator keeps freed blocks of up to 512 bytes in per-thread lists
-// (64 per size class of 64 bytes, 256 KiB at most per thread) for the next
+// (64 per size class of 64 bytes, 144 KiB at most per thread) for the next
 // head: a request on a warm worker allocates none. A block freed on another
 // thread goes to that thread's lists. The allocator has no state, so any two
 // heads' fields are the same type and may be copied, moved and swapped.

@@ -104,8 +104,10 @@ std::int64_t floor_tokens(double tokens) {
 
 std::string sf_string(std::string_view text) {
   std::string out;
-  TextWriter writer(out, sf_string_bound(text));
-  put_sf_string(writer, text);
+  {
+    TextWriter writer(out, sf_string_bound(text));
+    put_sf_string(writer, text);
+  }  // cut to what was written before it is returned
   return out;
 }
 
