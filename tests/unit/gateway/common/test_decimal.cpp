@@ -1,19 +1,12 @@
 #include <catch2/catch.hpp>
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "common/decimal.hpp"
+#include "support/to_chars_text.hpp"
 
-namespace {
-
-std::string reference(auto value) {
-  char digits[24];
-  return std::string(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
-}
-
-}  // namespace
+using sluice::test::to_chars_text;
 
 TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both limits",
           "[decimal]") {
@@ -26,12 +19,12 @@ TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both
     for (std::uint64_t v : {u - 1, u, u + 7, u * 9}) {
       out.clear();
       sluice::append_decimal(out, v);
-      CHECK(out == reference(v));
+      CHECK(out == to_chars_text(v));
     }
     for (std::int64_t v : {s - 1, s, -s, -s + 1}) {
       out.clear();
       sluice::append_decimal(out, v);
-      CHECK(out == reference(v));
+      CHECK(out == to_chars_text(v));
     }
     if (digits < 19) u *= 10;
   }
@@ -39,7 +32,7 @@ TEST_CASE("decimal: appended as std::to_chars writes it, at every width and both
        {std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()}) {
     out.clear();
     sluice::append_decimal(out, v);
-    CHECK(out == reference(v));
+    CHECK(out == to_chars_text(v));
   }
   out.clear();
   sluice::append_decimal(out, std::numeric_limits<std::uint64_t>::max());
@@ -66,6 +59,6 @@ TEST_CASE("decimal: the number of digits at every power of ten, on both sides", 
   }
   CHECK(sluice::decimal_digits(std::numeric_limits<std::uint64_t>::max()) == 20);
   for (std::uint64_t v : {7ULL, 99ULL, 12345ULL, 4294967296ULL, 999999999999ULL}) {
-    CHECK(sluice::decimal_digits(v) == reference(v).size());
+    CHECK(sluice::decimal_digits(v) == to_chars_text(v).size());
   }
 }

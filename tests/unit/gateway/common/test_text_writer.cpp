@@ -1,19 +1,12 @@
 #include <catch2/catch.hpp>
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "common/text_writer.hpp"
+#include "support/to_chars_text.hpp"
 
-namespace {
-
-std::string reference(std::uint64_t value) {
-  char digits[24];
-  return std::string(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
-}
-
-}  // namespace
+using sluice::test::to_chars_text;
 
 TEST_CASE("text writer: appends after what the string held, and keeps only what it wrote",
           "[text_writer]") {
@@ -43,7 +36,7 @@ TEST_CASE("text writer: decimals as std::to_chars writes them, at every width",
         sluice::TextWriter w(out, sluice::TextWriter::kDecimalBound);
         w.decimal(v);
       }
-      CHECK(out == reference(v));
+      CHECK(out == to_chars_text(v));
     }
     if (digits < 20) u *= 10;
   }
