@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -154,6 +155,13 @@ class Client {
   // slot (the caller splits its calls by slot), and the call goes to the
   // slot's owner.
   virtual bool routes_by_slot() const { return false; }
+  // A cluster: which primary owns `slot` in the client's slot map, as a
+  // number that names it until the map next changes (nullopt: no owner, or
+  // not a cluster). Calls whose keys have the same owner may go together.
+  virtual std::optional<std::size_t> slot_owner(std::uint16_t slot) const {
+    (void)slot;
+    return std::nullopt;
+  }
 };
 
 // Makes a client for `options` (on the executor the factory was made for):

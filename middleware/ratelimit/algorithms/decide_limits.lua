@@ -3,8 +3,16 @@ local n = #KEYS
 if n == 0 then return {1} end
 local call, try, pack, unpack_d, nums, floor, huge =
   redis.call, redis.pcall, struct.pack, struct.unpack, ARGV[1], math.floor, math.huge
--- A batch (ARGV[1] empty, or 'h' when the gateway saw a key repeated in it).
-local batch = nums == '' or nums == 'h'
+-- A batch (ARGV[1] empty, or 'h' when the gateway saw a key repeated in it);
+-- a node batch ('n' or 'nh'): a Redis Cluster node's requests of several
+-- slots, their keys in ARGV (see the batch below).
+local nodes = nums == 'n' or nums == 'nh'
+local batch = nums == '' or nums == 'h' or nodes
+local keys = KEYS
+if nodes then
+  n = #ARGV - 3
+  keys = {unpack(ARGV, 3, 2 + n)}
+end
 -- In an 'h' batch: `held` has each string-valued key's value as the batch's
 -- requests left it, and `hold` keeps a value there instead of writing it (see
 -- the batch below). Both nil otherwise, and a value is written at once (no
@@ -43,9 +51,16 @@ if now > tonumber(ARGV[#ARGV]) then return {err = 'sluice: past its deadline'} e
 local zsets = {[6] = true, [8] = true}
 local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset)
   local v
-  if not zset then
-    if held then v = held[key] end
-    if not v then v = call('MGET', key)[1] end
+  if held then v = held[key] end
+  if not v and nodes then
+    -- A key of a slot this node does not serve (now) fails to be read, and
+    -- its request is answered '' with nothing written: the gateway sends
+    -- it on its own.
+    local read = try('MGET', key)
+    if read.err then return '' end
+    if not zset then v = read[1] end
+  elseif not v and not zset then
+    v = call('MGET', key)[1]
   end
   local s1, s2, s3, s4, fits, wait = load(v, cost, capacity, x, y, z, key)
   local allowed = fits
@@ -306,7 +321,11 @@ end
 -- A batch: ARGV[1] empty (or 'h'), then ARGV[2] with seven doubles per key:
 -- its request's cost, its five numbers and its ttl in ms; each key is one
 -- request's one enforced key, decided in order (a later request sees what an
--- earlier one took). Answers one packed string per request.
+-- earlier one took). Answers one packed string per request. A node batch
+-- ('n' or 'nh') is the same with the keys in ARGV[3..] (KEYS[1], one of
+-- them, only routes the call): keys of several slots of one Redis Cluster
+-- node, which a script may read without declaring them. A key the node does
+-- not serve is answered '' (above).
 if batch then
   local packed = ARGV[2]
   if #packed ~= 56 * n then error('sluice: a batch with numbers for another count of keys') end
@@ -324,7 +343,7 @@ if batch then
   -- leave it (every write of a call happens at the same `now`). What is kept
   -- is written before a section that keeps a sorted set runs.
   local write_held
-  if nums == 'h' then
+  if nums == 'h' or nums == 'nh' then
     local ttls, order = {}, {}
     held = {}
     hold = function(key, value, ttl)
@@ -349,7 +368,7 @@ if batch then
       text = string.format('%d', ttl)
       ttl_texts[ttl] = text
     end
-    out[i] = one(loads[kind], commits[kind], KEYS[i], cost, capacity, x, y, z, text, zsets[kind])
+    out[i] = one(loads[kind], commits[kind], keys[i], cost, capacity, x, y, z, text, zsets[kind])
   end
   if write_held then write_held() end
   return out

@@ -70,8 +70,11 @@ std::string ttl_ms(const LimitDescriptor& limit) {
   return std::to_string(algorithm_row(limit).key_ttl_ms(limit));
 }
 
-// A batch's first argument when a bucket comes more than once in it.
+// A batch's first argument when a bucket comes more than once in it, and a
+// node batch's (its keys in ARGV), without and with a repeated bucket.
 constexpr std::string_view kHotBatch = "h";
+constexpr std::string_view kNodeBatch = "n";
+constexpr std::string_view kHotNodeBatch = "nh";
 
 // Whether two of `requests` name the same bucket (a batch is at most
 // kMaxBatch requests: the pairs are few).
@@ -112,19 +115,22 @@ std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescripto
 }
 
 bool LimitsCodec::is_batch(std::span<const std::string> args) {
-  return !args.empty() && (args[0].empty() || args[0] == kHotBatch);
+  return !args.empty() && (args[0].empty() || args[0] == kHotBatch || is_node_batch(args));
+}
+
+bool LimitsCodec::is_node_batch(std::span<const std::string> args) {
+  return args.size() >= 3 && (args[0] == kNodeBatch || args[0] == kHotNodeBatch);
 }
 
 std::string LimitsCodec::deadline_arg() const {
   return std::to_string(redis::server_now_us() + deadline_after_us_);
 }
 
-std::vector<std::string> LimitsCodec::encode_batch_args(
-    std::span<const BatchRequest> requests) const {
-  std::vector<std::string> args;
-  args.reserve(3);
-  args.emplace_back(repeats_a_bucket(requests) ? kHotBatch : "");
-  std::string& numbers = args.emplace_back();
+namespace {
+
+// A batch's numbers: per request its cost, its key's five numbers, the key's ttl.
+std::string batch_numbers(std::span<const BatchRequest> requests) {
+  std::string numbers;
   numbers.reserve(kBatchRequestSize * requests.size());
   for (const BatchRequest& request : requests) {
     append_double(numbers, request.cost);
@@ -132,8 +138,35 @@ std::vector<std::string> LimitsCodec::encode_batch_args(
     append_double(numbers, static_cast<double>(algorithm_row(*request.bucket).key_ttl_ms(
                                *request.bucket)));
   }
+  return numbers;
+}
+
+}  // namespace
+
+std::vector<std::string> LimitsCodec::encode_batch_args(
+    std::span<const BatchRequest> requests) const {
+  std::vector<std::string> args;
+  args.reserve(3);
+  args.emplace_back(repeats_a_bucket(requests) ? kHotBatch : "");
+  args.push_back(batch_numbers(requests));
   args.push_back(deadline_arg());
   return args;
+}
+
+std::vector<std::string> LimitsCodec::encode_node_batch_args(
+    std::span<const BatchRequest> requests, std::span<const std::string> keys) const {
+  std::vector<std::string> args;
+  args.reserve(3 + keys.size());
+  args.emplace_back(repeats_a_bucket(requests) ? kHotNodeBatch : kNodeBatch);
+  args.push_back(batch_numbers(requests));
+  args.insert(args.end(), keys.begin(), keys.end());
+  args.push_back(deadline_arg());
+  return args;
+}
+
+std::span<const std::string> LimitsCodec::node_batch_keys(std::span<const std::string> args) {
+  if (!is_node_batch(args)) return {};
+  return args.subspan(2, args.size() - 3);
 }
 
 std::vector<std::string> LimitsCodec::encode_refund_args(
@@ -152,6 +185,24 @@ std::vector<std::string> LimitsCodec::encode_refund_args(
     args.push_back(ttl_ms(bucket));
   }
   return args;
+}
+
+LimitsCodec::UndoCall LimitsCodec::undo_part(const UndoCall& undo,
+                                             std::span<const std::size_t> indexes) {
+  // A refund call's numbers are kRefundKeySize bytes per key, then a ttl per key.
+  constexpr std::size_t kRefundKeySize = 7 * sizeof(double);
+  UndoCall part;
+  std::string& numbers = part.args.emplace_back();
+  for (const std::size_t i : indexes) {
+    if (i >= undo.keys.size() || undo.args.size() != 1 + undo.keys.size() ||
+        undo.args[0].size() != kRefundKeySize * undo.keys.size()) {
+      return {};
+    }
+    part.keys.push_back(undo.keys[i]);
+    numbers.append(undo.args[0], kRefundKeySize * i, kRefundKeySize);
+  }
+  for (const std::size_t i : indexes) part.args.push_back(undo.args[1 + i]);
+  return part;
 }
 
 std::vector<std::string> LimitsCodec::encode_renew_args(
@@ -182,6 +233,7 @@ LimitsCodec::UndoCall LimitsCodec::undo_call(std::span<const std::string> keys,
     append_double(numbers, 0);
     ttls.push_back(ttl);
   };
+  if (is_node_batch(args)) keys = node_batch_keys(args);  // KEYS only routed it
   if (is_batch(args)) {
     // A batch: per request its numbers (cost, the key's five, its ttl).
     const std::size_t n = keys.size();
@@ -258,6 +310,24 @@ std::optional<std::vector<RateDecision>> LimitsCodec::decode_batch(
     std::optional<RateDecision> decision = decode_one(value.text);
     if (!decision) return std::nullopt;
     decisions.push_back(std::move(*decision));
+  }
+  return decisions;
+}
+
+std::optional<std::vector<std::optional<RateDecision>>> LimitsCodec::decode_node_batch(
+    std::span<const ScriptReplyValue> values, std::size_t request_count) const {
+  if (values.size() != request_count) return std::nullopt;
+  std::vector<std::optional<RateDecision>> decisions;
+  decisions.reserve(request_count);
+  for (const ScriptReplyValue& value : values) {
+    if (!value.is_string) return std::nullopt;
+    if (value.text.empty()) {  // a key the node does not serve: not decided
+      decisions.emplace_back();
+      continue;
+    }
+    std::optional<RateDecision> decision = decode_one(value.text);
+    if (!decision) return std::nullopt;
+    decisions.push_back(std::move(decision));
   }
   return decisions;
 }

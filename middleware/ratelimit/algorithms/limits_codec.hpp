@@ -98,8 +98,22 @@ class LimitsCodec {
   // the key's ttl in ms), then the deadline. The script decides them in
   // order, each as it would alone.
   std::vector<std::string> encode_batch_args(std::span<const BatchRequest> requests) const;
-  // Whether `args` are a batch call's (encode_batch_args).
+  // Whether `args` are a batch call's (encode_batch_args, or a node batch's).
   static bool is_batch(std::span<const std::string> args);
+
+  // The ARGV of a node batch: requests of one enforced key each whose keys
+  // are in several slots of one Redis Cluster node, `keys` in the requests'
+  // order. As a batch's, with "n" first ("nh" when a bucket comes more than
+  // once) and the keys between the numbers and the deadline; the call's one
+  // KEYS entry is one of them, so that the cluster routes it to that node
+  // (Redis lets a script read and write keys of other slots the node serves
+  // without declaring them). The script answers '' for a request whose key
+  // the node does not serve (a slot that moved), and writes nothing for it.
+  std::vector<std::string> encode_node_batch_args(std::span<const BatchRequest> requests,
+                                                  std::span<const std::string> keys) const;
+  static bool is_node_batch(std::span<const std::string> args);
+  // A node batch's keys (empty for other args).
+  static std::span<const std::string> node_batch_keys(std::span<const std::string> args);
 
   // The ARGV of a refund call (KEYS: one per refund, in the same order).
   std::vector<std::string> encode_refund_args(std::span<const BucketRefund> refunds) const;
@@ -118,6 +132,9 @@ class LimitsCodec {
   };
   UndoCall undo_call(std::span<const std::string> keys, std::span<const std::string> args,
                      std::span<const RateDecision> decisions) const;
+  // The part of `undo` that gives back to its keys at `indexes` (on a Redis
+  // Cluster, a refund call per slot); its `requests` is 0.
+  static UndoCall undo_part(const UndoCall& undo, std::span<const std::size_t> indexes);
 
   // The ARGV of a renew_slots.lua call (KEYS: one per slot, in the same
   // order): per slot its number and its lease in ms.
@@ -132,6 +149,10 @@ class LimitsCodec {
   // when it is not one packed string per request.
   std::optional<std::vector<RateDecision>> decode_batch(std::span<const ScriptReplyValue> values,
                                                         std::size_t request_count) const;
+  // A node batch's reply: as decode_batch's, with nullopt for each request
+  // the node did not decide (its '').
+  std::optional<std::vector<std::optional<RateDecision>>> decode_node_batch(
+      std::span<const ScriptReplyValue> values, std::size_t request_count) const;
 
  private:
   std::optional<RateDecision> decode_one(std::string_view numbers) const;

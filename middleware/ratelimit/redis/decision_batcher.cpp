@@ -1,10 +1,13 @@
 #include "middleware/ratelimit/redis/decision_batcher.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
+#include "upstream/redis/cluster/slot.hpp"
 
 namespace sluice {
 
@@ -82,6 +85,87 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
         }
       },
       std::move(late));
+}
+
+namespace {
+
+// One node batch: the requests of `batch` at `indexes` (two or more, whose
+// slots one primary owns), the first one's key routing the call.
+void send_node_batch(redis::Client& client, const redis::Script& script, const LimitsCodec& codec,
+                     std::span<QueuedDecision> batch, std::span<const std::size_t> indexes,
+                     std::shared_ptr<const void> owner, BatchOutcome outcome,
+                     std::function<void(QueuedDecision)> alone,
+                     std::shared_ptr<const redis::Client::LateReplyHandler> late) {
+  std::vector<std::string> keys;
+  std::vector<BatchRequest> requests;
+  keys.reserve(indexes.size());
+  requests.reserve(indexes.size());
+  for (const std::size_t i : indexes) {
+    keys.push_back(batch[i].key);
+    requests.push_back(BatchRequest{&batch[i].bucket, batch[i].cost});
+  }
+  std::vector<std::string> args = codec.encode_node_batch_args(requests, keys);
+  std::vector<QueuedDecision> kept;
+  kept.reserve(indexes.size());
+  for (const std::size_t i : indexes) kept.push_back(std::move(batch[i]));
+  client.evalsha_late(
+      script, {std::move(keys.front())}, std::move(args),
+      [owner = std::move(owner), &codec, outcome = std::move(outcome), alone = std::move(alone),
+       kept = std::move(kept)](std::error_code ec, redis::Reply reply) mutable {
+        std::optional<std::vector<std::optional<RateDecision>>> decisions;
+        if (!ec) {
+          decisions = decode_node_batch_reply(codec, reply, kept.size());
+          if (!decisions) ec = make_error_code(LimiterError::kBadReply);
+        }
+        for (std::size_t i = 0; i < kept.size(); ++i) {
+          if (!decisions) {
+            outcome(ec, RateDecision{}, kept[i].handler);
+          } else if ((*decisions)[i]) {
+            outcome(ec, std::move(*(*decisions)[i]), kept[i].handler);
+          } else {
+            alone(std::move(kept[i]));
+          }
+        }
+      },
+      std::move(late));
+}
+
+}  // namespace
+
+void send_node_batches(redis::Client& client, const redis::Script& script,
+                       const LimitsCodec& codec, std::span<QueuedDecision> batch,
+                       std::shared_ptr<const void> owner, BatchOutcome outcome,
+                       std::function<void(QueuedDecision)> alone,
+                       std::shared_ptr<const redis::Client::LateReplyHandler> late) {
+  // The requests' indexes per owning primary, in their order.
+  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> nodes;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const std::optional<std::size_t> node =
+        client.slot_owner(redis::cluster::key_slot(batch[i].key));
+    if (!node) {  // the client fails it, or finds its owner
+      send_batch(client, script, codec, batch.subspan(i, 1), owner, outcome, late);
+      continue;
+    }
+    const auto known = std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const auto& entry) { return entry.first == *node; });
+    if (known == nodes.end()) {
+      nodes.push_back({*node, {i}});
+    } else {
+      known->second.push_back(i);
+    }
+  }
+  constexpr std::size_t kMax = DecisionBatcher::kMaxBatch;
+  for (const auto& [node, indexes] : nodes) {
+    for (std::size_t first = 0; first < indexes.size(); first += kMax) {
+      const auto part =
+          std::span<const std::size_t>(indexes).subspan(first, std::min(kMax, indexes.size() - first));
+      if (part.size() == 1) {
+        send_batch(client, script, codec, batch.subspan(part[0], 1), owner, outcome, late);
+      } else {
+        send_node_batch(client, script, codec, batch, part, owner, outcome, alone, late);
+      }
+    }
+  }
 }
 
 }  // namespace sluice

@@ -66,4 +66,17 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
                 BatchOutcome outcome,
                 std::shared_ptr<const redis::Client::LateReplyHandler> late = nullptr);
 
+// Sends a Redis Cluster's `batch` (keys named for the cluster) as node
+// batches: the requests whose slots one primary owns, as the client's map
+// has it, go in one call (at most kMaxBatch; a request alone goes as
+// send_batch sends it, as does one whose slot has no owner in the map).
+// Each request the node did not decide (its slot moved: nothing was written
+// for it) goes to `alone`; the others' outcomes as send_batch's. The
+// requests are moved out of `batch`.
+void send_node_batches(redis::Client& client, const redis::Script& script,
+                       const LimitsCodec& codec, std::span<QueuedDecision> batch,
+                       std::shared_ptr<const void> owner, BatchOutcome outcome,
+                       std::function<void(QueuedDecision)> alone,
+                       std::shared_ptr<const redis::Client::LateReplyHandler> late = nullptr);
+
 }  // namespace sluice

@@ -23,10 +23,10 @@ void RedisRateLimiter::Impl::decide(const std::vector<LimitDescriptor>& descript
       return;
     }
   }
-  if (!by_slot && descriptors.size() == 1 && DecisionBatcher::batchable(descriptors[0])) {
-    const bool first = batcher_.enqueue(QueuedDecision{
-        descriptors[0], redis_key(key_prefix_, descriptors[0], route.keys), cost,
-        std::move(handler)});
+  if (descriptors.size() == 1 && DecisionBatcher::batchable(descriptors[0])) {
+    // Its key is named when the batch goes, for the client in use then.
+    const bool first =
+        batcher_.enqueue(QueuedDecision{descriptors[0], std::string(), cost, std::move(handler)});
     if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_batch(); });
     return;
   }
@@ -63,7 +63,15 @@ void RedisRateLimiter::Impl::undo_late(const std::vector<std::string>& keys,
                                        const std::vector<std::string>& args,
                                        const redis::Reply& reply) {
   std::vector<RateDecision> decisions;
-  if (LimitsCodec::is_batch(args)) {
+  if (LimitsCodec::is_node_batch(args)) {
+    const std::size_t n = LimitsCodec::node_batch_keys(args).size();
+    if (auto batch = decode_node_batch_reply(codec_, reply, n)) {
+      // A request the node did not decide took nothing.
+      RateDecision undecided;
+      undecided.limits.resize(1);
+      for (auto& decision : *batch) decisions.push_back(decision ? std::move(*decision) : undecided);
+    }
+  } else if (LimitsCodec::is_batch(args)) {
     auto batch = decode_batch_reply(codec_, reply, keys.size());
     if (batch) decisions = std::move(*batch);
   } else if (auto one = decode_script_reply(codec_, reply, keys.size())) {
@@ -73,9 +81,19 @@ void RedisRateLimiter::Impl::undo_late(const std::vector<std::string>& keys,
   if (undo.keys.empty()) return;
   metrics_.add("sluice_ratelimit_late_decisions_undone_total", "",
                static_cast<double>(undo.requests));
-  clients_.client().evalsha(
-      refund_script_, std::move(undo.keys), std::move(undo.args),
-      [self = shared_from_this()](std::error_code ec, redis::Reply) { self->on_refund(ec); });
+  const ClientSwitch::Route route = clients_.route();
+  const auto refunded = [self = shared_from_this()](std::error_code ec, redis::Reply) {
+    self->on_refund(ec);
+  };
+  if (!route.by_slot() || common_slot(undo.keys)) {
+    return route.client.evalsha(refund_script_, std::move(undo.keys), std::move(undo.args),
+                                refunded);
+  }
+  // A node batch's keys are in several slots: a refund call per slot.
+  for (const SlotGroup& group : group_by_slot(undo.keys)) {
+    LimitsCodec::UndoCall part = LimitsCodec::undo_part(undo, group.indexes);
+    route.client.evalsha(refund_script_, std::move(part.keys), std::move(part.args), refunded);
+  }
 }
 
 void RedisRateLimiter::Impl::flush_batch() {
@@ -83,18 +101,22 @@ void RedisRateLimiter::Impl::flush_batch() {
   if (batch.empty()) return;
   const ClientSwitch::Route route = clients_.route();
   redis::Client& client = route.client;
-  if (route.by_slot()) {
-    // A reload installed a cluster client since these were queued: each goes
-    // its own way, with the cluster's keys.
-    for (QueuedDecision& queued : batch) {
-      decide({queued.bucket}, queued.cost, std::move(queued.handler));
-    }
-    return;
-  }
+  for (QueuedDecision& queued : batch) queued.key = redis_key(key_prefix_, queued.bucket, route.keys);
   const auto outcome = [this](std::error_code ec, RateDecision&& decision,
                               const RateDecisionHandler& handler) {
     on_outcome(ec, std::move(decision), handler);
   };
+  if (route.by_slot()) {
+    send_node_batches(
+        client, script_, codec_, batch, shared_from_this(), outcome,
+        [self = shared_from_this()](QueuedDecision alone) {
+          // Not decided by the node the batch went to (its slot moved): on its
+          // own, routed (and redirected) by its key.
+          self->decide_alone(std::move(alone));
+        },
+        late_handler());
+    return batcher_.recycle(std::move(batch));
+  }
   constexpr std::size_t kMax = DecisionBatcher::kMaxBatch;
   for (std::size_t first = 0; first < batch.size(); first += kMax) {
     send_batch(
@@ -103,6 +125,17 @@ void RedisRateLimiter::Impl::flush_batch() {
         shared_from_this(), outcome, late_handler());
   }
   batcher_.recycle(std::move(batch));
+}
+
+void RedisRateLimiter::Impl::decide_alone(QueuedDecision queued) {
+  redis::Client& client = clients_.client();
+  client.evalsha_late(
+      script_, {std::move(queued.key)}, codec_.encode_args({&queued.bucket, 1}, queued.cost),
+      [self = shared_from_this(), handler = std::move(queued.handler)](std::error_code ec,
+                                                                       redis::Reply reply) {
+        self->on_reply(ec, std::move(reply), 1, handler);
+      },
+      late_handler());
 }
 
 CrossSlotContext RedisRateLimiter::Impl::cross_slot_context() {

@@ -71,6 +71,9 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
                  const redis::Reply& reply);
 
   void flush_batch();
+  // One request of a batch decided on its own call (a node batch's request
+  // whose slot the node no longer serves).
+  void decide_alone(QueuedDecision queued);
 
   CrossSlotContext cross_slot_context();
 

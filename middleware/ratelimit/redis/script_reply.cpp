@@ -35,4 +35,10 @@ std::optional<std::vector<RateDecision>> decode_batch_reply(const LimitsCodec& c
   return codec.decode_batch(element_values(reply), request_count);
 }
 
+std::optional<std::vector<std::optional<RateDecision>>> decode_node_batch_reply(
+    const LimitsCodec& codec, const redis::Reply& reply, std::size_t request_count) {
+  if (reply.type != redis::Reply::Type::kArray) return std::nullopt;
+  return codec.decode_node_batch(element_values(reply), request_count);
+}
+
 }  // namespace sluice

@@ -23,4 +23,8 @@ std::optional<std::vector<RateDecision>> decode_batch_reply(const LimitsCodec& c
                                                             const redis::Reply& reply,
                                                             std::size_t request_count);
 
+// A node batch's reply: nullopt for each request the node did not decide.
+std::optional<std::vector<std::optional<RateDecision>>> decode_node_batch_reply(
+    const LimitsCodec& codec, const redis::Reply& reply, std::size_t request_count);
+
 }  // namespace sluice

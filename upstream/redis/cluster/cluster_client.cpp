@@ -300,5 +300,9 @@ const Options& ClusterClient::options() const {
 std::vector<NodeStatus> ClusterClient::nodes() const {
   return impl_->nodes();
 }
+std::optional<std::size_t> ClusterClient::slot_owner(std::uint16_t slot) const {
+  if (slot >= impl_->route_.size() || impl_->route_[slot] == Impl::kNoNode) return std::nullopt;
+  return impl_->route_[slot];
+}
 
 }  // namespace sluice::redis

@@ -51,6 +51,7 @@ class ClusterClient final : public Client {
   const Options& options() const override;
   std::vector<NodeStatus> nodes() const override;  // one per primary in the map
   bool routes_by_slot() const override { return true; }
+  std::optional<std::size_t> slot_owner(std::uint16_t slot) const override;
 
   class Impl;
 

@@ -163,6 +163,63 @@ TEST_CASE("codec: a late batch call's admitted requests are given back, with the
   CHECK(kCodec.undo_call(keys, torn, decisions).keys.empty());
 }
 
+TEST_CASE("codec: a node batch carries its keys in ARGV; its undecided requests answer ''",
+          "[ratelimit][script][cluster]") {
+  using sluice::ScriptReplyValue;
+  const LimitDescriptor a = bucket("a", "a", 10, 1);
+  const LimitDescriptor b = bucket("b", "b", 5, 0.5);
+  const std::vector<sluice::BatchRequest> requests = {{&a, 2}, {&b, 3}};
+  const std::vector<std::string> keys = {"k:{a}", "k:{b}"};
+  const std::vector<std::string> args = kCodec.encode_node_batch_args(requests, keys);
+  const std::vector<std::string> plain = kCodec.encode_batch_args(requests);
+  // "n", the batch's numbers, the keys, the deadline.
+  REQUIRE(args.size() == 5);
+  CHECK(args[0] == "n");
+  CHECK(args[1] == plain[1]);
+  CHECK(args[2] == keys[0]);
+  CHECK(args[3] == keys[1]);
+  CHECK(std::stoll(args[4]) >= std::stoll(plain[2]) - 1'000'000);
+  CHECK(sluice::LimitsCodec::is_batch(args));
+  CHECK(sluice::LimitsCodec::is_node_batch(args));
+  CHECK_FALSE(sluice::LimitsCodec::is_node_batch(plain));
+  CHECK(std::vector<std::string>(sluice::LimitsCodec::node_batch_keys(args).begin(),
+                                 sluice::LimitsCodec::node_batch_keys(args).end()) == keys);
+  const std::vector<sluice::BatchRequest> hot = {{&a, 1}, {&a, 1}};
+  CHECK(kCodec.encode_node_batch_args(hot, std::vector<std::string>{"k:{a}", "k:{a}"})[0] == "nh");
+
+  const std::string allowed = raw_doubles({3, 9, 0, 1, 0, 0});
+  std::vector<ScriptReplyValue> values = {{true, 0, allowed}, {true, 0, ""}};
+  const auto decisions = kCodec.decode_node_batch(values, 2);
+  REQUIRE(decisions);
+  REQUIRE((*decisions)[0]);
+  CHECK((*decisions)[0]->allowed);
+  CHECK((*decisions)[0]->limits[0].remaining == 9);
+  CHECK_FALSE((*decisions)[1]);  // the node does not serve b's slot
+  CHECK_FALSE(kCodec.decode_batch(values, 2));  // '' is no plain batch's answer
+  values[1] = {false, 0, {}};
+  CHECK_FALSE(kCodec.decode_node_batch(values, 2));
+
+  // Late: the admitted requests come back on the keys the ARGV named (KEYS,
+  // one of them, only routed the call), a refund call per slot.
+  std::vector<RateDecision> late(2);
+  for (RateDecision& d : late) {
+    d.allowed = true;
+    d.limits.resize(1);
+  }
+  const std::vector<std::string> routing = {keys[1]};
+  const sluice::LimitsCodec::UndoCall undo = kCodec.undo_call(routing, args, late);
+  CHECK(undo.requests == 2);
+  REQUIRE(undo.keys == keys);
+  const sluice::LimitsCodec::UndoCall whole = kCodec.undo_call(keys, plain, late);
+  CHECK(undo.args == whole.args);
+  const std::vector<std::size_t> second = {1};
+  const sluice::LimitsCodec::UndoCall part = sluice::LimitsCodec::undo_part(undo, second);
+  CHECK(part.keys == std::vector<std::string>{keys[1]});
+  REQUIRE(part.args.size() == 2);
+  CHECK(part.args[0] == undo.args[0].substr(56));
+  CHECK(part.args[1] == undo.args[2]);
+}
+
 TEST_CASE("script: reply parsing and call arguments", "[ratelimit][script]") {
   using sluice::ScriptReplyValue;
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -311,9 +368,10 @@ TEST_CASE("script: only TIME, MGET and SET reach Redis, and the sorted-set comma
     ++calls;
   }
   // TIME; one SET in each other algorithm's section (token bucket, sliding
-  // window, quota); MGET of one key, MGET of several; the SET of the values a
-  // batch with a repeated key kept.
-  CHECK(calls == 7);
+  // window, quota); MGET of one key, MGET of several, the MGET a node batch
+  // first reads each key with (a key of another node fails it); the SET of
+  // the values a batch with a repeated key kept.
+  CHECK(calls == 8);
   CHECK(log_calls == 7 + 5);
 }
 
