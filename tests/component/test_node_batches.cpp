@@ -3,7 +3,8 @@
 // node batch: keys of many slots read by the script without being declared),
 // each decided as it would be alone; a request whose slot the node no longer
 // serves (a migration halfway) is answered '' by the script, nothing written,
-// and decided on its own where the slot now is.
+// and decided on its own where the slot now is; a batch redirected as a whole
+// is never followed: each of its requests goes on its own.
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -161,12 +162,21 @@ TEST_CASE("node batches: a request whose slot moved is decided on its own where 
   }
   REQUIRE(moving);
   const std::string slot = std::to_string(key_slot(key_of(*moving)));
-  h.cluster.command(from, {"DEL", key_of(*staying), key_of(*moving)});
+  // Fresh buckets (a section before may have left them).
+  h.cluster.command(from, {"DEL", key_of(*staying)});
+  h.cluster.command(from, {"DEL", key_of(*moving)});
   REQUIRE(h.cluster.command(to, {"CLUSTER", "SETSLOT", slot, "IMPORTING", h.cluster.id_of(from)}) ==
           "OK");
   REQUIRE(h.cluster.command(from, {"CLUSTER", "SETSLOT", slot, "MIGRATING", h.cluster.id_of(to)}) ==
           "OK");
-  const std::vector<Outcome> outcomes = h.decide_together({*staying, *moving});
+  std::vector<LimitDescriptor> order = {*staying, *moving};
+  SECTION("the staying bucket routes the batch: the moving one is answered '' and sent alone") {}
+  SECTION("the moving bucket routes the batch: ASK, which it does not follow; each sent alone") {
+    // (Followed, the whole batch would run after ASKING where the slot is
+    // going, and the staying bucket would be decided there, on nothing.)
+    order = {*moving, *staying};
+  }
+  const std::vector<Outcome> outcomes = h.decide_together(order);
   for (const Outcome& o : outcomes) {
     REQUIRE_FALSE(o.ec);
     CHECK(o.decision.allowed);

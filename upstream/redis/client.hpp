@@ -128,6 +128,18 @@ class Client {
     evalsha(script, std::move(keys), std::move(args), std::move(handler));
   }
 
+  // As evalsha_late(), but a Cluster sends it to the owner of the first
+  // key's slot and answers a redirect (MOVED, ASK) as the kServer error it
+  // is, after asking for a fresh slot map, without following it: for a call
+  // that uses keys it does not declare (a node batch), which must not run
+  // after ASKING, where every key of a slot being imported counts as the
+  // node's own. Other clients send it as evalsha_late().
+  virtual void evalsha_unredirected(const Script& script, std::vector<std::string> keys,
+                                    std::vector<std::string> args, Handler handler,
+                                    std::shared_ptr<const LateReplyHandler> late) {
+    evalsha_late(script, std::move(keys), std::move(args), std::move(handler), std::move(late));
+  }
+
   // Loads a script on the current (if ready) and every future connection.
   virtual void load_script(const Script& script) = 0;
 

@@ -108,10 +108,17 @@ void send_node_batch(redis::Client& client, const redis::Script& script, const L
   std::vector<QueuedDecision> kept;
   kept.reserve(indexes.size());
   for (const std::size_t i : indexes) kept.push_back(std::move(batch[i]));
-  client.evalsha_late(
+  // Never run after ASKING (where every key of a slot being imported would
+  // count as the node's): a redirect of the whole call sends each request
+  // on its own instead, which follows it.
+  client.evalsha_unredirected(
       script, {std::move(keys.front())}, std::move(args),
       [owner = std::move(owner), &codec, outcome = std::move(outcome), alone = std::move(alone),
        kept = std::move(kept)](std::error_code ec, redis::Reply reply) mutable {
+        if (ec && (reply.str.rfind("MOVED ", 0) == 0 || reply.str.rfind("ASK ", 0) == 0)) {
+          for (QueuedDecision& queued : kept) alone(std::move(queued));
+          return;
+        }
         std::optional<std::vector<std::optional<RateDecision>>> decisions;
         if (!ec) {
           decisions = decode_node_batch_reply(codec, reply, kept.size());

@@ -71,8 +71,10 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
 // has it, go in one call (at most kMaxBatch; a request alone goes as
 // send_batch sends it, as does one whose slot has no owner in the map).
 // Each request the node did not decide (its slot moved: nothing was written
-// for it) goes to `alone`; the others' outcomes as send_batch's. The
-// requests are moved out of `batch`.
+// for it) goes to `alone`, and so does every request of a call redirected as
+// a whole (MOVED, ASK: a node batch is sent with evalsha_unredirected, since
+// after ASKING every key of a slot being imported counts as the node's); the
+// others' outcomes as send_batch's. The requests are moved out of `batch`.
 void send_node_batches(redis::Client& client, const redis::Script& script,
                        const LimitsCodec& codec, std::span<QueuedDecision> batch,
                        std::shared_ptr<const void> owner, BatchOutcome outcome,

@@ -128,8 +128,13 @@ void RedisRateLimiter::Impl::flush_batch() {
 }
 
 void RedisRateLimiter::Impl::decide_alone(QueuedDecision queued) {
-  redis::Client& client = clients_.client();
-  client.evalsha_late(
+  const ClientSwitch::Route route = clients_.route();
+  if (!route.by_slot()) {
+    // A reload replaced the cluster since: decided as any request there.
+    return decide({queued.bucket}, queued.cost, std::move(queued.handler));
+  }
+  queued.key = redis_key(key_prefix_, queued.bucket, route.keys);
+  route.client.evalsha_late(
       script_, {std::move(queued.key)}, codec_.encode_args({&queued.bucket, 1}, queued.cost),
       [self = shared_from_this(), handler = std::move(queued.handler)](std::error_code ec,
                                                                        redis::Reply reply) {

@@ -72,7 +72,7 @@ class RedisRateLimiter::Impl : public std::enable_shared_from_this<Impl> {
 
   void flush_batch();
   // One request of a batch decided on its own call (a node batch's request
-  // whose slot the node no longer serves).
+  // whose slot the node no longer serves, or whose call was redirected).
   void decide_alone(QueuedDecision queued);
 
   CrossSlotContext cross_slot_context();

@@ -53,6 +53,35 @@ void Impl::keyed_command(std::vector<std::string> args, Handler handler) {
   });
 }
 
+void Impl::evalsha_unredirected(const Script& script, std::vector<std::string> keys,
+                                std::vector<std::string> args, Handler handler,
+                                std::shared_ptr<const Client::LateReplyHandler> late) {
+  if (!handler) handler = [](std::error_code, Reply) {};
+  if (closed_) return fail_fast(std::move(handler), Error::kClosed);
+  const Script* known = remember_script(script);
+  Node* node = nullptr;
+  if (!keys.empty()) {
+    const std::uint16_t index = route_[cluster::key_slot(keys.front())];
+    if (index != kNoNode) node = nodes_[index].get();
+  }
+  if (!node || node->client->state() != State::kReady) {
+    request_refresh(node ? "a connection lost" : "a slot without an owner");
+    return fail_fast(std::move(handler), Error::kNotConnected);
+  }
+  node->client->evalsha_late(
+      *known, std::move(keys), std::move(args),
+      [self = shared_from_this(), handler = std::move(handler)](std::error_code ec, Reply reply) {
+        const bool moved = reply.str.rfind("MOVED ", 0) == 0;
+        const bool ask = reply.str.rfind("ASK ", 0) == 0;
+        if (ec && (moved || ask) && !self->closed_) {
+          bump(moved ? self->counters_.redirects_moved : self->counters_.redirects_ask);
+          self->request_refresh("a redirect of a call that does not follow it");
+        }
+        handler(ec, std::move(reply));
+      },
+      std::move(late));
+}
+
 void Impl::evalsha(const Script& script, std::vector<std::string> keys,
                    std::vector<std::string> args, Handler handler,
                    std::shared_ptr<const Client::LateReplyHandler> late) {
@@ -263,6 +292,12 @@ void ClusterClient::connect_now(ConnectHandler handler) {
 }
 void ClusterClient::command(std::vector<std::string> args, Handler handler) {
   impl_->command(std::move(args), std::move(handler));
+}
+void ClusterClient::evalsha_unredirected(const Script& script, std::vector<std::string> keys,
+                                         std::vector<std::string> args, Handler handler,
+                                         std::shared_ptr<const LateReplyHandler> late) {
+  impl_->evalsha_unredirected(script, std::move(keys), std::move(args), std::move(handler),
+                              std::move(late));
 }
 void ClusterClient::keyed_command(std::vector<std::string> args, Handler handler) {
   impl_->keyed_command(std::move(args), std::move(handler));

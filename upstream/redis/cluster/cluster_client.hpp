@@ -39,6 +39,9 @@ class ClusterClient final : public Client {
                     std::shared_ptr<const LateReplyHandler> late) override;
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler) override;
+  void evalsha_unredirected(const Script& script, std::vector<std::string> keys,
+                            std::vector<std::string> args, Handler handler,
+                            std::shared_ptr<const LateReplyHandler> late) override;
   void load_script(const Script& script) override;
   void close() override;
 

@@ -67,6 +67,9 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   void connect(ConnectHandler handler, bool now);
   void command(std::vector<std::string> args, Handler handler);
   void keyed_command(std::vector<std::string> args, Handler handler);
+  void evalsha_unredirected(const Script& script, std::vector<std::string> keys,
+                            std::vector<std::string> args, Handler handler,
+                            std::shared_ptr<const Client::LateReplyHandler> late);
   void evalsha(const Script& script, std::vector<std::string> keys, std::vector<std::string> args,
                Handler handler, std::shared_ptr<const Client::LateReplyHandler> late = nullptr);
   void load_script(const Script& script);
