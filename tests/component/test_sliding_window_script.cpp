@@ -169,4 +169,34 @@ TEST_CASE("script: a batch of sliding windows and token buckets decides each req
   CHECK(stored_window(redis, key_of(fresh)).tokens == stored_window(redis, key_of(w)).tokens);
 }
 
+TEST_CASE("script: a node batch (its keys as arguments) decides as a batch does",
+          "[ratelimit][script][redis][cluster]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  // The test above's requests, on keys of their own for each kind of call.
+  const auto requests = [](const std::string& name, LimitDescriptor& w, LimitDescriptor& t,
+                           LimitDescriptor& r) {
+    w = window(name + "w", 3, 1000);
+    t = bucket(name + "t", name + "t", 2, 1e-3);
+    r = window(name + "r", 1, 1000);
+    r.max_wait_seconds = 5000;
+    return std::vector<sluice::BatchRequest>{{&w, 2}, {&t, 1}, {&w, 2}, {&w, 1}, {&r, 1}, {&r, 1}};
+  };
+  LimitDescriptor w1, t1, r1, w2, t2, r2;
+  const std::vector<RateDecision> batch = redis.decide_batch(requests("plain-", w1, t1, r1));
+  const std::vector<std::optional<RateDecision>> node =
+      redis.decide_node_batch(requests("node-", w2, t2, r2));
+  REQUIRE(node.size() == batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(node[i]);  // one Redis serves every key
+    CHECK(node[i]->allowed == batch[i].allowed);
+    CHECK(node[i]->limits[0].remaining == batch[i].limits[0].remaining);
+    CHECK(node[i]->limits[0].sufficient == batch[i].limits[0].sufficient);
+  }
+  CHECK(stored_window(redis, key_of(w2)).tokens == stored_window(redis, key_of(w1)).tokens);
+  CHECK(stored_window(redis, key_of(r2)).tokens == stored_window(redis, key_of(r1)).tokens);
+}
+
 }  // namespace sliding_window_script_test

@@ -176,6 +176,31 @@ class Redis {
     return *decisions;
   }
 
+  // One node batch call (the keys in ARGV, the first one also as the call's
+  // one key): nullopt for a request the node did not decide.
+  std::vector<std::optional<RateDecision>> decide_node_batch(
+      const std::vector<sluice::BatchRequest>& requests) {
+    std::vector<std::string> keys;
+    for (const auto& request : requests) {
+      keys.push_back(sluice::redis_key(kKeyPrefix, *request.bucket));
+    }
+    std::vector<std::string> args = {"EVALSHA", script_sha1(), "1", keys.front()};
+    const std::vector<std::string> argv = kCodec.encode_node_batch_args(requests, keys);
+    args.insert(args.end(), argv.begin(), argv.end());
+    Reply r = command(args);
+    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    std::vector<sluice::ScriptReplyValue> values;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      values.push_back(
+          {e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
+    }
+    auto decisions = kCodec.decode_node_batch(values, requests.size());
+    REQUIRE(decisions);
+    return *decisions;
+  }
+
   // The stored bucket: two little-endian doubles (tokens, timestamp_us).
   BucketState stored(const std::string& key) {
     Reply r = command({"GET", key});

@@ -72,8 +72,24 @@ end
 -- The numbers of one key that is not a batch (whose ARGV[1] is empty).
 local cost1, kind1, capacity1, x1, y1, z1
 if n == 1 and not batch then cost1, kind1, capacity1, x1, y1, z1 = unpack_d('<dddddd', nums) end
-local loads, commits
-if not kind1 or kind1 % 2 == 1 then loads, commits = {}, {} end
+-- Every other call makes only the sections its keys use: `wanted` has the
+-- kinds (shadow or not) of its keys, read from their numbers.
+local loads, commits, wanted
+if not kind1 or kind1 % 2 == 1 then
+  loads, commits, wanted = {}, {}, {}
+  -- (A batch of the wrong length is refused below, with its own error.)
+  if not batch or #ARGV[2] == 56 * n then
+    local kind
+    for i = 1, n do
+      if batch then
+        kind = unpack_d('<d', ARGV[2], 56 * i - 47)
+      else
+        kind = unpack_d('<d', nums, 40 * i - 31)
+      end
+      wanted[kind - kind % 2] = true
+    end
+  end
+end
 
 -- ---- token bucket (0): x refill per second, y lease want, z max wait in seconds
 -- Stored as two little-endian doubles: tokens, timestamp_us. A stored bucket
@@ -82,7 +98,7 @@ if not kind1 or kind1 % 2 == 1 then loads, commits = {}, {} end
 -- tokens, at most half of what the bucket holds after cost. A bucket short of
 -- `cost` whose wait (cost - tokens) / refill is at most its max wait is
 -- debited all the same (below zero, no lease): a reservation.
-if loads or kind1 == 0 then
+if kind1 == 0 or wanted and wanted[0] then
   local function bucket_load(v, cost, capacity, rate, _, max_wait)
     local t, ts = capacity, now
     if v and #v == 16 then
@@ -131,7 +147,7 @@ end
 -- Seconds until a request of `cost` fits (in this window as the previous
 -- count slides out, or in the next, where the current count becomes the
 -- previous one), for a window of W microseconds `e` microseconds in.
-if loads or kind1 == 2 then
+if kind1 == 2 or wanted and wanted[2] then
   local function window_to_cost(cur, prev, e, W, capacity, cost)
     if cost > capacity then return huge end
     local room = capacity - cost
@@ -192,7 +208,7 @@ end
 -- now is within a second of its start (Redis' clock stepped back, as after a
 -- failover); anything else stored is replaced. Never reserved. Its key
 -- expires a second after its period ends.
-if loads or kind1 == 4 then
+if kind1 == 4 or wanted and wanted[4] then
   local function quota_load(v, cost, capacity, start, stop, next_stop)
     local e
     if now >= start and now < stop then
@@ -240,7 +256,7 @@ end
 -- are dropped as the log is read. Never reserved. The key expires a window
 -- and a second after its last debit. A value of another algorithm under the
 -- key is dropped.
-if loads or kind1 == 6 then
+if kind1 == 6 or wanted and wanted[6] then
   local function log_load(_, cost, capacity, window, _, _, key)
     if type(try('ZREMRANGEBYSCORE', key, '-inf', now - window * 1000000)) ~= 'number' then
       call('DEL', key)  -- a value of another shape
@@ -290,7 +306,7 @@ end
 -- script) and renewed by renew_slots.lua. Never reserved. The key expires a
 -- second after the newest slot's lease. A value of another algorithm under
 -- the key is dropped.
-if loads or kind1 == 8 then
+if kind1 == 8 or wanted and wanted[8] then
   local function slots_load(_, _, capacity, _, _, _, key)
     local count = try('ZCOUNT', key, string.format('(%.0f', now), '+inf')
     if type(count) ~= 'number' then
