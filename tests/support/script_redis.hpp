@@ -160,9 +160,8 @@ class Redis {
     return args;
   }
 
-  // One batch call: each request one enforced key and its cost.
-  std::vector<RateDecision> decide_batch(const std::vector<sluice::BatchRequest>& requests) {
-    Reply r = command(batch_args(requests));
+  // A batch call's reply, one value per request (views into `r`).
+  static std::vector<sluice::ScriptReplyValue> batch_values(const Reply& r) {
     INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
     std::vector<sluice::ScriptReplyValue> values;
@@ -171,7 +170,13 @@ class Redis {
       values.push_back(
           {e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
     }
-    auto decisions = kCodec.decode_batch(values, requests.size());
+    return values;
+  }
+
+  // One batch call: each request one enforced key and its cost.
+  std::vector<RateDecision> decide_batch(const std::vector<sluice::BatchRequest>& requests) {
+    Reply r = command(batch_args(requests));
+    auto decisions = kCodec.decode_batch(batch_values(r), requests.size());
     REQUIRE(decisions);
     return *decisions;
   }
@@ -188,15 +193,7 @@ class Redis {
     const std::vector<std::string> argv = kCodec.encode_node_batch_args(requests, keys);
     args.insert(args.end(), argv.begin(), argv.end());
     Reply r = command(args);
-    INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
-    REQUIRE(r->type == REDIS_REPLY_ARRAY);
-    std::vector<sluice::ScriptReplyValue> values;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* e = r->element[i];
-      values.push_back(
-          {e->type == REDIS_REPLY_STRING, e->integer, std::string_view(e->str, e->len)});
-    }
-    auto decisions = kCodec.decode_node_batch(values, requests.size());
+    auto decisions = kCodec.decode_node_batch(batch_values(r), requests.size());
     REQUIRE(decisions);
     return *decisions;
   }

@@ -35,16 +35,20 @@ void Impl::command(std::vector<std::string> args, Handler handler) {
   node->client->command(std::move(args), std::move(handler));
 }
 
+Impl::Node* Impl::ready_owner(std::uint16_t slot) {
+  const std::uint16_t index = route_[slot];
+  Node* node = index == kNoNode ? nullptr : nodes_[index].get();
+  if (node && node->client->state() == State::kReady) return node;
+  request_refresh(node ? "a connection lost" : "a slot without an owner");
+  return nullptr;
+}
+
 void Impl::keyed_command(std::vector<std::string> args, Handler handler) {
   if (!handler) handler = [](std::error_code, Reply) {};
   if (closed_) return fail_fast(std::move(handler), Error::kClosed);
   if (args.size() < 2) return command(std::move(args), std::move(handler));
-  const std::uint16_t index = route_[cluster::key_slot(args[1])];
-  Node* node = index == kNoNode ? nullptr : nodes_[index].get();
-  if (!node || node->client->state() != State::kReady) {
-    request_refresh(node ? "a connection lost" : "a slot without an owner");
-    return fail_fast(std::move(handler), Error::kNotConnected);
-  }
+  Node* node = ready_owner(cluster::key_slot(args[1]));
+  if (!node) return fail_fast(std::move(handler), Error::kNotConnected);
   node->client->command(std::move(args), [self = shared_from_this(), handler = std::move(handler)](
                                              std::error_code ec, Reply reply) {
     const bool redirected = reply.str.rfind("MOVED ", 0) == 0 || reply.str.rfind("ASK ", 0) == 0;
@@ -59,15 +63,8 @@ void Impl::evalsha_unredirected(const Script& script, std::vector<std::string> k
   if (!handler) handler = [](std::error_code, Reply) {};
   if (closed_) return fail_fast(std::move(handler), Error::kClosed);
   const Script* known = remember_script(script);
-  Node* node = nullptr;
-  if (!keys.empty()) {
-    const std::uint16_t index = route_[cluster::key_slot(keys.front())];
-    if (index != kNoNode) node = nodes_[index].get();
-  }
-  if (!node || node->client->state() != State::kReady) {
-    request_refresh(node ? "a connection lost" : "a slot without an owner");
-    return fail_fast(std::move(handler), Error::kNotConnected);
-  }
+  Node* node = keys.empty() ? nullptr : ready_owner(cluster::key_slot(keys.front()));
+  if (!node) return fail_fast(std::move(handler), Error::kNotConnected);
   node->client->evalsha_late(
       *known, std::move(keys), std::move(args),
       [self = shared_from_this(), handler = std::move(handler)](std::error_code ec, Reply reply) {
@@ -92,15 +89,12 @@ void Impl::evalsha(const Script& script, std::vector<std::string> keys,
   std::uint16_t slot = 0;
   if (keys.empty()) {
     node = any_ready_node();
+    if (!node) request_refresh("no primary ready");
   } else {
     slot = cluster::key_slot(keys.front());
-    const std::uint16_t index = route_[slot];
-    if (index != kNoNode) node = nodes_[index].get();
+    node = ready_owner(slot);
   }
-  if (!node || node->client->state() != State::kReady) {
-    request_refresh(node ? "a connection lost" : "a slot without an owner");
-    return fail_fast(std::move(handler), Error::kNotConnected);
-  }
+  if (!node) return fail_fast(std::move(handler), Error::kNotConnected);
   auto call = std::make_shared<Call>();
   call->script = known;
   call->args.body = script.shared_body();

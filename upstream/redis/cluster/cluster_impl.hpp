@@ -66,6 +66,9 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   // Public operations and routing (cluster_client.cpp).
   void connect(ConnectHandler handler, bool now);
   void command(std::vector<std::string> args, Handler handler);
+  // The owner of `slot` when its connection is ready; else nullptr, and a
+  // fresh map is asked for.
+  Node* ready_owner(std::uint16_t slot);
   void keyed_command(std::vector<std::string> args, Handler handler);
   void evalsha_unredirected(const Script& script, std::vector<std::string> keys,
                             std::vector<std::string> args, Handler handler,
