@@ -119,7 +119,7 @@ class SlidingWindowTest(RateLimitTestCase):
             return sum(1 for sent, answered in admitted if sent >= start and answered < start + W)
 
         with Client(gw.port) as client:
-            for attempt in (1, 2):
+            for attempt in (1, 2, 3):
                 # A fresh bucket per attempt: the client IP is the X-Forwarded-For one
                 # (127.0.0.1 is a trusted proxy).
                 headers = {"X-Forwarded-For": f"10.77.0.{attempt}"}
@@ -149,9 +149,9 @@ class SlidingWindowTest(RateLimitTestCase):
                 second_on_time = (boundary + 0.75 * W <= second[0][0]
                                   and second[capacity // 2 - 1][1] < first[0][0] + W)
                 if not (first_in_one_window and second_on_time):
-                    if attempt == 1:
+                    if attempt < 3:
                         continue  # the machine was too slow this time: once more
-                    self.fail(f"the bursts missed their timing twice: {phases}")
+                    self.fail(f"the bursts missed their timing three times: {phases}")
 
                 # Well over capacity within window_ms of the first admitted request: the
                 # second burst, begun 1.5 s or more into its window, has room for 15 or
