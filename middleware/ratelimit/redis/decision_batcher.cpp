@@ -7,6 +7,7 @@
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
+#include "upstream/redis/cluster/redirect.hpp"
 #include "upstream/redis/cluster/slot.hpp"
 
 namespace sluice {
@@ -115,7 +116,9 @@ void send_node_batch(redis::Client& client, const redis::Script& script, const L
       script, {std::move(keys.front())}, std::move(args),
       [owner = std::move(owner), &codec, outcome = std::move(outcome), alone = std::move(alone),
        kept = std::move(kept)](std::error_code ec, redis::Reply reply) mutable {
-        if (ec && (reply.str.rfind("MOVED ", 0) == 0 || reply.str.rfind("ASK ", 0) == 0)) {
+        const auto redirect = ec ? redis::cluster::parse_redirect(reply.str) : std::nullopt;
+        if (redirect && (redirect->kind == redis::cluster::Redirect::Kind::kMoved ||
+                         redirect->kind == redis::cluster::Redirect::Kind::kAsk)) {
           for (QueuedDecision& queued : kept) alone(std::move(queued));
           return;
         }

@@ -51,10 +51,22 @@ void Impl::keyed_command(std::vector<std::string> args, Handler handler) {
   if (!node) return fail_fast(std::move(handler), Error::kNotConnected);
   node->client->command(std::move(args), [self = shared_from_this(), handler = std::move(handler)](
                                              std::error_code ec, Reply reply) {
-    const bool redirected = reply.str.rfind("MOVED ", 0) == 0 || reply.str.rfind("ASK ", 0) == 0;
-    if (ec && redirected && !self->closed_) self->request_refresh("a redirect of a keyed command");
+    self->unfollowed_redirect(ec, reply, "a redirect of a keyed command");
     handler(ec, std::move(reply));
   });
+}
+
+std::optional<cluster::Redirect::Kind> Impl::unfollowed_redirect(std::error_code ec,
+                                                                 const Reply& reply,
+                                                                 const char* why) {
+  if (!ec || closed_) return std::nullopt;
+  const std::optional<cluster::Redirect> redirect = cluster::parse_redirect(reply.str);
+  if (!redirect || (redirect->kind != cluster::Redirect::Kind::kMoved &&
+                    redirect->kind != cluster::Redirect::Kind::kAsk)) {
+    return std::nullopt;
+  }
+  request_refresh(why);
+  return redirect->kind;
 }
 
 void Impl::evalsha_unredirected(const Script& script, std::vector<std::string> keys,
@@ -68,11 +80,10 @@ void Impl::evalsha_unredirected(const Script& script, std::vector<std::string> k
   node->client->evalsha_late(
       *known, std::move(keys), std::move(args),
       [self = shared_from_this(), handler = std::move(handler)](std::error_code ec, Reply reply) {
-        const bool moved = reply.str.rfind("MOVED ", 0) == 0;
-        const bool ask = reply.str.rfind("ASK ", 0) == 0;
-        if (ec && (moved || ask) && !self->closed_) {
-          bump(moved ? self->counters_.redirects_moved : self->counters_.redirects_ask);
-          self->request_refresh("a redirect of a call that does not follow it");
+        if (const auto kind = self->unfollowed_redirect(
+                ec, reply, "a redirect of a call that does not follow it")) {
+          bump(*kind == cluster::Redirect::Kind::kMoved ? self->counters_.redirects_moved
+                                                        : self->counters_.redirects_ask);
         }
         handler(ec, std::move(reply));
       },

@@ -21,6 +21,7 @@
 #include "upstream/redis/cluster/cluster_client.hpp"
 #include "upstream/redis/cluster/refresh.hpp"
 #include "upstream/redis/cluster/slot.hpp"
+#include "upstream/redis/cluster/redirect.hpp"
 #include "upstream/redis/cluster/slot_map.hpp"
 #include "upstream/redis/single_node_client.hpp"
 
@@ -69,6 +70,10 @@ class ClusterClient::Impl : public std::enable_shared_from_this<Impl> {
   // The owner of `slot` when its connection is ready; else nullptr, and a
   // fresh map is asked for.
   Node* ready_owner(std::uint16_t slot);
+  // A reply to a call sent without following redirects: a MOVED or ASK asks
+  // for a fresh map (`why`) and is named; anything else is nullopt.
+  std::optional<cluster::Redirect::Kind> unfollowed_redirect(std::error_code ec,
+                                                             const Reply& reply, const char* why);
   void keyed_command(std::vector<std::string> args, Handler handler);
   void evalsha_unredirected(const Script& script, std::vector<std::string> keys,
                             std::vector<std::string> args, Handler handler,
