@@ -1,6 +1,20 @@
 #include "upstream/redis/command_queue.hpp"
 
+#include <algorithm>
+
+#include "common/spares.hpp"
+#include "upstream/block_allocator.hpp"
+
 namespace sluice::redis {
+
+CommandQueue::ScriptCall::~ScriptCall() {
+  give_back(std::move(keys));
+  give_back(std::move(args));
+}
+
+std::shared_ptr<CommandQueue::ScriptCall> CommandQueue::make_script_call() {
+  return std::allocate_shared<ScriptCall>(BlockAllocator<ScriptCall>{});
+}
 
 CommandQueue::Action CommandQueue::classify(const Entry& entry, const Reply& reply) {
   if (entry.kind != Kind::kUser) return Action::kInternal;
@@ -17,7 +31,7 @@ void CommandQueue::push_internal(Kind kind, Clock::time_point now) {
   Entry entry;
   entry.kind = kind;
   entry.enqueued = now;
-  entries_.push_back(std::move(entry));
+  push(std::move(entry));
 }
 
 CommandQueue::Clock::time_point CommandQueue::push_user(Entry entry, Clock::time_point now,
@@ -26,8 +40,13 @@ CommandQueue::Clock::time_point CommandQueue::push_user(Entry entry, Clock::time
   // A retry keeps its first deadline, and a caller may have set one.
   if (!entry.retried && entry.deadline == Clock::time_point::max()) entry.deadline = now + timeout;
   const auto deadline = entry.deadline;
-  entries_.push_back(std::move(entry));
+  push(std::move(entry));
   return deadline;
+}
+
+void CommandQueue::push(Entry entry) {
+  if (entries_.full()) entries_.set_capacity(std::max<std::size_t>(16, 2 * entries_.capacity()));
+  entries_.push_back(std::move(entry));
 }
 
 CommandQueue::Entry CommandQueue::pop_front() {

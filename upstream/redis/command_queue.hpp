@@ -8,10 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/circular_buffer.hpp>
 
 #include "upstream/redis/client.hpp"
 
@@ -25,7 +26,9 @@ class CommandQueue {
   // kTime: the server's clock, asked at the handshake and every few seconds after.
   enum class Kind : std::uint8_t { kUser, kAuth, kSelect, kPing, kRole, kScriptLoad, kTime };
 
-  // The arguments of an evalsha call, kept for a possible EVAL retry.
+  // The arguments of an evalsha call, kept for a possible EVAL retry. Its
+  // keys and arguments go back to the thread's spares when it ends (common/
+  // spares.hpp), for the next call's caller to build them in.
   struct ScriptCall {
     std::shared_ptr<const std::string> body;
     std::string numkeys;
@@ -33,7 +36,16 @@ class CommandQueue {
     std::vector<std::string> args;
     // Gets a non-error reply that comes after the call timed out (evalsha_late).
     std::shared_ptr<const Client::LateReplyHandler> late;
+
+    ScriptCall() = default;
+    ScriptCall(const ScriptCall&) = default;
+    ScriptCall(ScriptCall&&) noexcept = default;
+    ScriptCall& operator=(const ScriptCall&) = default;
+    ScriptCall& operator=(ScriptCall&&) noexcept = default;
+    ~ScriptCall();
   };
+  // A new record, from the thread's block cache (upstream/block_allocator.hpp).
+  static std::shared_ptr<ScriptCall> make_script_call();
 
   struct Entry {
     Kind kind = Kind::kUser;
@@ -110,11 +122,17 @@ class CommandQueue {
 
   void clear() {
     entries_.clear();
+    if (entries_.capacity() > kKeptCapacity) entries_.set_capacity(kKeptCapacity);
     abandoned_ = 0;
   }
 
  private:
-  std::deque<Entry> entries_;
+  static constexpr std::size_t kKeptCapacity = 256;
+  void push(Entry entry);
+
+  // A ring, grown when full and never shrunk while commands are pending: a
+  // deque would allocate and free a block every few commands.
+  boost::circular_buffer<Entry> entries_;
   std::size_t abandoned_ = 0;
 };
 

@@ -6,6 +6,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/spares.hpp"
+
 namespace sluice::redis {
 namespace {
 
@@ -52,13 +54,17 @@ void* create_string(const redisReadTask* task, char* str, std::size_t len) {
   Reply::Type type = Reply::Type::kString;
   if (task->type == REDIS_REPLY_STATUS) type = Reply::Type::kStatus;
   if (task->type == REDIS_REPLY_ERROR) type = Reply::Type::kError;
-  return build(task, type, [&](Reply& out) { out.str.assign(str, len); });
+  return build(task, type, [&](Reply& out) {
+    if (len > out.str.capacity()) out.str = Spares<std::string>::take();
+    out.str.assign(str, len);
+  });
 }
 
 void* create_array(const redisReadTask* task, int elements) {
   // Room for the first elements only: the rest as they come, so that a
   // length no bytes back up costs no memory.
   return build(task, Reply::Type::kArray, [&](Reply& out) {
+    if (out.elements.capacity() == 0) out.elements = Spares<std::vector<Reply>>::take();
     out.elements.reserve(std::min<std::size_t>(static_cast<std::size_t>(elements), 64));
   });
 }
@@ -77,6 +83,11 @@ redisReplyObjectFunctions kBuildReply = {create_string, create_array, create_int
                                          free_object};
 
 }  // namespace
+
+Reply::~Reply() {
+  give_back(std::move(str));
+  if (elements.capacity() != 0) give_back(std::move(elements));
+}
 
 ReplyReader::ReplyReader() : reader_(redisReaderCreateWithFunctions(&kBuildReply)) {
   if (reader_) reader_->privdata = &building_;

@@ -6,12 +6,16 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct redisReader;
 
 namespace sluice::redis {
 
+// A reply's string and elements come from this thread's spares when the
+// reader builds it, and go back to them when it is destroyed (common/
+// spares.hpp): a warm connection reads its replies without allocating.
 struct Reply {
   enum class Type { kNil, kString, kStatus, kError, kInteger, kArray };
 
@@ -22,6 +26,15 @@ struct Reply {
 
   bool is_nil() const { return type == Type::kNil; }
   bool is_error() const { return type == Type::kError; }
+
+  Reply() = default;
+  Reply(Type type, std::string str, long long integer, std::vector<Reply> elements)
+      : type(type), str(std::move(str)), integer(integer), elements(std::move(elements)) {}
+  Reply(const Reply&) = default;
+  Reply(Reply&&) noexcept = default;
+  Reply& operator=(const Reply&) = default;
+  Reply& operator=(Reply&&) noexcept = default;
+  ~Reply();
 };
 
 class ReplyReader {

@@ -88,7 +88,7 @@ void SingleNodeClient::Impl::evalsha(const Script& script, std::vector<std::stri
                                      std::vector<std::string> args, Handler handler,
                                      Clock::time_point deadline,
                                      std::shared_ptr<const LateReplyHandler> late) {
-  auto call = std::make_shared<CommandQueue::ScriptCall>();
+  auto call = CommandQueue::make_script_call();
   call->body = script.shared_body();
   call->numkeys = std::to_string(keys.size());
   call->keys = std::move(keys);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "common/spares.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/algorithms/sliding_window.hpp"
 #include "middleware/ratelimit/algorithms/token_bucket.hpp"
@@ -89,6 +91,14 @@ bool repeats_a_bucket(std::span<const BatchRequest> requests) {
   return false;
 }
 
+// A call's argument list, its vector and strings from the thread's spares
+// (given back by the call's record when the call ends).
+std::vector<std::string> spare_args(std::size_t count) {
+  std::vector<std::string> args = Spares<std::vector<std::string>>::take();
+  args.reserve(count);
+  return args;
+}
+
 // A key's five numbers in the script's order: kind, capacity, and its
 // algorithm's three.
 void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
@@ -101,9 +111,8 @@ void append_key_numbers(std::string& out, const LimitDescriptor& limit) {
 
 std::vector<std::string> LimitsCodec::encode_args(std::span<const LimitDescriptor> limits,
                                                   double cost) const {
-  std::vector<std::string> args;
-  args.reserve(2 + limits.size());
-  std::string& numbers = args.emplace_back();
+  std::vector<std::string> args = spare_args(2 + limits.size());
+  std::string& numbers = args.emplace_back(Spares<std::string>::take());
   numbers.reserve(sizeof(double) * (1 + 5 * limits.size()));
   append_double(numbers, cost);
   for (const LimitDescriptor& limit : limits) {
@@ -123,14 +132,20 @@ bool LimitsCodec::is_node_batch(std::span<const std::string> args) {
 }
 
 std::string LimitsCodec::deadline_arg() const {
-  return std::to_string(redis::server_now_us() + deadline_after_us_);
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits,
+                                 redis::server_now_us() + deadline_after_us_)
+                       .ptr;
+  std::string out = Spares<std::string>::take();
+  out.assign(digits, end);
+  return out;
 }
 
 namespace {
 
 // A batch's numbers: per request its cost, its key's five numbers, the key's ttl.
 std::string batch_numbers(std::span<const BatchRequest> requests) {
-  std::string numbers;
+  std::string numbers = Spares<std::string>::take();
   numbers.reserve(kBatchRequestSize * requests.size());
   for (const BatchRequest& request : requests) {
     append_double(numbers, request.cost);
@@ -145,8 +160,7 @@ std::string batch_numbers(std::span<const BatchRequest> requests) {
 
 std::vector<std::string> LimitsCodec::encode_batch_args(
     std::span<const BatchRequest> requests) const {
-  std::vector<std::string> args;
-  args.reserve(3);
+  std::vector<std::string> args = spare_args(3);
   args.emplace_back(repeats_a_bucket(requests) ? kHotBatch : "");
   args.push_back(batch_numbers(requests));
   args.push_back(deadline_arg());
@@ -155,11 +169,10 @@ std::vector<std::string> LimitsCodec::encode_batch_args(
 
 std::vector<std::string> LimitsCodec::encode_node_batch_args(
     std::span<const BatchRequest> requests, std::span<const std::string> keys) const {
-  std::vector<std::string> args;
-  args.reserve(3 + keys.size());
+  std::vector<std::string> args = spare_args(3 + keys.size());
   args.emplace_back(repeats_a_bucket(requests) ? kHotNodeBatch : kNodeBatch);
   args.push_back(batch_numbers(requests));
-  args.insert(args.end(), keys.begin(), keys.end());
+  for (const std::string& key : keys) args.emplace_back(Spares<std::string>::take()).assign(key);
   args.push_back(deadline_arg());
   return args;
 }
@@ -303,7 +316,7 @@ std::optional<RateDecision> LimitsCodec::decode(std::span<const ScriptReplyValue
 std::optional<std::vector<RateDecision>> LimitsCodec::decode_batch(
     std::span<const ScriptReplyValue> values, std::size_t request_count) const {
   if (values.size() != request_count) return std::nullopt;
-  std::vector<RateDecision> decisions;
+  std::vector<RateDecision> decisions = Spares<std::vector<RateDecision>>::take();
   decisions.reserve(request_count);
   for (const ScriptReplyValue& value : values) {
     if (!value.is_string) return std::nullopt;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/spares.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
@@ -43,8 +44,10 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
                 BatchOutcome outcome, std::shared_ptr<const redis::Client::LateReplyHandler> late) {
   if (batch.size() == 1) {  // alone: the call of one request
     QueuedDecision& one = batch.front();
+    std::vector<std::string> keys = Spares<std::vector<std::string>>::take();
+    keys.push_back(std::move(one.key));
     return client.evalsha_late(
-        script, {std::move(one.key)}, codec.encode_args({&one.bucket, 1}, one.cost),
+        script, std::move(keys), codec.encode_args({&one.bucket, 1}, one.cost),
         [owner = std::move(owner), &codec, outcome = std::move(outcome),
          handler = std::move(one.handler)](std::error_code ec, redis::Reply reply) {
           std::optional<RateDecision> decision;
@@ -56,9 +59,11 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
         },
         std::move(late));
   }
-  std::vector<std::string> keys;
-  std::vector<BatchRequest> requests;
-  std::vector<RateDecisionHandler> handlers;
+  // The lists come from the thread's spares and go back to them: the keys and
+  // arguments with the client's record of the call, the rest here.
+  std::vector<std::string> keys = Spares<std::vector<std::string>>::take();
+  std::vector<BatchRequest> requests = Spares<std::vector<BatchRequest>>::take();
+  std::vector<RateDecisionHandler> handlers = Spares<std::vector<RateDecisionHandler>>::take();
   keys.reserve(batch.size());
   requests.reserve(batch.size());
   handlers.reserve(batch.size());
@@ -67,10 +72,12 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
     requests.push_back(BatchRequest{&queued.bucket, queued.cost});
     handlers.push_back(std::move(queued.handler));
   }
+  std::vector<std::string> args = codec.encode_batch_args(requests);
+  give_back(std::move(requests));
   client.evalsha_late(
-      script, std::move(keys), codec.encode_batch_args(requests),
+      script, std::move(keys), std::move(args),
       [owner = std::move(owner), &codec, outcome = std::move(outcome),
-       handlers = std::move(handlers)](std::error_code ec, redis::Reply reply) {
+       handlers = std::move(handlers)](std::error_code ec, redis::Reply reply) mutable {
         // Every request gets its own outcome; an error is each one's.
         std::optional<std::vector<RateDecision>> decisions;
         if (!ec) {
@@ -84,6 +91,8 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
             outcome(ec, RateDecision{}, handlers[i]);
           }
         }
+        if (decisions) give_back(std::move(*decisions));
+        give_back(std::move(handlers));
       },
       std::move(late));
 }

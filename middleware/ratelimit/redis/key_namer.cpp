@@ -1,13 +1,15 @@
 #include "middleware/ratelimit/redis/key_namer.hpp"
 
 #include "common/hex.hpp"
+#include "common/spares.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 
 namespace sluice {
 
 std::string redis_key(std::string_view key_prefix, const LimitDescriptor& descriptor,
                       KeyStyle style) {
-  std::string key;
+  // Given back with the script call that sends it (upstream/redis/command_queue.hpp).
+  std::string key = Spares<std::string>::take();
   if (style == KeyStyle::kPlain) {
     key.reserve(key_prefix.size() + bucket_name_size(descriptor));
     key += key_prefix;

@@ -102,6 +102,32 @@ TEST_CASE("reply reader: every type, nested arrays and a reply after a reply, fe
   CHECK(got[3].integer == 0);
 }
 
+TEST_CASE("reply reader: a reply's strings and elements are reused once it is destroyed",
+          "[redis][codec]") {
+  using Result = sluice::redis::ReplyReader::Result;
+  sluice::redis::ReplyReader reader;
+  const std::string long_text(40, 'x');
+  const std::string one = "*2\r\n$40\r\n" + long_text + "\r\n:1\r\n";
+  const char* text = nullptr;
+  const sluice::redis::Reply* elements = nullptr;
+  {
+    sluice::redis::Reply reply;
+    REQUIRE(reader.feed(one.data(), one.size()));
+    REQUIRE(reader.next(reply) == Result::kReply);
+    REQUIRE(reply.elements.size() == 2);
+    text = reply.elements[0].str.data();
+    elements = reply.elements.data();
+  }  // destroyed: its memory goes to this thread's spares
+  sluice::redis::Reply again;
+  REQUIRE(reader.feed(one.data(), one.size()));
+  REQUIRE(reader.next(again) == Result::kReply);
+  REQUIRE(again.elements.size() == 2);
+  CHECK(again.elements[0].str == long_text);
+  CHECK(again.elements[1].integer == 1);
+  CHECK(again.elements.data() == elements);
+  CHECK(again.elements[0].str.data() == text);
+}
+
 TEST_CASE("reply reader: a stream broken inside an array is an error, and stays one",
           "[redis][codec]") {
   using Result = sluice::redis::ReplyReader::Result;

@@ -1,10 +1,10 @@
-#include "upstream/http_fields.hpp"
+#include "upstream/block_allocator.hpp"
 
 #include <cstdint>
 #include <new>
 #include <utility>
 
-namespace sluice::field_blocks {
+namespace sluice::block_cache {
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -72,4 +72,4 @@ void deallocate(void* block, std::size_t bytes) noexcept {
   ::operator delete(block);
 }
 
-}  // namespace sluice::field_blocks
+}  // namespace sluice::block_cache

@@ -1,0 +1,94 @@
+// Emptied containers kept per thread for reuse, with their capacity: for the
+// strings and vectors a request's Redis call is built from and its reply is
+// read into, which would otherwise be allocated and freed once per call (the
+// key, the arguments, the reply's strings). A container given back is
+// cleared and kept if this thread keeps fewer than Keep of its type and its
+// memory is at most MaxBytes; take() hands out the last one kept (or a new,
+// empty one). A vector of strings gives its strings back one by one
+// before it is kept itself.
+//
+// Per thread, so never shared: taking and giving need no lock, and a
+// container given back on another thread joins that thread's spares. What is
+// kept is bounded (Keep times MaxBytes per type and thread: 256 KiB) and freed when
+// the thread ends; a container given back after that (a static destroyed at
+// exit) is freed at once.
+#pragma once
+
+#include <cstddef>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sluice {
+
+template <class C, std::size_t Keep = 64, std::size_t MaxBytes = 4096>
+class Spares {
+ public:
+  // An empty container, with the capacity of the last one given back.
+  static C take() noexcept(std::is_nothrow_default_constructible_v<C>) {
+    Store& s = store;
+    if (s.count == 0) return C{};
+    C* kept = s.slot(--s.count);
+    C out(std::move(*kept));
+    kept->~C();
+    return out;
+  }
+
+  // Clears `c` and keeps it (or frees it, when full or too large).
+  static void give(C&& c) noexcept {
+    if (c.capacity() <= kInline || c.capacity() > MaxBytes / sizeof(typename C::value_type)) {
+      return;  // the caller frees it
+    }
+    release_elements(c);
+    c.clear();  // first: clearing may give back to this same type (a reply's elements)
+    Store& s = store;
+    if (s.closed || s.count == Keep) return;
+    [[maybe_unused]] Cleanup* const registered = &cleanup;  // once per thread
+    ::new (s.slot(s.count)) C(std::move(c));
+    ++s.count;
+  }
+
+  // How many this thread keeps (for tests).
+  static std::size_t kept() noexcept { return store.count; }
+
+ private:
+  // What an empty one holds without the heap (a string's own buffer): not
+  // worth keeping.
+  static constexpr std::size_t kInline = std::is_same_v<C, std::string> ? 15 : 0;
+
+  // Trivially destructible, so that it outlives everything else on the
+  // thread; Cleanup frees what it holds and closes it.
+  struct Store {
+    alignas(C) unsigned char bytes[Keep * sizeof(C)];
+    std::size_t count;
+    bool closed;
+    C* slot(std::size_t i) { return std::launder(reinterpret_cast<C*>(bytes + i * sizeof(C))); }
+  };
+  struct Cleanup {
+    ~Cleanup() {
+      store.closed = true;
+      while (store.count > 0) store.slot(--store.count)->~C();
+    }
+  };
+
+  static void release_elements(C& c) noexcept {
+    if constexpr (std::is_same_v<C, std::vector<std::string>>) {
+      for (std::string& s : c) Spares<std::string>::give(std::move(s));
+    }
+  }
+
+  static inline thread_local Store store{};
+  static inline thread_local Cleanup cleanup;
+};
+
+inline void give_back(std::string&& s) noexcept {
+  Spares<std::string>::give(std::move(s));
+}
+template <class T>
+void give_back(std::vector<T>&& v) noexcept {
+  Spares<std::vector<T>>::give(std::move(v));
+}
+
+}  // namespace sluice

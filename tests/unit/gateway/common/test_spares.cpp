@@ -1,0 +1,69 @@
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/spares.hpp"
+
+namespace sluice {
+
+namespace {
+// Types of their own, so that no other test's spares are counted here.
+struct Tag {
+  int value = 0;
+};
+using Tags = std::vector<Tag>;
+}  // namespace
+
+TEST_CASE("spares: a container given back is taken again with its memory, emptied",
+          "[common][spares]") {
+  Tags tags;
+  tags.resize(10);
+  const Tag* where = tags.data();
+  give_back(std::move(tags));
+  CHECK(Spares<Tags>::kept() == 1);
+  Tags again = Spares<Tags>::take();
+  CHECK(again.empty());
+  CHECK(again.data() == where);
+  CHECK(again.capacity() >= 10);
+  CHECK(Spares<Tags>::kept() == 0);
+  CHECK(Spares<Tags>::take().capacity() == 0);  // none kept: a new one
+}
+
+TEST_CASE("spares: what holds no heap memory, or too much, is not kept", "[common][spares]") {
+  const std::size_t before = Spares<std::string>::kept();
+  give_back(std::string("short"));  // in the string's own buffer
+  give_back(Tags{});
+  CHECK(Spares<std::string>::kept() == before);
+  CHECK(Spares<Tags>::kept() == 0);
+  Tags huge(100'000);  // over the 4 KiB a kept container may hold
+  give_back(std::move(huge));
+  CHECK(Spares<Tags>::kept() == 0);
+}
+
+TEST_CASE("spares: a thread keeps at most its bound, and its own", "[common][spares]") {
+  for (int i = 0; i < 100; ++i) give_back(Tags(4));
+  CHECK(Spares<Tags>::kept() == 64);
+  std::size_t other = 1;
+  std::thread([&] { other = Spares<Tags>::kept(); }).join();
+  CHECK(other == 0);
+  while (Spares<Tags>::kept() > 0) (void)Spares<Tags>::take();
+}
+
+TEST_CASE("spares: a list of strings gives its strings back one by one", "[common][spares]") {
+  while (Spares<std::string>::kept() > 0) (void)Spares<std::string>::take();
+  std::vector<std::string> list;
+  list.emplace_back(100, 'a');
+  list.emplace_back("b");  // nothing on the heap: dropped
+  list.emplace_back(200, 'c');
+  const char* first = list[0].data();
+  give_back(std::move(list));
+  CHECK(Spares<std::string>::kept() == 2);
+  std::string taken = Spares<std::string>::take();  // the last one given back
+  CHECK(taken.empty());
+  CHECK(taken.capacity() >= 200);
+  CHECK(Spares<std::string>::take().data() == first);
+  CHECK(Spares<std::vector<std::string>>::take().capacity() >= 3);
+}
+
+}  // namespace sluice
