@@ -2,9 +2,11 @@
 // secret, truncated to 128 bits), and the per-worker memo of the limiter's.
 #include "middleware/ratelimit/descriptors.hpp"
 
-#include <openssl/core_names.h>
+// SHA256_Init and friends are deprecated in OpenSSL 3 in favour of EVP,
+// whose contexts cannot be copied without allocating (see hmac_sha256).
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
-#include <openssl/params.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <array>
@@ -14,6 +16,53 @@
 namespace sluice {
 
 namespace {
+
+// HMAC-SHA-256 (RFC 2104) of `input` under `secret` into `out` (32 bytes).
+// The states after the key's inner and outer pads are computed once per
+// thread and secret (a reload changes it), and copied for every input: the
+// SHA-256 state is a plain struct, so this costs no allocation, where
+// OpenSSL's EVP_MAC duplicates its digest contexts on every use.
+bool hmac_sha256(std::string_view input, std::string_view secret, unsigned char* out) {
+  struct Keyed {
+    std::string secret;  // empty = not keyed yet
+    SHA256_CTX inner;
+    SHA256_CTX outer;
+  };
+  thread_local Keyed keyed{};
+  if (keyed.secret != secret) {
+    keyed.secret.clear();
+    std::array<unsigned char, SHA256_CBLOCK> block{};  // the key, hashed first if too long
+    if (secret.size() > block.size()) {
+      if (SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
+                 block.data()) == nullptr) {
+        return false;
+      }
+    } else {
+      std::copy(secret.begin(), secret.end(), block.begin());
+    }
+    std::array<unsigned char, SHA256_CBLOCK> pad;
+    for (std::size_t i = 0; i < pad.size(); ++i) pad[i] = block[i] ^ 0x36;
+    if (SHA256_Init(&keyed.inner) != 1 ||
+        SHA256_Update(&keyed.inner, pad.data(), pad.size()) != 1) {
+      return false;
+    }
+    for (std::size_t i = 0; i < pad.size(); ++i) pad[i] = block[i] ^ 0x5c;
+    if (SHA256_Init(&keyed.outer) != 1 ||
+        SHA256_Update(&keyed.outer, pad.data(), pad.size()) != 1) {
+      return false;
+    }
+    keyed.secret.assign(secret);
+  }
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> inner_digest;
+  SHA256_CTX sha = keyed.inner;
+  if (SHA256_Update(&sha, input.data(), input.size()) != 1 ||
+      SHA256_Final(inner_digest.data(), &sha) != 1) {
+    return false;
+  }
+  sha = keyed.outer;
+  return SHA256_Update(&sha, inner_digest.data(), inner_digest.size()) == 1 &&
+         SHA256_Final(out, &sha) == 1;
+}
 
 // The digest; `ok` false when OpenSSL failed (the hash is then all zero).
 KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, bool& ok) {
@@ -36,37 +85,7 @@ KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, b
          EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) == 1 &&
          EVP_DigestFinal_ex(sha.ctx, digest.data(), &size) == 1;
   } else {
-    // HMAC-SHA-256. The MAC, a context and its digest are set up once per
-    // thread, and the context is re-keyed only when the secret changes (a
-    // reload): a digest parameter on every init would fetch SHA-256 from the
-    // provider store, under its lock, on every request.
-    struct Hmac {
-      EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-      EVP_MAC_CTX* ctx = mac ? EVP_MAC_CTX_new(mac) : nullptr;
-      std::string key;  // the secret ctx is keyed with; empty = not keyed yet
-      ~Hmac() {
-        EVP_MAC_CTX_free(ctx);
-        EVP_MAC_free(mac);
-      }
-    };
-    thread_local Hmac hmac;
-    const auto* data = reinterpret_cast<const unsigned char*>(hash_input.data());
-    std::size_t size = 0;
-    if (hmac.ctx && hmac.key != secret) {
-      char digest_name[] = "SHA256";
-      const OSSL_PARAM params[] = {
-          OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
-          OSSL_PARAM_construct_end()};
-      hmac.key.clear();
-      if (EVP_MAC_init(hmac.ctx, reinterpret_cast<const unsigned char*>(secret.data()),
-                       secret.size(), params) == 1) {
-        hmac.key = secret;
-      }
-    }
-    // A null key re-starts the MAC with the key it already has.
-    ok = !hmac.key.empty() && EVP_MAC_init(hmac.ctx, nullptr, 0, nullptr) == 1 &&
-         EVP_MAC_update(hmac.ctx, data, hash_input.size()) == 1 &&
-         EVP_MAC_final(hmac.ctx, digest.data(), &size, digest.size()) == 1;
+    ok = hmac_sha256(hash_input, secret, digest.data());
   }
   // These only fail on allocation failure; a zero digest then still yields a
   // well-formed bucket (and no request data in it).

@@ -56,6 +56,19 @@ TEST_CASE("key hashes with a secret are HMAC-SHA-256, and differ from plain SHA-
   const sluice::LimitDescriptor d{"l", sluice::key_hash("what do ya want for nothing?", "Jefe"),
                                   1, 1};
   CHECK(sluice::redis_key("", d) == "l:5bdcc146bf60754e6a042426089575c7");
+  // Test case 6: a key longer than SHA-256's block, hashed first.
+  const sluice::LimitDescriptor long_key{
+      "l",
+      sluice::key_hash("Test Using Larger Than Block-Size Key - Hash Key First",
+                       std::string(131, '\xaa')),
+      1, 1};
+  CHECK(sluice::redis_key("", long_key) == "l:60e431591ee0b67f0d8a26aacbf5b77f");
+  // Test case 1: a key of 20 bytes; then case 2's again, after the re-key.
+  CHECK(sluice::redis_key("", sluice::LimitDescriptor{"l", sluice::key_hash("Hi There",
+                                                          std::string(20, '\x0b')),
+                                                      1, 1}) ==
+        "l:b0344c61d8db38535ca8afceaf0bf12b");
+  CHECK(sluice::key_hash("what do ya want for nothing?", "Jefe") == d.key_hash);
   CHECK(sluice::key_hash("abc", "secret-one-0123456") != sluice::key_hash("abc"));
   CHECK(sluice::key_hash("abc", "secret-one-0123456") !=
         sluice::key_hash("abc", "secret-two-0123456"));
