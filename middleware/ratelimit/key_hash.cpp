@@ -3,7 +3,7 @@
 #include "middleware/ratelimit/descriptors.hpp"
 
 // SHA256_Init and friends are deprecated in OpenSSL 3 in favour of EVP,
-// whose contexts cannot be copied without allocating (see hmac_sha256).
+// whose contexts cannot be made ready or copied without allocating.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -69,21 +69,11 @@ KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, b
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   ok = false;
   if (secret.empty()) {
-    // The digest and a context are fetched once per thread: EVP_Digest would
-    // look the algorithm up and allocate a context on every call.
-    struct Sha256 {
-      EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-      ~Sha256() {
-        EVP_MD_CTX_free(ctx);
-        EVP_MD_free(md);
-      }
-    };
-    thread_local Sha256 sha;
-    unsigned int size = 0;
-    ok = sha.md && sha.ctx && EVP_DigestInit_ex2(sha.ctx, sha.md, nullptr) == 1 &&
-         EVP_DigestUpdate(sha.ctx, hash_input.data(), hash_input.size()) == 1 &&
-         EVP_DigestFinal_ex(sha.ctx, digest.data(), &size) == 1;
+    // SHA-256 on a state on the stack: EVP_DigestInit_ex2 frees and makes
+    // its provider context again on every init (OpenSSL 3.0), an allocation
+    // per request.
+    ok = SHA256(reinterpret_cast<const unsigned char*>(hash_input.data()), hash_input.size(),
+                digest.data()) != nullptr;
   } else {
     ok = hmac_sha256(hash_input, secret, digest.data());
   }
