@@ -17,6 +17,15 @@ namespace sluice {
 
 namespace {
 
+// SHA-256 of `input` into `out` (32 bytes), on a state on the stack: the
+// EVP interface (and SHA256(), which goes through it in OpenSSL 3) frees and
+// makes its provider context again on every digest, an allocation each.
+bool sha256(std::string_view input, unsigned char* out) {
+  SHA256_CTX sha;
+  return SHA256_Init(&sha) == 1 && SHA256_Update(&sha, input.data(), input.size()) == 1 &&
+         SHA256_Final(out, &sha) == 1;
+}
+
 // HMAC-SHA-256 (RFC 2104) of `input` under `secret` into `out` (32 bytes).
 // The states after the key's inner and outer pads are computed once per
 // thread and secret (a reload changes it), and copied for every input: the
@@ -33,10 +42,7 @@ bool hmac_sha256(std::string_view input, std::string_view secret, unsigned char*
     keyed.secret.clear();
     std::array<unsigned char, SHA256_CBLOCK> block{};  // the key, hashed first if too long
     if (secret.size() > block.size()) {
-      if (SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
-                 block.data()) == nullptr) {
-        return false;
-      }
+      if (!sha256(secret, block.data())) return false;
     } else {
       std::copy(secret.begin(), secret.end(), block.begin());
     }
@@ -69,11 +75,7 @@ KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, b
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   ok = false;
   if (secret.empty()) {
-    // SHA-256 on a state on the stack: EVP_DigestInit_ex2 frees and makes
-    // its provider context again on every init (OpenSSL 3.0), an allocation
-    // per request.
-    ok = SHA256(reinterpret_cast<const unsigned char*>(hash_input.data()), hash_input.size(),
-                digest.data()) != nullptr;
+    ok = sha256(hash_input, digest.data());
   } else {
     ok = hmac_sha256(hash_input, secret, digest.data());
   }
