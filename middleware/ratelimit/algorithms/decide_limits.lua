@@ -46,13 +46,15 @@ if now > tonumber(ARGV[#ARGV]) then return {err = 'sluice: past its deadline'} e
 -- One enforced key alone, decided by its section's `load` and `commit` as
 -- the general path below would, answered as one packed string: the double
 -- allowed + 2 * sufficient, then its numbers (remaining, to_cost, to_full,
--- leased, wait).
+-- leased, wait). `prefetched`: the key's value as the batch read it (false
+-- when it has none), or nil when it is read here.
 -- The kinds whose value is a sorted set: their load reads the key itself.
 local zsets = {[6] = true, [8] = true}
-local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset)
-  local v
+local function one(load, commit, key, cost, capacity, x, y, z, ttl, zset, prefetched)
+  local v = prefetched
   if held then v = held[key] end
-  if not v and nodes then
+  if prefetched ~= nil then  -- read already, with the batch's other keys
+  elseif not v and nodes then
     -- A key of a slot this node does not serve (now) fails to be read, and
     -- its request is answered '' with nothing written: the gateway sends
     -- it on its own.
@@ -374,6 +376,10 @@ if batch then
   -- A ttl goes to SET PX as the text of a whole number, written here: how
   -- Redis itself writes a Lua number differs between versions (7.2.0 to 7.2.4
   -- write 1e12 as "1e+12", which SET refuses).
+  -- Without a repeated key (''), every key's value is read at once: no
+  -- request of the call can change what another one reads.
+  local stored
+  if nums == '' then stored = call('MGET', unpack(keys)) end
   local out, ttl_texts = {}, {}
   for i = 1, n do
     local cost, kind, capacity, x, y, z, ttl = unpack_d('<ddddddd', packed, 56 * i - 55)
@@ -384,7 +390,8 @@ if batch then
       text = string.format('%d', ttl)
       ttl_texts[ttl] = text
     end
-    out[i] = one(loads[kind], commits[kind], keys[i], cost, capacity, x, y, z, text, zsets[kind])
+    out[i] = one(loads[kind], commits[kind], keys[i], cost, capacity, x, y, z, text, zsets[kind],
+                 stored and stored[i])
   end
   if write_held then write_held() end
   return out
