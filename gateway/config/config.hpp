@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -183,6 +184,16 @@ struct LocalConfig {
   std::size_t max_buckets = 100000;
 };
 
+// Hashes a string and a view of one alike, so that a map keyed by strings is
+// searched with a view: no string is made per lookup (an API key is often
+// longer than a string holds without the heap).
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+
 struct Consumer {
   std::string key;
   std::string plan;
@@ -199,7 +210,8 @@ struct ApiKeysConfig {
 
   std::string header = "X-API-Key";  // "Authorization" means "Bearer <key>"
   std::vector<Consumer> consumers;
-  std::unordered_map<std::string, std::size_t> consumer_index;  // key -> index in consumers
+  // key -> index in consumers
+  std::unordered_map<std::string, std::size_t, TextHash, std::equal_to<>> consumer_index;
   std::string default_plan = "free";
   Store store = Store::kNone;
   // A consumer looked up in the store is trusted this long without a change

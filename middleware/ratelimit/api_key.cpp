@@ -48,7 +48,7 @@ BearerCredential parse_bearer(std::string_view value) {
 
 const Consumer* find_consumer(const ApiKeysConfig& config, std::string_view key) {
   if (!config.consumer_index.empty()) {
-    auto it = config.consumer_index.find(std::string(key));
+    auto it = config.consumer_index.find(key);
     return it == config.consumer_index.end() ? nullptr : &config.consumers[it->second];
   }
   for (const Consumer& consumer : config.consumers) {

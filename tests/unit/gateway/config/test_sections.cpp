@@ -228,8 +228,7 @@ api_keys:
     - { key: k1, plan: pro }
     - { key: k2, plan: free }
 )" + tail);
-    CHECK(c->api_keys.consumer_index ==
-          std::unordered_map<std::string, std::size_t>{{"k1", 0}, {"k2", 1}});
+    CHECK(c->api_keys.consumer_index == decltype(c->api_keys.consumer_index){{"k1", 0}, {"k2", 1}});
     CHECK(c->api_keys.consumers[1].plan == "free");
   }
   SECTION("a key is never echoed in a message") {
