@@ -83,11 +83,11 @@ class Spares {
   static inline thread_local Cleanup cleanup;
 };
 
-inline void give_back(std::string&& s) noexcept {
+inline void keep_spare(std::string&& s) noexcept {
   Spares<std::string>::give(std::move(s));
 }
 template <class T>
-void give_back(std::vector<T>&& v) noexcept {
+void keep_spare(std::vector<T>&& v) noexcept {
   Spares<std::vector<T>>::give(std::move(v));
 }
 

@@ -8,8 +8,8 @@
 namespace sluice::redis {
 
 CommandQueue::ScriptCall::~ScriptCall() {
-  give_back(std::move(keys));
-  give_back(std::move(args));
+  keep_spare(std::move(keys));
+  keep_spare(std::move(args));
 }
 
 std::shared_ptr<CommandQueue::ScriptCall> CommandQueue::make_script_call() {

@@ -85,8 +85,8 @@ redisReplyObjectFunctions kBuildReply = {create_string, create_array, create_int
 }  // namespace
 
 Reply::~Reply() {
-  give_back(std::move(str));
-  if (elements.capacity() != 0) give_back(std::move(elements));
+  keep_spare(std::move(str));
+  if (elements.capacity() != 0) keep_spare(std::move(elements));
 }
 
 ReplyReader::ReplyReader() : reader_(redisReaderCreateWithFunctions(&kBuildReply)) {

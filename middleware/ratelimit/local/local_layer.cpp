@@ -6,6 +6,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/spares.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 
@@ -100,40 +101,44 @@ std::optional<RateDecision> LocalLayer::cached_denial(
 
 void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
                                     std::int64_t now, RateDecisionHandler handler, bool may_wait) {
-  auto call = std::make_shared<LeasedCall>();
-  call->sent_us = now;
-  call->from_lease.assign(descriptors.size(), 0);
+  // Which descriptors a lease covered; a call's record is made only when the
+  // store is asked (a lease answers most requests at once, and then nothing
+  // is allocated: the list is the thread's spare).
+  std::vector<std::uint8_t> from_lease = Spares<std::vector<std::uint8_t>>::take();
+  from_lease.assign(descriptors.size(), 0);
   bool all_leased = true;
   for (std::size_t i = 0; i < descriptors.size(); ++i) {
     const LimitDescriptor& d = descriptors[i];
     if (d.lease_tokens > 0 && leases_.try_spend(d, cost, now)) {
-      call->from_lease[i] = 1;
+      from_lease[i] = 1;
     } else {
       all_leased = false;
     }
   }
   arm_sweep();  // the table now knows these buckets
-  if (auto denial = cached_denial(descriptors, cost, now, call->from_lease)) {
-    put_back(descriptors, cost, call->from_lease);
+  if (auto denial = cached_denial(descriptors, cost, now, from_lease)) {
+    put_back(descriptors, cost, from_lease);
+    keep_spare(std::move(from_lease));
     return answer_now(std::move(handler), std::move(*denial));
   }
-  if (may_wait && descriptors.size() == 1 && !call->from_lease[0] &&
-      leases_.asking(descriptors[0])) {
+  if (may_wait && descriptors.size() == 1 && !from_lease[0] && leases_.asking(descriptors[0])) {
     auto& queue = waiters_[BucketKey::of(descriptors[0])];
     if (queue.size() < kMaxWaiters) {
       queue.push_back(Waiter{&descriptors, cost, std::move(handler)});
+      keep_spare(std::move(from_lease));
       return;
     }
   }
   // Served from a lease that is running low: top it up in the background,
   // while its rest covers the requests that come meanwhile.
   for (std::size_t i = 0; i < descriptors.size(); ++i) {
-    if (!call->from_lease[i]) continue;
+    if (!from_lease[i]) continue;
     if (const double tokens = leases_.top_up(descriptors[i], cost); tokens > 0) {
       send_top_up(descriptors[i], tokens);
     }
   }
   if (all_leased) {
+    keep_spare(std::move(from_lease));
     RateDecision decision;
     decision.allowed = true;
     decision.local = LocalDecision::kLease;
@@ -141,6 +146,9 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
     for (const auto& d : descriptors) decision.limits.push_back(leases_.state(d, cost, now));
     return answer_now(std::move(handler), std::move(decision));
   }
+  auto call = std::make_shared<LeasedCall>();
+  call->sent_us = now;
+  call->from_lease = std::move(from_lease);
   for (std::size_t i = 0; i < descriptors.size(); ++i) {
     if (call->from_lease[i]) continue;
     LimitDescriptor& asked = call->asked.emplace_back(descriptors[i]);

@@ -73,7 +73,7 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
     handlers.push_back(std::move(queued.handler));
   }
   std::vector<std::string> args = codec.encode_batch_args(requests);
-  give_back(std::move(requests));
+  keep_spare(std::move(requests));
   client.evalsha_late(
       script, std::move(keys), std::move(args),
       [owner = std::move(owner), &codec, outcome = std::move(outcome),
@@ -91,8 +91,8 @@ void send_batch(redis::Client& client, const redis::Script& script, const Limits
             outcome(ec, RateDecision{}, handlers[i]);
           }
         }
-        if (decisions) give_back(std::move(*decisions));
-        give_back(std::move(handlers));
+        if (decisions) keep_spare(std::move(*decisions));
+        keep_spare(std::move(handlers));
       },
       std::move(late));
 }

@@ -17,7 +17,7 @@ auto with_element_values(const redis::Reply& reply, Decode decode) {
     values.push_back({e.type == redis::Reply::Type::kString, e.integer, e.str});
   }
   auto decoded = decode(std::span<const ScriptReplyValue>(values));
-  give_back(std::move(values));
+  keep_spare(std::move(values));
   return decoded;
 }
 

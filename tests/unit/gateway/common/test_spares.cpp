@@ -20,7 +20,7 @@ TEST_CASE("spares: a container given back is taken again with its memory, emptie
   Tags tags;
   tags.resize(10);
   const Tag* where = tags.data();
-  give_back(std::move(tags));
+  keep_spare(std::move(tags));
   CHECK(Spares<Tags>::kept() == 1);
   Tags again = Spares<Tags>::take();
   CHECK(again.empty());
@@ -32,17 +32,17 @@ TEST_CASE("spares: a container given back is taken again with its memory, emptie
 
 TEST_CASE("spares: what holds no heap memory, or too much, is not kept", "[common][spares]") {
   const std::size_t before = Spares<std::string>::kept();
-  give_back(std::string("short"));  // in the string's own buffer
-  give_back(Tags{});
+  keep_spare(std::string("short"));  // in the string's own buffer
+  keep_spare(Tags{});
   CHECK(Spares<std::string>::kept() == before);
   CHECK(Spares<Tags>::kept() == 0);
   Tags huge(100'000);  // over the 4 KiB a kept container may hold
-  give_back(std::move(huge));
+  keep_spare(std::move(huge));
   CHECK(Spares<Tags>::kept() == 0);
 }
 
 TEST_CASE("spares: a thread keeps at most its bound, and its own", "[common][spares]") {
-  for (int i = 0; i < 100; ++i) give_back(Tags(4));
+  for (int i = 0; i < 100; ++i) keep_spare(Tags(4));
   CHECK(Spares<Tags>::kept() == 64);
   std::size_t other = 1;
   std::thread([&] { other = Spares<Tags>::kept(); }).join();
@@ -57,7 +57,7 @@ TEST_CASE("spares: a list of strings gives its strings back one by one", "[commo
   list.emplace_back("b");  // nothing on the heap: dropped
   list.emplace_back(200, 'c');
   const char* first = list[0].data();
-  give_back(std::move(list));
+  keep_spare(std::move(list));
   CHECK(Spares<std::string>::kept() == 2);
   std::string taken = Spares<std::string>::take();  // the last one given back
   CHECK(taken.empty());
