@@ -9,9 +9,13 @@
 //
 // Per thread, so never shared: taking and giving need no lock, and a
 // container given back on another thread joins that thread's spares. What is
-// kept is bounded (Keep times MaxBytes per type and thread: 256 KiB) and freed when
-// the thread ends; a container given back after that (a static destroyed at
-// exit) is freed at once.
+// kept is bounded (Keep times MaxBytes per type and thread: 64 KiB of
+// strings, 256 KiB of each kind of list) and freed when the thread ends; a
+// container given back after that (a static destroyed at exit) is freed at
+// once. Strings are kept only up to 1 KiB, so that a large one (a long
+// batch's numbers) is not handed out for a short key and held while its call
+// waits. Under AddressSanitizer nothing is kept, so that a string or list
+// used after its owner gave it back is still caught.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +27,8 @@
 
 namespace sluice {
 
-template <class C, std::size_t Keep = 64, std::size_t MaxBytes = 4096>
+template <class C, std::size_t Keep = 64,
+          std::size_t MaxBytes = std::is_same_v<C, std::string> ? 1024 : 4096>
 class Spares {
  public:
   // An empty container, with the capacity of the last one given back.
@@ -38,6 +43,7 @@ class Spares {
 
   // Clears `c` and keeps it (or frees it, when full or too large).
   static void give(C&& c) noexcept {
+    if (!kKeeps) return;
     if (c.capacity() <= kInline || c.capacity() > MaxBytes / sizeof(typename C::value_type)) {
       return;  // the caller frees it
     }
@@ -46,17 +52,29 @@ class Spares {
     Store& s = store;
     if (s.closed || s.count == Keep) return;
     [[maybe_unused]] Cleanup* const registered = &cleanup;  // once per thread
-    ::new (s.slot(s.count)) C(std::move(c));
+    ::new (s.bytes + s.count * sizeof(C)) C(std::move(c));
     ++s.count;
   }
 
   // How many this thread keeps (for tests).
   static std::size_t kept() noexcept { return store.count; }
 
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kKeeps = false;
+#else
+  static constexpr bool kKeeps = true;
+#endif
+
  private:
   // What an empty one holds without the heap (a string's own buffer): not
   // worth keeping.
-  static constexpr std::size_t kInline = std::is_same_v<C, std::string> ? 15 : 0;
+  static constexpr std::size_t kInline = [] {
+    if constexpr (std::is_same_v<C, std::string>) {
+      return std::string{}.capacity();
+    } else {
+      return std::size_t{0};
+    }
+  }();
 
   // Trivially destructible, so that it outlives everything else on the
   // thread; Cleanup frees what it holds and closes it.
@@ -64,6 +82,7 @@ class Spares {
     alignas(C) unsigned char bytes[Keep * sizeof(C)];
     std::size_t count;
     bool closed;
+    // A kept container (one was placed there).
     C* slot(std::size_t i) { return std::launder(reinterpret_cast<C*>(bytes + i * sizeof(C))); }
   };
   struct Cleanup {

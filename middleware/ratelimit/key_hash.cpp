@@ -1,10 +1,12 @@
 // The key hash of a limit's value (SHA-256, or HMAC-SHA-256 under the key
 // secret, truncated to 128 bits), and the per-worker memo of the limiter's.
+// SHA256_Init and friends are deprecated in OpenSSL 3 in favour of EVP,
+// whose contexts cannot be made ready or copied without allocating. (First,
+// so that no header includes OpenSSL's before it is defined.)
+#define OPENSSL_SUPPRESS_DEPRECATED
+
 #include "middleware/ratelimit/descriptors.hpp"
 
-// SHA256_Init and friends are deprecated in OpenSSL 3 in favour of EVP,
-// whose contexts cannot be made ready or copied without allocating.
-#define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 

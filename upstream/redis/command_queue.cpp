@@ -52,6 +52,10 @@ void CommandQueue::push(Entry entry) {
 CommandQueue::Entry CommandQueue::pop_front() {
   Entry entry = std::move(entries_.front());
   entries_.pop_front();
+  // A burst's ring goes back to the usual size once it has drained.
+  if (entries_.empty() && entries_.capacity() > kKeptCapacity) {
+    entries_.set_capacity(kKeptCapacity);
+  }
   if (entry.kind == Kind::kUser && !entry.handler) --abandoned_;
   return entry;
 }

@@ -25,6 +25,11 @@ struct LocalLayer::LeasedCall {
   std::vector<LimitDescriptor> asked;    // the others, with the lease they ask for
   std::vector<std::size_t> positions;    // asked[j] is descriptors[positions[j]]
   std::int64_t sent_us = 0;
+
+  LeasedCall() = default;
+  LeasedCall(const LeasedCall&) = delete;
+  LeasedCall& operator=(const LeasedCall&) = delete;
+  ~LeasedCall() { keep_spare(std::move(from_lease)); }  // a thread's spare (below)
 };
 
 LocalLayer::LocalLayer(boost::asio::any_io_executor executor, std::shared_ptr<RateLimiter> store,

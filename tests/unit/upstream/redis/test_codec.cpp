@@ -124,8 +124,13 @@ TEST_CASE("reply reader: a reply's strings and elements are reused once it is de
   REQUIRE(again.elements.size() == 2);
   CHECK(again.elements[0].str == long_text);
   CHECK(again.elements[1].integer == 1);
+#if !defined(__SANITIZE_ADDRESS__)  // there, nothing is kept (common/spares.hpp)
   CHECK(again.elements.data() == elements);
   CHECK(again.elements[0].str.data() == text);
+#else
+  (void)text;
+  (void)elements;
+#endif
 }
 
 TEST_CASE("reply reader: a stream broken inside an array is an error, and stays one",
