@@ -7,7 +7,6 @@
 
 #include "middleware/ratelimit/descriptors.hpp"
 
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -74,14 +73,10 @@ bool hmac_sha256(std::string_view input, std::string_view secret, unsigned char*
 
 // The digest; `ok` false when OpenSSL failed (the hash is then all zero).
 KeyHash compute_key_hash(std::string_view hash_input, std::string_view secret, bool& ok) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  ok = false;
-  if (secret.empty()) {
-    ok = sha256(hash_input, digest.data());
-  } else {
-    ok = hmac_sha256(hash_input, secret, digest.data());
-  }
-  // These only fail on allocation failure; a zero digest then still yields a
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  ok = secret.empty() ? sha256(hash_input, digest.data())
+                      : hmac_sha256(hash_input, secret, digest.data());
+  // These do not fail in practice; a zero digest would still yield a
   // well-formed bucket (and no request data in it).
   if (!ok) digest.fill(0);
   KeyHash hash;

@@ -86,7 +86,7 @@ redisReplyObjectFunctions kBuildReply = {create_string, create_array, create_int
 
 Reply::~Reply() {
   keep_spare(std::move(str));
-  if (elements.capacity() != 0) keep_spare(std::move(elements));
+  keep_spare(std::move(elements));
 }
 
 ReplyReader::ReplyReader() : reader_(redisReaderCreateWithFunctions(&kBuildReply)) {
