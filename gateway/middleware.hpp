@@ -127,7 +127,9 @@ class MiddlewareLater {
  public:
   virtual ~MiddlewareLater() = default;
   // The completion of this request's step. Taken at most once per on_request,
-  // and only by a middleware that then returns kPending.
+  // by a middleware that then returns kPending, or that finds it can answer
+  // at once after all: it then drops the completion uncalled and returns its
+  // outcome.
   virtual MiddlewareDone take() = 0;
   // While the step that took the completion is pending: `gone` is called once,
   // on the worker's executor, if the client closes its connection before the

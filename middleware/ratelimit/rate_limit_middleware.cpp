@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -153,6 +154,12 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
 
   const double cost = request_cost(route, view, keys.descriptors);
   *held = std::move(keys.descriptors);
+  // A decision the limiter has at once (a lease, a remembered denial) is
+  // concluded here; the others complete later, through the completion.
+  // (Not on a delay route, whose decision may make the request wait, nor
+  // when a store lookup took the completion already.)
+  const bool at_once = !taken && route.on_limit != RouteConfig::OnLimit::kDelay;
+  std::shared_ptr<Descriptors> shared = at_once ? held : nullptr;
   PendingDecision pending{
       // Shared with the completion, which formats the headers from them.
       .descriptors = std::move(held),
@@ -170,12 +177,26 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
     later.watch_client([delayed = pending.delayed] { delayed->client_gone(); });
   }
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
-  limiter_->decide(descriptors, cost,
-                   [self = shared_from_this(), &ctx, pending = std::move(pending)](
-                       std::error_code ec, RateDecision&& decision) mutable {
-                     self->on_decided(ctx, std::move(pending), ec, std::move(decision));
-                   });
-  return MiddlewareResult::pending();
+  const auto started = pending.started;
+  RateDecisionHandler handler = [self = shared_from_this(), &ctx, pending = std::move(pending)](
+                                    std::error_code ec, RateDecision&& decision) mutable {
+    self->on_decided(ctx, std::move(pending), ec, std::move(decision));
+  };
+  if (!at_once) {
+    limiter_->decide(descriptors, cost, std::move(handler));
+    return MiddlewareResult::pending();
+  }
+  std::optional<RateDecision> decided = limiter_->decide_or_wait(descriptors, cost, handler);
+  if (!decided) return MiddlewareResult::pending();
+  // Decided at once: the completion is dropped uncalled, with the handler's
+  // share of the descriptors.
+  handler = nullptr;
+  PendingDecision now{.descriptors = std::move(shared),
+                      .cost = cost,
+                      .started = started,
+                      .delayed = nullptr,
+                      .done = nullptr};
+  return conclude(ctx, now, {}, std::move(*decided));
 }
 
 std::shared_ptr<RateLimitMiddleware::Descriptors> RateLimitMiddleware::take_descriptors() {
@@ -193,6 +214,12 @@ void RateLimitMiddleware::give_back(std::shared_ptr<Descriptors> held) {
 
 void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pending,
                                      std::error_code ec, RateDecision&& decision) {
+  MiddlewareResult result = conclude(ctx, pending, ec, std::move(decision));
+  if (result.step != MiddlewareStep::kPending) pending.done(std::move(result.reply));
+}
+
+MiddlewareResult RateLimitMiddleware::conclude(RequestContext& ctx, PendingDecision& pending,
+                                               std::error_code ec, RateDecision&& decision) {
   // However the decision ends, its descriptors go back to the spares after it
   // (unless a settlement or a wait took them).
   struct GiveBack {
@@ -212,8 +239,8 @@ void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pendin
   if (ec && mode != FailureMode::kLocal) {
     ctx.decision.decision = mode == FailureMode::kOpen ? "fail_open" : "fail_closed";
     ctx.decision.cost = cost;
-    if (mode == FailureMode::kOpen) return pending.done(std::nullopt);
-    return pending.done(unavailable_reply(decision));
+    if (mode == FailureMode::kOpen) return MiddlewareResult::next();
+    return MiddlewareResult::respond(unavailable_reply(decision));
   }
   if (ec) {
     // Redis cannot decide: this instance's share decides, answered as Redis' would be.
@@ -243,27 +270,26 @@ void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pendin
   append_rate_limit_headers(ctx.response_headers, shown, cost, shown_decision);
   switch (outcome.kind) {
     case RateOutcome::Kind::kAllowed:
-      return pending.done(std::nullopt);
+      return MiddlewareResult::next();
     case RateOutcome::Kind::kLimited:
-      return pending.done(limited_reply(route.reject, shown, shown_decision));
+      return MiddlewareResult::respond(limited_reply(route.reject, shown, shown_decision));
     case RateOutcome::Kind::kDelayed:
       // Only delay routes let a limit wait.
-      if (!pending.delayed) return pending.done(std::nullopt);
+      if (!pending.delayed) return MiddlewareResult::next();
       // Only the store's reservations are given back (never the fallback's).
-      return wait(*pending.delayed, outcome.delay_seconds, route, cost,
-                  std::move(pending.descriptors), ec ? RateDecision{} : std::move(decision),
-                  std::move(pending.done));
+      wait(*pending.delayed, outcome.delay_seconds, route, cost, std::move(pending.descriptors),
+           ec ? RateDecision{} : std::move(decision), std::move(pending.done));
+      return MiddlewareResult::pending();
   }
+  return MiddlewareResult::next();
 }
 
 void RateLimitMiddleware::count_decision(const RouteConfig& route,
                                          const std::vector<LimitDescriptor>& descriptors,
                                          const RateDecision& decision, const RateOutcome& outcome) {
   if (decision.local == LocalDecision::kDenyCache || decision.local == LocalDecision::kLease) {
-    metrics_.add("sluice_ratelimit_local_decisions_total",
-                 scratch_labels(
-                     {{"route", route.name},
-                      {"kind", decision.local == LocalDecision::kLease ? "lease" : "deny_cache"}}));
+    local_decisions_.add(route.name,
+                         decision.local == LocalDecision::kLease ? "lease" : "deny_cache");
   }
   for (std::size_t i = 0; i < outcome.limits.size(); ++i) {
     const LimitDescriptor& limit = descriptors[i];

@@ -20,6 +20,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "gateway/middleware.hpp"
+#include "gateway/series_cache.hpp"
 #include "middleware/ratelimit/concurrency/slot_keeper.hpp"
 #include "middleware/ratelimit/decision_counters.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
@@ -59,6 +60,7 @@ class RateLimitMiddleware final : public Middleware,
         limiter_(std::move(limiter)),
         metrics_(metrics),
         decision_counters_(metrics),
+        local_decisions_(metrics, "sluice_ratelimit_local_decisions_total", "route", "kind"),
         check_duration_(metrics.histogram_ref("sluice_ratelimit_check_duration_seconds", "")),
         fallback_(std::move(fallback)),
         consumers_(std::move(consumers)),
@@ -91,11 +93,15 @@ class RateLimitMiddleware final : public Middleware,
   // completion when the identity took it already (a store lookup), else null.
   MiddlewareResult admit(RequestContext& ctx, const RequestView& view, const Identity& identity,
                          MiddlewareLater& later, MiddlewareDone* taken);
-  // The limiter's answer (`ec`: it could not decide): the route's failure
-  // mode, the outcome recorded and counted, the headers queued, and the
-  // request completed, answered or made to wait.
+  // The limiter's answer, come later: concluded, and the request completed.
   void on_decided(RequestContext& ctx, PendingDecision pending, std::error_code ec,
                   RateDecision&& decision);
+  // The limiter's answer (`ec`: it could not decide), come later or at once:
+  // the route's failure mode, the outcome recorded and counted, the headers
+  // queued. Continue, answer, or (a delay route, whose `pending.done` it
+  // then takes) wait: kPending.
+  MiddlewareResult conclude(RequestContext& ctx, PendingDecision& pending, std::error_code ec,
+                            RateDecision&& decision);
   // The decision's counters: per limit, near the limit, local decisions.
   void count_decision(const RouteConfig& route, const std::vector<LimitDescriptor>& descriptors,
                       const RateDecision& decision, const RateOutcome& outcome);
@@ -135,6 +141,7 @@ class RateLimitMiddleware final : public Middleware,
   std::shared_ptr<RateLimiter> limiter_;
   MetricsShard& metrics_;
   DecisionCounters decision_counters_;
+  SeriesCache local_decisions_;  // sluice_ratelimit_local_decisions_total by route and kind
   Histogram& check_duration_;
   std::shared_ptr<FallbackStore> fallback_;
   std::shared_ptr<ConsumerResolver> consumers_;

@@ -6,8 +6,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <boost/container/small_vector.hpp>
@@ -141,6 +143,16 @@ class RateLimiter {
   // `descriptors` is only read during the call.
   virtual void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                       RateDecisionHandler handler) = 0;
+  // Decides as decide() does, except that a decision the limiter has at once
+  // (a local layer's lease or remembered denial) is returned here, and the
+  // handler is then neither taken nor called: the caller goes on at once,
+  // with nothing posted. Otherwise the handler is taken and called as
+  // decide()'s, and nullopt is returned.
+  virtual std::optional<RateDecision> decide_or_wait(const std::vector<LimitDescriptor>& descriptors,
+                                                     double cost, RateDecisionHandler& handler) {
+    decide(descriptors, cost, std::move(handler));
+    return std::nullopt;
+  }
 
   // Gives tokens back: each bucket that still exists is refilled to now and
   // gets its tokens, capped at its capacity. `done` (may be empty) is called

@@ -31,6 +31,15 @@ class FakeLimiter final : public RateLimiter {
     calls.push_back({descriptors, cost});
     pending = std::move(handler);
   }
+  // With `at_once` set, answers it from decide_or_wait (as a local layer's
+  // lease or remembered denial), the handler untouched.
+  std::optional<RateDecision> decide_or_wait(const std::vector<LimitDescriptor>& descriptors,
+                                             double cost, RateDecisionHandler& handler) override {
+    if (!at_once) return RateLimiter::decide_or_wait(descriptors, cost, handler);
+    calls.push_back({descriptors, cost});
+    ++answered_at_once;
+    return *at_once;
+  }
   void refund(std::vector<BucketRefund> r, RefundHandler) override {
     refunds.insert(refunds.end(), r.begin(), r.end());
   }
@@ -49,6 +58,8 @@ class FakeLimiter final : public RateLimiter {
   std::vector<Call> calls;
   std::vector<BucketRefund> refunds;
   RateDecisionHandler pending;
+  std::optional<RateDecision> at_once;
+  int answered_at_once = 0;
 };
 
 inline std::shared_ptr<const Config> make_config(FailureMode mode, bool limited_route = true,
@@ -122,7 +133,10 @@ struct Harness final : MiddlewareLater {
       CHECK(done_calls == 0);  // never completed inside the call
       return;
     }
-    CHECK(taken == 0);  // a synchronous outcome takes no completion
+    // A synchronous outcome takes no completion, or drops uncalled the one it
+    // took for a decision that came at once.
+    CHECK(taken == limiter->answered_at_once);
+    CHECK(done_calls == 0);
     ++done_calls;
     reply = std::move(result.reply);
     CHECK(reply.has_value() == (step == MiddlewareStep::kRespond));

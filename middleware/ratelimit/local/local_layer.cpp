@@ -29,15 +29,26 @@ LocalLayer::LocalLayer(boost::asio::any_io_executor executor, std::shared_ptr<Ra
 
 void LocalLayer::decide(const std::vector<LimitDescriptor>& descriptors, double cost,
                         RateDecisionHandler handler) {
-  if (draining_) return store_->decide(descriptors, cost, std::move(handler));
+  if (auto decision = decide_or_wait(descriptors, cost, handler)) {
+    answer_now(std::move(handler), std::move(*decision));
+  }
+}
+
+std::optional<RateDecision> LocalLayer::decide_or_wait(
+    const std::vector<LimitDescriptor>& descriptors, double cost, RateDecisionHandler& handler) {
+  if (draining_) {
+    store_->decide(descriptors, cost, std::move(handler));
+    return std::nullopt;
+  }
   const std::int64_t now = now_us_();
   const bool leased = std::any_of(descriptors.begin(), descriptors.end(),
                                   [](const LimitDescriptor& d) { return d.lease_tokens > 0; });
-  if (leased) return decide_with_leases(descriptors, cost, now, std::move(handler));
-  if (auto denial = cached_denial(descriptors, cost, now, {})) {
-    return answer_now(std::move(handler), std::move(*denial));
+  if (leased) return decide_with_leases(descriptors, cost, now, handler);
+  if (auto denial = cached_denial(descriptors, cost, now, {})) return denial;
+  if (!deny_cache_on_) {
+    store_->decide(descriptors, cost, std::move(handler));
+    return std::nullopt;
   }
-  if (!deny_cache_on_) return store_->decide(descriptors, cost, std::move(handler));
   std::unique_ptr<StoreCall> call = store_calls_.take();
   *call = StoreCall{&descriptors, cost, now, std::move(handler)};
   store_->decide(descriptors, cost,
@@ -45,6 +56,7 @@ void LocalLayer::decide(const std::vector<LimitDescriptor>& descriptors, double 
                      std::error_code ec, RateDecision&& decision) mutable {
                    self->on_store_answer(std::move(call), ec, std::move(decision));
                  });
+  return std::nullopt;
 }
 
 void LocalLayer::on_store_answer(std::unique_ptr<StoreCall> call, std::error_code ec,

@@ -61,6 +61,10 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
 
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override;
+  // A lease or a remembered denial answers here, at once; anything else goes
+  // to the store with the handler.
+  std::optional<RateDecision> decide_or_wait(const std::vector<LimitDescriptor>& descriptors,
+                                             double cost, RateDecisionHandler& handler) override;
   // Forwards to the store; the refunded buckets leave this worker's cache.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
   void renew(std::vector<LimitDescriptor> slots, RefundHandler done) override;
@@ -106,8 +110,12 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   // `may_wait`: a request on one leased bucket whose lease is spent while
   // the next one is on its way waits for it (up to kMaxWaiters per bucket)
   // rather than asking Redis on its own.
-  void decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
-                          std::int64_t now, RateDecisionHandler handler, bool may_wait = true);
+  // Answers a decision it has at once (the handler left untouched), else
+  // takes the handler and answers it later.
+  std::optional<RateDecision> decide_with_leases(const std::vector<LimitDescriptor>& descriptors,
+                                                 double cost, std::int64_t now,
+                                                 RateDecisionHandler& handler,
+                                                 bool may_wait = true);
   // The ask for `bucket`'s lease came back: its waiters are decided again,
   // from the new lease (`granted`), else by Redis, without waiting again.
   void release_waiters(const LimitDescriptor& bucket, bool granted);

@@ -6,6 +6,7 @@
 #include "middleware/ratelimit/local/local_layer.hpp"
 
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -26,8 +27,9 @@ struct LocalLayer::LeasedCall {
   ~LeasedCall() { keep_spare(std::move(from_lease)); }  // a thread's spare (below)
 };
 
-void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descriptors, double cost,
-                                    std::int64_t now, RateDecisionHandler handler, bool may_wait) {
+std::optional<RateDecision> LocalLayer::decide_with_leases(
+    const std::vector<LimitDescriptor>& descriptors, double cost, std::int64_t now,
+    RateDecisionHandler& handler, bool may_wait) {
   // Which descriptors a lease covered; a call's record is made only when the
   // store is asked (a lease answers most requests at once, and then nothing
   // is allocated: the list is the thread's spare).
@@ -46,14 +48,14 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
   if (auto denial = cached_denial(descriptors, cost, now, from_lease)) {
     put_back(descriptors, cost, from_lease);
     keep_spare(std::move(from_lease));
-    return answer_now(std::move(handler), std::move(*denial));
+    return denial;
   }
   if (may_wait && descriptors.size() == 1 && !from_lease[0] && leases_.asking(descriptors[0])) {
     auto& queue = waiters_[BucketKey::of(descriptors[0])];
     if (queue.size() < kMaxWaiters) {
       queue.push_back(Waiter{&descriptors, cost, std::move(handler)});
       keep_spare(std::move(from_lease));
-      return;
+      return std::nullopt;
     }
   }
   // Served from a lease that is running low: top it up in the background,
@@ -71,7 +73,7 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
     decision.local = LocalDecision::kLease;
     decision.limits.reserve(descriptors.size());
     for (const auto& d : descriptors) decision.limits.push_back(leases_.state(d, cost, now));
-    return answer_now(std::move(handler), std::move(decision));
+    return decision;
   }
   auto call = std::make_shared<LeasedCall>();
   call->sent_us = now;
@@ -91,6 +93,7 @@ void LocalLayer::decide_with_leases(const std::vector<LimitDescriptor>& descript
                                           handler);
                    self->finish_drain_when_idle();
                  });
+  return std::nullopt;
 }
 
 void LocalLayer::on_leased_answer(const LeasedCall& call,
@@ -155,7 +158,10 @@ void LocalLayer::release_waiters(const LimitDescriptor& bucket, bool granted) {
     if (draining_) {
       store_->decide(*w.descriptors, w.cost, std::move(w.handler));
     } else {
-      decide_with_leases(*w.descriptors, w.cost, now, std::move(w.handler), granted);
+      // Posted, as decide() would: the waiters' handlers run after this one.
+      if (auto decision = decide_with_leases(*w.descriptors, w.cost, now, w.handler, granted)) {
+        answer_now(std::move(w.handler), std::move(*decision));
+      }
     }
   }
 }

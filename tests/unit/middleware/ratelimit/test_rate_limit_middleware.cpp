@@ -52,6 +52,43 @@ TEST_CASE("limited: answers 429 problem+json", "[ratelimit][middleware]") {
                  "route=\"r\",limit=\"per_key\",decision=\"limited\"") == 1);
 }
 
+TEST_CASE("a decision the limiter has at once (a lease) continues at once, nothing posted",
+          "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  RateDecision leased = decision(true, 7, 0, 1.5);
+  leased.local = LocalDecision::kLease;
+  h.limiter->at_once = leased;
+  h.start();
+  CHECK(h.step == MiddlewareStep::kContinue);
+  CHECK_FALSE(h.reply);
+  CHECK_FALSE(h.limiter->pending);  // the handler was not taken
+  CHECK(h.header("X-RateLimit-Remaining") == "7");
+  CHECK(h.metric("sluice_ratelimit_decisions_total",
+                 "route=\"r\",limit=\"per_key\",decision=\"allowed\"") == 1);
+  CHECK(h.metric("sluice_ratelimit_local_decisions_total", "route=\"r\",kind=\"lease\"") == 1);
+  // Nothing was posted: the dropped completion is never called.
+  h.run();
+  CHECK(h.done_calls == 1);
+}
+
+TEST_CASE("a remembered denial answers 429 at once", "[ratelimit][middleware]") {
+  Harness h(make_config(FailureMode::kOpen));
+  RateDecision denied = decision(false, 0.5, 0.75, 4.75);
+  denied.local = LocalDecision::kDenyCache;
+  h.limiter->at_once = denied;
+  h.start();
+  CHECK(h.step == MiddlewareStep::kRespond);
+  REQUIRE(h.reply);
+  CHECK(h.reply->status == 429);
+  CHECK(h.header("Retry-After") == "1");
+  CHECK(h.metric("sluice_ratelimit_decisions_total",
+                 "route=\"r\",limit=\"per_key\",decision=\"limited\"") == 1);
+  CHECK(h.metric("sluice_ratelimit_local_decisions_total",
+                 "route=\"r\",kind=\"deny_cache\"") == 1);
+  h.run();
+  CHECK(h.done_calls == 1);
+}
+
 TEST_CASE("limiter error + fail-open: continues without headers", "[ratelimit][middleware]") {
   Harness h(make_config(FailureMode::kOpen));
   h.start();

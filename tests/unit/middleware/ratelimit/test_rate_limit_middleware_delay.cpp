@@ -64,6 +64,19 @@ TEST_CASE("delay route: enforced limits may wait up to max_delay, the client is 
   CHECK(delay_count(h) == 0);  // not delayed
 }
 
+TEST_CASE("delay route: its decision is always awaited, never taken at once",
+          "[ratelimit][middleware][delay]") {
+  Harness h(delay_config(500));
+  h.limiter->at_once = testing::decision(true, 8, 0, 1);
+  h.start();
+  CHECK(h.step == MiddlewareStep::kPending);
+  CHECK(h.limiter->answered_at_once == 0);
+  h.limiter->complete(h.io, {}, reserved(0.05));
+  run_until_done(h);
+  CHECK(h.done_calls == 1);
+  CHECK(h.metric("sluice_ratelimit_decisions_total", kDelayLabels) == 1);
+}
+
 TEST_CASE("reject route: no waiting, no watch", "[ratelimit][middleware][delay]") {
   Harness h(testing::make_config(FailureMode::kOpen));
   h.start();

@@ -141,6 +141,43 @@ TEST_CASE("local layer: a denied bucket is denied locally until it can refill",
   CHECK(h.store->calls.size() == 1);
 }
 
+TEST_CASE("local layer: decide_or_wait answers a lease or a remembered denial at once",
+          "[ratelimit][local][lease]") {
+  Harness h;
+  int called = 0;
+  RateDecisionHandler handler = [&called](std::error_code, RateDecision&&) { ++called; };
+  const auto g = bucket("global", "all", 1000, 100, 50);
+  warm_lease(h, g);
+  REQUIRE(h.layer->leases().held_tokens() > 0);
+  h.kept = {g};
+  auto leased = h.layer->decide_or_wait(h.kept, 1, handler);
+  REQUIRE(leased);
+  CHECK(leased->allowed);
+  CHECK(leased->local == LocalDecision::kLease);
+  CHECK(handler);  // not taken
+
+  const auto b = bucket("per_key", "alice", 2, 0.5);
+  CHECK_FALSE(h.decide({b}));
+  h.store->answer(false, {state(false, 0.5, 1.0)});
+  CHECK_FALSE(h.await().allowed);
+  h.kept = {b};
+  auto denied = h.layer->decide_or_wait(h.kept, 1, handler);
+  REQUIRE(denied);
+  CHECK_FALSE(denied->allowed);
+  CHECK(denied->local == LocalDecision::kDenyCache);
+  CHECK(handler);
+
+  // A bucket the layer knows nothing of goes to the store, with the handler.
+  const auto c = bucket("per_key", "carol", 2, 0.5);
+  h.kept = {c};
+  const std::size_t asked = h.store->calls.size();
+  CHECK_FALSE(h.layer->decide_or_wait(h.kept, 1, handler));
+  CHECK_FALSE(handler);  // taken
+  REQUIRE(h.store->calls.size() == asked + 1);
+  h.store->answer(true, {state(true, 1)});
+  REQUIRE(h.loop.run_until([&] { return called == 1; }));
+}
+
 TEST_CASE("local layer: an idle worker's sweep empties the denial cache and says what it freed",
           "[ratelimit][local]") {
   test::Loop loop;
