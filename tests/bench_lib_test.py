@@ -3,6 +3,9 @@
 - the budgets (goals.json, report.py): each kind of bound is judged as its
   comment says, an entry without a bound is never over, budgets of rows not
   measured are left out, and every row a budget names is one the speed table has;
+- --sittings (sittings.py): each row's figures are the median over the sittings,
+  a row some sitting missed is left out, and the verdict is the medians', which
+  may differ from every single sitting's;
 - --allocations' count from a Callgrind file (allocations.py): calls into
   malloc, calloc and realloc from anywhere but each other, and the total."""
 
@@ -16,6 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts", "bench_lib"))
 
 from allocations import call_counts  # noqa: E402
 from report import budget_rows, budget_section, budgets_over, evaluate_budget, load_goals  # noqa: E402
+from sittings import combine, sittings_report  # noqa: E402
 
 
 class BudgetTest(unittest.TestCase):
@@ -110,6 +114,37 @@ calls=5 0
 0 50
 totals: 269
 """
+
+
+class SittingsTest(unittest.TestCase):
+    def test_each_figure_is_the_median_over_the_sittings(self):
+        meds = [{4: {"cpu_us": 20.0, "redis": float("nan")}, 5: {"cpu_us": 30.0}, 7: {"cpu_us": 1.0}},
+                {4: {"cpu_us": 22.0, "redis": 1.0}, 5: {"cpu_us": 23.0}},
+                {4: {"cpu_us": 18.0, "redis": 2.0}, 5: {"cpu_us": 26.0}}]
+        combined = combine(meds)
+        self.assertEqual(set(combined), {4, 5})  # row 7: one sitting only
+        self.assertEqual(combined[4]["cpu_us"], 20.0)
+        self.assertEqual(combined[5]["cpu_us"], 26.0)
+        self.assertIsNone(combined[4]["redis"])  # a sitting had no number
+
+    def test_the_verdict_is_the_medians(self):
+        # The limiter's own work: 30-20 = +10, 23-22 = +1, 26-18 = +8 per sitting;
+        # medians 26 - 20 = +6: over, though sitting 2 alone is within.
+        meds = [{4: {"cpu_us": 20.0}, 5: {"cpu_us": 30.0}},
+                {4: {"cpu_us": 22.0}, 5: {"cpu_us": 23.0}},
+                {4: {"cpu_us": 18.0}, 5: {"cpu_us": 26.0}}]
+        goals = {"budgets": [{"row": 5, "base": 4, "metric": "cpu_us", "what": "own work",
+                              "minus": True, "at_most": 4.0}]}
+        import datetime
+        text, over = sittings_report(["# one\nrow", "# two", "# three"], meds, goals,
+                                     datetime.datetime(2026, 12, 3), "scripts/bench --budget")
+        self.assertEqual(over, ["row 5: own work"])
+        line = next(x for x in text.splitlines() if x.startswith("| 5 |"))
+        self.assertIn("| +10.00 | +1.00 | +8.00 | +6.00 | ≤ 4 | **no** |", line)
+        self.assertIn("## Sitting 2", text)
+        self.assertIn("\n## one\n", text)  # each sitting's headings one level down
+        meds[0][5]["cpu_us"] = 21.0  # now +1, +1, +8: medians 23 - 20 = +3
+        self.assertEqual(sittings_report([], meds, goals, datetime.datetime(2026, 12, 3), "x")[1], [])
 
 
 class CallCountTest(unittest.TestCase):

@@ -74,6 +74,7 @@ from grpc_bench import grpc_report, grpc_run  # noqa: E402
 from http2 import http2_report, http2_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
+from sittings import sittings_report  # noqa: E402
 from report import (accuracy_report, budget_rows, budgets_over, load_goals,  # noqa: E402
                     machine_info, report)
 from stack import ROOT, WSBENCH_BIN, Stack, load_script, start_rows  # noqa: E402
@@ -331,6 +332,10 @@ def main(argv=None) -> int:
                     help="the rows the budgets of goals.json name (each feature's cost "
                          "against its base row), pinned repetitions only; prints the budget "
                          "table and exits 1 when a row is over its budget")
+    ap.add_argument("--sittings", type=int, default=1, metavar="N",
+                    help="the speed table (or --budget's rows) in N sittings one after "
+                         "another, each with servers of its own; the budgets are judged on "
+                         "each row's median over the sittings (default 1)")
     ap.add_argument("--accuracy-duration", type=float, default=10.0)
     ap.add_argument("--accuracy-connections", type=int, default=16)
     ap.add_argument("--out", help="report file (default loadtest/results/<date>.md)")
@@ -358,6 +363,9 @@ def main(argv=None) -> int:
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
                        or opts.profile or opts.scaling or opts.http2 or opts.grpc
                        or opts.allocations)
+    if opts.sittings < 1 or (opts.sittings > 1 and not speed_table):
+        print("bench: --sittings goes with the speed table (and --budget) only", file=sys.stderr)
+        return 2
     if opts.allocations and not shutil.which("valgrind"):
         print("bench: valgrind not found (Debian's valgrind)", file=sys.stderr)
         return 2
@@ -416,6 +424,23 @@ def main(argv=None) -> int:
                                 None if opts.quick or opts.out else LEASES_PNG)
             text = accuracy_report(results, opts, info, started, duration,
                                    chart and os.path.relpath(chart, ROOT))
+        elif opts.sittings > 1:
+            texts, meds = [], []
+            for k in range(opts.sittings):
+                if k > 0:  # servers of its own, started afresh
+                    stack.stop_all()
+                    os.makedirs(os.path.join(workdir, f"sitting-{k + 1}"), exist_ok=True)
+                    stack = Stack(os.path.join(workdir, f"sitting-{k + 1}"), server_cpus)
+                log(f"sitting {k + 1} of {opts.sittings}")
+                t1 = time.monotonic()
+                rows = benchmark(opts, stack, pin_cpu)
+                texts.append(report(rows, opts, info, datetime.datetime.now(),
+                                    time.monotonic() - t1, pin_cpu, server_cpus, load_goals()))
+                meds.append({r.num: median_of(r.pinned) for r in rows})
+            text, over = sittings_report(texts, meds, load_goals(), started,
+                                         "scripts/bench " + " ".join(argv or sys.argv[1:]))
+            if not opts.budget:
+                over = []
         else:
             rows = benchmark(opts, stack, pin_cpu)
             text = report(rows, opts, info, started, time.monotonic() - t0, pin_cpu,
