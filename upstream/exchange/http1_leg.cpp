@@ -257,8 +257,14 @@ void Http1Leg::on_response_sent(beast::error_code ec) {
 }
 
 void Http1Leg::finish() {
-  // Trailers, parsed into the response's fields once its body ended.
-  if (res_parser_ && res_parser_->is_done()) x_.note_usage(res_parser_->get().base());
+  // Trailers, parsed into the response's fields (after the head's) once its
+  // body ended: read again only when some came.
+  if (res_parser_ && res_parser_->is_done() && res_parser_->chunked()) {
+    const HttpFields& fields = res_parser_->get().base();
+    if (static_cast<std::size_t>(std::distance(fields.begin(), fields.end())) > head_fields_) {
+      x_.note_usage(fields);
+    }
+  }
   if (x_.upstream_->tls) x_.keep_tls_session();
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),

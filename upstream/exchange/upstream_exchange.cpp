@@ -4,6 +4,9 @@
 #include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
@@ -73,27 +76,35 @@ void UpstreamExchange::answered() {
   host_.response_started();
 }
 
+namespace {
+
+// How often `name` is among `fields`, up to 2, and the first one's value: one
+// walk of the fields' index.
+std::pair<int, std::string_view> find_usage(const HttpFields& fields, std::string_view name) {
+  const auto [first, last] = fields.equal_range(name);
+  if (first == last) return {0, {}};
+  return {std::next(first) == last ? 1 : 2, first->value()};
+}
+
+}  // namespace
+
 void UpstreamExchange::note_usage(const HttpFields& fields) {
   if (request_.usage_header.empty()) return;
-  const auto n = fields.count(request_.usage_header);
+  const auto [n, value] = find_usage(fields, request_.usage_header);
   if (n == 0) return;
-  if (n > 1) {
-    usage_ = std::string();  // repeated: invalid
-    return;
-  }
-  usage_ = std::string(fields[request_.usage_header]);
+  usage_ = n > 1 ? std::string() : std::string(value);  // repeated: invalid
 }
 
 void UpstreamExchange::note_usage_trailers(const HttpFields& head, const HttpFields& trailers) {
   if (request_.usage_header.empty()) return;
-  const auto in_head = head.count(request_.usage_header);
-  const auto in_trailers = trailers.count(request_.usage_header);
+  const auto [in_head, head_value] = find_usage(head, request_.usage_header);
+  const auto [in_trailers, trailer_value] = find_usage(trailers, request_.usage_header);
   if (in_head + in_trailers == 0) return;
   if (in_head + in_trailers > 1) {
     usage_ = std::string();  // repeated: invalid
     return;
   }
-  usage_ = std::string(in_head ? head[request_.usage_header] : trailers[request_.usage_header]);
+  usage_ = std::string(in_head ? head_value : trailer_value);
 }
 
 void UpstreamExchange::send_response(const char* data, std::size_t n, bool last) {

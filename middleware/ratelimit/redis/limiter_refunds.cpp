@@ -1,5 +1,6 @@
 // The Redis limiter's refunds (batched per turn of the loop on one Redis, per
 // hash slot on a cluster) and its concurrency slots' renewals.
+#include <algorithm>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -56,10 +57,17 @@ void RedisRateLimiter::Impl::refund(std::vector<BucketRefund> refunds, RefundHan
 
 void RedisRateLimiter::Impl::flush_refunds() {
   std::vector<BucketRefund> batch = std::exchange(refund_batch_, {});
-  auto gather = std::make_shared<RefundGather>(
-      [waiters = std::exchange(refund_waiters_, {})](std::error_code ec) {
-        for (const auto& waiter : waiters) waiter(ec);
-      });
+  RefundHandler tell = [waiters = std::exchange(refund_waiters_, {})](std::error_code ec) {
+    for (const auto& waiter : waiters) waiter(ec);
+  };
+  // Every refund of the turn by the script (the usual case): one call, its
+  // outcome every waiter's.
+  if (std::none_of(batch.begin(), batch.end(), [](const BucketRefund& r) {
+        return static_cast<bool>(algorithm_row(r.bucket).refund_command);
+      })) {
+    return send_refunds(std::move(batch), std::move(tell));
+  }
+  auto gather = std::make_shared<RefundGather>(std::move(tell));
   std::vector<BucketRefund> scripted;
   std::vector<std::vector<std::string>> commands;
   for (BucketRefund& r : batch) {
@@ -92,10 +100,19 @@ void RedisRateLimiter::Impl::send_refunds(std::vector<BucketRefund> refunds, Ref
   keys.reserve(refunds.size());
   for (const auto& r : refunds) keys.push_back(redis_key(key_prefix_, r.bucket, route.keys));
   const CrossSlotContext context = cross_slot_context();
+  if (!route.by_slot() || keys.size() == 1 || common_slot(keys)) {  // one call, the lists as they are
+    return send_refund(context, std::move(keys), std::move(refunds),
+                       [this, done = std::move(done)](std::error_code ec) {
+                         on_refund(ec);
+                         if (done) done(ec);
+                       });
+  }
   per_slot_group(keys, route.by_slot(), std::move(done),
                  [&](const std::vector<std::size_t>& indexes, auto counted) {
                    std::vector<std::string> group_keys;
                    std::vector<BucketRefund> group_refunds;
+                   group_keys.reserve(indexes.size());
+                   group_refunds.reserve(indexes.size());
                    for (const std::size_t i : indexes) {
                      group_keys.push_back(keys[i]);
                      group_refunds.push_back(refunds[i]);

@@ -54,21 +54,24 @@ void Settler::settle(const std::string& route, const std::vector<LimitDescriptor
                      const RateDecision& decision, double estimate, double real, double max_debt) {
   const double back = estimate - real;  // > 0: refunded, < 0: debited
   if (back == 0) return count(route, "even");
-  auto whole = std::make_shared<Settlement>();
-  std::vector<std::shared_ptr<Part>> parts;
   const std::size_t n = std::min(descriptors.size(), decision.limits.size());
-  for (std::size_t i = 0; i < n; ++i) {
+  // What the request debited: every enforced limit, a shadow one that had
+  // room; a concurrency limit took a slot, not the cost.
+  const auto debited = [&](std::size_t i) {
     const LimitDescriptor& d = descriptors[i];
-    // What the request debited: every enforced limit, a shadow one that had
-    // room; a concurrency limit took a slot, not the cost.
-    if (!algorithm_row(d).counts_cost || (d.shadow && !decision.limits[i].sufficient)) continue;
-    parts.push_back(std::make_shared<Part>(Part{whole, BucketRefund{d, back, max_debt}}));
-  }
-  if (parts.empty()) return count(route, "even");
+    return algorithm_row(d).counts_cost && !(d.shadow && !decision.limits[i].sufficient);
+  };
+  std::size_t parts = 0;
+  for (std::size_t i = 0; i < n; ++i) parts += debited(i) ? 1 : 0;
+  if (parts == 0) return count(route, "even");
+  auto whole = std::make_shared<Settlement>();
   whole->route = route;
   whole->units = back;
-  whole->parts_left = parts.size();
-  for (auto& part : parts) send(std::move(part));
+  whole->parts_left = parts;  // every part is answered later, never inside send()
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!debited(i)) continue;
+    send(std::make_shared<Part>(Part{whole, BucketRefund{descriptors[i], back, max_debt}}));
+  }
 }
 
 void Settler::send(std::shared_ptr<Part> part) {
