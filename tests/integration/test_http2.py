@@ -341,6 +341,14 @@ class Http2Test(ProcessTestCase):
 
     def test_chunked_trailers_of_an_http1_upstream_reach_the_client(self):
         def do_get(handler, query):
+            if query.get("mode") == ["same-name"]:
+                # A trailer with a head field's name: the trailer goes, not
+                # the head's field or another one.
+                handler.wfile.write(
+                    b"HTTP/1.1 200 OK\r\nX-A: head-a\r\nTransfer-Encoding: chunked\r\n"
+                    b"X-Z: head-z\r\n\r\n5\r\nhello\r\n0\r\nX-A: trailer-a\r\n"
+                    b"X-Checksum: abc123\r\n\r\n")
+                return
             handler.wfile.write(
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n"
                 b"5\r\nhello\r\n0\r\nX-Checksum: abc123\r\n\r\n")
@@ -353,6 +361,11 @@ class Http2Test(ProcessTestCase):
         self.assertEqual(reply.status, 200)
         self.assertEqual(bytes(reply.body), b"hello")
         self.assertEqual(reply.trailers, [("x-checksum", "abc123")])
+        reply = c.request("GET", "/with-trailers?mode=same-name")
+        self.assertEqual(reply.status, 200)
+        self.assertEqual(bytes(reply.body), b"hello")
+        self.assertEqual(sorted(reply.trailers), [("x-a", "trailer-a"), ("x-checksum", "abc123")])
+        self.assertIn(("x-a", "head-a"), reply.headers)
 
     # ---- gRPC ----------------------------------------------------------------
 

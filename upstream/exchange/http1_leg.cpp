@@ -185,6 +185,10 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   x_.answered();
   upstream_reusable_ = res_parser_->keep_alive();
   head_fields_ = static_cast<std::size_t>(std::distance(res.begin(), res.end()));
+  head_elements_.clear();
+  if (res_parser_->chunked()) {
+    for (const auto& field : res) head_elements_.push_back(&field);
+  }
   ResponseStart start;
   start.status = x_.upstream_status_;
   start.reason = res.reason();
@@ -236,15 +240,23 @@ void Http1Leg::on_upstream_body(beast::error_code ec) {
   x_.send_response(x_.request_.relay.data(), n, last);
 }
 
-// A chunked response's trailers, which the parser added to its fields after
-// the head's, go to the client leg (an HTTP/2 client gets them as trailers).
+// A chunked response's trailers, which the parser added to its fields (at
+// the end, or beside a head field of the same name), go to the client leg (an
+// HTTP/2 client gets them as trailers).
 void Http1Leg::relay_trailers() {
   const auto& fields = res_parser_->get().base();
-  auto it = fields.begin();
-  for (std::size_t i = 0; i < head_fields_ && it != fields.end(); ++i) ++it;
-  if (it == fields.end()) return;
+  if (static_cast<std::size_t>(std::distance(fields.begin(), fields.end())) <= head_fields_) {
+    return;  // none came
+  }
   trailers_.clear();
-  for (; it != fields.end(); ++it) trailers_.insert(it->name_string(), it->value());
+  std::size_t head = 0;  // the head fields keep their order in the list
+  for (const auto& field : fields) {
+    if (head < head_elements_.size() && &field == head_elements_[head]) {
+      ++head;
+      continue;
+    }
+    trailers_.insert(field.name_string(), field.value());
+  }
   x_.client_.set_response_trailers(trailers_);
 }
 

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -94,7 +95,11 @@ class Http1Leg final : public UpstreamLeg {
   PieceBuffers out_buffers_;       // one write in flight at a time
   bool req_head_pending_ = false;  // the next write upstream starts with the head
   bool upstream_reusable_ = false;
-  std::size_t head_fields_ = 0;  // the response head's fields (trailers follow them)
+  std::size_t head_fields_ = 0;  // the response head's fields (trailers come after)
+  // A chunked response's head fields, in the order of the fields' list: the
+  // parser adds a trailer after them, or beside a head field of the same
+  // name, so a trailer is a field that is not one of these.
+  std::vector<const void*> head_elements_;
   HttpFields trailers_;
   ChunkExtensionLimit chunk_extension_limit_;
   // After a 101: the client and upstream connections relayed both ways. Kept
