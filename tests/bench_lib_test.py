@@ -3,8 +3,9 @@
 - the budgets (goals.json, report.py): each kind of bound is judged as its
   comment says, an entry without a bound is never over, budgets of rows not
   measured are left out, and every row a budget names is one the speed table has;
-- --sittings (sittings.py): each row's figures are the median over the sittings,
-  a row some sitting missed is left out, and the verdict is the medians', which
+- --sittings (sittings.py): each row's figures are the median over the sittings
+  that have a number for it, a row some sitting missed is left out, and the
+  verdict is the medians', which
   may differ from every single sitting's;
 - --allocations' count from a Callgrind file (allocations.py): calls into
   malloc, calloc and realloc from anywhere but each other, and the total."""
@@ -125,7 +126,8 @@ class SittingsTest(unittest.TestCase):
         self.assertEqual(set(combined), {4, 5})  # row 7: one sitting only
         self.assertEqual(combined[4]["cpu_us"], 20.0)
         self.assertEqual(combined[5]["cpu_us"], 26.0)
-        self.assertIsNone(combined[4]["redis"])  # a sitting had no number
+        self.assertEqual(combined[4]["redis"], 1.5)  # the sittings that have a number
+        self.assertIsNone(combine([{4: {"redis": float("nan")}}])[4]["redis"])
 
     def test_the_verdict_is_the_medians(self):
         # The limiter's own work: 30-20 = +10, 23-22 = +1, 26-18 = +8 per sitting;

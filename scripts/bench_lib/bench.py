@@ -429,12 +429,15 @@ def main(argv=None) -> int:
             for k in range(opts.sittings):
                 if k > 0:  # servers of its own, started afresh
                     stack.stop_all()
-                    os.makedirs(os.path.join(workdir, f"sitting-{k + 1}"), exist_ok=True)
-                    stack = Stack(os.path.join(workdir, f"sitting-{k + 1}"), server_cpus)
+                    sitting_dir = os.path.join(workdir, f"sitting-{k + 1}")
+                    os.makedirs(sitting_dir, exist_ok=True)
+                    # Its PIDs in the top list too, which scripts/bench's trap reads.
+                    stack = Stack(sitting_dir, server_cpus, os.path.join(workdir, "pids"))
                 log(f"sitting {k + 1} of {opts.sittings}")
-                t1 = time.monotonic()
+                t1, sitting_started = time.monotonic(), datetime.datetime.now()
+                sitting_info = info if k == 0 else machine_info()  # its own load average
                 rows = benchmark(opts, stack, pin_cpu)
-                texts.append(report(rows, opts, info, datetime.datetime.now(),
+                texts.append(report(rows, opts, sitting_info, sitting_started,
                                     time.monotonic() - t1, pin_cpu, server_cpus, load_goals()))
                 meds.append({r.num: median_of(r.pinned) for r in rows})
             text, over = sittings_report(texts, meds, load_goals(), started,

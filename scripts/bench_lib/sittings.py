@@ -23,15 +23,15 @@ def _number(v) -> bool:
 
 def combine(meds: list[Medians]) -> Medians:
     """The rows every sitting measured, each figure the median over the sittings
-    (None where a sitting has no number for it)."""
+    that have a number for it (None when none has)."""
     rows = set.intersection(*(set(m) for m in meds)) if meds else set()
     out: Medians = {}
     for num in rows:
         keys = set.intersection(*(set(m[num]) for m in meds))
         out[num] = {}
         for k in keys:
-            values = [m[num][k] for m in meds]
-            out[num][k] = statistics.median(values) if all(map(_number, values)) else None
+            values = [m[num][k] for m in meds if _number(m[num][k])]
+            out[num][k] = statistics.median(values) if values else None
     return out
 
 

@@ -197,14 +197,16 @@ class WsEcho(Process):
 class Stack:
     """Everything one run starts; servers on `server_cpus` when pinning."""
 
-    def __init__(self, workdir: str, server_cpus: str | None):
+    def __init__(self, workdir: str, server_cpus: str | None, pid_file: str | None = None):
+        """`pid_file`: where the PIDs are recorded (default workdir/pids; the
+        shell's safety net stops what the top one lists)."""
         self.workdir = workdir
         self.started: list[Process] = []
         first, _, last = (server_cpus or "").partition("-")
         self.cpus = set(range(int(first), int(last or first) + 1)) if server_cpus else set()
         self.options = {"wrapper": ("taskset", "-c", server_cpus) if server_cpus else (),
                         "cwd": workdir, "new_session": True,
-                        "pid_file": os.path.join(workdir, "pids")}
+                        "pid_file": pid_file or os.path.join(workdir, "pids")}
 
     def _own(self, process: Process) -> Process:
         self.started.append(process)
