@@ -243,11 +243,15 @@ void Http1Leg::on_upstream_body(beast::error_code ec) {
 // A chunked response's trailers, which the parser added to its fields (at
 // the end, or beside a head field of the same name), go to the client leg (an
 // HTTP/2 client gets them as trailers).
+bool Http1Leg::trailers_came() const {
+  if (!res_parser_ || !res_parser_->is_done() || !res_parser_->chunked()) return false;
+  const HttpFields& fields = res_parser_->get().base();
+  return static_cast<std::size_t>(std::distance(fields.begin(), fields.end())) > head_fields_;
+}
+
 void Http1Leg::relay_trailers() {
+  if (!trailers_came()) return;
   const auto& fields = res_parser_->get().base();
-  if (static_cast<std::size_t>(std::distance(fields.begin(), fields.end())) <= head_fields_) {
-    return;  // none came
-  }
   trailers_.clear();
   std::size_t head = 0;  // the head fields keep their order in the list
   for (const auto& field : fields) {
@@ -271,12 +275,7 @@ void Http1Leg::on_response_sent(beast::error_code ec) {
 void Http1Leg::finish() {
   // Trailers, parsed into the response's fields (after the head's) once its
   // body ended: read again only when some came.
-  if (res_parser_ && res_parser_->is_done() && res_parser_->chunked()) {
-    const HttpFields& fields = res_parser_->get().base();
-    if (static_cast<std::size_t>(std::distance(fields.begin(), fields.end())) > head_fields_) {
-      x_.note_usage(fields);
-    }
-  }
+  if (trailers_came()) x_.note_usage(res_parser_->get().base());
   if (x_.upstream_->tls) x_.keep_tls_session();
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),

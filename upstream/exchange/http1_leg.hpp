@@ -100,6 +100,8 @@ class Http1Leg final : public UpstreamLeg {
   // parser adds a trailer after them, or beside a head field of the same
   // name, so a trailer is a field that is not one of these.
   std::vector<const void*> head_elements_;
+  // The response ended and its chunked body brought trailer fields.
+  bool trailers_came() const;
   HttpFields trailers_;
   ChunkExtensionLimit chunk_extension_limit_;
   // After a 101: the client and upstream connections relayed both ways. Kept
