@@ -39,6 +39,10 @@ struct ExchangeEnd {
   std::optional<std::string> usage;
 };
 
+// A step's hook for the end of an exchange. Its captures (an owner, a list,
+// a few numbers) are kept in place, not allocated per request.
+using EndHook = InlineFunction<void(const ExchangeEnd&), 80>;
+
 // What the rate-limit step decided about a request, for the access log: the
 // step fills it in, and the settlement of a cost from the response adds
 // settled_cost when the exchange ends. A request no limit step looked at
@@ -80,7 +84,7 @@ struct RequestContext {
   // gone, the connection closed (a drain, an error), or the session gone. A
   // step that registers one after the end (its decision came back after the
   // client left) has it called when the session lets the request go.
-  std::vector<std::function<void(const ExchangeEnd&)>> on_end;
+  std::vector<EndHook> on_end;
   DecisionRecord decision;
 };
 

@@ -123,7 +123,12 @@ void HeaderTemplate::append_to(std::string& out, const HeaderVars& vars) const {
   }
 }
 
+bool HeaderTemplate::uses(Var var) const {
+  return std::any_of(pieces_.begin(), pieces_.end(), [var](const Piece& p) { return p.var == var; });
+}
+
 void HeaderRules::add_set(std::string name, HeaderTemplate value) {
+  uses_client_ip_ = uses_client_ip_ || value.uses(HeaderTemplate::Var::kClientIp);
   dropped_.push_back(name);
   set_.push_back(Set{std::move(name), std::move(value)});
 }

@@ -43,6 +43,7 @@ class HeaderTemplate {
   void append_to(std::string& out, const HeaderVars& vars) const;
 
   const std::vector<Piece>& pieces() const { return pieces_; }
+  bool uses(Var var) const;
 
  private:
   void add_literal(std::string_view text);
@@ -69,9 +70,12 @@ class HeaderRules {
   void append_set(std::string& out, const HeaderVars& vars) const;
 
   const std::vector<Set>& sets() const { return set_; }
+  // Whether some set value names ${client_ip} (its text is made only then).
+  bool uses_client_ip() const { return uses_client_ip_; }
 
  private:
   std::vector<Set> set_;
+  bool uses_client_ip_ = false;
   std::vector<std::string> dropped_;  // the names of set_ and of the removals
 };
 

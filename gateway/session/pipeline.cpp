@@ -1,5 +1,7 @@
 #include "gateway/session/pipeline.hpp"
 
+#include <vector>
+
 namespace sluice {
 
 Pipeline::Pipeline() {
@@ -23,9 +25,13 @@ RequestContext& Pipeline::begin(const HttpFields& head) {
 
 void Pipeline::end(const ExchangeEnd& end) {
   if (ctx_.on_end.empty()) return;
-  auto hooks = std::move(ctx_.on_end);
-  ctx_.on_end.clear();
+  // Taken out first: a hook may register another (called at the next end).
+  std::vector<EndHook> hooks;
+  hooks.swap(ctx_.on_end);
   for (auto& hook : hooks) hook(end);
+  hooks.clear();
+  // The list's memory serves the next request on this pipeline.
+  if (ctx_.on_end.empty()) ctx_.on_end.swap(hooks);
 }
 
 MiddlewareResult Pipeline::advance(const MiddlewareChain& chain, MiddlewareLater& later) {

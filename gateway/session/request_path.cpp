@@ -50,7 +50,11 @@ SluiceOnlyHeaders sluice_only_headers(const RouteConfig& route) {
 void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars) {
   const RouteConfig& route = *info.route;
   if (route.request_headers.empty() && route.response_headers.empty()) return;
-  client_ip_text = info.client_ip.to_string();
+  // The client IP's text only for a value that names it (a constant value is
+  // the usual rule).
+  if (route.request_headers.uses_client_ip() || route.response_headers.uses_client_ip()) {
+    client_ip_text = info.client_ip.to_string();
+  }
   vars = {client_ip_text, info.request_id, route.name, info.forwarded_proto};
 }
 

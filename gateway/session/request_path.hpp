@@ -37,7 +37,8 @@ ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
 SluiceOnlyHeaders sluice_only_headers(const RouteConfig& route);
 
 // The variables the route's header rules use, set only when it has rules
-// (`client_ip_text` holds the text `vars` points at).
+// (`client_ip_text` holds the text `vars` points at, made only when a value
+// names ${client_ip}).
 void set_header_vars(const RequestInfo& info, std::string& client_ip_text, HeaderVars& vars);
 
 // The request head as it goes upstream, prepared into `head`: the forwarded

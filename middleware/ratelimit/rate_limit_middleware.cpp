@@ -221,7 +221,7 @@ void RateLimitMiddleware::on_decided(RequestContext& ctx, PendingDecision pendin
 MiddlewareResult RateLimitMiddleware::conclude(RequestContext& ctx, PendingDecision& pending,
                                                std::error_code ec, RateDecision&& decision) {
   // However the decision ends, its descriptors go back to the spares after it
-  // (unless a settlement or a wait took them).
+  // (unless a wait took them).
   struct GiveBack {
     RateLimitMiddleware& self;
     PendingDecision& pending;
@@ -257,9 +257,7 @@ MiddlewareResult RateLimitMiddleware::conclude(RequestContext& ctx, PendingDecis
     hold_local_slots(ctx, descriptors, decision);
   } else if (!ec && decision.allowed) {
     hold_slots(ctx, descriptors, decision);
-    if (route.cost_from_response.enabled()) {
-      settle_at_end(ctx, pending.descriptors, decision, cost);
-    }
+    if (route.cost_from_response.enabled()) settle_at_end(ctx, descriptors, decision, cost);
   }
   count_decision(route, descriptors, decision, outcome);
   // Shadow limits are a dry run: the client sees the enforced limits only.
@@ -316,63 +314,6 @@ void RateLimitMiddleware::note_denial(RequestContext& ctx,
   audit_->denied(Denial{ctx.route->name, descriptors[chosen].limit,
                         denied_caller(ctx.decision.consumer, descriptors[chosen]),
                         ctx.decision.plan, static_cast<std::int64_t>(std::ceil(retry * 1000))});
-}
-
-namespace {
-
-// The concurrency slots an admitted request took: its concurrency limits,
-// enforced or (a shadow one) sufficient.
-std::vector<LimitDescriptor> slots_taken(const std::vector<LimitDescriptor>& descriptors,
-                                         const RateDecision& decision) {
-  std::vector<LimitDescriptor> taken;
-  for (std::size_t i = 0; i < descriptors.size() && i < decision.limits.size(); ++i) {
-    const LimitDescriptor& d = descriptors[i];
-    if (d.algorithm == LimitAlgorithm::kConcurrency &&
-        (!d.shadow || decision.limits[i].sufficient)) {
-      taken.push_back(d);
-    }
-  }
-  return taken;
-}
-
-}  // namespace
-
-void RateLimitMiddleware::hold_local_slots(RequestContext& ctx,
-                                           const std::vector<LimitDescriptor>& descriptors,
-                                           const RateDecision& decision) {
-  auto taken = slots_taken(descriptors, decision);
-  if (taken.empty() || !fallback_) return;
-  ctx.on_end.emplace_back([fallback = fallback_, taken = std::move(taken)](const ExchangeEnd&) {
-    fallback->release_slots(taken);
-  });
-}
-
-void RateLimitMiddleware::hold_slots(RequestContext& ctx,
-                                     const std::vector<LimitDescriptor>& descriptors,
-                                     const RateDecision& decision) {
-  auto taken = slots_taken(descriptors, decision);
-  if (taken.empty()) return;
-  slots_->hold(taken);
-  ctx.on_end.emplace_back(
-      [slots = slots_, taken = std::move(taken)](const ExchangeEnd&) { slots->release(taken); });
-}
-
-void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
-                                        std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
-                                        const RateDecision& decision, double cost) {
-  ctx.on_end.emplace_back([settler = settler_, config = ctx.config, route = ctx.route,
-                           descriptors = std::move(descriptors), decision, cost,
-                           record = &ctx.decision](const ExchangeEnd& end) {
-    const CostFromResponse& settle = route->cost_from_response;
-    const double real = settled_cost(settle, end, cost);
-    record->settled_cost = real;
-    if (real > cost) {
-      settler->settle(route->name, with_quota_periods_now(*descriptors, *config), decision, cost,
-                      real, settle.max_debt);
-    } else {
-      settler->settle(route->name, *descriptors, decision, cost, real, settle.max_debt);
-    }
-  });
 }
 
 void RateLimitMiddleware::wait(DelayedRequest& delayed, double seconds, const RouteConfig& route,

@@ -107,8 +107,8 @@ class RateLimitMiddleware final : public Middleware,
                       const RateDecision& decision, const RateOutcome& outcome);
 
   // Settles an admitted request's cost once its exchange has ended
-  // (routes[].cost_from_response).
-  void settle_at_end(RequestContext& ctx, std::shared_ptr<std::vector<LimitDescriptor>> descriptors,
+  // (routes[].cost_from_response) on the limits it debited.
+  void settle_at_end(RequestContext& ctx, const std::vector<LimitDescriptor>& descriptors,
                      const RateDecision& decision, double cost);
   // Tells the denial audit (the most-limited view, the denial stream) of a
   // denied request.
@@ -131,7 +131,7 @@ class RateLimitMiddleware final : public Middleware,
   // (or a new one), shared as the completion and the limiter need it.
   std::shared_ptr<Descriptors> take_descriptors();
   // Keeps `held` for a later request once nothing else holds it (a
-  // settlement or a waiting request may), up to kSpareDescriptors.
+  // waiting request may), up to kSpareDescriptors.
   void give_back(std::shared_ptr<Descriptors> held);
 
   static constexpr std::size_t kSpareDescriptors = 64;

@@ -158,6 +158,12 @@ class RateLimiter {
   // gets its tokens, capped at its capacity. `done` (may be empty) is called
   // once, like decide()'s handler, after every bucket was refunded or not.
   virtual void refund(std::vector<BucketRefund> refunds, RefundHandler done) = 0;
+  // Whether a refund() call's outcome is each of its refunds' own: they go to
+  // Redis in one script call, applied all together or none (one Redis). Not
+  // where refunds are sent per hash slot (a Redis Cluster), whose calls may
+  // fail apart: a caller that must know each refund's fate sends them one by
+  // one there.
+  virtual bool refunds_together() const { return false; }
 
   // Reads one bucket without changing it; the handler is called like
   // decide()'s. A store that cannot answers an error.

@@ -41,6 +41,8 @@ ROWS = [
     (11, "Redis token bucket per API key (allowing all)", {"limit": ALLOW_ALL, "key": "api_key"},
      True),
     (12, "429 from the denial cache (denying all)", {"limit": DENY_ALL}, False),
+    (21, "YAML consumers (10,000), token bucket per API key",
+     {"limit": ALLOW_ALL, "key": "api_key", "yaml_consumers": KEYS}, True),
     (14, "sliding window per API key", {"limit": ALLOW_ALL, "key": "api_key",
                                         "window_ms": SLIDING_WINDOW_MS}, True),
     (24, "day quota per API key", {"limit": ALLOW_ALL, "key": "api_key", "quota_period": "day"},
@@ -51,6 +53,17 @@ ROWS = [
                                             "settled": True}, True),
     (27, "access log on (gathered, 1000 ms)", {"limit": None, "access_log": True,
                                                "access_log_flush_ms": 1000}, False),
+]
+
+
+# The budget table's feature rows and their base rows.
+FEATURES = [
+    (5, 4, "the limiter's own work"),
+    (21, 11, "YAML consumers"),
+    (24, 11, "day quota"),
+    (25, 11, "concurrency limit"),
+    (26, 11, "settled cost"),
+    (27, 4, "access log on"),
 ]
 
 
@@ -89,6 +102,15 @@ def read_response(c: socket.socket) -> int:
         if not data:
             raise RuntimeError("the gateway closed a connection")
         buffer += data
+
+
+def key_secret(workdir: str) -> str:
+    """A key secret file for the consumers' rows (its path)."""
+    path = os.path.join(workdir, "allocations-key-secret")
+    with open(path, "w") as f:
+        f.write("bench-consumer-store-secret-0123456789\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def call_counts(path: str) -> tuple[int, int]:
@@ -133,6 +155,10 @@ def allocations_run(stack: Stack, requests: int, wanted: list[int] | None, log) 
         # row would count a path it does not take at speed. The timeout's
         # length changes no instruction counted.
         slow = {**config, "redis": {"timeout_ms": VALGRIND_TIMEOUT_MS, **config.get("redis", {})}}
+        if "yaml_consumers" in slow:  # row 21, as the speed table configures it
+            slow["api_keys"] = {"consumers": [{"key": f"bench-{i}", "plan": "free", "id": f"c{i}"}
+                                              for i in range(slow.pop("yaml_consumers"))]}
+            slow["redis"]["key_secret_file"] = key_secret(stack.workdir)
         try:
             gw = stack.sluice(f"sluice-row{num}", upstream=echo.port,
                               redis_port=(deny_redis if num == 12 else redis).port, **slow)
@@ -173,11 +199,15 @@ def allocations_report(results: list[dict], info: dict, started, command: str) -
     for r in results:
         lines.append(f"| {r['row']} | {r['what']} | {r['requests']:,} | {r['allocs']:.1f} | "
                      f"{r['instructions']:,.0f} |")
-    if 4 in base and 5 in base:
-        lines += ["", f"The limiter's own (row 5 less row 4): "
-                  f"{base[5]['allocs'] - base[4]['allocs']:+.1f} allocations and "
-                  f"{base[5]['instructions'] - base[4]['instructions']:+,.0f} instructions "
-                  "per request."]
+    deltas = [(row, of, what) for row, of, what in FEATURES if row in base and of in base]
+    if deltas:
+        lines += ["", "Each feature's own cost, counted: its row less its base row (the rows of "
+                  "the budget table).", "",
+                  "| row | base | what | allocations | instructions |", "|---|---|---|---:|---:|"]
+        for row, of, what in deltas:
+            lines.append(f"| {row} | {of} | {what} | "
+                         f"{base[row]['allocs'] - base[of]['allocs']:+.1f} | "
+                         f"{base[row]['instructions'] - base[of]['instructions']:+,.0f} |")
     failed = [f"row {r['row']} ({r['failed_open']:,.0f})" for r in results if r["failed_open"]]
     if failed:
         lines += ["", "Requests that failed open while counted (Redis answered after the "

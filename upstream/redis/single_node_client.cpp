@@ -7,6 +7,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/spares.hpp"
 #include "upstream/redis/single_node_impl.hpp"
 
 namespace sluice::redis {
@@ -70,11 +71,14 @@ void SingleNodeClient::Impl::command(std::vector<std::string> args, Handler hand
                                      Clock::time_point deadline) {
   if (!handler) handler = [](std::error_code, Reply) {};
   if (state() != State::kReady) {
+    keep_spare(std::move(args));
     fail_fast(std::move(handler));
     return;
   }
   for (const std::string& arg : args) encoder_.add(arg);
-  if (!encoder_.append_to(conn_->out_pending)) {
+  const bool encoded = encoder_.append_to(conn_->out_pending);
+  keep_spare(std::move(args));  // written out: its strings go back to the spares
+  if (!encoded) {
     post_result(std::move(handler), Error::kProtocol);
     return;
   }

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/spares.hpp"
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/algorithms/concurrency.hpp"
 #include "middleware/ratelimit/algorithms/quota.hpp"
@@ -274,7 +275,15 @@ constexpr AlgorithmRow kConcurrency{
         },
     .refund_command =
         [](std::string key, const BucketRefund& refund) {
-          return std::vector<std::string>{"ZREM", std::move(key), slot_member(refund.bucket.slot)};
+          // Built in spare lists and strings: the client gives them back once
+          // the command is written.
+          auto command = Spares<std::vector<std::string>>::take();
+          command.push_back(Spares<std::string>::take());
+          command.back() = "ZREM";
+          command.push_back(std::move(key));
+          command.push_back(Spares<std::string>::take());
+          append_slot_member(command.back(), refund.bucket.slot);
+          return command;
         },
 };
 

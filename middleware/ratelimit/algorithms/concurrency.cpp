@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <random>
 
@@ -18,7 +19,15 @@ double next_slot_number() {
 }
 
 std::string slot_member(double slot) {
-  return std::to_string(static_cast<std::uint64_t>(slot));
+  std::string member;
+  append_slot_member(member, slot);
+  return member;
+}
+
+void append_slot_member(std::string& out, double slot) {
+  char digits[20];
+  const auto end = std::to_chars(digits, digits + sizeof digits, static_cast<std::uint64_t>(slot)).ptr;
+  out.append(digits, end);
 }
 
 void drop_ended_slots(BucketState& state, std::int64_t now_us) {

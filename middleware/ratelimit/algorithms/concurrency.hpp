@@ -26,8 +26,10 @@ namespace sluice {
 double next_slot_number();
 
 // A slot's member in its sorted set: its number in decimal digits, as the
-// decision script writes it.
+// decision script writes it (appended to `out`: the release command builds it
+// in a spare string).
 std::string slot_member(double slot);
+void append_slot_member(std::string& out, double slot);
 
 // Drops the slots of `state` (their lease ends, in `log`) whose lease has
 // ended at `now_us`.

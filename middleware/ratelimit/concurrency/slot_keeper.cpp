@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
+#include <boost/asio/post.hpp>
+
+#include "common/spares.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
 
@@ -42,13 +46,20 @@ void SlotKeeper::hold(std::span<const LimitDescriptor> taken) {
 }
 
 void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
-  std::vector<BucketRefund> refunds;
   for (const LimitDescriptor& slot : taken) {
     if (held_.erase(slot.slot) == 0) continue;  // given back already
     count(slot.limit, -1);
-    refunds.push_back(BucketRefund{slot, 1});
+    releasing_.push_back(BucketRefund{slot, 1});
   }
-  if (!refunds.empty()) give_back(std::move(refunds), 1, false);
+  if (releasing_.empty() || flush_posted_) return;
+  flush_posted_ = true;
+  boost::asio::post(timer_.get_executor(), [self = shared_from_this()] { self->flush(); });
+}
+
+void SlotKeeper::flush() {
+  flush_posted_ = false;
+  if (releasing_.empty()) return;
+  give_back(std::exchange(releasing_, Spares<std::vector<BucketRefund>>::take()), 1, false);
 }
 
 // A release is the removal of the slot's own member (its number is unique in

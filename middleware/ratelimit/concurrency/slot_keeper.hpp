@@ -1,5 +1,6 @@
 // The concurrency slots one worker holds: given back when their exchange
-// ends (one refund call per turn of the loop for all of them), renewed every
+// ends (those of one turn of the loop together, in one refund call on one
+// Redis), renewed every
 // third of the shortest lease held (a slot of a shorter lease than those
 // held brings the next renewal forward), so that only a dead instance's
 // slots expire, and counted in sluice_ratelimit_in_flight{limit}. A release
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,7 +40,8 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
 
   // Holds the slots a decision took (concurrency descriptors) until release().
   void hold(std::span<const LimitDescriptor> taken);
-  // Gives back those of `taken` still held, and forgets them.
+  // Forgets those of `taken` still held, and gives them back at the end of
+  // this turn of the loop.
   void release(std::span<const LimitDescriptor> taken);
 
   std::size_t held() const { return held_.size(); }
@@ -50,13 +53,20 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
   // Sends `releases` (its attempt-th time); `reached`: an earlier attempt may
   // have reached Redis.
   void give_back(std::vector<BucketRefund> releases, int attempt, bool reached);
+  // Gives back this turn's releases.
+  void flush();
   void count_releases(std::string_view result, double n);
   void arm();
   void renew_all();
   void count(const std::string& limit, double delta) { in_flight_.get(limit) += delta; }
 
   std::shared_ptr<RateLimiter> limiter_;
-  std::unordered_map<double, LimitDescriptor> held_;  // by slot number
+  // By slot number; its nodes come from (and go back to) the keeper's own
+  // pool, so that holding a slot allocates nothing once warm.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::pmr::unordered_map<double, LimitDescriptor> held_{&pool_};
+  std::vector<BucketRefund> releasing_;                // this turn's releases
+  bool flush_posted_ = false;
   // This worker's slots held per limit: the gauge's own series, which only
   // this keeper moves.
   SeriesCache in_flight_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <system_error>
 
 #include <boost/asio/post.hpp>
@@ -104,10 +105,11 @@ std::optional<RateDecision> LocalLayer::cached_denial(
 void LocalLayer::remember_denials(std::span<const LimitDescriptor> asked, double cost,
                                   const RateDecision& decision, std::int64_t asked_at) {
   if (!deny_cache_on_) return;
-  if (!reset_at_.empty() || !refunded_at_.empty()) {
+  if (!reset_at_.empty() || refunded_) {
     for (const auto& bucket : asked) {
       // An answer from before a reset of one of them, or a refund to one.
-      if (sent_before(reset_at_, bucket, asked_at) || sent_before(refunded_at_, bucket, asked_at)) {
+      if (sent_before(reset_at_, bucket, asked_at) ||
+          (refunded_ && asked_at <= refunded_at_[refund_slot(bucket)])) {
         return;
       }
     }
@@ -136,13 +138,10 @@ void LocalLayer::give_back(std::vector<BucketRefund> refunds, RefundHandler done
   if (deny_cache_on_) {
     // A denial still on its way was answered before these tokens came back.
     const std::int64_t now = now_us_();
-    if (refunded_at_.size() >= prune_refunds_at_) {
-      std::erase_if(refunded_at_, [now](const auto& e) { return now - e.second > kFenceUs; });
-      prune_refunds_at_ = std::max<std::size_t>(1024, 2 * refunded_at_.size());
-    }
     for (const auto& r : refunds) {
       if (r.tokens > 0 && algorithm_row(r.bucket).caches_denials) {
-        refunded_at_[BucketKey::of(r.bucket)] = now;
+        refunded_at_[refund_slot(r.bucket)] = now;
+        refunded_ = true;
       }
     }
   }
@@ -179,6 +178,13 @@ void LocalLayer::forget(const LimitDescriptor& bucket) {
   reset_at_[BucketKey::of(bucket)] = now;
 }
 
+std::size_t LocalLayer::refund_slot(const LimitDescriptor& bucket) {
+  // The key hash is uniform: its first bytes pick the slot.
+  std::uint64_t word = 0;
+  std::memcpy(&word, bucket.key_hash.data(), sizeof word);
+  return static_cast<std::size_t>(word % kRefundSlots);
+}
+
 bool LocalLayer::sent_before(const FenceTimes& times, const LimitDescriptor& bucket,
                              std::int64_t sent_us) {
   if (times.empty()) return false;
@@ -189,7 +195,8 @@ bool LocalLayer::sent_before(const FenceTimes& times, const LimitDescriptor& buc
 void LocalLayer::reconfigure(const LocalConfig& config) {
   deny_cache_on_ = config.deny_cache;
   cache_.clear();
-  refunded_at_.clear();
+  refunded_at_.fill(0);
+  refunded_ = false;
   if (auto refunds = leases_.take_all(); !refunds.empty()) give_back(std::move(refunds));
 }
 

@@ -24,6 +24,7 @@
 // valid until its handler has been called (they are read again then).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,6 +68,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
                                              double cost, RateDecisionHandler& handler) override;
   // Forwards to the store; the refunded buckets leave this worker's cache.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
+  bool refunds_together() const override { return store_->refunds_together(); }
   void renew(std::vector<LimitDescriptor> slots, RefundHandler done) override;
 
   // Reads the bucket from the store (a lease held here was debited there).
@@ -158,9 +160,15 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   std::function<void()> drained_;  // the drain's completion, until it has run
   FenceTimes reset_at_;            // recent resets
   // Recent refunds (with the denial cache on): a denial answered to a call
-  // sent before one is not remembered. Old entries go when it doubles.
-  FenceTimes refunded_at_;
-  std::size_t prune_refunds_at_ = 1024;
+  // sent before one is not remembered. The latest refund's time per slot of
+  // a fixed table, the slot chosen by the bucket's key hash: buckets that
+  // share a slot share their latest time, which can only keep a denial out
+  // of the cache (never let a stale one in). Fixed size, nothing allocated
+  // per refund.
+  static constexpr std::size_t kRefundSlots = 4096;
+  static std::size_t refund_slot(const LimitDescriptor& bucket);
+  std::array<std::int64_t, kRefundSlots> refunded_at_{};
+  bool refunded_ = false;  // some refund was noted since the last clear
   // Store calls out that may grant leases, return leased tokens or refund.
   std::size_t calls_out_ = 0;
   DenyCache cache_;

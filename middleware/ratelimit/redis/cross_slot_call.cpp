@@ -1,5 +1,6 @@
 #include "middleware/ratelimit/redis/cross_slot_call.hpp"
 
+#include "common/spares.hpp"
 #include "middleware/ratelimit/redis/script_reply.hpp"
 #include "middleware/ratelimit/redis/slot_plan.hpp"
 
@@ -91,6 +92,7 @@ void send_refund(const CrossSlotContext& context, std::vector<std::string> keys,
         }
         if (done) done(ec);
       });
+  keep_spare(std::move(refunds));  // encoded
 }
 
 }  // namespace sluice

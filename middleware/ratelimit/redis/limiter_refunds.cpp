@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "common/spares.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter_impl.hpp"
 
@@ -51,15 +52,21 @@ void RedisRateLimiter::Impl::refund(std::vector<BucketRefund> refunds, RefundHan
   if (clients_.route().by_slot()) return send_refunds(std::move(refunds), std::move(done));
   const bool first = refund_batch_.empty();
   for (auto& r : refunds) refund_batch_.push_back(std::move(r));
+  keep_spare(std::move(refunds));
   if (done) refund_waiters_.push_back(std::move(done));
   if (first) boost::asio::post(executor_, [self = shared_from_this()] { self->flush_refunds(); });
 }
 
 void RedisRateLimiter::Impl::flush_refunds() {
-  std::vector<BucketRefund> batch = std::exchange(refund_batch_, {});
-  RefundHandler tell = [waiters = std::exchange(refund_waiters_, {})](std::error_code ec) {
-    for (const auto& waiter : waiters) waiter(ec);
-  };
+  // The lists of the next turn come from the spares, and these go back there.
+  std::vector<BucketRefund> batch =
+      std::exchange(refund_batch_, Spares<std::vector<BucketRefund>>::take());
+  RefundHandler tell =
+      [waiters = std::exchange(refund_waiters_, Spares<std::vector<RefundHandler>>::take())](
+          std::error_code ec) mutable {
+        for (const auto& waiter : waiters) waiter(ec);
+        keep_spare(std::move(waiters));
+      };
   // Every refund of the turn by the script (the usual case): one call, its
   // outcome every waiter's.
   if (std::none_of(batch.begin(), batch.end(), [](const BucketRefund& r) {
@@ -70,6 +77,7 @@ void RedisRateLimiter::Impl::flush_refunds() {
   auto gather = std::make_shared<RefundGather>(std::move(tell));
   std::vector<BucketRefund> scripted;
   std::vector<std::vector<std::string>> commands;
+  commands.reserve(batch.size());
   for (BucketRefund& r : batch) {
     const auto command = algorithm_row(r.bucket).refund_command;
     if (!command) {

@@ -250,6 +250,10 @@ void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler d
   impl_->refund(std::move(refunds), std::move(done));
 }
 
+bool RedisRateLimiter::refunds_together() const {
+  return !impl_->clients_.route().by_slot();
+}
+
 void RedisRateLimiter::renew(std::vector<LimitDescriptor> slots, RefundHandler done) {
   impl_->renew(std::move(slots), std::move(done));
 }

@@ -43,6 +43,7 @@ class RedisRateLimiter final : public RateLimiter {
   void decide(const std::vector<LimitDescriptor>& descriptors, double cost,
               RateDecisionHandler handler) override;
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
+  bool refunds_together() const override;
   void renew(std::vector<LimitDescriptor> slots, RefundHandler done) override;
   // One call each on the bucket's key (bucket_admin.hpp), not behind the breaker.
   void inspect(const LimitDescriptor& bucket, BucketViewHandler handler) override;

@@ -7,12 +7,15 @@
 #include <utility>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/ascii.hpp"
+#include "common/spares.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter.hpp"
+#include "upstream/block_allocator.hpp"
 #include "upstream/redis/error.hpp"
 
 namespace sluice {
@@ -43,6 +46,17 @@ double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, doub
   return parse_usage(*end.usage).value_or(estimate);
 }
 
+void append_debited(std::vector<LimitDescriptor>& out,
+                    const std::vector<LimitDescriptor>& descriptors, const RateDecision& decision) {
+  const std::size_t n = std::min(descriptors.size(), decision.limits.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const LimitDescriptor& d = descriptors[i];
+    if (algorithm_row(d).counts_cost && !(d.shadow && !decision.limits[i].sufficient)) {
+      out.push_back(d);
+    }
+  }
+}
+
 Settler::Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
                  MetricsShard& metrics)
     : executor_(executor),
@@ -50,73 +64,94 @@ Settler::Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
       settlements_(metrics, "sluice_ratelimit_settlements_total", "route", "result"),
       settled_units_(metrics, "sluice_ratelimit_settled_units_total", "route", "direction") {}
 
-void Settler::settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
-                     const RateDecision& decision, double estimate, double real, double max_debt) {
+void Settler::settle(const std::string& route, std::span<const LimitDescriptor> debited,
+                     double estimate, double real, double max_debt) {
   const double back = estimate - real;  // > 0: refunded, < 0: debited
-  if (back == 0) return count(route, "even");
-  const std::size_t n = std::min(descriptors.size(), decision.limits.size());
-  // What the request debited: every enforced limit, a shadow one that had
-  // room; a concurrency limit took a slot, not the cost.
-  const auto debited = [&](std::size_t i) {
-    const LimitDescriptor& d = descriptors[i];
-    return algorithm_row(d).counts_cost && !(d.shadow && !decision.limits[i].sufficient);
-  };
-  std::size_t parts = 0;
-  for (std::size_t i = 0; i < n; ++i) parts += debited(i) ? 1 : 0;
-  if (parts == 0) return count(route, "even");
-  auto whole = std::make_shared<Settlement>();
+  if (back == 0 || debited.empty()) return count(route, "even");
+  // From the thread's block cache: a settlement per request allocates nothing once warm.
+  auto whole = std::allocate_shared<Settlement>(BlockAllocator<Settlement>{});
   whole->route = route;
   whole->units = back;
-  whole->parts_left = parts;  // every part is answered later, never inside send()
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!debited(i)) continue;
-    send(std::make_shared<Part>(Part{whole, BucketRefund{descriptors[i], back, max_debt}}));
+  whole->parts_left = debited.size();  // every part is answered later, never inside settle()
+  for (const LimitDescriptor& limit : debited) {
+    pending_.push_back(Part{whole, BucketRefund{limit, back, max_debt}});
+  }
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  boost::asio::post(executor_, [self = shared_from_this()] { self->flush(); });
+}
+
+void Settler::flush() {
+  flush_posted_ = false;
+  if (pending_.empty()) return;  // drain() sent them
+  std::vector<Part> parts = std::exchange(pending_, Spares<std::vector<Part>>::take());
+  if (limiter_->refunds_together()) return send(Batch{std::move(parts)});
+  for (Part& part : parts) {
+    Batch one;
+    one.parts.push_back(std::move(part));
+    send(std::move(one));
   }
 }
 
-void Settler::send(std::shared_ptr<Part> part) {
-  ++part->attempts;
-  limiter_->refund({part->refund}, [self = shared_from_this(), part](std::error_code ec) {
-    if (!ec) return self->part_done(*part, PartOutcome::kApplied);
-    if (ec == redis::Error::kServer || ec == redis::Error::kNoScript) {
-      // Redis answered with an error: the refund script did not run.
-      spdlog::debug("a settlement of route {} was refused: {}", part->whole->route, ec.message());
-      return self->part_done(*part, PartOutcome::kFailed);
-    }
-    if (!never_reached_redis(ec)) {
-      // A timeout or a lost connection: Redis may have applied it, or may yet.
-      spdlog::debug("a settlement of route {} may not have been applied: {}", part->whole->route,
-                    ec.message());
-      return self->part_done(*part, PartOutcome::kUnknown);
-    }
-    if (part->attempts >= kAttempts || self->draining_ || self->parked_.size() >= kMaxQueued) {
-      spdlog::debug("a settlement of route {} was dropped: {}", part->whole->route, ec.message());
-      return self->part_done(*part, PartOutcome::kFailed);
-    }
-    self->park(std::move(part));
-  });
+void Settler::send(Batch batch) {
+  ++batch.attempts;
+  auto refunds = Spares<std::vector<BucketRefund>>::take();
+  refunds.reserve(batch.parts.size());
+  for (const Part& part : batch.parts) refunds.push_back(part.refund);
+  limiter_->refund(std::move(refunds),
+                   [self = shared_from_this(), batch = std::move(batch)](std::error_code ec) mutable {
+                     self->sent(batch, ec);
+                     keep_spare(std::move(batch.parts));  // (none left when parked)
+                   });
+}
+
+void Settler::sent(Batch& batch, std::error_code ec) {
+  const auto all = [&](PartOutcome outcome) {
+    for (const Part& part : batch.parts) part_done(part, outcome);
+  };
+  if (!ec) return all(PartOutcome::kApplied);
+  const std::size_t n = batch.parts.size();
+  if (ec == redis::Error::kServer || ec == redis::Error::kNoScript) {
+    // Redis answered with an error: the refund script did not run.
+    spdlog::debug("{} settlement part(s) were refused: {}", n, ec.message());
+    return all(PartOutcome::kFailed);
+  }
+  if (!never_reached_redis(ec)) {
+    // A timeout or a lost connection: Redis may have applied them, or may yet.
+    spdlog::debug("{} settlement part(s) may not have been applied: {}", n, ec.message());
+    return all(PartOutcome::kUnknown);
+  }
+  if (batch.attempts >= kAttempts || draining_ || parked_parts_ + n > kMaxQueued) {
+    spdlog::debug("{} settlement part(s) were dropped: {}", n, ec.message());
+    return all(PartOutcome::kFailed);
+  }
+  park(std::move(batch));
 }
 
 // Sent again in a second.
-void Settler::park(std::shared_ptr<Part> part) {
+void Settler::park(Batch batch) {
   const std::uint64_t id = next_park_id_++;
   auto timer = std::make_shared<boost::asio::steady_timer>(executor_, std::chrono::seconds(1));
   timer->async_wait([self = shared_from_this(), id](boost::system::error_code) {
     const auto it = self->parked_.find(id);
     if (it == self->parked_.end()) return;  // drain() sent it
-    auto waiting = std::move(it->second.part);
+    Batch waiting = std::move(it->second.batch);
     self->parked_.erase(it);
+    self->parked_parts_ -= waiting.parts.size();
     self->send(std::move(waiting));
   });
-  parked_.emplace(id, Parked{std::move(part), std::move(timer)});
+  parked_parts_ += batch.parts.size();
+  parked_.emplace(id, Parked{std::move(batch), std::move(timer)});
 }
 
 void Settler::drain() {
   draining_ = true;
+  flush();
   auto parked = std::exchange(parked_, {});
+  parked_parts_ = 0;
   for (auto& [id, waiting] : parked) {
     waiting.timer->cancel();
-    send(std::move(waiting.part));
+    send(std::move(waiting.batch));
   }
 }
 

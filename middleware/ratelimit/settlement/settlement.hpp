@@ -4,21 +4,24 @@
 // header or trailer) goes to the same limits: refunded when the response cost
 // less, debited when it cost more (down to -max_debt below empty). Exactly
 // once per request: from the request's end hook, which runs once, also when
-// the client left or the connection was cut. Each limit's part goes on its
-// own; a part that certainly never reached Redis (not connected, an open
-// breaker) waits in a bounded queue per worker and is sent again (at most
-// kAttempts times, a second apart). A part that failed otherwise (a timeout:
-// Redis may have applied it) is never sent twice. A request with a part that
-// never reached Redis in the end (or found the queue full) counts as
-// result="failed"; else one with a part whose fate is unknown (a timeout, a
-// connection lost in flight) as result="unknown". Used on the worker's
-// executor.
+// the client left or the connection was cut. The settlements of one turn of
+// the worker's loop go to the limiter together, as one refund call where
+// its outcome is each refund's (one Redis), else each limit's part on its
+// own (a Redis Cluster, whose slots' calls may fail apart). What certainly
+// never reached Redis (not connected, an open breaker) waits in a bounded
+// queue per worker and is sent again (at most kAttempts times, a second
+// apart). What failed otherwise (a timeout: Redis may have applied it) is
+// never sent twice. A request with a part that never reached Redis in the end
+// (or found the queue full) counts as result="failed"; else one with a part
+// whose fate is unknown (a timeout, a connection lost in flight) as
+// result="unknown". Used on the worker's executor.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -45,6 +48,12 @@ std::optional<double> parse_usage(std::string_view text);
 // response at all) the estimate.
 double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate);
 
+// Appends to `out` the limits of `descriptors` whose cost a request debited
+// when `decision` admitted it: every limit that counts cost, enforced, or in
+// shadow when it had room (a concurrency limit takes a slot, not the cost).
+void append_debited(std::vector<LimitDescriptor>& out,
+                    const std::vector<LimitDescriptor>& descriptors, const RateDecision& decision);
+
 class Settler : public std::enable_shared_from_this<Settler> {
  public:
   using Executor = boost::asio::io_context::executor_type;
@@ -53,16 +62,19 @@ class Settler : public std::enable_shared_from_this<Settler> {
 
   Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter, MetricsShard& metrics);
 
-  // Settles a request of `route` that debited `estimate` on `descriptors`
-  // (as `decision` admitted it) and really cost `real`.
-  void settle(const std::string& route, const std::vector<LimitDescriptor>& descriptors,
-              const RateDecision& decision, double estimate, double real, double max_debt);
+  // Settles a request of `route` that debited `estimate` on each of
+  // `debited` (append_debited()) and really cost `real`: its parts are sent
+  // at the end of this turn of the loop.
+  void settle(const std::string& route, std::span<const LimitDescriptor> debited,
+              double estimate, double real, double max_debt);
 
-  // The worker stops: the parts waiting to be sent again go now, once (the
-  // limiter's drain then waits for them); none waits after this.
+  // The worker stops: the parts of this turn and those waiting to be sent
+  // again go now, once (the limiter's drain then waits for them); none waits
+  // after this.
   void drain();
 
-  std::size_t queued() const { return parked_.size(); }
+  // The parts waiting to be sent again.
+  std::size_t queued() const { return parked_parts_; }
 
  private:
   // What became of a part, the worst first from the bottom: a request's
@@ -83,15 +95,22 @@ class Settler : public std::enable_shared_from_this<Settler> {
   struct Part {
     std::shared_ptr<Settlement> whole;
     BucketRefund refund;
+  };
+  // Parts sent in one refund call, all with its outcome.
+  struct Batch {
+    std::vector<Part> parts;
     int attempts = 0;
   };
-  // A part waiting to be sent again.
+  // A batch waiting to be sent again.
   struct Parked {
-    std::shared_ptr<Part> part;
+    Batch batch;
     std::shared_ptr<boost::asio::steady_timer> timer;
   };
-  void send(std::shared_ptr<Part> part);
-  void park(std::shared_ptr<Part> part);
+  // Sends this turn's parts.
+  void flush();
+  void send(Batch batch);
+  void sent(Batch& batch, std::error_code ec);
+  void park(Batch batch);
   void part_done(const Part& part, PartOutcome outcome);
   void count(const std::string& route, std::string_view result);
 
@@ -99,7 +118,10 @@ class Settler : public std::enable_shared_from_this<Settler> {
   std::shared_ptr<RateLimiter> limiter_;
   SeriesCache settlements_;    // sluice_ratelimit_settlements_total by route, result
   SeriesCache settled_units_;  // sluice_ratelimit_settled_units_total by route, direction
+  std::vector<Part> pending_;  // this turn's parts
+  bool flush_posted_ = false;
   std::unordered_map<std::uint64_t, Parked> parked_;  // by the order they were parked in
+  std::size_t parked_parts_ = 0;
   std::uint64_t next_park_id_ = 0;
   bool draining_ = false;
 };

@@ -81,7 +81,10 @@ TEST_CASE("header rules: which incoming lines are dropped, which lines are set",
   CHECK(rules.empty());
   rules.add_set("X-Edge", parsed("${route}"));
   rules.add_remove("Server");
+  // The client IP's text is made per request only for rules that name it.
+  CHECK_FALSE(rules.uses_client_ip());
   rules.add_set("X-Client", parsed("ip ${client_ip}"));
+  CHECK(rules.uses_client_ip());
   CHECK_FALSE(rules.empty());
   CHECK(rules.drops("x-edge"));
   CHECK(rules.drops("SERVER"));

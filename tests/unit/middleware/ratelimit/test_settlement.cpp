@@ -61,6 +61,30 @@ TEST_CASE("settlement: the real cost from the status and the usage the response 
   CHECK(sluice::settled_cost(settle, end(503, "7"), 500) == 7);
 }
 
+TEST_CASE("settlement: the limits a request debited", "[settlement][unit]") {
+  using namespace sluice;
+  LimitDescriptor enforced{"tokens", {}, 1000, 1};
+  LimitDescriptor shadow_short{"trial", {}, 10, 1};
+  shadow_short.shadow = true;
+  LimitDescriptor shadow_room{"audit", {}, 10, 1};
+  shadow_room.shadow = true;
+  LimitDescriptor slots{"in_flight", {}, 4};
+  slots.algorithm = LimitAlgorithm::kConcurrency;
+  const std::vector<LimitDescriptor> descriptors{enforced, shadow_short, shadow_room, slots};
+  RateDecision decision;
+  decision.allowed = true;
+  decision.limits.resize(4);
+  decision.limits[0].sufficient = true;
+  decision.limits[1].sufficient = false;  // a shadow limit short: never debited
+  decision.limits[2].sufficient = true;
+  decision.limits[3].sufficient = true;  // a slot, not the cost
+  std::vector<LimitDescriptor> debited;
+  append_debited(debited, descriptors, decision);
+  REQUIRE(debited.size() == 2);
+  CHECK(debited[0].limit == "tokens");
+  CHECK(debited[1].limit == "audit");
+}
+
 }  // namespace settlement_test
 
 namespace settlement_retry_test {
@@ -80,6 +104,8 @@ class ScriptedStore final : public RateLimiter {
     }
     if (done) done(ec);
   }
+  bool refunds_together() const override { return together; }
+  bool together = false;
   std::vector<std::error_code> results;
   std::vector<std::vector<BucketRefund>> calls;
 };
@@ -91,11 +117,15 @@ struct Fixture {
   std::shared_ptr<Settler> settler =
       std::make_shared<Settler>(io.get_executor(), store, metrics);
   std::vector<LimitDescriptor> limits{LimitDescriptor{"tokens", {}, 1000, 1}};
-  RateDecision admitted() {
-    RateDecision d;
-    d.allowed = true;
-    d.limits.resize(limits.size());
-    return d;
+  // Settles a request of route "r" (estimate 500, real 120) and runs the end
+  // of the turn, which sends what was settled in it.
+  void settle_one() {
+    settler->settle("r", limits, 500, 120, 0);
+    end_turn();
+  }
+  void end_turn() {
+    io.restart();
+    io.poll();
   }
   double counted(std::string_view result) {
     return metrics.value_ref("sluice_ratelimit_settlements_total",
@@ -106,23 +136,26 @@ struct Fixture {
 TEST_CASE("settlement: sent again only when it never reached Redis", "[settlement][unit]") {
   Fixture f;
   f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
-  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  CHECK(f.store->calls.empty());  // sent at the end of the turn
+  f.end_turn();
   CHECK(f.store->calls.size() == 1);
   CHECK(f.settler->queued() == 1);  // waits a second
+  f.io.restart();
   f.io.run_for(std::chrono::milliseconds(1500));
   CHECK(f.store->calls.size() == 2);
   CHECK(f.counted("refund") == 1);
 
   // A timeout: Redis may have run it; counted unknown, never sent again.
   f.store->results = {redis::make_error_code(redis::Error::kTimeout)};
-  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  f.settle_one();
   CHECK(f.settler->queued() == 0);
   CHECK(f.store->calls.size() == 3);
   CHECK(f.counted("unknown") == 1);
   CHECK(f.counted("failed") == 0);
   // A connection lost in flight: the same.
   f.store->results = {redis::make_error_code(redis::Error::kConnectionLost)};
-  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  f.settle_one();
   CHECK(f.store->calls.size() == 4);
   CHECK(f.counted("unknown") == 2);
   CHECK(f.counted("failed") == 0);
@@ -132,18 +165,63 @@ TEST_CASE("settlement: the stop sends what waits at once, and nothing waits afte
           "[settlement][unit]") {
   Fixture f;
   f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
-  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  f.settle_one();
   REQUIRE(f.settler->queued() == 1);
   f.settler->drain();
   CHECK(f.store->calls.size() == 2);  // sent now, not in a second
   CHECK(f.settler->queued() == 0);
   CHECK(f.counted("refund") == 1);
   f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
-  f.settler->settle("r", f.limits, f.admitted(), 500, 120, 0);
+  f.settle_one();
   CHECK(f.settler->queued() == 0);  // dropped and counted
   CHECK(f.counted("failed") == 1);
+  f.io.restart();
   f.io.run_for(std::chrono::milliseconds(1200));
   CHECK(f.store->calls.size() == 3);  // the cancelled wait sent nothing more
+  // What was settled in the stop's own turn goes at once too.
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  f.settler->drain();
+  CHECK(f.store->calls.size() == 4);
+  CHECK(f.counted("refund") == 2);
+}
+
+TEST_CASE("settlement: one turn's settlements go as one refund call where its outcome is "
+          "each refund's, else each part on its own", "[settlement][unit]") {
+  Fixture f;
+  f.limits.push_back(LimitDescriptor{"daily", {}, 5000, 1});
+  f.store->together = true;  // one Redis
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  f.settler->settle("r", f.limits, 500, 100, 0);
+  f.end_turn();
+  REQUIRE(f.store->calls.size() == 1);
+  REQUIRE(f.store->calls[0].size() == 4);
+  CHECK(f.store->calls[0][0].tokens == 380);
+  CHECK(f.store->calls[0][1].bucket.limit == "daily");
+  CHECK(f.store->calls[0][3].tokens == 400);
+  CHECK(f.counted("refund") == 2);
+
+  // Never reached Redis: the whole call waits and goes again as it was.
+  f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  f.end_turn();
+  CHECK(f.settler->queued() == 2);
+  f.io.restart();
+  f.io.run_for(std::chrono::milliseconds(1500));
+  REQUIRE(f.store->calls.size() == 3);
+  CHECK(f.store->calls[2].size() == 2);
+  CHECK(f.counted("refund") == 3);
+
+  // Refunds sent per slot (a Redis Cluster): each part on its own, and the
+  // settlement counted by its worst part.
+  f.store->together = false;
+  f.store->results = {{}, redis::make_error_code(redis::Error::kTimeout)};
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  f.end_turn();
+  REQUIRE(f.store->calls.size() == 5);
+  CHECK(f.store->calls[3].size() == 1);
+  CHECK(f.store->calls[4].size() == 1);
+  CHECK(f.counted("unknown") == 1);
+  CHECK(f.counted("refund") == 3);
 }
 
 }  // namespace settlement_retry_test
