@@ -4,11 +4,12 @@
 #include "upstream/exchange/upstream_exchange.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <string_view>
 #include <utility>
 
 #include <spdlog/spdlog.h>
+
+#include "common/ascii.hpp"
 
 namespace sluice {
 namespace {
@@ -79,11 +80,19 @@ void UpstreamExchange::answered() {
 namespace {
 
 // How often `name` is among `fields`, up to 2, and the first one's value: one
-// walk of the fields' index.
+// walk of the fields in order, comparing a name's letters only when its
+// length matches (a response's few fields cost less so than a search of
+// Beast's case-insensitive index).
 std::pair<int, std::string_view> find_usage(const HttpFields& fields, std::string_view name) {
-  const auto [first, last] = fields.equal_range(name);
-  if (first == last) return {0, {}};
-  return {std::next(first) == last ? 1 : 2, first->value()};
+  int n = 0;
+  std::string_view first;
+  for (const auto& field : fields) {
+    const std::string_view field_name = field.name_string();
+    if (field_name.size() != name.size() || !ascii::iequals(field_name, name)) continue;
+    if (n++ == 1) return {2, first};
+    first = field.value();
+  }
+  return {n, first};
 }
 
 }  // namespace
