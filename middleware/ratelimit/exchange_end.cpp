@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "common/spares.hpp"
+#include "middleware/ratelimit/concurrency/slot_keeper.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
+#include "middleware/ratelimit/settlement/settlement.hpp"
 
 namespace sluice {
 namespace {
@@ -66,12 +68,9 @@ void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
     const CostFromResponse& settle = route->cost_from_response;
     const double real = settled_cost(settle, end, cost);
     record->settled_cost = real;
-    if (real > cost) {
-      settler->settle(route->name, with_quota_periods_now(debited, *config), cost, real,
-                      settle.max_debt);
-    } else {
-      settler->settle(route->name, debited, cost, real, settle.max_debt);
-    }
+    // A debit counts in the quota periods of now, not of the admission.
+    if (real > cost) debited = with_quota_periods_now(std::move(debited), *config);
+    settler->settle(route->name, debited, cost, real, settle.max_debt);
     keep_spare(std::move(debited));
   });
 }

@@ -162,8 +162,12 @@ class RateLimiter {
   // Redis in one script call, applied all together or none (one Redis). Not
   // where refunds are sent per hash slot (a Redis Cluster), whose calls may
   // fail apart: a caller that must know each refund's fate sends them one by
-  // one there.
+  // one there. Asked when sending (a reload may change the topology).
   virtual bool refunds_together() const { return false; }
+  // Whether the worker is stopping (the limiter's drain has begun): what is
+  // given back then goes at once, not at the end of the turn, so that the
+  // drain, which waits for the calls in flight, waits for it too.
+  virtual bool draining() const { return false; }
 
   // Reads one bucket without changing it; the handler is called like
   // decide()'s. A store that cannot answers an error.

@@ -51,15 +51,25 @@ void SlotKeeper::release(std::span<const LimitDescriptor> taken) {
     count(slot.limit, -1);
     releasing_.push_back(BucketRefund{slot, 1});
   }
-  if (releasing_.empty() || flush_posted_) return;
-  flush_posted_ = true;
+  if (releasing_.empty()) return;
+  // While the worker stops, at once: the drain waits for calls in flight only.
+  if (limiter_->draining()) return flush();
+  if (flush_posted_) return;
   boost::asio::post(timer_.get_executor(), [self = shared_from_this()] { self->flush(); });
+  flush_posted_ = true;
 }
 
+// One call on one Redis; on a Redis Cluster one per slot released, so that
+// each is counted (and sent again) by its own outcome.
 void SlotKeeper::flush() {
   flush_posted_ = false;
   if (releasing_.empty()) return;
-  give_back(std::exchange(releasing_, Spares<std::vector<BucketRefund>>::take()), 1, false);
+  auto releases = std::exchange(releasing_, Spares<std::vector<BucketRefund>>::take());
+  if (releases.size() == 1 || limiter_->refunds_together()) {
+    return give_back(std::move(releases), 1, false);
+  }
+  for (BucketRefund& release : releases) give_back({std::move(release)}, 1, false);
+  keep_spare(std::move(releases));
 }
 
 // A release is the removal of the slot's own member (its number is unique in

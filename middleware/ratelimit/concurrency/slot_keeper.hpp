@@ -1,9 +1,9 @@
 // The concurrency slots one worker holds: given back when their exchange
-// ends (those of one turn of the loop together, in one refund call on one
-// Redis), renewed every
-// third of the shortest lease held (a slot of a shorter lease than those
-// held brings the next renewal forward), so that only a dead instance's
-// slots expire, and counted in sluice_ratelimit_in_flight{limit}. A release
+// ends (those of one turn of the loop together: one refund call on one
+// Redis, a call per slot on a Redis Cluster), renewed every third of the
+// shortest lease held (a slot of a shorter lease than those held brings the
+// next renewal forward), so that only a dead instance's slots expire, and
+// counted in sluice_ratelimit_in_flight{limit}. A release
 // that fails, or whose answer does not come in time, is sent again (it is
 // idempotent) up to kReleaseAttempts times, and each slot's release is
 // counted in sluice_ratelimit_slot_releases_total{result}. Used on the
@@ -65,7 +65,7 @@ class SlotKeeper : public std::enable_shared_from_this<SlotKeeper> {
   // pool, so that holding a slot allocates nothing once warm.
   std::pmr::unsynchronized_pool_resource pool_;
   std::pmr::unordered_map<double, LimitDescriptor> held_{&pool_};
-  std::vector<BucketRefund> releasing_;                // this turn's releases
+  std::vector<BucketRefund> releasing_;  // this turn's releases
   bool flush_posted_ = false;
   // This worker's slots held per limit: the gauge's own series, which only
   // this keeper moves.

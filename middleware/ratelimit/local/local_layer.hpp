@@ -69,6 +69,7 @@ class LocalLayer final : public RateLimiter, public std::enable_shared_from_this
   // Forwards to the store; the refunded buckets leave this worker's cache.
   void refund(std::vector<BucketRefund> refunds, RefundHandler done) override;
   bool refunds_together() const override { return store_->refunds_together(); }
+  bool draining() const override { return draining_; }
   void renew(std::vector<LimitDescriptor> slots, RefundHandler done) override;
 
   // Reads the bucket from the store (a lease held here was debited there).

@@ -16,6 +16,8 @@ class LimiterCategory final : public std::error_category {
         return "redis circuit breaker open";
       case LimiterError::kBadReply:
         return "unexpected rate-limit script reply";
+      case LimiterError::kPartlyApplied:
+        return "refund partly applied: some slots' calls never reached redis";
     }
     return "limiter error";
   }

@@ -8,7 +8,10 @@
 namespace sluice {
 
 // Errors of the limiter itself (Redis errors come from redis::category()).
-enum class LimiterError { kCircuitOpen = 1, kBadReply };
+// kPartlyApplied: a refund sent as several calls (one per hash slot) of which
+// some were applied and others never reached Redis; sent again, the applied
+// ones would count twice.
+enum class LimiterError { kCircuitOpen = 1, kBadReply, kPartlyApplied };
 std::error_code make_error_code(LimiterError e) noexcept;
 
 // Whether a call that failed with `ec` certainly never reached Redis (not

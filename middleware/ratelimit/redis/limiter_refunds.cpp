@@ -8,25 +8,10 @@
 
 #include "common/spares.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
+#include "middleware/ratelimit/redis/refund_gather.hpp"
 #include "middleware/ratelimit/redis/redis_rate_limiter_impl.hpp"
 
 namespace sluice {
-namespace {
-
-// The outcome of a refund sent as several calls: `done` (may be empty) gets
-// the first error once each of the `waiting` calls has been counted.
-struct RefundGather {
-  explicit RefundGather(RefundHandler on_done) : done(std::move(on_done)) {}
-  void counted(std::error_code ec) {
-    if (ec && !first_error) first_error = ec;
-    if (--waiting == 0 && done) done(first_error);
-  }
-  std::size_t waiting = 0;
-  std::error_code first_error;
-  RefundHandler done;
-};
-
-}  // namespace
 
 template <class Send>
 void RedisRateLimiter::Impl::per_slot_group(const std::vector<std::string>& keys, bool by_slot,

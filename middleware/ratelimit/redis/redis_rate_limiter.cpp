@@ -250,6 +250,8 @@ void RedisRateLimiter::refund(std::vector<BucketRefund> refunds, RefundHandler d
   impl_->refund(std::move(refunds), std::move(done));
 }
 
+// Asks the client switch as refund() does, so a reload's new client is the
+// one answered for.
 bool RedisRateLimiter::refunds_together() const {
   return !impl_->clients_.route().by_slot();
 }

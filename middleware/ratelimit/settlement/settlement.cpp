@@ -72,28 +72,35 @@ void Settler::settle(const std::string& route, std::span<const LimitDescriptor> 
   auto whole = std::allocate_shared<Settlement>(BlockAllocator<Settlement>{});
   whole->route = route;
   whole->units = back;
-  whole->parts_left = debited.size();  // every part is answered later, never inside settle()
   for (const LimitDescriptor& limit : debited) {
     pending_.push_back(Part{whole, BucketRefund{limit, back, max_debt}});
   }
+  whole->parts_left = debited.size();  // every part is answered later, never inside settle()
+  // While the worker stops, at once: the drain waits for calls in flight only.
+  if (draining_ || limiter_->draining()) return flush();
   if (flush_posted_) return;
-  flush_posted_ = true;
   boost::asio::post(executor_, [self = shared_from_this()] { self->flush(); });
+  flush_posted_ = true;
 }
 
 void Settler::flush() {
   flush_posted_ = false;
   if (pending_.empty()) return;  // drain() sent them
-  std::vector<Part> parts = std::exchange(pending_, Spares<std::vector<Part>>::take());
-  if (limiter_->refunds_together()) return send(Batch{std::move(parts)});
-  for (Part& part : parts) {
-    Batch one;
-    one.parts.push_back(std::move(part));
-    send(std::move(one));
-  }
+  send(Batch{std::exchange(pending_, Spares<std::vector<Part>>::take())});
 }
 
+// One call for the batch where its outcome is each part's; else a call per
+// part (asked at each sending: a reload may have changed the topology since
+// the batch was parked).
 void Settler::send(Batch batch) {
+  if (batch.parts.size() > 1 && !limiter_->refunds_together()) {
+    for (Part& part : batch.parts) {
+      Batch one{{}, batch.attempts};
+      one.parts.push_back(std::move(part));
+      send(std::move(one));
+    }
+    return keep_spare(std::move(batch.parts));
+  }
   ++batch.attempts;
   auto refunds = Spares<std::vector<BucketRefund>>::take();
   refunds.reserve(batch.parts.size());

@@ -171,18 +171,25 @@ TEST_CASE("settlement: the stop sends what waits at once, and nothing waits afte
   CHECK(f.store->calls.size() == 2);  // sent now, not in a second
   CHECK(f.settler->queued() == 0);
   CHECK(f.counted("refund") == 1);
+  // Settled while stopping: sent at once, not at the end of the turn (the
+  // drain waits only for calls in flight).
   f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
-  f.settle_one();
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  CHECK(f.store->calls.size() == 3);
   CHECK(f.settler->queued() == 0);  // dropped and counted
   CHECK(f.counted("failed") == 1);
   f.io.restart();
   f.io.run_for(std::chrono::milliseconds(1200));
-  CHECK(f.store->calls.size() == 3);  // the cancelled wait sent nothing more
-  // What was settled in the stop's own turn goes at once too.
+  CHECK(f.store->calls.size() == 3);  // nothing more: nothing waits after the stop
+}
+
+TEST_CASE("settlement: the stop sends what this turn settled", "[settlement][unit]") {
+  Fixture f;
   f.settler->settle("r", f.limits, 500, 120, 0);
+  CHECK(f.store->calls.empty());
   f.settler->drain();
-  CHECK(f.store->calls.size() == 4);
-  CHECK(f.counted("refund") == 2);
+  CHECK(f.store->calls.size() == 1);
+  CHECK(f.counted("refund") == 1);
 }
 
 TEST_CASE("settlement: one turn's settlements go as one refund call where its outcome is "
@@ -211,17 +218,30 @@ TEST_CASE("settlement: one turn's settlements go as one refund call where its ou
   CHECK(f.store->calls[2].size() == 2);
   CHECK(f.counted("refund") == 3);
 
+  // Parked as one call, sent again after the topology changed to one whose
+  // calls may fail apart (a reload to a Redis Cluster): a call per part.
+  f.store->results = {redis::make_error_code(redis::Error::kNotConnected)};
+  f.settler->settle("r", f.limits, 500, 120, 0);
+  f.end_turn();
+  CHECK(f.settler->queued() == 2);
+  f.store->together = false;
+  f.io.restart();
+  f.io.run_for(std::chrono::milliseconds(1500));
+  REQUIRE(f.store->calls.size() == 6);
+  CHECK(f.store->calls[4].size() == 1);
+  CHECK(f.store->calls[5].size() == 1);
+  CHECK(f.counted("refund") == 4);
+
   // Refunds sent per slot (a Redis Cluster): each part on its own, and the
   // settlement counted by its worst part.
-  f.store->together = false;
   f.store->results = {{}, redis::make_error_code(redis::Error::kTimeout)};
   f.settler->settle("r", f.limits, 500, 120, 0);
   f.end_turn();
-  REQUIRE(f.store->calls.size() == 5);
-  CHECK(f.store->calls[3].size() == 1);
-  CHECK(f.store->calls[4].size() == 1);
+  REQUIRE(f.store->calls.size() == 8);
+  CHECK(f.store->calls[6].size() == 1);
+  CHECK(f.store->calls[7].size() == 1);
   CHECK(f.counted("unknown") == 1);
-  CHECK(f.counted("refund") == 3);
+  CHECK(f.counted("refund") == 4);
 }
 
 }  // namespace settlement_retry_test

@@ -100,6 +100,10 @@ class ReleaseAnswers final : public RateLimiter {
     if (next_ < results.size()) ec = results[next_++];
     boost::asio::post(io_, [done, ec] { done(ec); });
   }
+  bool refunds_together() const override { return together; }
+  bool draining() const override { return stopping; }
+  bool together = true;
+  bool stopping = false;
   std::vector<std::error_code> results;
   std::vector<std::vector<BucketRefund>> calls;
 
@@ -148,6 +152,49 @@ TEST_CASE("slot keeper: a release whose answer never came is sent again",
     CHECK(limiter->calls.size() == 3);
     CHECK(released(metrics, "failed") == 1);
   }
+}
+
+TEST_CASE("slot keeper: a turn's releases go together on one Redis, one by one on a cluster, "
+          "at once while stopping", "[concurrency][unit]") {
+  boost::asio::io_context io;
+  MetricsShard metrics;
+  auto limiter = std::make_shared<ReleaseAnswers>(io);
+  auto keeper = std::make_shared<SlotKeeper>(io.get_executor(), limiter, metrics);
+  const LimitDescriptor a = slot(32, 30000);
+  const LimitDescriptor b = slot(33, 30000);
+  const auto hold_both = [&] {
+    keeper->hold({&a, 1});
+    keeper->hold({&b, 1});
+  };
+  const auto end_turn = [&] {
+    io.restart();
+    io.poll();
+  };
+
+  hold_both();
+  keeper->release({&a, 1});
+  keeper->release({&b, 1});
+  CHECK(limiter->calls.empty());  // at the end of the turn
+  end_turn();
+  REQUIRE(limiter->calls.size() == 1);
+  CHECK(limiter->calls[0].size() == 2);
+  CHECK(released(metrics, "released") == 2);
+
+  limiter->together = false;  // a Redis Cluster: each by its own outcome
+  hold_both();
+  keeper->release({&a, 1});
+  keeper->release({&b, 1});
+  end_turn();
+  REQUIRE(limiter->calls.size() == 3);
+  CHECK(limiter->calls[1].size() == 1);
+  CHECK(limiter->calls[2].size() == 1);
+  CHECK(released(metrics, "released") == 4);
+
+  limiter->stopping = true;  // the drain waits only for calls in flight
+  hold_both();
+  keeper->release({&a, 1});
+  CHECK(limiter->calls.size() == 4);
+  CHECK(keeper->held() == 1);
 }
 
 }  // namespace slot_keeper_test
