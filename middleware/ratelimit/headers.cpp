@@ -218,8 +218,15 @@ void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor>
 std::string too_many_requests_body(std::span<const LimitDescriptor> limits,
                                    const RateDecision& decision, unsigned status) {
   const std::size_t n = std::min(limits.size(), decision.limits.size());
-  std::string body = R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
-                     R"("title":"Too Many Requests","status":)";
+  constexpr std::string_view kStart =
+      R"({"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",)"
+      R"("title":"Too Many Requests","status":)";
+  // Sized once: the fixed text, the numbers, and each name escaped at worst.
+  std::size_t size = kStart.size() + 96;
+  for (std::size_t i = 0; i < n; ++i) size += 6 * limits[i].limit.size() + 3;
+  std::string body;
+  body.reserve(size);
+  body += kStart;
   body += std::to_string(status);
   body += R"(,"violated-policies":[)";
   bool first = true;

@@ -20,6 +20,7 @@ std::string caller_label(const Identity& identity, std::string_view key_secret) 
 std::string denied_caller(std::string_view label, const LimitDescriptor& limit) {
   if (!label.empty()) return std::string(label);
   std::string out;
+  out.reserve(2 * limit.key_hash.size());
   hex::append(out, limit.key_hash);
   return out;
 }
