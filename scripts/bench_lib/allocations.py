@@ -22,7 +22,7 @@ import socket
 import subprocess
 
 from measure import PATH, sluice_counters
-from stack import ALLOW_ALL, DENY_ALL, SLIDING_WINDOW_MS, Stack
+from stack import ALLOW_ALL, DENY_ALL, LEASE_TOKENS, SLIDING_WINDOW_MS, Stack
 
 KEYS = 10_000  # as the speed table's keyed rows
 CONNECTIONS = 4
@@ -43,6 +43,8 @@ ROWS = [
     (12, "429 from the denial cache (denying all)", {"limit": DENY_ALL}, False),
     (21, "YAML consumers (10,000), token bucket per API key",
      {"limit": ALLOW_ALL, "key": "api_key", "yaml_consumers": KEYS}, True),
+    (13, "hot global key with leasing", {"limit": ALLOW_ALL, "key": "global",
+                                          "lease_tokens": LEASE_TOKENS}, False),
     (14, "sliding window per API key", {"limit": ALLOW_ALL, "key": "api_key",
                                         "window_ms": SLIDING_WINDOW_MS}, True),
     (24, "day quota per API key", {"limit": ALLOW_ALL, "key": "api_key", "quota_period": "day"},
@@ -59,6 +61,7 @@ ROWS = [
 # The budget table's feature rows and their base rows.
 FEATURES = [
     (5, 4, "the limiter's own work"),
+    (13, 4, "a leased hot key, decided in the worker"),
     (21, 11, "YAML consumers"),
     (24, 11, "day quota"),
     (25, 11, "concurrency limit"),
