@@ -44,7 +44,7 @@ Http1Session::Http1Session(Worker& worker, std::shared_ptr<FrontDoor> door)
     : worker_(worker),
       door_(std::move(door)),
       stream_(door_->stream()),
-      head_timer_(stream_.get_executor()),
+      head_deadline_(stream_.get_executor()),
       deadline_(stream_.get_executor()),
       tls_open_(stream_.is_tls()),
       request_(worker, *this, stream_.get_executor()) {
@@ -66,7 +66,7 @@ void Http1Session::become_http2(std::string_view received) {
   handed_over_ = true;
   idle_ = false;
   deadline_.cancel();
-  head_timer_.cancel();
+  head_deadline_.cancel();
   worker_.remove_session(this);
   door_->serve_http2(received, draining_);
 }
@@ -86,7 +86,7 @@ void Http1Session::force_close() {
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
-  head_timer_.cancel();
+  head_deadline_.cancel();
   deadline_.cancel();
   request_.exchange().close_upstream_socket();
   request_.client_gone();
@@ -171,21 +171,7 @@ void Http1Session::start_head_read() {
   idle_ = buffer_.size() == 0;  // nothing of a request yet: a drain may close it
   deadline_.clear();
   head_timed_out_ = false;
-  head_timer_.expires_after(server.header_timeout);
-  const auto generation = ++head_generation_;
-  head_timer_.async_wait(handler([generation](Http1Session& self, beast::error_code ec) {
-    // Cancelled, or a stale expiry that raced with a head that arrived in time.
-    if (ec || generation != self.head_generation_ || !self.parser_ ||
-        self.parser_->is_header_done()) {
-      return;
-    }
-    self.head_timed_out_ = true;
-    beast::error_code ignored;
-    self.stream_.socket().cancel(ignored);  // for the 408
-    // Cancelling misses a read between two of its system calls: then the
-    // socket is closed a little later.
-    self.set_deadline(Side::kClient, kTimeoutBackstop);
-  }));
+  head_deadline_.expires_after(HeadWait::kHead, server.header_timeout, *this);
   http::async_read_header(
       stream_, buffer_, *parser_,
       handler([](Http1Session& self, beast::error_code ec, std::size_t) { self.on_head(ec); }));
@@ -193,8 +179,7 @@ void Http1Session::start_head_read() {
 
 void Http1Session::on_head(beast::error_code ec) {
   idle_ = false;
-  head_timer_.cancel();
-  ++head_generation_;
+  head_deadline_.clear();
   request_.start();
   if (head_timed_out_) {
     return send_local(
@@ -237,6 +222,16 @@ void Http1Session::on_head(beast::error_code ec) {
 void Http1Session::set_deadline(Side side, Clock::duration timeout) {
   if (side == Side::kClient) client_timed_out_ = false;
   deadline_.expires_after(side, timeout, *this);
+}
+
+void Http1Session::on_deadline(HeadWait) {
+  if (!parser_ || parser_->is_header_done()) return;  // a head that came in time
+  head_timed_out_ = true;
+  beast::error_code ignored;
+  stream_.socket().cancel(ignored);  // for the 408
+  // Cancelling misses a read between two of its system calls: then the
+  // socket is closed a little later.
+  set_deadline(Side::kClient, kTimeoutBackstop);
 }
 
 void Http1Session::on_deadline(Side side) {
@@ -330,7 +325,7 @@ void Http1Session::close() {
   tls_open_ = false;
   beast::error_code ec;
   stream_.socket().close(ec);
-  head_timer_.cancel();
+  head_deadline_.cancel();
   deadline_.cancel();
   request_.exchange().cancel_wait();
   request_.client_gone();

@@ -53,6 +53,9 @@ class Http1Session final : public ClientSession,
 
   // The deadline of `side` passed (see common/deadline.hpp).
   void on_deadline(Side side);
+  // The wait for a request head outlasted server.header_timeout.
+  enum class HeadWait : std::uint8_t { kHead };
+  void on_deadline(HeadWait);
 
   // RequestLeg: what the request object needs of this connection
   // (http1_session_exchange.cpp). A watched middleware step learns of a
@@ -123,13 +126,12 @@ class Http1Session final : public ClientSession,
   void close();
   void reset_exchange();
 
-  using Timer =
-      boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, WorkerExecutor>;
-
   Worker& worker_;
   std::shared_ptr<FrontDoor> door_;  // owns the stream
   ByteStream& stream_;
-  Timer head_timer_;
+  // The head's deadline, moved at each request without a system call (its
+  // timer is re-armed only when it fires before the deadline).
+  Deadline<WorkerExecutor, HeadWait> head_deadline_;
   Deadline<WorkerExecutor, Side> deadline_;
   bool client_timed_out_ = false;
   boost::beast::flat_buffer buffer_;
@@ -149,7 +151,6 @@ class Http1Session final : public ClientSession,
   bool handed_over_ = false;  // to an Http2Session
 
   std::uint64_t requests_ = 0;
-  std::uint64_t head_generation_ = 0;
   std::size_t linger_bytes_ = 0;
   bool head_timed_out_ = false;
   bool idle_ = false;
