@@ -758,37 +758,31 @@ class ClientTimeoutTest(GatewayTestCase):
             self.assertEqual(conn.read_response().status, 200)
             self.assertTrue(conn.is_closed(timeout=5), "idle connection still open")
 
+    def assert_408_for_a_trickled_head(self, conn: RawConnection):
+        head = b"GET /api/trickle HTTP/1.1\r\nHost: g\r\nX-Slow: " + b"a" * 40
+        try:
+            for i in range(0, len(head), 4):
+                conn.send(head[i:i + 4])
+                time.sleep(0.05)  # pacing the client, not waiting for a condition
+        except OSError:
+            pass  # closed by the gateway mid-head
+        res = conn.read_response()
+        self.assert_local_reply(res, 408)
+        self.assertTrue(conn.is_closed())
+
     def test_408_for_a_trickled_head(self):
         # The deadline covers the whole head, not each byte.
-        head = b"GET /api/trickle HTTP/1.1\r\nHost: g\r\nX-Slow: " + b"a" * 40
         with RawConnection(self.gateway.port, timeout=5) as conn:
-            try:
-                for i in range(0, len(head), 4):
-                    conn.send(head[i:i + 4])
-                    time.sleep(0.05)  # pacing the client, not waiting for a condition
-            except OSError:
-                pass  # closed by the gateway mid-head
-            res = conn.read_response()
-            self.assert_local_reply(res, 408)
-            self.assertTrue(conn.is_closed())
+            self.assert_408_for_a_trickled_head(conn)
 
     def test_408_for_a_trickled_head_after_a_kept_alive_request(self):
         # The head's deadline moves with each request without re-arming its
         # timer: a wait armed for the first request, fired early, is armed
         # again for the second head, which times out all the same.
-        head = b"GET /api/trickle HTTP/1.1\r\nHost: g\r\nX-Slow: " + b"a" * 40
         with RawConnection(self.gateway.port, timeout=5) as conn:
             conn.send(b"GET /api/first HTTP/1.1\r\nHost: g\r\n\r\n")
             self.assertEqual(conn.read_response().status, 200)
-            try:
-                for i in range(0, len(head), 4):
-                    conn.send(head[i:i + 4])
-                    time.sleep(0.05)  # pacing the client, not waiting for a condition
-            except OSError:
-                pass  # closed by the gateway mid-head
-            res = conn.read_response()
-            self.assert_local_reply(res, 408)
-            self.assertTrue(conn.is_closed())
+            self.assert_408_for_a_trickled_head(conn)
 
     def test_slow_upstream_is_not_an_idle_client(self):
         # Waiting for the upstream is not idle time on the client connection.
