@@ -278,8 +278,7 @@ constexpr AlgorithmRow kConcurrency{
           // Built in spare lists and strings: the client gives them back once
           // the command is written.
           auto command = Spares<std::vector<std::string>>::take();
-          command.push_back(Spares<std::string>::take());
-          command.back() = "ZREM";
+          command.emplace_back("ZREM");  // short: kept inside the string
           command.push_back(std::move(key));
           command.push_back(Spares<std::string>::take());
           append_slot_member(command.back(), refund.bucket.slot);
