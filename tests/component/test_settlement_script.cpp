@@ -17,11 +17,12 @@ using namespace sluice::test::script;  // NOLINT: the shared helpers of the scri
 
 namespace settlement_script_test {
 
-// One refund call of `units` (negative: a debit) with `max_debt`.
-long long settle(Redis& redis, const LimitDescriptor& limit, double units, double max_debt) {
-  const std::vector<sluice::BucketRefund> refunds = {{limit, units, max_debt}};
-  const std::vector<std::string> keys = {key_of(limit)};
-  std::vector<std::string> args = {"EVAL", std::string(sluice::kRefundLimitsScript), "1"};
+// One refund call of these refunds (negative units: a debit), in order.
+long long settle_all(Redis& redis, const std::vector<sluice::BucketRefund>& refunds) {
+  std::vector<std::string> keys;
+  for (const auto& refund : refunds) keys.push_back(key_of(refund.bucket));
+  std::vector<std::string> args = {"EVAL", std::string(sluice::kRefundLimitsScript),
+                                   std::to_string(keys.size())};
   args.insert(args.end(), keys.begin(), keys.end());
   const auto argv = kCodec.encode_refund_args(refunds);
   args.insert(args.end(), argv.begin(), argv.end());
@@ -29,6 +30,11 @@ long long settle(Redis& redis, const LimitDescriptor& limit, double units, doubl
   INFO((r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
   REQUIRE(r->type == REDIS_REPLY_INTEGER);
   return r->integer;
+}
+
+// One refund call of `units` (negative: a debit) with `max_debt`.
+long long settle(Redis& redis, const LimitDescriptor& limit, double units, double max_debt) {
+  return settle_all(redis, {{limit, units, max_debt}});
 }
 
 // The two doubles of a 16-byte value (a token bucket, a quota).
@@ -107,6 +113,38 @@ TEST_CASE("script: windows, quotas and logs settle up and down",
   REQUIRE(redis.decide({l[2]}, 1).allowed);
   CHECK(settle(redis, l[2], -30, 2) == 1);  // up to capacity + max_debt entries
   CHECK(entries() == 12);
+}
+
+TEST_CASE("script: a limit settled several times in one call sees each settlement; a refund "
+          "keeps the key's expiry, a debit sets it",
+          "[ratelimit][script][redis][settlement]") {
+  if (skip_without_redis()) return;
+  ScriptServer script;
+  Redis& redis = script.redis;
+  const LimitDescriptor b = bucket("tokens", "k", 10, 1e-9);
+  REQUIRE(redis.decide({b}, 6).allowed);  // 4 left
+  const LimitDescriptor other = bucket("tokens", "other", 10, 1e-9);
+  REQUIRE(redis.decide({other}, 10).allowed);  // 0 left
+  CHECK(settle_all(redis, {{b, 2, 0}, {other, 1, 0}, {b, 3, 0}, {b, -1, 0}}) == 4);
+  CHECK(pair_of(redis, key_of(b)).first == Approx(8).margin(1e-6));
+  CHECK(pair_of(redis, key_of(other)).first == Approx(1).margin(1e-6));
+
+  LimitDescriptor q = bucket("quota", "k", 100, 0);
+  q.algorithm = sluice::LimitAlgorithm::kQuota;
+  const double now = static_cast<double>(redis.time_us());
+  q.periods = {now - 1e9, now + 1e9, now + 2e9};
+  REQUIRE(redis.decide({q}, 50).allowed);
+  CHECK(settle_all(redis, {{q, 10, 0}, {q, 15, 0}}) == 2);
+  CHECK(pair_of(redis, key_of(q)).second == 25);
+
+  // The refund leaves the bucket fuller than the decision that set its
+  // expiry did: the expiry stays. A debit sets it anew.
+  REQUIRE(redis.command({"PEXPIRE", key_of(b), "5000"})->integer == 1);
+  CHECK(settle(redis, b, 1, 0) == 1);
+  CHECK(redis.pttl(key_of(b)) <= 5000);
+  CHECK(redis.pttl(key_of(b)) > 0);
+  CHECK(settle(redis, b, -1, 0) == 1);
+  CHECK(redis.pttl(key_of(b)) > 1'000'000'000LL);
 }
 
 TEST_CASE("script: a debit on a bucket that refills very slowly keeps an expiry Redis takes",

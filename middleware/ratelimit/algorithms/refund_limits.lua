@@ -12,6 +12,27 @@ local call, pack, unpack_d, nums, floor = redis.call, struct.pack, struct.unpack
 local time = call('TIME')
 local now = time[1] * 1000000 + time[2]
 
+-- The string values are read at once (MGET, a thousand keys a call: within
+-- Lua's limit on unpacked values); a key refunded twice in one call reads
+-- what its first refund wrote (`written`). A section that keeps a sorted set
+-- reads its key itself. A refund (units > 0) keeps the key's expiry: the
+-- limit it leaves is fuller than the one the decision set it for, and a
+-- value read after its time would be is read as full anyway. A debit sets it.
+local stored, written = {}, {}
+for first = 1, #KEYS, 1000 do
+  local last = math.min(first + 999, #KEYS)
+  local values = call('MGET', unpack(KEYS, first, last))
+  for j = first, last do stored[j] = values[j - first + 1] end
+end
+local function write(key, value, tokens, ttl)
+  if tokens > 0 then
+    call('SET', key, value, 'KEEPTTL')
+  else
+    call('SET', key, value, 'PX', ttl)
+  end
+  written[key] = value
+end
+
 -- ---- token bucket (0): refilled to now, it gets its tokens back, capped at
 -- its capacity, as if they had never been taken; a debit takes tokens, down
 -- to -max_debt at most (a bucket already lower stays where it is), and the
@@ -19,8 +40,7 @@ local now = time[1] * 1000000 + time[2]
 -- (about 31 years, the cap of the gateway's bucket expiry), written in
 -- digits: however slow the refill, PX stays a whole number Redis takes
 -- (a number Lua hands over may reach it as "1e+17").
-local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
-  local v = call('GET', key)
+local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl, v)
   local t, ts = capacity, now
   if v and #v == 16 then
     local st, sts = unpack_d('<dd', v)
@@ -37,7 +57,7 @@ local function bucket_refund(key, tokens, capacity, rate, _, _, max_debt, ttl)
   if tokens < 0 and nt < 0 and rate > 0 then
     ttl = string.format('%.0f', math.min(math.ceil((capacity - nt) / rate * 1000) + 1000, 1e12))
   end
-  call('SET', key, pack('<dd', nt, ts), 'PX', ttl)
+  write(key, pack('<dd', nt, ts), tokens, ttl)
   return 1
 end
 
@@ -46,8 +66,7 @@ end
 -- their debit), never below 0, while that window is the current or the
 -- previous one; a debit adds to the current window's count, up to capacity +
 -- max_debt.
-local function window_refund(key, tokens, capacity, window, _, _, max_debt, ttl)
-  local v = call('GET', key)
+local function window_refund(key, tokens, capacity, window, _, _, max_debt, ttl, v)
   local W = window * 1000000
   local c = floor(now / W)
   local sw, sc, sp = c, 0, 0
@@ -64,7 +83,7 @@ local function window_refund(key, tokens, capacity, window, _, _, max_debt, ttl)
   local nc = sc - tokens
   if nc < 0 then nc = 0 end
   if tokens < 0 and nc > capacity + max_debt then nc = math.max(sc, capacity + max_debt) end
-  call('SET', key, pack('<ddd', sw, nc, sp), 'PX', ttl)
+  write(key, pack('<ddd', sw, nc, sp), tokens, ttl)
   return 1
 end
 
@@ -75,8 +94,7 @@ end
 -- gateway's periods, as in the decide script: a stored period other than the
 -- one of them that holds now is replaced; when neither holds now, nothing is
 -- debited), up to capacity + max_debt.
-local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_debt)
-  local v = call('GET', key)
+local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_debt, _, v)
   local e, used = 0, 0
   if v and #v == 16 then e, used = unpack_d('<dd', v) end
   if tokens > 0 then
@@ -99,7 +117,7 @@ local function quota_refund(key, tokens, capacity, start, stop, next_stop, max_d
   local nu = used - tokens
   if nu < 0 then nu = 0 end
   if tokens < 0 and nu > capacity + max_debt then nu = math.max(used, capacity + max_debt) end
-  call('SET', key, pack('<dd', e, nu), 'PX', floor((e - now) / 1000) + 1000)
+  write(key, pack('<dd', e, nu), tokens, floor((e - now) / 1000) + 1000)
   return 1
 end
 
@@ -142,7 +160,8 @@ local refunds = {[0] = bucket_refund, [2] = window_refund, [4] = quota_refund, [
 local changed = 0
 for i = 1, #KEYS do
   local kind, units, capacity, x, y, z, max_debt = unpack_d('<ddddddd', nums, 56 * i - 55)
-  changed = changed + refunds[kind - kind % 2](KEYS[i], units, capacity, x, y, z, max_debt,
-                                               ARGV[i + 1])
+  local key = KEYS[i]
+  changed = changed + refunds[kind - kind % 2](key, units, capacity, x, y, z, max_debt,
+                                               ARGV[i + 1], written[key] or stored[i])
 end
 return changed
