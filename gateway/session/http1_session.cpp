@@ -128,13 +128,28 @@ void Http1Session::do_read_head() {
     idle_ = true;
     set_idle(true);
     set_deadline(Side::kClient, worker_.config()->server.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
-                            handler([](Http1Session& self, beast::error_code ec, std::size_t n) {
-                              self.on_first_bytes(ec, n);
-                            }));
-    return;
+    // The last watch's wait, still on the socket, tells when to read.
+    if (watch_.pending && !stream_.is_tls()) {
+      watch_.next_request = true;
+      return;
+    }
+    return read_first_bytes();
   }
   start_head_read();
+}
+
+void Http1Session::read_first_bytes() {
+  stream_.async_read_some(buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size())),
+                          handler([](Http1Session& self, beast::error_code ec, std::size_t n) {
+                            self.on_first_bytes(ec, n);
+                          }));
+}
+
+// The kept-alive wait ended: the first bytes are read (they are there, or
+// the end of the stream is), or the connection closes.
+void Http1Session::on_next_request_readable(beast::error_code ec) {
+  if (ec || closed_) return on_first_bytes(ec ? ec : asio::error::operation_aborted, 0);
+  read_first_bytes();
 }
 
 void Http1Session::on_first_bytes(beast::error_code ec, std::size_t n) {

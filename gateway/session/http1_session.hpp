@@ -105,6 +105,8 @@ class Http1Session final : public ClientSession,
   // Reading a request head (http1_session.cpp).
   void set_idle(bool idle);
   void do_read_head();
+  void read_first_bytes();
+  void on_next_request_readable(boost::beast::error_code ec);
   void on_first_bytes(boost::beast::error_code ec, std::size_t n);
   void release_buffers();
   void start_head_read();
@@ -112,7 +114,7 @@ class Http1Session final : public ClientSession,
 
   // Watching the client while a step is pending (http1_session_exchange.cpp).
   void await_client();
-  void on_client_readable(boost::beast::error_code ec, std::uint64_t generation);
+  void on_client_readable(boost::beast::error_code ec);
   void stop_watching();
   // The client's deadline passed during a request body read: the read is
   // cancelled, once, so that the client still gets its 408. False when
@@ -139,10 +141,15 @@ class Http1Session final : public ClientSession,
   std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body, FieldAllocator<char>>> parser_;
   std::string local_body_;  // a local reply's body while it is written (its head: res_.head)
   // Watching the client while a step is pending or the response awaited.
+  // On plain TCP a watch that ends leaves its wait on the socket: the next
+  // watch, or the kept-alive wait for the next request, takes it over (one
+  // system call less per request than a new wait or read).
   struct Watch {
-    std::uint64_t generation = 0;
-    bool pending = false;        // a readiness wait is on the socket
-    bool response_wait = false;  // the watch is awaiting_response()'s
+    std::uint64_t generation = 0;       // the current watch's
+    std::uint64_t wait_generation = 0;  // the watch the pending wait answers
+    bool pending = false;               // a readiness wait is on the socket
+    bool response_wait = false;         // the watch is awaiting_response()'s
+    bool next_request = false;          // the pending wait is the kept-alive one
   } watch_;
   bool closed_ = false;     // the client socket was closed
   bool in_tunnel_ = false;  // between tunnel_opened and tunnel_ended

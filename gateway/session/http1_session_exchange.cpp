@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <utility>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -30,17 +31,19 @@ using tcp = asio::ip::tcp;
 // ---- Watching the client while a step is pending ---------------------------------
 
 void Http1Session::await_client() {
+  watch_.wait_generation = watch_.generation;
+  if (watch_.pending) return;  // an ended watch's wait, still on the socket, serves this one
   watch_.pending = true;
-  stream_.socket().async_wait(
-      tcp::socket::wait_read,
-      handler([generation = watch_.generation](Http1Session& self, beast::error_code ec) {
-        self.on_client_readable(ec, generation);
-      }));
+  stream_.socket().async_wait(tcp::socket::wait_read,
+                              handler([](Http1Session& self, beast::error_code ec) {
+                                self.on_client_readable(ec);
+                              }));
 }
 
-void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t generation) {
-  if (generation != watch_.generation) return;  // a watch that ended
+void Http1Session::on_client_readable(beast::error_code ec) {
   watch_.pending = false;
+  if (std::exchange(watch_.next_request, false)) return on_next_request_readable(ec);
+  if (watch_.wait_generation != watch_.generation) return;  // a watch that ended
   if (!request_.watched()) return;
   bool gone = closed_;  // closed by the session itself (drain deadline, internal error)
   // A socket closed without closed_ (a deadline) is gone: OpenSSL must not
@@ -98,10 +101,13 @@ void Http1Session::awaiting_response(bool waiting) {
   request_.watch_client([] {});
 }
 
-// The watched step completed (the request forgot its watch): the wait ends.
+// The watched step completed (the request forgot its watch): the watch ends.
+// On plain TCP its wait stays for the next watch or the kept-alive wait;
+// over TLS (OpenSSL may hold read data the socket no longer shows) it is
+// cancelled.
 void Http1Session::stop_watching() {
   ++watch_.generation;
-  if (!watch_.pending || closed_) return;
+  if (!watch_.pending || closed_ || !stream_.is_tls()) return;
   watch_.pending = false;
   beast::error_code ignored;
   stream_.socket().cancel(ignored);

@@ -184,6 +184,20 @@ class ClientAbortTest(ProcessTestCase):
         self.assert_aborted(gw)
         self.assertEqual(metric_sum(gw, "sluice_http_requests_total", route="held", code="499"), 1)
 
+    def test_a_client_that_leaves_during_a_later_request_of_its_connection_is_noticed(self):
+        # Two requests answered on the connection first: the wait for the
+        # next request is the one the last watch left on the socket.
+        gw = self.gateway()
+        conn = RawConnection(gw.port)
+        self.addCleanup(conn.sock.close)
+        for n in (1, 2):
+            conn.send(f"GET /?hold_ms=0&n={n} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            self.assertEqual(conn.read_response().status, 200)
+        conn.send(b"GET /leaver?hold_ms=5000 HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_until(lambda: self.upstream.held == 1, 5, message="held upstream")
+        conn.sock.close()
+        self.assert_aborted(gw)
+
     def test_a_half_close_counts_as_gone(self):
         gw = self.gateway()
         s = self.send_held(gw)
