@@ -114,7 +114,7 @@ class Http1Session final : public ClientSession,
 
   // Watching the client while a step is pending (http1_session_exchange.cpp).
   void await_client();
-  void on_client_readable(boost::beast::error_code ec);
+  void on_client_readable(boost::beast::error_code ec, std::uint64_t wait_id);
   void stop_watching();
   // The client's deadline passed during a request body read: the read is
   // cancelled, once, so that the client still gets its 408. False when
@@ -147,9 +147,12 @@ class Http1Session final : public ClientSession,
   struct Watch {
     std::uint64_t generation = 0;       // the current watch's
     std::uint64_t wait_generation = 0;  // the watch the pending wait answers
+    std::uint64_t wait_id = 0;          // the pending wait's (a cancelled one's is older)
     bool pending = false;               // a readiness wait is on the socket
     bool response_wait = false;         // the watch is awaiting_response()'s
     bool next_request = false;          // the pending wait is the kept-alive one
+    // A watch is on: its wait, pending, answers it (not an ended watch's).
+    bool watching() const { return pending && wait_generation == generation; }
   } watch_;
   bool closed_ = false;     // the client socket was closed
   bool in_tunnel_ = false;  // between tunnel_opened and tunnel_ended

@@ -34,13 +34,15 @@ void Http1Session::await_client() {
   watch_.wait_generation = watch_.generation;
   if (watch_.pending) return;  // an ended watch's wait, still on the socket, serves this one
   watch_.pending = true;
-  stream_.socket().async_wait(tcp::socket::wait_read,
-                              handler([](Http1Session& self, beast::error_code ec) {
-                                self.on_client_readable(ec);
-                              }));
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      handler([wait_id = ++watch_.wait_id](Http1Session& self, beast::error_code ec) {
+        self.on_client_readable(ec, wait_id);
+      }));
 }
 
-void Http1Session::on_client_readable(beast::error_code ec) {
+void Http1Session::on_client_readable(beast::error_code ec, std::uint64_t wait_id) {
+  if (wait_id != watch_.wait_id) return;  // a wait cancelled and replaced since (TLS)
   watch_.pending = false;
   if (std::exchange(watch_.next_request, false)) return on_next_request_readable(ec);
   if (watch_.wait_generation != watch_.generation) return;  // a watch that ended
@@ -90,7 +92,7 @@ void Http1Session::awaiting_response(bool waiting) {
     watch_.response_wait = false;
     return request_.stop_watch();
   }
-  if (closed_ || watch_.pending || watch_.response_wait) return;
+  if (closed_ || watch_.watching() || watch_.response_wait) return;
   const RequestInfo& info = request_.info();
   if (info.route && info.route->ignore_client_abort) return;
   // A pipelined request already read: the client is there, even if it has

@@ -198,6 +198,14 @@ class ClientAbortTest(ProcessTestCase):
         conn.sock.close()
         self.assert_aborted(gw)
 
+    def test_a_client_that_leaves_after_a_delay_route_decided_is_noticed(self):
+        # on_limit: delay watches the client while the decision is out; that
+        # watch ends with the decision, and the response's own watch follows.
+        gw = self.gateway(on_limit="delay", max_delay_ms=1000, limits=["tokens"])
+        s = self.send_held(gw)
+        s.close()
+        self.assert_aborted(gw)
+
     def test_a_half_close_counts_as_gone(self):
         gw = self.gateway()
         s = self.send_held(gw)
