@@ -120,6 +120,10 @@ TEST_CASE("script: stored states, clock skew, odd values", "[ratelimit][script][
     CHECK(script.delay_seconds == script.limits[0].wait_seconds);
     CHECK(script.limits[0].remaining == Approx(-1).margin(0.01));
     CHECK(redis.stored(key_of(limit)).tokens == script.limits[0].remaining);
+    // Below zero, the key lives until the bucket would be full again: 3 tokens
+    // at 0.001 per second, not the 2 of a refill from empty.
+    CHECK(redis.pttl(key_of(limit)) > 3'000'000);
+    CHECK(redis.pttl(key_of(limit)) <= 3'001'000);
     CHECK_FALSE(redis.decide(limits, 1.5).allowed);  // a wait beyond 1000 s
   }
   SECTION("a short shadow bucket admits and is not written") {

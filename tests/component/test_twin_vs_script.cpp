@@ -10,6 +10,7 @@
 // period, a log's entries, the slots' lease ends).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -106,8 +107,15 @@ TwinRow token_bucket_row() {
               CHECK(stored.tokens == call.states[i].tokens);
               CHECK(stored.timestamp_us == call.states[i].timestamp_us);
               if (l.shadow && !call.decided.limits[i].sufficient) continue;  // not written
-              // Every key written expires after about capacity / rate.
-              const long long ttl = sluice::bucket_ttl_ms(l.capacity, l.refill_per_second);
+              // Every key written expires after about capacity / rate, or,
+              // below zero (a reservation), when it would be full again.
+              long long ttl = sluice::bucket_ttl_ms(l.capacity, l.refill_per_second);
+              const double tokens = call.states[i].tokens;
+              if (tokens < 0 && l.refill_per_second > 0) {
+                ttl = static_cast<long long>(std::min(
+                    std::ceil((l.capacity - tokens) / l.refill_per_second * 1000) + 1000,
+                    static_cast<double>(sluice::kMaxBucketTtlMs)));
+              }
               const long long pttl = redis.pttl(key_of(l));
               CHECK(pttl > 0);
               CHECK(pttl <= ttl);

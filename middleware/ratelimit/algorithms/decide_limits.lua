@@ -127,6 +127,12 @@ if kind1 == 0 or wanted and wanted[0] then
         if grant > want then grant = want end
       end
       t = t - cost - grant
+      -- A reservation leaves the bucket below zero: it lives until it would
+      -- be full again, longer than the route's time to refill it from empty
+      -- (`ttl`), at most 10^12 ms, in digits (as in the refund script).
+      if t < 0 and rate > 0 then
+        ttl = string.format('%.0f', math.min(math.ceil((capacity - t) / rate * 1000) + 1000, 1e12))
+      end
       local v = pack('<dd', t, ts)
       if hold then hold(key, v, ttl) else call('SET', key, v, 'PX', ttl) end
     end

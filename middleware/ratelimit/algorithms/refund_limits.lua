@@ -16,8 +16,10 @@ local now = time[1] * 1000000 + time[2]
 -- Lua's limit on unpacked values); a key refunded twice in one call reads
 -- what its first refund wrote (`written`). A section that keeps a sorted set
 -- reads its key itself. A refund (units > 0) keeps the key's expiry: the
--- limit it leaves is fuller than the one the decision set it for, and a
--- value read after its time would be is read as full anyway. A debit sets it.
+-- limit it leaves is fuller than the one the decision set the expiry for (a
+-- bucket lives until it would be full again, a window and a quota until
+-- their count is of no use), so it too would be full or spent by then
+-- (SET's KEEPTTL, Redis 6.0 on). A debit sets the expiry.
 local stored, written = {}, {}
 for first = 1, #KEYS, 1000 do
   local last = math.min(first + 999, #KEYS)
