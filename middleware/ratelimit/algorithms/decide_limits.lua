@@ -127,9 +127,8 @@ if kind1 == 0 or wanted and wanted[0] then
         if grant > want then grant = want end
       end
       t = t - cost - grant
-      -- A reservation leaves the bucket below zero: it lives until it would
-      -- be full again, longer than the route's time to refill it from empty
-      -- (`ttl`), at most 10^12 ms, in digits (as in the refund script).
+      -- Below zero (a reservation) it lives until it would be full again (ttl
+      -- is the refill from empty), at most 10^12 ms, in digits.
       if t < 0 and rate > 0 then
         ttl = string.format('%.0f', math.min(math.ceil((capacity - t) / rate * 1000) + 1000, 1e12))
       end
