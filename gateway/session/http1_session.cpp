@@ -1,7 +1,10 @@
 #include "gateway/session/http1_session.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 
 #include <spdlog/spdlog.h>
 #include <boost/beast/core.hpp>
@@ -145,11 +148,24 @@ void Http1Session::read_first_bytes() {
                           }));
 }
 
-// The kept-alive wait ended: the first bytes are read (they are there, or
-// the end of the stream is), or the connection closes.
+// The kept-alive wait ended (plain TCP only): the first bytes are read now,
+// in this turn, as a read that the event completed would have been (an
+// operation started here would complete a turn later, and its request would
+// miss this turn's batch of decisions). A wake with nothing to read reads
+// as before; an error or the end of the stream closes the connection.
 void Http1Session::on_next_request_readable(beast::error_code ec) {
   if (ec || closed_) return on_first_bytes(ec ? ec : asio::error::operation_aborted, 0);
-  read_first_bytes();
+  const auto into = buffer_.prepare(std::min(kIdleReadBytes, buffer_.max_size()));
+  iovec piece{into.data(), into.size()};
+  msghdr message{};
+  message.msg_iov = &piece;
+  message.msg_iovlen = 1;
+  const ssize_t n = ::recvmsg(stream_.socket().native_handle(), &message, MSG_DONTWAIT);
+  if (n > 0) return on_first_bytes({}, static_cast<std::size_t>(n));
+  if (n == 0) return on_first_bytes(asio::error::eof, 0);
+  const int error = errno;
+  if (error == EAGAIN || error == EWOULDBLOCK || error == EINTR) return read_first_bytes();
+  on_first_bytes(beast::error_code(error, boost::system::system_category()), 0);
 }
 
 void Http1Session::on_first_bytes(beast::error_code ec, std::size_t n) {
