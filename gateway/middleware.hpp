@@ -22,7 +22,7 @@ namespace sluice {
 // A reply made by Sluice itself rather than by an upstream.
 struct LocalReply {
   unsigned status = 500;
-  std::string content_type = "application/json";
+  std::string content_type = "application/json";  // empty: none (a reply without a body)
   std::string body;
   HeaderList headers;             // extra headers (Allow, Retry-After, ...)
   bool close_connection = false;  // close the client connection after this reply

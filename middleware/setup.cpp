@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
+#include "middleware/access/access_middleware.hpp"
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
@@ -102,6 +103,7 @@ class MiddlewareServices final : public WorkerServices {
 
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
+    chain.steps.push_back(std::make_shared<AccessMiddleware>(metrics_));
     chain.steps.push_back(std::make_shared<RateLimitMiddleware>(
         executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_, settler_));
     access_log_ = std::make_shared<AccessLog>(executor_);
@@ -213,6 +215,7 @@ class MiddlewareServices final : public WorkerServices {
 class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
   explicit MiddlewareServicesFactory(AdminRegistries registries) {
+    register_metric_families(access_metric_families());
     register_metric_families(rate_limit_metric_families());
     process_.buckets = std::move(registries.buckets);
     process_.consumers = std::move(registries.consumers);
@@ -224,6 +227,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   }
 
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
+    seed_access_metrics(config, metrics);
     seed_rate_limit_metrics(config, metrics);
     if (process_.buckets) seed_bucket_api_metrics(metrics);
     if (process_.consumers) seed_consumer_api_metrics(metrics);

@@ -223,7 +223,10 @@ void each_response_field(const HttpFields& fields, const ResponseHeadOptions& op
     const std::string_view name = f.name_string();
     bool skip = ascii::iequals(name, "X-Request-Id");
     for (auto l : listed) skip = skip || ascii::iequals(name, l);
-    for (const auto& e : options.extra) skip = skip || ascii::iequals(name, e.first);
+    // A step's line replaces the upstream's of its name; Vary lists add up.
+    for (const auto& e : options.extra) {
+      skip = skip || (ascii::iequals(name, e.first) && !ascii::iequals(name, "Vary"));
+    }
     skip = skip || (options.rules && options.rules->drops(name));
     if (!skip) emit(name, f.value());
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/ascii.hpp"
+
 namespace sluice {
 
 namespace {
@@ -38,6 +40,32 @@ std::optional<CalendarPeriod> calendar_period_named(std::string_view name) {
 const BucketParams& LimitConfig::for_plan(std::string_view plan) const {
   const auto it = plans.find(std::string(plan));
   return it == plans.end() ? bucket : it->second;
+}
+
+IpAccessConfig::Result IpAccessConfig::check(const IpAddress& ip) const {
+  if (!table) return Result::kAllowed;
+  const auto verdict = table->find(ip);
+  if (!verdict) return has_allow ? Result::kNotAllowed : Result::kAllowed;
+  return *verdict == IpPrefixTable::Verdict::kDeny ? Result::kDenied : Result::kAllowed;
+}
+
+bool CorsConfig::allows(std::string_view origin) const {
+  // "null" (a sandboxed page, a file, a redirect) is no site: never listed.
+  if (origin.empty() || origin == "null") return false;
+  if (any_origin) return true;
+  for (const auto& exact : origins) {
+    if (ascii::iequals(origin, exact)) return true;
+  }
+  for (const auto& w : wildcards) {
+    // One label or more before the suffix, in the scheme written.
+    if (origin.size() <= w.scheme.size() + w.suffix.size()) continue;
+    if (!ascii::iequals(origin.substr(0, w.scheme.size()), w.scheme)) continue;
+    if (!ascii::iequals(origin.substr(origin.size() - w.suffix.size()), w.suffix)) continue;
+    const auto labels =
+        origin.substr(w.scheme.size(), origin.size() - w.scheme.size() - w.suffix.size());
+    if (labels.find_first_of("/:@?#") == std::string_view::npos) return true;
+  }
+  return false;
 }
 
 bool is_known_plan(const Config& config, std::string_view plan) {

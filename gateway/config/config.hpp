@@ -18,6 +18,7 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/config/algorithm.hpp"
 #include "gateway/config/time_zone.hpp"
+#include "gateway/ip_prefix_table.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
@@ -251,6 +252,12 @@ enum class CalendarPeriod { kMinute, kHour, kDay, kWeek, kMonth, kYear };
 std::string_view calendar_period_name(CalendarPeriod period);
 std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
 
+// Which rate-limit headers a client is shown (limits.NAME.client_headers and
+// routes[].client_headers): all, none, the IETF RateLimit and
+// RateLimit-Policy only, or the X-RateLimit-* trio only. A hidden limit still
+// decides and is logged; a 429 it alone causes carries Retry-After only.
+enum class ClientHeaders : std::uint8_t { kAll, kNone, kIetf, kLegacy };
+
 struct LimitConfig {
   std::string name;
   std::vector<KeySource> key;  // one entry, or several for a composite key
@@ -258,6 +265,7 @@ struct LimitConfig {
   BucketParams bucket;
   // Decided and debited like any limit, but never denies (a dry run).
   bool shadow = false;
+  ClientHeaders client_headers = ClientHeaders::kAll;
   // Keyed by ip: IPv6 clients share one bucket per network of this prefix
   // length (IPv4 clients are keyed by their whole address).
   unsigned ipv6_prefix = 64;
@@ -272,6 +280,40 @@ struct LimitConfig {
   Millis lease{30000};
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
+};
+
+// Client addresses let in or kept out (ip_access, for all routes and per
+// route), on the address trusted_proxies resolve. The longest listed prefix
+// holding the address decides; an address no entry holds is let in unless
+// the list allows some (then only those are).
+struct IpAccessConfig {
+  std::shared_ptr<const IpPrefixTable> table;  // null: no list
+  bool has_allow = false;                      // some entry is an allow entry
+  bool has_deny = false;                       // some entry is a deny entry
+  enum class Result { kAllowed, kDenied, kNotAllowed };
+  Result check(const IpAddress& ip) const;
+  bool empty() const { return !table; }
+};
+
+// Cross-origin requests from browsers (routes[].cors): preflights answered by
+// the gateway, the Access-Control-* headers on every response of the route.
+struct CorsConfig {
+  bool enabled = false;
+  bool any_origin = false;  // "*" among the origins
+  std::vector<std::string> origins;  // exact, lower case: "https://app.example.com"
+  // "https://*.example.com": the scheme with "://" and the suffix from the dot.
+  struct Wildcard {
+    std::string scheme;  // "https://"
+    std::string suffix;  // ".example.com" (with ":port" when one was written)
+  };
+  std::vector<Wildcard> wildcards;
+  std::string allow_methods;   // comma-separated, as sent
+  std::string allow_headers;   // comma-separated; empty: the preflight's own list is echoed
+  std::string expose_headers;  // comma-separated, the rate-limit headers first
+  bool allow_credentials = false;
+  std::optional<std::int64_t> max_age;  // seconds; none: no Access-Control-Max-Age
+  // Whether `origin` (as the Origin header carries it) may read responses.
+  bool allows(std::string_view origin) const;
 };
 
 struct RouteMatch {
@@ -340,6 +382,10 @@ struct RouteConfig {
   // relayed from it (empty: none).
   HeaderRules request_headers;
   HeaderRules response_headers;
+  IpAccessConfig ip_access;  // checked after the global list
+  CorsConfig cors;
+  // Overrides every limit's own client_headers on this route when set.
+  std::optional<ClientHeaders> client_headers;
 };
 
 // Clients whose requests skip rate limiting altogether (and are counted).
@@ -360,6 +406,7 @@ struct Config {
   RedisConfig redis;
   LocalConfig local;
   ExemptionsConfig exemptions;
+  IpAccessConfig ip_access;  // every route's, before its own
   std::vector<UpstreamConfig> upstreams;
   ApiKeysConfig api_keys;
   std::vector<LimitConfig> limits;

@@ -6,7 +6,7 @@ namespace {
 
 constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
                                       "api_keys", "limits", "routes", "exemptions", "plans",
-                                      "audit"};
+                                      "audit",    "ip_access"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -56,7 +56,8 @@ constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_fleet_si
 constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",
                                        "plans",     "lease_tokens", "algorithm",
                                        "window_ms", "shadow",       "ipv6_prefix",
-                                       "period",    "timezone",     "lease_ms"};
+                                       "period",    "timezone",     "lease_ms",
+                                       "client_headers"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
 constexpr std::string_view kRoute[] = {"name",
                                        "match",
@@ -73,10 +74,16 @@ constexpr std::string_view kRoute[] = {"name",
                                        "cost_from_response",
                                        "reject",
                                        "request_headers",
-                                       "response_headers"};
+                                       "response_headers",
+                                       "ip_access",
+                                       "cors",
+                                       "client_headers"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
 constexpr std::string_view kCostFromResponse[] = {"header", "statuses", "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
+constexpr std::string_view kIpAccess[] = {"allow", "deny", "allow_file", "deny_file"};
+constexpr std::string_view kCors[] = {"allow_origins",  "allow_methods",     "allow_headers",
+                                      "expose_headers", "allow_credentials", "max_age"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
@@ -108,6 +115,9 @@ constexpr MappingKeys kCostFromResponseKeys{"routes[].cost_from_response", kCost
 constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
 constexpr MappingKeys kResponseHeadersKeys{"routes[].response_headers", kHeaderRules};
 constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
+constexpr MappingKeys kIpAccessKeys{"ip_access", kIpAccess};
+constexpr MappingKeys kRouteIpAccessKeys{"routes[].ip_access", kIpAccess};
+constexpr MappingKeys kCorsKeys{"routes[].cors", kCors};
 
 }  // namespace config
 
@@ -117,7 +127,8 @@ std::vector<std::string> config_key_paths() {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
-      &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys};
+      &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
+      &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

@@ -42,6 +42,9 @@ extern const MappingKeys kCostFromResponseKeys;
 extern const MappingKeys kRequestHeadersKeys;
 extern const MappingKeys kResponseHeadersKeys;
 extern const MappingKeys kExemptionsKeys;
+extern const MappingKeys kIpAccessKeys;
+extern const MappingKeys kRouteIpAccessKeys;
+extern const MappingKeys kCorsKeys;
 
 }  // namespace config
 

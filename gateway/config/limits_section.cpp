@@ -254,6 +254,11 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
     if (shadow) l.shadow = *shadow;
     ok = shadow.has_value() && ok;
   }
+  if (auto* v = m->get("client_headers")) {
+    const auto shown_headers = read_client_headers(r, *v);
+    if (shown_headers) l.client_headers = *shown_headers;
+    ok = shown_headers.has_value() && ok;
+  }
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
   if (auto* v = m->get("lease_tokens")) {
     ok = read_bucket_number(r, v, l.lease_tokens) && ok;

@@ -38,6 +38,7 @@ void read_config(YamlReader& r, const Field& root, Config& c) {
   if (auto* s = m->get("api_keys")) read_api_keys(r, *s, c, notes);
   notes.plans_mark = r.here();
   if (auto* s = m->get("exemptions")) read_exemptions(r, *s, c, notes);
+  if (auto* s = m->get("ip_access")) read_ip_access(r, *s, c.ip_access);
   if (auto* s = r.required(*m, "routes")) read_routes(r, *s, c, notes);
   config::resolve(r, notes, c);
 }

@@ -254,6 +254,9 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   read_on_limit(r, *m, route);
   read_route_cost_and_reject(r, *m, route, notes);
   read_route_headers(r, *m, route);
+  if (auto* v = m->get("ip_access")) read_ip_access(r, *v, route.ip_access);
+  if (auto* v = m->get("cors")) read_cors(r, *v, route);
+  if (auto* v = m->get("client_headers")) route.client_headers = read_client_headers(r, *v);
   if (cost_valid) notes.cost = ReadValue{*cost, r.here(), {}};
 }
 

@@ -70,6 +70,11 @@ struct ReadNotes {
 };
 
 void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+// ip_access (top level and per route), routes[].cors, client_headers
+// (access_section.cpp).
+void read_ip_access(YamlReader& r, const Field& f, IpAccessConfig& out);
+void read_cors(YamlReader& r, const Field& f, RouteConfig& route);
+std::optional<ClientHeaders> read_client_headers(YamlReader& r, const Field& f);
 // server.tls (tls_section.cpp).
 void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -183,7 +183,7 @@ void Http2Stream::send_local(LocalReply reply, bool) {
   } else {
     with_trace_id(reply, request_.info().trace_id);
     add("server", "sluice");
-    add("content-type", reply.content_type);
+    if (!reply.content_type.empty()) add("content-type", reply.content_type);
     add("content-length", std::to_string(reply.body.size()));
     const bool body = head_.request().method() != http::verb::head && !reply.body.empty();
     local_body_ = std::move(reply.body);

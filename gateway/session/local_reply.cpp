@@ -114,6 +114,7 @@ void serialize_local_head(std::string& out, const LocalReply& reply,
   for (std::size_t i = 0; i < count; ++i) {
     const auto [name, value] = field(i);
     if (framing_name(name) || replaced_later(i, name)) continue;
+    if (value.empty() && ascii::iequals(name, "Content-Type")) continue;  // a reply without a body
     append_field(out, name, value);
   }
   append_field(out, "Content-Length", std::to_string(options.content_length));

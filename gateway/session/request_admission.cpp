@@ -179,6 +179,19 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
   auto decision =
       select_route(config, req.method_string(), info.target.route_path,
                    field_value(req, http::field::host));
+  if (decision.kind == RouteDecision::Kind::kMethodNotAllowed && req.method() == http::verb::options) {
+    // A CORS preflight asks for the method it names: a route with cors that
+    // takes that method answers it, even if OPTIONS is not among its methods.
+    static const FieldName kRequestMethod("Access-Control-Request-Method");
+    const auto asked = field_value(req, kRequestMethod);
+    if (!asked.empty() && req.find(http::field::origin) != req.end()) {
+      auto preflight = select_route(config, asked, info.target.route_path,
+                                    field_value(req, http::field::host));
+      if (preflight.kind == RouteDecision::Kind::kMatched && preflight.route->cors.enabled) {
+        decision = preflight;
+      }
+    }
+  }
   if (decision.kind == RouteDecision::Kind::kMatched) {
     info.route = decision.route;
     return std::nullopt;

@@ -230,6 +230,11 @@ bool route_limits(const RouteConfig& route) {
 
 namespace {
 
+void set_client_headers(LimitDescriptor& descriptor, ClientHeaders shown) {
+  descriptor.show_legacy = shown == ClientHeaders::kAll || shown == ClientHeaders::kLegacy;
+  descriptor.show_ietf = shown == ClientHeaders::kAll || shown == ClientHeaders::kIetf;
+}
+
 // A quota's periods around the store's time now (redis_clock.hpp).
 QuotaPeriods quota_periods_now(const LimitConfig& limit) {
   return current_periods(limit, redis::server_now_us());
@@ -281,6 +286,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
       descriptor.slot = next_slot_number();  // names the units this request logs
     }
     descriptor.shadow = limit->shadow;
+    set_client_headers(descriptor, limit->client_headers);
     result.values.push_back(
         LimitKeyValue{{}, value.fell_back, value.missing_kind, value.missing_name});
   }
@@ -304,8 +310,13 @@ RateLimitKeys build_route_descriptors(const Config& config, const RouteConfig& r
       if (it != config.limits.end()) limits.push_back(&*it);
     }
   }
-  return build_limit_descriptors(limits, request, config.api_keys, identity,
-                                 config.redis.key_secret, std::nullopt, std::move(reuse));
+  RateLimitKeys keys = build_limit_descriptors(limits, request, config.api_keys, identity,
+                                               config.redis.key_secret, std::nullopt,
+                                               std::move(reuse));
+  if (route.client_headers) {
+    for (LimitDescriptor& d : keys.descriptors) set_client_headers(d, *route.client_headers);
+  }
+  return keys;
 }
 
 std::vector<LimitDescriptor> with_quota_periods_now(std::vector<LimitDescriptor> descriptors,

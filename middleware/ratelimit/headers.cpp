@@ -172,41 +172,71 @@ HeaderList rate_limit_headers(std::span<const LimitDescriptor> limits, double co
 void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor> limits,
                                [[maybe_unused]] double cost, const RateDecision& decision) {
   const std::size_t n = std::min(limits.size(), decision.limits.size());
-  const std::size_t chosen = most_restrictive_limit(limits.first(n), decision);
-  if (chosen >= n) return;
-
-  // X-RateLimit-* for the most restrictive limit.
-  const LimitState& state = decision.limits[chosen];
-  put_int_field(out, "X-RateLimit-Limit", floor_tokens(limits[chosen].capacity));
-  put_int_field(out, "X-RateLimit-Remaining", floor_tokens(state.remaining));
-  put_int_field(out, "X-RateLimit-Reset", ceil_seconds(state.seconds_to_full));
-
-  // RateLimit-Policy and RateLimit: one list item per limit, in route order.
-  std::size_t bound = 0;
-  for (std::size_t i = 0; i < n; ++i) bound += sf_string_bound(limits[i].limit) + kItemExtraBound;
-  {
-    TextWriter policy(out.add("RateLimit-Policy"), bound);
+  const bool all_shown = std::all_of(limits.begin(), limits.begin() + n, [](const auto& l) {
+    return l.show_legacy && l.show_ietf;
+  });
+  // X-RateLimit-* for the most restrictive limit the client may see; on a
+  // denial, a shown limit that is short competes first.
+  std::size_t chosen = n;
+  if (all_shown) {
+    chosen = most_restrictive_limit(limits.first(n), decision);
+  } else {
+    bool shown_short = false;
     for (std::size_t i = 0; i < n; ++i) {
-      if (i > 0) policy.put(", "sv);
-      put_sf_string(policy, limits[i].limit);
-      policy.put(";q="sv);
-      put_int(policy, floor_tokens(limits[i].capacity));
-      policy.put(";w="sv);
-      put_int(policy, window_seconds(limits[i]));
+      shown_short = shown_short || (limits[i].show_legacy && !decision.limits[i].sufficient);
     }
+    shown_short = shown_short && !decision.allowed;
+    chosen = most_restrictive_of(limits.first(n), decision, [&](std::size_t i) {
+      return limits[i].show_legacy && (!shown_short || !decision.limits[i].sufficient);
+    });
   }
-  {
-    TextWriter current(out.add("RateLimit"), bound);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i > 0) current.put(", "sv);
-      put_sf_string(current, limits[i].limit);
-      current.put(";r="sv);
-      put_int(current, floor_tokens(decision.limits[i].remaining));
-      current.put(";t="sv);
-      put_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
-    }
-  }  // each writer ends before the next add(), which may move the strings
+  if (chosen < n) {
+    const LimitState& state = decision.limits[chosen];
+    put_int_field(out, "X-RateLimit-Limit", floor_tokens(limits[chosen].capacity));
+    put_int_field(out, "X-RateLimit-Remaining", floor_tokens(state.remaining));
+    put_int_field(out, "X-RateLimit-Reset", ceil_seconds(state.seconds_to_full));
+  }
 
+  // RateLimit-Policy and RateLimit: one list item per shown limit, in route order.
+  std::size_t bound = 0;
+  std::size_t ietf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!limits[i].show_ietf) continue;
+    bound += sf_string_bound(limits[i].limit) + kItemExtraBound;
+    ++ietf;
+  }
+  if (ietf > 0) {
+    {
+      TextWriter policy(out.add("RateLimit-Policy"), bound);
+      bool first = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!limits[i].show_ietf) continue;
+        if (!first) policy.put(", "sv);
+        first = false;
+        put_sf_string(policy, limits[i].limit);
+        policy.put(";q="sv);
+        put_int(policy, floor_tokens(limits[i].capacity));
+        policy.put(";w="sv);
+        put_int(policy, window_seconds(limits[i]));
+      }
+    }
+    {
+      TextWriter current(out.add("RateLimit"), bound);
+      bool first = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!limits[i].show_ietf) continue;
+        if (!first) current.put(", "sv);
+        first = false;
+        put_sf_string(current, limits[i].limit);
+        current.put(";r="sv);
+        put_int(current, floor_tokens(decision.limits[i].remaining));
+        current.put(";t="sv);
+        put_int(current, ceil_seconds(decision.limits[i].seconds_to_cost));
+      }
+    }  // each writer ends before the next add(), which may move the strings
+  }
+
+  // Retry-After whatever is shown: a client told 429 is told when to come back.
   if (!decision.allowed) {
     const std::int64_t retry_after =
         std::max<std::int64_t>(1, ceil_seconds(retry_after_seconds(limits.first(n), decision)));
@@ -232,6 +262,7 @@ std::string too_many_requests_body(std::span<const LimitDescriptor> limits,
   bool first = true;
   for (std::size_t i = 0; i < n; ++i) {
     if (decision.limits[i].sufficient) continue;
+    if (!limits[i].show_legacy && !limits[i].show_ietf) continue;  // hidden: not named
     if (!first) body += ',';
     first = false;
     append_json_string(body, limits[i].limit);

@@ -60,6 +60,12 @@ struct LimitDescriptor {
   // Decided and debited (when the request goes through and it had the
   // tokens), but its shortage never denies the request.
   bool shadow = false;
+  // Which of its headers the client is shown (limits.NAME.client_headers,
+  // routes[].client_headers): the X-RateLimit-* trio may name it (legacy),
+  // the RateLimit and RateLimit-Policy lists carry it (ietf). Hidden from
+  // both, it still decides; a 429 it causes carries Retry-After.
+  bool show_legacy = true;
+  bool show_ietf = true;
   // How long a request may wait for this bucket's tokens: when the wait is at
   // most this, the tokens are reserved at once (the bucket may go below zero)
   // and the request goes after the wait. 0 = no waiting (deny).

@@ -217,3 +217,45 @@ TEST_CASE("headers: appended to a reused list, the same headers in the same stri
   CHECK(reused == fresh);
   CHECK(reused[3].second.data() == policy);  // refilled in place, not allocated again
 }
+
+TEST_CASE("headers: client_headers hides a limit from one family or from both",
+          "[ratelimit][headers][client_headers]") {
+  // per_key (50) is short, orders_global (1000) is not.
+  std::vector<LimitDescriptor> limits = kSpecLimits;
+  std::vector<sluice::BucketState> states(2);
+  states[0].tokens = 0;
+  states[0].timestamp_us = 0;
+  states[0].exists = true;
+  const RateDecision denied = sluice::decide_limits(states, limits, 1, 0);
+  REQUIRE_FALSE(denied.allowed);
+
+  SECTION("none on the short limit: the other one is shown, Retry-After still comes") {
+    limits[0].show_legacy = limits[0].show_ietf = false;
+    const Headers h = sluice::rate_limit_headers(limits, 1, denied);
+    CHECK(header(h, "X-RateLimit-Limit") == "1000");
+    CHECK(header(h, "RateLimit-Policy") == R"("orders_global";q=1000;w=2)");
+    CHECK(header(h, "RateLimit").find("per_key") == std::string::npos);
+    CHECK(header(h, "Retry-After") == "1");
+    const std::string body = sluice::too_many_requests_body(limits, denied, 429);
+    CHECK(body.find("\"violated-policies\":[]") != std::string::npos);
+  }
+  SECTION("none on both: Retry-After and Cache-Control only") {
+    for (auto& l : limits) l.show_legacy = l.show_ietf = false;
+    const Headers h = sluice::rate_limit_headers(limits, 1, denied);
+    const Headers expected = {{"Retry-After", "1"}, {"Cache-Control", "no-store"}};
+    CHECK(h == expected);
+  }
+  SECTION("ietf: the lists only") {
+    for (auto& l : limits) l.show_legacy = false;
+    const Headers h = sluice::rate_limit_headers(limits, 1, denied);
+    CHECK(header(h, "X-RateLimit-Limit") == "<absent>");
+    CHECK(header(h, "RateLimit-Policy") == R"("per_key";q=50;w=5, "orders_global";q=1000;w=2)");
+  }
+  SECTION("legacy: the trio only, for the short limit") {
+    for (auto& l : limits) l.show_ietf = false;
+    const Headers h = sluice::rate_limit_headers(limits, 1, denied);
+    CHECK(header(h, "X-RateLimit-Limit") == "50");
+    CHECK(header(h, "RateLimit") == "<absent>");
+    CHECK(header(h, "RateLimit-Policy") == "<absent>");
+  }
+}
