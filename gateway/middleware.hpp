@@ -59,6 +59,31 @@ struct DecisionRecord {
   std::optional<double> settled_cost;  // its real cost, settled from the response
 };
 
+// What a verified credential (a JSON Web Token) says of the caller: set by
+// the authentication step, read by the limiter (identity and jwt: keys) and
+// by the request sent upstream (forwarded claims). Not verified: nothing.
+struct VerifiedCaller {
+  bool verified = false;
+  std::string consumer;  // the consumer claim's value; empty: none
+  std::string plan;      // the plan it maps to (a known plan); empty: the default
+  // The values of the claims the configuration reads (auth.claim_paths), by
+  // path; a claim the token lacks is absent.
+  std::vector<std::pair<std::string, std::string>> claims;
+
+  const std::string* claim(std::string_view path) const {
+    for (const auto& [p, v] : claims) {
+      if (p == path) return &v;
+    }
+    return nullptr;
+  }
+  void clear() {
+    verified = false;
+    consumer.clear();
+    plan.clear();
+    claims.clear();
+  }
+};
+
 // What the middleware sees of a request. Header values are looked up by name
 // (case-insensitive): `header` gives the first line of a header, and
 // `header_count` how many lines of it there are. The views stay valid until
@@ -86,6 +111,7 @@ struct RequestContext {
   // client left) has it called when the session lets the request go.
   std::vector<EndHook> on_end;
   DecisionRecord decision;
+  VerifiedCaller caller;
 };
 
 // What is known of a finished exchange (for the access log and the like).

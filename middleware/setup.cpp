@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "middleware/access/access_middleware.hpp"
+#include "middleware/auth/auth_middleware.hpp"
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
@@ -104,6 +105,11 @@ class MiddlewareServices final : public WorkerServices {
   MiddlewareChain make_chain() override {
     MiddlewareChain chain;
     chain.steps.push_back(std::make_shared<AccessMiddleware>(metrics_));
+    chain.steps.push_back(std::make_shared<AuthMiddleware>(metrics_, [] {
+      return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count());
+    }));
     chain.steps.push_back(std::make_shared<RateLimitMiddleware>(
         executor_, local_, metrics_, fallback_, consumers_->resolver(), audit_, settler_));
     access_log_ = std::make_shared<AccessLog>(executor_);
@@ -216,6 +222,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
  public:
   explicit MiddlewareServicesFactory(AdminRegistries registries) {
     register_metric_families(access_metric_families());
+    register_metric_families(auth_metric_families());
     register_metric_families(rate_limit_metric_families());
     process_.buckets = std::move(registries.buckets);
     process_.consumers = std::move(registries.consumers);
@@ -228,6 +235,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
 
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
     seed_access_metrics(config, metrics);
+    seed_auth_metrics(config, metrics);
     seed_rate_limit_metrics(config, metrics);
     if (process_.buckets) seed_bucket_api_metrics(metrics);
     if (process_.consumers) seed_consumer_api_metrics(metrics);

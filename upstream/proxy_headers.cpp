@@ -164,7 +164,9 @@ void prepare_request_head(UpstreamHead& head, std::string_view method, std::stri
                                                 ascii::iequals(name_string, "X-Consumer-Id") ||
                                                 ascii::iequals(name_string, "X-Consumer-Plan"))) {
       // Replaced below (the consumer's headers only Sluice may send).
-    } else if (is_sluice_only(info.drop_headers, name_string)) {
+    } else if (is_sluice_only(info.drop_headers, name_string) ||
+               std::any_of(info.drop_also.begin(), info.drop_also.end(),
+                           [&](const std::string& n) { return ascii::iequals(n, name_string); })) {
       // A route's cost header, or a client's copy of its usage header.
     } else if (info.rules && info.rules->drops(name_string)) {
       // Set below or removed by the route's rules.

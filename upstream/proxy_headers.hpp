@@ -56,6 +56,9 @@ struct ForwardedInfo {
   std::string_view request_id;          // kept or generated id
   std::string_view upstream_host = {};  // Host sent when the request has none (HTTP/1.0)
   SluiceOnlyHeaders drop_headers = {};  // left out of the head
+  // Also left out: the headers verified claims go upstream in (a client's own
+  // copies are never believed).
+  std::span<const std::string> drop_also = {};
   const HeaderRules* rules = nullptr;   // the route's request rules (null: none)
   HeaderVars vars = {};                 // what the rules' values may use
   bool websocket = false;               // forward a WebSocket handshake's Upgrade

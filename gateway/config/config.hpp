@@ -228,9 +228,9 @@ struct ApiKeysConfig {
 
 // One source of a rate-limit key value.
 struct KeySource {
-  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery };
+  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt };
   Kind kind = Kind::kIp;
-  std::string name;  // header or query parameter name for kHeader / kQuery
+  std::string name;  // header or query parameter name, or a claim path for kJwt
 };
 
 struct BucketParams {
@@ -281,6 +281,50 @@ struct LimitConfig {
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
 };
+
+struct JwkSet;  // gateway/auth/jwk_set.hpp
+
+// auth.jwt.providers[]: an issuer of the JSON Web Tokens routes accept. A
+// token is matched to its provider by its "iss" claim.
+struct JwtProvider {
+  std::string name;
+  std::string issuer;
+  std::vector<std::string> audiences;  // empty: "aud" is not checked
+  std::string jwks_file;
+  std::shared_ptr<const JwkSet> keys;  // from jwks_file; null with a secret
+  std::string secret_file;             // HS256/384/512, never beside a JWKS
+  std::string secret;
+  // The algorithms accepted (JwsAlgorithm values); empty: every one its keys
+  // (or its secret) can verify.
+  std::vector<std::uint8_t> algorithms;
+  std::int64_t clock_skew_seconds = 60;  // leeway for exp, nbf and iat
+  std::string consumer_claim;  // a claim path naming the consumer; empty: none
+  std::string plan_claim;      // a claim path naming the plan; empty: none
+  // Claim path -> the request header it is sent upstream in.
+  std::vector<std::pair<std::string, std::string>> forward_claims;
+};
+
+// Where a request's token is looked for, in order.
+struct TokenSource {
+  enum class Kind : std::uint8_t { kBearer, kHeader, kCookie, kQuery };
+  Kind kind = Kind::kBearer;
+  std::string name;  // the header (Authorization for kBearer), cookie or query parameter
+};
+
+struct AuthConfig {
+  std::vector<JwtProvider> jwt;
+  std::vector<TokenSource> token_from;  // default: Authorization: Bearer
+  std::size_t max_token_bytes = 8192;
+  std::size_t cache_max_entries = 10000;  // verified tokens kept per worker
+  // Every claim path the configuration reads (limit keys jwt:PATH, the
+  // providers' consumer, plan and forwarded claims), each once: a verified
+  // token's values are kept for these only.
+  std::vector<std::string> claim_paths;
+  std::vector<std::string> forwarded_headers;  // every forward_claims header, each once
+};
+
+// routes[].auth: whether a request needs a verified token.
+enum class RouteAuth : std::uint8_t { kNone, kOptional, kRequired };
 
 // Client addresses let in or kept out (ip_access, for all routes and per
 // route), on the address trusted_proxies resolve. The longest listed prefix
@@ -386,6 +430,7 @@ struct RouteConfig {
   CorsConfig cors;
   // Overrides every limit's own client_headers on this route when set.
   std::optional<ClientHeaders> client_headers;
+  RouteAuth auth = RouteAuth::kNone;
 };
 
 // Clients whose requests skip rate limiting altogether (and are counted).
@@ -407,6 +452,7 @@ struct Config {
   LocalConfig local;
   ExemptionsConfig exemptions;
   IpAccessConfig ip_access;  // every route's, before its own
+  AuthConfig auth;
   std::vector<UpstreamConfig> upstreams;
   ApiKeysConfig api_keys;
   std::vector<LimitConfig> limits;

@@ -6,7 +6,7 @@ namespace {
 
 constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
                                       "api_keys", "limits", "routes", "exemptions", "plans",
-                                      "audit",    "ip_access"};
+                                      "audit",    "ip_access", "auth"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -77,13 +77,19 @@ constexpr std::string_view kRoute[] = {"name",
                                        "response_headers",
                                        "ip_access",
                                        "cors",
-                                       "client_headers"};
+                                       "client_headers",
+                                       "auth"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
 constexpr std::string_view kCostFromResponse[] = {"header", "statuses", "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
 constexpr std::string_view kIpAccess[] = {"allow", "deny", "allow_file", "deny_file"};
 constexpr std::string_view kCors[] = {"allow_origins",  "allow_methods",     "allow_headers",
                                       "expose_headers", "allow_credentials", "max_age"};
+constexpr std::string_view kAuth[] = {"jwt"};
+constexpr std::string_view kJwt[] = {"providers", "from", "max_token_bytes", "cache_max_entries"};
+constexpr std::string_view kJwtProvider[] = {
+    "name",       "issuer",           "audiences",          "jwks_file",      "secret_file",
+    "algorithms", "clock_skew_seconds", "consumer_claim", "plan_claim",     "forward_claims"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};
@@ -118,6 +124,9 @@ constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
 constexpr MappingKeys kIpAccessKeys{"ip_access", kIpAccess};
 constexpr MappingKeys kRouteIpAccessKeys{"routes[].ip_access", kIpAccess};
 constexpr MappingKeys kCorsKeys{"routes[].cors", kCors};
+constexpr MappingKeys kAuthKeys{"auth", kAuth};
+constexpr MappingKeys kJwtKeys{"auth.jwt", kJwt};
+constexpr MappingKeys kJwtProviderKeys{"auth.jwt.providers[]", kJwtProvider};
 
 }  // namespace config
 
@@ -128,7 +137,8 @@ std::vector<std::string> config_key_paths() {
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
-      &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys};
+      &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,
+      &kJwtProviderKeys};
   std::vector<std::string> out;
   for (const MappingKeys* mapping : all) {
     for (const auto key : mapping->keys) {

@@ -45,6 +45,9 @@ extern const MappingKeys kExemptionsKeys;
 extern const MappingKeys kIpAccessKeys;
 extern const MappingKeys kRouteIpAccessKeys;
 extern const MappingKeys kCorsKeys;
+extern const MappingKeys kAuthKeys;
+extern const MappingKeys kJwtKeys;
+extern const MappingKeys kJwtProviderKeys;
 
 }  // namespace config
 

@@ -41,8 +41,17 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
     }
     return KeySource{Kind::kQuery, std::string(name)};
   }
+  if (t.starts_with("jwt:")) {
+    const auto path = t.substr(4);
+    if (auto why = claim_path_problem(path); !why.empty()) {
+      r.error(f, why + " in " + shown(t));
+      return std::nullopt;
+    }
+    return KeySource{Kind::kJwt, std::string(path)};
+  }
   r.error(f, "unknown key source " + shown(t) +
-                 " (expected api_key, ip, path, route, global, header:NAME or query:NAME)");
+                 " (expected api_key, ip, path, route, global, header:NAME, query:NAME or "
+                 "jwt:CLAIM)");
   return std::nullopt;
 }
 

@@ -39,7 +39,9 @@ void read_config(YamlReader& r, const Field& root, Config& c) {
   notes.plans_mark = r.here();
   if (auto* s = m->get("exemptions")) read_exemptions(r, *s, c, notes);
   if (auto* s = m->get("ip_access")) read_ip_access(r, *s, c.ip_access);
+  if (auto* s = m->get("auth")) read_auth(r, *s, c);
   if (auto* s = r.required(*m, "routes")) read_routes(r, *s, c, notes);
+  config::collect_claim_paths(c);
   config::resolve(r, notes, c);
 }
 

@@ -189,7 +189,7 @@ void read_on_limit(YamlReader& r, const Mapping& m, RouteConfig& route) {
 }
 
 void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Route& notes,
-                std::unordered_map<std::string, int>& first_line) {
+                std::unordered_map<std::string, int>& first_line, bool have_providers) {
   const auto m = r.mapping(f, kRouteKeys.keys);
   if (!m) return;
   if (auto* v = r.required(*m, "name")) {
@@ -257,6 +257,14 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   if (auto* v = m->get("ip_access")) read_ip_access(r, *v, route.ip_access);
   if (auto* v = m->get("cors")) read_cors(r, *v, route);
   if (auto* v = m->get("client_headers")) route.client_headers = read_client_headers(r, *v);
+  if (auto* v = m->get("auth")) {
+    if (const auto auth = read_route_auth(r, *v)) {
+      route.auth = *auth;
+      if (*auth != RouteAuth::kNone && !have_providers) {
+        r.error(*v, "needs auth.jwt.providers: no token could be verified");
+      }
+    }
+  }
   if (cost_valid) notes.cost = ReadValue{*cost, r.here(), {}};
 }
 
@@ -270,7 +278,7 @@ void read_routes(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
     RouteConfig route;
     ReadNotes::Route route_notes;
     route_notes.methods_or_route = item;  // replaced by match.methods when the route has them
-    read_route(r, item, route, route_notes, first_line);
+    read_route(r, item, route, route_notes, first_line, !c.auth.jwt.empty());
     notes.routes.push_back(std::move(route_notes));
     c.routes.push_back(std::move(route));
   }

@@ -75,6 +75,13 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_ip_access(YamlReader& r, const Field& f, IpAccessConfig& out);
 void read_cors(YamlReader& r, const Field& f, RouteConfig& route);
 std::optional<ClientHeaders> read_client_headers(YamlReader& r, const Field& f);
+// auth (auth_section.cpp), and a route's auth. collect_claim_paths fills
+// auth.claim_paths once the limits and providers are read.
+void read_auth(YamlReader& r, const Field& f, Config& c);
+std::optional<RouteAuth> read_route_auth(YamlReader& r, const Field& f);
+void collect_claim_paths(Config& c);
+// Why `path` ("sub", "org.id") is not a claim path; empty when it is.
+std::string claim_path_problem(std::string_view path);
 // server.tls (tls_section.cpp).
 void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

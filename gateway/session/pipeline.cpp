@@ -19,6 +19,7 @@ RequestContext& Pipeline::begin(const HttpFields& head) {
   next_ = 0;
   ctx_.response_headers.clear();
   ctx_.identity_headers.clear();
+  ctx_.caller.clear();
   ctx_.decision = {};
   return ctx_;
 }

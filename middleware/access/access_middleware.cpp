@@ -5,7 +5,7 @@
 namespace sluice {
 namespace {
 
-constexpr MetricFamily kFamilies[] = {
+constexpr MetricFamily kAccessFamilies[] = {
     {"sluice_access_denied_total", "counter",
      "Requests refused before the limiter, by route and reason (ip_denied: a deny entry holds the "
      "client address; ip_not_allowed: no allow entry does; cors_origin: a preflight from an "
@@ -30,7 +30,7 @@ LocalReply forbidden(std::string_view detail) {
 
 }  // namespace
 
-std::span<const MetricFamily> access_metric_families() { return kFamilies; }
+std::span<const MetricFamily> access_metric_families() { return kAccessFamilies; }
 
 void seed_access_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto& route : config.routes) {

@@ -46,6 +46,8 @@ char kind_tag(KeySource::Kind kind) {
       return 'h';
     case KeySource::Kind::kQuery:
       return 'q';
+    case KeySource::Kind::kJwt:
+      return 'j';
   }
   return '?';
 }
@@ -75,6 +77,8 @@ std::string_view key_source_name(KeySource::Kind kind) {
       return "header";
     case KeySource::Kind::kQuery:
       return "query";
+    case KeySource::Kind::kJwt:
+      return "jwt";
   }
   return "unknown";
 }
@@ -188,6 +192,17 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
           ascii::to_lower_in_place(name);
           out += kind_tag(source.kind);
           append_field(out, name);
+          append_field(out, *value);
+        }
+        break;
+      }
+      case KeySource::Kind::kJwt: {
+        const auto value = lookup_claim(request, source.name);
+        if (!value || value->empty()) {
+          fall_back(source);
+        } else {
+          out += kind_tag(source.kind);
+          append_field(out, source.name);
           append_field(out, *value);
         }
         break;

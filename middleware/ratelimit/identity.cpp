@@ -32,6 +32,15 @@ void apply_store_consumer(Identity& identity, std::shared_ptr<const StoredConsum
   identity.disabled = identity.stored->disabled;
 }
 
+void apply_verified_caller(Identity& identity, const VerifiedCaller& caller) {
+  if (!caller.verified) return;
+  if (!caller.consumer.empty()) {
+    identity.consumer = true;
+    identity.consumer_id = caller.consumer;
+  }
+  if (!caller.plan.empty()) identity.plan = caller.plan;
+}
+
 bool unknown_key(const Identity& identity, const ApiKeysConfig& api_keys) {
   const bool consumers_decide =
       !api_keys.consumers.empty() || api_keys.store == ApiKeysConfig::Store::kRedis;

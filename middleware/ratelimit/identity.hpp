@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "gateway/config/config.hpp"
+#include "gateway/middleware.hpp"
 #include "middleware/ratelimit/consumers/consumer.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 
@@ -44,6 +45,10 @@ bool needs_store(const Identity& identity, const ApiKeysConfig& api_keys);
 
 // The store's answer applied: the consumer (null: none holds the key).
 void apply_store_consumer(Identity& identity, std::shared_ptr<const StoredConsumer> consumer);
+
+// A verified token's consumer and plan, over what the API key said (the
+// token wins). Nothing when the caller is not verified.
+void apply_verified_caller(Identity& identity, const VerifiedCaller& caller);
 
 // Whether a key was presented that no consumer holds, where consumers decide
 // who is known (YAML consumers listed, or the store on).

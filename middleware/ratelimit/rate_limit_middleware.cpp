@@ -60,6 +60,7 @@ RequestView request_view(const RequestContext& ctx) {
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = ctx.route->name;
+  if (ctx.caller.verified) view.claims = &ctx.caller.claims;
   return view;
 }
 
@@ -91,12 +92,14 @@ MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, Middleware
       consumers_->lookup(*identity.presented, [self = shared_from_this(), &ctx, &later, identity,
                                                done = std::move(done)](Resolution found) mutable {
         apply_store_consumer(identity, std::move(found.consumer));
+        apply_verified_caller(identity, ctx.caller);
         auto result = self->admit(ctx, request_view(ctx), identity, later, done.get());
         if (result.step != MiddlewareStep::kPending) (*done)(std::move(result.reply));
       });
       return MiddlewareResult::pending();
     }
   }
+  apply_verified_caller(identity, ctx.caller);
   return admit(ctx, view, identity, later, nullptr);
 }
 

@@ -6,7 +6,10 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "gateway/client_ip.hpp"
 
@@ -28,7 +31,19 @@ struct RequestView {
   HeaderCount header_count;  // may be empty: a header that `header` finds is one line
   IpAddress client_ip;
   std::string_view route;  // the matched route's name
+  // A verified token's claims by path (jwt: key parts); null: none verified.
+  const std::vector<std::pair<std::string, std::string>>* claims = nullptr;
 };
+
+// The value of claim `path` of the verified token; nullopt when none.
+inline std::optional<std::string_view> lookup_claim(const RequestView& request,
+                                                    std::string_view path) {
+  if (!request.claims) return std::nullopt;
+  for (const auto& [p, v] : *request.claims) {
+    if (p == path) return std::string_view(v);
+  }
+  return std::nullopt;
+}
 
 // The first line of header `name`; nullopt when absent or the view has no headers.
 inline std::optional<std::string_view> lookup_header(const RequestView& request,

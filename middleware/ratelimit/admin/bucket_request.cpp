@@ -39,7 +39,8 @@ void append_form_encoded(std::string& out, std::string_view bytes) {
 // "api_key", "header:NAME": a key part as the config writes it.
 std::string kind_name(const KeySource& source) {
   std::string name(key_source_name(source.kind));
-  if (source.kind == KeySource::Kind::kHeader || source.kind == KeySource::Kind::kQuery) {
+  if (source.kind == KeySource::Kind::kHeader || source.kind == KeySource::Kind::kQuery ||
+      source.kind == KeySource::Kind::kJwt) {
     name += ":" + source.name;
   }
   return name;
@@ -60,6 +61,7 @@ struct SyntheticRequest {
   std::string path = "/";
   std::string route;
   IpAddress client_ip{};
+  std::vector<std::pair<std::string, std::string>> claims;  // jwt: parts, by claim path
 
   RequestView view() const {
     RequestView v;
@@ -68,6 +70,7 @@ struct SyntheticRequest {
     v.query = query;
     v.route = route;
     v.client_ip = client_ip;
+    v.claims = &claims;
     v.header = [this](std::string_view name) -> std::optional<std::string_view> {
       std::string lower(name);
       ascii::to_lower_in_place(lower);
@@ -122,6 +125,9 @@ std::optional<BucketRequestError> place(SyntheticRequest& request, const Config&
       break;
     case KeySource::Kind::kHeader:
       placed = request.set_header(source.name, value);
+      break;
+    case KeySource::Kind::kJwt:
+      request.claims.emplace_back(source.name, value);
       break;
     case KeySource::Kind::kQuery:
       if (!request.query.empty()) request.query += '&';

@@ -1,0 +1,238 @@
+#include "middleware/auth/auth_middleware.hpp"
+
+#include <openssl/sha.h>
+
+#include "common/ascii.hpp"
+#include "common/target_parts.hpp"
+#include "middleware/auth/jwt_verifier.hpp"
+#include "middleware/ratelimit/query_params.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr MetricFamily kAuthFamilies[] = {
+    {"sluice_auth_denied_total", "counter",
+     "Requests refused with 401 by a route's auth, by route and reason (missing, too_large, "
+     "malformed, algorithm, critical_header, unknown_issuer, unknown_key, signature, expired, "
+     "not_yet_valid, audience)."},
+    {"sluice_auth_tokens_total", "counter",
+     "Tokens accepted, by provider and how (verified: checked now; cached: a token this worker "
+     "verified before, still before its exp)."},
+    {"sluice_auth_unknown_plan_total", "counter",
+     "Verified tokens whose plan claim names no known plan, by provider: the default plan "
+     "applied."},
+};
+
+constexpr std::string_view kDeniedReasons[] = {
+    "missing",        "too_large",   "malformed", "algorithm",     "critical_header",
+    "unknown_issuer", "unknown_key", "signature", "expired",       "not_yet_valid",
+    "audience"};
+
+// The value of cookie `name` in a Cookie header ("a=1; b=2").
+std::optional<std::string_view> cookie_value(std::string_view cookies, std::string_view name) {
+  while (!cookies.empty()) {
+    const auto semi = cookies.find(';');
+    std::string_view pair = ascii::trim(cookies.substr(0, semi));
+    cookies = semi == std::string_view::npos ? std::string_view{} : cookies.substr(semi + 1);
+    const auto eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
+  }
+  return std::nullopt;
+}
+
+// The token, where the configuration says to look; `ambiguous` when a place
+// holds it twice (two Authorization lines).
+struct Found {
+  std::optional<std::string> token;
+  bool ambiguous = false;
+};
+
+Found find_token(const RequestContext& ctx, const AuthConfig& auth) {
+  Found found;
+  for (const TokenSource& source : auth.token_from) {
+    switch (source.kind) {
+      case TokenSource::Kind::kBearer:
+      case TokenSource::Kind::kHeader: {
+        const auto value = ctx.header(source.name);
+        if (!value) break;
+        if (ctx.header_count(source.name) > 1) {
+          found.ambiguous = true;
+          return found;
+        }
+        std::string_view v = ascii::trim(*value);
+        if (source.kind == TokenSource::Kind::kBearer) {
+          if (v.size() < 7 || !ascii::iequals(v.substr(0, 7), "Bearer ")) break;  // Basic, ...
+          v = ascii::trim(v.substr(7));
+        }
+        if (!v.empty()) found.token = std::string(v);
+        break;
+      }
+      case TokenSource::Kind::kCookie:
+        if (const auto cookies = ctx.header("Cookie")) {
+          if (auto v = cookie_value(*cookies, source.name); v && !v->empty()) {
+            found.token = std::string(*v);
+          }
+        }
+        break;
+      case TokenSource::Kind::kQuery:
+        if (auto v = query_param(split_target(ctx.target).query, source.name); v && !v->empty()) {
+          found.token = std::move(*v);
+        }
+        break;
+    }
+    if (found.token) return found;
+  }
+  return found;
+}
+
+std::string sha256_of(std::string_view text) {
+  std::string digest(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  return digest;
+}
+
+const std::string* claim_of(const std::vector<std::pair<std::string, std::string>>& claims,
+                            const std::string& path) {
+  if (path.empty()) return nullptr;
+  for (const auto& [p, v] : claims) {
+    if (p == path) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const MetricFamily> auth_metric_families() { return kAuthFamilies; }
+
+void seed_auth_metrics(const Config& config, MetricsShard& metrics) {
+  for (const auto& route : config.routes) {
+    if (route.auth == RouteAuth::kNone) continue;
+    for (const auto reason : kDeniedReasons) {
+      metrics.declare("sluice_auth_denied_total",
+                      scratch_labels({{"route", route.name}, {"reason", reason}}));
+    }
+  }
+  for (const auto& provider : config.auth.jwt) {
+    for (const auto result : {"verified", "cached"}) {
+      metrics.declare("sluice_auth_tokens_total",
+                      scratch_labels({{"provider", provider.name}, {"result", result}}));
+    }
+    if (!provider.plan_claim.empty()) {
+      metrics.declare("sluice_auth_unknown_plan_total",
+                      scratch_labels({{"provider", provider.name}}));
+    }
+  }
+}
+
+AuthMiddleware::AuthMiddleware(MetricsShard& metrics, std::function<std::int64_t()> now_seconds)
+    : metrics_(metrics), now_seconds_(std::move(now_seconds)) {}
+
+MiddlewareResult AuthMiddleware::refuse(const RequestContext& ctx, std::string_view reason,
+                                        std::string_view description, bool token_given) {
+  metrics_.add("sluice_auth_denied_total",
+               scratch_labels({{"route", ctx.route->name}, {"reason", reason}}));
+  LocalReply reply;
+  reply.status = 401;
+  reply.content_type = "application/problem+json";
+  reply.body = R"({"type":"about:blank","title":"Unauthorized","status":401,"detail":")";
+  reply.body += token_given ? description : "a bearer token is required";
+  reply.body += "\"}";
+  // RFC 6750: no error code when no credentials came at all.
+  std::string challenge = R"(Bearer realm="sluice")";
+  if (token_given) {
+    challenge += R"(, error="invalid_token", error_description=")";
+    challenge += description;
+    challenge += '"';
+  }
+  reply.headers.emplace_back("WWW-Authenticate", std::move(challenge));
+  reply.headers.emplace_back("Cache-Control", "no-store");
+  return MiddlewareResult::respond(std::move(reply));
+}
+
+void AuthMiddleware::admit(RequestContext& ctx, std::size_t provider_index,
+                           const std::vector<std::pair<std::string, std::string>>& claims) {
+  const Config& config = *ctx.config;
+  const JwtProvider& provider = config.auth.jwt[provider_index];
+  VerifiedCaller& caller = ctx.caller;
+  caller.verified = true;
+  caller.claims = claims;
+  if (const auto* consumer = claim_of(claims, provider.consumer_claim)) caller.consumer = *consumer;
+  if (const auto* plan = claim_of(claims, provider.plan_claim)) {
+    if (is_known_plan(config, *plan)) {
+      caller.plan = *plan;
+    } else {
+      caller.plan = config.api_keys.default_plan;
+      metrics_.add("sluice_auth_unknown_plan_total", scratch_labels({{"provider", provider.name}}));
+    }
+  }
+  for (const auto& [path, header] : provider.forward_claims) {
+    if (const auto* value = claim_of(claims, path)) ctx.identity_headers.emplace_back(header, *value);
+  }
+}
+
+void AuthMiddleware::remember(std::string digest, std::int64_t expires_at, std::size_t provider,
+                              const std::vector<std::pair<std::string, std::string>>& claims,
+                              std::size_t max_entries) {
+  if (max_entries == 0) return;
+  while (entries_.size() >= max_entries && !order_.empty()) {
+    entries_.erase(order_.front());
+    order_.pop_front();
+  }
+  order_.push_back(digest);
+  Entry& entry = entries_[std::move(digest)];
+  entry.expires_at = expires_at;
+  entry.provider = provider;
+  entry.claims = claims;
+  entry.order = std::prev(order_.end());
+}
+
+MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater&) {
+  const RouteConfig* route = ctx.route;
+  if (!route || route->auth == RouteAuth::kNone) return MiddlewareResult::next();
+  const AuthConfig& auth = ctx.config->auth;
+  if (ctx.config.get() != config_) {  // verified under other providers: forgotten
+    entries_.clear();
+    order_.clear();
+    config_ = ctx.config.get();
+  }
+  const Found found = find_token(ctx, auth);
+  if (found.ambiguous) return refuse(ctx, "malformed", "more than one token header", true);
+  if (!found.token) {
+    if (route->auth == RouteAuth::kOptional) return MiddlewareResult::next();
+    return refuse(ctx, "missing", "", false);
+  }
+  const std::string& token = *found.token;
+  if (token.size() > auth.max_token_bytes) {
+    return refuse(ctx, "too_large", "the token is too large", true);
+  }
+  const std::int64_t now = now_seconds_();
+  std::string digest = sha256_of(token);
+  if (const auto it = entries_.find(digest); it != entries_.end()) {
+    if (it->second.expires_at > now) {
+      order_.splice(order_.end(), order_, it->second.order);
+      metrics_.add("sluice_auth_tokens_total",
+                   scratch_labels({{"provider", auth.jwt[it->second.provider].name},
+                                   {"result", "cached"}}));
+      admit(ctx, it->second.provider, it->second.claims);
+      return MiddlewareResult::next();
+    }
+    order_.erase(it->second.order);
+    entries_.erase(it);
+  }
+  const JwtVerified verified = verify_jwt(token, auth, now);
+  if (verified.error != JwtError::kNone) {
+    return refuse(ctx, jwt_error_reason(verified.error), jwt_error_description(verified.error),
+                  true);
+  }
+  metrics_.add("sluice_auth_tokens_total",
+               scratch_labels({{"provider", auth.jwt[verified.provider].name},
+                               {"result", "verified"}}));
+  // Kept until exp at the latest (the skew is not granted twice).
+  remember(std::move(digest), verified.expires_at, verified.provider, verified.claims,
+           auth.cache_max_entries);
+  admit(ctx, verified.provider, verified.claims);
+  return MiddlewareResult::next();
+}
+
+}  // namespace sluice

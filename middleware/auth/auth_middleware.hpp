@@ -1,0 +1,59 @@
+// The authentication step of a route with `auth`: the request's JSON Web
+// Token found (auth.jwt.from), verified against the providers (or found in
+// this worker's cache of verified tokens, keyed by the token's SHA-256 and
+// never kept past its exp), and the caller it names put in the request
+// context: consumer, plan, the claims the configuration reads, and the
+// forwarded claims for the upstream. A required route answers a missing or
+// invalid token with 401 (RFC 6750's WWW-Authenticate, problem+json) before
+// the limiter: no token spent, nothing sent upstream. An optional route lets
+// a request without a token through, anonymous, and refuses a bad one.
+// Synchronous; on the worker's executor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "gateway/metrics.hpp"
+#include "gateway/middleware.hpp"
+
+namespace sluice {
+
+class AuthMiddleware final : public Middleware {
+ public:
+  // `now_seconds`: the wall clock, seconds since the epoch (a token's exp is).
+  AuthMiddleware(MetricsShard& metrics, std::function<std::int64_t()> now_seconds);
+  MiddlewareResult on_request(RequestContext& ctx, MiddlewareLater& later) override;
+
+  std::size_t cached() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::int64_t expires_at = 0;
+    std::size_t provider = 0;
+    std::vector<std::pair<std::string, std::string>> claims;
+    std::list<std::string>::iterator order;
+  };
+
+  MiddlewareResult refuse(const RequestContext& ctx, std::string_view reason,
+                          std::string_view description, bool token_given);
+  void admit(RequestContext& ctx, std::size_t provider,
+             const std::vector<std::pair<std::string, std::string>>& claims);
+  void remember(std::string digest, std::int64_t expires_at, std::size_t provider,
+                const std::vector<std::pair<std::string, std::string>>& claims,
+                std::size_t max_entries);
+
+  MetricsShard& metrics_;
+  std::function<std::int64_t()> now_seconds_;
+  const Config* config_ = nullptr;  // the configuration the cached entries were verified under
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> order_;  // least recently used first
+};
+
+std::span<const MetricFamily> auth_metric_families();
+void seed_auth_metrics(const Config& config, MetricsShard& metrics);
+
+}  // namespace sluice
