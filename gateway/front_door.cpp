@@ -1,5 +1,7 @@
 #include "gateway/front_door.hpp"
 
+#include "gateway/tls/client_certificate.hpp"
+
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
@@ -84,6 +86,7 @@ void FrontDoor::on_handshake(beast::error_code ec) {
   handshake_timer_.cancel();
   worker_.metrics().add("sluice_tls_handshakes_total", label("result", ec ? "error" : "ok"));
   if (ec || closed_) return close();
+  client_cert_ = verified_client_certificate(stream_.tls_session().native_handle());
   if (alpn_h2()) return serve_http2({}, draining_);
   serve_http1();
 }
@@ -105,6 +108,7 @@ void FrontDoor::serve_http1() {
 void FrontDoor::serve_http2(std::string_view received, bool draining) {
   leave();
   auto h2 = std::make_shared<Http2Session>(worker_, stream_, shared_from_this(), peer_, peer_text_);
+  h2->set_client_cert(client_cert_.get());
   try {
     h2->start(received);
     if (draining || draining_) h2->on_drain();

@@ -28,6 +28,7 @@
 namespace sluice {
 
 class ServerTls;
+struct ClientCertificate;
 
 using WorkerSocket = WorkerStream::socket_type;
 
@@ -58,6 +59,8 @@ class FrontDoor final : public ClientSession, public std::enable_shared_from_thi
   ByteStream& stream() { return stream_; }
   const IpAddress& peer() const { return peer_; }
   const std::string& peer_text() const { return peer_text_; }
+  // The client's verified TLS certificate (null: none, or not TLS).
+  const ClientCertificate* client_cert() const { return client_cert_.get(); }
   // The connection speaks HTTP/2 from now on, starting with `received` (the
   // bytes read already); `draining`: the worker drains.
   void serve_http2(std::string_view received, bool draining);
@@ -83,6 +86,7 @@ class FrontDoor final : public ClientSession, public std::enable_shared_from_thi
   Timer handshake_timer_;
   IpAddress peer_;
   std::string peer_text_;
+  std::shared_ptr<const ClientCertificate> client_cert_;
   // The listener's TLS contexts until the client's first byte makes the
   // connection's TLS state (null on a plain connection, and afterwards).
   std::shared_ptr<const ServerTls> pending_tls_;

@@ -19,6 +19,8 @@
 
 namespace sluice {
 
+struct ClientCertificate;  // gateway/tls/client_certificate.hpp
+
 // A reply made by Sluice itself rather than by an upstream.
 struct LocalReply {
   unsigned status = 500;
@@ -112,6 +114,9 @@ struct RequestContext {
   std::vector<EndHook> on_end;
   DecisionRecord decision;
   VerifiedCaller caller;
+  // The connection's verified client certificate; null: none. Valid while
+  // the request is.
+  const ClientCertificate* client_cert = nullptr;
 };
 
 // What is known of a finished exchange (for the access log and the like).

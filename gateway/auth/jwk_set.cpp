@@ -94,10 +94,12 @@ std::string read_key(const nlohmann::json& jwk, Jwk& out) {
     Bignum bn_n = bignum_of(*n), bn_e = bignum_of(*e);
     if (BN_num_bits(bn_n.get()) < kMinRsaBits) return {};  // too weak: skipped
     OSSL_PARAM_BLD* build = OSSL_PARAM_BLD_new();
-    OSSL_PARAM_BLD_push_BN(build, OSSL_PKEY_PARAM_RSA_N, bn_n.get());
-    OSSL_PARAM_BLD_push_BN(build, OSSL_PKEY_PARAM_RSA_E, bn_e.get());
-    OSSL_PARAM* params = OSSL_PARAM_BLD_to_param(build);
-    EVP_PKEY* key = from_params("RSA", params);
+    OSSL_PARAM* params = nullptr;
+    if (build && OSSL_PARAM_BLD_push_BN(build, OSSL_PKEY_PARAM_RSA_N, bn_n.get()) == 1 &&
+        OSSL_PARAM_BLD_push_BN(build, OSSL_PKEY_PARAM_RSA_E, bn_e.get()) == 1) {
+      params = OSSL_PARAM_BLD_to_param(build);
+    }
+    EVP_PKEY* key = params ? from_params("RSA", params) : nullptr;
     OSSL_PARAM_free(params);
     OSSL_PARAM_BLD_free(build);
     if (!key) return "an RSA key OpenSSL refuses";
@@ -149,7 +151,12 @@ std::optional<std::string> ecdsa_der(std::string_view signature, std::size_t wid
                         static_cast<int>(width), nullptr);
   BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(signature.data() + width),
                         static_cast<int>(width), nullptr);
-  ECDSA_SIG_set0(sig, r, s);
+  if (!sig || !r || !s || ECDSA_SIG_set0(sig, r, s) != 1) {
+    BN_free(r);
+    BN_free(s);
+    ECDSA_SIG_free(sig);
+    return std::nullopt;
+  }
   unsigned char* der = nullptr;
   const int n = i2d_ECDSA_SIG(sig, &der);
   ECDSA_SIG_free(sig);
@@ -160,6 +167,8 @@ std::optional<std::string> ecdsa_der(std::string_view signature, std::size_t wid
 }
 
 }  // namespace
+
+JwkSetResult parse_jwk_set_checked(std::string_view json);
 
 std::optional<JwsAlgorithm> jws_algorithm_named(std::string_view name) {
   for (const auto& a : kAlgorithms) {
@@ -192,6 +201,18 @@ const Jwk* JwkSet::find(std::string_view kid, JwsAlgorithm alg) const {
 }
 
 JwkSetResult parse_jwk_set(std::string_view json) {
+  // A member of the wrong type ("kty": 1) throws from nlohmann's accessors:
+  // the document is refused, as any other broken one.
+  try {
+    return parse_jwk_set_checked(json);
+  } catch (const nlohmann::json::exception&) {
+    JwkSetResult result;
+    result.error = "a key member of the wrong JSON type";
+    return result;
+  }
+}
+
+JwkSetResult parse_jwk_set_checked(std::string_view json) {
   JwkSetResult result;
   const auto doc = nlohmann::json::parse(json, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {

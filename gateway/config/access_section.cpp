@@ -169,6 +169,11 @@ void read_origin(YamlReader& r, const Field& f, CorsConfig& cors) {
     return r.error(f, "a wildcard origin is \"scheme://*.domain\" (one \"*\", first), got " +
                           shown(*s));
   }
+  const auto domain = host.substr(2);
+  if (domain.find('.') == std::string_view::npos || domain.back() == '.') {
+    return r.error(f, "a wildcard must sit under a domain of two labels at least (\"*.example.com\"), "
+                      "not a top-level one: got " + shown(*s));
+  }
   cors.wildcards.push_back({s->substr(0, scheme_end + 3), std::string(host.substr(1))});
 }
 

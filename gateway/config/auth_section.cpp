@@ -95,7 +95,8 @@ void read_algorithms(YamlReader& r, const Field& f, JwtProvider& p) {
   }
 }
 
-void read_forward_claims(YamlReader& r, const Field& f, JwtProvider& p) {
+void read_forward_claims(YamlReader& r, const Field& f, JwtProvider& p,
+                         const std::vector<TokenSource>& token_from) {
   const auto m = r.named_mapping(f);
   if (!m) return;
   for (const auto& e : m->entries) {
@@ -114,11 +115,28 @@ void read_forward_claims(YamlReader& r, const Field& f, JwtProvider& p) {
       r.error(e.value, shown(*header) + " is a header Sluice sets or frames itself");
       continue;
     }
+    // Headers with another meaning upstream, or where the token itself came from.
+    bool taken = false;
+    for (const char* other : {"X-Consumer-Id", "X-Consumer-Plan", "Authorization", "Cookie",
+                              "X-Forwarded-Client-Cert"}) {
+      taken = taken || ascii::iequals(*header, other);
+    }
+    for (const auto& source : token_from) {
+      taken = taken || ((source.kind == TokenSource::Kind::kHeader ||
+                         source.kind == TokenSource::Kind::kBearer) &&
+                        ascii::iequals(*header, source.name));
+    }
+    if (taken) {
+      r.error(e.value, shown(*header) + " already means something upstream (a consumer header, "
+                                        "a credential or the token's own header)");
+      continue;
+    }
     p.forward_claims.emplace_back(path, *header);
   }
 }
 
-void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::string>& issuers) {
+void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::string>& issuers,
+                   const std::vector<TokenSource>& token_from) {
   const auto m = r.mapping(f, kJwtProviderKeys.keys);
   if (!m) return;
   if (auto* v = r.required(*m, "name")) {
@@ -175,7 +193,7 @@ void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::
   if (auto* v = m->get("plan_claim")) {
     if (auto s = read_claim_path(r, *v)) p.plan_claim = *s;
   }
-  if (auto* v = m->get("forward_claims")) read_forward_claims(r, *v, p);
+  if (auto* v = m->get("forward_claims")) read_forward_claims(r, *v, p, token_from);
 }
 
 }  // namespace
@@ -228,7 +246,7 @@ void read_auth(YamlReader& r, const Field& f, Config& c) {
       std::set<std::string> issuers;
       for (const auto& item : *items) {
         JwtProvider provider;
-        read_provider(r, item, provider, issuers);
+        read_provider(r, item, provider, issuers, auth.token_from);
         auth.jwt.push_back(std::move(provider));
       }
     }
@@ -259,6 +277,24 @@ void collect_claim_paths(Config& c) {
     for (const auto& source : limit.key) {
       if (source.kind == KeySource::Kind::kJwt) add_once(auth.claim_paths, source.name);
     }
+  }
+  // What only Sluice may send upstream, per route: the certificate's headers
+  // on every route, the forwarded claims on routes with auth.
+  std::vector<std::string> cert_headers;
+  if (c.server.tls) {
+    switch (c.server.tls->forward_client_cert) {
+      case TlsConfig::ForwardCert::kNone:
+        break;
+      case TlsConfig::ForwardCert::kXfcc:
+      case TlsConfig::ForwardCert::kHeaders:
+        cert_headers = {"X-Forwarded-Client-Cert", "X-Client-Cert-Subject", "X-Client-Cert-San-Uri",
+                        "X-Client-Cert-San-Dns", "X-Client-Cert-Fingerprint"};
+        break;
+    }
+  }
+  for (auto& route : c.routes) {
+    route.identity_headers = cert_headers;
+    for (const auto& header : auth.forwarded_headers) add_once(route.identity_headers, header);
   }
 }
 

@@ -62,6 +62,20 @@ struct TlsConfig {
   std::string ciphersuites{kDefaultTlsCiphersuites};
   // ALPN offers h2 before http/1.1 (server.http2.enabled).
   bool http2 = false;
+  // Client certificates: not asked for, asked for (a client without one is
+  // served, one with a certificate the CAs do not verify is refused at the
+  // handshake), or required.
+  enum class ClientAuth : std::uint8_t { kNone, kOptional, kRequired };
+  ClientAuth client_auth = ClientAuth::kNone;
+  std::string client_ca_file;  // the CAs that verify client certificates (PEM)
+  // The certificate field that names the consumer (subject, san_uri,
+  // san_dns, fingerprint); empty: none.
+  std::string client_consumer;
+  // How a verified certificate goes upstream: not at all, as Envoy's
+  // X-Forwarded-Client-Cert, or as X-Client-Cert-* headers. A client's own
+  // lines of those headers are never forwarded.
+  enum class ForwardCert : std::uint8_t { kNone, kXfcc, kHeaders };
+  ForwardCert forward_client_cert = ForwardCert::kNone;
   // Built at load from the files above: a configuration whose files do not
   // load or match is refused as a whole (and a reload keeps the old one).
   std::shared_ptr<const ServerTls> contexts;
@@ -228,9 +242,11 @@ struct ApiKeysConfig {
 
 // One source of a rate-limit key value.
 struct KeySource {
-  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt };
+  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert };
   Kind kind = Kind::kIp;
-  std::string name;  // header or query parameter name, or a claim path for kJwt
+  // The header or query parameter name, a claim path (kJwt), or a client
+  // certificate field (kCert: subject, san_uri, san_dns, fingerprint).
+  std::string name;
 };
 
 struct BucketParams {
@@ -431,6 +447,9 @@ struct RouteConfig {
   // Overrides every limit's own client_headers on this route when set.
   std::optional<ClientHeaders> client_headers;
   RouteAuth auth = RouteAuth::kNone;
+  // Request headers only Sluice may send upstream on this route (forwarded
+  // claims, client certificate headers): a client's own lines are dropped.
+  std::vector<std::string> identity_headers;
 };
 
 // Clients whose requests skip rate limiting altogether (and are counted).

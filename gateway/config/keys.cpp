@@ -26,7 +26,9 @@ constexpr std::string_view kTls[] = {"listen",          "cert_file",
                                      "key_file",        "min_version",
                                      "certificates",    "session_timeout_ms",
                                      "ticket_key_rotation_ms", "ciphers",
-                                     "ciphersuites"};
+                                     "ciphersuites",    "client_auth",
+                                     "client_ca_file",  "client_consumer",
+                                     "forward_client_cert"};
 constexpr std::string_view kTlsCertificate[] = {"cert_file", "key_file"};
 constexpr std::string_view kAdmin[] = {"listen", "token_file", "hosts"};
 constexpr std::string_view kLog[] = {"level", "access_log", "access_log_flush_ms", "trace_sampled"};

@@ -7,6 +7,7 @@
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
+#include "gateway/tls/client_certificate.hpp"
 
 namespace sluice::config {
 namespace {
@@ -41,6 +42,15 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
     }
     return KeySource{Kind::kQuery, std::string(name)};
   }
+  if (t.starts_with("cert:")) {
+    const auto field = t.substr(5);
+    if (!is_client_certificate_field(field)) {
+      r.error(f, "unknown certificate field in " + shown(t) +
+                     " (expected subject, san_uri, san_dns or fingerprint)");
+      return std::nullopt;
+    }
+    return KeySource{Kind::kCert, std::string(field)};
+  }
   if (t.starts_with("jwt:")) {
     const auto path = t.substr(4);
     if (auto why = claim_path_problem(path); !why.empty()) {
@@ -50,8 +60,8 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
     return KeySource{Kind::kJwt, std::string(path)};
   }
   r.error(f, "unknown key source " + shown(t) +
-                 " (expected api_key, ip, path, route, global, header:NAME, query:NAME or "
-                 "jwt:CLAIM)");
+                 " (expected api_key, ip, path, route, global, header:NAME, query:NAME, "
+                 "jwt:CLAIM or cert:FIELD)");
   return std::nullopt;
 }
 

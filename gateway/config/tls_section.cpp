@@ -3,6 +3,7 @@
 // against its certificate here, so that --check, a start and a reload refuse the same bad pairs.
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
+#include "gateway/tls/client_certificate.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
 #include "gateway/tls/server_tls.hpp"
@@ -23,6 +24,53 @@ std::optional<TlsCertificate> read_pair(YamlReader& r, const Mapping& m) {
 }
 
 }  // namespace
+
+// client_auth and what a verified client certificate is used for.
+void read_client_auth(YamlReader& r, const Mapping& m, TlsConfig& tls) {
+  using ClientAuth = TlsConfig::ClientAuth;
+  if (auto* v = m.get("client_auth")) {
+    if (const auto s = r.string(*v)) {
+      if (*s == "none") {
+        tls.client_auth = ClientAuth::kNone;
+      } else if (*s == "optional") {
+        tls.client_auth = ClientAuth::kOptional;
+      } else if (*s == "required") {
+        tls.client_auth = ClientAuth::kRequired;
+      } else {
+        r.error(*v, "expected none, optional or required, got " + shown(*s));
+      }
+    }
+  }
+  const Field* ca = m.get("client_ca_file");
+  if (ca) {
+    if (auto s = r.nonempty_string(*ca)) tls.client_ca_file = *s;
+  }
+  if (tls.client_auth != ClientAuth::kNone && !ca) {
+    r.error(m.self, "client_auth needs client_ca_file: the CAs that verify client certificates");
+  }
+  if (auto* v = m.get("client_consumer")) {
+    if (const auto s = r.string(*v)) {
+      if (is_client_certificate_field(*s)) {
+        tls.client_consumer = *s;
+      } else {
+        r.error(*v, "expected subject, san_uri, san_dns or fingerprint, got " + shown(*s));
+      }
+    }
+  }
+  if (auto* v = m.get("forward_client_cert")) {
+    if (const auto s = r.string(*v)) {
+      if (*s == "none") {
+        tls.forward_client_cert = TlsConfig::ForwardCert::kNone;
+      } else if (*s == "xfcc") {
+        tls.forward_client_cert = TlsConfig::ForwardCert::kXfcc;
+      } else if (*s == "headers") {
+        tls.forward_client_cert = TlsConfig::ForwardCert::kHeaders;
+      } else {
+        r.error(*v, "expected none, xfcc or headers, got " + shown(*s));
+      }
+    }
+  }
+}
 
 void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) {
   const auto m = r.mapping(f, kTlsKeys.keys);
@@ -98,6 +146,7 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
   if (!valid) return;
   std::string error;
   tls.http2 = s.http2.enabled;
+  read_client_auth(r, *m, tls);
   tls.contexts = ServerTls::build(tls, error);
   if (!tls.contexts) return r.error(f, error);
   s.tls = std::move(tls);

@@ -51,7 +51,7 @@ Http1Session::Http1Session(Worker& worker, std::shared_ptr<FrontDoor> door)
       deadline_(stream_.get_executor()),
       tls_open_(stream_.is_tls()),
       request_(worker, *this, stream_.get_executor()) {
-  request_.set_peer(door_->peer(), door_->peer_text());
+  request_.set_peer(door_->peer(), door_->peer_text(), door_->client_cert());
   worker_.add_session(this);
 }
 

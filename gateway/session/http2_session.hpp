@@ -46,6 +46,7 @@ struct nghttp2_session;
 namespace sluice {
 
 class Http2Stream;
+struct ClientCertificate;
 
 class Http2Session final : public ClientSession,
                            public std::enable_shared_from_this<Http2Session> {
@@ -82,6 +83,9 @@ class Http2Session final : public ClientSession,
   nghttp2_session* nghttp2() { return session_; }
   const IpAddress& peer() const { return peer_; }
   const std::string& peer_text() const { return peer_text_; }
+  // The connection's verified client certificate (its front door keeps it).
+  const ClientCertificate* client_cert() const { return client_cert_; }
+  void set_client_cert(const ClientCertificate* cert) { client_cert_ = cert; }
   bool over_tls() const { return stream_.is_tls(); }
   bool draining() const { return draining_; }
   bool closed() const { return closed_; }
@@ -138,6 +142,7 @@ class Http2Session final : public ClientSession,
   ByteStream& stream_;
   IpAddress peer_;
   std::string peer_text_;
+  const ClientCertificate* client_cert_ = nullptr;
   nghttp2_session* session_ = nullptr;
   std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
   Nghttp2Pump pump_;          // one read and one write at a time

@@ -31,7 +31,7 @@ Http2Stream::Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> ow
       deadline_(session.executor()),
       request_(session.worker(), *this, session.executor()) {
   head_.request().version(11);
-  request_.set_peer(session.peer(), session.peer_text());
+  request_.set_peer(session.peer(), session.peer_text(), session.client_cert());
 }
 
 Http2Stream::~Http2Stream() = default;

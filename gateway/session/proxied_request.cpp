@@ -17,9 +17,11 @@ ProxiedRequest::ProxiedRequest(Worker& worker, RequestLeg& leg, WorkerExecutor e
 
 ProxiedRequest::~ProxiedRequest() { release_relay_buffer(); }
 
-void ProxiedRequest::set_peer(const IpAddress& peer, std::string_view peer_text) {
+void ProxiedRequest::set_peer(const IpAddress& peer, std::string_view peer_text,
+                              const ClientCertificate* client_cert) {
   peer_ = peer;
   peer_text_ = peer_text;
+  client_cert_ = client_cert;
 }
 
 void ProxiedRequest::start() {
@@ -37,7 +39,7 @@ const std::string& ProxiedRequest::request_id() {
 // ---- The middleware ---------------------------------------------------------------
 
 void ProxiedRequest::run() {
-  begin_pipeline(pipeline_, *head_, info_, config_, started_);
+  begin_pipeline(pipeline_, *head_, info_, config_, started_).client_cert = client_cert_;
   run_pipeline();
 }
 

@@ -95,7 +95,10 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
 
   // The TCP peer, for the record before a head and the forwarded headers
   // (the text outlives the request).
-  void set_peer(const IpAddress& peer, std::string_view peer_text);
+  // The connection's client: its address, and its verified TLS client
+  // certificate (null: none), which outlive the request.
+  void set_peer(const IpAddress& peer, std::string_view peer_text,
+                const ClientCertificate* client_cert = nullptr);
   // The config the next request is served by (the one current when it starts).
   void set_config(std::shared_ptr<const Config> config) { config_ = std::move(config); }
   // A new request's head came now.
@@ -188,6 +191,7 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   const ClientRequest* head_ = nullptr;  // null until a head was read
   IpAddress peer_;
   std::string_view peer_text_;
+  const ClientCertificate* client_cert_ = nullptr;
   Clock::time_point started_{Clock::now()};
   RequestInfo info_;
   Pipeline pipeline_;

@@ -69,7 +69,7 @@ void prepare_forwarded_head(UpstreamHead& head, const ClientRequest& req, const 
   forwarded.websocket = info.websocket;
   forwarded.traceparent = info.traceparent;
   forwarded.identity = ctx.identity_headers;
-  if (route.auth != RouteAuth::kNone) forwarded.drop_also = ctx.config->auth.forwarded_headers;
+  forwarded.drop_also = route.identity_headers;
   if (!route.request_headers.empty()) {
     forwarded.rules = &route.request_headers;
     forwarded.vars = vars;

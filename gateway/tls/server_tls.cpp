@@ -111,6 +111,25 @@ int bind_sessions_to_server_name(SSL* connection, int*, void*) {
   return SSL_CLIENT_HELLO_SUCCESS;
 }
 
+std::string openssl_reason();
+
+// Client certificates asked for (or required) and verified by the CAs of
+// client_ca_file, whose names are offered to the client.
+std::string ask_client_certificates(SSL_CTX* native, const TlsConfig& config) {
+  ERR_clear_error();
+  if (SSL_CTX_load_verify_locations(native, config.client_ca_file.c_str(), nullptr) != 1) {
+    return "cannot load client_ca_file " + config.client_ca_file + ": " + openssl_reason();
+  }
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(config.client_ca_file.c_str());
+  if (!names) return "no CA certificate in client_ca_file " + config.client_ca_file;
+  SSL_CTX_set_client_CA_list(native, names);
+  int mode = SSL_VERIFY_PEER | SSL_VERIFY_CLIENT_ONCE;
+  if (config.client_auth == TlsConfig::ClientAuth::kRequired) mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+  SSL_CTX_set_verify(native, mode, nullptr);
+  SSL_CTX_set_verify_depth(native, 5);
+  return {};
+}
+
 // The reason of OpenSSL's latest error, cleared.
 std::string openssl_reason() {
   const unsigned long code = ERR_get_error();
@@ -176,6 +195,9 @@ struct ServerTls::Impl {
     if (SSL_CTX_use_PrivateKey(native, key.get()) != 1 || SSL_CTX_check_private_key(native) != 1) {
       ERR_clear_error();
       return "private key " + pair.key_file + " does not match certificate " + pair.cert_file;
+    }
+    if (config.client_auth != TlsConfig::ClientAuth::kNone) {
+      if (auto why = ask_client_certificates(native, config); !why.empty()) return why;
     }
     names.push_back(certificate_names(SSL_CTX_get0_certificate(native)));
     contexts.push_back(std::move(context));

@@ -74,7 +74,13 @@ MiddlewareResult AccessMiddleware::on_request(RequestContext& ctx, MiddlewareLat
   const CorsConfig& cors = route->cors;
   if (!cors.enabled) return MiddlewareResult::next();
   const auto origin = ctx.header("Origin");
-  if (!origin) return MiddlewareResult::next();  // not a cross-origin request
+  // An answer that names origins varies by Origin, also when it names none:
+  // a shared cache must not hand one page's answer to another.
+  const bool varies = !(cors.any_origin && !cors.allow_credentials);
+  if (!origin) {  // not a cross-origin request
+    if (varies) ctx.response_headers.emplace_back("Vary", "Origin");
+    return MiddlewareResult::next();
+  }
   const auto request_method = ctx.header("Access-Control-Request-Method");
   const bool allowed = cors.allows(*origin);
   if (is_cors_preflight(ctx.method, true, request_method.has_value())) {
@@ -87,7 +93,11 @@ MiddlewareResult AccessMiddleware::on_request(RequestContext& ctx, MiddlewareLat
   }
   // Another origin's page gets the response without the headers that would
   // let its browser read it.
-  if (allowed) append_cors_response_headers(cors, *origin, ctx.response_headers);
+  if (allowed) {
+    append_cors_response_headers(cors, *origin, ctx.response_headers);
+  } else if (varies) {
+    ctx.response_headers.emplace_back("Vary", "Origin");
+  }
   return MiddlewareResult::next();
 }
 

@@ -4,6 +4,7 @@
 
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
+#include "gateway/tls/client_certificate.hpp"
 #include "middleware/auth/jwt_verifier.hpp"
 #include "middleware/ratelimit/query_params.hpp"
 
@@ -187,14 +188,44 @@ void AuthMiddleware::remember(std::string digest, std::int64_t expires_at, std::
   entry.order = std::prev(order_.end());
 }
 
+// A verified client certificate: the consumer it names, and what goes upstream.
+void take_certificate(RequestContext& ctx) {
+  const ClientCertificate* cert = ctx.client_cert;
+  if (!cert || !ctx.config->server.tls) return;
+  const TlsConfig& tls = *ctx.config->server.tls;
+  if (!tls.client_consumer.empty()) {
+    if (const auto consumer = cert->field(tls.client_consumer)) {
+      ctx.caller.verified = true;
+      ctx.caller.consumer = *consumer;
+    }
+  }
+  switch (tls.forward_client_cert) {
+    case TlsConfig::ForwardCert::kNone:
+      break;
+    case TlsConfig::ForwardCert::kXfcc:
+      ctx.identity_headers.emplace_back("X-Forwarded-Client-Cert", cert->xfcc);
+      break;
+    case TlsConfig::ForwardCert::kHeaders:
+      for (const auto& [name, field] : {std::pair{"X-Client-Cert-Subject", "subject"},
+                                        std::pair{"X-Client-Cert-San-Uri", "san_uri"},
+                                        std::pair{"X-Client-Cert-San-Dns", "san_dns"},
+                                        std::pair{"X-Client-Cert-Fingerprint", "fingerprint"}}) {
+        if (const auto value = cert->field(field)) ctx.identity_headers.emplace_back(name, *value);
+      }
+      break;
+  }
+}
+
 MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater&) {
   const RouteConfig* route = ctx.route;
-  if (!route || route->auth == RouteAuth::kNone) return MiddlewareResult::next();
+  if (!route) return MiddlewareResult::next();
+  take_certificate(ctx);
+  if (route->auth == RouteAuth::kNone) return MiddlewareResult::next();
   const AuthConfig& auth = ctx.config->auth;
-  if (ctx.config.get() != config_) {  // verified under other providers: forgotten
-    entries_.clear();
+  if (config_.owner_before(ctx.config) || ctx.config.owner_before(config_)) {
+    entries_.clear();  // verified under other providers: forgotten
     order_.clear();
-    config_ = ctx.config.get();
+    config_ = ctx.config;
   }
   const Found found = find_token(ctx, auth);
   if (found.ambiguous) return refuse(ctx, "malformed", "more than one token header", true);

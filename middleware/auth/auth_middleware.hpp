@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -48,7 +49,9 @@ class AuthMiddleware final : public Middleware {
 
   MetricsShard& metrics_;
   std::function<std::int64_t()> now_seconds_;
-  const Config* config_ = nullptr;  // the configuration the cached entries were verified under
+  // The configuration the cached entries were verified under (a weak owner:
+  // a configuration made later can never pass for it).
+  std::weak_ptr<const Config> config_;
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> order_;  // least recently used first
 };

@@ -173,7 +173,21 @@ std::string_view jwt_error_description(JwtError error) {
   return "";
 }
 
+JwtVerified verify_jwt_checked(std::string_view token, const AuthConfig& auth, std::int64_t now);
+
 JwtVerified verify_jwt(std::string_view token, const AuthConfig& auth, std::int64_t now) {
+  // Every access below checks its JSON type first; a type error that slipped
+  // through is a malformed token, never an exception out of the data path.
+  try {
+    return verify_jwt_checked(token, auth, now);
+  } catch (const nlohmann::json::exception&) {
+    JwtVerified out;
+    out.error = JwtError::kMalformed;
+    return out;
+  }
+}
+
+JwtVerified verify_jwt_checked(std::string_view token, const AuthConfig& auth, std::int64_t now) {
   JwtVerified out;
   const auto fail = [&out](JwtError e) {
     out.error = e;
@@ -225,19 +239,17 @@ JwtVerified verify_jwt(std::string_view token, const AuthConfig& auth, std::int6
   } else {
     if (!provider.keys) return fail(JwtError::kAlgorithm);
     if (kid.empty()) {
-      // No kid: any key of the set that can verify this algorithm (at most 64).
-      bool any = false;
-      bool verified = false;
+      // No kid: the set's one key that can verify this algorithm; with
+      // several, the token must say which (one signature check per token,
+      // whatever the set).
+      const Jwk* only = nullptr;
       for (const Jwk& key : provider.keys->keys) {
         if (!jwk_can_verify(key, *alg)) continue;
-        any = true;
-        if (jws_verify(*alg, key, signing_input, *signature)) {
-          verified = true;
-          break;
-        }
+        if (only) return fail(JwtError::kUnknownKey);
+        only = &key;
       }
-      if (!any) return fail(JwtError::kUnknownKey);
-      if (!verified) return fail(JwtError::kSignature);
+      if (!only) return fail(JwtError::kUnknownKey);
+      if (!jws_verify(*alg, *only, signing_input, *signature)) return fail(JwtError::kSignature);
     } else {
       const Jwk* key = provider.keys->find(kid, *alg);
       if (!key) return fail(JwtError::kUnknownKey);

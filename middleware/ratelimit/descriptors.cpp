@@ -48,6 +48,8 @@ char kind_tag(KeySource::Kind kind) {
       return 'q';
     case KeySource::Kind::kJwt:
       return 'j';
+    case KeySource::Kind::kCert:
+      return 'c';
   }
   return '?';
 }
@@ -79,6 +81,8 @@ std::string_view key_source_name(KeySource::Kind kind) {
       return "query";
     case KeySource::Kind::kJwt:
       return "jwt";
+    case KeySource::Kind::kCert:
+      return "cert";
   }
   return "unknown";
 }
@@ -196,8 +200,11 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
         }
         break;
       }
-      case KeySource::Kind::kJwt: {
-        const auto value = lookup_claim(request, source.name);
+      case KeySource::Kind::kJwt:
+      case KeySource::Kind::kCert: {
+        const auto value = source.kind == KeySource::Kind::kJwt
+                               ? lookup_claim(request, source.name)
+                               : (request.cert ? request.cert->field(source.name) : std::nullopt);
         if (!value || value->empty()) {
           fall_back(source);
         } else {

@@ -178,17 +178,24 @@ void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor>
   // X-RateLimit-* for the most restrictive limit the client may see; on a
   // denial, a shown limit that is short competes first.
   std::size_t chosen = n;
+  bool hidden_denial = false;  // refused for hidden limits alone: Retry-After only
   if (all_shown) {
     chosen = most_restrictive_limit(limits.first(n), decision);
   } else {
+    bool legacy_short = false;
     bool shown_short = false;
     for (std::size_t i = 0; i < n; ++i) {
-      shown_short = shown_short || (limits[i].show_legacy && !decision.limits[i].sufficient);
+      const bool is_short = !decision.limits[i].sufficient;
+      legacy_short = legacy_short || (limits[i].show_legacy && is_short);
+      shown_short = shown_short || ((limits[i].show_legacy || limits[i].show_ietf) && is_short);
     }
-    shown_short = shown_short && !decision.allowed;
-    chosen = most_restrictive_of(limits.first(n), decision, [&](std::size_t i) {
-      return limits[i].show_legacy && (!shown_short || !decision.limits[i].sufficient);
-    });
+    legacy_short = legacy_short && !decision.allowed;
+    hidden_denial = !decision.allowed && !shown_short;
+    if (!hidden_denial) {
+      chosen = least_left(limits.first(n), decision, [&](std::size_t i) {
+        return limits[i].show_legacy && (!legacy_short || !decision.limits[i].sufficient);
+      });
+    }
   }
   if (chosen < n) {
     const LimitState& state = decision.limits[chosen];
@@ -200,7 +207,7 @@ void append_rate_limit_headers(HeaderList& out, std::span<const LimitDescriptor>
   // RateLimit-Policy and RateLimit: one list item per shown limit, in route order.
   std::size_t bound = 0;
   std::size_t ietf = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < n && !hidden_denial; ++i) {
     if (!limits[i].show_ietf) continue;
     bound += sf_string_bound(limits[i].limit) + kItemExtraBound;
     ++ietf;

@@ -218,7 +218,8 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
       for (const auto& source : limit.key) {
         const auto kind = source.kind;
         if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
-            kind != KeySource::Kind::kQuery && kind != KeySource::Kind::kJwt) {
+            kind != KeySource::Kind::kQuery && kind != KeySource::Kind::kJwt &&
+            kind != KeySource::Kind::kCert) {
           continue;
         }
         keys_on_identity = true;

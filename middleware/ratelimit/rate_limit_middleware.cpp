@@ -61,6 +61,7 @@ RequestView request_view(const RequestContext& ctx) {
   view.client_ip = ctx.client_ip;
   view.route = ctx.route->name;
   if (ctx.caller.verified) view.claims = &ctx.caller.claims;
+  view.cert = ctx.client_cert;
   return view;
 }
 

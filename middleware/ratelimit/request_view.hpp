@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "gateway/tls/client_certificate.hpp"
 
 namespace sluice {
 
@@ -33,6 +34,8 @@ struct RequestView {
   std::string_view route;  // the matched route's name
   // A verified token's claims by path (jwt: key parts); null: none verified.
   const std::vector<std::pair<std::string, std::string>>* claims = nullptr;
+  // The connection's verified client certificate (cert: key parts); null: none.
+  const ClientCertificate* cert = nullptr;
 };
 
 // The value of claim `path` of the verified token; nullopt when none.

@@ -39,6 +39,23 @@ def make_server_cert(workdir: str, ca: str, name: str, dns=(), ips=("127.0.0.1",
     return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
 
 
+def make_client_cert(workdir: str, ca: str, name: str, uri: str | None = None, dns=(),
+                     common_name: str | None = None) -> tuple[str, str]:
+    """A client certificate `name`.crt / `name`.key (P-256) signed by CA `ca` (a make_ca
+    name), with a URI and DNS subject alternative names when given; returns (cert, key)."""
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/O=Sluice Tests/CN={common_name or name}", cwd=workdir)
+    alt = ",".join(([f"URI:{uri}"] if uri else []) + [f"DNS:{d}" for d in dns])
+    with open(os.path.join(workdir, f"{name}.ext"), "w") as f:
+        f.write((f"subjectAltName={alt}\n" if alt else "") +
+                "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=workdir)
+    return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
+
+
 def client_context(ca_file: str) -> ssl.SSLContext:
     """A client context trusting `ca_file` only, offering ALPN http/1.1."""
     context = ssl.create_default_context(cafile=ca_file)

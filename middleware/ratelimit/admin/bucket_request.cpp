@@ -40,7 +40,7 @@ void append_form_encoded(std::string& out, std::string_view bytes) {
 std::string kind_name(const KeySource& source) {
   std::string name(key_source_name(source.kind));
   if (source.kind == KeySource::Kind::kHeader || source.kind == KeySource::Kind::kQuery ||
-      source.kind == KeySource::Kind::kJwt) {
+      source.kind == KeySource::Kind::kJwt || source.kind == KeySource::Kind::kCert) {
     name += ":" + source.name;
   }
   return name;
@@ -62,6 +62,7 @@ struct SyntheticRequest {
   std::string route;
   IpAddress client_ip{};
   std::vector<std::pair<std::string, std::string>> claims;  // jwt: parts, by claim path
+  ClientCertificate cert;                                    // cert: parts
 
   RequestView view() const {
     RequestView v;
@@ -71,6 +72,7 @@ struct SyntheticRequest {
     v.route = route;
     v.client_ip = client_ip;
     v.claims = &claims;
+    v.cert = &cert;
     v.header = [this](std::string_view name) -> std::optional<std::string_view> {
       std::string lower(name);
       ascii::to_lower_in_place(lower);
@@ -128,6 +130,12 @@ std::optional<BucketRequestError> place(SyntheticRequest& request, const Config&
       break;
     case KeySource::Kind::kJwt:
       request.claims.emplace_back(source.name, value);
+      break;
+    case KeySource::Kind::kCert:
+      (source.name == "subject"   ? request.cert.subject
+       : source.name == "san_uri" ? request.cert.san_uri
+       : source.name == "san_dns" ? request.cert.san_dns
+                                  : request.cert.fingerprint) = value;
       break;
     case KeySource::Kind::kQuery:
       if (!request.query.empty()) request.query += '&';

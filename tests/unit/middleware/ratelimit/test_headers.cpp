@@ -229,13 +229,18 @@ TEST_CASE("headers: client_headers hides a limit from one family or from both",
   const RateDecision denied = sluice::decide_limits(states, limits, 1, 0);
   REQUIRE_FALSE(denied.allowed);
 
-  SECTION("none on the short limit: the other one is shown, Retry-After still comes") {
+  SECTION("none on the short limit: its 429 shows Retry-After only, nothing of the other") {
     limits[0].show_legacy = limits[0].show_ietf = false;
     const Headers h = sluice::rate_limit_headers(limits, 1, denied);
-    CHECK(header(h, "X-RateLimit-Limit") == "1000");
-    CHECK(header(h, "RateLimit-Policy") == R"("orders_global";q=1000;w=2)");
-    CHECK(header(h, "RateLimit").find("per_key") == std::string::npos);
-    CHECK(header(h, "Retry-After") == "1");
+    const Headers expected = {{"Retry-After", "1"}, {"Cache-Control", "no-store"}};
+    CHECK(h == expected);
+    // Admitted, the shown limit is shown and the hidden one is not.
+    std::vector<sluice::BucketState> full(2);
+    const RateDecision admitted = sluice::decide_limits(full, limits, 1, 0);
+    REQUIRE(admitted.allowed);
+    const Headers ok = sluice::rate_limit_headers(limits, 1, admitted);
+    CHECK(header(ok, "X-RateLimit-Limit") == "1000");
+    CHECK(header(ok, "RateLimit-Policy") == R"("orders_global";q=1000;w=2)");
     const std::string body = sluice::too_many_requests_body(limits, denied, 429);
     CHECK(body.find("\"violated-policies\":[]") != std::string::npos);
   }
