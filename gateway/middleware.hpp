@@ -68,6 +68,7 @@ struct VerifiedCaller {
   bool verified = false;
   std::string consumer;  // the consumer claim's value; empty: none
   std::string plan;      // the plan it maps to (a known plan); empty: the default
+  std::string org;       // the organisation claim's value; empty: none
   // The values of the claims the configuration reads (auth.claim_paths), by
   // path; a claim the token lacks is absent.
   std::vector<std::pair<std::string, std::string>> claims;
@@ -82,6 +83,7 @@ struct VerifiedCaller {
     verified = false;
     consumer.clear();
     plan.clear();
+    org.clear();
     claims.clear();
   }
 };

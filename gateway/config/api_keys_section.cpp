@@ -31,6 +31,17 @@ void read_consumer(YamlReader& r, const Field& item, ApiKeysConfig& a, ReadNotes
       }
     }
   }
+  if (const Field* org = cm->get("org")) {
+    Field org_field = *org;
+    org_field.secret = false;  // an organisation is not a secret
+    if (auto s = r.nonempty_string(org_field)) {
+      if (auto problem = consumer_id_problem(*s)) {
+        r.error(org_field, *problem);
+      } else {
+        consumer.org = *s;
+      }
+    }
+  }
   if (plan) {
     Field plan_field = *plan;
     plan_field.secret = false;  // a plan name is not a secret

@@ -193,6 +193,9 @@ void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::
   if (auto* v = m->get("plan_claim")) {
     if (auto s = read_claim_path(r, *v)) p.plan_claim = *s;
   }
+  if (auto* v = m->get("org_claim")) {
+    if (auto s = read_claim_path(r, *v)) p.org_claim = *s;
+  }
   if (auto* v = m->get("forward_claims")) read_forward_claims(r, *v, p, token_from);
 }
 
@@ -268,6 +271,7 @@ void collect_claim_paths(Config& c) {
   for (const auto& p : auth.jwt) {
     add_once(auth.claim_paths, p.consumer_claim);
     add_once(auth.claim_paths, p.plan_claim);
+    add_once(auth.claim_paths, p.org_claim);
     for (const auto& [path, header] : p.forward_claims) {
       add_once(auth.claim_paths, path);
       add_once(auth.forwarded_headers, header);

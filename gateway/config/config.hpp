@@ -213,6 +213,7 @@ struct Consumer {
   std::string key;
   std::string plan;
   std::string id;  // optional: what X-Consumer-Id names (empty: not sent)
+  std::string org;  // optional: the organisation whose `org` limits it shares
 };
 
 struct ApiKeysConfig {
@@ -242,7 +243,7 @@ struct ApiKeysConfig {
 
 // One source of a rate-limit key value.
 struct KeySource {
-  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert };
+  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert, kOrg };
   Kind kind = Kind::kIp;
   // The header or query parameter name, a claim path (kJwt), or a client
   // certificate field (kCert: subject, san_uri, san_dns, fingerprint).
@@ -316,6 +317,7 @@ struct JwtProvider {
   std::int64_t clock_skew_seconds = 60;  // leeway for exp, nbf and iat
   std::string consumer_claim;  // a claim path naming the consumer; empty: none
   std::string plan_claim;      // a claim path naming the plan; empty: none
+  std::string org_claim;       // a claim path naming the organisation; empty: none
   // Claim path -> the request header it is sent upstream in.
   std::vector<std::pair<std::string, std::string>> forward_claims;
 };

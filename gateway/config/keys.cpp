@@ -52,7 +52,7 @@ constexpr std::string_view kApiKeys[] = {"header",           "consumers",
                                          "cache_ttl_ms",     "unknown_cache_ttl_ms",
                                          "cache_max_entries", "unknown_key",
                                          "forward_consumer"};
-constexpr std::string_view kConsumer[] = {"key", "plan", "id"};
+constexpr std::string_view kConsumer[] = {"key", "plan", "id", "org"};
 constexpr std::string_view kLocal[] = {"deny_cache", "fleet_size", "max_fleet_size",
                                        "max_buckets"};
 constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_second",
@@ -91,7 +91,8 @@ constexpr std::string_view kAuth[] = {"jwt"};
 constexpr std::string_view kJwt[] = {"providers", "from", "max_token_bytes", "cache_max_entries"};
 constexpr std::string_view kJwtProvider[] = {
     "name",       "issuer",           "audiences",          "jwks_file",      "secret_file",
-    "algorithms", "clock_skew_seconds", "consumer_claim", "plan_claim",     "forward_claims"};
+    "algorithms", "clock_skew_seconds", "consumer_claim", "plan_claim",     "forward_claims",
+    "org_claim"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};

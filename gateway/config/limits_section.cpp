@@ -20,7 +20,8 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
                                                              {"ip", Kind::kIp},
                                                              {"path", Kind::kPath},
                                                              {"route", Kind::kRoute},
-                                                             {"global", Kind::kGlobal}};
+                                                             {"global", Kind::kGlobal},
+                                                             {"org", Kind::kOrg}};
   for (const auto& [word, kind] : kPlain) {
     if (*text == word) return KeySource{kind, {}};
   }
@@ -60,7 +61,7 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
     return KeySource{Kind::kJwt, std::string(path)};
   }
   r.error(f, "unknown key source " + shown(t) +
-                 " (expected api_key, ip, path, route, global, header:NAME, query:NAME, "
+                 " (expected api_key, ip, path, route, global, org, header:NAME, query:NAME, "
                  "jwt:CLAIM or cert:FIELD)");
   return std::nullopt;
 }

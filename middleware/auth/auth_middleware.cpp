@@ -167,6 +167,7 @@ void AuthMiddleware::admit(RequestContext& ctx, std::size_t provider_index,
       metrics_.add("sluice_auth_unknown_plan_total", scratch_labels({{"provider", provider.name}}));
     }
   }
+  if (const auto* org = claim_of(claims, provider.org_claim)) caller.org = *org;
   for (const auto& [path, header] : provider.forward_claims) {
     if (const auto* value = claim_of(claims, path)) ctx.identity_headers.emplace_back(header, *value);
   }

@@ -50,6 +50,8 @@ char kind_tag(KeySource::Kind kind) {
       return 'j';
     case KeySource::Kind::kCert:
       return 'c';
+    case KeySource::Kind::kOrg:
+      return 'o';
   }
   return '?';
 }
@@ -83,6 +85,8 @@ std::string_view key_source_name(KeySource::Kind kind) {
       return "jwt";
     case KeySource::Kind::kCert:
       return "cert";
+    case KeySource::Kind::kOrg:
+      return "org";
   }
   return "unknown";
 }
@@ -139,14 +143,14 @@ std::optional<KeyRefusal> check_identity(const std::vector<const LimitConfig*>& 
 }
 
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
-                              std::optional<std::string_view> api_key) {
+                              std::optional<std::string_view> api_key, std::string_view org) {
   LimitKeyValue result;
-  limit_key_value(result, limit, request, api_key);
+  limit_key_value(result, limit, request, api_key, org);
   return result;
 }
 
 void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const RequestView& request,
-                     std::optional<std::string_view> api_key) {
+                     std::optional<std::string_view> api_key, std::string_view org) {
   result.hash_input.clear();
   result.fell_back = false;
   result.missing_kind = KeySource::Kind::kIp;
@@ -173,6 +177,14 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
         break;
       case KeySource::Kind::kIp:
         append_ip(out, request.client_ip, limit.ipv6_prefix);
+        break;
+      case KeySource::Kind::kOrg:
+        if (org.empty()) {
+          fall_back(source);
+        } else {
+          out += kind_tag(source.kind);
+          append_field(out, org);
+        }
         break;
       case KeySource::Kind::kPath:
         out += kind_tag(source.kind);
@@ -290,7 +302,7 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
   for (const LimitConfig* limit : limits) {
     const Wipe wipe{value.hash_input};
     if (limit == nullptr) continue;
-    limit_key_value(value, *limit, request, identity.key);
+    limit_key_value(value, *limit, request, identity.key, identity.org);
     const BucketParams params =
         plan ? limit->for_plan(result.plan) : identity_params(*limit, identity);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(

@@ -70,11 +70,13 @@ struct LimitKeyValue {
 // so a composite [api_key, path] falls back to [ip, path]. A header part is
 // the first line of that header and a query part the first occurrence
 // (check_identity refuses requests with more than one).
+// `org`: the caller's organisation (org key parts); nullopt or empty: none.
 LimitKeyValue limit_key_value(const LimitConfig& limit, const RequestView& request,
-                              std::optional<std::string_view> api_key);
+                              std::optional<std::string_view> api_key,
+                              std::string_view org = {});
 // The same, written into `into` (its strings' storage reused).
 void limit_key_value(LimitKeyValue& into, const LimitConfig& limit, const RequestView& request,
-                     std::optional<std::string_view> api_key);
+                     std::optional<std::string_view> api_key, std::string_view org = {});
 
 // The SHA-256 of the hash input, or with a secret its HMAC-SHA-256 under the
 // secret (so a bucket cannot be traced back by hashing guesses), truncated to

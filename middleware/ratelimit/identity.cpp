@@ -13,7 +13,10 @@ Identity identify(const RequestView& request, const ApiKeysConfig& api_keys) {
   identity.malformed = api_key.malformed;
   identity.key_lines = count_header(request, api_keys.header);
   identity.presented = api_key.presented;
-  if (api_key.consumer) identity.consumer_id = api_key.consumer->id;
+  if (api_key.consumer) {
+    identity.consumer_id = api_key.consumer->id;
+    identity.org = api_key.consumer->org;
+  }
   return identity;
 }
 
@@ -29,6 +32,7 @@ void apply_store_consumer(Identity& identity, std::shared_ptr<const StoredConsum
   identity.plan = identity.stored->plan;
   identity.consumer = true;
   identity.consumer_id = identity.stored->id;
+  identity.org = identity.stored->org;
   identity.disabled = identity.stored->disabled;
 }
 
@@ -39,6 +43,7 @@ void apply_verified_caller(Identity& identity, const VerifiedCaller& caller) {
     identity.consumer_id = caller.consumer;
   }
   if (!caller.plan.empty()) identity.plan = caller.plan;
+  if (!caller.org.empty()) identity.org = caller.org;
 }
 
 bool unknown_key(const Identity& identity, const ApiKeysConfig& api_keys) {

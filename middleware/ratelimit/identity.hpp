@@ -32,6 +32,7 @@ struct Identity {
   // The well-formed key the request carries, whoever holds it (views the request).
   std::optional<std::string_view> presented;
   std::string_view consumer_id;  // empty: none (or a YAML consumer without an id)
+  std::string_view org;          // the consumer's organisation; empty: none
   std::shared_ptr<const StoredConsumer> stored;  // a consumer of the store
   bool disabled = false;                         // the store consumer is disabled
 };

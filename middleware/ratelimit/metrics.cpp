@@ -219,7 +219,7 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
         const auto kind = source.kind;
         if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
             kind != KeySource::Kind::kQuery && kind != KeySource::Kind::kJwt &&
-            kind != KeySource::Kind::kCert) {
+            kind != KeySource::Kind::kCert && kind != KeySource::Kind::kOrg) {
           continue;
         }
         keys_on_identity = true;

@@ -4,17 +4,33 @@
 -- count N) every request carries X-API-Key bench-0 .. bench-<N-1> in turn; the
 -- N requests are formatted once in init. Without arguments no request()
 -- is defined, so wrk keeps sending its one fixed request.
+-- A second argument, a file of tokens (one per line), sends "Authorization:
+-- Bearer <token>" instead of the key; a third, an Origin header on every request.
 init = function(args)
   local count = tonumber(args[1] or 0)
+  local tokens_file = args[2]
+  local origin = args[3]
+  if origin == "" then origin = nil end
   if count > 0 then
+    local tokens = {}
+    if tokens_file and tokens_file ~= "" then
+      for line in io.lines(tokens_file) do tokens[#tokens + 1] = line end
+    end
     local formatted, n = {}, 0
     for i = 1, count do
-      formatted[i] = wrk.format("GET", nil, { ["X-API-Key"] = "bench-" .. (i - 1) })
+      local headers = { ["X-API-Key"] = "bench-" .. (i - 1) }
+      if #tokens > 0 then
+        headers = { ["Authorization"] = "Bearer " .. tokens[(i - 1) % #tokens + 1] }
+      end
+      formatted[i] = wrk.format("GET", nil, headers)
     end
     request = function()
       n = n % count + 1
       return formatted[n]
     end
+  elseif origin then
+    local formatted = wrk.format("GET", nil, { ["Origin"] = origin })
+    request = function() return formatted end
   end
 end
 

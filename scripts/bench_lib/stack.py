@@ -77,7 +77,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   quota_period: str | None = None, concurrency: bool = False,
                   settled: bool = False, access_log: bool = False,
                   access_log_flush_ms: int | None = None,
-                  http2: bool = False, upstream_protocol: str | None = None) -> dict:
+                  http2: bool = False, upstream_protocol: str | None = None,
+                  sections: dict | None = None, route: dict | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -94,7 +95,8 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     lines going to the gateway's stdout file (row 27); access_log_flush_ms: how long
     its lines may be gathered (row 27: 1000, as row 28's nginx); http2: server.http2 on (h2c on the
     plain listener, h2 by ALPN with tls: scripts/bench --http2); upstream_protocol: the
-    upstream's protocol (h2c: scripts/bench --grpc)."""
+    upstream's protocol (h2c: scripts/bench --grpc); sections: more top-level sections
+    (auth, ip_access: rows 29 and 30); route: more keys of the bench route (auth, cors)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -121,6 +123,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         **({"local": local} if local else {}),
         **({"api_keys": api_keys} if api_keys else {}),
         **({"plans": plans} if plans else {}),
+        **(sections or {}),
         "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 50,
                   "key_prefix": key_prefix, **(redis or {})},
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
@@ -132,6 +135,7 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                    {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
                     "limits": list(limits) if limit else [],
                     "on_redis_failure": on_redis_failure,
+                    **(route or {}),
                     **({"cost": 500,
                         "cost_from_response": {"header": "X-Usage-Tokens"},
                         "request_headers": {"set": {"X-Echo-Usage": "120"}}}
@@ -415,6 +419,21 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s26 = stack.sluice("sluice-settled", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
                        key="api_key", settled=True)
 
+    # Row 29: row 11's load and limit, each of its 10,000 callers a JWT (HS256) whose
+    # sub keys the limit on a route with auth: required (verified once per worker, then
+    # from the cache). Row 30: row 4 with a top-level deny list of 100,000 entries and
+    # CORS on the route, every request carrying an allowed Origin.
+    tokens_file = write_bench_tokens(stack.workdir, secret, CLUSTER_KEYS)
+    s29 = stack.sluice("sluice-jwt", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
+                       key="jwt:sub", route={"auth": "required"},
+                       sections={"auth": {"jwt": {"providers": [
+                           {"name": "bench", "issuer": BENCH_ISSUER, "secret_file": secret,
+                            "consumer_claim": "sub"}]}}})
+    s30 = stack.sluice("sluice-access", upstream=up, redis_port=redis.port, limit=None,
+                       route={"cors": {"allow_origins": [BENCH_ORIGIN]}},
+                       sections={"ip_access": {"deny_file": write_bench_deny_list(
+                           stack.workdir, 100_000)}})
+
     # --compare: rows 4, 5, 12, 14, 16, 21, 22, 25, 26 and 27 again with another sluice
     # binary, as rows 104, 105, 112, 114, 116, 121, 122, 125, 126 and 127.
     s104 = s105 = s112 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
@@ -465,7 +484,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(126, f"row 26 with {binary}", s126, [redis], keyed),
                 sluice_row(127, f"row 27 with {binary}", s127)]
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26, s29):
         stack.wait_redis(gateway)
     import_consumers(s22, STORE_CONSUMERS)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
@@ -527,8 +546,56 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    "gathered as row 28's: access_log_flush_ms 1000)", s27),
         Row(28, "row 2 with nginx's access log on (a JSON line per request, buffer=64k "
             "flush=1s)", n28[1], n28[0]),
+        sluice_row(29, "row 11 with each caller a JWT (HS256, auth: required) whose sub keys "
+                   "the limit, verified once per worker then cached", s29, [redis],
+                   [str(CLUSTER_KEYS), tokens_file]),
+        sluice_row(30, "row 4 with a 100,000-entry deny list and CORS on the route (every "
+                   "request from an allowed Origin)", s30, wrk_args=["0", "", BENCH_ORIGIN]),
         *compare_rows(),
     ]
+
+
+BENCH_ISSUER = "https://bench.sluice.test/"
+BENCH_ORIGIN = "https://app.bench.test"
+
+
+def write_bench_tokens(workdir: str, secret_file: str, count: int) -> str:
+    """A file of `count` HS256 JWTs (one per line, sub bench-0 ..), signed with the
+    secret file's bytes, valid for a day: row 29's callers."""
+    import base64
+    import hashlib
+    import hmac
+    import time
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    with open(secret_file, "rb") as f:
+        secret = f.read().rstrip(b"\r\n")
+    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    exp = int(time.time()) + 86400
+    path = os.path.join(workdir, "bench-tokens.txt")
+    with open(path, "w") as f:
+        for i in range(count):
+            payload = b64(json.dumps({"iss": BENCH_ISSUER, "sub": f"bench-{i}",
+                                      "exp": exp}).encode())
+            body = f"{header}.{payload}"
+            sig = b64(hmac.new(secret, body.encode(), hashlib.sha256).digest())
+            f.write(f"{body}.{sig}\n")
+    return path
+
+
+def write_bench_deny_list(workdir: str, count: int) -> str:
+    """`count` random IPv4 prefixes away from 127.0.0.0/8 (the bench's own client): row
+    30's deny list."""
+    import random
+    rng = random.Random(30)
+    path = os.path.join(workdir, "bench-deny.txt")
+    with open(path, "w") as f:
+        for _ in range(count):
+            f.write(f"{rng.randrange(1, 126)}.{rng.randrange(256)}.{rng.randrange(256)}."
+                    f"{rng.randrange(256)}/{rng.choice([16, 24, 28, 32])}\n")
+    return path
 
 
 def import_consumers(gateway: Sluice, count: int):

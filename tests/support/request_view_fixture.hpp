@@ -82,7 +82,7 @@ inline LimitConfig make_limit(std::string name, std::vector<KeySource> key, doub
 
 inline ApiKeysConfig with_consumers() {
   ApiKeysConfig config;
-  config.consumers = {{"demo-pro-key", "pro", ""}, {"other-key", "gold", ""}};
+  config.consumers = {{"demo-pro-key", "pro", "", ""}, {"other-key", "gold", "", ""}};
   for (std::size_t i = 0; i < config.consumers.size(); ++i) {
     config.consumer_index[config.consumers[i].key] = i;
   }

@@ -63,6 +63,7 @@ struct SyntheticRequest {
   IpAddress client_ip{};
   std::vector<std::pair<std::string, std::string>> claims;  // jwt: parts, by claim path
   ClientCertificate cert;                                    // cert: parts
+  std::string org;                                           // org parts
 
   RequestView view() const {
     RequestView v;
@@ -130,6 +131,9 @@ std::optional<BucketRequestError> place(SyntheticRequest& request, const Config&
       break;
     case KeySource::Kind::kJwt:
       request.claims.emplace_back(source.name, value);
+      break;
+    case KeySource::Kind::kOrg:
+      request.org = value;
       break;
     case KeySource::Kind::kCert:
       (source.name == "subject"   ? request.cert.subject
@@ -218,6 +222,7 @@ std::variant<BucketTarget, BucketRequestError, StoreQuestion> find_bucket(
     if (!stored) return StoreQuestion{std::string(*identity.presented)};
     apply_store_consumer(identity, *stored);
   }
+  if (!request.org.empty()) identity.org = request.org;
   RateLimitKeys keys = build_limit_descriptors({&*limit}, view, config.api_keys, identity,
                                                config.redis.key_secret, plan);
   if (keys.refusal) return bad_request(keys.refusal->message);

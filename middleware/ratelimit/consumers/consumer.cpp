@@ -157,6 +157,12 @@ std::variant<StoredConsumer, BodyProblem> read_consumer_body(std::string_view bo
     } else if (name == "disabled") {
       if (!value.is_boolean()) return BodyProblem{"disabled", "expected true or false"};
       out.disabled = value.get<bool>();
+    } else if (name == "org") {
+      if (!value.is_string()) return BodyProblem{"org", "expected a string"};
+      if (auto problem = config::consumer_id_problem(value.get_ref<const std::string&>())) {
+        return BodyProblem{"org", *problem};
+      }
+      out.org = value.get<std::string>();
     } else {
       return BodyProblem{name.size() > 64 ? name.substr(0, 64) : name, "unknown field"};
     }
@@ -179,17 +185,24 @@ std::string consumer_document(const StoredConsumer& consumer) {
   }
   std::vector<std::string> keys = consumer.key_fingerprints;
   std::sort(keys.begin(), keys.end());
-  const json doc = {{"plan", consumer.plan},
-                    {"limits", std::move(limits)},
-                    {"disabled", consumer.disabled},
-                    {"keys", std::move(keys)}};
+  json doc = {{"plan", consumer.plan},
+              {"limits", std::move(limits)},
+              {"disabled", consumer.disabled},
+              {"keys", std::move(keys)}};
+  // Only when set: a consumer without one keeps the document it always had.
+  if (!consumer.org.empty()) doc["org"] = consumer.org;
   return doc.dump();
 }
 
 std::optional<StoredConsumer> parse_consumer_document(std::string_view id, std::string_view doc,
                                                       std::int64_t updated_at_ms) {
   const json parsed = json::parse(doc, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object() || parsed.size() != 4) return std::nullopt;
+  const auto org = parsed.is_object() ? parsed.find("org") : parsed.end();
+  const bool has_org = parsed.is_object() && org != parsed.end();
+  if (parsed.is_discarded() || !parsed.is_object() || parsed.size() != (has_org ? 5u : 4u) ||
+      (has_org && (!org->is_string() || org->get_ref<const std::string&>().empty()))) {
+    return std::nullopt;
+  }
   const auto plan = parsed.find("plan");
   const auto limits = parsed.find("limits");
   const auto disabled = parsed.find("disabled");
@@ -204,6 +217,7 @@ std::optional<StoredConsumer> parse_consumer_document(std::string_view id, std::
   out.id = std::string(id);
   out.bucket_value = "consumer " + out.id;
   out.plan = plan->get<std::string>();
+  if (has_org) out.org = org->get<std::string>();
   out.disabled = disabled->get<bool>();
   out.updated_at_ms = updated_at_ms;
   for (const auto& key : *keys) {
@@ -245,6 +259,7 @@ nlohmann::ordered_json consumer_json(const StoredConsumer& consumer) {
   nlohmann::ordered_json out;
   out["id"] = consumer.id;
   out["plan"] = consumer.plan;
+  if (!consumer.org.empty()) out["org"] = consumer.org;
   out["limits"] = std::move(limits);
   out["disabled"] = consumer.disabled;
   out["keys"] = consumer.key_fingerprints;

@@ -37,6 +37,7 @@ struct LimitOverride {
 struct StoredConsumer {
   std::string id;
   std::string plan;
+  std::string org;  // its organisation; empty: none
   std::map<std::string, LimitOverride> limits;  // by limit name
   bool disabled = false;
   // 32 lower-case hex digits each: in the body's order when read from a body,

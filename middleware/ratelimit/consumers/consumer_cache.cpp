@@ -72,6 +72,7 @@ std::shared_ptr<const StoredConsumer> ConsumerCache::own_copy(const StoredConsum
   auto copy = std::allocate_shared<StoredConsumer>(PoolAllocator<StoredConsumer>(pool_));
   copy->id = consumer.id;
   copy->plan = consumer.plan;
+  copy->org = consumer.org;
   copy->limits = consumer.limits;
   copy->disabled = consumer.disabled;
   copy->updated_at_ms = consumer.updated_at_ms;

@@ -10,7 +10,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if type(listed) == 'string' then redis.call('ZREM', base .. 'ids', id) end
   return {0}
 end
-local old = redis.pcall('HMGET', KEYS[1], 'plan', 'keys')
+local old = redis.pcall('HMGET', KEYS[1], 'plan', 'keys', 'org')
 local changed = {}
 if type(old) == 'table' and not old.err then
   if type(old[2]) == 'string' then
@@ -21,6 +21,9 @@ if type(old) == 'table' and not old.err then
     end
   end
   if type(old[1]) == 'string' then redis.pcall('ZREM', base .. 'plan:' .. old[1], id) end
+  if type(old[3]) == 'string' and old[3] ~= '' then
+    redis.pcall('ZREM', base .. 'org:' .. old[3], id)
+  end
 end
 redis.pcall('ZREM', base .. 'ids', id)
 redis.call('DEL', KEYS[1])

@@ -162,11 +162,16 @@ struct ConsumerCall {
     if (!plan.empty() && !is_known_plan(worker->config(), plan)) {
       return problem(400, "unknown plan", "plan");
     }
+    const std::string org = query_param(query, "org").value_or("");
+    if (!org.empty() && !plan.empty()) return problem(400, "one of plan or org", "org");
+    if (!org.empty() && config::consumer_id_problem(org)) {
+      return problem(400, "not an organisation name", "org");
+    }
     const std::string cursor = query_param(query, "cursor").value_or("");
     if (!cursor.empty() && config::consumer_id_problem(cursor)) {
       return problem(400, "not a cursor this API gave", "cursor");
     }
-    store.list(plan, cursor, count, [call = *this](ConsumerPage page) {
+    store.list(plan, org, cursor, count, [call = *this](ConsumerPage page) {
       if (!page.ok) return call.problem(503, "the consumer store did not answer: " + page.error);
       nlohmann::ordered_json consumers = nlohmann::ordered_json::array();
       for (const auto& consumer : page.consumers) consumers.push_back(consumer_json(consumer));

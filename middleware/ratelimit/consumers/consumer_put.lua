@@ -3,25 +3,26 @@
 -- KEYS[1]: the record, <base>c:<id>
 -- ARGV[1]: <base>; ARGV[2]: the id; ARGV[3]: the document (canonical JSON,
 --          so that an unchanged consumer is recognised); ARGV[4]: the plan;
--- ARGV[5..]: the fingerprints of its keys.
+-- ARGV[5]: its organisation ('' for none); ARGV[6..]: the fingerprints of its keys.
 -- Returns {'conflict', n} when the n-th key is held by another consumer
 -- (nothing is written); {'unchanged', updated_at} when the document is the
 -- one stored (nothing is written, no event); else {'created' | 'replaced',
 -- updated_at, fingerprint...} with every key whose entry changed (the old
 -- keys and the new). Every check comes before the first write.
-local base, id, doc, plan = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-for i = 5, #ARGV do
+local base, id, doc, plan, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local first_key = 6
+for i = first_key, #ARGV do
   local owner = redis.pcall('GET', base .. 'k:' .. ARGV[i])
-  if type(owner) == 'string' and owner ~= id then return {'conflict', i - 4} end
+  if type(owner) == 'string' and owner ~= id then return {'conflict', i - first_key + 1} end
 end
-local old = redis.pcall('HMGET', KEYS[1], 'doc', 'plan', 'keys', 'updated_at')
+local old = redis.pcall('HMGET', KEYS[1], 'doc', 'plan', 'keys', 'updated_at', 'org')
 if type(old) ~= 'table' or old.err then
   old = {}  -- a record of another type: replaced whole
 end
 if old[1] == doc and old[4] then return {'unchanged', old[4]} end
 
 local wanted = {}
-for i = 5, #ARGV do wanted[ARGV[i]] = true end
+for i = first_key, #ARGV do wanted[ARGV[i]] = true end
 local changed = {}
 if type(old[3]) == 'string' then
   for fingerprint in string.gmatch(old[3], '%S+') do
@@ -33,7 +34,7 @@ if type(old[3]) == 'string' then
   end
 end
 local keys = {}
-for i = 5, #ARGV do
+for i = first_key, #ARGV do
   redis.call('SET', base .. 'k:' .. ARGV[i], id)
   keys[#keys + 1] = ARGV[i]
   changed[#changed + 1] = ARGV[i]
@@ -41,12 +42,16 @@ end
 if type(old[2]) == 'string' and old[2] ~= plan then
   redis.pcall('ZREM', base .. 'plan:' .. old[2], id)
 end
+if type(old[5]) == 'string' and old[5] ~= '' and old[5] ~= org then
+  redis.pcall('ZREM', base .. 'org:' .. old[5], id)
+end
 redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
 local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 redis.call('HSET', KEYS[1], 'doc', doc, 'plan', plan, 'keys', table.concat(keys, ' '),
-           'updated_at', now)
+           'updated_at', now, 'org', org)
 redis.pcall('ZADD', base .. 'plan:' .. plan, 0, id)
+if org ~= '' then redis.pcall('ZADD', base .. 'org:' .. org, 0, id) end
 redis.pcall('ZADD', base .. 'ids', 0, id)
 redis.call('PUBLISH', base .. 'changes', id .. ' ' .. table.concat(changed, ' '))
 local reply = {'created', now}

@@ -103,7 +103,8 @@ void ConsumerStore::lookup(const std::string& fingerprint,
 }
 
 void ConsumerStore::put(const StoredConsumer& consumer, std::function<void(ConsumerWrite)> done) {
-  std::vector<std::string> args = {base_, consumer.id, consumer_document(consumer), consumer.plan};
+  std::vector<std::string> args = {base_, consumer.id, consumer_document(consumer), consumer.plan,
+                                   consumer.org};
   args.insert(args.end(), consumer.key_fingerprints.begin(), consumer.key_fingerprints.end());
   client_.evalsha(
       store_scripts().put, {base_ + "c:" + consumer.id}, std::move(args),
@@ -185,9 +186,12 @@ void ConsumerStore::remove(const std::string& id, std::function<void(ConsumerRem
                   });
 }
 
-void ConsumerStore::list(const std::string& plan, const std::string& cursor, std::size_t count,
+void ConsumerStore::list(const std::string& plan, const std::string& org, const std::string& cursor,
+                         std::size_t count,
                          std::function<void(ConsumerPage)> done) {
-  const std::string set = plan.empty() ? base_ + "ids" : base_ + "plan:" + plan;
+  const std::string set = !org.empty()    ? base_ + "org:" + org
+                          : !plan.empty() ? base_ + "plan:" + plan
+                                          : base_ + "ids";
   client_.evalsha(store_scripts().list, {set}, {base_, cursor, std::to_string(count)},
                   [count, done = std::move(done)](std::error_code ec, Reply reply) {
                     ConsumerPage page;

@@ -85,9 +85,10 @@ class ConsumerStore {
   void put(const StoredConsumer& consumer, std::function<void(ConsumerWrite)> done);
   void read(const std::string& id, std::function<void(ConsumerRead)> done);
   void remove(const std::string& id, std::function<void(ConsumerRemoval)> done);
-  // Up to `count` consumers after `cursor` (empty: from the start), of `plan`
-  // only when it is not empty.
-  void list(const std::string& plan, const std::string& cursor, std::size_t count,
+  // Up to `count` consumers after `cursor` (empty: from the start), of `org`
+  // only when it is not empty, else of `plan` only when that is not empty.
+  void list(const std::string& plan, const std::string& org, const std::string& cursor,
+            std::size_t count,
             std::function<void(ConsumerPage)> done);
 
  private:
