@@ -8,6 +8,7 @@
 
 #include "middleware/access/access_middleware.hpp"
 #include "middleware/auth/auth_middleware.hpp"
+#include "middleware/auth/jwks_fetcher.hpp"
 #include "middleware/access_log.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
@@ -90,6 +91,12 @@ class MiddlewareServices final : public WorkerServices {
           [&metrics = metrics_] { metrics.add("sluice_fleet_heartbeat_failures_total", ""); });
       heartbeat_->enable(learns_fleet_size(*worker.config));
     }
+    // One worker per process keeps the JWKS URLs' keys fresh.
+    if (worker.index == 0) {
+      jwks_ = std::make_shared<JwksFetcher>(worker.executor, worker.metrics);
+      jwks_->configure(*worker.config);
+      jwks_->start();
+    }
     // One worker per process hears the consumer store's change events.
     if (worker.index == 0 && process.consumers) {
       subscription_ = make_subscription(worker.executor, consumers_, process.consumers);
@@ -134,12 +141,14 @@ class MiddlewareServices final : public WorkerServices {
     consumers_->on_config();
     audit_->on_config();
     if (subscription_) subscription_->configure(*next);
+    if (jwks_) jwks_->configure(*next);
   }
 
   // Leases go back to Redis, and the heartbeat's member is removed, before
   // the connection closes; the worker's loop runs until those calls are
   // answered or time out.
   void on_stop() override {
+    if (jwks_) jwks_->close();
     if (access_log_) access_log_->flush();
     if (subscription_) subscription_->close();
     consumers_->close();
@@ -213,6 +222,7 @@ class MiddlewareServices final : public WorkerServices {
   std::shared_ptr<ConsumerSubscription> subscription_;  // worker 0 only
   std::shared_ptr<DenialAudit> audit_;
   std::shared_ptr<TopWorker> top_;  // with the top endpoint only
+  std::shared_ptr<JwksFetcher> jwks_;  // worker 0 only
   // Settlements (cost_from_response), one per worker whatever the reloads:
   // its retries outlive a chain, and the stop sends them before the drain.
   std::shared_ptr<Settler> settler_;
@@ -223,6 +233,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   explicit MiddlewareServicesFactory(AdminRegistries registries) {
     register_metric_families(access_metric_families());
     register_metric_families(auth_metric_families());
+    register_metric_families(jwks_metric_families());
     register_metric_families(rate_limit_metric_families());
     process_.buckets = std::move(registries.buckets);
     process_.consumers = std::move(registries.consumers);
@@ -236,6 +247,7 @@ class MiddlewareServicesFactory final : public WorkerServicesFactory {
   void seed_metrics(const Config& config, MetricsShard& metrics) const override {
     seed_access_metrics(config, metrics);
     seed_auth_metrics(config, metrics);
+    seed_jwks_metrics(config, metrics);
     seed_rate_limit_metrics(config, metrics);
     if (process_.buckets) seed_bucket_api_metrics(metrics);
     if (process_.consumers) seed_consumer_api_metrics(metrics);

@@ -10,6 +10,7 @@
 
 #include "common/ascii.hpp"
 #include "gateway/auth/jwk_set.hpp"
+#include "gateway/auth/jwks_source.hpp"
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -73,6 +74,30 @@ void read_jwks_file(YamlReader& r, const Field& f, JwtProvider& p) {
   if (!keys.set) return r.error(f, shown(*path) + ": " + keys.error);
   p.jwks_file = *path;
   p.keys = std::move(keys.set);
+}
+
+// The URL and its fetch settings; the keys come later, from the fetcher.
+void read_jwks_url(YamlReader& r, const Mapping& m, const Field& f, JwtProvider& p) {
+  const auto text = r.nonempty_string(f);
+  if (!text) return;
+  std::string error;
+  auto url = parse_jwks_url(*text, error);
+  if (!url) return r.error(f, error + ": " + shown(*text));
+  JwksSettings settings;
+  settings.url = std::move(*url);
+  if (auto* v = m.get("jwks_ca_file")) {
+    if (auto s = r.nonempty_string(*v)) settings.ca_file = *s;
+  }
+  if (auto* v = m.get("jwks_refresh_ms")) {
+    if (auto d = read_duration(r, *v)) settings.refresh = *d;
+  }
+  if (auto* v = m.get("jwks_min_refresh_ms")) {
+    if (auto d = read_duration(r, *v)) settings.min_refresh = *d;
+  }
+  if (auto* v = m.get("jwks_timeout_ms")) {
+    if (auto d = read_duration(r, *v)) settings.timeout = *d;
+  }
+  p.jwks = jwks_source(settings);
 }
 
 void read_algorithms(YamlReader& r, const Field& f, JwtProvider& p) {
@@ -155,13 +180,26 @@ void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::
       }
     }
   }
-  const Field* jwks = m->get("jwks_file");
+  const Field* jwks_file = m->get("jwks_file");
+  const Field* jwks_url = m->get("jwks_url");
+  const Field* jwks = jwks_file ? jwks_file : jwks_url;
   const Field* secret = m->get("secret_file");
-  if (jwks && secret) {
+  if (jwks_file && jwks_url) {
+    r.error(*jwks_url, "one of jwks_file or jwks_url");
+  } else if (jwks && secret) {
     r.error(*secret, "a provider with a JWKS takes no secret_file: an HMAC secret beside public "
                      "keys invites algorithm confusion");
-  } else if (jwks) {
-    read_jwks_file(r, *jwks, p);
+  } else if (jwks_file) {
+    read_jwks_file(r, *jwks_file, p);
+  } else if (jwks_url) {
+    read_jwks_url(r, *m, *jwks_url, p);
+  }
+  if (!jwks_url) {
+    for (const char* key : {"jwks_ca_file", "jwks_refresh_ms", "jwks_min_refresh_ms", "jwks_timeout_ms"}) {
+      if (auto* v = m->get(key)) r.error(*v, "only with jwks_url");
+    }
+  }
+  if (jwks) {
   } else if (secret) {
     if (auto file = read_secret_file(r, *secret)) {
       if (file->secret.size() < kMinHmacSecret) {
@@ -173,7 +211,7 @@ void read_provider(YamlReader& r, const Field& f, JwtProvider& p, std::set<std::
       }
     }
   } else {
-    r.error(f, "needs jwks_file (public keys) or secret_file (HS256/384/512)");
+    r.error(f, "needs jwks_file or jwks_url (public keys), or secret_file (HS256/384/512)");
   }
   if (auto* v = m->get("algorithms")) {
     read_algorithms(r, *v, p);

@@ -299,7 +299,8 @@ struct LimitConfig {
   const BucketParams& for_plan(std::string_view plan) const;
 };
 
-struct JwkSet;  // gateway/auth/jwk_set.hpp
+struct JwkSet;      // gateway/auth/jwk_set.hpp
+class JwksSource;  // gateway/auth/jwks_source.hpp
 
 // auth.jwt.providers[]: an issuer of the JSON Web Tokens routes accept. A
 // token is matched to its provider by its "iss" claim.
@@ -308,7 +309,8 @@ struct JwtProvider {
   std::string issuer;
   std::vector<std::string> audiences;  // empty: "aud" is not checked
   std::string jwks_file;
-  std::shared_ptr<const JwkSet> keys;  // from jwks_file; null with a secret
+  std::shared_ptr<const JwkSet> keys;  // from jwks_file; null with a secret or a URL
+  std::shared_ptr<JwksSource> jwks;    // jwks_url's keys as last fetched
   std::string secret_file;             // HS256/384/512, never beside a JWKS
   std::string secret;
   // The algorithms accepted (JwsAlgorithm values); empty: every one its keys

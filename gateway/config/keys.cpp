@@ -92,7 +92,8 @@ constexpr std::string_view kJwt[] = {"providers", "from", "max_token_bytes", "ca
 constexpr std::string_view kJwtProvider[] = {
     "name",       "issuer",           "audiences",          "jwks_file",      "secret_file",
     "algorithms", "clock_skew_seconds", "consumer_claim", "plan_claim",     "forward_claims",
-    "org_claim"};
+    "org_claim",  "jwks_url",         "jwks_ca_file",   "jwks_refresh_ms", "jwks_timeout_ms",
+    "jwks_min_refresh_ms"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
                                        "host"};

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/auth/jwk_set.hpp"
+#include "gateway/auth/jwks_source.hpp"
 
 namespace sluice {
 namespace {
@@ -237,13 +238,22 @@ JwtVerified verify_jwt_checked(std::string_view token, const AuthConfig& auth, s
       return fail(JwtError::kSignature);
     }
   } else {
-    if (!provider.keys) return fail(JwtError::kAlgorithm);
+    // A file's keys, or a URL's as last fetched.
+    const std::shared_ptr<const JwkSet> fetched = provider.keys ? nullptr
+                                                  : provider.jwks ? provider.jwks->keys()
+                                                                  : nullptr;
+    const JwkSet* keys = provider.keys ? provider.keys.get() : fetched.get();
+    if (!provider.keys && !provider.jwks) return fail(JwtError::kAlgorithm);
+    if (!keys) {
+      provider.jwks->want_refresh();
+      return fail(JwtError::kUnknownKey);
+    }
     if (kid.empty()) {
       // No kid: the set's one key that can verify this algorithm; with
       // several, the token must say which (one signature check per token,
       // whatever the set).
       const Jwk* only = nullptr;
-      for (const Jwk& key : provider.keys->keys) {
+      for (const Jwk& key : keys->keys) {
         if (!jwk_can_verify(key, *alg)) continue;
         if (only) return fail(JwtError::kUnknownKey);
         only = &key;
@@ -251,8 +261,11 @@ JwtVerified verify_jwt_checked(std::string_view token, const AuthConfig& auth, s
       if (!only) return fail(JwtError::kUnknownKey);
       if (!jws_verify(*alg, *only, signing_input, *signature)) return fail(JwtError::kSignature);
     } else {
-      const Jwk* key = provider.keys->find(kid, *alg);
-      if (!key) return fail(JwtError::kUnknownKey);
+      const Jwk* key = keys->find(kid, *alg);
+      if (!key) {
+        if (provider.jwks) provider.jwks->want_refresh();  // rotated keys: fetched again soon
+        return fail(JwtError::kUnknownKey);
+      }
       if (!jws_verify(*alg, *key, signing_input, *signature)) return fail(JwtError::kSignature);
     }
   }

@@ -15,6 +15,10 @@ python3-cryptography.
 - A repeated token is taken from the worker's cache; HTTP/2 alike; the token may
   come from a cookie or a query parameter.
 - Bad provider settings are refused by --check with their reasons.
+- A jwks_url provider fetches its keys, fetches again when a token names a kid
+  it lacks (rotation), but never more often than jwks_min_refresh_ms whatever
+  the kids an attacker makes up; a JWKS server that answers slowly, too much,
+  garbage or 500 changes nothing: the keys there were stay in use.
 """
 
 import base64
@@ -25,9 +29,10 @@ import tempfile
 import time
 import unittest
 
-from harness import (ProcessTestCase, echo_header, gateway_config, metric_sum, request,
-                     run_cli, to_yaml, wait_redis_ready)
+from harness import (ProcessTestCase, echo_header, gateway_config, make_ca, make_server_cert,
+                     metric_sum, request, run_cli, to_yaml, wait_redis_ready, wait_until)
 from testkit.h2client import H2Client
+from testkit.jwks import JwksServer
 
 try:
     import jwt
@@ -285,6 +290,116 @@ class JwtTest(ProcessTestCase):
         result = run_cli(["--config", path, "--check"])
         self.assertIn("routes[0].auth: needs auth.jwt.providers: no token could be verified",
                       result.stderr)
+
+
+@unittest.skipUnless(jwt, "python3-jwt and python3-cryptography are not installed")
+class JwksUrlTest(ProcessTestCase):
+    MIN_REFRESH_MS = 600
+
+    def setUp(self):
+        super().setUp()
+        self.keys = {kid: rsa.generate_private_key(public_exponent=65537, key_size=2048)
+                     for kid in ("k1", "k2")}
+        self.jwks = JwksServer(self.key_set("k1"))
+        self.addCleanup(self.jwks.stop)
+        self.redis = self.start_redis()
+        self.echo = self.start_echo()
+        self.gw = self.start_sluice(gateway_config(
+            {"echo": [self.echo.address]},
+            [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo",
+              "auth": "required"}],
+            server={"threads": 2},
+            log={"level": "warn", "access_log": False},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            auth={"jwt": {"providers": [
+                {"name": "idp", "issuer": ISSUER, "jwks_url": self.jwks.url,
+                 "jwks_refresh_ms": 600000, "jwks_min_refresh_ms": self.MIN_REFRESH_MS,
+                 "jwks_timeout_ms": 1000}]}}))
+
+    def key_set(self, *kids):
+        keys = []
+        for kid in kids:
+            jwk = json.loads(RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
+            jwk["kid"] = kid
+            keys.append(jwk)
+        return {"keys": keys}
+
+    def token(self, kid, key=None):
+        now = int(time.time())
+        return jwt.encode({"iss": ISSUER, "sub": "u", "exp": now + 300}, key or self.keys[kid],
+                          algorithm="RS256", headers={"kid": kid})
+
+    def status(self, token):
+        return request(self.gw.port, "GET", "/x",
+                       headers={"Authorization": f"Bearer {token}"})[0]
+
+    def fetches(self, result):
+        return metric_sum(self.gw, "sluice_auth_jwks_fetches_total", provider="idp",
+                          result=result)
+
+    def test_keys_are_fetched_and_a_rotation_is_followed(self):
+        wait_until(lambda: self.status(self.token("k1")) == 200, 10, message="the first fetch")
+        self.jwks.jwks = self.key_set("k1", "k2")  # the provider rotates in k2
+        # k2 is unknown until the next fetch, which that very token asks for.
+        wait_until(lambda: self.status(self.token("k2")) == 200, 10,
+                   message="the rotated key fetched")
+        self.assertEqual(self.status(self.token("k1")), 200)
+        self.assertGreaterEqual(self.fetches("ok"), 2)
+
+    def test_made_up_kids_cannot_drive_fetches(self):
+        wait_until(lambda: self.status(self.token("k1")) == 200, 10, message="the first fetch")
+        before = self.jwks.count()
+        started = time.monotonic()
+        attacker = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        for i in range(150):
+            self.assertEqual(self.status(self.token(f"made-up-{i}", key=attacker)), 401)
+        elapsed = time.monotonic() - started
+        allowed = int(elapsed * 1000 / self.MIN_REFRESH_MS) + 2
+        self.assertLessEqual(self.jwks.count() - before, allowed,
+                             f"{self.jwks.count() - before} fetches in {elapsed:.2f} s")
+        self.assertGreaterEqual(metric_sum(self.gw, "sluice_auth_denied_total", route="api",
+                                           reason="unknown_key"), 150)
+
+    def test_keys_over_https_verified_against_jwks_ca_file(self):
+        workdir = tempfile.mkdtemp(prefix="sluice-jwks-tls-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        ca = make_ca(workdir, "jwks-ca")
+        server = JwksServer(self.key_set("k1"), tls=make_server_cert(workdir, "jwks-ca", "jwks"))
+        self.addCleanup(server.stop)
+        make_ca(workdir, "other-ca")
+        providers = [{"name": "tls", "issuer": ISSUER, "jwks_url": server.url,
+                      "jwks_ca_file": ca, "jwks_min_refresh_ms": 200},
+                     {"name": "untrusted", "issuer": "https://other.test/", "jwks_url": server.url,
+                      "jwks_ca_file": os.path.join(workdir, "other-ca.crt"),
+                      "jwks_min_refresh_ms": 200}]
+        gw = self.start_sluice(gateway_config(
+            {"echo": [self.echo.address]},
+            [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo", "auth": "required"}],
+            log={"level": "warn", "access_log": False},
+            auth={"jwt": {"providers": providers}}), name="sluice-tls")
+        token = self.token("k1")
+        wait_until(lambda: request(gw.port, "GET", "/x",
+                                   headers={"Authorization": f"Bearer {token}"})[0] == 200,
+                   10, message="keys fetched over HTTPS")
+        wait_until(lambda: metric_sum(gw, "sluice_auth_jwks_fetches_total", provider="untrusted",
+                                      result="error") >= 1, 10,
+                   message="a server the CA does not vouch for refused")
+        self.assertEqual(metric_sum(gw, "sluice_auth_jwks_fetches_total", provider="untrusted",
+                                    result="ok"), 0)
+
+    def test_a_misbehaving_jwks_server_changes_nothing(self):
+        wait_until(lambda: self.status(self.token("k1")) == 200, 10, message="the first fetch")
+        for mode in ("slow", "huge", "garbage", "error"):
+            with self.subTest(mode=mode):
+                self.jwks.mode = mode
+                self.jwks.delay = 3.0
+                errors = self.fetches("error")
+                # An unknown kid asks for a fetch (once min_refresh has passed).
+                wait_until(lambda: (self.status(self.token("k2")) == 401 and
+                                    self.fetches("error") > errors), 10,
+                           message=f"a failed fetch ({mode})")
+                self.assertEqual(self.status(self.token("k1")), 200, mode)
+        self.jwks.mode = "ok"
 
 
 if __name__ == "__main__":
