@@ -33,7 +33,7 @@ GATEWAY_INTERFACE = [
     "gateway/worker_services.hpp",
     "gateway/admin/admin_routes.hpp",  # the bucket API adds its endpoints
     "gateway/request_target.hpp",  # the bucket API keys a path as requests are keyed
-    "gateway/auth/jwk_set.hpp",  # the keys a JWT provider's config holds, and the JWS check
+    "gateway/auth/",  # a JWT provider's keys as its config holds them (file or URL), the JWS check
     "gateway/tls/client_certificate.hpp",  # what the request context says of a client's cert
 ]
 

@@ -16,6 +16,7 @@
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
 #include "upstream/header_rules.hpp"
+#include "upstream/upstream_tls.hpp"
 
 namespace sluice::config {
 namespace {
@@ -88,6 +89,14 @@ void read_jwks_url(YamlReader& r, const Mapping& m, const Field& f, JwtProvider&
   if (auto* v = m.get("jwks_ca_file")) {
     if (auto s = r.nonempty_string(*v)) settings.ca_file = *s;
   }
+  if (settings.url.tls) {
+    // Built now: a CA file that does not load is refused here, not at the first fetch.
+    UpstreamTlsConfig tls;
+    tls.ca_file = settings.ca_file;
+    std::string why;
+    settings.tls = UpstreamTls::build(tls, why);
+    if (!settings.tls) return r.error(m.get("jwks_ca_file") ? *m.get("jwks_ca_file") : f, why);
+  }
   if (auto* v = m.get("jwks_refresh_ms")) {
     if (auto d = read_duration(r, *v)) settings.refresh = *d;
   }
@@ -143,7 +152,9 @@ void read_forward_claims(YamlReader& r, const Field& f, JwtProvider& p,
     // Headers with another meaning upstream, or where the token itself came from.
     bool taken = false;
     for (const char* other : {"X-Consumer-Id", "X-Consumer-Plan", "Authorization", "Cookie",
-                              "X-Forwarded-Client-Cert"}) {
+                              "X-Forwarded-Client-Cert", "X-Client-Cert-Subject",
+                              "X-Client-Cert-San-Uri", "X-Client-Cert-San-Dns",
+                              "X-Client-Cert-Fingerprint"}) {
       taken = taken || ascii::iequals(*header, other);
     }
     for (const auto& source : token_from) {
@@ -321,18 +332,14 @@ void collect_claim_paths(Config& c) {
     }
   }
   // What only Sluice may send upstream, per route: the certificate's headers
-  // on every route, the forwarded claims on routes with auth.
+  // and the forwarded claims, on every route.
+  // With client certificates on (or forwarded), a client's own lines of the
+  // certificate headers never go upstream, forwarded or not.
   std::vector<std::string> cert_headers;
-  if (c.server.tls) {
-    switch (c.server.tls->forward_client_cert) {
-      case TlsConfig::ForwardCert::kNone:
-        break;
-      case TlsConfig::ForwardCert::kXfcc:
-      case TlsConfig::ForwardCert::kHeaders:
-        cert_headers = {"X-Forwarded-Client-Cert", "X-Client-Cert-Subject", "X-Client-Cert-San-Uri",
-                        "X-Client-Cert-San-Dns", "X-Client-Cert-Fingerprint"};
-        break;
-    }
+  if (c.server.tls && (c.server.tls->client_auth != TlsConfig::ClientAuth::kNone ||
+                       c.server.tls->forward_client_cert != TlsConfig::ForwardCert::kNone)) {
+    cert_headers = {"X-Forwarded-Client-Cert", "X-Client-Cert-Subject", "X-Client-Cert-San-Uri",
+                    "X-Client-Cert-San-Dns", "X-Client-Cert-Fingerprint"};
   }
   for (auto& route : c.routes) {
     route.identity_headers = cert_headers;

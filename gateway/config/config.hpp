@@ -72,8 +72,8 @@ struct TlsConfig {
   // san_dns, fingerprint); empty: none.
   std::string client_consumer;
   // How a verified certificate goes upstream: not at all, as Envoy's
-  // X-Forwarded-Client-Cert, or as X-Client-Cert-* headers. A client's own
-  // lines of those headers are never forwarded.
+  // X-Forwarded-Client-Cert, or as X-Client-Cert-* headers. With client_auth
+  // on, a client's own lines of those headers are never forwarded.
   enum class ForwardCert : std::uint8_t { kNone, kXfcc, kHeaders };
   ForwardCert forward_client_cert = ForwardCert::kNone;
   // Built at load from the files above: a configuration whose files do not

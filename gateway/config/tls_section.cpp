@@ -48,6 +48,11 @@ void read_client_auth(YamlReader& r, const Mapping& m, TlsConfig& tls) {
   if (tls.client_auth != ClientAuth::kNone && !ca) {
     r.error(m.self, "client_auth needs client_ca_file: the CAs that verify client certificates");
   }
+  if (tls.client_auth == ClientAuth::kNone) {
+    for (const char* key : {"client_consumer", "forward_client_cert"}) {
+      if (auto* v = m.get(key)) r.error(*v, "only with client_auth optional or required");
+    }
+  }
   if (auto* v = m.get("client_consumer")) {
     if (const auto s = r.string(*v)) {
       if (is_client_certificate_field(*s)) {

@@ -93,7 +93,12 @@ std::unique_ptr<EVP_PKEY, KeyFree> read_private_key(const std::string& path) {
 // or the cache. A session made for one name is not resumed under another
 // (RFC 6066, section 3), so it cannot keep the first name's certificate.
 // Set in the ClientHello callback, before OpenSSL looks at any session.
-int bind_sessions_to_server_name(SSL* connection, int*, void*) {
+//
+// `arg` is the contexts' client-certificate settings (the mode and a digest
+// of the CA file's bytes): a session made under other settings (before a
+// reload required certificates, or changed the CAs) is not resumed either,
+// since a resumed handshake asks for no certificate.
+int bind_sessions_to_server_name(SSL* connection, int*, void* arg) {
   const unsigned char* extension = nullptr;
   std::size_t size = 0;
   std::string_view name;
@@ -101,6 +106,7 @@ int bind_sessions_to_server_name(SSL* connection, int*, void*) {
     name = server_name_of_extension(extension, size);
   }
   std::string context(reinterpret_cast<const char*>(kSessionContext), sizeof kSessionContext);
+  if (arg) context += *static_cast<const std::string*>(arg);
   context += lowercase(name);
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(context.data()), context.size(), digest);
@@ -148,6 +154,9 @@ struct ServerTls::Impl {
   TicketKeys::Clock::duration ticket_key_rotation{};
   TicketKeys::Clock::duration session_timeout{};
   std::shared_ptr<TicketKeys> ticket_keys;  // shared with the contexts before a reload
+  // The client-certificate settings sessions are bound to (see
+  // bind_sessions_to_server_name); empty without client_auth.
+  std::string client_auth_binding;
 
   // Every context seals and opens its tickets with `keys`.
   void use_ticket_keys(std::shared_ptr<TicketKeys> keys) {
@@ -178,7 +187,7 @@ struct ServerTls::Impl {
     SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
     SSL_CTX_set_alpn_select_cb(native, select_alpn, config.http2 ? &offer_h2 : nullptr);
-    SSL_CTX_set_client_hello_cb(native, bind_sessions_to_server_name, nullptr);
+    SSL_CTX_set_client_hello_cb(native, bind_sessions_to_server_name, &client_auth_binding);
     // The lists were checked when the configuration was read.
     if (SSL_CTX_set_cipher_list(native, config.ciphers.c_str()) != 1 ||
         SSL_CTX_set_ciphersuites(native, config.ciphersuites.c_str()) != 1) {
@@ -210,6 +219,24 @@ ServerTls::~ServerTls() = default;
 
 std::shared_ptr<ServerTls> ServerTls::build(const TlsConfig& config, std::string& error) {
   auto tls = std::make_shared<ServerTls>();
+  if (config.client_auth != TlsConfig::ClientAuth::kNone) {
+    std::string& binding = tls->impl_->client_auth_binding;
+    binding = config.client_auth == TlsConfig::ClientAuth::kRequired ? "client-auth required:"
+                                                                    : "client-auth optional:";
+    std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(config.client_ca_file.c_str(), "rb"),
+                                                   BIO_free);
+    if (!file) {
+      error = "cannot read client_ca_file " + config.client_ca_file + ": " + openssl_reason();
+      return nullptr;
+    }
+    std::string bytes;
+    char chunk[4096];
+    int n = 0;
+    while ((n = BIO_read(file.get(), chunk, sizeof chunk)) > 0) bytes.append(chunk, static_cast<std::size_t>(n));
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+    binding.append(reinterpret_cast<const char*>(digest), sizeof digest);
+  }
   for (const auto& pair : config.certificates) {
     error = tls->impl_->add(pair, config);
     if (!error.empty()) return nullptr;

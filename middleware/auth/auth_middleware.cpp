@@ -4,6 +4,7 @@
 
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
+#include "gateway/auth/jwks_source.hpp"
 #include "gateway/tls/client_certificate.hpp"
 #include "middleware/auth/jwt_verifier.hpp"
 #include "middleware/ratelimit/query_params.hpp"
@@ -44,11 +45,11 @@ std::optional<std::string_view> cookie_value(std::string_view cookies, std::stri
 // The token, where the configuration says to look; `ambiguous` when a place
 // holds it twice (two Authorization lines).
 struct Found {
-  std::optional<std::string> token;
+  std::optional<std::string_view> token;  // views the request, or `decoded`
   bool ambiguous = false;
 };
 
-Found find_token(const RequestContext& ctx, const AuthConfig& auth) {
+Found find_token(const RequestContext& ctx, const AuthConfig& auth, std::string& decoded) {
   Found found;
   for (const TokenSource& source : auth.token_from) {
     switch (source.kind) {
@@ -65,19 +66,18 @@ Found find_token(const RequestContext& ctx, const AuthConfig& auth) {
           if (v.size() < 7 || !ascii::iequals(v.substr(0, 7), "Bearer ")) break;  // Basic, ...
           v = ascii::trim(v.substr(7));
         }
-        if (!v.empty()) found.token = std::string(v);
+        if (!v.empty()) found.token = v;
         break;
       }
       case TokenSource::Kind::kCookie:
         if (const auto cookies = ctx.header("Cookie")) {
-          if (auto v = cookie_value(*cookies, source.name); v && !v->empty()) {
-            found.token = std::string(*v);
-          }
+          if (auto v = cookie_value(*cookies, source.name); v && !v->empty()) found.token = *v;
         }
         break;
       case TokenSource::Kind::kQuery:
         if (auto v = query_param(split_target(ctx.target).query, source.name); v && !v->empty()) {
-          found.token = std::move(*v);
+          decoded = std::move(*v);
+          found.token = decoded;
         }
         break;
     }
@@ -86,10 +86,9 @@ Found find_token(const RequestContext& ctx, const AuthConfig& auth) {
   return found;
 }
 
-std::string sha256_of(std::string_view text) {
-  std::string digest(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
-         reinterpret_cast<unsigned char*>(digest.data()));
+std::array<unsigned char, 32> sha256_of(std::string_view text) {
+  std::array<unsigned char, 32> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
   return digest;
 }
 
@@ -173,7 +172,8 @@ void AuthMiddleware::admit(RequestContext& ctx, std::size_t provider_index,
   }
 }
 
-void AuthMiddleware::remember(std::string digest, std::int64_t expires_at, std::size_t provider,
+void AuthMiddleware::remember(const Digest& digest, std::int64_t expires_at, std::size_t provider,
+                              std::uint64_t keys_generation,
                               const std::vector<std::pair<std::string, std::string>>& claims,
                               std::size_t max_entries) {
   if (max_entries == 0) return;
@@ -182,9 +182,10 @@ void AuthMiddleware::remember(std::string digest, std::int64_t expires_at, std::
     order_.pop_front();
   }
   order_.push_back(digest);
-  Entry& entry = entries_[std::move(digest)];
+  Entry& entry = entries_[digest];
   entry.expires_at = expires_at;
   entry.provider = provider;
+  entry.keys_generation = keys_generation;
   entry.claims = claims;
   entry.order = std::prev(order_.end());
 }
@@ -228,20 +229,23 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
     order_.clear();
     config_ = ctx.config;
   }
-  const Found found = find_token(ctx, auth);
+  const Found found = find_token(ctx, auth, query_token_);
   if (found.ambiguous) return refuse(ctx, "malformed", "more than one token header", true);
   if (!found.token) {
     if (route->auth == RouteAuth::kOptional) return MiddlewareResult::next();
     return refuse(ctx, "missing", "", false);
   }
-  const std::string& token = *found.token;
+  const std::string_view token = *found.token;
   if (token.size() > auth.max_token_bytes) {
     return refuse(ctx, "too_large", "the token is too large", true);
   }
   const std::int64_t now = now_seconds_();
-  std::string digest = sha256_of(token);
+  const Digest digest = sha256_of(token);
   if (const auto it = entries_.find(digest); it != entries_.end()) {
-    if (it->second.expires_at > now) {
+    const JwtProvider& cached_by = auth.jwt[it->second.provider];
+    const bool same_keys =
+        !cached_by.jwks || cached_by.jwks->generation() == it->second.keys_generation;
+    if (it->second.expires_at > now && same_keys) {
       order_.splice(order_.end(), order_, it->second.order);
       metrics_.add("sluice_auth_tokens_total",
                    scratch_labels({{"provider", auth.jwt[it->second.provider].name},
@@ -252,6 +256,12 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
     order_.erase(it->second.order);
     entries_.erase(it);
   }
+  // The generations of the URL providers' keys before verifying: a token
+  // verified just as new keys came is checked again at its next use.
+  generations_.clear();
+  for (const auto& provider : auth.jwt) {
+    generations_.push_back(provider.jwks ? provider.jwks->generation() : 0);
+  }
   const JwtVerified verified = verify_jwt(token, auth, now);
   if (verified.error != JwtError::kNone) {
     return refuse(ctx, jwt_error_reason(verified.error), jwt_error_description(verified.error),
@@ -261,7 +271,8 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
                scratch_labels({{"provider", auth.jwt[verified.provider].name},
                                {"result", "verified"}}));
   // Kept until exp at the latest (the skew is not granted twice).
-  remember(std::move(digest), verified.expires_at, verified.provider, verified.claims,
+  remember(digest, verified.expires_at, verified.provider, generations_[verified.provider],
+           verified.claims,
            auth.cache_max_entries);
   admit(ctx, verified.provider, verified.claims);
   return MiddlewareResult::next();

@@ -33,7 +33,8 @@ constexpr MetricFamily kJwksFamilies[] = {
 // One GET of one JWKS URL, from resolve to the parsed keys.
 class Fetch : public std::enable_shared_from_this<Fetch> {
  public:
-  using Done = std::function<void(std::shared_ptr<const JwkSet>, std::string)>;
+  // The keys (null on an error, with why), and the document they were read from.
+  using Done = std::function<void(std::shared_ptr<const JwkSet>, std::string, std::string)>;
 
   Fetch(asio::io_context::executor_type executor, JwksSettings settings, Done done)
       : executor_(executor),
@@ -41,20 +42,22 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
         done_(std::move(done)),
         resolver_(executor),
         deadline_(executor),
-        stream_(ByteStream::socket_type(executor)) {}
+        stream_(ByteStream::socket_type(executor)) {
+    parser_.eager(true);
+    parser_.header_limit(kMaxHead);
+    parser_.body_limit(kMaxBody);
+  }
+
+  // Ends the fetch now (the fetcher stops): its handlers find it finished.
+  void cancel() { finish(nullptr, "stopped"); }
 
   void start() {
     deadline_.expires_after(settings_.timeout);
     deadline_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec) self->finish(nullptr, "timed out");
     });
-    if (settings_.url.tls) {
-      std::string error;
-      UpstreamTlsConfig config;
-      config.ca_file = settings_.ca_file;
-      tls_ = UpstreamTls::build(config, error);
-      if (!tls_) return finish(nullptr, "TLS: " + error);
-    }
+    tls_ = settings_.tls;
+    if (settings_.url.tls && !tls_) return finish(nullptr, "TLS: no client context");
     resolver_.async_resolve(settings_.url.host, std::to_string(settings_.url.port),
                             [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
                               if (ec) return self->finish(nullptr, "resolve: " + ec.message());
@@ -110,29 +113,41 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
                             });
   }
 
+  // The answer is parsed as it comes: a server that keeps the connection
+  // open after it is complete is not waited for.
   void on_read(error_code ec, std::size_t n) {
-    received_.append(buffer_.data(), n);
-    if (received_.size() > kMaxBody + kMaxHead) return finish(nullptr, "larger than 1 MiB");
+    if (n > 0) {
+      error_code parse_ec;
+      std::size_t used = 0;
+      pending_.append(buffer_.data(), n);
+      while (used < pending_.size() && !parser_.is_done()) {
+        const std::size_t step =
+            parser_.put(asio::buffer(pending_.data() + used, pending_.size() - used), parse_ec);
+        if (parse_ec == http::error::need_more) {
+          parse_ec = {};
+          break;
+        }
+        if (parse_ec) return finish(nullptr, "not an HTTP response (" + parse_ec.message() + ")");
+        if (step == 0) break;
+        used += step;
+      }
+      pending_.erase(0, used);
+      if (pending_.size() > kMaxHead) return finish(nullptr, "a response head over 16 KiB");
+    }
+    if (parser_.is_done()) return answered();
     if (!ec) return read();
-    // The whole answer is in (the server closed, as asked): parse it.
-    http::response_parser<http::string_body> parser;
-    parser.eager(true);
-    parser.header_limit(kMaxHead);
-    parser.body_limit(kMaxBody);
-    error_code parse_ec;
-    std::size_t used = 0;
-    while (used < received_.size() && !parser.is_done()) {
-      const std::size_t step = parser.put(
-          asio::buffer(received_.data() + used, received_.size() - used), parse_ec);
-      if (parse_ec || step == 0) break;
-      used += step;
+    // The server closed before the answer was complete: complete only if it
+    // ends at the close (no length given).
+    if (ec == asio::error::eof && parser_.is_header_done()) {
+      error_code eof_ec;
+      parser_.put_eof(eof_ec);
+      if (!eof_ec && parser_.is_done()) return answered();
     }
-    if (!parser.is_done() && !parse_ec) parser.put_eof(parse_ec);
-    if (parse_ec || !parser.is_done()) {
-      return finish(nullptr, "not an HTTP response (" +
-                                 (parse_ec ? parse_ec.message() : std::string("cut short")) + ")");
-    }
-    const auto& response = parser.get();
+    finish(nullptr, "the answer was cut short (" + ec.message() + ")");
+  }
+
+  void answered() {
+    const auto& response = parser_.get();
     if (response.result_int() != 200) {
       return finish(nullptr, "status " + std::to_string(response.result_int()));
     }
@@ -148,7 +163,8 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
     resolver_.cancel();
     error_code ignored;
     stream_.socket().close(ignored);
-    done_(std::move(keys), std::move(error));
+    std::string body = keys ? parser_.get().body() : std::string();
+    done_(std::move(keys), std::move(error), std::move(body));
   }
 
   asio::io_context::executor_type executor_;
@@ -159,7 +175,8 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   ByteStream stream_;
   std::shared_ptr<const UpstreamTls> tls_;
   std::string request_;
-  std::string received_;
+  std::string pending_;  // bytes read and not yet taken by the parser
+  http::response_parser<http::string_body> parser_;
   std::array<char, 16384> buffer_{};
   bool finished_ = false;
 };
@@ -202,6 +219,11 @@ void JwksFetcher::start() {
 void JwksFetcher::close() {
   closed_ = true;
   timer_.cancel();
+  // A fetch in flight ends now: the worker's loop is not held for its timeout.
+  for (auto& weak : in_flight_) {
+    if (auto fetch = std::static_pointer_cast<Fetch>(weak.lock())) fetch->cancel();
+  }
+  in_flight_.clear();
 }
 
 void JwksFetcher::tick() {
@@ -226,11 +248,14 @@ void JwksFetcher::fetch(const Watched& watched) {
   auto fetch = std::make_shared<Fetch>(
       executor_, source->settings(),
       [weak = weak_from_this(), source, provider = watched.provider](
-          std::shared_ptr<const JwkSet> keys, std::string error) {
+          std::shared_ptr<const JwkSet> keys, std::string error, std::string body) {
         source->in_flight = false;
         auto self = weak.lock();
-        if (keys) {
+        if (keys && body == source->last_body) {
+          // The same document: the keys in use stay, and so do the tokens verified with them.
+        } else if (keys) {
           source->set_keys(std::move(keys));
+          source->last_body = std::move(body);
           spdlog::info("jwt: provider {}: keys fetched from {}", provider,
                        source->settings().url.text);
         } else {
@@ -240,9 +265,11 @@ void JwksFetcher::fetch(const Watched& watched) {
         if (self) {
           self->metrics_.add("sluice_auth_jwks_fetches_total",
                              scratch_labels({{"provider", provider},
-                                             {"result", keys || error.empty() ? "ok" : "error"}}));
+                                             {"result", error.empty() ? "ok" : "error"}}));
         }
       });
+  std::erase_if(in_flight_, [](const std::weak_ptr<void>& w) { return w.expired(); });
+  in_flight_.push_back(fetch);
   fetch->start();
 }
 

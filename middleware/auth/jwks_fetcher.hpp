@@ -39,6 +39,7 @@ class JwksFetcher : public std::enable_shared_from_this<JwksFetcher> {
   MetricsShard& metrics_;
   boost::asio::steady_timer timer_;
   std::vector<Watched> watched_;
+  std::vector<std::weak_ptr<void>> in_flight_;  // the fetches under way (Fetch is private)
   bool closed_ = false;
 };
 

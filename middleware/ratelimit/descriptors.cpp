@@ -303,8 +303,14 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     const Wipe wipe{value.hash_input};
     if (limit == nullptr) continue;
     limit_key_value(value, *limit, request, identity.key, identity.org);
-    const BucketParams params =
-        plan ? limit->for_plan(result.plan) : identity_params(*limit, identity);
+    // An organisation's bucket is the organisation's, whoever of its
+    // consumers calls: the limit's own size, not a plan's or a consumer's.
+    const bool per_org = std::any_of(limit->key.begin(), limit->key.end(), [](const KeySource& k) {
+      return k.kind == KeySource::Kind::kOrg;
+    });
+    const BucketParams params = per_org ? limit->bucket
+                                : plan  ? limit->for_plan(result.plan)
+                                        : identity_params(*limit, identity);
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
         LimitDescriptor{limit->name, bucket_key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});

@@ -79,7 +79,9 @@ long unavailable_retry_after(const RateDecision& decision) {
 
 MiddlewareResult RateLimitMiddleware::on_request(RequestContext& ctx, MiddlewareLater& later) {
   const ApiKeysConfig& api_keys = ctx.config->api_keys;
-  if (!route_limits(*ctx.route) && !identifies(api_keys)) return MiddlewareResult::next();
+  if (!route_limits(*ctx.route) && !identifies(api_keys) && !ctx.caller.verified) {
+    return MiddlewareResult::next();
+  }
   const RequestView view = request_view(ctx);
   Identity identity = identify(view, api_keys);
   if (needs_store(identity, api_keys) && consumers_) {

@@ -19,8 +19,8 @@ import ssl
 import tempfile
 import unittest
 
-from harness import (ProcessTestCase, echo_header, gateway_config, metric_sum,
-                     make_ca, make_server_cert, wait_redis_ready)
+from harness import (ProcessTestCase, echo_header, free_port, gateway_config, metric_sum,
+                     make_ca, make_server_cert, wait_redis_ready, wait_until)
 from testkit.h2client import H2Client
 from testkit.tls import make_client_cert
 
@@ -42,9 +42,16 @@ class ClientCertTest(ProcessTestCase):
                                          uri="spiffe://evil.test/svc/x")
         self.redis = self.start_redis()
         self.echo = self.start_echo()
+        self.port, self.admin_port = free_port(), free_port()
 
     def start(self, client_auth="required"):
-        gw = self.start_sluice(gateway_config(
+        config = self.config_dict(client_auth)
+        gw = self.start_sluice(config)
+        wait_redis_ready(gw)
+        return gw
+
+    def config_dict(self, client_auth):
+        config = gateway_config(
             {"echo": [self.echo.address]},
             [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "echo",
               "limits": ["per_service"]}],
@@ -57,9 +64,9 @@ class ClientCertTest(ProcessTestCase):
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
             api_keys={"forward_consumer": True},
             limits={"per_service": {"key": "cert:san_uri", "capacity": 2,
-                                    "refill_per_second": 0.001}}))
-        wait_redis_ready(gw)
-        return gw
+                                    "refill_per_second": 0.001}},
+            port=self.port, admin_port=self.admin_port)
+        return config
 
     def context(self, client=None, alpn=("http/1.1",)):
         context = ssl.create_default_context(cafile=self.server_ca)
@@ -119,6 +126,36 @@ class ClientCertTest(ProcessTestCase):
         self.assertEqual(answer.status, 200)
         self.assertEqual(echo_header(json.loads(answer.body), "X-Consumer-Id"),
                          ["spiffe://example.test/svc/billing"])
+
+    def test_a_reload_that_requires_certificates_resumes_no_earlier_session(self):
+        gw = self.start("optional")
+        context = self.context(None)
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(b"GET /a HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                while tls.recv(65536):
+                    pass
+                session = tls.session
+        self.assertIsNotNone(session)
+        # The same session resumes while nothing changed ...
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as raw:
+            with context.wrap_socket(raw, server_hostname="localhost", session=session) as tls:
+                self.assertTrue(tls.session_reused)
+        gw.reload(self.config_dict("required"))
+        wait_until(lambda: metric_sum(gw, "sluice_config_reloads_total", result="ok") == 1, 10,
+                   message="the reload")
+        # ... but not once certificates are required: no certificate, no service.
+        def refused_with_session():
+            try:
+                with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as raw:
+                    with context.wrap_socket(raw, server_hostname="localhost",
+                                             session=session) as tls:
+                        tls.sendall(b"GET /b HTTP/1.1\r\nHost: localhost\r\n"
+                                    b"Connection: close\r\n\r\n")
+                        return tls.recv(65536) == b""
+            except (ssl.SSLError, ConnectionError, OSError):
+                return True
+        self.assertTrue(refused_with_session())
 
     def test_optional_serves_clients_without_one(self):
         gw = self.start("optional")

@@ -270,7 +270,8 @@ class JwtTest(ProcessTestCase):
              "secret_file": self.secret_file},
             {"name": "unsigned", "issuer": "https://b.test/", "jwks_file": self.jwks_file,
              "algorithms": ["none", "HS256"]},
-            {"name": "broken", "issuer": "https://c.test/", "jwks_file": bad_jwks}]}})
+            {"name": "broken", "issuer": "https://c.test/", "jwks_file": bad_jwks},
+            {"name": "plain", "issuer": "https://d.test/", "jwks_url": "http://idp.example.com/jwks"}]}})
         path = os.path.join(self.dir, "bad.yaml")
         with open(path, "w") as f:
             f.write(to_yaml(config))
@@ -281,7 +282,8 @@ class JwtTest(ProcessTestCase):
                 "invites algorithm confusion",
                 'unknown algorithm "none" (an unsigned token is never accepted)',
                 "HS256 needs secret_file; this provider has a JWKS",
-                'key "k": an RSA key without base64url n and e'):
+                'key "k": an RSA key without base64url n and e',
+                "http only for a key server on this host (127.0.0.1, ::1, localhost); use https"):
             self.assertIn(message, result.stderr)
         no_providers = self.config()
         del no_providers["auth"]
@@ -345,6 +347,13 @@ class JwksUrlTest(ProcessTestCase):
                    message="the rotated key fetched")
         self.assertEqual(self.status(self.token("k1")), 200)
         self.assertGreaterEqual(self.fetches("ok"), 2)
+        # The provider withdraws k1: a token verified (and cached) with it stops
+        # working once the keys without it are fetched.
+        self.jwks.jwks = self.key_set("k2")
+        unknown = self.token("k3-not-yet", key=self.keys["k2"])
+        wait_until(lambda: self.status(unknown) == 401 and self.status(self.token("k1")) == 401,
+                   10, message="the withdrawn key's tokens refused")
+        self.assertEqual(self.status(self.token("k2")), 200)
 
     def test_made_up_kids_cannot_drive_fetches(self):
         wait_until(lambda: self.status(self.token("k1")) == 200, 10, message="the first fetch")
