@@ -228,6 +228,14 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
     entries_.clear();  // verified under other providers: forgotten
     order_.clear();
     config_ = ctx.config;
+    token_series_.clear();
+    for (const auto& provider : auth.jwt) {
+      token_series_.emplace_back(
+          &metrics_.value_ref("sluice_auth_tokens_total",
+                              scratch_labels({{"provider", provider.name}, {"result", "cached"}})),
+          &metrics_.value_ref("sluice_auth_tokens_total",
+                              scratch_labels({{"provider", provider.name}, {"result", "verified"}})));
+    }
   }
   const Found found = find_token(ctx, auth, query_token_);
   if (found.ambiguous) return refuse(ctx, "malformed", "more than one token header", true);
@@ -247,9 +255,7 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
         !cached_by.jwks || cached_by.jwks->generation() == it->second.keys_generation;
     if (it->second.expires_at > now && same_keys) {
       order_.splice(order_.end(), order_, it->second.order);
-      metrics_.add("sluice_auth_tokens_total",
-                   scratch_labels({{"provider", auth.jwt[it->second.provider].name},
-                                   {"result", "cached"}}));
+      *token_series_[it->second.provider].first += 1;
       admit(ctx, it->second.provider, it->second.claims);
       return MiddlewareResult::next();
     }
@@ -267,9 +273,7 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
     return refuse(ctx, jwt_error_reason(verified.error), jwt_error_description(verified.error),
                   true);
   }
-  metrics_.add("sluice_auth_tokens_total",
-               scratch_labels({{"provider", auth.jwt[verified.provider].name},
-                               {"result", "verified"}}));
+  *token_series_[verified.provider].second += 1;
   // Kept until exp at the latest (the skew is not granted twice).
   remember(digest, verified.expires_at, verified.provider, generations_[verified.provider],
            verified.claims,

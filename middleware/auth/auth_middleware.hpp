@@ -68,6 +68,9 @@ class AuthMiddleware final : public Middleware {
   std::unordered_map<Digest, Entry, DigestHash> entries_;
   std::list<Digest> order_;  // least recently used first
   std::string query_token_;  // a token decoded from the query, reused
+  // sluice_auth_tokens_total's series per provider of config_ (cached, then
+  // verified), taken once per configuration: a cached token counts by a pointer.
+  std::vector<std::pair<double*, double*>> token_series_;
   std::vector<std::uint64_t> generations_;  // per provider, reused
 };
 

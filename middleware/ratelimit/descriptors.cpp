@@ -164,6 +164,14 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
     }
     append_ip(out, request.client_ip, limit.ipv6_prefix);
   };
+  // A part named in the config (a query parameter, a claim, a certificate
+  // field): its name and value, or the fallback when it is missing or empty.
+  auto append_named = [&](const KeySource& source, std::optional<std::string_view> value) {
+    if (!value || value->empty()) return fall_back(source);
+    out += kind_tag(source.kind);
+    append_field(out, source.name);
+    append_field(out, *value);
+  };
 
   for (const KeySource& source : limit.key) {
     switch (source.kind) {
@@ -213,28 +221,14 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
         break;
       }
       case KeySource::Kind::kJwt:
-      case KeySource::Kind::kCert: {
-        const auto value = source.kind == KeySource::Kind::kJwt
-                               ? lookup_claim(request, source.name)
-                               : (request.cert ? request.cert->field(source.name) : std::nullopt);
-        if (!value || value->empty()) {
-          fall_back(source);
-        } else {
-          out += kind_tag(source.kind);
-          append_field(out, source.name);
-          append_field(out, *value);
-        }
+        append_named(source, lookup_claim(request, source.name));
         break;
-      }
+      case KeySource::Kind::kCert:
+        append_named(source, request.cert ? request.cert->field(source.name) : std::nullopt);
+        break;
       case KeySource::Kind::kQuery: {
-        std::optional<std::string> value = query_param(request.query, source.name);
-        if (!value || value->empty()) {
-          fall_back(source);
-        } else {
-          out += kind_tag(source.kind);
-          append_field(out, source.name);
-          append_field(out, *value);
-        }
+        const std::optional<std::string> value = query_param(request.query, source.name);
+        append_named(source, value ? std::optional<std::string_view>(*value) : std::nullopt);
         break;
       }
     }

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "gateway/auth/jwk_set.hpp"
+#include "tests/support/base64url.hpp"
 #include "middleware/auth/jwt_verifier.hpp"
 
 namespace {
@@ -26,22 +27,7 @@ namespace {
 using namespace sluice;
 using Clock = std::chrono::steady_clock;
 
-std::string b64url(std::string_view bytes) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (const char c : bytes) {
-    bits = (bits << 8) | static_cast<unsigned char>(c);
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out += alphabet[(bits >> count) & 63];
-    }
-  }
-  if (count > 0) out += alphabet[(bits << (6 - count)) & 63];
-  return out;
-}
+std::string b64url(std::string_view bytes) { return testing::base64url(bytes); }
 
 std::string sign(EVP_PKEY* key, const EVP_MD* md, std::string_view input, bool pss, int ec_width) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);

@@ -6,6 +6,7 @@
 #include <openssl/hmac.h>
 
 #include "gateway/auth/jwk_set.hpp"
+#include "support/base64url.hpp"
 #include "middleware/auth/jwt_verifier.hpp"
 
 namespace sluice {
@@ -14,22 +15,7 @@ namespace {
 constexpr std::int64_t kNow = 1'800'000'000;
 const std::string kSecret = "0123456789abcdef0123456789abcdef";
 
-std::string b64url(std::string_view bytes) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (const char c : bytes) {
-    bits = (bits << 8) | static_cast<unsigned char>(c);
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out += alphabet[(bits >> count) & 63];
-    }
-  }
-  if (count > 0) out += alphabet[(bits << (6 - count)) & 63];
-  return out;
-}
+std::string b64url(std::string_view bytes) { return testing::base64url(bytes); }
 
 std::string hs256(const std::string& header, const std::string& payload,
                   const std::string& secret = kSecret) {
