@@ -92,6 +92,7 @@ class JwtTest(ProcessTestCase):
         providers = [
             {"name": "idp", "issuer": ISSUER, "audiences": ["orders"],
              "jwks_file": self.jwks_file, "consumer_claim": "sub", "plan_claim": "plan",
+             "org_claim": "org.id",
              "forward_claims": {"sub": "X-User-Id", "org.id": "X-Org-Id"}},
             {"name": "hmac", "issuer": HMAC_ISSUER, "secret_file": self.secret_file,
              "algorithms": ["HS256"], "consumer_claim": "sub"},
@@ -102,6 +103,8 @@ class JwtTest(ProcessTestCase):
               "auth": "required", "limits": ["per_user"]},
              {"name": "public", "match": {"path_prefix": "/public"}, "upstream": "echo",
               "auth": "optional", "limits": ["per_user"]},
+             {"name": "teams", "match": {"path_prefix": "/teams"}, "upstream": "echo",
+              "auth": "required", "limits": ["per_org"]},
              {"name": "open", "match": {"path_prefix": "/"}, "upstream": "echo"}],
             # Room in a head for a 10,000-deep token, so the token's own checks meet it.
             server={"threads": 1, "http2": {"enabled": True}, "max_header_bytes": 65535},
@@ -109,7 +112,8 @@ class JwtTest(ProcessTestCase):
             redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
             plans=["free", "pro"],
             limits={"per_user": {"key": "jwt:sub", "capacity": 3, "refill_per_second": 0.001,
-                                 "plans": {"pro": {"capacity": 5}}}},
+                                 "plans": {"pro": {"capacity": 5}}},
+                    "per_org": {"key": "org", "capacity": 2, "refill_per_second": 0.001}},
             auth={"jwt": {"providers": providers, "max_token_bytes": 32768,
                           "from": ["header:Authorization", "cookie:session",
                                    "query:access_token"]}})
@@ -183,6 +187,17 @@ class JwtTest(ProcessTestCase):
         # The repeated token was taken from the cache.
         self.assertGreaterEqual(metric_sum(self.gw, "sluice_auth_tokens_total", provider="idp",
                                            result="cached"), 3)
+
+    def test_the_org_claim_names_the_organisation_whose_bucket_its_members_share(self):
+        ann, bob = self.token(sub="ann"), self.token(sub="bob")  # both of org acme
+        statuses = [self.call("/teams/x", t)[0] for t in (ann, bob, ann)]
+        self.assertEqual(statuses, [200, 200, 429])
+        globex = self.token(sub="cid", org={"id": "globex"})
+        self.assertEqual(self.call("/teams/x", globex)[0], 200)  # a bucket of its own
+        lone = self.token(sub="dee", org=None)  # no organisation: keyed by the client IP
+        self.assertEqual(self.call("/teams/x", lone)[0], 200)
+        self.assertEqual(metric_sum(self.gw, "sluice_ratelimit_missing_key_total", route="teams",
+                                    source="org"), 1)
 
     def test_cookie_query_and_http2(self):
         token = self.token(sub="erin")
