@@ -61,7 +61,7 @@ class ClientCertTest(ProcessTestCase):
                             "client_ca_file": self.clients_ca,
                             "client_consumer": "san_uri", "forward_client_cert": "xfcc"}},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000},
             api_keys={"forward_consumer": True},
             limits={"per_service": {"key": "cert:san_uri", "capacity": 2,
                                     "refill_per_second": 0.001}},

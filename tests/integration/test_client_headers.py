@@ -38,7 +38,7 @@ class ClientHeadersTest(ProcessTestCase):
             {"echo": [self.echo.address]}, routes,
             server={"threads": 1, "http2": {"enabled": True}},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"}, limits=limits))
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000}, limits=limits))
         wait_redis_ready(self.gw)
 
     def test_a_hidden_limit_decides_without_showing(self):

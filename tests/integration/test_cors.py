@@ -123,7 +123,7 @@ class CorsTest(ProcessTestCase):
             {"echo": [self.upstream.address]}, routes,
             server={"http2": {"enabled": True}},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000},
             limits={"shared": limit("route", capacity)}))
         wait_redis_ready(gw)
         return gw

@@ -49,7 +49,7 @@ class IpAccessTest(ProcessTestCase):
             {"echo": [self.echo.address]}, routes,
             server={"threads": 2, "http2": {"enabled": True}, **(server or {})},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000},
             limits=limits, **({"ip_access": top} if top is not None else {}))
 
     def start(self, **kwargs):

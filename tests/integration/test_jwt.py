@@ -109,7 +109,7 @@ class JwtTest(ProcessTestCase):
             # Room in a head for a 10,000-deep token, so the token's own checks meet it.
             server={"threads": 1, "http2": {"enabled": True}, "max_header_bytes": 65535},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000},
             plans=["free", "pro"],
             limits={"per_user": {"key": "jwt:sub", "capacity": 3, "refill_per_second": 0.001,
                                  "plans": {"pro": {"capacity": 5}}},
@@ -327,7 +327,7 @@ class JwksUrlTest(ProcessTestCase):
               "auth": "required"}],
             server={"threads": 2},
             log={"level": "warn", "access_log": False},
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0"},
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000},
             auth={"jwt": {"providers": [
                 {"name": "idp", "issuer": ISSUER, "jwks_url": self.jwks.url,
                  "jwks_refresh_ms": 600000, "jwks_min_refresh_ms": self.MIN_REFRESH_MS,

@@ -39,7 +39,7 @@ class OrganisationTest(ProcessTestCase):
               "limits": ["per_key", "per_org"]}],
             log={"level": "warn", "access_log": False},
             plans=["free"],
-            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "key_prefix": PREFIX,
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 2000, "key_prefix": PREFIX,
                    "key_secret_file": self.secret_file()},
             api_keys={"header": "X-API-Key", **api_keys},
             limits={"per_key": {"key": "api_key", "capacity": 10, "refill_per_second": 0.001},
