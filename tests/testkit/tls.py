@@ -20,6 +20,19 @@ def make_ca(workdir: str, name: str) -> str:
     return os.path.join(workdir, f"{name}.crt")
 
 
+def sign_request(workdir: str, ca: str, name: str, alt: str, usage: str) -> tuple[str, str]:
+    """Signs `name`.csr with CA `ca` for 2 days, with the subject alternative names
+    `alt` (openssl's form, may be empty) and extended key usage `usage`; returns
+    (`name`.crt, `name`.key)."""
+    with open(os.path.join(workdir, f"{name}.ext"), "w") as f:
+        f.write((f"subjectAltName={alt}\n" if alt else "") +
+                f"basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=workdir)
+    return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
+
+
 def make_server_cert(workdir: str, ca: str, name: str, dns=(), ips=("127.0.0.1",),
                      common_name: str | None = None, rsa: bool = False) -> tuple[str, str]:
     """A server certificate `name`.crt / `name`.key signed by CA `ca` (a make_ca name)
@@ -30,13 +43,7 @@ def make_server_cert(workdir: str, ca: str, name: str, dns=(), ips=("127.0.0.1",
     openssl("req", "-newkey", *key, "-nodes",
             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=workdir)
     alt = ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips])
-    with open(os.path.join(workdir, f"{name}.ext"), "w") as f:
-        f.write((f"subjectAltName={alt}\n" if alt else "") +
-                "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
-            cwd=workdir)
-    return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
+    return sign_request(workdir, ca, name, alt, "serverAuth")
 
 
 def make_client_cert(workdir: str, ca: str, name: str, uri: str | None = None, dns=(),
@@ -47,13 +54,7 @@ def make_client_cert(workdir: str, ca: str, name: str, uri: str | None = None, d
             "-keyout", f"{name}.key", "-out", f"{name}.csr",
             "-subj", f"/O=Sluice Tests/CN={common_name or name}", cwd=workdir)
     alt = ",".join(([f"URI:{uri}"] if uri else []) + [f"DNS:{d}" for d in dns])
-    with open(os.path.join(workdir, f"{name}.ext"), "w") as f:
-        f.write((f"subjectAltName={alt}\n" if alt else "") +
-                "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
-            cwd=workdir)
-    return os.path.join(workdir, f"{name}.crt"), os.path.join(workdir, f"{name}.key")
+    return sign_request(workdir, ca, name, alt, "clientAuth")
 
 
 def client_context(ca_file: str) -> ssl.SSLContext:
