@@ -113,11 +113,15 @@ std::string read_key(const nlohmann::json& jwk, Jwk& out) {
     const char* group = crv == "P-256" ? "prime256v1" : crv == "P-384" ? "secp384r1" : nullptr;
     if (!group) return {};  // another curve: skipped
     const std::size_t width = crv == "P-256" ? 32 : 48;
-    const auto x = member(jwk, "x");
-    const auto y = member(jwk, "y");
-    if (!x || !y || x->size() != width || y->size() != width) {
+    auto x = member(jwk, "x");
+    auto y = member(jwk, "y");
+    if (!x || !y || x->empty() || y->empty() || x->size() > width || y->size() > width) {
       return "an EC key without base64url x and y of its curve's size";
     }
+    // RFC 7518 wants each coordinate at full width; some writers drop a
+    // leading zero byte (a key in 128): put it back.
+    x->insert(0, width - x->size(), '\0');
+    y->insert(0, width - y->size(), '\0');
     std::string point = "\x04" + *x + *y;  // uncompressed
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, const_cast<char*>(group), 0),

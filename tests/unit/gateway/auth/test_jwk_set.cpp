@@ -45,8 +45,15 @@ TEST_CASE("a JWKS: keys read, unusable ones skipped, broken ones named", "[jwt]"
   CHECK(parse_jwk_set(R"({"keys":[]})").error.starts_with("no key Sluice can verify with"));
   CHECK(parse_jwk_set(R"({"keys":[{"kty":"RSA","kid":"k","n":"!!","e":"AQAB"}]})").error ==
         "key \"k\": an RSA key without base64url n and e");
-  CHECK(parse_jwk_set(R"({"keys":[{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}]})").error ==
-        "key without kid: an EC key without base64url x and y of its curve's size");
+  CHECK(parse_jwk_set(R"({"keys":[{"kty":"EC","crv":"P-256","x":")" + std::string(44, 'A') +
+                      R"(","y":"AA"}]})")
+            .error == "key without kid: an EC key without base64url x and y of its curve's size");
+  // A coordinate one byte short (its leading zero dropped) is taken at full width:
+  // the zeros give the point (0, 0), which is not on the curve, so the key is
+  // read as far as the curve check.
+  CHECK(parse_jwk_set(R"({"keys":[{"kty":"EC","crv":"P-256","kid":"short","x":")" +
+                      std::string(42, 'A') + R"(","y":")" + std::string(43, 'A') + R"("}]})")
+            .error == "key \"short\": an EC key whose point is not on its curve");
   // A point that is not on the curve.
   const std::string zeros(43, 'A');
   CHECK(parse_jwk_set(R"({"keys":[{"kty":"EC","crv":"P-256","kid":"p","x":")" + zeros +
