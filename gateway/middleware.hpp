@@ -71,10 +71,12 @@ struct VerifiedCaller {
   std::string org;       // the organisation claim's value; empty: none
   // The values of the claims the configuration reads (auth.claim_paths), by
   // path; a claim the token lacks is absent.
-  std::vector<std::pair<std::string, std::string>> claims;
+  // Shared with the worker's cache of verified tokens; null: none.
+  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> claims;
 
   const std::string* claim(std::string_view path) const {
-    for (const auto& [p, v] : claims) {
+    if (!claims) return nullptr;
+    for (const auto& [p, v] : *claims) {
       if (p == path) return &v;
     }
     return nullptr;
@@ -84,7 +86,7 @@ struct VerifiedCaller {
     consumer.clear();
     plan.clear();
     org.clear();
-    claims.clear();
+    claims.reset();
   }
 };
 

@@ -26,9 +26,10 @@ SLUICE_RUN_PACKAGES=(
 # gnuplot for the load-test scripts, python3-yaml to read the Kubernetes
 # manifests, nghttp2-client (nghttp, h2load), python3-h2 to write raw HTTP/2
 # frames, python3-grpcio as a gRPC client and server, faketime to run a
-# gateway whose clock is wrong, and chromium, the browser of the CORS test).
+# gateway whose clock is wrong, chromium, the browser of the CORS test, and
+# python3-jwt and python3-cryptography to sign the JWT tests' tokens and keys).
 SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox python3-yaml nghttp2-client
-  python3-h2 python3-grpcio faketime chromium)
+  python3-h2 python3-grpcio faketime chromium python3-jwt python3-cryptography)
 # node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
 command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
 SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")

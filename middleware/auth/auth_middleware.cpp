@@ -1,7 +1,5 @@
 #include "middleware/auth/auth_middleware.hpp"
 
-#include <openssl/sha.h>
-
 #include "common/ascii.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/auth/jwks_source.hpp"
@@ -86,19 +84,8 @@ Found find_token(const RequestContext& ctx, const AuthConfig& auth, std::string&
   return found;
 }
 
-std::array<unsigned char, 32> sha256_of(std::string_view text) {
-  std::array<unsigned char, 32> digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
-  return digest;
-}
-
-const std::string* claim_of(const std::vector<std::pair<std::string, std::string>>& claims,
-                            const std::string& path) {
-  if (path.empty()) return nullptr;
-  for (const auto& [p, v] : claims) {
-    if (p == path) return &v;
-  }
-  return nullptr;
+const std::string* claim_of(const VerifiedCaller& caller, const std::string& path) {
+  return path.empty() ? nullptr : caller.claim(path);
 }
 
 }  // namespace
@@ -151,14 +138,14 @@ MiddlewareResult AuthMiddleware::refuse(const RequestContext& ctx, std::string_v
 }
 
 void AuthMiddleware::admit(RequestContext& ctx, std::size_t provider_index,
-                           const std::vector<std::pair<std::string, std::string>>& claims) {
+                           std::shared_ptr<const TokenCache::Claims> claims) {
   const Config& config = *ctx.config;
   const JwtProvider& provider = config.auth.jwt[provider_index];
   VerifiedCaller& caller = ctx.caller;
   caller.verified = true;
-  caller.claims = claims;
-  if (const auto* consumer = claim_of(claims, provider.consumer_claim)) caller.consumer = *consumer;
-  if (const auto* plan = claim_of(claims, provider.plan_claim)) {
+  caller.claims = std::move(claims);
+  if (const auto* consumer = claim_of(caller, provider.consumer_claim)) caller.consumer = *consumer;
+  if (const auto* plan = claim_of(caller, provider.plan_claim)) {
     if (is_known_plan(config, *plan)) {
       caller.plan = *plan;
     } else {
@@ -166,28 +153,10 @@ void AuthMiddleware::admit(RequestContext& ctx, std::size_t provider_index,
       metrics_.add("sluice_auth_unknown_plan_total", scratch_labels({{"provider", provider.name}}));
     }
   }
-  if (const auto* org = claim_of(claims, provider.org_claim)) caller.org = *org;
+  if (const auto* org = claim_of(caller, provider.org_claim)) caller.org = *org;
   for (const auto& [path, header] : provider.forward_claims) {
-    if (const auto* value = claim_of(claims, path)) ctx.identity_headers.emplace_back(header, *value);
+    if (const auto* value = claim_of(caller, path)) ctx.identity_headers.emplace_back(header, *value);
   }
-}
-
-void AuthMiddleware::remember(const Digest& digest, std::int64_t expires_at, std::size_t provider,
-                              std::uint64_t keys_generation,
-                              const std::vector<std::pair<std::string, std::string>>& claims,
-                              std::size_t max_entries) {
-  if (max_entries == 0) return;
-  while (entries_.size() >= max_entries && !order_.empty()) {
-    entries_.erase(order_.front());
-    order_.pop_front();
-  }
-  order_.push_back(digest);
-  Entry& entry = entries_[digest];
-  entry.expires_at = expires_at;
-  entry.provider = provider;
-  entry.keys_generation = keys_generation;
-  entry.claims = claims;
-  entry.order = std::prev(order_.end());
 }
 
 // A verified client certificate: the consumer it names, and what goes upstream.
@@ -225,8 +194,7 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
   if (route->auth == RouteAuth::kNone) return MiddlewareResult::next();
   const AuthConfig& auth = ctx.config->auth;
   if (config_.owner_before(ctx.config) || ctx.config.owner_before(config_)) {
-    entries_.clear();  // verified under other providers: forgotten
-    order_.clear();
+    cache_.clear();  // verified under other providers: forgotten
     config_ = ctx.config;
     token_series_.clear();
     for (const auto& provider : auth.jwt) {
@@ -248,19 +216,17 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
     return refuse(ctx, "too_large", "the token is too large", true);
   }
   const std::int64_t now = now_seconds_();
-  const Digest digest = sha256_of(token);
-  if (const auto it = entries_.find(digest); it != entries_.end()) {
-    const JwtProvider& cached_by = auth.jwt[it->second.provider];
+  const TokenCache::Digest digest = cache_.digest(token);
+  if (const TokenCache::Entry* cached = cache_.find(digest)) {
+    const JwtProvider& cached_by = auth.jwt[cached->provider];
     const bool same_keys =
-        !cached_by.jwks || cached_by.jwks->generation() == it->second.keys_generation;
-    if (it->second.expires_at > now && same_keys) {
-      order_.splice(order_.end(), order_, it->second.order);
-      *token_series_[it->second.provider].first += 1;
-      admit(ctx, it->second.provider, it->second.claims);
+        !cached_by.jwks || cached_by.jwks->generation() == cached->keys_generation;
+    if (cached->expires_at > now && same_keys) {
+      *token_series_[cached->provider].first += 1;
+      admit(ctx, cached->provider, cached->claims);
       return MiddlewareResult::next();
     }
-    order_.erase(it->second.order);
-    entries_.erase(it);
+    cache_.erase(digest);
   }
   // The generations of the URL providers' keys before verifying: a token
   // verified just as new keys came is checked again at its next use.
@@ -268,17 +234,18 @@ MiddlewareResult AuthMiddleware::on_request(RequestContext& ctx, MiddlewareLater
   for (const auto& provider : auth.jwt) {
     generations_.push_back(provider.jwks ? provider.jwks->generation() : 0);
   }
-  const JwtVerified verified = verify_jwt(token, auth, now);
+  JwtVerified verified = verify_jwt(token, auth, now);
   if (verified.error != JwtError::kNone) {
     return refuse(ctx, jwt_error_reason(verified.error), jwt_error_description(verified.error),
                   true);
   }
   *token_series_[verified.provider].second += 1;
+  auto claims = std::make_shared<const TokenCache::Claims>(std::move(verified.claims));
   // Kept until exp at the latest (the skew is not granted twice).
-  remember(digest, verified.expires_at, verified.provider, generations_[verified.provider],
-           verified.claims,
-           auth.cache_max_entries);
-  admit(ctx, verified.provider, verified.claims);
+  cache_.insert(digest,
+                {verified.expires_at, verified.provider, generations_[verified.provider], claims},
+                auth.cache_max_entries);
+  admit(ctx, verified.provider, std::move(claims));
   return MiddlewareResult::next();
 }
 

@@ -60,7 +60,7 @@ RequestView request_view(const RequestContext& ctx) {
   view.header_count = ctx.header_count;
   view.client_ip = ctx.client_ip;
   view.route = ctx.route->name;
-  if (ctx.caller.verified) view.claims = &ctx.caller.claims;
+  if (ctx.caller.verified) view.claims = ctx.caller.claims.get();
   view.cert = ctx.client_cert;
   return view;
 }

@@ -141,6 +141,8 @@ def wanted_rows(opts) -> set[int]:
             wanted |= {4, 27, 127}
         if 12 in wanted:
             wanted |= {12, 112}
+        if 29 in wanted:
+            wanted |= {11, 29, 129}
     for pair in base.get("websocket", []):
         if wanted & set(pair):
             wanted |= set(pair)
@@ -308,9 +310,9 @@ def main(argv=None) -> int:
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
                          "gateways and on Redis) instead of the speed table")
     ap.add_argument("--compare", metavar="SLUICE_BINARY",
-                    help="also measure rows 4, 5, 14 and 16 (and 12, 21-22, 25-26, 27 when one "
+                    help="also measure rows 4, 5, 14 and 16 (and 12, 21-22, 25-26, 27, 29 when one "
                          "of them is asked for) with this other sluice binary (rows 104, 105, "
-                         "112, 114, 116, 121-122, 125-127), side by side in the same run: a before/after in "
+                         "112, 114, 116, 121-122, 125-127, 129), side by side in the same run: a before/after in "
                          "one sitting")
     ap.add_argument("--scaling", action="store_true",
                     help="throughput with one worker and with one per CPU (nginx, Sluice "

@@ -424,19 +424,19 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     # from the cache). Row 30: row 4 with a top-level deny list of 100,000 entries and
     # CORS on the route, every request carrying an allowed Origin.
     tokens_file = write_bench_tokens(stack.workdir, secret, CLUSTER_KEYS)
+    jwt_sections = {"auth": {"jwt": {"providers": [
+        {"name": "bench", "issuer": BENCH_ISSUER, "secret_file": secret,
+         "consumer_claim": "sub"}]}}}
     s29 = stack.sluice("sluice-jwt", upstream=up, redis_port=redis.port, limit=ALLOW_ALL,
-                       key="jwt:sub", route={"auth": "required"},
-                       sections={"auth": {"jwt": {"providers": [
-                           {"name": "bench", "issuer": BENCH_ISSUER, "secret_file": secret,
-                            "consumer_claim": "sub"}]}}})
+                       key="jwt:sub", route={"auth": "required"}, sections=jwt_sections)
     s30 = stack.sluice("sluice-access", upstream=up, redis_port=redis.port, limit=None,
                        route={"cors": {"allow_origins": [BENCH_ORIGIN]}},
                        sections={"ip_access": {"deny_file": write_bench_deny_list(
                            stack.workdir, 100_000)}})
 
-    # --compare: rows 4, 5, 12, 14, 16, 21, 22, 25, 26 and 27 again with another sluice
-    # binary, as rows 104, 105, 112, 114, 116, 121, 122, 125, 126 and 127.
-    s104 = s105 = s112 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = None
+    # --compare: rows 4, 5, 12, 14, 16, 21, 22, 25, 26, 27 and 29 again with another
+    # sluice binary, as rows 104, 105, 112, 114, 116, 121, 122, 125, 126, 127 and 129.
+    s104 = s105 = s112 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = s129 = None
     if compare:
         s112 = stack.sluice("sluice-deny-cache-compared", binary=compare, upstream=up,
                             redis_port=deny_redis.port, limit=DENY_ALL)
@@ -466,7 +466,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                             redis_port=redis.port, limit=ALLOW_ALL, key="api_key",
                             plans=["free", "pro"], api_keys=store,
                             redis={"key_secret_file": secret})
-        for gateway in (s105, s112, s114, s121, s122, s125, s126):
+        s129 = stack.sluice("sluice-jwt-compared", binary=compare, upstream=up,
+                            redis_port=redis.port, limit=ALLOW_ALL, key="jwt:sub",
+                            route={"auth": "required"}, sections=jwt_sections)
+        for gateway in (s105, s112, s114, s121, s122, s125, s126, s129):
             stack.wait_redis(gateway)
 
     def compare_rows() -> list[Row]:
@@ -482,7 +485,9 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(122, f"row 22 with {binary}", s122, [redis], keyed),
                 sluice_row(125, f"row 25 with {binary}", s125, [redis], keyed),
                 sluice_row(126, f"row 26 with {binary}", s126, [redis], keyed),
-                sluice_row(127, f"row 27 with {binary}", s127)]
+                sluice_row(127, f"row 27 with {binary}", s127),
+                sluice_row(129, f"row 29 with {binary}", s129, [redis],
+                           [str(CLUSTER_KEYS), tokens_file])]
 
     for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26, s29):
         stack.wait_redis(gateway)
