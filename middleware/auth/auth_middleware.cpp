@@ -1,11 +1,12 @@
 #include "middleware/auth/auth_middleware.hpp"
 
 #include "common/ascii.hpp"
+#include "common/cookies.hpp"
+#include "common/query_params.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/auth/jwks_source.hpp"
 #include "gateway/tls/client_certificate.hpp"
 #include "middleware/auth/jwt_verifier.hpp"
-#include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
 namespace {
@@ -27,18 +28,6 @@ constexpr std::string_view kDeniedReasons[] = {
     "missing",        "too_large",   "malformed", "algorithm",     "critical_header",
     "unknown_issuer", "unknown_key", "signature", "expired",       "not_yet_valid",
     "audience"};
-
-// The value of cookie `name` in a Cookie header ("a=1; b=2").
-std::optional<std::string_view> cookie_value(std::string_view cookies, std::string_view name) {
-  while (!cookies.empty()) {
-    const auto semi = cookies.find(';');
-    std::string_view pair = ascii::trim(cookies.substr(0, semi));
-    cookies = semi == std::string_view::npos ? std::string_view{} : cookies.substr(semi + 1);
-    const auto eq = pair.find('=');
-    if (eq != std::string_view::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
-  }
-  return std::nullopt;
-}
 
 // The token, where the configuration says to look; `ambiguous` when a place
 // holds it twice (two Authorization lines).

@@ -11,9 +11,9 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "common/query_params.hpp"
 #include "gateway/config/config.hpp"
 #include "middleware/ratelimit/identity.hpp"
-#include "middleware/ratelimit/query_params.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "middleware/ratelimit/request_view.hpp"
 

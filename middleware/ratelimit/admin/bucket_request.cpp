@@ -5,13 +5,13 @@
 #include <map>
 
 #include "common/ascii.hpp"
+#include "common/query_params.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/request_target.hpp"
 #include "middleware/ratelimit/algorithms/algorithm.hpp"
 #include "middleware/ratelimit/api_key.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/identity.hpp"
-#include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
 namespace {

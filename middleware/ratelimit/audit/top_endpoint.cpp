@@ -6,9 +6,9 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/query_params.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
-#include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
 namespace {

@@ -8,11 +8,11 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/query_params.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/admin/admin_caller.hpp"
-#include "middleware/ratelimit/query_params.hpp"
 
 namespace sluice {
 namespace {

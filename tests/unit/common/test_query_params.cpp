@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "middleware/ratelimit/query_params.hpp"
+#include "common/query_params.hpp"
 
 TEST_CASE("query parameters: form-decoded, first occurrence wins", "[ratelimit][keys]") {
   using sluice::query_param;
