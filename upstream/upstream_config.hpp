@@ -2,12 +2,15 @@
 // It knows nothing of routes and limits.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "upstream/balance/server_pick.hpp"
 #include "upstream/upstream_tls.hpp"
 
 namespace sluice {
@@ -40,9 +43,35 @@ enum class UpstreamProtocol {
   kH2,     // HTTP/2 over TLS (ALPN h2), streams multiplexed
 };
 
+// Where a hash-balanced request's key is read (upstreams.NAME.hash_on): a
+// request header, a cookie, the client address or the request path.
+struct HashOn {
+  enum class Source { kHeader, kCookie, kIp, kPath };
+  Source source = Source::kIp;
+  std::string name;  // the header's or cookie's name
+  bool operator==(const HashOn&) const = default;
+};
+
+// A number no other upstream configuration of the process has: a worker's
+// per-upstream state made for one configuration is known again by it.
+inline std::uint64_t next_upstream_generation() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 struct UpstreamConfig {
   std::string name;
-  std::vector<HostPort> servers;  // round robin; a failing server is skipped for a cool-down
+  std::uint64_t generation = next_upstream_generation();
+  // Chosen by `balance` among the usable ones; a failing server is skipped
+  // for a cool-down.
+  std::vector<HostPort> servers;
+  std::vector<unsigned> weights;  // per server, in the same order; 1 when not given
+  BalancePolicy balance = BalancePolicy::kRoundRobin;
+  std::optional<HashOn> hash_on;             // balance hash: the request's key
+  std::shared_ptr<const MaglevTable> ring;   // balance hash: the servers' table
+  unsigned weight(std::size_t server) const {
+    return server < weights.size() ? weights[server] : 1;
+  }
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds response_timeout{
       30000};                                     // to the response head, and between body reads

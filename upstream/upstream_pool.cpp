@@ -199,19 +199,47 @@ bool UpstreamPools::any_unhealthy(const UpstreamConfig& upstream) {
                      [&](const HostPort& s) { return server_state(upstream, s).unhealthy(); });
 }
 
+std::vector<UpstreamPools::ServerState*>& UpstreamPools::states_by_index(
+    const UpstreamConfig& upstream) {
+  auto& state = upstream_state(upstream);
+  if (state.by_index_generation != upstream.generation ||
+      state.by_index_servers != upstream.servers.data() ||
+      state.by_index.size() != upstream.servers.size()) {
+    state.by_index.clear();
+    for (const auto& server : upstream.servers) {
+      state.by_index.push_back(&server_state(upstream, server));
+    }
+    state.by_index_generation = upstream.generation;
+    state.by_index_servers = upstream.servers.data();
+  }
+  return state.by_index;
+}
+
 std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
-                                               const std::vector<std::size_t>& tried) {
+                                               const std::vector<std::size_t>& tried,
+                                               std::optional<std::uint64_t> hash_key) {
   const std::size_t n = upstream.servers.size();
   if (n == 0) return std::nullopt;
-  auto& state = upstream_state(upstream);
+  const auto& states = states_by_index(upstream);
   const auto now = Clock::now();
+  pick_servers_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    std::size_t candidate = (state.next + i) % n;
-    if (std::find(tried.begin(), tried.end(), candidate) != tried.end()) continue;
-    const auto& server = server_state(upstream, upstream.servers[candidate]);
-    if (server.cooldown_until > now || server.unhealthy()) continue;
-    state.next = candidate + 1;
-    return candidate;
+    const ServerState& server = *states[i];
+    pick_servers_[i] = {server.cooldown_until <= now && !server.unhealthy() &&
+                            std::find(tried.begin(), tried.end(), i) == tried.end(),
+                        upstream.weight(i), server.slots->in_flight};
+  }
+  switch (upstream.balance) {
+    case BalancePolicy::kRoundRobin:
+      return pick_round_robin(pick_servers_, upstream_state(upstream).round_robin);
+    case BalancePolicy::kLeastRequest:
+      return pick_least_request(pick_servers_, random_);
+    case BalancePolicy::kRandom:
+      return pick_random(pick_servers_, random_);
+    case BalancePolicy::kHash:
+      // A request without the key is spread at random, by weight.
+      if (!hash_key || !upstream.ring) return pick_random(pick_servers_, random_);
+      return pick_hash(pick_servers_, *upstream.ring, *hash_key);
   }
   return std::nullopt;
 }

@@ -1,6 +1,6 @@
 // Per-worker upstream connection pools: one instance per
 // worker, used only on that worker's executor, so it takes no lock.
-// Round robin across an upstream's servers, passive health (a server that
+// The upstream's balance policy across its servers, passive health (a server that
 // refuses or times out on connect is skipped for a cool-down), active health
 // (a server its checker reports unhealthy is skipped until it recovers), and
 // a pool of idle keep-alive connections per server.
@@ -44,6 +44,7 @@ struct ServerSlots {
   std::size_t trim_at = 64;  // the queue length that triggers the next trim
   std::size_t wakes = 0;                      // connections freed since the last wake-up ran
   bool wake_posted = false;
+  std::size_t in_flight = 0;  // the worker's attempts at the server under way (InFlight)
 };
 
 // One connection to one upstream server.
@@ -79,13 +80,24 @@ class UpstreamPools {
       : executor_(std::move(executor)),
         sweep_timer_(executor_),
         ack_timer_(executor_),
-        budget_retry_timer_(executor_) {}
+        budget_retry_timer_(executor_),
+        random_(reinterpret_cast<std::uintptr_t>(this) ^
+                static_cast<std::uint64_t>(Clock::now().time_since_epoch().count())) {}
 
-  // The next server to try for `upstream` in round-robin order, skipping the
-  // servers in `tried`, the ones in cool-down and the unhealthy ones. None
-  // when no server is left.
+  // The next server to try for `upstream`, chosen by its balance policy
+  // (upstream/balance/server_pick.hpp) among the servers not in `tried`, not
+  // in cool-down and healthy. `hash_key`: the request's key under balance
+  // hash (none: a server drawn at random, by weight). None when no server is
+  // left.
   std::optional<std::size_t> pick(const UpstreamConfig& upstream,
-                                  const std::vector<std::size_t>& tried);
+                                  const std::vector<std::size_t>& tried,
+                                  std::optional<std::uint64_t> hash_key = std::nullopt);
+  // Where this worker's requests in flight at the server are counted
+  // (least_request reads them): an exchange counts its attempt there while
+  // it lasts (InFlight).
+  const std::shared_ptr<ServerSlots>& slots(const UpstreamConfig& upstream, std::size_t server) {
+    return server_state(upstream, upstream.servers[server]).slots;
+  }
   // Some server of `upstream` is reported unhealthy by its active checks.
   bool any_unhealthy(const UpstreamConfig& upstream);
 
@@ -184,9 +196,15 @@ class UpstreamPools {
     }
   };
   struct UpstreamState {
-    std::size_t next = 0;
     std::map<StoredKey, ServerState, KeyLess> servers;
+    // The states of one configuration's servers by index, and which
+    // configuration (generation, servers) they were found for.
+    std::vector<ServerState*> by_index;
+    std::uint64_t by_index_generation = 0;
+    const HostPort* by_index_servers = nullptr;
+    std::vector<std::int64_t> round_robin;  // the smooth round robin's running weights
   };
+  std::vector<ServerState*>& states_by_index(const UpstreamConfig& upstream);
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);
   UpstreamState& upstream_state(const UpstreamConfig& upstream);
   void arm_sweep();
@@ -241,6 +259,33 @@ class UpstreamPools {
     UpstreamState* state = nullptr;
   } recent_upstream_;
   std::shared_ptr<const UpstreamHealth> health_ = std::make_shared<UpstreamHealth>();
+  std::vector<PickServer> pick_servers_;  // pick()'s view of the servers, reused
+  PickRandom random_;
+};
+
+// An attempt counted among its server's requests in flight while it lasts:
+// hold() counts it (letting go of a previous count), release() or the end
+// of the holder ends it. The count is shared, so a holder may outlive the
+// pools (a session ended after its worker's pools at shutdown).
+class InFlight {
+ public:
+  InFlight() = default;
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() { release(); }
+  void hold(const std::shared_ptr<ServerSlots>& server) {
+    if (server == server_) return;  // the same server again (a retry on it)
+    release();
+    server_ = server;
+    ++server_->in_flight;
+  }
+  void release() {
+    if (server_) --server_->in_flight;
+    server_.reset();
+  }
+
+ private:
+  std::shared_ptr<ServerSlots> server_;
 };
 
 }  // namespace sluice

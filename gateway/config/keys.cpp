@@ -41,7 +41,8 @@ constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
     "max_connections", "fail_cooldown_ms",   "health_check",        "tls",
-    "protocol"};
+    "protocol",        "balance",            "hash_on"};
+constexpr std::string_view kUpstreamServer[] = {"address", "weight"};
 constexpr std::string_view kUpstreamTls[] = {"ca_file", "server_name", "certificate_file",
                                              "key_file", "min_version"};
 constexpr std::string_view kHealthCheck[] = {
@@ -112,6 +113,7 @@ constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
 constexpr MappingKeys kLocalKeys{"local", kLocal};
 constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
+constexpr MappingKeys kUpstreamServerKeys{"upstreams.NAME.servers[]", kUpstreamServer};
 constexpr MappingKeys kHealthCheckKeys{"upstreams.NAME.health_check", kHealthCheck};
 constexpr MappingKeys kUpstreamTlsKeys{"upstreams.NAME.tls", kUpstreamTls};
 constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
@@ -138,7 +140,7 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
-      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
+      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
       &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,

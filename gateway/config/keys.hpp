@@ -29,6 +29,7 @@ extern const MappingKeys kRedisKeys;
 extern const MappingKeys kLocalKeys;
 extern const MappingKeys kCircuitBreakerKeys;
 extern const MappingKeys kUpstreamKeys;
+extern const MappingKeys kUpstreamServerKeys;
 extern const MappingKeys kHealthCheckKeys;
 extern const MappingKeys kUpstreamTlsKeys;
 extern const MappingKeys kApiKeysKeys;

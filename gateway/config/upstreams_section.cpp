@@ -2,9 +2,15 @@
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/values.hpp"
+#include "upstream/balance/maglev.hpp"
 
 namespace sluice::config {
 namespace {
+
+constexpr std::int64_t kMaxServerWeight = 1000;
+// A consistent table holds server indexes in 16 bits, and a far larger
+// upstream is a directory service's job.
+constexpr std::size_t kMaxHashServers = 1000;
 
 // upstreams.NAME.tls: the files are loaded and the context built here, so
 // that --check, a start and a reload refuse the same bad files.
@@ -68,17 +74,99 @@ void read_protocol(YamlReader& r, const Field& v, const Mapping& m, UpstreamConf
   }
 }
 
+// A server: "host:port", or {address: "host:port", weight: N}.
+void read_server(YamlReader& r, const Field& item, UpstreamConfig& u) {
+  if (!item.node.IsMap()) {
+    if (auto a = read_address(r, item, false)) {
+      u.servers.push_back(*a);
+      u.weights.push_back(1);
+    }
+    return;
+  }
+  const auto m = r.mapping(item, kUpstreamServerKeys.keys);
+  if (!m) return;
+  const Field* address = r.required(*m, "address");
+  auto a = address ? read_address(r, *address, false) : std::nullopt;
+  unsigned weight = 1;
+  if (auto* v = m->get("weight")) {
+    // A server is taken out by removing it: weight 0 would only hide it.
+    if (auto n = r.integer(*v, 1, kMaxServerWeight)) weight = static_cast<unsigned>(*n);
+  }
+  if (a) {
+    u.servers.push_back(*a);
+    u.weights.push_back(weight);
+  }
+}
+
+// upstreams.NAME.hash_on: header:NAME, cookie:NAME, ip or path.
+void read_hash_on(YamlReader& r, const Field& v, UpstreamConfig& u) {
+  const auto s = r.nonempty_string(v);
+  if (!s) return;
+  HashOn on;
+  const auto colon = s->find(':');
+  const std::string kind = s->substr(0, colon);
+  const std::string name = colon == std::string::npos ? "" : s->substr(colon + 1);
+  if (kind == "ip" && colon == std::string::npos) {
+    on.source = HashOn::Source::kIp;
+  } else if (kind == "path" && colon == std::string::npos) {
+    on.source = HashOn::Source::kPath;
+  } else if ((kind == "header" || kind == "cookie") && !name.empty()) {
+    on.source = kind == "header" ? HashOn::Source::kHeader : HashOn::Source::kCookie;
+    if (kind == "header" && !is_token(name)) return r.error(v, "invalid header name " + shown(name));
+    on.name = name;
+  } else {
+    return r.error(v, "must be header:NAME, cookie:NAME, ip or path, got " + shown(*s));
+  }
+  u.hash_on = std::move(on);
+}
+
+// upstreams.NAME.balance, and hash_on with it.
+void read_balance(YamlReader& r, const Mapping& m, UpstreamConfig& u) {
+  const Field* balance = m.get("balance");
+  if (balance) {
+    const auto s = r.string(*balance);
+    if (!s) return;
+    if (*s == "round_robin") {
+      u.balance = BalancePolicy::kRoundRobin;
+    } else if (*s == "least_request") {
+      u.balance = BalancePolicy::kLeastRequest;
+    } else if (*s == "random") {
+      u.balance = BalancePolicy::kRandom;
+    } else if (*s == "hash") {
+      u.balance = BalancePolicy::kHash;
+    } else {
+      return r.error(*balance, "must be round_robin, least_request, random or hash");
+    }
+  }
+  const Field* hash_on = m.get("hash_on");
+  if (u.balance != BalancePolicy::kHash) {
+    if (hash_on) r.error(*hash_on, "is read only with balance: hash");
+    return;
+  }
+  if (!hash_on) return r.error(*balance, "balance hash requires hash_on");
+  read_hash_on(r, *hash_on, u);
+  if (u.servers.empty() || u.servers.size() > kMaxHashServers) {
+    if (u.servers.size() > kMaxHashServers) {
+      r.error(*balance, "balance hash takes at most " + std::to_string(kMaxHashServers) +
+                            " servers");
+    }
+    return;
+  }
+  std::vector<std::string> names;
+  for (const auto& server : u.servers) names.push_back(server.to_string());
+  u.ring = std::make_shared<const MaglevTable>(names, u.weights);
+}
+
 void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   const auto m = r.mapping(f, kUpstreamKeys.keys);
   if (!m) return;
   if (auto* v = r.required(*m, "servers")) {
     if (auto items = r.list(*v)) {
       if (items->empty()) r.error(*v, "must list at least one server");
-      for (const auto& item : *items) {
-        if (auto a = read_address(r, item, false)) u.servers.push_back(*a);
-      }
+      for (const auto& item : *items) read_server(r, item, u);
     }
   }
+  read_balance(r, *m, u);
   if (auto* v = m->get("connect_timeout_ms")) {
     if (auto d = read_duration(r, *v)) u.connect_timeout = *d;
   }

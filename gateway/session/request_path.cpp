@@ -1,12 +1,50 @@
 #include "gateway/session/request_path.hpp"
 
+#include "common/cookies.hpp"
 #include "gateway/router.hpp"
 #include "gateway/session/grpc_reply.hpp"
+#include "upstream/balance/stable_hash.hpp"
 #include "upstream/field_scan.hpp"
 
 namespace sluice {
 
 namespace http = boost::beast::http;
+
+namespace {
+
+// The request's key for an upstream balanced by hash (upstreams.NAME.
+// hash_on); none when the request lacks it (an absent or empty header or
+// cookie): such a request is spread at random.
+std::optional<std::uint64_t> balance_key(const UpstreamConfig& upstream, const RequestInfo& info,
+                                         const ClientRequest& req) {
+  if (!upstream.hash_on) return std::nullopt;
+  const HashOn& on = *upstream.hash_on;
+  switch (on.source) {
+    case HashOn::Source::kIp: {
+      const auto& bytes = info.client_ip.bytes;
+      return stable_hash({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+    }
+    case HashOn::Source::kPath:
+      return stable_hash(info.target.route_path);
+    case HashOn::Source::kHeader: {
+      const auto value = field_value(req, FieldName(on.name));
+      if (value.empty()) return std::nullopt;
+      return stable_hash(value);
+    }
+    case HashOn::Source::kCookie: {
+      // HTTP/2 may send the cookies in several lines.
+      std::optional<std::string_view> found;
+      for_each_field(req, FieldName(http::field::cookie), [&](std::string_view line) {
+        if (!found) found = cookie_value(line, on.name);
+      });
+      if (!found || found->empty()) return std::nullopt;
+      return stable_hash(*found);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
                                const RequestInfo& info, std::shared_ptr<const Config> config,
@@ -34,6 +72,7 @@ ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
   request.websocket = info.websocket;
   request.tunnel_idle_timeout = config.server.idle_timeout;
   request.usage_header = info.route->cost_from_response.header;
+  request.hash_key = balance_key(*request.upstream, info, req);
   // A gRPC call's own deadline bounds its exchange (the header goes upstream too).
   if (is_grpc_content_type(field_value(req, http::field::content_type))) {
     if (const auto it = req.find("grpc-timeout"); it != req.end()) {

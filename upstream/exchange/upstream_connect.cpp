@@ -21,7 +21,8 @@ using tcp = asio::ip::tcp;
 // ---- Choose, connect ------------------------------------------------------
 
 void UpstreamExchange::try_next_server() {
-  auto server = pools_.pick(*upstream_cfg_, tried_);
+  in_flight_.release();  // the last attempt's server has it no more
+  auto server = pools_.pick(*upstream_cfg_, tried_, request_.hash_key);
   if (!server) {
     if (!tried_.empty()) return fail(last_connect_error_);
     // None tried: the servers are in cool-down, or fail their health checks.
@@ -31,6 +32,7 @@ void UpstreamExchange::try_next_server() {
   }
   server_index_ = *server;
   tried_.push_back(*server);
+  in_flight_.hold(pools_.slots(*upstream_cfg_, *server));
   upstream_timed_out_ = false;
   leg_->start();
 }

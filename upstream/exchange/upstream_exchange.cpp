@@ -202,6 +202,7 @@ void UpstreamExchange::end(LegEnd how, UpstreamError error, beast::error_code ec
   result.body_error = ec;
   result.client_keep_alive = how == LegEnd::kRelayed && client_.keeps_client();
   result.upstream_reused = upstream_reused_;
+  in_flight_.release();
   leg_ = nullptr;  // what the client leg completes after this is not the exchange's
   host_.exchange_ended(result);
 }
@@ -238,6 +239,7 @@ void UpstreamExchange::cancel_wait() {
 }
 
 void UpstreamExchange::reset() {
+  in_flight_.release();
   h2_.reset();
   http1_.reset();
   usage_.reset();

@@ -122,6 +122,9 @@ struct ExchangeRequest {
   // How long the whole exchange may take (a gRPC call's grpc-timeout); every
   // upstream wait ends by then. Zero: no bound beyond the upstream's timeouts.
   std::chrono::milliseconds deadline{};
+  // The request's key when the upstream balances by hash (upstreams.NAME.
+  // hash_on, read by the host); none: the request lacks it.
+  std::optional<std::uint64_t> hash_key;
 };
 
 class UpstreamExchange {
@@ -292,6 +295,7 @@ class UpstreamExchange {
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::vector<std::size_t> tried_;
   std::size_t server_index_ = 0;
+  InFlight in_flight_;  // the attempt under way, counted at its server
   Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
 
   // The HTTP/1.1 connection being connected or used (see upstream_handler).
