@@ -4,7 +4,11 @@
 #include <regex>
 #include <utility>
 
+#include <re2/re2.h>
+
 #include "common/ascii.hpp"
+#include "common/cookies.hpp"
+#include "common/query_params.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/request_target.hpp"
 
@@ -52,7 +56,81 @@ bool method_allowed(const RouteMatch& match, std::string_view method) {
          std::find(match.methods.begin(), match.methods.end(), method) != match.methods.end();
 }
 
+// The test alone, on a value that is there.
+bool value_passes(const ValueMatch& m, std::string_view value) {
+  switch (m.kind) {
+    case ValueMatch::Kind::kExact:
+      return value == m.value;
+    case ValueMatch::Kind::kPrefix:
+      return value.starts_with(m.value);
+    case ValueMatch::Kind::kRegex:
+      return m.regex && RE2::FullMatch(re2::StringPiece(value.data(), value.size()), *m.regex);
+    case ValueMatch::Kind::kPresent:
+      return true;
+    case ValueMatch::Kind::kAbsent:
+      return false;
+  }
+  return false;
+}
+
+// A matcher on a value that may be missing (nullopt): absent passes only
+// kAbsent; then invert.
+bool passes(const ValueMatch& m, const std::optional<std::string_view>& value) {
+  const bool result = value ? value_passes(m, *value) : m.kind == ValueMatch::Kind::kAbsent;
+  return result != m.invert;
+}
+
+bool header_passes(const ValueMatch& m, const MatchInput* input) {
+  std::size_t lines = 0;
+  std::string_view first;
+  std::string joined;  // two or more lines: their values joined with ","
+  if (input) {
+    input->each_header(m.name, [&](std::string_view value) {
+      if (lines == 1) joined.assign(first);
+      if (lines++ == 0) {
+        first = value;
+      } else {
+        joined += ',';
+        joined += value;
+      }
+    });
+  }
+  if (lines == 0) return passes(m, std::nullopt);
+  return passes(m, lines == 1 ? first : std::string_view(joined));
+}
+
+bool query_passes(const ValueMatch& m, const MatchInput* input) {
+  const std::string_view query = input ? input->query() : std::string_view();
+  if (query_param_count(query, m.name) == 0) return passes(m, std::nullopt);
+  const auto value = query_param(query, m.name);
+  return passes(m, std::string_view(*value));
+}
+
+bool cookie_passes(const ValueMatch& m, const MatchInput* input) {
+  // HTTP/2 may send the cookies in several lines.
+  std::optional<std::string_view> found;
+  if (input) {
+    input->each_header("cookie", [&](std::string_view line) {
+      if (!found) found = cookie_value(line, m.name);
+    });
+  }
+  return passes(m, found);
+}
+
 }  // namespace
+
+bool request_matches(const RequestMatchers& matchers, const MatchInput* input) {
+  for (const auto& m : matchers.headers) {
+    if (!header_passes(m, input)) return false;
+  }
+  for (const auto& m : matchers.query) {
+    if (!query_passes(m, input)) return false;
+  }
+  for (const auto& m : matchers.cookies) {
+    if (!cookie_passes(m, input)) return false;
+  }
+  return true;
+}
 
 std::string_view target_path(std::string_view target) {
   auto path = split_target(target).path;
@@ -68,13 +146,16 @@ std::string_view target_path(std::string_view target) {
 }
 
 RouteDecision select_route(const Config& config, std::string_view method, std::string_view target,
-                           std::string_view host) {
+                           std::string_view host, const MatchInput* input) {
   const auto path = target_path(target);
   RouteDecision decision;
   std::vector<std::string_view> allowed;  // union of methods of routes that matched but the method
   bool path_and_host_matched = false;
   for (const auto& route : config.routes) {
     if (!path_matches(route.match, path) || !host_matches(route.match, host)) continue;
+    // A route whose request matchers fail is not there for this request,
+    // neither to serve it nor to answer 405.
+    if (!route.match.request.empty() && !request_matches(route.match.request, input)) continue;
     if (method_allowed(route.match, method)) {
       decision.kind = RouteDecision::Kind::kMatched;
       decision.route = &route;

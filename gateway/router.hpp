@@ -1,7 +1,10 @@
-// Route selection: a pure function of the config and
-// the request line. First route that matches path, host and method wins.
+// Route selection: a pure function of the config and the request. The first
+// route whose path, host, method and request matchers (headers, query
+// parameters, cookies) all match wins.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,12 +20,29 @@ struct RouteDecision {
   std::string allow;                   // "GET, POST" when kMethodNotAllowed
 };
 
+// What request matchers read beyond the request line and Host: the query
+// string as received, and each line of a header. A caller without them
+// (none given) matches as if the request had no header and no query.
+class MatchInput {
+ public:
+  virtual std::string_view query() const = 0;
+  // Calls fn(value) for each line of header `name` (any case), in order.
+  virtual void each_header(std::string_view name,
+                           const std::function<void(std::string_view)>& fn) const = 0;
+
+ protected:
+  ~MatchInput() = default;
+};
+
+// Whether the request passes every one of the route's request matchers.
+bool request_matches(const RequestMatchers& matchers, const MatchInput* input);
+
 // `target` is the path to route on (the session passes the route path of
 // gateway/request_target.hpp), optionally with a query; `host` is the Host header (a port, if any,
 // is ignored; case-insensitive). If routes match path and host but none allows the method, the
 // answer is kMethodNotAllowed with the union of their methods in `allow`.
 RouteDecision select_route(const Config& config, std::string_view method, std::string_view target,
-                           std::string_view host);
+                           std::string_view host, const MatchInput* input = nullptr);
 
 // The request-target to send upstream, from the forwarded target: with
 // strip_prefix on a path_prefix route the matched prefix is removed (an empty

@@ -20,6 +20,7 @@
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
 #include "gateway/request_series.hpp"
+#include "gateway/route_split.hpp"
 #include "gateway/worker_services.hpp"
 #include "upstream/upstream_pool.hpp"
 
@@ -52,6 +53,7 @@ class Worker {
   UpstreamPools& pools() { return pools_; }
   MetricsShard& metrics() { return metrics_; }
   RequestSeries& series() { return series_; }
+  RouteSplits& splits() { return splits_; }
   MiddlewareChain& chain() { return chain_; }
   // Builds this worker's services and takes its middleware chain from them.
   void start_services(WorkerServicesFactory& factory);
@@ -115,6 +117,7 @@ class Worker {
   std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
+  RouteSplits splits_;
   bool draining_ = false;
   // One thread runs it. The reactor keeps its per-socket locks: the listener
   // registers accepted sockets with it from the main thread, and a socket's

@@ -18,7 +18,7 @@ SLUICE_BUILD="${SLUICE_BUILD:-$SLUICE_ROOT/build}"
 SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
-  libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata libnghttp2-dev
+  libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata libnghttp2-dev libre2-dev
   redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that

@@ -48,7 +48,8 @@ bool paths_cover(const RouteMatch& outer, const RouteMatch& inner) {
 bool route_match_covers(const RouteMatch& outer, const RouteMatch& inner) {
   // Hosts are stored lower-case without a trailing dot; empty = any host.
   const bool host_covered = outer.host.empty() || outer.host == inner.host;
-  return host_covered && paths_cover(outer, inner);
+  // Request matchers narrow a route: one with them may let requests pass.
+  return host_covered && outer.request.empty() && paths_cover(outer, inner);
 }
 
 std::vector<MethodBypass> find_method_bypasses(const Config& config) {

@@ -14,6 +14,7 @@ namespace sluice {
 // matched by `outer` on path and host (methods are not compared). Decided
 // exactly for path_prefix and path_exact; a path_regex route covers only the
 // same pattern, a path_exact it matches, or everything when it is ".*" or "/.*".
+// A route with request matchers (headers, query, cookies) covers nothing.
 bool route_match_covers(const RouteMatch& outer, const RouteMatch& inner);
 
 // A limited route that lists methods, and the first later route that takes

@@ -9,7 +9,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +18,7 @@
 #include "gateway/config/algorithm.hpp"
 #include "gateway/config/edge_config.hpp"
 #include "gateway/config/time_zone.hpp"
+#include "gateway/config/traffic_config.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
@@ -293,15 +293,6 @@ struct LimitConfig {
   const BucketParams& for_plan(std::string_view plan) const;
 };
 
-struct RouteMatch {
-  enum class PathKind { kPrefix, kExact, kRegex };
-  PathKind path_kind = PathKind::kPrefix;
-  std::string path = "/";
-  std::shared_ptr<const std::regex> regex;  // set when path_kind == kRegex
-  std::vector<std::string> methods;         // empty = any method
-  std::string host;  // empty = any host (compared without port, case-insensitive)
-};
-
 // What a limited route does while Redis cannot decide: let requests through,
 // answer 503, or enforce each limit's share locally (LocalConfig::fleet_size).
 enum class FailureMode { kOpen, kClosed, kLocal };
@@ -331,8 +322,9 @@ struct RejectReply {
 struct RouteConfig {
   std::string name;
   RouteMatch match;
-  std::string upstream;
+  std::string upstream;            // empty when `split` names the upstreams
   std::size_t upstream_index = 0;  // index into Config::upstreams
+  TrafficSplit split;
   bool strip_prefix = false;
   std::vector<std::string> limits;
   std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order

@@ -81,7 +81,12 @@ constexpr std::string_view kRoute[] = {"name",
                                        "ip_access",
                                        "cors",
                                        "client_headers",
-                                       "auth"};
+                                       "auth",
+                                       "upstreams",
+                                       "split_on"};
+constexpr std::string_view kRouteUpstream[] = {"name", "weight"};
+constexpr std::string_view kValueMatch[] = {"name",    "exact",  "prefix", "regex",
+                                            "present", "absent", "invert"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
 constexpr std::string_view kCostFromResponse[] = {"header", "statuses", "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
@@ -97,7 +102,7 @@ constexpr std::string_view kJwtProvider[] = {
     "jwks_min_refresh_ms"};
 constexpr std::string_view kExemptions[] = {"client_cidrs", "plans"};
 constexpr std::string_view kMatch[] = {"path_prefix", "path_exact", "path_regex", "methods",
-                                       "host"};
+                                       "host",        "headers",    "query",      "cookies"};
 
 }  // namespace
 
@@ -122,6 +127,10 @@ constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
 constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
+constexpr MappingKeys kHeaderMatchKeys{"routes[].match.headers[]", kValueMatch};
+constexpr MappingKeys kQueryMatchKeys{"routes[].match.query[]", kValueMatch};
+constexpr MappingKeys kCookieMatchKeys{"routes[].match.cookies[]", kValueMatch};
+constexpr MappingKeys kRouteUpstreamKeys{"routes[].upstreams[]", kRouteUpstream};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
 constexpr MappingKeys kCostFromResponseKeys{"routes[].cost_from_response", kCostFromResponse};
 constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
@@ -141,7 +150,8 @@ std::vector<std::string> config_key_paths() {
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
-      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys,
+      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
+      &kRouteUpstreamKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
       &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,
       &kJwtProviderKeys};

@@ -124,6 +124,34 @@ void resolve_upstream(YamlReader& r, const ReadNotes& notes, const ReadValue& na
   }
 }
 
+// A split's upstreams by index; the route's own upstream_index is the first
+// that takes traffic (what reads a route's one upstream, such as the lease
+// check, reads that one).
+void resolve_split(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route& route_notes,
+                   const Config& c, RouteConfig& route) {
+  const auto& ups = c.upstreams;
+  bool chosen = false;
+  for (std::size_t i = 0; i < route_notes.split_names.size() && i < route.split.upstreams.size();
+       ++i) {
+    const ReadValue& name = route_notes.split_names[i];
+    WeightedUpstream& side = route.split.upstreams[i];
+    const auto it = std::find_if(ups.begin(), ups.end(),
+                                 [&](const UpstreamConfig& u) { return u.name == name.text; });
+    if (it == ups.end()) {
+      if (notes.upstreams_read) {
+        r.error_at(name.mark, name.field, "unknown upstream " + shown(name.text));
+      }
+      continue;
+    }
+    side.index = static_cast<std::size_t>(it - ups.begin());
+    if (!chosen && side.weight > 0) {
+      route.upstream_index = side.index;
+      route.upstream = side.name;
+      chosen = true;
+    }
+  }
+}
+
 void resolve_limits(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route& route_notes,
                     const Config& c, RouteConfig& route) {
   for (const auto& name : route_notes.limit_names) {
@@ -288,6 +316,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
     const auto& route_notes = notes.routes[i];
     auto& route = c.routes[i];
     if (route_notes.upstream) resolve_upstream(r, notes, *route_notes.upstream, c, route);
+    resolve_split(r, notes, route_notes, c, route);
     resolve_limits(r, notes, route_notes, c, route);
     if (route_notes.cost) check_cost(r, notes, *route_notes.cost, route.cost, "cost", c, route);
     if (route_notes.max_cost) {

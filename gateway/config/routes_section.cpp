@@ -1,5 +1,6 @@
-// routes: what each route matches (path, methods, host), the upstream it
-// sends to, its limits and their cost, and what it does when Redis fails.
+// routes: what each route matches (path, methods, host; request matchers in
+// traffic_section.cpp), the upstream it sends to (or its split), its limits
+// and their cost, and what it does when Redis fails.
 // The names of upstreams and limits are resolved by the second pass.
 #include <algorithm>
 #include <regex>
@@ -160,6 +161,7 @@ std::optional<std::string> read_match(YamlReader& r, const Field& f, RouteMatch&
     read_methods(r, *v, match);
   }
   if (auto* v = m->get("host")) read_host(r, *v, match);
+  read_request_matchers(r, *m, match.request);
   return path_key;
 }
 
@@ -206,12 +208,15 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   if (auto* v = r.required(*m, "match")) {
     path_key = read_match(r, *v, route.match, notes.methods_or_route);
   }
-  if (auto* v = r.required(*m, "upstream")) {
-    if (auto s = r.string(*v)) {
-      route.upstream = *s;
-      notes.upstream = ReadValue{*v, r.here(), *s};
+  if (!m->get("upstreams")) {
+    if (auto* v = r.required(*m, "upstream")) {
+      if (auto s = r.string(*v)) {
+        route.upstream = *s;
+        notes.upstream = ReadValue{*v, r.here(), *s};
+      }
     }
   }
+  read_route_split(r, *m, route, notes);
   if (auto* v = m->get("strip_prefix")) {
     if (auto b = r.boolean(*v)) {
       route.strip_prefix = *b;

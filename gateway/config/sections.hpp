@@ -63,6 +63,7 @@ struct ReadNotes {
     Field methods_or_route;                // where a method bypass is reported
     std::optional<HeaderUse> cost_header;  // when valid
     std::optional<ReadValue> max_cost;     // when valid and not 0
+    std::vector<ReadValue> split_names;    // each upstreams[].name that is a string
   };
   std::vector<Route> routes;  // per Config::routes entry
 
@@ -90,6 +91,13 @@ void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_redis(YamlReader& r, const Field& f, Config& c);
 void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+// traffic_section.cpp: a route's request matchers (its match mapping), its
+// split (upstreams, split_on), and a request key (header:NAME, cookie:NAME,
+// ip, and with allow_path path) as hash_on and split_on name it.
+void read_request_matchers(YamlReader& r, const Mapping& m, RequestMatchers& out);
+void read_route_split(YamlReader& r, const Mapping& m, RouteConfig& route,
+                      ReadNotes::Route& notes);
+std::optional<HashOn> read_request_key(YamlReader& r, const Field& v, bool allow_path);
 // An upstream's health_check (health_check_section.cpp).
 void read_health_check(YamlReader& r, const Field& f, UpstreamConfig& u);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -98,28 +98,6 @@ void read_server(YamlReader& r, const Field& item, UpstreamConfig& u) {
   }
 }
 
-// upstreams.NAME.hash_on: header:NAME, cookie:NAME, ip or path.
-void read_hash_on(YamlReader& r, const Field& v, UpstreamConfig& u) {
-  const auto s = r.nonempty_string(v);
-  if (!s) return;
-  HashOn on;
-  const auto colon = s->find(':');
-  const std::string kind = s->substr(0, colon);
-  const std::string name = colon == std::string::npos ? "" : s->substr(colon + 1);
-  if (kind == "ip" && colon == std::string::npos) {
-    on.source = HashOn::Source::kIp;
-  } else if (kind == "path" && colon == std::string::npos) {
-    on.source = HashOn::Source::kPath;
-  } else if ((kind == "header" || kind == "cookie") && !name.empty()) {
-    on.source = kind == "header" ? HashOn::Source::kHeader : HashOn::Source::kCookie;
-    if (kind == "header" && !is_token(name)) return r.error(v, "invalid header name " + shown(name));
-    on.name = name;
-  } else {
-    return r.error(v, "must be header:NAME, cookie:NAME, ip or path, got " + shown(*s));
-  }
-  u.hash_on = std::move(on);
-}
-
 // upstreams.NAME.balance, and hash_on with it.
 void read_balance(YamlReader& r, const Mapping& m, UpstreamConfig& u) {
   const Field* balance = m.get("balance");
@@ -144,7 +122,7 @@ void read_balance(YamlReader& r, const Mapping& m, UpstreamConfig& u) {
     return;
   }
   if (!hash_on) return r.error(*balance, "balance hash requires hash_on");
-  read_hash_on(r, *hash_on, u);
+  u.hash_on = read_request_key(r, *hash_on, true);
   if (u.servers.empty() || u.servers.size() > kMaxHashServers) {
     if (u.servers.size() > kMaxHashServers) {
       r.error(*balance, "balance hash takes at most " + std::to_string(kMaxHashServers) +

@@ -5,6 +5,7 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
+#include "common/target_parts.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/router.hpp"
 #include "gateway/session/trace_context.hpp"
@@ -16,6 +17,21 @@ namespace {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+
+// The request as route matchers read it: its query as received and its
+// header lines.
+class RequestMatchInput final : public MatchInput {
+ public:
+  explicit RequestMatchInput(const ClientRequest& req) : req_(req) {}
+  std::string_view query() const override { return split_target(req_.target()).query; }
+  void each_header(std::string_view name,
+                   const std::function<void(std::string_view)>& fn) const override {
+    for_each_field(req_, FieldName(name), fn);
+  }
+
+ private:
+  const ClientRequest& req_;
+};
 
 // Framing and Host rules: the reason a head is refused with a 400 (or 501), or
 // an empty view.
@@ -176,9 +192,9 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
     info.forwarded_proto = "https";
   }
 
-  auto decision =
-      select_route(config, req.method_string(), info.target.route_path,
-                   field_value(req, http::field::host));
+  const RequestMatchInput match_input(req);
+  auto decision = select_route(config, req.method_string(), info.target.route_path,
+                               field_value(req, http::field::host), &match_input);
   if (decision.kind == RouteDecision::Kind::kMethodNotAllowed && req.method() == http::verb::options) {
     // A CORS preflight asks for the method it names: a route with cors that
     // takes that method answers it, even if OPTIONS is not among its methods.
@@ -186,7 +202,7 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
     const auto asked = field_value(req, kRequestMethod);
     if (!asked.empty() && req.find(http::field::origin) != req.end()) {
       auto preflight = select_route(config, asked, info.target.route_path,
-                                    field_value(req, http::field::host));
+                                    field_value(req, http::field::host), &match_input);
       if (preflight.kind == RouteDecision::Kind::kMatched && preflight.route->cors.enabled) {
         decision = preflight;
       }

@@ -10,15 +10,8 @@ namespace sluice {
 
 namespace http = boost::beast::http;
 
-namespace {
-
-// The request's key for an upstream balanced by hash (upstreams.NAME.
-// hash_on); none when the request lacks it (an absent or empty header or
-// cookie): such a request is spread at random.
-std::optional<std::uint64_t> balance_key(const UpstreamConfig& upstream, const RequestInfo& info,
+std::optional<std::uint64_t> request_key(const HashOn& on, const RequestInfo& info,
                                          const ClientRequest& req) {
-  if (!upstream.hash_on) return std::nullopt;
-  const HashOn& on = *upstream.hash_on;
   switch (on.source) {
     case HashOn::Source::kIp: {
       const auto& bytes = info.client_ip.bytes;
@@ -44,7 +37,13 @@ std::optional<std::uint64_t> balance_key(const UpstreamConfig& upstream, const R
   return std::nullopt;
 }
 
-}  // namespace
+const UpstreamConfig& choose_upstream(RouteSplits& splits, const Config& config,
+                                      const RequestInfo& info, const ClientRequest& req) {
+  const RouteConfig& route = *info.route;
+  std::optional<std::uint64_t> key;
+  if (route.split.split_on) key = request_key(*route.split.split_on, info, req);
+  return splits.upstream_for(config, route, key);
+}
 
 RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
                                const RequestInfo& info, std::shared_ptr<const Config> config,
@@ -61,10 +60,10 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
   return ctx;
 }
 
-ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
-                                 const ClientRequest& req) {
+ExchangeRequest exchange_request(const Config& config, const UpstreamConfig& upstream,
+                                 const RequestInfo& info, const ClientRequest& req) {
   ExchangeRequest request;
-  request.upstream = &config.upstreams[info.route->upstream_index];
+  request.upstream = &upstream;
   request.method = req.method();
   request.send_timeout = config.server.send_timeout;
   request.chunked = info.body.chunked;
@@ -72,7 +71,7 @@ ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
   request.websocket = info.websocket;
   request.tunnel_idle_timeout = config.server.idle_timeout;
   request.usage_header = info.route->cost_from_response.header;
-  request.hash_key = balance_key(*request.upstream, info, req);
+  if (upstream.hash_on) request.hash_key = request_key(*upstream.hash_on, info, req);
   // A gRPC call's own deadline bounds its exchange (the header goes upstream too).
   if (is_grpc_content_type(field_value(req, http::field::content_type))) {
     if (const auto it = req.find("grpc-timeout"); it != req.end()) {

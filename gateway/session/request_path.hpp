@@ -14,6 +14,7 @@
 
 #include "gateway/config/config.hpp"
 #include "gateway/middleware.hpp"
+#include "gateway/route_split.hpp"
 #include "gateway/session/pipeline.hpp"
 #include "gateway/session/request_admission.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
@@ -26,9 +27,19 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
                                const RequestInfo& info, std::shared_ptr<const Config> config,
                                std::chrono::steady_clock::time_point started);
 
-// The exchange of the request with its route's upstream.
-ExchangeRequest exchange_request(const Config& config, const RequestInfo& info,
-                                 const ClientRequest& req);
+// The request's key named by hash_on or split_on: the hash of a header's
+// value, a cookie's, the client address or the request path; none when the
+// request lacks it (an absent or empty header or cookie).
+std::optional<std::uint64_t> request_key(const HashOn& on, const RequestInfo& info,
+                                         const ClientRequest& req);
+
+// The upstream of the request: its route's one, or its route's split's choice.
+const UpstreamConfig& choose_upstream(RouteSplits& splits, const Config& config,
+                                      const RequestInfo& info, const ClientRequest& req);
+
+// The exchange of the request with `upstream` (choose_upstream's).
+ExchangeRequest exchange_request(const Config& config, const UpstreamConfig& upstream,
+                                 const RequestInfo& info, const ClientRequest& req);
 
 // The request headers of a route that Sluice reads and never forwards, in the
 // head or in trailers: its cost_header, and its cost_from_response header (a

@@ -1,0 +1,70 @@
+// The configuration of where a route's requests go: what a route matches
+// (path, methods, host, and request headers, query parameters and cookies),
+// and how its traffic is split between upstreams. Plain structs, as the rest
+// of config.hpp; included by it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "upstream/upstream_config.hpp"
+
+namespace re2 {
+class RE2;
+}
+
+namespace sluice {
+
+// A request header, query parameter or cookie a route matches on
+// (routes[].match.headers, .query, .cookies): exactly one test, maybe
+// inverted. A header sent in several lines is tested on its values joined
+// with ","; a query parameter on its first, form-decoded value; a cookie on
+// the first of its name.
+struct ValueMatch {
+  enum class Kind { kExact, kPrefix, kRegex, kPresent, kAbsent };
+  std::string name;
+  Kind kind = Kind::kPresent;
+  std::string value;                      // kExact, kPrefix
+  std::shared_ptr<const re2::RE2> regex;  // kRegex: the whole value must match
+  bool invert = false;                    // matches when the test fails
+};
+
+struct RequestMatchers {
+  std::vector<ValueMatch> headers;
+  std::vector<ValueMatch> query;
+  std::vector<ValueMatch> cookies;
+  bool empty() const { return headers.empty() && query.empty() && cookies.empty(); }
+};
+
+struct RouteMatch {
+  enum class PathKind { kPrefix, kExact, kRegex };
+  PathKind path_kind = PathKind::kPrefix;
+  std::string path = "/";
+  std::shared_ptr<const std::regex> regex;  // set when path_kind == kRegex
+  std::vector<std::string> methods;         // empty = any method
+  std::string host;  // empty = any host (compared without port, case-insensitive)
+  RequestMatchers request;  // every one must match
+};
+
+// One side of a route's split (routes[].upstreams).
+struct WeightedUpstream {
+  std::string name;
+  unsigned weight = 1;         // 0: none of the traffic (a canary not started)
+  std::size_t index = 0;       // into Config::upstreams
+};
+
+// How a route's requests are shared between upstreams: by weight, each
+// worker exactly (smooth weighted round robin over the route's requests),
+// or sticky on a key (a header, a cookie, the client address) whose hash
+// picks the side, the same for a key on every worker and instance.
+struct TrafficSplit {
+  std::vector<WeightedUpstream> upstreams;  // empty: the route's one upstream
+  std::optional<HashOn> split_on;           // kHeader, kCookie or kIp
+  unsigned total_weight = 0;
+};
+
+}  // namespace sluice
