@@ -325,6 +325,7 @@ struct RouteConfig {
   std::string upstream;            // empty when `split` names the upstreams
   std::size_t upstream_index = 0;  // index into Config::upstreams
   TrafficSplit split;
+  RouteTimeouts timeouts;
   bool strip_prefix = false;
   std::vector<std::string> limits;
   std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order

@@ -83,7 +83,9 @@ constexpr std::string_view kRoute[] = {"name",
                                        "client_headers",
                                        "auth",
                                        "upstreams",
-                                       "split_on"};
+                                       "split_on",
+                                       "timeout_ms",
+                                       "idle_timeout_ms"};
 constexpr std::string_view kRouteUpstream[] = {"name", "weight"};
 constexpr std::string_view kValueMatch[] = {"name",    "exact",  "prefix", "regex",
                                             "present", "absent", "invert"};

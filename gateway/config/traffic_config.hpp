@@ -4,6 +4,7 @@
 // of config.hpp; included by it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -65,6 +66,13 @@ struct TrafficSplit {
   std::vector<WeightedUpstream> upstreams;  // empty: the route's one upstream
   std::optional<HashOn> split_on;           // kHeader, kCookie or kIp
   unsigned total_weight = 0;
+};
+
+// How long a route's exchanges may take (routes[].timeout_ms and
+// idle_timeout_ms); zero: the upstream's own timeouts alone.
+struct RouteTimeouts {
+  std::chrono::milliseconds total{0};  // the whole exchange, to the response's end
+  std::chrono::milliseconds idle{0};   // to the response head and between reads
 };
 
 }  // namespace sluice

@@ -107,6 +107,15 @@ void read_request_matchers(YamlReader& r, const Mapping& m, RequestMatchers& out
   }
 }
 
+void read_route_timeouts(YamlReader& r, const Mapping& m, RouteConfig& route) {
+  if (const Field* v = m.get("timeout_ms")) {
+    if (auto d = read_duration(r, *v)) route.timeouts.total = *d;
+  }
+  if (const Field* v = m.get("idle_timeout_ms")) {
+    if (auto d = read_duration(r, *v)) route.timeouts.idle = *d;
+  }
+}
+
 std::optional<HashOn> read_request_key(YamlReader& r, const Field& v, bool allow_path) {
   const auto s = r.nonempty_string(v);
   if (!s) return std::nullopt;

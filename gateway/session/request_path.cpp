@@ -78,6 +78,14 @@ ExchangeRequest exchange_request(const Config& config, const UpstreamConfig& ups
       if (auto timeout = parse_grpc_timeout(it->value())) request.deadline = *timeout;
     }
   }
+  // The route's timeout bounds the whole exchange, with the call's own
+  // deadline when it has one (whichever ends first).
+  const RouteTimeouts& timeouts = info.route->timeouts;
+  if (timeouts.total.count() > 0 &&
+      (request.deadline.count() == 0 || timeouts.total < request.deadline)) {
+    request.deadline = timeouts.total;
+  }
+  request.response_timeout = timeouts.idle;
   return request;
 }
 

@@ -8,6 +8,8 @@ binary and sluice-echo upstreams told apart by their request counts.
 - A 95/5 split of 10,000 requests is exact within each worker (two workers:
   within two requests of the weights), with weight 0 taking nothing.
 - split_on a cookie keeps each session on one side, the same on two gateways.
+- A route's timeout_ms bounds the whole exchange (504 before the head), and its
+  idle_timeout_ms replaces the upstream's response_timeout_ms, either way.
 """
 
 import unittest
@@ -23,10 +25,10 @@ class TrafficRoutingTest(ProcessTestCase):
         self.canary = self.start_echo("canary")
         self.idle = self.start_echo("idle")
 
-    def start(self, routes, threads=2):
+    def start(self, routes, threads=2, upstreams=None):
         config = gateway_config(
             {"stable": [self.stable.address], "canary": [self.canary.address],
-             "idle": [self.idle.address]},
+             "idle": [self.idle.address], **(upstreams or {})},
             routes, server={"threads": threads, "http2": {"enabled": True}},
             log={"level": "warn", "access_log": False})
         return self.start_sluice(config)
@@ -121,6 +123,24 @@ class TrafficRoutingTest(ProcessTestCase):
         canary = sum(1 for side in sides.values() if side == "canary")
         self.assertGreater(canary, 5, sides)
         self.assertLess(canary, 35, sides)
+
+    def test_route_timeouts(self):
+        slow = "/__slow/400"
+        gw = self.start([
+            {"name": "total", "upstream": "stable", "timeout_ms": 150,
+             "match": {"path_prefix": "/total/"}, "strip_prefix": True},
+            {"name": "idle-short", "upstream": "stable", "idle_timeout_ms": 150,
+             "match": {"path_prefix": "/short/"}, "strip_prefix": True},
+            {"name": "idle-long", "upstream": "patient", "idle_timeout_ms": 2000,
+             "match": {"path_prefix": "/long/"}, "strip_prefix": True},
+            {"name": "plain", "upstream": "stable", "match": {"path_prefix": "/"}},
+        ], upstreams={"patient": {"servers": [self.stable.address],
+                                  "response_timeout_ms": 100}})
+        self.assertEqual(request(gw.port, "GET", "/total" + slow)[0], 504)
+        self.assertEqual(request(gw.port, "GET", "/short" + slow)[0], 504)
+        # The upstream alone would give up after 100 ms; the route waits 2 s.
+        self.assertEqual(request(gw.port, "GET", "/long" + slow)[0], 200)
+        self.assertEqual(request(gw.port, "GET", slow)[0], 200)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ void H2Leg::end(LegEnd how, UpstreamError error) {
 // its next event. The timer is re-armed lazily (it fires, finds the deadline
 // moved, and waits again).
 void H2Leg::touch() {
-  const auto timeout = x_.upstream_timeout(x_.upstream_cfg_->response_timeout);
+  const auto timeout = x_.upstream_timeout(x_.response_timeout());
   deadline_ = Clock::now() + timeout;
   // A leg that is not full duplex has one deadline (HTTP/1.1): while it
   // does nothing the wait is the upstream's, not its last read's or write's.
@@ -128,7 +128,7 @@ void H2Leg::on_timer(std::uint64_t generation) {
   // A client slow to take the response is its leg's business (send_timeout).
   const bool client_side = response_ == ResponseRelay::kSending && !deadline_passed;
   if (Clock::now() < deadline_ || client_side) {
-    if (client_side) deadline_ = Clock::now() + x_.upstream_cfg_->response_timeout;
+    if (client_side) deadline_ = Clock::now() + x_.response_timeout();
     timer_armed_ = true;
     timer_->expires_at(deadline_);
     timer_->async_wait(handler([generation](H2Leg& self, beast::error_code ec) {

@@ -101,7 +101,7 @@ void Http1Leg::write_upstream(const char* data, std::size_t n, bool last, Handle
   const std::size_t count = frame_piece(
       out_buffers_, std::exchange(req_head_pending_, false) ? std::string_view{x_.req_head_} : "",
       data, n, x_.request_.chunked, last, chunk_prefix_);
-  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.upstream_cfg_->response_timeout));
+  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.response_timeout()));
   asio::async_write(x_.upstream_->stream,
                     std::span<const asio::const_buffer>{out_buffers_.data(), count},
                     std::forward<Handler>(handler));
@@ -155,7 +155,7 @@ void Http1Leg::read_response_head() {
     x_.upstream_->buffer.reserve(kUpstreamHeadBytes);
   }
   if (x_.request_.method == http::verb::head) res_parser_->skip(true);
-  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.upstream_cfg_->response_timeout));
+  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.response_timeout()));
   x_.host_.awaiting_response(true);
   http::async_read_header(x_.upstream_->stream, x_.upstream_->buffer, *res_parser_,
                           handler([](Http1Leg& self, beast::error_code ec, std::size_t) {
@@ -210,7 +210,7 @@ void Http1Leg::read_upstream_body() {
   auto& body = res_parser_->get().body();
   body.data = x_.request_.relay.data();
   body.size = x_.request_.relay.size();
-  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.upstream_cfg_->response_timeout));
+  x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.response_timeout()));
   http::async_read_some(x_.upstream_->stream, x_.upstream_->buffer, *res_parser_,
                         handler([](Http1Leg& self, beast::error_code ec, std::size_t) {
                           self.on_upstream_body(ec);

@@ -122,6 +122,9 @@ struct ExchangeRequest {
   // How long the whole exchange may take (a gRPC call's grpc-timeout); every
   // upstream wait ends by then. Zero: no bound beyond the upstream's timeouts.
   std::chrono::milliseconds deadline{};
+  // How long the upstream may take to the response head and between reads
+  // (a route's idle_timeout_ms). Zero: the upstream's response_timeout.
+  std::chrono::milliseconds response_timeout{};
   // The request's key when the upstream balances by hash (upstreams.NAME.
   // hash_on, read by the host); none: the request lacks it.
   std::optional<std::uint64_t> hash_key;
@@ -269,6 +272,11 @@ class UpstreamExchange {
                            const HttpFields& trailers);
   // `timeout`, cut short by the request's deadline.
   Clock::duration upstream_timeout(Clock::duration timeout) const;
+  // The response timeout of this exchange: the request's, else the upstream's.
+  Clock::duration response_timeout() const {
+    return request_.response_timeout.count() > 0 ? Clock::duration(request_.response_timeout)
+                                                 : Clock::duration(upstream_cfg_->response_timeout);
+  }
 
   // ---- The retry rule, the end ----
   // What the retry rule needs to know of any failed attempt at this request.
