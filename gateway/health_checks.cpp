@@ -1,5 +1,7 @@
 #include "gateway/health_checks.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "upstream/health/health_checker.hpp"
@@ -70,7 +72,35 @@ std::shared_ptr<const UpstreamHealth> HealthChecks::apply(const Config& config) 
     }
   }
   entries_ = std::move(next);  // servers no longer checked: their checkers stop
+  apply_outliers(config, *health);
   return health;
+}
+
+// Every server under outlier detection gets a flag: a checked server's own
+// (its outlier state beside its health), or one kept for it here.
+void HealthChecks::apply_outliers(const Config& config, UpstreamHealth& health) {
+  decltype(passive_) next;
+  outliers_.clear();
+  for (const auto& upstream : config.upstreams) {
+    if (!upstream.outlier_detection) continue;
+    for (const auto& server : upstream.servers) {
+      auto flag = health.find(upstream.name, server);
+      std::pair<std::string, std::string> key{upstream.name, server.to_string()};
+      if (!flag) {
+        if (auto it = next.find(key); it != next.end()) continue;  // listed twice
+        const auto old = passive_.find(key);
+        flag = old != passive_.end() ? old->second : std::make_shared<ServerHealth>();
+        health.add(upstream.name, server, flag);
+        next.emplace(key, flag);
+      } else if (std::any_of(outliers_.begin(), outliers_.end(), [&](const Outlier& o) {
+                   return o.flag == flag;
+                 })) {
+        continue;
+      }
+      outliers_.push_back({upstream.name, key.second, flag});
+    }
+  }
+  passive_ = std::move(next);
 }
 
 void HealthChecks::stop() {
@@ -93,6 +123,13 @@ void HealthChecks::on_result(Entry& entry, bool ok, const std::string& detail) {
                    entry.upstream, entry.address, entry.check.healthy_threshold);
       break;
     case HealthState::Change::kNone:
+      if (ok && entry.flag->outlier.ejected(steady_now_ns())) {
+        // An ejected server that passes its check is back at once (as
+        // Envoy does): the active checks and the outliers agree.
+        entry.flag->outlier.forgive();
+        spdlog::info("upstream {} server {}: back from its ejection after a good health check",
+                     entry.upstream, entry.address);
+      }
       if (!ok)
         spdlog::debug("upstream {} server {}: health check failed: {}", entry.upstream,
                       entry.address, detail);
@@ -108,6 +145,18 @@ void HealthChecks::add_series(MetricsShard& into) const {
              entry->ok_count);
     into.add("sluice_upstream_health_checks_total", server + "," + label("result", "fail"),
              entry->fail_count);
+  }
+  const auto now = steady_now_ns();
+  for (const auto& o : outliers_) {
+    const auto server = labels("upstream", o.upstream, "server", o.address);
+    const OutlierState& state = o.flag->outlier;
+    into.add("sluice_upstream_server_requests_total", server,
+             static_cast<double>(state.requests.load(std::memory_order_relaxed)));
+    into.add("sluice_upstream_server_errors_total", server,
+             static_cast<double>(state.errors.load(std::memory_order_relaxed)));
+    into.add("sluice_upstream_ejections_total", server,
+             static_cast<double>(state.ejections_total.load(std::memory_order_relaxed)));
+    into.set("sluice_upstream_ejected", server, state.ejected(now) ? 1 : 0);
   }
 }
 

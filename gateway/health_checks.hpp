@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,7 +41,9 @@ class HealthChecks {
   void stop();
 
   // sluice_upstream_healthy and sluice_upstream_health_checks_total of every
-  // checked server, added to `into`.
+  // checked server, and the outlier series of every server under outlier
+  // detection (sluice_upstream_server_requests_total, _errors_total,
+  // sluice_upstream_ejections_total, sluice_upstream_ejected), added to `into`.
   void add_series(MetricsShard& into) const;
   // {"NAME": {"healthy_servers": N, "servers": [{"server": "host:port", "healthy": true}]}},
   // upstreams in name order; null when no server is checked.
@@ -49,10 +52,21 @@ class HealthChecks {
  private:
   struct Entry;
   void on_result(Entry& entry, bool ok, const std::string& detail);
+  void apply_outliers(const Config& config, UpstreamHealth& health);
 
   boost::asio::io_context& io_;
   // By (upstream name, "host:port").
   std::map<std::pair<std::string, std::string>, std::unique_ptr<Entry>> entries_;
+  // The flags of servers under outlier detection that are not checked
+  // (kept across reloads as the checked ones are), and every server under
+  // outlier detection, checked or not, for its series.
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<ServerHealth>> passive_;
+  struct Outlier {
+    std::string upstream;
+    std::string address;
+    std::shared_ptr<ServerHealth> flag;
+  };
+  std::vector<Outlier> outliers_;
 };
 
 }  // namespace sluice

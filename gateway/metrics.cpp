@@ -42,6 +42,15 @@ constexpr MetricFamily kOwnFamilies[] = {
      "1 while an actively checked upstream server is healthy, 0 while it is not."},
     {"sluice_upstream_health_checks_total", "counter",
      "Active health checks of upstream servers, by result."},
+    {"sluice_upstream_server_requests_total", "counter",
+     "Attempts at a server of an upstream under outlier detection that got an answer or failed "
+     "(connect, reset, timeout), by upstream and server."},
+    {"sluice_upstream_server_errors_total", "counter",
+     "Of those, the ones answered 5xx or failed, by upstream and server."},
+    {"sluice_upstream_ejections_total", "counter",
+     "Times a server was ejected by outlier detection, by upstream and server."},
+    {"sluice_upstream_ejected", "gauge",
+     "1 while outlier detection keeps a server out, 0 while it is in."},
     {"sluice_connections_active", "gauge", "Open client connections."},
     {"sluice_connections_max", "gauge",
      "The client connection cap in force (server.max_connections, lowered to fit the descriptor "

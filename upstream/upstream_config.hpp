@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "upstream/balance/outlier.hpp"
 #include "upstream/balance/server_pick.hpp"
 #include "upstream/upstream_tls.hpp"
 
@@ -84,6 +85,8 @@ struct UpstreamConfig {
   std::optional<std::size_t> max_connections;
   // Absent: no active checks, every server counts as healthy.
   std::optional<HealthCheckConfig> health_check;
+  // Absent: no passive outlier detection (upstream/balance/outlier.hpp).
+  std::optional<OutlierConfig> outlier_detection;
   // TLS to its servers (upstreams.NAME.tls), as configured and as built;
   // both absent: plain TCP.
   std::optional<UpstreamTlsConfig> tls_config;

@@ -222,10 +222,13 @@ std::optional<std::size_t> UpstreamPools::pick(const UpstreamConfig& upstream,
   if (n == 0) return std::nullopt;
   const auto& states = states_by_index(upstream);
   const auto now = Clock::now();
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   pick_servers_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const ServerState& server = *states[i];
     pick_servers_[i] = {server.cooldown_until <= now && !server.unhealthy() &&
+                            !(server.health && server.health->outlier.ejected(now_ns)) &&
                             std::find(tried.begin(), tried.end(), i) == tried.end(),
                         upstream.weight(i), server.slots->in_flight};
   }
@@ -344,6 +347,26 @@ void UpstreamPools::keep_tls_session(const UpstreamConfig& upstream, std::size_t
   auto& state = server_state(upstream, upstream.servers[server]);
   state.tls_session = std::move(session);
   state.tls_session_of = upstream.tls;
+}
+
+void UpstreamPools::record_attempt(const UpstreamConfig& upstream, std::size_t server,
+                                   AttemptResult result) {
+  if (!upstream.outlier_detection) return;
+  const OutlierConfig& config = *upstream.outlier_detection;
+  const auto& states = states_by_index(upstream);
+  if (server >= states.size() || !states[server]->health) return;
+  OutlierState& outlier = states[server]->health->outlier;
+  if (!outlier.record(config, result)) return;
+  // At most max_ejection_percent of the servers out at once (at least one):
+  // a fleet-wide failure must not empty the upstream.
+  const auto now = steady_now_ns();
+  std::size_t ejected = 0;
+  for (const ServerState* s : states) ejected += s->health && s->health->outlier.ejected(now);
+  const std::size_t allowed = std::max<std::size_t>(1, states.size() * config.max_ejection_percent / 100);
+  if (ejected >= allowed) return;
+  const auto length = outlier.eject(config, now);
+  spdlog::warn("upstream {} server {}: ejected for {} ms after errors in a row", upstream.name,
+               upstream.servers[server].to_string(), length.count());
 }
 
 void UpstreamPools::mark_failed(const UpstreamConfig& upstream, std::size_t server) {

@@ -141,6 +141,11 @@ class UpstreamPools {
   void add_h2(const UpstreamConfig& upstream, std::size_t server,
               std::shared_ptr<H2Connection> conn);
 
+  // Outlier detection: how an attempt at the server went; errors in a row
+  // eject it (upstream/balance/outlier.hpp). Nothing without
+  // upstream.outlier_detection.
+  void record_attempt(const UpstreamConfig& upstream, std::size_t server, AttemptResult result);
+
   // Passive health: connect failures put the server in cool-down.
   void mark_failed(const UpstreamConfig& upstream, std::size_t server);
   void mark_ok(const UpstreamConfig& upstream, std::size_t server);
@@ -168,7 +173,7 @@ class UpstreamPools {
     std::vector<std::shared_ptr<H2Connection>> h2;  // HTTP/2 connections, shared by streams
     Clock::time_point cooldown_until{};
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
-    std::shared_ptr<const ServerHealth> health;  // null: not actively checked
+    std::shared_ptr<ServerHealth> health;  // null: neither checked nor under outlier detection
     // The TLS session a new connection resumes, and the context it was made
     // with (resumed under the same settings and files only).
     TlsSessionRef tls_session;

@@ -41,7 +41,10 @@ constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
     "max_connections", "fail_cooldown_ms",   "health_check",        "tls",
-    "protocol",        "balance",            "hash_on"};
+    "protocol",        "balance",            "hash_on",             "outlier_detection"};
+constexpr std::string_view kOutlier[] = {"consecutive_5xx", "consecutive_gateway_errors",
+                                         "base_ejection_ms", "max_ejection_ms",
+                                         "max_ejection_percent"};
 constexpr std::string_view kUpstreamServer[] = {"address", "weight"};
 constexpr std::string_view kUpstreamTls[] = {"ca_file", "server_name", "certificate_file",
                                              "key_file", "min_version"};
@@ -122,6 +125,7 @@ constexpr MappingKeys kLocalKeys{"local", kLocal};
 constexpr MappingKeys kUpstreamKeys{"upstreams.NAME", kUpstream};
 constexpr MappingKeys kUpstreamServerKeys{"upstreams.NAME.servers[]", kUpstreamServer};
 constexpr MappingKeys kHealthCheckKeys{"upstreams.NAME.health_check", kHealthCheck};
+constexpr MappingKeys kOutlierKeys{"upstreams.NAME.outlier_detection", kOutlier};
 constexpr MappingKeys kUpstreamTlsKeys{"upstreams.NAME.tls", kUpstreamTls};
 constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
 constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
@@ -151,7 +155,7 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
-      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kUpstreamTlsKeys,
+      &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
       &kRouteUpstreamKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,

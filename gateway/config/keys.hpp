@@ -31,6 +31,7 @@ extern const MappingKeys kCircuitBreakerKeys;
 extern const MappingKeys kUpstreamKeys;
 extern const MappingKeys kUpstreamServerKeys;
 extern const MappingKeys kHealthCheckKeys;
+extern const MappingKeys kOutlierKeys;
 extern const MappingKeys kUpstreamTlsKeys;
 extern const MappingKeys kApiKeysKeys;
 extern const MappingKeys kConsumerKeys;

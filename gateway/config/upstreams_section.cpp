@@ -135,6 +135,50 @@ void read_balance(YamlReader& r, const Mapping& m, UpstreamConfig& u) {
   u.ring = std::make_shared<const MaglevTable>(names, u.weights);
 }
 
+// upstreams.NAME.outlier_detection: {} takes every default.
+void read_outlier_detection(YamlReader& r, const Field& f, UpstreamConfig& u) {
+  const auto m = r.mapping(f, kOutlierKeys.keys);
+  if (!m) return;
+  OutlierConfig o;
+  bool valid = true;
+  const auto count = [&](std::string_view key, unsigned& into) {
+    if (const Field* v = m->get(key)) {
+      const auto n = r.integer(*v, 0, kMaxCount);
+      if (n) into = static_cast<unsigned>(*n);
+      valid = valid && n;
+    }
+  };
+  count("consecutive_5xx", o.consecutive_5xx);
+  count("consecutive_gateway_errors", o.consecutive_gateway_errors);
+  if (const Field* v = m->get("base_ejection_ms")) {
+    const auto d = read_duration(r, *v);
+    if (d) o.base_ejection = *d;
+    valid = valid && d;
+  }
+  if (const Field* v = m->get("max_ejection_ms")) {
+    const auto d = read_duration(r, *v);
+    if (d) o.max_ejection = *d;
+    valid = valid && d;
+  }
+  if (const Field* v = m->get("max_ejection_percent")) {
+    const auto n = r.integer(*v, 0, 100);
+    if (n) o.max_ejection_percent = static_cast<unsigned>(*n);
+    valid = valid && n;
+  }
+  if (valid && o.max_ejection < o.base_ejection) {
+    r.error(f, "max_ejection_ms (" + std::to_string(o.max_ejection.count()) +
+                   ") must be at least base_ejection_ms (" +
+                   std::to_string(o.base_ejection.count()) + ")");
+    valid = false;
+  }
+  if (valid && o.consecutive_5xx == 0 && o.consecutive_gateway_errors == 0) {
+    r.error(f, "consecutive_5xx and consecutive_gateway_errors are both 0: nothing would eject "
+               "a server (remove outlier_detection instead)");
+    valid = false;
+  }
+  if (valid) u.outlier_detection = o;
+}
+
 void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   const auto m = r.mapping(f, kUpstreamKeys.keys);
   if (!m) return;
@@ -163,6 +207,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
     if (auto n = r.integer(*v, 0, kMaxCount)) u.max_connections = *n;
   }
   if (auto* v = m->get("health_check")) read_health_check(r, *v, u);
+  if (auto* v = m->get("outlier_detection")) read_outlier_detection(r, *v, u);
   if (auto* v = m->get("tls")) read_upstream_tls(r, *v, u);
   if (auto* v = m->get("protocol")) read_protocol(r, *v, *m, u);
 }

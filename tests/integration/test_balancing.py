@@ -8,6 +8,9 @@ and real upstreams (sluice-echo, and a slow Python server).
 - hash on a header sends each key to one server, the same every time; a key
   whose server is down goes to another, and the others' keys stay.
 - random by weight never picks a server whose weight share is not its own.
+- outlier_detection ejects a server after its errors in a row (it then gets
+  nothing, and says so in its series), lets it back by itself when the
+  ejection ends, and never ejects more than max_ejection_percent (at least one).
 """
 
 import threading
@@ -15,7 +18,7 @@ import time
 import unittest
 
 from harness import (Client, PythonUpstream, ProcessTestCase, closed_port, gateway_config,
-                     request)
+                     request, wait_until)
 
 
 class BalancingTest(ProcessTestCase):
@@ -142,6 +145,61 @@ class BalancingTest(ProcessTestCase):
             gw.stop()
         self.assertGreater(shares["round_robin"], 0.4, shares)
         self.assertLess(shares["least_request"], 0.2, shares)
+
+    def failing_server(self, status=503):
+        """A Python upstream that answers every GET with `status`; its count of them."""
+        answered = {"n": 0}
+        lock = threading.Lock()
+
+        def get(handler, query):
+            with lock:
+                answered["n"] += 1
+            handler.send_response(status)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+
+        server = PythonUpstream(get)
+        self.addCleanup(server.stop)
+        return server, answered
+
+    def test_outlier_ejected_and_back_by_itself(self):
+        bad, answered = self.failing_server()
+        servers = [self.echoes[0].address, bad.address, self.echoes[1].address]
+        gw = self.start({"servers": servers, "outlier_detection": {
+            "consecutive_gateway_errors": 3, "consecutive_5xx": 0, "base_ejection_ms": 1500,
+            "max_ejection_percent": 50}})
+        statuses = []
+        with Client(gw.port) as client:
+            for i in range(30):
+                statuses.append(client.request("GET", f"/o/{i}")[0])
+        # Round robin gave the bad server every third request until its third 503.
+        self.assertEqual(answered["n"], 3)
+        self.assertEqual(statuses.count(503), 3)
+        labels = {"upstream": "app", "server": bad.address}
+        self.assertEqual(gw.metric("sluice_upstream_ejected", **labels), 1)
+        self.assertEqual(gw.metric("sluice_upstream_ejections_total", **labels), 1)
+        self.assertEqual(gw.metric("sluice_upstream_server_errors_total", **labels), 3)
+        good = {"upstream": "app", "server": self.echoes[0].address}
+        self.assertEqual(gw.metric("sluice_upstream_ejected", **good), 0)
+        self.assertEqual(gw.metric("sluice_upstream_server_errors_total", **good), 0)
+        # When the ejection ends, the server takes requests again.
+        with Client(gw.port) as client:
+            wait_until(lambda: client.request("GET", "/o/again")[0] and answered["n"] > 3,
+                       timeout=10, interval=0.05, message="the ejected server back")
+        self.assertEqual(gw.metric("sluice_upstream_ejected", **labels), 0)
+
+    def test_outliers_never_empty_the_upstream(self):
+        bad1, _ = self.failing_server(502)
+        bad2, _ = self.failing_server(500)
+        servers = [bad1.address, bad2.address, self.echoes[0].address]
+        gw = self.start({"servers": servers, "outlier_detection": {
+            "consecutive_5xx": 2, "base_ejection_ms": 60000}})  # 10 %: one server at most
+        with Client(gw.port) as client:
+            for i in range(60):
+                client.request("GET", f"/m/{i}")
+        ejected = [gw.metric("sluice_upstream_ejected", upstream="app", server=a) for a in servers]
+        self.assertEqual(sum(ejected), 1, ejected)
+        self.assertEqual(ejected[2], 0)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ void H2Leg::stream_failed() {
   if (s.state == H2Stream::State::kTlsAlert) {
     // A TLS alert after the handshake (a refused client certificate under
     // TLS 1.3; the connection logged its reason): a TLS failure.
-    x_.facts_.attempt(UpstreamOutcome::kTlsError);
+    x_.note_attempt(UpstreamOutcome::kTlsError);
     release();
     return end(LegEnd::kUpstreamFailed, UpstreamError::kTlsFailed);
   }
@@ -55,7 +55,7 @@ void H2Leg::stream_failed() {
       "upstream {} server {}: HTTP/2 stream ended before a response head ({})",
       x_.upstream_cfg_->name, x_.upstream_server_,
       s.connection_broke() ? "the connection failed" : nghttp2_http2_strerror(s.error_code));
-  x_.facts_.attempt(s.error_code == NGHTTP2_PROTOCOL_ERROR ? UpstreamOutcome::kProtocolError
+  x_.note_attempt(s.error_code == NGHTTP2_PROTOCOL_ERROR ? UpstreamOutcome::kProtocolError
                                                             : UpstreamOutcome::kReset);
   release();
   x_.upstream_status_ = 0;
@@ -66,7 +66,7 @@ void H2Leg::stream_failed() {
 // goes into cool-down and the request may go to the next one.
 void H2Leg::connect_failed() {
   const H2ConnectFailure failure = stream_->connect_failure;
-  x_.facts_.attempt(failure.outcome);
+  x_.note_attempt(failure.outcome);
   x_.pools_.mark_failed(*x_.upstream_cfg_, x_.server_index_);
   release();
   x_.last_connect_error_ = failure.error;
@@ -144,7 +144,7 @@ void H2Leg::on_timer(std::uint64_t generation) {
   // Is it this stream, or the server? (A server that answers nothing loses the connection.)
   if (conn_ && !deadline_passed) conn_->probe();
   if (x_.progress_ == UpstreamExchange::Progress::kResponseStarted) return x_.abort();
-  x_.facts_.attempt(UpstreamOutcome::kTimeout);
+  x_.note_attempt(UpstreamOutcome::kTimeout);
   release();
   end(LegEnd::kUpstreamFailed, UpstreamError::kResponseTimedOut);
 }

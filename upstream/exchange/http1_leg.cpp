@@ -175,7 +175,7 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   if (!relayable_transfer_coding(res.base())) {
     spdlog::warn("upstream {} server {}: unsupported response Transfer-Encoding",
                  x_.upstream_cfg_->name, x_.upstream_->server);
-    x_.facts_.attempt(UpstreamOutcome::kProtocolError);
+    x_.note_attempt(UpstreamOutcome::kProtocolError);
     x_.drop_upstream();
     return x_.fail(UpstreamError::kUnsupportedTransferCoding);
   }
@@ -307,13 +307,13 @@ void Http1Leg::start_tunnel() {
         "upstream {} server {}: 101 Switching Protocols to a request that did not ask "
         "for a WebSocket upgrade",
         x_.upstream_cfg_->name, x_.upstream_->server);
-    x_.facts_.attempt(UpstreamOutcome::kProtocolError);
+    x_.note_attempt(UpstreamOutcome::kProtocolError);
     x_.drop_upstream();
     return x_.fail(UpstreamError::kUnexpectedUpgrade);
   }
   x_.upstream_status_ = 101;
   x_.upstream_server_ = x_.upstream_->server;
-  x_.facts_.attempt(UpstreamOutcome::kOk);
+  x_.note_attempt(UpstreamOutcome::kOk);
   ResponseStart start;
   start.status = x_.upstream_status_;
   start.reason = res.reason();

@@ -27,7 +27,7 @@ void UpstreamExchange::try_next_server() {
     if (!tried_.empty()) return fail(last_connect_error_);
     // None tried: the servers are in cool-down, or fail their health checks.
     if (!pools_.any_unhealthy(*upstream_cfg_)) return fail(UpstreamError::kNoServer);
-    facts_.attempt(UpstreamOutcome::kUnhealthy);
+    note_attempt(UpstreamOutcome::kUnhealthy);
     return fail(UpstreamError::kNoHealthyServer);
   }
   server_index_ = *server;
@@ -112,7 +112,7 @@ void UpstreamExchange::wait_for_connection() {
       return;
     }
     self.slot_.waiting = false;
-    self.facts_.attempt(UpstreamOutcome::kConnectionLimit);
+    self.note_attempt(UpstreamOutcome::kConnectionLimit);
     self.fail(UpstreamError::kConnectionLimit);
   }));
   pools_.wait_for_slot(*upstream_cfg_, server_index_,
@@ -209,7 +209,7 @@ void UpstreamExchange::connect_failed(std::string_view what, const std::string& 
                                       UpstreamOutcome outcome, UpstreamError error) {
   spdlog::warn("upstream {} server {}: {} failed: {}", upstream_cfg_->name,
                upstream_ ? upstream_->server : "?", what, reason);
-  facts_.attempt(outcome);
+  note_attempt(outcome);
   pools_.mark_failed(*upstream_cfg_, server_index_);
   drop_upstream();
   last_connect_error_ = error;

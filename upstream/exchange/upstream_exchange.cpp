@@ -72,8 +72,24 @@ void UpstreamExchange::read_client_body() {
   client_.read_body(request_.relay);
 }
 
+void UpstreamExchange::note_attempt(UpstreamOutcome outcome) {
+  facts_.attempt(outcome);
+  if (!upstream_cfg_->outlier_detection || outcome == UpstreamOutcome::kUnhealthy ||
+      outcome == UpstreamOutcome::kConnectionLimit) {
+    return;  // no server's doing
+  }
+  AttemptResult result = AttemptResult::kGatewayError;
+  if (outcome == UpstreamOutcome::kOk) {
+    const bool gateway = upstream_status_ >= 502 && upstream_status_ <= 504;
+    result = gateway                    ? AttemptResult::kGatewayError
+             : upstream_status_ >= 500 ? AttemptResult::kServerError
+                                       : AttemptResult::kSuccess;
+  }
+  pools_.record_attempt(*upstream_cfg_, server_index_, result);
+}
+
 void UpstreamExchange::answered() {
-  facts_.attempt(UpstreamOutcome::kOk);
+  note_attempt(UpstreamOutcome::kOk);
   host_.response_started();
 }
 
@@ -155,7 +171,7 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
     // handshake is, with OpenSSL's reason.
     spdlog::warn("upstream {} server {}: TLS failed: {}", upstream_cfg_->name,
                  upstream_ ? upstream_->server : "?", ec.message());
-    facts_.attempt(UpstreamOutcome::kTlsError);
+    note_attempt(UpstreamOutcome::kTlsError);
     drop_upstream();
     return fail(UpstreamError::kTlsFailed);
   }
@@ -168,7 +184,7 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
   }
   spdlog::warn("upstream {} server {}: {}", upstream_cfg_->name,
                upstream_ ? upstream_->server : "?", ec.message());
-  facts_.attempt(timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kReset);
+  note_attempt(timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kReset);
   drop_upstream();
   fail(exchange_error(timed_out));
 }

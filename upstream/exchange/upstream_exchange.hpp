@@ -262,6 +262,9 @@ class UpstreamExchange {
   void read_client_body();
   // Hands the client leg a piece of the response (the head alone: n == 0).
   void send_response(const char* data, std::size_t n, bool last);
+  // An attempt's outcome: among the facts, and, for the server it was at,
+  // to outlier detection (kOk by the status answered).
+  void note_attempt(UpstreamOutcome outcome);
   // A server answered this attempt with a response head (not 1xx): noted as
   // the attempt's outcome, and told to the host.
   void answered();

@@ -133,6 +133,13 @@ const std::vector<BadFixture> kBadFixtures = {
       "15: routes[2].split_on: must be header:NAME, cookie:NAME or ip, got \"path\"",
       "19: routes[3].split_on: is read only with upstreams",
       "20: routes[4]: missing required key \"upstream\""}},
+    {"upstream_outliers.yaml",
+     {"4: upstreams.nothing.outlier_detection: consecutive_5xx and consecutive_gateway_errors are "
+      "both 0: nothing would eject a server (remove outlier_detection instead)",
+      "7: upstreams.short.outlier_detection: max_ejection_ms (100) must be at least "
+      "base_ejection_ms (30000)",
+      "10: upstreams.bounds.outlier_detection.consecutive_5xx: must not be negative, got -1",
+      "10: upstreams.bounds.outlier_detection.max_ejection_percent: must be at most 100, got 150"}},
     {"upstream_balance.yaml",
      {"4: upstreams.weighted.servers[0].weight: must be greater than 0, got 0",
       "5: upstreams.weighted.servers[1].weight: must be greater than 0, got -2",
