@@ -123,10 +123,10 @@ void HealthChecks::on_result(Entry& entry, bool ok, const std::string& detail) {
                    entry.upstream, entry.address, entry.check.healthy_threshold);
       break;
     case HealthState::Change::kNone:
-      if (ok && entry.flag->outlier.ejected(steady_now_ns())) {
+      if (const auto now = steady_now_ns(); ok && entry.flag->outlier.ejected(now)) {
         // An ejected server that passes its check is back at once (as
         // Envoy does): the active checks and the outliers agree.
-        entry.flag->outlier.forgive();
+        entry.flag->outlier.forgive(now);
         spdlog::info("upstream {} server {}: back from its ejection after a good health check",
                      entry.upstream, entry.address);
       }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -25,13 +26,26 @@ class RouteSplits {
   // The upstream for a request of `route` (of `config`): the route's one
   // upstream, or its split's choice. `key`: the request's split_on key (none:
   // the request lacks it, or the split has none).
-  const UpstreamConfig& upstream_for(const Config& config, const RouteConfig& route,
-                                     std::optional<std::uint64_t> key);
+  const UpstreamConfig& upstream_for(const std::shared_ptr<const Config>& config,
+                                     const RouteConfig& route, std::optional<std::uint64_t> key);
 
  private:
-  const Config* config_ = nullptr;              // the configuration current_ is for
-  std::vector<std::vector<std::int64_t>> current_;  // per route: the round robin's weights
-  std::vector<PickServer> sides_;               // reused
+  // The round robin's running weights of one configuration, per route. Two
+  // are kept: while a reload's old configuration finishes its requests, the
+  // old and the new each go by their own. Known by a weak owner: a
+  // configuration made later, even at a freed one's address, never passes
+  // for an earlier one.
+  struct State {
+    std::weak_ptr<const Config> config;
+    std::vector<std::vector<std::int64_t>> current;
+    std::uint64_t used = 0;  // when last taken (the least recently used one goes)
+  };
+  std::vector<std::int64_t>& current_for(const std::shared_ptr<const Config>& config,
+                                         std::size_t route_index);
+
+  State states_[2];
+  std::uint64_t uses_ = 0;
+  std::vector<PickServer> sides_;  // reused
 };
 
 }  // namespace sluice

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -357,13 +358,28 @@ void UpstreamPools::record_attempt(const UpstreamConfig& upstream, std::size_t s
   if (server >= states.size() || !states[server]->health) return;
   OutlierState& outlier = states[server]->health->outlier;
   if (!outlier.record(config, result)) return;
-  // At most max_ejection_percent of the servers out at once (at least one):
-  // a fleet-wide failure must not empty the upstream.
+  // Decided under one process-wide lock (taken only when a server is due):
+  // two workers crossing the threshold together eject it once, and never
+  // two servers past the cap. At most max_ejection_percent of the servers
+  // out at once (at least one), and never the last one that can take
+  // requests: a fleet-wide failure must not empty the upstream.
+  static std::mutex ejecting;
+  const std::lock_guard lock(ejecting);
   const auto now = steady_now_ns();
+  if (outlier.ejected(now)) return;  // ejected meanwhile: late reports of the same failure
   std::size_t ejected = 0;
-  for (const ServerState* s : states) ejected += s->health && s->health->outlier.ejected(now);
-  const std::size_t allowed = std::max<std::size_t>(1, states.size() * config.max_ejection_percent / 100);
-  if (ejected >= allowed) return;
+  std::size_t out = 0;  // ejected or failing active checks
+  for (const ServerState* s : states) {
+    const bool is_ejected = s->health && s->health->outlier.ejected(now);
+    ejected += is_ejected;
+    out += is_ejected || s->unhealthy();
+  }
+  const std::size_t allowed =
+      std::max<std::size_t>(1, states.size() * config.max_ejection_percent / 100);
+  if (ejected >= allowed || out + 1 >= states.size()) {
+    outlier.restart_runs();  // stays in; its run starts again
+    return;
+  }
   const auto length = outlier.eject(config, now);
   spdlog::warn("upstream {} server {}: ejected for {} ms after errors in a row", upstream.name,
                upstream.servers[server].to_string(), length.count());

@@ -3,6 +3,8 @@
 // the request keys that hash_on and split_on read.
 #include <re2/re2.h>
 
+#include <algorithm>
+
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -165,6 +167,11 @@ void read_route_split(YamlReader& r, const Mapping& m, RouteConfig& route,
       if (auto n = r.integer(*v, 0, kMaxSplitWeight)) u.weight = static_cast<unsigned>(*n);
     }
     if (!text) continue;
+    if (std::any_of(route.split.upstreams.begin(), route.split.upstreams.end(),
+                    [&](const WeightedUpstream& w) { return w.name == *text; })) {
+      r.error(*name, "upstream " + shown(*text) + " is listed twice");
+      continue;
+    }
     u.name = *text;
     notes.split_names.push_back({*name, r.here(), *text});
     route.split.total_weight += u.weight;

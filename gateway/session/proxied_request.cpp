@@ -96,7 +96,7 @@ void ProxiedRequest::start_upstream() {
   set_header_vars(info_, client_ip_text_, header_vars_);
   prepare_forwarded_head(upstream_head_, *head_, info_, pipeline_.context(), header_vars_,
                          peer_text_, leg_.declared_length());
-  const UpstreamConfig& upstream = choose_upstream(worker_.splits(), *config_, info_, *head_);
+  const UpstreamConfig& upstream = choose_upstream(worker_.splits(), config_, info_, *head_);
   ExchangeRequest request = exchange_request(*config_, upstream, info_, *head_);
   request.head = &upstream_head_;
   request.relay = relay_buffer();

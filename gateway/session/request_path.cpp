@@ -37,7 +37,8 @@ std::optional<std::uint64_t> request_key(const HashOn& on, const RequestInfo& in
   return std::nullopt;
 }
 
-const UpstreamConfig& choose_upstream(RouteSplits& splits, const Config& config,
+const UpstreamConfig& choose_upstream(RouteSplits& splits,
+                                      const std::shared_ptr<const Config>& config,
                                       const RequestInfo& info, const ClientRequest& req) {
   const RouteConfig& route = *info.route;
   std::optional<std::uint64_t> key;

@@ -34,7 +34,8 @@ std::optional<std::uint64_t> request_key(const HashOn& on, const RequestInfo& in
                                          const ClientRequest& req);
 
 // The upstream of the request: its route's one, or its route's split's choice.
-const UpstreamConfig& choose_upstream(RouteSplits& splits, const Config& config,
+const UpstreamConfig& choose_upstream(RouteSplits& splits,
+                                      const std::shared_ptr<const Config>& config,
                                       const RequestInfo& info, const ClientRequest& req);
 
 // The exchange of the request with `upstream` (choose_upstream's).

@@ -63,6 +63,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))  # the testkit
 
 from accuracy import accuracy  # noqa: E402
 from allocations import allocations_report, allocations_run  # noqa: E402
+from balance import balance_report, balance_run  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
@@ -269,7 +270,7 @@ def suffix(opts) -> str:
             "-outage" if opts.outage else "-delay" if opts.delay else
             "-profile" if opts.profile else "-scaling" if opts.scaling else
             "-http2" if opts.http2 else "-grpc" if opts.grpc else
-            "-allocations" if opts.allocations else "")
+            "-allocations" if opts.allocations else "-balance" if opts.balance else "")
 
 
 def main(argv=None) -> int:
@@ -306,6 +307,10 @@ def main(argv=None) -> int:
                     help="--outage: how long Redis is down")
     ap.add_argument("--delay", action="store_true",
                     help="the delay path's added latency instead of the speed table")
+    ap.add_argument("--balance", action="store_true",
+                    help="least_request against round robin with a slow server, a 95/5 split "
+                         "under load, and consistent hashing's remap share, instead of the "
+                         "speed table")
     ap.add_argument("--profile", action="store_true",
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
                          "gateways and on Redis) instead of the speed table")
@@ -353,7 +358,7 @@ def main(argv=None) -> int:
             print(f"bench: --compare {opts.compare}: not an executable", file=sys.stderr)
             return 2
         if opts.accuracy or opts.failover or opts.outage or opts.delay or opts.profile \
-                or opts.scaling or opts.allocations:
+                or opts.scaling or opts.allocations or opts.balance:
             print("bench: --compare goes with the speed table, --http2 and --grpc only",
                   file=sys.stderr)
             return 2
@@ -364,7 +369,7 @@ def main(argv=None) -> int:
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
                        or opts.profile or opts.scaling or opts.http2 or opts.grpc
-                       or opts.allocations)
+                       or opts.allocations or opts.balance)
     if opts.sittings < 1 or (opts.sittings > 1 and not speed_table):
         print("bench: --sittings goes with the speed table (and --budget) only", file=sys.stderr)
         return 2
@@ -418,6 +423,10 @@ def main(argv=None) -> int:
                                   started, "scripts/bench --profile")
         elif opts.delay:
             text = delay_report(delay_run(stack, log), info, started, "scripts/bench --delay")
+        elif opts.balance:
+            build_dir = os.environ.get("SLUICE_BUILD", os.path.join(ROOT, "build"))
+            text = balance_report(balance_run(stack, pin_cpu, opts, build_dir, log), info,
+                                  started, "scripts/bench --balance")
         elif opts.accuracy:
             duration = 3.0 if opts.quick else opts.accuracy_duration
             results = accuracy(opts, stack, pin_cpu, log)

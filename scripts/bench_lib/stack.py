@@ -78,7 +78,9 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
                   settled: bool = False, access_log: bool = False,
                   access_log_flush_ms: int | None = None,
                   http2: bool = False, upstream_protocol: str | None = None,
-                  sections: dict | None = None, route: dict | None = None) -> dict:
+                  sections: dict | None = None, route: dict | None = None,
+                  upstream_extra: dict | None = None,
+                  more_upstreams: dict | None = None) -> dict:
     """One route to the echo upstream; limited by `limit` (capacity, refill/s) per `key`,
     and by `global_limit` on one bucket shared by every request when given, or not
     limited when `limit` is None; on_redis_failure open unless told. `redis`: keys
@@ -96,7 +98,9 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
     its lines may be gathered (row 27: 1000, as row 28's nginx); http2: server.http2 on (h2c on the
     plain listener, h2 by ALPN with tls: scripts/bench --http2); upstream_protocol: the
     upstream's protocol (h2c: scripts/bench --grpc); sections: more top-level sections
-    (auth, ip_access: rows 29 and 30); route: more keys of the bench route (auth, cors)."""
+    (auth, ip_access: rows 29 and 30); route: more keys of the bench route (auth, cors);
+    upstream_extra: keys that replace or add to the echo upstream's (servers, balance:
+    scripts/bench --balance); more_upstreams: further upstreams (a split's)."""
     capacity, rate = limit or ALLOW_ALL
     limits = {"bench": {"key": key, "capacity": capacity, "refill_per_second": rate}}
     if window_ms:
@@ -129,7 +133,9 @@ def sluice_config(port: int, admin: int, upstream: int, redis_port: int | None,
         "upstreams": {"echo": {"servers": [f"127.0.0.1:{upstream}"],
                                "max_idle_connections": 64,
                                **({"protocol": upstream_protocol} if upstream_protocol
-                                  else {})}},
+                                  else {}),
+                               **(upstream_extra or {})},
+                      **(more_upstreams or {})},
         "limits": {**limits, **(more_limits or {})},
         "routes": [*more_routes,
                    {"name": "bench", "match": {"path_prefix": "/"}, "upstream": "echo",
@@ -216,8 +222,8 @@ class Stack:
         self.started.append(process)
         return process
 
-    def echo(self) -> Echo:
-        return self._own(Echo(self.workdir, **self.options))
+    def echo(self, name: str = "echo", delay_ms: int = 0) -> Echo:
+        return self._own(Echo(self.workdir, name=name, delay_ms=delay_ms, **self.options))
 
     def grpc_upstream(self) -> GrpcUpstream:
         return self._own(GrpcUpstream(self.workdir, **self.options))

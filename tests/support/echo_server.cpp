@@ -1,7 +1,10 @@
 // sluice-echo: the demo and test upstream. One thread, async Beast, HTTP/1.1
 // keep-alive and pipelining (requests on a connection are answered in order).
 //
-//   sluice-echo --listen 127.0.0.1:PORT [--quiet]     (PORT 0 = ephemeral)
+//   sluice-echo --listen 127.0.0.1:PORT [--quiet] [--delay-ms MS]   (PORT 0 = ephemeral)
+//
+// --delay-ms makes every echo reply wait MS milliseconds, as /__slow/MS does
+// (a slow server for the balancing bench).
 //
 // The first stdout line is "listening HOST:PORT". Endpoints (by path prefix):
 //   GET /__stats         {"connections": accepted, "requests": request heads read,
@@ -67,6 +70,7 @@ struct Stats {
   std::uint64_t bad_requests = 0;  // connections ended by an HTTP parse error
   std::uint64_t slow_now = 0;      // /__slow/ requests waiting now
   std::uint64_t slow_peak = 0;     // the most of them at once
+  std::uint64_t delay_ms = 0;      // --delay-ms: every echo reply waits this long
 };
 
 // Incremental SHA-256 (OpenSSL EVP).
@@ -250,7 +254,9 @@ class Session : public std::enable_shared_from_this<Session> {
                                                           : Framing::kLength;
       return start_download(*n, framing);
     }
-    if (auto ms = number_after(path, "/__slow/")) {
+    auto ms = number_after(path, "/__slow/");
+    if (!ms && stats_.delay_ms > 0 && !path.starts_with("/__")) ms = stats_.delay_ms;
+    if (ms) {
       stats_.slow_peak = std::max(stats_.slow_peak, ++stats_.slow_now);
       timer_.expires_after(std::chrono::milliseconds(*ms));
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -411,19 +417,24 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 int usage() {
-  std::cerr << "usage: sluice-echo --listen HOST:PORT [--quiet]\n";
+  std::cerr << "usage: sluice-echo --listen HOST:PORT [--quiet] [--delay-ms MS]\n";
   return 2;
 }
 
 int run(int argc, char** argv) {
   std::string listen = "127.0.0.1:9001";
   bool quiet = false;
+  std::uint64_t delay_ms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--listen" && i + 1 < argc) {
       listen = argv[++i];
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--delay-ms" && i + 1 < argc) {
+      const std::string_view text = argv[++i];
+      auto [end, parsed] = std::from_chars(text.data(), text.data() + text.size(), delay_ms);
+      if (parsed != std::errc{} || end != text.data() + text.size()) return usage();
     } else {
       return usage();
     }
@@ -449,6 +460,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   Stats stats;
+  stats.delay_ms = delay_ms;
   test::AcceptLoop listener(ioc, tcp::endpoint(address, static_cast<std::uint16_t>(port)),
                             [&stats](tcp::socket socket) {
                               ++stats.connections;

@@ -180,8 +180,11 @@ class Echo(Process):
     """sluice-echo on an ephemeral port, read from its first stdout line into `port`.
     wrapper: a command the binary runs under (e.g. taskset and its options)."""
 
-    def __init__(self, workdir: str, name: str = "echo", wrapper=(), **options):
-        super().__init__(name, [*wrapper, ECHO_BIN, "--listen", "127.0.0.1:0", "--quiet"],
+    def __init__(self, workdir: str, name: str = "echo", wrapper=(), delay_ms: int = 0,
+                 **options):
+        """delay_ms: every echo reply waits this long (sluice-echo --delay-ms)."""
+        delay = ["--delay-ms", str(delay_ms)] if delay_ms else []
+        super().__init__(name, [*wrapper, ECHO_BIN, "--listen", "127.0.0.1:0", "--quiet", *delay],
                          workdir, **options)
         self.port = self._listening_port(r"listening 127\.0\.0\.1:(\d+)$", "sluice-echo")
         self.address = f"127.0.0.1:{self.port}"

@@ -38,8 +38,7 @@ std::chrono::milliseconds OutlierState::eject(const OutlierConfig& config, std::
   ejected_until.store(now + std::chrono::duration_cast<std::chrono::nanoseconds>(length).count(),
                       std::memory_order_relaxed);
   ejections_total.fetch_add(1, std::memory_order_relaxed);
-  consecutive_5xx.store(0, std::memory_order_relaxed);
-  consecutive_gateway.store(0, std::memory_order_relaxed);
+  restart_runs();
   return length;
 }
 

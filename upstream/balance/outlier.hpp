@@ -45,10 +45,16 @@ struct OutlierState {
   }
   // Counts the attempt; true when it makes the server due for ejection.
   bool record(const OutlierConfig& config, AttemptResult result);
+  // Due, but kept in (the upstream's share of ejected servers is full).
+  void restart_runs() {
+    consecutive_5xx.store(0, std::memory_order_relaxed);
+    consecutive_gateway.store(0, std::memory_order_relaxed);
+  }
   // Ejects it from `now`; returns how long for.
   std::chrono::milliseconds eject(const OutlierConfig& config, std::int64_t now);
-  // An active health check passed: an ejected server is back at once.
-  void forgive() { ejected_until.store(0, std::memory_order_relaxed); }
+  // An active health check passed at `now`: an ejected server is back at
+  // once (its ejection ends then, as if it had run out).
+  void forgive(std::int64_t now) { ejected_until.store(now, std::memory_order_relaxed); }
 };
 
 inline std::int64_t steady_now_ns() {

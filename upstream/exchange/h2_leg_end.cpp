@@ -56,7 +56,8 @@ void H2Leg::stream_failed() {
       x_.upstream_cfg_->name, x_.upstream_server_,
       s.connection_broke() ? "the connection failed" : nghttp2_http2_strerror(s.error_code));
   x_.note_attempt(s.error_code == NGHTTP2_PROTOCOL_ERROR ? UpstreamOutcome::kProtocolError
-                                                            : UpstreamOutcome::kReset);
+                                                            : UpstreamOutcome::kReset,
+                  !s.connection_broke() || s.reports_failure);
   release();
   x_.upstream_status_ = 0;
   end(LegEnd::kUpstreamFailed, UpstreamError::kConnectionFailed);
@@ -66,7 +67,7 @@ void H2Leg::stream_failed() {
 // goes into cool-down and the request may go to the next one.
 void H2Leg::connect_failed() {
   const H2ConnectFailure failure = stream_->connect_failure;
-  x_.note_attempt(failure.outcome);
+  x_.note_attempt(failure.outcome, stream_->reports_failure);
   x_.pools_.mark_failed(*x_.upstream_cfg_, x_.server_index_);
   release();
   x_.last_connect_error_ = failure.error;

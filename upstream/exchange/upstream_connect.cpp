@@ -98,7 +98,7 @@ void UpstreamExchange::wait_for_connection() {
   if (!slot_.timer) slot_.timer = std::make_unique<ExchangeTimer>(executor_);
   // One deadline per exchange, however often a woken request loses its turn.
   if (slot_.deadline == Clock::time_point{}) {
-    slot_.deadline = Clock::now() + upstream_cfg_->connect_timeout;
+    slot_.deadline = std::min(Clock::now() + upstream_cfg_->connect_timeout, deadline_at_);
   }
   slot_.timer->expires_at(slot_.deadline);
   slot_.timer->async_wait(handler([generation](UpstreamExchange& self, beast::error_code ec) {

@@ -72,11 +72,17 @@ void UpstreamExchange::read_client_body() {
   client_.read_body(request_.relay);
 }
 
-void UpstreamExchange::note_attempt(UpstreamOutcome outcome) {
+void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
   facts_.attempt(outcome);
-  if (!upstream_cfg_->outlier_detection || outcome == UpstreamOutcome::kUnhealthy ||
+  if (!to_server || !upstream_cfg_->outlier_detection || outcome == UpstreamOutcome::kUnhealthy ||
       outcome == UpstreamOutcome::kConnectionLimit) {
     return;  // no server's doing
+  }
+  // A deadline the request brought (timeout_ms, grpc-timeout) says nothing
+  // of the server: a client could otherwise eject servers with short ones.
+  if (outcome == UpstreamOutcome::kTimeout && deadline_at_ != Clock::time_point::max() &&
+      Clock::now() >= deadline_at_) {
+    return;
   }
   AttemptResult result = AttemptResult::kGatewayError;
   if (outcome == UpstreamOutcome::kOk) {

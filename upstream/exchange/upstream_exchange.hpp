@@ -263,8 +263,10 @@ class UpstreamExchange {
   // Hands the client leg a piece of the response (the head alone: n == 0).
   void send_response(const char* data, std::size_t n, bool last);
   // An attempt's outcome: among the facts, and, for the server it was at,
-  // to outlier detection (kOk by the status answered).
-  void note_attempt(UpstreamOutcome outcome);
+  // to outlier detection (kOk by the status answered) unless `to_server` is
+  // false (another stream reports the same connection's failure), the
+  // outcome is not the server's doing, or the request's own deadline ran out.
+  void note_attempt(UpstreamOutcome outcome, bool to_server = true);
   // A server answered this attempt with a response head (not 1xx): noted as
   // the attempt's outcome, and told to the host.
   void answered();

@@ -284,6 +284,11 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
   release_slot();
   auto streams = std::move(streams_);
   streams_.clear();
+  if (failure && !queued_.empty()) {
+    queued_.front().stream->reports_failure = true;
+  } else if (!streams.empty()) {
+    streams.begin()->second->reports_failure = true;
+  }
   end_queued(failure);
   for (auto& [id, s] : streams) {
     if (failure) {

@@ -82,6 +82,9 @@ struct H2Stream {
   State state = State::kQueued;
   std::uint32_t error_code = 0;      // kClosed: RST_STREAM's or GOAWAY's code (0: none)
   H2ConnectFailure connect_failure;  // kConnectFailed: why
+  // The one stream of those a failed connection ends whose attempt counts
+  // against the server (outlier detection): one failure, one report.
+  bool reports_failure = false;
 
   // ---- The response, filled in by the connection ----
   Response response = Response::kAwaitingHead;

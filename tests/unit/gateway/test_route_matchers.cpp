@@ -153,10 +153,30 @@ TEST_CASE("split: each worker's round robin follows the weights exactly", "[rout
   CHECK(route.upstream == "stable");  // the first that takes traffic
   RouteSplits splits;
   std::map<std::string, int> count;
-  for (int i = 0; i < 10000; ++i) ++count[splits.upstream_for(*c, route, std::nullopt).name];
+  for (int i = 0; i < 10000; ++i) ++count[splits.upstream_for(c, route, std::nullopt).name];
   CHECK(count["stable"] == 9000);
   CHECK(count["canary"] == 1000);
   CHECK(count["third"] == 0);
+}
+
+TEST_CASE("split: an old and a new configuration each keep their own count", "[router][split]") {
+  const std::string routes = R"(
+  - name: shop
+    match: { path_prefix: / }
+    upstreams: [{ name: stable, weight: 9 }, { name: canary, weight: 1 }]
+)";
+  const auto old_config = matcher_config(routes);
+  const auto new_config = matcher_config(routes);
+  RouteSplits splits;
+  std::map<std::string, int> old_count;
+  std::map<std::string, int> new_count;
+  // Requests of both alternate while the old one finishes (a reload).
+  for (int i = 0; i < 1000; ++i) {
+    ++old_count[splits.upstream_for(old_config, old_config->routes[0], std::nullopt).name];
+    ++new_count[splits.upstream_for(new_config, new_config->routes[0], std::nullopt).name];
+  }
+  CHECK(old_count["canary"] == 100);
+  CHECK(new_count["canary"] == 100);
 }
 
 TEST_CASE("split: sticky on a key, spread by the weights", "[router][split]") {
@@ -172,9 +192,9 @@ TEST_CASE("split: sticky on a key, spread by the weights", "[router][split]") {
   std::map<std::string, int> count;
   for (int i = 0; i < 20000; ++i) {
     const auto key = stable_hash("session-" + std::to_string(i));
-    const auto& side = a.upstream_for(*c, route, key);
-    CHECK(&b.upstream_for(*c, route, key) == &side);  // every worker agrees
-    CHECK(&a.upstream_for(*c, route, key) == &side);  // and keeps it
+    const auto& side = a.upstream_for(c, route, key);
+    CHECK(&b.upstream_for(c, route, key) == &side);  // every worker agrees
+    CHECK(&a.upstream_for(c, route, key) == &side);  // and keeps it
     ++count[side.name];
   }
   CHECK(count["canary"] == Approx(4000).epsilon(0.05));

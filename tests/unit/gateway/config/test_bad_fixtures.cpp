@@ -132,7 +132,8 @@ const std::vector<BadFixture> kBadFixtures = {
       "14: routes[2].upstreams[1].name: unknown upstream \"nowhere\"",
       "15: routes[2].split_on: must be header:NAME, cookie:NAME or ip, got \"path\"",
       "19: routes[3].split_on: is read only with upstreams",
-      "20: routes[4]: missing required key \"upstream\""}},
+      "20: routes[4]: missing required key \"upstream\"",
+      "24: routes[5].upstreams[1].name: upstream \"stable\" is listed twice"}},
     {"upstream_outliers.yaml",
      {"4: upstreams.nothing.outlier_detection: consecutive_5xx and consecutive_gateway_errors are "
       "both 0: nothing would eject a server (remove outlier_detection instead)",

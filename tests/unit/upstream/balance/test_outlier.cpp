@@ -58,8 +58,10 @@ TEST_CASE("outliers: each ejection in a row longer, capped, then forgiven", "[ou
   now += 250 * kMs + 251 * kMs;
   CHECK(s.eject(c, now).count() == 100);
   CHECK(s.ejected(now + kMs));
-  s.forgive();  // an active check passed
+  s.forgive(now + kMs);  // an active check passed
   CHECK_FALSE(s.ejected(now + kMs));
+  // Forgiven, not forgotten: the next ejection soon after is the second in a row.
+  CHECK(s.eject(c, now + 2 * kMs).count() == 200);
 }
 
 }  // namespace sluice
