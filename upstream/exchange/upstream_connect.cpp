@@ -32,7 +32,10 @@ void UpstreamExchange::try_next_server() {
   }
   server_index_ = *server;
   tried_.push_back(*server);
-  in_flight_.hold(pools_.slots(*upstream_cfg_, *server));
+  // Counted where it is read: least_request's picks (no cost otherwise).
+  if (upstream_cfg_->balance == BalancePolicy::kLeastRequest) {
+    in_flight_.hold(pools_.slots(*upstream_cfg_, *server));
+  }
   upstream_timed_out_ = false;
   leg_->start();
 }
