@@ -6,8 +6,7 @@ namespace sluice {
 
 std::size_t split_side_for_key(const TrafficSplit& split, std::uint64_t key) {
   if (split.total_weight == 0) return 0;
-  const auto at = static_cast<std::uint64_t>(
-      (static_cast<unsigned __int128>(mix64(key)) * split.total_weight) >> 64);
+  const std::uint64_t at = scale_draw(mix64(key), split.total_weight);
   std::uint64_t end = 0;
   for (std::size_t i = 0; i < split.upstreams.size(); ++i) {
     end += split.upstreams[i].weight;

@@ -11,9 +11,7 @@ std::uint64_t PickRandom::next() {
 }
 
 std::uint64_t PickRandom::below(std::uint64_t bound) {
-  // The high bits of a 128-bit product (Lemire): no division, a bias below
-  // one part in 2^64 / bound.
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next()) * bound) >> 64);
+  return scale_draw(next(), bound);
 }
 
 std::optional<std::size_t> pick_round_robin(std::span<const PickServer> servers,
@@ -61,7 +59,8 @@ std::optional<std::size_t> pick_least_request(std::span<const PickServer> server
   // Fewer requests in flight per unit of weight: (n + 1) / w, compared
   // without dividing. A tie goes to the first drawn (itself random).
   const auto load = [&](std::size_t i, std::size_t other) {
-    return static_cast<unsigned __int128>(servers[i].in_flight + 1) * servers[other].weight;
+    // At most 2^32 requests in flight times a weight of at most 1000: no overflow.
+    return static_cast<std::uint64_t>(servers[i].in_flight + 1) * servers[other].weight;
   };
   return load(*b, *a) < load(*a, *b) ? b : a;
 }

@@ -18,6 +18,14 @@ constexpr std::uint64_t mix64(std::uint64_t x) {
   return x;
 }
 
+// A uniformly random 64-bit `draw` scaled to [0, bound): the high half of
+// their 128-bit product (Lemire), no division, a bias below one part in
+// 2^64 / bound.
+__extension__ typedef unsigned __int128 uint128_for_scaling;
+constexpr std::uint64_t scale_draw(std::uint64_t draw, std::uint64_t bound) {
+  return static_cast<std::uint64_t>((static_cast<uint128_for_scaling>(draw) * bound) >> 64);
+}
+
 constexpr std::uint64_t stable_hash(std::string_view text, std::uint64_t seed = 0) {
   std::uint64_t h = 0xcbf29ce484222325ULL ^ mix64(seed);
   for (const char c : text) {
