@@ -76,8 +76,10 @@ constexpr MetricFamily kOwnFamilies[] = {
     {"sluice_internal_errors_total", "counter",
      "Exceptions caught on the data path; each closed the one connection it concerned."},
     {"sluice_upstream_retries_total", "counter",
-     "Requests sent again on a fresh connection after a reused one failed before any response "
-     "byte."},
+     "Attempts made again: on a fresh connection after a reused one failed before any response "
+     "byte, on another HTTP/2 stream after a refused one, and by a route's retry policy."},
+    {"sluice_upstream_retry_budget_exhausted_total", "counter",
+     "Retries a route's policy wanted that the upstream's retry budget refused."},
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},
     {"sluice_build_info", "gauge", "Always 1; the version label is what sluice --version prints."},
 };

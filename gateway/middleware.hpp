@@ -134,6 +134,8 @@ struct ExchangeSummary {
   std::string_view request_id;
   std::string_view trace_id;  // the W3C trace id (32 hex digits); empty without a head
   std::string_view upstream_server;  // "host:port", empty for local replies
+  std::size_t attempts = 0;          // attempts at upstream servers (0: none)
+  std::string_view servers_tried;    // their servers in order, "host:port" joined with ","
   double duration_seconds = 0;
   bool local = false;  // answered by Sluice itself
   const DecisionRecord* decision = nullptr;  // null: no request head was read

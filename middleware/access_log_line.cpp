@@ -208,6 +208,17 @@ void append_access_log_line(std::string& out, const ExchangeSummary& s, std::int
   append_field(out, R"(,"duration_ms":)"sv);  // to the microsecond
   append_number(out, std::round(s.duration_seconds * 1e6) / 1000.0);
   append_string(out, R"(,"upstream":)"sv, s.upstream_server);
+  append_field(out, R"(,"attempts":)"sv);
+  char attempts[24];
+  out.append(attempts, std::to_chars(attempts, attempts + sizeof attempts, s.attempts).ptr);
+  append_field(out, R"(,"servers_tried":[)"sv);
+  for (std::string_view rest = s.servers_tried; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    if (rest.data() != s.servers_tried.data()) out += ',';
+    append_json_string(out, rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  out += ']';
   append_field(out, R"(,"local":)"sv);
   out += s.local ? "true"sv : "false"sv;
   static const DecisionRecord kNone;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "upstream/balance/outlier.hpp"
+#include "upstream/retry/retry_budget.hpp"
 #include "upstream/balance/server_pick.hpp"
 #include "upstream/upstream_tls.hpp"
 
@@ -87,6 +88,8 @@ struct UpstreamConfig {
   std::optional<HealthCheckConfig> health_check;
   // Absent: no passive outlier detection (upstream/balance/outlier.hpp).
   std::optional<OutlierConfig> outlier_detection;
+  // How many retries its routes' policies may have in flight (upstream/retry/retry_budget.hpp).
+  RetryBudgetConfig retry_budget;
   // TLS to its servers (upstreams.NAME.tls), as configured and as built;
   // both absent: plain TCP.
   std::optional<UpstreamTlsConfig> tls_config;

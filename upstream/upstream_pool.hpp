@@ -26,6 +26,7 @@
 
 #include "upstream/byte_stream.hpp"
 #include "upstream/connection_budget.hpp"
+#include "upstream/retry/retry_budget.hpp"
 #include "upstream/health/upstream_health.hpp"
 #include "upstream/stream_types.hpp"
 #include "upstream/upstream_config.hpp"
@@ -100,6 +101,12 @@ class UpstreamPools {
   }
   // Some server of `upstream` is reported unhealthy by its active checks.
   bool any_unhealthy(const UpstreamConfig& upstream);
+
+  // The upstream's retry budget on this worker (it stays where it is: no
+  // upstream's state is ever erased).
+  RetryBudget& retry_budget(const UpstreamConfig& upstream) {
+    return upstream_state(upstream).retry_budget;
+  }
 
   // The health flags of the checked servers, for the configuration about to
   // be in force (start and reload).
@@ -208,6 +215,7 @@ class UpstreamPools {
     std::uint64_t by_index_generation = 0;
     const HostPort* by_index_servers = nullptr;
     std::vector<std::int64_t> round_robin;  // the smooth round robin's running weights
+    RetryBudget retry_budget;  // of the routes' retry policies, on this worker
   };
   std::vector<ServerState*>& states_by_index(const UpstreamConfig& upstream);
   ServerState& server_state(const UpstreamConfig& upstream, const HostPort& server);

@@ -326,6 +326,7 @@ struct RouteConfig {
   std::size_t upstream_index = 0;  // index into Config::upstreams
   TrafficSplit split;
   RouteTimeouts timeouts;
+  std::optional<RetryPolicy> retry;  // absent: only the built-in retries (retry_rule.hpp)
   bool strip_prefix = false;
   std::vector<std::string> limits;
   std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order

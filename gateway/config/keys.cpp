@@ -41,7 +41,9 @@ constexpr std::string_view kCircuitBreaker[] = {"failures", "open_ms"};
 constexpr std::string_view kUpstream[] = {
     "servers",         "connect_timeout_ms", "response_timeout_ms", "max_idle_connections",
     "max_connections", "fail_cooldown_ms",   "health_check",        "tls",
-    "protocol",        "balance",            "hash_on",             "outlier_detection"};
+    "protocol",        "balance",            "hash_on",             "outlier_detection",
+    "retry_budget"};
+constexpr std::string_view kRetryBudget[] = {"percent", "min_concurrent"};
 constexpr std::string_view kOutlier[] = {"consecutive_5xx", "consecutive_gateway_errors",
                                          "base_ejection_ms", "max_ejection_ms",
                                          "max_ejection_percent"};
@@ -88,8 +90,13 @@ constexpr std::string_view kRoute[] = {"name",
                                        "upstreams",
                                        "split_on",
                                        "timeout_ms",
-                                       "idle_timeout_ms"};
+                                       "idle_timeout_ms",
+                                       "retry"};
 constexpr std::string_view kRouteUpstream[] = {"name", "weight"};
+constexpr std::string_view kRetry[] = {"attempts",           "on",
+                                       "per_try_timeout_ms", "backoff",
+                                       "retry_non_idempotent", "max_replay_bytes"};
+constexpr std::string_view kRetryBackoff[] = {"base_ms", "max_ms"};
 constexpr std::string_view kValueMatch[] = {"name",    "exact",  "prefix", "regex",
                                             "present", "absent", "invert"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
@@ -137,6 +144,9 @@ constexpr MappingKeys kHeaderMatchKeys{"routes[].match.headers[]", kValueMatch};
 constexpr MappingKeys kQueryMatchKeys{"routes[].match.query[]", kValueMatch};
 constexpr MappingKeys kCookieMatchKeys{"routes[].match.cookies[]", kValueMatch};
 constexpr MappingKeys kRouteUpstreamKeys{"routes[].upstreams[]", kRouteUpstream};
+constexpr MappingKeys kRetryKeys{"routes[].retry", kRetry};
+constexpr MappingKeys kRetryBackoffKeys{"routes[].retry.backoff", kRetryBackoff};
+constexpr MappingKeys kRetryBudgetKeys{"upstreams.NAME.retry_budget", kRetryBudget};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
 constexpr MappingKeys kCostFromResponseKeys{"routes[].cost_from_response", kCostFromResponse};
 constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
@@ -157,7 +167,7 @@ std::vector<std::string> config_key_paths() {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
-      &kRouteUpstreamKeys,
+      &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
       &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,
       &kJwtProviderKeys};

@@ -99,6 +99,8 @@ void read_route_split(YamlReader& r, const Mapping& m, RouteConfig& route,
                       ReadNotes::Route& notes);
 std::optional<HashOn> read_request_key(YamlReader& r, const Field& v, bool allow_path);
 void read_route_timeouts(YamlReader& r, const Mapping& m, RouteConfig& route);
+// routes[].retry, after the route's match (its methods) is read.
+void read_route_retry(YamlReader& r, const Mapping& m, RouteConfig& route);
 // An upstream's health_check (health_check_section.cpp).
 void read_health_check(YamlReader& r, const Field& f, UpstreamConfig& u);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "upstream/retry/retry_policy.hpp"
 #include "upstream/upstream_config.hpp"
 
 namespace re2 {

@@ -184,3 +184,112 @@ void read_route_split(YamlReader& r, const Mapping& m, RouteConfig& route,
 }
 
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+constexpr std::int64_t kMaxAttempts = 10;
+constexpr std::int64_t kMaxReplayBytes = 16 * 1024 * 1024;
+
+// routes[].retry.on: the failures retried.
+void read_retry_on(YamlReader& r, const Field& f, RetryPolicy& policy) {
+  const auto items = r.list(f);
+  if (!items) return;
+  if (items->empty()) r.error(f, "must list at least one failure to retry");
+  for (const auto& item : *items) {
+    // 502, 503 and 504 may be written as numbers.
+    const auto s = r.scalar(item, "expected a failure name");
+    if (!s) continue;
+    if (*s == "connect_failure") {
+      policy.allow(RetryCause::kConnectFailure);
+    } else if (*s == "reset") {
+      policy.allow(RetryCause::kReset);
+    } else if (*s == "timeout") {
+      policy.allow(RetryCause::kTimeout);
+    } else if (*s == "502") {
+      policy.allow(RetryCause::kStatus502);
+    } else if (*s == "503") {
+      policy.allow(RetryCause::kStatus503);
+    } else if (*s == "504") {
+      policy.allow(RetryCause::kStatus504);
+    } else if (*s == "gateway_error") {
+      policy.allow(RetryCause::kStatus502);
+      policy.allow(RetryCause::kStatus503);
+      policy.allow(RetryCause::kStatus504);
+      policy.allow(RetryCause::kTimeout);
+    } else if (*s == "unavailable") {
+      policy.allow(RetryCause::kGrpcUnavailable);
+    } else {
+      r.error(item, "unknown failure " + shown(*s) +
+                        " (connect_failure, reset, timeout, 502, 503, 504, gateway_error or "
+                        "unavailable)");
+    }
+  }
+}
+
+// routes[].retry.backoff: a base alone caps at ten times it (as Envoy's), a
+// cap alone below the default base lowers the base to it.
+void read_retry_backoff(YamlReader& r, const Field& f, RetryPolicy& policy) {
+  const auto b = r.mapping(f, kRetryBackoffKeys.keys);
+  if (!b) return;
+  std::optional<std::int64_t> base;
+  std::optional<std::int64_t> max;
+  bool valid = true;
+  if (const Field* v = b->get("base_ms")) {
+    base = r.integer(*v, 0, 60'000);
+    valid = valid && base;
+  }
+  if (const Field* v = b->get("max_ms")) {
+    max = r.integer(*v, 0, 60'000);
+    valid = valid && max;
+  }
+  if (!valid) return;
+  if (base && max && *max < *base) {
+    r.error(f, "max_ms (" + std::to_string(*max) + ") must be at least base_ms (" +
+                   std::to_string(*base) + ")");
+    return;
+  }
+  const std::int64_t default_base = policy.backoff_base.count();
+  const std::int64_t base_ms = base ? *base : std::min(default_base, max.value_or(default_base));
+  const std::int64_t max_ms =
+      max ? *max : base ? std::min<std::int64_t>(*base * 10, 60'000) : policy.backoff_max.count();
+  policy.backoff_base = std::chrono::milliseconds(base_ms);
+  policy.backoff_max = std::chrono::milliseconds(max_ms);
+}
+
+bool idempotent_method(std::string_view m) {
+  return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "PUT" || m == "DELETE";
+}
+
+}  // namespace
+
+void read_route_retry(YamlReader& r, const Mapping& route_keys, RouteConfig& route) {
+  const Field* f = route_keys.get("retry");
+  if (!f) return;
+  const auto m = r.mapping(*f, kRetryKeys.keys);
+  if (!m) return;
+  RetryPolicy policy;
+  if (const Field* v = m->get("attempts")) {
+    if (auto n = r.integer(*v, 1, kMaxAttempts)) policy.attempts = static_cast<unsigned>(*n);
+  }
+  if (const Field* v = r.required(*m, "on")) read_retry_on(r, *v, policy);
+  if (const Field* v = m->get("per_try_timeout_ms")) {
+    if (auto d = read_duration(r, *v)) policy.per_try_timeout = *d;
+  }
+  if (const Field* v = m->get("backoff")) read_retry_backoff(r, *v, policy);
+  if (const Field* v = m->get("retry_non_idempotent")) {
+    if (auto b = r.boolean(*v)) policy.non_idempotent = *b;
+  }
+  if (const Field* v = m->get("max_replay_bytes")) {
+    if (auto n = r.integer(*v, 0, kMaxReplayBytes)) policy.max_replay_bytes = static_cast<std::size_t>(*n);
+  }
+  const auto& methods = route.match.methods;
+  if (!policy.non_idempotent && !methods.empty() &&
+      std::none_of(methods.begin(), methods.end(), idempotent_method)) {
+    r.error(*f, "the route takes only non-idempotent methods, which are retried only with "
+                "retry_non_idempotent: true");
+  }
+  route.retry = policy;
+}
+
+}  // namespace sluice::config

@@ -179,6 +179,30 @@ void read_outlier_detection(YamlReader& r, const Field& f, UpstreamConfig& u) {
   if (valid) u.outlier_detection = o;
 }
 
+// upstreams.NAME.retry_budget: {} takes every default.
+void read_retry_budget(YamlReader& r, const Field& f, UpstreamConfig& u) {
+  const auto m = r.mapping(f, kRetryBudgetKeys.keys);
+  if (!m) return;
+  RetryBudgetConfig budget;
+  bool valid = true;
+  if (const Field* v = m->get("percent")) {
+    const auto n = r.integer(*v, 0, 100);
+    if (n) budget.percent = static_cast<double>(*n);
+    valid = valid && n;
+  }
+  if (const Field* v = m->get("min_concurrent")) {
+    const auto n = r.integer(*v, 0, kMaxCount);
+    if (n) budget.min_concurrent = static_cast<std::size_t>(*n);
+    valid = valid && n;
+  }
+  if (valid && budget.percent == 0 && budget.min_concurrent == 0) {
+    r.error(f, "percent and min_concurrent are both 0: no retry could ever start (remove the "
+               "routes' retry instead)");
+    valid = false;
+  }
+  if (valid) u.retry_budget = budget;
+}
+
 void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   const auto m = r.mapping(f, kUpstreamKeys.keys);
   if (!m) return;
@@ -208,6 +232,7 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
   }
   if (auto* v = m->get("health_check")) read_health_check(r, *v, u);
   if (auto* v = m->get("outlier_detection")) read_outlier_detection(r, *v, u);
+  if (auto* v = m->get("retry_budget")) read_retry_budget(r, *v, u);
   if (auto* v = m->get("tls")) read_upstream_tls(r, *v, u);
   if (auto* v = m->get("protocol")) read_protocol(r, *v, *m, u);
 }

@@ -2,6 +2,7 @@
 
 #include "gateway/metrics.hpp"
 #include "gateway/session/http2_goaway_reasons.hpp"
+#include "upstream/exchange/upstream_exchange.hpp"
 
 namespace sluice {
 namespace {
@@ -29,6 +30,13 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   summary.request_id = record.request_id;
   summary.trace_id = record.trace_id;
   summary.upstream_server = record.upstream_status ? record.upstream_server : std::string_view{};
+  // The servers' names are joined only for a log that has observers.
+  std::string servers_tried;
+  if (record.exchange && record.exchange->attempts() > 0) {
+    summary.attempts = record.exchange->attempts();
+    servers_tried = record.exchange->servers_tried();
+    summary.servers_tried = servers_tried;
+  }
   summary.duration_seconds = seconds;
   summary.local = record.local_status == record.status && !record.upstream_status;
   summary.decision = record.decision;
@@ -49,6 +57,8 @@ void seed_session_metrics(const Config& config, MetricsShard& metrics) {
   metrics.declare("sluice_websocket_bytes_total", R"(direction="upstream_to_client")");
   for (const auto& upstream : config.upstreams) {
     metrics.declare("sluice_upstream_connections_total",
+                    scratch_labels({{"upstream", upstream.name}}));
+    metrics.declare("sluice_upstream_retry_budget_exhausted_total",
                     scratch_labels({{"upstream", upstream.name}}));
     for (const auto outcome : kUpstreamOutcomes) {
       metrics.declare("sluice_upstream_requests_total",

@@ -18,6 +18,8 @@ namespace sluice {
 class MetricsShard;
 
 // What a client session knows of an exchange when it ends.
+class UpstreamExchange;
+
 struct ExchangeRecord {
   const RouteConfig* route = nullptr;  // null when no route matched
   bool have_head = false;              // a request head was read
@@ -31,6 +33,7 @@ struct ExchangeRecord {
   unsigned upstream_status = 0;      // the upstream's status, 0 when it gave none
   unsigned local_status = 0;         // the status of Sluice's own reply, 0 when none
   std::string_view upstream_server;  // "host:port" of the upstream that answered
+  const UpstreamExchange* exchange = nullptr;  // its attempts; null: none was made
   std::chrono::steady_clock::time_point started;
   const DecisionRecord* decision = nullptr;  // with a head only
 };

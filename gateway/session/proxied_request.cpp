@@ -130,6 +130,11 @@ void ProxiedRequest::count_facts() {
   if (facts.retries > 0) {
     worker_.metrics().add("sluice_upstream_retries_total", "", facts.retries);
   }
+  if (facts.retries_refused > 0) {
+    worker_.metrics().add("sluice_upstream_retry_budget_exhausted_total",
+                          scratch_labels({{"upstream", facts.upstream->name}}),
+                          facts.retries_refused);
+  }
 }
 
 void ProxiedRequest::exchange_ended(const ExchangeResult& result) {
@@ -234,6 +239,7 @@ void ProxiedRequest::record(unsigned status, bool ended) {
   record.upstream_status = exchange_.upstream_status();
   record.local_status = local_status_;
   record.upstream_server = exchange_.upstream_server();
+  record.exchange = &exchange_;
   record.started = started_;
   if (head_) {
     record.decision = &pipeline_.context().decision;

@@ -87,6 +87,7 @@ ExchangeRequest exchange_request(const Config& config, const UpstreamConfig& ups
     request.deadline = timeouts.total;
   }
   request.response_timeout = timeouts.idle;
+  if (info.route->retry) request.retry = &*info.route->retry;
   return request;
 }
 

@@ -7,6 +7,11 @@
 - A route split 95/5 between two upstreams under load: the share each got.
 - Consistent hashing (sluice-balance-bench): the share of keys that move when one
   of N servers is added or removed, and the weighted shares' worst error.
+- Retries during a 503 burst: three servers, one answering 503 to everything,
+  without and with a route retry policy (errors the clients saw, and requests
+  the servers got per client request); then all three answering 503 (an
+  outage), the policy under the default retry budget and under one that never
+  refuses: the extra load the budget allowed.
 """
 
 from __future__ import annotations
@@ -69,10 +74,53 @@ def balance_run(stack: Stack, pin_cpu: str | None, opts, build_dir: str, log) ->
     log(f"split 95/5: {got[1]} of {sum(got)} to the canary")
     stack.stop(gw)
 
+    out["retries"] = _retry_runs(stack, redis, pin_cpu, opts, log)
+
     text = subprocess.run([os.path.join(build_dir, "sluice-balance-bench"), "100000"],
                           capture_output=True, text=True, check=True, timeout=300).stdout
     out["hash"] = json.loads(text)
     return out
+
+
+RETRY_POLICY = {"attempts": 3, "on": [503], "backoff": {"base_ms": 10, "max_ms": 100}}
+UNBOUNDED_BUDGET = {"percent": 100, "min_concurrent": 1000000}
+HALF_BUDGET = {"percent": 50}
+
+
+def _retry_runs(stack: Stack, redis, pin_cpu, opts, log) -> list[dict]:
+    ok = [stack.echo(f"echo-ok{i}") for i in range(2)]
+    failing = [stack.echo(f"echo-503-{i}", status=503) for i in range(3)]
+    burst = [ok[0], ok[1], failing[0]]
+    runs = [("one of three servers answers 503", burst, None, None),
+            ("one of three servers answers 503", burst, RETRY_POLICY, None),
+            ("one of three servers answers 503", burst, RETRY_POLICY, HALF_BUDGET),
+            ("all three answer 503 (an outage)", failing, RETRY_POLICY, None),
+            ("all three answer 503 (an outage)", failing, RETRY_POLICY, UNBOUNDED_BUDGET)]
+    rows = []
+    for i, (case, servers, policy, budget) in enumerate(runs):
+        upstream = {"servers": [s.address for s in servers]}
+        if budget:
+            upstream["retry_budget"] = budget
+        gw = stack.sluice(f"sluice-retry-{i}", upstream=servers[0].port, redis_port=redis.port,
+                          limit=None, threads=2, upstream_extra=upstream,
+                          route={"retry": policy} if policy else None)
+        run_wrk(wrk_command(gw.port, CONNECTIONS, 1, pin_cpu), 1)  # warm-up
+        before = sum(_served(s) for s in servers)
+        figures = run_wrk(wrk_command(gw.port, CONNECTIONS, opts.duration, pin_cpu),
+                          opts.duration)
+        served = sum(_served(s) for s in servers) - before
+        requests = figures["requests"]
+        row = {"case": case, "policy": "attempts 3, on 503" if policy else "none",
+               "budget": ("-" if not policy else "default (20 %, min 3)" if not budget
+                          else "never refuses" if budget is UNBOUNDED_BUDGET else "50 %, min 3"),
+               "rps": requests / opts.duration, "p99_ms": figures["p99_us"] / 1000,
+               "errors": figures["non2xx"] / requests if requests else float("nan"),
+               "load": served / requests if requests else float("nan")}
+        log(f"{case}, policy {row['policy']}, budget {row['budget']}: "
+            f"{row['errors']:.1%} errors, {row['load']:.2f} upstream requests per request")
+        rows.append(row)
+        stack.stop(gw)
+    return rows
 
 
 def balance_report(result: dict, info: dict, started, command: str) -> str:
@@ -99,4 +147,12 @@ def balance_report(result: dict, info: dict, started, command: str) -> str:
                      f"{r['removed']:.2%} ({1 / n:.2%}) |")
     lines += ["", f"Weights 1, 2, 5: worst share error {result['hash']['weighted_worst_error']:.3%} "
               "of the weight's share.", ""]
+    lines += ["Retries during a 503 burst (three sluice-echo servers, round robin; the policy "
+              f"`{json.dumps(RETRY_POLICY)}`):", "",
+              "| servers | retry policy | retry budget | req/s | p99 ms | errors clients saw | "
+              "upstream requests per request |", "|---|---|---|---|---|---|---|"]
+    for r in result.get("retries", []):
+        lines.append(f"| {r['case']} | {r['policy']} | {r['budget']} | {r['rps']:,.0f} | "
+                     f"{r['p99_ms']:.2f} | {r['errors']:.2%} | {r['load']:.2f} |")
+    lines.append("")
     return "\n".join(lines)

@@ -222,8 +222,9 @@ class Stack:
         self.started.append(process)
         return process
 
-    def echo(self, name: str = "echo", delay_ms: int = 0) -> Echo:
-        return self._own(Echo(self.workdir, name=name, delay_ms=delay_ms, **self.options))
+    def echo(self, name: str = "echo", delay_ms: int = 0, status: int = 200) -> Echo:
+        return self._own(Echo(self.workdir, name=name, delay_ms=delay_ms, status=status,
+                              **self.options))
 
     def grpc_upstream(self) -> GrpcUpstream:
         return self._own(GrpcUpstream(self.workdir, **self.options))

@@ -29,7 +29,7 @@ from test_ratelimit import RateLimitTestCase
 TINY = 0.0001
 # Every access-log line has these fields, no more (docs/operations.md).
 FIELDS = {"ts", "request_id", "trace_id", "client_ip", "method", "protocol", "path", "route",
-          "status", "duration_ms", "upstream", "local", "decision", "consumer", "plan", "limit",
+          "status", "duration_ms", "upstream", "attempts", "servers_tried", "local", "decision", "consumer", "plan", "limit",
           "remaining", "cost", "settled_cost"}
 FREE_KEY = "free-key-0123456789abcdef"
 STAFF_KEY = "staff-key-0123456789abcdef"

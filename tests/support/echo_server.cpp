@@ -1,10 +1,12 @@
 // sluice-echo: the demo and test upstream. One thread, async Beast, HTTP/1.1
 // keep-alive and pipelining (requests on a connection are answered in order).
 //
-//   sluice-echo --listen 127.0.0.1:PORT [--quiet] [--delay-ms MS]   (PORT 0 = ephemeral)
+//   sluice-echo --listen 127.0.0.1:PORT [--quiet] [--delay-ms MS] [--status NNN]
+//   (PORT 0 = ephemeral)
 //
 // --delay-ms makes every echo reply wait MS milliseconds, as /__slow/MS does
-// (a slow server for the balancing bench).
+// (a slow server for the balancing bench); --status gives every echo reply
+// that status (200-599) instead of 200 (a failing server for the retry bench).
 //
 // The first stdout line is "listening HOST:PORT". Endpoints (by path prefix):
 //   GET /__stats         {"connections": accepted, "requests": request heads read,
@@ -71,6 +73,7 @@ struct Stats {
   std::uint64_t slow_now = 0;      // /__slow/ requests waiting now
   std::uint64_t slow_peak = 0;     // the most of them at once
   std::uint64_t delay_ms = 0;      // --delay-ms: every echo reply waits this long
+  unsigned status = 200;           // --status: every echo reply's status
 };
 
 // Incremental SHA-256 (OpenSSL EVP).
@@ -262,7 +265,8 @@ class Session : public std::enable_shared_from_this<Session> {
       timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
         --self->stats_.slow_now;
         if (ec) return self->close();
-        self->reply(http::status::ok, "application/json", echo_json(self->parser_->get()));
+        self->reply(static_cast<http::status>(self->stats_.status), "application/json",
+                    echo_json(self->parser_->get()));
       });
       return;
     }
@@ -280,7 +284,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (path.starts_with("/__hop")) {
       return reply(http::status::ok, "application/json", echo_json(req), true);
     }
-    reply(http::status::ok, "application/json", echo_json(req));
+    reply(static_cast<http::status>(stats_.status), "application/json", echo_json(req));
   }
 
   void reply(http::status status, std::string_view content_type, std::string body,
@@ -417,7 +421,7 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 int usage() {
-  std::cerr << "usage: sluice-echo --listen HOST:PORT [--quiet] [--delay-ms MS]\n";
+  std::cerr << "usage: sluice-echo --listen HOST:PORT [--quiet] [--delay-ms MS] [--status NNN]\n";
   return 2;
 }
 
@@ -425,6 +429,7 @@ int run(int argc, char** argv) {
   std::string listen = "127.0.0.1:9001";
   bool quiet = false;
   std::uint64_t delay_ms = 0;
+  unsigned status = 200;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--listen" && i + 1 < argc) {
@@ -435,6 +440,13 @@ int run(int argc, char** argv) {
       const std::string_view text = argv[++i];
       auto [end, parsed] = std::from_chars(text.data(), text.data() + text.size(), delay_ms);
       if (parsed != std::errc{} || end != text.data() + text.size()) return usage();
+    } else if (arg == "--status" && i + 1 < argc) {
+      const std::string_view text = argv[++i];
+      auto [end, parsed] = std::from_chars(text.data(), text.data() + text.size(), status);
+      if (parsed != std::errc{} || end != text.data() + text.size() || status < 200 ||
+          status > 599) {
+        return usage();
+      }
     } else {
       return usage();
     }
@@ -461,6 +473,7 @@ int run(int argc, char** argv) {
   }
   Stats stats;
   stats.delay_ms = delay_ms;
+  stats.status = status;
   test::AcceptLoop listener(ioc, tcp::endpoint(address, static_cast<std::uint16_t>(port)),
                             [&stats](tcp::socket socket) {
                               ++stats.connections;

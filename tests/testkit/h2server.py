@@ -27,6 +27,11 @@ Setting `refuse_next` = N makes it refuse its next N streams (REFUSED_STREAM,
 counted in `refused`) whatever its limit; `goaway_next` = N makes each of its
 next N requests get a GOAWAY naming no stream as processed (a server going
 away before it looked at anything), its connection then closed.
+
+Setting `fail_next` = N answers its next N requests, once their streams have
+ended, with `fail_status` (503) and no body, or, with `fail_grpc` set, with a
+gRPC Trailers-Only answer whose grpc-status is 14 (UNAVAILABLE); the body
+bytes each failed request brought are appended to `failed_bodies`.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ class H2Upstream:
         self.most_open = 0
         self.refuse_next = 0
         self.goaway_next = 0
+        self.fail_next = 0
+        self.fail_status = 503
+        self.fail_grpc = False
+        self.failed_bodies: list[int] = []
         self.body_bytes = body_bytes
         self.hold = hold
         self.held = 0
@@ -165,6 +174,17 @@ class H2Upstream:
                         self.resets.append(event.error_code)
                         if held.pop(event.stream_id, None):
                             self.held -= 1
+                    elif isinstance(event, h2.events.StreamEnded) and self.fail_next > 0:
+                        self.fail_next -= 1
+                        open_streams.discard(event.stream_id)
+                        self.failed_bodies.append(streams.pop(event.stream_id)["body_bytes"])
+                        if self.fail_grpc:
+                            answer = [(":status", "200"), ("content-type", "application/grpc"),
+                                      ("grpc-status", "14"), ("grpc-message", "down")]
+                        else:
+                            answer = [(":status", str(self.fail_status)),
+                                      ("content-length", "0")]
+                        conn.send_headers(event.stream_id, answer, end_stream=True)
                     elif isinstance(event, h2.events.StreamEnded) and self.hold:
                         held[event.stream_id] = (time.monotonic() + self.hold,
                                                  streams.pop(event.stream_id))

@@ -181,9 +181,12 @@ class Echo(Process):
     wrapper: a command the binary runs under (e.g. taskset and its options)."""
 
     def __init__(self, workdir: str, name: str = "echo", wrapper=(), delay_ms: int = 0,
-                 **options):
-        """delay_ms: every echo reply waits this long (sluice-echo --delay-ms)."""
+                 status: int = 200, **options):
+        """delay_ms: every echo reply waits this long (sluice-echo --delay-ms);
+        status: every echo reply's status (sluice-echo --status)."""
         delay = ["--delay-ms", str(delay_ms)] if delay_ms else []
+        if status != 200:
+            delay += ["--status", str(status)]
         super().__init__(name, [*wrapper, ECHO_BIN, "--listen", "127.0.0.1:0", "--quiet", *delay],
                          workdir, **options)
         self.port = self._listening_port(r"listening 127\.0\.0\.1:(\d+)$", "sluice-echo")

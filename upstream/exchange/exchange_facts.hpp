@@ -17,6 +17,8 @@ struct ExchangeFacts {
   const UpstreamConfig* upstream = nullptr;  // null: no exchange started
   std::array<std::uint16_t, kUpstreamOutcomeCount> attempts{};  // by UpstreamOutcome
   std::uint16_t retries = 0;
+  // Retries a route's policy wanted that the upstream's retry budget refused.
+  std::uint16_t retries_refused = 0;
 
   void attempt(UpstreamOutcome outcome) { ++attempts[static_cast<std::size_t>(outcome)]; }
   // fn(outcome, n) for every outcome some attempt had.

@@ -69,7 +69,7 @@ void H2Leg::open_stream() {
     write_h2_head(head_, *x_.request_.head, x_.upstream_cfg_->tls ? "https" : "http",
                   x_.upstream_server_);
   }
-  const bool has_body = !x_.client_.body_done();
+  const bool has_body = !x_.client_->body_done();
   const auto generation = ++generation_;
   stream_ = conn_->open_stream(head_, has_body, [weak = x_.self_, generation] {
     if (auto self = weak.lock(); self && generation == self->h2_.generation_) {
@@ -85,6 +85,7 @@ void H2Leg::open_stream() {
   body_ = has_body ? BodyRelay::kWaitingForConnection : BodyRelay::kDone;
   response_ = ResponseRelay::kAwaitingHead;
   last_sent_ = false;
+  if (!has_body) x_.request_sent();
   touch();
   if (!has_body) x_.host_.awaiting_response(true);
   progress();
@@ -126,6 +127,7 @@ void H2Leg::progress() {
     // The piece went (or never will: the stream ended).
     if (s.piece_last || s.closed()) {
       body_ = BodyRelay::kDone;
+      x_.request_sent();
       if (response_ == ResponseRelay::kAwaitingHead) x_.host_.awaiting_response(true);
     } else {
       touch();
@@ -136,7 +138,7 @@ void H2Leg::progress() {
   if (response_ == ResponseRelay::kAwaitingHead) {
     // A leg that is not full duplex gets the response once the request went.
     const bool may_respond =
-        x_.client_.full_duplex() || body_ == BodyRelay::kDone ||
+        x_.client_->full_duplex() || body_ == BodyRelay::kDone ||
         (s.closed() && body_ != BodyRelay::kReading && body_ != BodyRelay::kContinuing);
     if (s.head_done() && may_respond) return relay_head();
     if (s.closed() && !s.head_done()) return stream_failed();
@@ -156,7 +158,7 @@ void H2Leg::start_body() {
   if (x_.progress_ == UpstreamExchange::Progress::kContinueOwed) {
     x_.progress_ = UpstreamExchange::Progress::kHeadReady;
     body_ = BodyRelay::kContinuing;
-    return x_.client_.send_continue();  // -> on_continue_sent
+    return x_.client_->send_continue();  // -> on_continue_sent
   }
   x_.read_client_body();
 }
@@ -198,7 +200,7 @@ void H2Leg::on_body_read(beast::error_code ec, std::size_t n) {
     release();
     return x_.end(LegEnd::kRequestBodyFailed, {}, ec);
   }
-  const bool last = x_.client_.body_done();
+  const bool last = x_.client_->body_done();
   if (n == 0 && !last) return x_.read_client_body();  // only framing was read
   if (stream_->closed()) {
     // The stream ended while the client was still sending: the rest is not wanted.
@@ -208,7 +210,7 @@ void H2Leg::on_body_read(beast::error_code ec, std::size_t n) {
   body_ = BodyRelay::kSending;
   touch();
   conn_->send_body(*stream_, x_.request_.relay.data(), n, last,
-                   last ? x_.client_.request_trailers() : nullptr);
+                   last ? x_.client_->request_trailers() : nullptr);
 }
 
 // ---- The response -----------------------------------------------------------------
@@ -217,6 +219,8 @@ void H2Leg::relay_head() {
   H2Stream& s = *stream_;
   x_.host_.awaiting_response(false);
   x_.upstream_status_ = s.status;
+  // The route's policy retries this status, once the whole request went.
+  if (body_ == BodyRelay::kDone && x_.retry_answer(s.head)) return;
   x_.note_usage(s.head);
   x_.answered();
   ResponseStart start;
@@ -230,7 +234,7 @@ void H2Leg::relay_head() {
   // An HTTP/1.1 client learns that no body follows from the length (a
   // gRPC Trailers-Only reply says none).
   if (!start.has_body && !bodiless) start.content_length = 0;
-  x_.client_.start_response(start);
+  x_.client_->start_response(start);
   if (!start.has_body) {
     // Nothing follows the head (whatever the server sent with it is dropped).
     response_ = ResponseRelay::kSending;
@@ -263,7 +267,7 @@ void H2Leg::relay() {
   last_sent_ = s.whole();
   if (last_sent_ && s.has_trailers()) {
     x_.note_usage_trailers(s.head, s.trailers);
-    x_.client_.set_response_trailers(s.trailers);
+    x_.client_->set_response_trailers(s.trailers);
   }
   response_ = ResponseRelay::kSending;
   x_.send_response(out_.data(), out_.size(), last_sent_);

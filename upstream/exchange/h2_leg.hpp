@@ -69,6 +69,11 @@ class H2Leg final : public UpstreamLeg {
   void relay_head();
   void relay();
   void stream_failed();
+  // No operation of the leg's is in flight on the client leg (a retry may start).
+  bool client_idle() const {
+    return body_ != BodyRelay::kReading && body_ != BodyRelay::kContinuing &&
+           body_ != BodyRelay::kCancelling;
+  }
   void connect_failed();
   // The upstream has response_timeout (to the request's deadline) from now
   // for its next event.

@@ -60,6 +60,10 @@ void H2Leg::stream_failed() {
                   !s.connection_broke() || s.reports_failure);
   release();
   x_.upstream_status_ = 0;
+  if (client_idle() && x_.retry_by_policy(RetryCause::kReset)) {
+    body_ = BodyRelay::kDone;
+    return;
+  }
   end(LegEnd::kUpstreamFailed, UpstreamError::kConnectionFailed);
 }
 
@@ -71,7 +75,11 @@ void H2Leg::connect_failed() {
   x_.pools_.mark_failed(*x_.upstream_cfg_, x_.server_index_);
   release();
   x_.last_connect_error_ = failure.error;
-  if (body_ != BodyRelay::kReading &&
+  if (client_idle() && x_.retry_by_policy(RetryCause::kConnectFailure)) {
+    body_ = BodyRelay::kDone;
+    return;
+  }
+  if (body_ != BodyRelay::kReading && !x_.policy_owns(RetryCause::kConnectFailure) &&
       retry_rule(x_.attempt(FailedAttempt::Stage::kConnect)) == Retry::kNextServer) {
     body_ = BodyRelay::kDone;
     return x_.retry(Retry::kNextServer);
@@ -90,7 +98,7 @@ void H2Leg::end(LegEnd how, UpstreamError error) {
     pending_end_ = {how, error};
     if (body_ == BodyRelay::kReading) {
       body_ = BodyRelay::kCancelling;
-      x_.client_.cancel_read();
+      x_.client_->cancel_read();
     }
     return;
   }
@@ -108,7 +116,7 @@ void H2Leg::touch() {
   deadline_ = Clock::now() + timeout;
   // A leg that is not full duplex has one deadline (HTTP/1.1): while it
   // does nothing the wait is the upstream's, not its last read's or write's.
-  if (!x_.client_.full_duplex() && body_ != BodyRelay::kReading &&
+  if (!x_.client_->full_duplex() && body_ != BodyRelay::kReading &&
       response_ != ResponseRelay::kSending) {
     x_.host_.set_deadline(Side::kUpstream, timeout);
   }
@@ -147,6 +155,10 @@ void H2Leg::on_timer(std::uint64_t generation) {
   if (x_.progress_ == UpstreamExchange::Progress::kResponseStarted) return x_.abort();
   x_.note_attempt(UpstreamOutcome::kTimeout);
   release();
+  if (client_idle() && x_.retry_by_policy(RetryCause::kTimeout)) {
+    body_ = BodyRelay::kDone;
+    return;
+  }
   end(LegEnd::kUpstreamFailed, UpstreamError::kResponseTimedOut);
 }
 

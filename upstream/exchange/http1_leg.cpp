@@ -86,8 +86,8 @@ void Http1Leg::send_request_head() {
   if (x_.begin_request()) write_http1_head(x_.req_head_, *x_.request_.head, x_.upstream_->server);
   req_head_pending_ = true;
   // Body bytes already read with the head: send head and body in one write.
-  if (!x_.client_.body_done() && x_.progress_ != UpstreamExchange::Progress::kContinueOwed &&
-      x_.client_.body_at_hand()) {
+  if (!x_.client_->body_done() && x_.progress_ != UpstreamExchange::Progress::kContinueOwed &&
+      x_.client_->body_at_hand()) {
     return x_.read_client_body();
   }
   write_upstream(nullptr, 0, false, handler([](Http1Leg& self, beast::error_code ec, std::size_t) {
@@ -109,11 +109,11 @@ void Http1Leg::write_upstream(const char* data, std::size_t n, bool last, Handle
 
 void Http1Leg::on_request_head_sent(beast::error_code ec) {
   if (ec) return x_.io_failed(ec);
-  if (x_.client_.body_done()) return read_response_head();
+  if (x_.client_->body_done()) return read_response_head();
   if (x_.progress_ == UpstreamExchange::Progress::kContinueOwed) {
     // The client waits for 100 Continue before sending its body: answer it ourselves.
     x_.progress_ = UpstreamExchange::Progress::kHeadReady;
-    return x_.client_.send_continue();
+    return x_.client_->send_continue();
   }
   x_.read_client_body();
 }
@@ -129,7 +129,9 @@ void Http1Leg::on_body_read(beast::error_code ec, std::size_t n) {
     x_.drop_upstream();
     return x_.end(LegEnd::kRequestBodyFailed, {}, ec);
   }
-  const bool last = x_.client_.body_done();
+  // A replayed piece, posted before the host cut the upstream connection.
+  if (!x_.upstream_) return x_.abort();
+  const bool last = x_.client_->body_done();
   if (n == 0 && !last) return x_.read_client_body();  // only framing was read
   write_upstream(x_.request_.relay.data(), n, last,
                  handler([](Http1Leg& self, beast::error_code ec, std::size_t) {
@@ -139,7 +141,7 @@ void Http1Leg::on_body_read(beast::error_code ec, std::size_t n) {
 
 void Http1Leg::on_upstream_body_written(beast::error_code ec) {
   if (ec) return x_.io_failed(ec);
-  if (x_.client_.body_done()) return read_response_head();
+  if (x_.client_->body_done()) return read_response_head();
   x_.read_client_body();
 }
 
@@ -155,6 +157,7 @@ void Http1Leg::read_response_head() {
     x_.upstream_->buffer.reserve(kUpstreamHeadBytes);
   }
   if (x_.request_.method == http::verb::head) res_parser_->skip(true);
+  x_.request_sent();
   x_.host_.set_deadline(Side::kUpstream, x_.upstream_timeout(x_.response_timeout()));
   x_.host_.awaiting_response(true);
   http::async_read_header(x_.upstream_->stream, x_.upstream_->buffer, *res_parser_,
@@ -180,6 +183,7 @@ void Http1Leg::on_response_head(beast::error_code ec) {
     return x_.fail(UpstreamError::kUnsupportedTransferCoding);
   }
   x_.upstream_status_ = res.result_int();
+  if (x_.retry_answer(res.base())) return;  // the route's policy retries this status
   x_.upstream_server_ = x_.upstream_->server;
   x_.note_usage(res.base());
   x_.answered();
@@ -195,7 +199,7 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   start.fields = &res.base();
   start.content_length = to_std(res_parser_->content_length());
   start.has_body = !res_parser_->is_done();
-  x_.client_.start_response(start);
+  x_.client_->start_response(start);
   // Body bytes already read with the head: send head and body in one write.
   if (!res_parser_->is_done() && x_.upstream_->buffer.size() > 0) return read_upstream_body();
   x_.send_response(nullptr, 0, res_parser_->is_done());
@@ -261,7 +265,7 @@ void Http1Leg::relay_trailers() {
     }
     trailers_.insert(field.name_string(), field.value());
   }
-  x_.client_.set_response_trailers(trailers_);
+  x_.client_->set_response_trailers(trailers_);
 }
 
 // The response head, or a piece of the body (with the head if it was still
@@ -279,7 +283,7 @@ void Http1Leg::finish() {
   if (x_.upstream_->tls) x_.keep_tls_session();
   if (reuse_upstream({.upstream_keep_alive = upstream_reusable_,
                       .response_done = res_parser_->is_done(),
-                      .request_done = x_.client_.body_done(),
+                      .request_done = x_.client_->body_done(),
                       .nothing_buffered = x_.upstream_->buffer.size() == 0,
                       .upgrade_asked = x_.request_.websocket})) {
     if (x_.upstream_->buffer.capacity() > kUpstreamHeadBytes) x_.upstream_->buffer.shrink_to_fit();
@@ -301,7 +305,7 @@ void Http1Leg::start_tunnel() {
   if (x_.upstream_timed_out_) return x_.io_failed(beast::error::timeout);
   if (!x_.upstream_->stream.socket().is_open()) return x_.abort();
   const auto& res = res_parser_->get();
-  const UpgradeStreams client = x_.client_.upgrade_streams();
+  const UpgradeStreams client = x_.client_->upgrade_streams();
   if (!x_.request_.websocket || !client.stream || !grants_websocket_upgrade(res.base())) {
     spdlog::warn(
         "upstream {} server {}: 101 Switching Protocols to a request that did not ask "
@@ -318,8 +322,8 @@ void Http1Leg::start_tunnel() {
   start.status = x_.upstream_status_;
   start.reason = res.reason();
   start.fields = &res.base();
-  x_.client_.start_response(start);
-  std::string head = x_.client_.upgrade_head();
+  x_.client_->start_response(start);
+  std::string head = x_.client_->upgrade_head();
   res_parser_.reset();
   x_.host_.tunnel_opened();
   x_.req_head_ = {};

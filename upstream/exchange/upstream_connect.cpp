@@ -1,6 +1,7 @@
 // UpstreamExchange: choosing a server, waiting for a connection slot at it,
 // and connecting (resolving a host name if need be, TLS with session
 // resumption) within connect_timeout; a failed connect goes by the retry rule.
+#include <algorithm>
 #include <exception>
 
 #include <spdlog/spdlog.h>
@@ -30,11 +31,17 @@ void UpstreamExchange::try_next_server() {
     note_attempt(UpstreamOutcome::kUnhealthy);
     return fail(UpstreamError::kNoHealthyServer);
   }
-  server_index_ = *server;
-  tried_.push_back(*server);
+  start_attempt(*server);
+}
+
+void UpstreamExchange::start_attempt(std::size_t server) {
+  server_index_ = server;
+  if (std::find(tried_.begin(), tried_.end(), server) == tried_.end()) tried_.push_back(server);
+  attempt_servers_.push_back(server);
+  attempt_deadline_ = Clock::time_point::max();  // set once the request went (request_sent)
   // Counted where it is read: least_request's picks (no cost otherwise).
   if (upstream_cfg_->balance == BalancePolicy::kLeastRequest) {
-    in_flight_.hold(pools_.slots(*upstream_cfg_, *server));
+    in_flight_.hold(pools_.slots(*upstream_cfg_, server));
   }
   upstream_timed_out_ = false;
   leg_->start();
@@ -216,7 +223,9 @@ void UpstreamExchange::connect_failed(std::string_view what, const std::string& 
   pools_.mark_failed(*upstream_cfg_, server_index_);
   drop_upstream();
   last_connect_error_ = error;
-  if (retry_rule(attempt(FailedAttempt::Stage::kConnect)) == Retry::kNextServer) {
+  if (retry_by_policy(RetryCause::kConnectFailure)) return;
+  if (!policy_owns(RetryCause::kConnectFailure) &&
+      retry_rule(attempt(FailedAttempt::Stage::kConnect)) == Retry::kNextServer) {
     return retry(Retry::kNextServer);
   }
   fail(error);

@@ -40,20 +40,37 @@ void UpstreamExchange::start(const ExchangeRequest& request,
   deadline_at_ =
       request.deadline.count() > 0 ? Clock::now() + request.deadline : Clock::time_point::max();
   tried_.clear();
+  attempt_servers_.clear();
+  policy_retries_ = 0;
+  client_ = &real_client_;
+  // A WebSocket handshake is never retried (and its tunnel outlives the exchange).
+  if (const RetryPolicy* policy = request.retry; policy && !request.websocket) {
+    budget_ = &pools_.retry_budget(*upstream_cfg_);
+    budget_->request_started();
+    // The body is kept only for a request that may go again.
+    if (policy->non_idempotent || is_idempotent(request.method)) {
+      replay_.arm(real_client_, policy->max_replay_bytes);
+      client_ = &replay_;
+    }
+  }
   try_next_server();
 }
 
 UpstreamExchange::~UpstreamExchange() {
   h2_.release();
+  leave_retry_budget();
 }
 
 UpstreamExchange::Clock::duration UpstreamExchange::upstream_timeout(
     Clock::duration timeout) const {
-  if (deadline_at_ == Clock::time_point::max()) return timeout;
-  return std::clamp(deadline_at_ - Clock::now(), Clock::duration::zero(), timeout);
+  // An attempt under a per-try timeout waits for its response head until then.
+  const Clock::time_point until = std::min(deadline_at_, attempt_deadline_);
+  if (until == Clock::time_point::max()) return timeout;
+  return std::clamp(until - Clock::now(), Clock::duration::zero(), timeout);
 }
 
 void UpstreamExchange::on_upstream_deadline() {
+  if (backing_off_) return;  // between attempts
   if (leg_) return leg_->on_deadline();
   http1_.on_deadline();
 }
@@ -63,13 +80,13 @@ void UpstreamExchange::on_upstream_deadline() {
 // The head is written once (a retry after a failed connect reuses it).
 bool UpstreamExchange::begin_request() {
   if (progress_ != Progress::kNew) return false;
-  progress_ = !client_.body_done() && client_.expects_continue() ? Progress::kContinueOwed
+  progress_ = !client_->body_done() && client_->expects_continue() ? Progress::kContinueOwed
                                                                  : Progress::kHeadReady;
   return true;
 }
 
 void UpstreamExchange::read_client_body() {
-  client_.read_body(request_.relay);
+  client_->read_body(request_.relay);
 }
 
 void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
@@ -95,6 +112,7 @@ void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
 }
 
 void UpstreamExchange::answered() {
+  attempt_deadline_ = Clock::time_point::max();  // per_try_timeout bounds the wait for the head
   note_attempt(UpstreamOutcome::kOk);
   host_.response_started();
 }
@@ -140,7 +158,7 @@ void UpstreamExchange::note_usage_trailers(const HttpFields& head, const HttpFie
 
 void UpstreamExchange::send_response(const char* data, std::size_t n, bool last) {
   progress_ = Progress::kResponseStarted;
-  client_.send_response(data, n, last);
+  client_->send_response(data, n, last);
 }
 
 // ---- The retry rule --------------------------------------------------------
@@ -158,6 +176,7 @@ void UpstreamExchange::retry(Retry how) {
   // The same server once more: on a new connection (one the server had
   // closed under a pooled request), or on another stream (a refused one).
   ++facts_.retries;
+  attempt_servers_.push_back(server_index_);
   if (how == Retry::kAnotherStream) {
     ++h2_refused_;  // where a stream can be taken (H2Leg::start)
   } else {
@@ -192,6 +211,7 @@ void UpstreamExchange::io_failed(beast::error_code ec) {
                upstream_ ? upstream_->server : "?", ec.message());
   note_attempt(timed_out ? UpstreamOutcome::kTimeout : UpstreamOutcome::kReset);
   drop_upstream();
+  if (retry_by_policy(timed_out ? RetryCause::kTimeout : RetryCause::kReset)) return;
   fail(exchange_error(timed_out));
 }
 
@@ -222,14 +242,19 @@ void UpstreamExchange::end(LegEnd how, UpstreamError error, beast::error_code ec
   result.status = upstream_status_;
   result.error = error;
   result.body_error = ec;
-  result.client_keep_alive = how == LegEnd::kRelayed && client_.keeps_client();
+  result.client_keep_alive = how == LegEnd::kRelayed && client_->keeps_client();
   result.upstream_reused = upstream_reused_;
   in_flight_.release();
+  leave_retry_budget();
   leg_ = nullptr;  // what the client leg completes after this is not the exchange's
   host_.exchange_ended(result);
 }
 
 void UpstreamExchange::close_upstream_socket() {
+  if (backing_off_) {
+    backoff_timer_->cancel();  // between attempts: the wait ends, and the exchange with it
+    return;
+  }
   if (leg_) return leg_->close();
   http1_.close();
 }
@@ -258,10 +283,23 @@ void UpstreamExchange::release_dropped(std::uint64_t generation) {
 
 void UpstreamExchange::cancel_wait() {
   if (slot_.timer) slot_.timer->cancel();
+  if (backing_off_) backoff_timer_->cancel();  // the client left: the exchange ends
 }
 
 void UpstreamExchange::reset() {
   in_flight_.release();
+  leave_retry_budget();
+  if (backing_off_) {
+    backing_off_ = false;
+    ++backoff_generation_;  // its handler does nothing
+    backoff_timer_->cancel();
+  }
+  tried_.clear();
+  attempt_servers_.clear();
+  policy_retries_ = 0;
+  if (client_ == &replay_) replay_.disarm();
+  client_ = &real_client_;
+  attempt_deadline_ = Clock::time_point::max();
   h2_.reset();
   http1_.reset();
   usage_.reset();

@@ -38,10 +38,12 @@
 #include "common/http_limits.hpp"
 #include "upstream/byte_stream.hpp"
 #include "upstream/exchange/client_leg.hpp"
+#include "upstream/exchange/exchange_host.hpp"
 #include "upstream/exchange/exchange_facts.hpp"
 #include "upstream/exchange/framing.hpp"
 #include "upstream/exchange/h2_leg.hpp"
 #include "upstream/exchange/http1_leg.hpp"
+#include "upstream/exchange/replay_leg.hpp"
 #include "upstream/exchange/retry_rule.hpp"
 #include "upstream/exchange/tunnel.hpp"
 #include "upstream/exchange/upstream_leg.hpp"
@@ -49,93 +51,21 @@
 #include "upstream/header_rules.hpp"
 #include "upstream/http_fields.hpp"
 #include "upstream/request_head.hpp"
+#include "upstream/retry/retry_budget.hpp"
+#include "upstream/retry/retry_policy.hpp"
 #include "upstream/upstream_error.hpp"
 #include "upstream/upstream_pool.hpp"
 
 namespace sluice {
-
-// Whose operation the client connection's one I/O deadline guards.
-enum class Side { kClient, kUpstream };
-
-// How an exchange ended: what its host is told, once.
-struct ExchangeResult {
-  enum class End {
-    kRelayed,            // the response reached the client whole
-    kUpstreamFailed,     // no response byte sent yet: the client gets a local reply
-    kRequestBodyFailed,  // reading the request body failed (the upstream connection is dropped)
-    kAborted,            // nothing can be sent any more: cut the client connection
-  };
-  End end = End::kAborted;
-  unsigned status = 0;                    // the upstream's status (0: none came, or it was void)
-  UpstreamError error{};                  // kUpstreamFailed: why
-  boost::beast::error_code body_error;    // kRequestBodyFailed: the read's error
-  bool client_keep_alive = false;         // kRelayed: the client connection stays open
-  bool upstream_reused = false;           // its last attempt's connection came from the pool
-};
-
-// What an exchange needs of the client connection it serves, and tells it
-// (what it did on the way, its attempts and retries, are facts the host takes:
-// take_facts). Called on the worker's executor; an end found at once (no server to try)
-// is reported from inside UpstreamExchange::start. An upgraded exchange
-// becomes a tunnel, which reports to the same host.
-class ExchangeHost : public TunnelHost {
- public:
-  virtual void set_deadline(Side side, std::chrono::steady_clock::duration timeout) = 0;
-  virtual bool draining() const = 0;
-  virtual bool client_closed() const = 0;
-  // The request went whole and its response head is awaited (true), or the
-  // head came (false). Meanwhile a host that can tell watches the client
-  // connection, and aborts the exchange (exchange_aborted) as soon as the
-  // client closes it, so that nothing is held for a client that left.
-  virtual void awaiting_response(bool waiting) { (void)waiting; }
-  // A server answered: its response head is about to go to the client. The
-  // attempts noted so far may be taken (take_facts) and counted now, so that
-  // whoever reads the metrics once the response is in sees them; what happens
-  // after (a body cut short) is taken at the end.
-  virtual void response_started() {}
-
-  // How it ended, with the upstream connection pooled or dropped already.
-  virtual void exchange_ended(const ExchangeResult& result) = 0;
-  // The upstream accepted the WebSocket upgrade: the 101 is about to go and
-  // the connection becomes a tunnel, which ends with tunnel_ended.
-  virtual void tunnel_opened() = 0;
-};
-
-// What the exchange is asked to do; the views outlive it.
-struct ExchangeRequest {
-  const UpstreamConfig* upstream = nullptr;
-  // The head that goes upstream, prepared once (written for the upstream's
-  // protocol on the first connection; a retry reuses it).
-  const UpstreamHead* head = nullptr;
-  // The relay buffer, lent until reset(): request body and response pieces
-  // go through it.
-  std::span<char> relay;
-  boost::beast::http::verb method = boost::beast::http::verb::unknown;
-  std::chrono::milliseconds send_timeout{};  // a write to the client (a tunnel's)
-  bool chunked = false;                      // the request body goes upstream chunked
-  bool body_empty = false;                   // the request has no body at all
-  bool websocket = false;                    // a WebSocket handshake (see RequestInfo)
-  std::chrono::milliseconds tunnel_idle_timeout{};  // an upgraded connection's idle timeout
-  // A response header (or trailer) whose value the host wants at the end
-  // (usage()); empty: none.
-  std::string_view usage_header;
-  // How long the whole exchange may take (a gRPC call's grpc-timeout); every
-  // upstream wait ends by then. Zero: no bound beyond the upstream's timeouts.
-  std::chrono::milliseconds deadline{};
-  // How long the upstream may take to the response head and between reads
-  // (a route's idle_timeout_ms). Zero: the upstream's response_timeout.
-  std::chrono::milliseconds response_timeout{};
-  // The request's key when the upstream balances by hash (upstreams.NAME.
-  // hash_on, read by the host); none: the request lacks it.
-  std::optional<std::uint64_t> hash_key;
-};
 
 class UpstreamExchange {
  public:
   UpstreamExchange(ExchangeHost& host, ClientLeg& client, WorkerExecutor executor,
                    UpstreamPools& pools)
       : host_(host),
-        client_(client),
+        real_client_(client),
+        replay_(*this),
+        client_(&client),
         executor_(std::move(executor)),
         pools_(pools),
         http1_(*this),
@@ -151,6 +81,7 @@ class UpstreamExchange {
   // The client leg's operations completed (see client_leg.hpp): the leg of
   // the attempt under way takes them; after the end, nobody does.
   void on_body_read(boost::beast::error_code ec, std::size_t n) {
+    if (!ec && client_ == &replay_) replay_.keep(request_.relay.data(), n);
     if (leg_) leg_->on_body_read(ec, n);
   }
   void on_continue_sent(boost::beast::error_code ec) {
@@ -182,6 +113,10 @@ class UpstreamExchange {
   // value). nullopt while none came.
   const std::optional<std::string>& usage() const { return usage_; }
   std::string_view upstream_server() const { return upstream_server_; }
+  // The attempts made at servers (0: none was), and the servers they went
+  // to, in order, as "host:port" joined with ",".
+  std::size_t attempts() const { return attempt_servers_.size(); }
+  std::string servers_tried() const;
   // Its attempts and retries noted since the last take, handed over once
   // (later attempts are noted afresh, for the same upstream).
   ExchangeFacts take_facts() {
@@ -198,6 +133,7 @@ class UpstreamExchange {
   // server, the connection, the retry rule and the end (below).
   friend class Http1Leg;
   friend class H2Leg;
+  friend class ReplayLeg;
   using Clock = std::chrono::steady_clock;
 
   // A dropped connection whose operation has not ended, with what that
@@ -238,6 +174,8 @@ class UpstreamExchange {
 
   // ---- Choose, connect (upstream_connect.cpp) ----
   void try_next_server();
+  // An attempt at `server` (an index into the upstream's servers).
+  void start_attempt(std::size_t server);
   // An HTTP/1.1 attempt: a pooled connection, or a new one, then the leg sends.
   void connect_http1();
   void connect_fresh();
@@ -288,6 +226,27 @@ class UpstreamExchange {
   FailedAttempt attempt(FailedAttempt::Stage stage) const;
   // The retry rule said `how` (not kNo): the request goes again.
   void retry(Retry how);
+  // The route's retry policy (request_.retry) on a failed attempt: true when
+  // the request goes again (after a backoff), within the policy's attempts
+  // and the upstream's budget, to a server not tried yet if one is up.
+  bool retry_by_policy(RetryCause cause);
+  // A response head with `status` came (the leg set upstream_status_): true
+  // when the policy retries it instead (the response is dropped unread).
+  bool retry_answer(const HttpFields& head);
+  void on_backoff(std::uint64_t generation);
+  // The route's policy decides this failure alone (the built-in retry of a
+  // failed connect then makes no second try of its own).
+  bool policy_owns(RetryCause cause) const {
+    return request_.retry && request_.retry->retries(cause);
+  }
+  // The whole request went on this attempt: its per_try_timeout starts.
+  void request_sent() {
+    if (request_.retry && request_.retry->per_try_timeout.count() > 0) {
+      attempt_deadline_ = Clock::now() + request_.retry->per_try_timeout;
+    }
+  }
+  // The request is over for the upstream's retry budget.
+  void leave_retry_budget();
   // An HTTP/1.1 connection failed with `ec`: the retry rule, else the end.
   void io_failed(boost::beast::error_code ec);
   FailedAttempt failed_exchange(boost::beast::error_code ec, bool timed_out) const;
@@ -299,7 +258,11 @@ class UpstreamExchange {
   void abort();
 
   ExchangeHost& host_;
-  ClientLeg& client_;
+  ClientLeg& real_client_;
+  // Under a retry policy the legs read the body through replay_, which keeps
+  // it for a retry; otherwise from the client leg itself.
+  ReplayLeg replay_;
+  ClientLeg* client_;
   WorkerExecutor executor_;
   UpstreamPools& pools_;
   std::weak_ptr<UpstreamExchange> self_;
@@ -307,6 +270,7 @@ class UpstreamExchange {
   ExchangeFacts facts_;
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::vector<std::size_t> tried_;
+  std::vector<std::size_t> attempt_servers_;  // every attempt's server, in order
   std::size_t server_index_ = 0;
   InFlight in_flight_;  // the attempt under way, counted at its server
   Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
@@ -333,6 +297,19 @@ class UpstreamExchange {
   bool upstream_reused_ = false;  // the attempt's connection came from the pool
   bool retried_on_fresh_ = false;
   std::size_t h2_refused_ = 0;  // HTTP/2 streams the server refused for this request
+
+  // Under a retry policy: the upstream's budget on this worker (null: none
+  // counted), whether a retry of this request holds it, the retries the
+  // policy made, the server and the timer of the next attempt, and the end
+  // of the attempt's own wait for a response head (per_try_timeout).
+  RetryBudget* budget_ = nullptr;
+  bool retry_held_ = false;
+  unsigned policy_retries_ = 0;
+  std::size_t next_server_ = 0;
+  std::unique_ptr<ExchangeTimer> backoff_timer_;
+  std::uint64_t backoff_generation_ = 0;
+  bool backing_off_ = false;  // between two attempts
+  Clock::time_point attempt_deadline_ = Clock::time_point::max();
 
   // One leg per upstream protocol; leg_ is the one of the attempt under way
   // (null once the exchange ended: what the client leg completes after that

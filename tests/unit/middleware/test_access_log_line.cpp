@@ -57,7 +57,9 @@ TEST_CASE("access log: a line has every field, null where it does not apply", "[
   const std::string text = access_log_line(s, 1700000000123);
   REQUIRE(text.back() == '\n');
   const auto line = nlohmann::json::parse(text);
-  CHECK(line.size() == 19);
+  CHECK(line.size() == 21);
+  CHECK(line["attempts"] == 0);  // a local reply: no server was tried
+  CHECK(line["servers_tried"] == nlohmann::json::array());
   CHECK(line["protocol"] == "HTTP/2");
   CHECK(line["ts"] == "2023-11-14T22:13:20.123Z");
   CHECK(line["path"] == "/a/b");  // never the query
@@ -72,7 +74,7 @@ TEST_CASE("access log: a line has every field, null where it does not apply", "[
 
   ExchangeSummary bare;  // no head: no decision
   const auto none = nlohmann::json::parse(access_log_line(bare, 0));
-  CHECK(none.size() == 19);
+  CHECK(none.size() == 21);
   CHECK(none["protocol"].is_null());
   CHECK(none["decision"] == "none");
   CHECK(none["consumer"].is_null());
@@ -91,6 +93,8 @@ TEST_CASE("access log: a line, byte for byte", "[access-log]") {
   s.route = "chat \"beta\"";
   s.client_ip = *parse_ip("2001:db8::7");
   s.upstream_server = "127.0.0.1:8080";
+  s.attempts = 3;
+  s.servers_tried = "127.0.0.1:8081,[::1]:8082,127.0.0.1:8080";
   s.duration_seconds = 0.0012345;
   DecisionRecord d;
   d.decision = "allowed";
@@ -105,7 +109,8 @@ TEST_CASE("access log: a line, byte for byte", "[access-log]") {
         R"({"ts":"2025-12-02T00:00:00.007Z","request_id":"0123456789abcdef",)"
         R"("trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","client_ip":"2001:db8::7",)"
         R"("method":"POST","protocol":"HTTP/1.1","path":"/v1/chat","route":"chat \"beta\"",)"
-        R"("status":200,"duration_ms":1.235,"upstream":"127.0.0.1:8080","local":false,)"
+        R"("status":200,"duration_ms":1.235,"upstream":"127.0.0.1:8080","attempts":3,)"
+        R"("servers_tried":["127.0.0.1:8081","[::1]:8082","127.0.0.1:8080"],"local":false,)"
         R"("decision":"allowed","consumer":"k:3f2a","plan":"gold","limit":"per_key",)"
         R"("remaining":99.5,"cost":1e+21,"settled_cost":0.001})"
         "\n");

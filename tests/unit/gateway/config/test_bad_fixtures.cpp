@@ -134,6 +134,18 @@ const std::vector<BadFixture> kBadFixtures = {
       "19: routes[3].split_on: is read only with upstreams",
       "20: routes[4]: missing required key \"upstream\"",
       "24: routes[5].upstreams[1].name: upstream \"stable\" is listed twice"}},
+    {"route_retry.yaml",
+     {"4: upstreams.app.retry_budget: percent and min_concurrent are both 0: no retry could ever "
+      "start (remove the routes' retry instead)",
+      "7: upstreams.bounds.retry_budget.percent: must be at most 100, got 150",
+      "12: routes[0].retry: the route takes only non-idempotent methods, which are retried only "
+      "with retry_non_idempotent: true",
+      "16: routes[1].retry.attempts: must be at most 10, got 11",
+      "16: routes[1].retry.on[0]: unknown failure \"5xx\" (connect_failure, reset, timeout, 502, "
+      "503, 504, gateway_error or unavailable)",
+      "20: routes[2].retry.on: must list at least one failure to retry",
+      "20: routes[2].retry.backoff: max_ms (10) must be at least base_ms (50)",
+      "24: routes[3].retry: missing required key \"on\""}},
     {"upstream_outliers.yaml",
      {"4: upstreams.nothing.outlier_detection: consecutive_5xx and consecutive_gateway_errors are "
       "both 0: nothing would eject a server (remove outlier_detection instead)",
