@@ -78,6 +78,9 @@ constexpr MetricFamily kOwnFamilies[] = {
     {"sluice_upstream_retries_total", "counter",
      "Attempts made again: on a fresh connection after a reused one failed before any response "
      "byte, on another HTTP/2 stream after a refused one, and by a route's retry policy."},
+    {"sluice_mirror_requests_total", "counter",
+     "Copies of a route's requests sent to its mirror upstream, by outcome (answered, failed, "
+     "skipped)."},
     {"sluice_upstream_retry_budget_exhausted_total", "counter",
      "Retries a route's policy wanted that the upstream's retry budget refused."},
     {"sluice_config_reloads_total", "counter", "Configuration reloads by result."},

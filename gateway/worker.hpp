@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "gateway/config/config.hpp"
+#include "gateway/mirror/route_mirrors.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/middleware.hpp"
 #include "gateway/request_series.hpp"
@@ -54,6 +55,7 @@ class Worker {
   MetricsShard& metrics() { return metrics_; }
   RequestSeries& series() { return series_; }
   RouteSplits& splits() { return splits_; }
+  RouteMirrors& mirrors() { return mirrors_; }
   MiddlewareChain& chain() { return chain_; }
   // Builds this worker's services and takes its middleware chain from them.
   void start_services(WorkerServicesFactory& factory);
@@ -118,6 +120,7 @@ class Worker {
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   RouteSplits splits_;
+  RouteMirrors mirrors_;
   bool draining_ = false;
   // One thread runs it. The reactor keeps its per-socket locks: the listener
   // registers accepted sockets with it from the main thread, and a socket's

@@ -327,6 +327,7 @@ struct RouteConfig {
   TrafficSplit split;
   RouteTimeouts timeouts;
   std::optional<RetryPolicy> retry;  // absent: only the built-in retries (retry_rule.hpp)
+  std::optional<MirrorPolicy> mirror;
   bool strip_prefix = false;
   std::vector<std::string> limits;
   std::vector<std::size_t> limit_indexes;  // indexes into Config::limits, same order

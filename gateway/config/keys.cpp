@@ -91,7 +91,10 @@ constexpr std::string_view kRoute[] = {"name",
                                        "split_on",
                                        "timeout_ms",
                                        "idle_timeout_ms",
-                                       "retry"};
+                                       "retry",
+                                       "mirror"};
+constexpr std::string_view kMirror[] = {"upstream", "percent", "max_in_flight",
+                                        "max_body_bytes"};
 constexpr std::string_view kRouteUpstream[] = {"name", "weight"};
 constexpr std::string_view kRetry[] = {"attempts",           "on",
                                        "per_try_timeout_ms", "backoff",
@@ -145,6 +148,7 @@ constexpr MappingKeys kQueryMatchKeys{"routes[].match.query[]", kValueMatch};
 constexpr MappingKeys kCookieMatchKeys{"routes[].match.cookies[]", kValueMatch};
 constexpr MappingKeys kRouteUpstreamKeys{"routes[].upstreams[]", kRouteUpstream};
 constexpr MappingKeys kRetryKeys{"routes[].retry", kRetry};
+constexpr MappingKeys kMirrorKeys{"routes[].mirror", kMirror};
 constexpr MappingKeys kRetryBackoffKeys{"routes[].retry.backoff", kRetryBackoff};
 constexpr MappingKeys kRetryBudgetKeys{"upstreams.NAME.retry_budget", kRetryBudget};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
@@ -167,7 +171,7 @@ std::vector<std::string> config_key_paths() {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
-      &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys,
+      &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys, &kMirrorKeys,
       &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
       &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,
       &kJwtProviderKeys};

@@ -44,6 +44,7 @@ extern const MappingKeys kQueryMatchKeys;
 extern const MappingKeys kCookieMatchKeys;
 extern const MappingKeys kRouteUpstreamKeys;
 extern const MappingKeys kRetryKeys;
+extern const MappingKeys kMirrorKeys;
 extern const MappingKeys kRetryBackoffKeys;
 extern const MappingKeys kRetryBudgetKeys;
 extern const MappingKeys kRejectKeys;

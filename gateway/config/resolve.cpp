@@ -152,6 +152,19 @@ void resolve_split(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route
   }
 }
 
+void resolve_mirror(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route& route_notes,
+                    const Config& c, RouteConfig& route) {
+  if (!route.mirror || !route_notes.mirror_upstream) return;
+  const ReadValue& name = *route_notes.mirror_upstream;
+  const auto it = std::find_if(c.upstreams.begin(), c.upstreams.end(),
+                               [&](const UpstreamConfig& u) { return u.name == name.text; });
+  if (it == c.upstreams.end()) {
+    if (notes.upstreams_read) r.error_at(name.mark, name.field, "unknown upstream " + shown(name.text));
+    return;
+  }
+  route.mirror->upstream_index = static_cast<std::size_t>(it - c.upstreams.begin());
+}
+
 void resolve_limits(YamlReader& r, const ReadNotes& notes, const ReadNotes::Route& route_notes,
                     const Config& c, RouteConfig& route) {
   for (const auto& name : route_notes.limit_names) {
@@ -317,6 +330,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
     auto& route = c.routes[i];
     if (route_notes.upstream) resolve_upstream(r, notes, *route_notes.upstream, c, route);
     resolve_split(r, notes, route_notes, c, route);
+    resolve_mirror(r, notes, route_notes, c, route);
     resolve_limits(r, notes, route_notes, c, route);
     if (route_notes.cost) check_cost(r, notes, *route_notes.cost, route.cost, "cost", c, route);
     if (route_notes.max_cost) {

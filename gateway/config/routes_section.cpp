@@ -219,6 +219,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   read_route_split(r, *m, route, notes);
   read_route_timeouts(r, *m, route);
   read_route_retry(r, *m, route);
+  read_route_mirror(r, *m, route, notes);
   if (auto* v = m->get("strip_prefix")) {
     if (auto b = r.boolean(*v)) {
       route.strip_prefix = *b;

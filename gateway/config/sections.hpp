@@ -64,6 +64,7 @@ struct ReadNotes {
     std::optional<HeaderUse> cost_header;  // when valid
     std::optional<ReadValue> max_cost;     // when valid and not 0
     std::vector<ReadValue> split_names;    // each upstreams[].name that is a string
+    std::optional<ReadValue> mirror_upstream;  // mirror.upstream, when a string
   };
   std::vector<Route> routes;  // per Config::routes entry
 
@@ -101,6 +102,8 @@ std::optional<HashOn> read_request_key(YamlReader& r, const Field& v, bool allow
 void read_route_timeouts(YamlReader& r, const Mapping& m, RouteConfig& route);
 // routes[].retry, after the route's match (its methods) is read.
 void read_route_retry(YamlReader& r, const Mapping& m, RouteConfig& route);
+void read_route_mirror(YamlReader& r, const Mapping& m, RouteConfig& route,
+                       ReadNotes::Route& notes);
 // An upstream's health_check (health_check_section.cpp).
 void read_health_check(YamlReader& r, const Field& f, UpstreamConfig& u);
 void read_limits(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

@@ -69,6 +69,16 @@ struct TrafficSplit {
   unsigned total_weight = 0;
 };
 
+// A share of a route's requests copied to another upstream
+// (routes[].mirror), whose answers are dropped.
+struct MirrorPolicy {
+  std::string upstream;
+  std::size_t upstream_index = 0;  // into Config::upstreams
+  double percent = 100;            // of the route's requests, exactly, per worker
+  std::size_t max_in_flight = 32;  // mirrored requests in flight, per worker
+  std::size_t max_body_bytes = 64 * 1024;  // a longer request body is not mirrored
+};
+
 // How long a route's exchanges may take (routes[].timeout_ms and
 // idle_timeout_ms); zero: the upstream's own timeouts alone.
 struct RouteTimeouts {

@@ -293,3 +293,40 @@ void read_route_retry(YamlReader& r, const Mapping& route_keys, RouteConfig& rou
 }
 
 }  // namespace sluice::config
+
+namespace sluice::config {
+
+void read_route_mirror(YamlReader& r, const Mapping& route_keys, RouteConfig& route,
+                       ReadNotes::Route& notes) {
+  const Field* f = route_keys.get("mirror");
+  if (!f) return;
+  const auto m = r.mapping(*f, kMirrorKeys.keys);
+  if (!m) return;
+  MirrorPolicy mirror;
+  if (const Field* v = r.required(*m, "upstream")) {
+    if (auto s = r.nonempty_string(*v)) {
+      mirror.upstream = *s;
+      notes.mirror_upstream = ReadValue{*v, r.here(), *s};
+    }
+  }
+  if (const Field* v = m->get("percent")) {
+    if (auto n = r.positive_number(*v)) {
+      if (*n > 100) {
+        r.error(*v, "must be at most 100, got " + format_number(*n));
+      } else {
+        mirror.percent = *n;
+      }
+    }
+  }
+  if (const Field* v = m->get("max_in_flight")) {
+    if (auto n = r.integer(*v, 1, kMaxCount)) mirror.max_in_flight = static_cast<std::size_t>(*n);
+  }
+  if (const Field* v = m->get("max_body_bytes")) {
+    if (auto n = r.integer(*v, 0, kMaxReplayBytes)) {
+      mirror.max_body_bytes = static_cast<std::size_t>(*n);
+    }
+  }
+  route.mirror = mirror;
+}
+
+}  // namespace sluice::config

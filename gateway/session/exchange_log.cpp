@@ -45,6 +45,12 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
 
 void seed_session_metrics(const Config& config, MetricsShard& metrics) {
   for (const auto& route : config.routes) {
+    if (route.mirror) {
+      for (const auto outcome : {"answered", "failed", "skipped"}) {
+        metrics.declare("sluice_mirror_requests_total",
+                        scratch_labels({{"route", route.name}, {"outcome", outcome}}));
+      }
+    }
     metrics.declare_histogram("sluice_http_request_duration_seconds",
                               scratch_labels({{"route", route.name}}));
     metrics.declare("sluice_websocket_tunnels_total", scratch_labels({{"route", route.name}}));

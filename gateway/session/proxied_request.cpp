@@ -1,6 +1,7 @@
 #include "gateway/session/proxied_request.hpp"
 
 #include "gateway/metrics.hpp"
+#include "gateway/mirror/mirror_request.hpp"
 #include "gateway/session/client_read_error.hpp"
 #include "gateway/session/exchange_log.hpp"
 #include "gateway/session/local_reply.hpp"
@@ -15,7 +16,10 @@ ProxiedRequest::ProxiedRequest(Worker& worker, RequestLeg& leg, WorkerExecutor e
       config_(worker.config()),
       exchange_(*this, leg, std::move(executor), worker.pools()) {}
 
-ProxiedRequest::~ProxiedRequest() { release_relay_buffer(); }
+ProxiedRequest::~ProxiedRequest() {
+  release_relay_buffer();
+  if (mirror_) worker_.mirrors().release(mirror_->route);
+}
 
 void ProxiedRequest::set_peer(const IpAddress& peer, std::string_view peer_text,
                               const ClientCertificate* client_cert) {
@@ -100,8 +104,45 @@ void ProxiedRequest::start_upstream() {
   ExchangeRequest request = exchange_request(*config_, upstream, info_, *head_);
   request.head = &upstream_head_;
   request.relay = relay_buffer();
+  if (info_.route->mirror) take_mirror(request);
   in_exchange_ = true;
   exchange_.start(request, std::shared_ptr<UpstreamExchange>(leg_.keep_alive(), &exchange_));
+}
+
+void ProxiedRequest::take_mirror(ExchangeRequest& request) {
+  const RouteConfig& route = *info_.route;
+  if (info_.websocket) return;
+  switch (worker_.mirrors().take(route.name, *route.mirror)) {
+    case RouteMirrors::Take::kNo:
+      return;
+    case RouteMirrors::Take::kSkipped:
+      worker_.metrics().add("sluice_mirror_requests_total",
+                            scratch_labels({{"route", route.name}, {"outcome", "skipped"}}));
+      return;
+    case RouteMirrors::Take::kMirror:
+      break;
+  }
+  mirror_ = PendingMirror{route.name, info_.body.done, info_.body.chunked};
+  // The body is kept as it goes, for the copy.
+  if (!info_.body.done) request.keep_body = route.mirror->max_body_bytes;
+}
+
+void ProxiedRequest::send_mirror_copy() {
+  const RouteConfig& route = *info_.route;
+  const std::optional<std::string_view> body =
+      mirror_->body_empty ? std::optional<std::string_view>("") : exchange_.kept_body();
+  // A body not read whole (the request failed), or longer than the bound.
+  if (!body || body->size() > route.mirror->max_body_bytes) return drop_mirror("skipped");
+  const bool chunked = mirror_->chunked;
+  mirror_.reset();  // the copy holds the route's slot from here
+  send_mirror(worker_, config_, route, {&upstream_head_, *body, chunked});
+}
+
+void ProxiedRequest::drop_mirror(std::string_view outcome) {
+  worker_.mirrors().release(mirror_->route);
+  worker_.metrics().add("sluice_mirror_requests_total",
+                        scratch_labels({{"route", mirror_->route}, {"outcome", outcome}}));
+  mirror_.reset();
 }
 
 void ProxiedRequest::set_deadline(Side side, Clock::duration timeout) {
@@ -142,6 +183,7 @@ void ProxiedRequest::exchange_ended(const ExchangeResult& result) {
   // The upstream's outcome counts now, before any reply goes out: whoever
   // reads the metrics after the response sees it.
   count_facts();
+  if (mirror_) send_mirror_copy();
   leg_.exchange_ending();
   switch (result.end) {
     case ExchangeResult::End::kRelayed:
@@ -249,6 +291,7 @@ void ProxiedRequest::record(unsigned status, bool ended) {
 }
 
 void ProxiedRequest::reset() {
+  if (mirror_) drop_mirror("skipped");
   end_pipeline();
   pipeline_.context().decision = {};
   exchange_.reset();

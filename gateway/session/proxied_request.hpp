@@ -182,6 +182,12 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   // What the exchange did on its way (attempts, retries), counted once.
   void count_facts();
   void on_request_body_failed(boost::beast::error_code ec);
+  // routes[].mirror: whether this request is mirrored (taken when its
+  // exchange starts), and the copy sent when the exchange has ended (the
+  // body then read whole), or the route's slot given back.
+  void take_mirror(ExchangeRequest& request);
+  void send_mirror_copy();
+  void drop_mirror(std::string_view outcome);
   // A local reply for this request (the leg closes after it when it must).
   void reply(unsigned status, std::string_view message, bool close_after);
 
@@ -204,6 +210,12 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   unsigned local_status_ = 0;
   bool recorded_ = false;
   bool in_exchange_ = false;
+  struct PendingMirror {
+    std::string route;  // holds a slot of the route's mirrors in flight
+    bool body_empty = false;
+    bool chunked = false;
+  };
+  std::optional<PendingMirror> mirror_;
   UpstreamExchange exchange_;
 };
 

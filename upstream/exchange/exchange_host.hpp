@@ -97,6 +97,9 @@ struct ExchangeRequest {
   // The route's retry policy (routes[].retry); null: only the built-in
   // retries of retry_rule.hpp.
   const RetryPolicy* retry = nullptr;
+  // Keep the request body up to this many bytes (a mirror sends it too:
+  // UpstreamExchange::kept_body); 0: only what a retry needs.
+  std::size_t keep_body = 0;
 };
 
 }  // namespace sluice

@@ -36,7 +36,10 @@ bool UpstreamExchange::retry_by_policy(RetryCause cause) {
   const RetryPolicy* policy = request_.retry;
   if (!policy || !policy->retries(cause) || policy_retries_ + 1 >= policy->attempts) return false;
   // Not idempotent (without the opt-in), or a body sent that was not kept.
-  if (client_ != &replay_ || !replay_.replayable()) return false;
+  if (!retry_keeps_body_ || !replay_.replayable() ||
+      replay_.kept().size() > policy->max_replay_bytes) {
+    return false;
+  }
   if (progress_ == Progress::kResponseStarted || request_.websocket) return false;
   if (host_.client_closed()) return false;
   const Clock::time_point now = Clock::now();

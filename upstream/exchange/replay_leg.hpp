@@ -32,6 +32,8 @@ class ReplayLeg final : public ClientLeg {
   void keep(const char* data, std::size_t n);
   // Everything read from the client so far is kept: a retry can send it again.
   bool replayable() const { return !overflowed_; }
+  // What was kept: the body read so far.
+  std::string_view kept() const { return kept_; }
   // The next attempt sends the body from its start (a body read to its end
   // with no byte in it still ends with a read: a chunked body's last chunk).
   void rewind() {

@@ -44,14 +44,20 @@ void UpstreamExchange::start(const ExchangeRequest& request,
   policy_retries_ = 0;
   client_ = &real_client_;
   // A WebSocket handshake is never retried (and its tunnel outlives the exchange).
+  std::size_t keep = request.keep_body;
+  retry_keeps_body_ = false;
   if (const RetryPolicy* policy = request.retry; policy && !request.websocket) {
     budget_ = &pools_.retry_budget(*upstream_cfg_);
     budget_->request_started();
     // The body is kept only for a request that may go again.
     if (policy->non_idempotent || is_idempotent(request.method)) {
-      replay_.arm(real_client_, policy->max_replay_bytes);
-      client_ = &replay_;
+      keep = std::max(keep, policy->max_replay_bytes);
+      retry_keeps_body_ = true;
     }
+  }
+  if (keep > 0 || retry_keeps_body_) {
+    replay_.arm(real_client_, keep);
+    client_ = &replay_;
   }
   try_next_server();
 }

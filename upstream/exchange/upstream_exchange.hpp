@@ -117,6 +117,14 @@ class UpstreamExchange {
   // to, in order, as "host:port" joined with ",".
   std::size_t attempts() const { return attempt_servers_.size(); }
   std::string servers_tried() const;
+  // The whole request body, when it was read to its end and kept
+  // (ExchangeRequest::keep_body); none otherwise.
+  std::optional<std::string_view> kept_body() const {
+    if (client_ != &replay_ || !replay_.replayable() || !real_client_.body_done()) {
+      return std::nullopt;
+    }
+    return replay_.kept();
+  }
   // Its attempts and retries noted since the last take, handed over once
   // (later attempts are noted afresh, for the same upstream).
   ExchangeFacts take_facts() {
@@ -303,6 +311,7 @@ class UpstreamExchange {
   // policy made, the server and the timer of the next attempt, and the end
   // of the attempt's own wait for a response head (per_try_timeout).
   RetryBudget* budget_ = nullptr;
+  bool retry_keeps_body_ = false;  // the policy may send this request again
   bool retry_held_ = false;
   unsigned policy_retries_ = 0;
   std::size_t next_server_ = 0;

@@ -134,6 +134,12 @@ const std::vector<BadFixture> kBadFixtures = {
       "19: routes[3].split_on: is read only with upstreams",
       "20: routes[4]: missing required key \"upstream\"",
       "24: routes[5].upstreams[1].name: upstream \"stable\" is listed twice"}},
+    {"route_mirror.yaml",
+     {"7: routes[0].mirror.upstream: unknown upstream \"shadow\"",
+      "11: routes[1].mirror.percent: must be at most 100, got 150",
+      "11: routes[1].mirror.max_in_flight: must be greater than 0, got 0",
+      "15: routes[2].mirror: missing required key \"upstream\"",
+      "15: routes[2].mirror.percent: must be greater than 0, got 0"}},
     {"route_retry.yaml",
      {"4: upstreams.app.retry_budget: percent and min_concurrent are both 0: no retry could ever "
       "start (remove the routes' retry instead)",
