@@ -69,6 +69,10 @@ class MirrorRequest final : public ExchangeHost,
     request.send_timeout = config_->server.send_timeout;
     request.chunked = chunked_;
     request.body_empty = body_.empty() && !chunked_;
+    // The route's timeouts bound a copy as they bound the real request.
+    request.deadline = route_.timeouts.total;
+    request.response_timeout = route_.timeouts.idle;
+    request.counts_for_servers = false;
     auto self = shared_from_this();
     exchange_.start(request, std::shared_ptr<UpstreamExchange>(self, &exchange_));
   }
@@ -76,8 +80,11 @@ class MirrorRequest final : public ExchangeHost,
   // ---- ExchangeHost ----
   void set_deadline(Side, std::chrono::steady_clock::duration timeout) override {
     timer_.expires_after(timeout);
-    timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
-      if (auto self = weak.lock(); self && !ec && !self->ended_) {
+    // A wait that had fired already, its handler queued, is not this one's.
+    timer_.async_wait([weak = weak_from_this(), generation = ++timer_generation_](
+                          beast::error_code ec) {
+      auto self = weak.lock();
+      if (self && !ec && !self->ended_ && generation == self->timer_generation_) {
         self->exchange_.on_upstream_deadline();
       }
     });
@@ -99,6 +106,8 @@ class MirrorRequest final : public ExchangeHost,
   void tunnel_ended(bool) override {}
   void on_internal_error(std::string_view what) noexcept override {
     spdlog::warn("mirror of route {}: {}", route_.name, what);
+    worker_.metrics().add("sluice_internal_errors_total", "");
+    if (!ended_) exchange_.close_upstream_socket();  // what is pending fails and ends it
   }
 
   // ---- ClientLeg: the copy as the body source, a sink that drops the answer ----
@@ -152,14 +161,32 @@ class MirrorRequest final : public ExchangeHost,
   bool chunked_ = false;
   bool ended_body_ = false;
   bool ended_ = false;
+  std::uint64_t timer_generation_ = 0;
 };
 
 }  // namespace
 
 void send_mirror(Worker& worker, std::shared_ptr<const Config> config, const RouteConfig& route,
                  const MirrorCopy& copy) {
-  auto mirror = std::make_shared<MirrorRequest>(worker, std::move(config), route, copy);
-  mirror->start();
+  std::shared_ptr<MirrorRequest> mirror;
+  try {
+    mirror = std::make_shared<MirrorRequest>(worker, std::move(config), route, copy);
+  } catch (const std::exception& e) {
+    // Not made: the slot it was to hold goes back; the real request goes on.
+    spdlog::warn("mirror of route {}: {}", route.name, e.what());
+    worker.mirrors().release(route.name);
+    worker.metrics().add("sluice_mirror_requests_total",
+                         scratch_labels({{"route", route.name}, {"outcome", "failed"}}));
+    return;
+  }
+  // Started after the real request's end has run its course.
+  asio::post(worker.io(), [mirror = std::move(mirror)] {
+    try {
+      mirror->start();
+    } catch (const std::exception& e) {
+      mirror->on_internal_error(e.what());
+    }
+  });
 }
 
 }  // namespace sluice

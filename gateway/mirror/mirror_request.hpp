@@ -2,8 +2,9 @@
 // body sent to the mirror upstream by an exchange of its own, its answer read
 // and dropped. It keeps itself alive while its exchange runs, owns what the
 // exchange reads (the head, the body, a relay buffer), and affects nothing
-// of the real request: it starts after the real one has its answer (or, for
-// a request without a body, beside it), on the same worker.
+// of the real request: it starts once the real exchange has ended (its body
+// then read whole), on the same worker. Its attempts do not count for the
+// servers' outlier detection.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,7 @@ struct MirrorCopy {
 
 // Sends the copy to `route`'s mirror upstream (of `config`); the route's
 // count of mirrors in flight on the worker was taken (RouteMirrors::take)
-// and is released when the mirror ends.
+// and is released when the mirror ends (or could not be made). Never throws.
 void send_mirror(Worker& worker, std::shared_ptr<const Config> config, const RouteConfig& route,
                  const MirrorCopy& copy);
 

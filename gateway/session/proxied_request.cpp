@@ -112,6 +112,16 @@ void ProxiedRequest::start_upstream() {
 void ProxiedRequest::take_mirror(ExchangeRequest& request) {
   const RouteConfig& route = *info_.route;
   if (info_.websocket) return;
+  // A body known to be over the bound is never copied: it holds no slot.
+  const auto length = leg_.declared_length();
+  const bool too_long =
+      !info_.body.done && (route.mirror->max_body_bytes == 0 ||
+                           (length && *length > route.mirror->max_body_bytes));
+  if (too_long) {
+    worker_.metrics().add("sluice_mirror_requests_total",
+                          scratch_labels({{"route", route.name}, {"outcome", "skipped"}}));
+    return;
+  }
   switch (worker_.mirrors().take(route.name, *route.mirror)) {
     case RouteMirrors::Take::kNo:
       return;
@@ -183,6 +193,11 @@ void ProxiedRequest::exchange_ended(const ExchangeResult& result) {
   // The upstream's outcome counts now, before any reply goes out: whoever
   // reads the metrics after the response sees it.
   count_facts();
+  // A copy of a request the client gave up on (or whose body broke) is not sent.
+  if (mirror_ && (result.end == ExchangeResult::End::kAborted ||
+                  result.end == ExchangeResult::End::kRequestBodyFailed)) {
+    drop_mirror("skipped");
+  }
   if (mirror_) send_mirror_copy();
   leg_.exchange_ending();
   switch (result.end) {

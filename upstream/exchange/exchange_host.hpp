@@ -100,6 +100,8 @@ struct ExchangeRequest {
   // Keep the request body up to this many bytes (a mirror sends it too:
   // UpstreamExchange::kept_body); 0: only what a retry needs.
   std::size_t keep_body = 0;
+  // The attempts count for the servers' outlier detection (a mirror's copies do not).
+  bool counts_for_servers = true;
 };
 
 }  // namespace sluice

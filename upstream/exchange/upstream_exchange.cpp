@@ -62,9 +62,10 @@ void UpstreamExchange::start(const ExchangeRequest& request,
   try_next_server();
 }
 
+// (The retry budget is not touched here: an exchange destroyed with its
+// worker's pending handlers outlives the pools the budget lives in.)
 UpstreamExchange::~UpstreamExchange() {
   h2_.release();
-  leave_retry_budget();
 }
 
 UpstreamExchange::Clock::duration UpstreamExchange::upstream_timeout(
@@ -107,6 +108,7 @@ void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
       Clock::now() >= deadline_at_) {
     return;
   }
+  if (!request_.counts_for_servers) return;  // a mirror's copy
   AttemptResult result = AttemptResult::kGatewayError;
   if (outcome == UpstreamOutcome::kOk) {
     const bool gateway = upstream_status_ >= 502 && upstream_status_ <= 504;
