@@ -1,0 +1,105 @@
+// The values of a usage expression's paths (usage_expression.hpp) in one
+// JSON document fed in pieces as it passes (a response body relayed, an
+// event's data), never buffered: a bounded state (a stack of at most
+// kMaxDepth containers, a member name of at most kMaxMemberBytes, a number
+// of at most kMaxNumberBytes). Deeper documents, malformed ones and bytes
+// past max_bytes stop the scan; what was found before stays found.
+//
+// A path's value counts when it is a JSON number, finite and not negative,
+// of at most kMaxNumberBytes characters; anything else there (a string, null,
+// a negative or overlong number, an object) makes the term invalid. A member
+// seen twice: the last one wins. Pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "middleware/ratelimit/usage/usage_expression.hpp"
+
+namespace sluice::usage {
+
+inline constexpr std::size_t kMaxDepth = 64;
+inline constexpr std::size_t kMaxNumberBytes = 32;
+
+enum class TermState : std::uint8_t { kNotSeen, kValid, kInvalid };
+
+struct TermValue {
+  TermState state = TermState::kNotSeen;
+  double value = 0;
+};
+
+// The expression's value: the weighted sum of its terms, when every term was
+// found valid; none otherwise (the settlement then falls back to the estimate).
+std::optional<double> usage_total(const UsageExpression& expression,
+                                  std::span<const TermValue> found);
+
+class JsonUsageScanner {
+ public:
+  // `expression` outlives the scanner.
+  JsonUsageScanner(const UsageExpression& expression, std::size_t max_bytes);
+
+  void feed(std::string_view piece);
+  // Ready for another document (the found values are forgotten).
+  void reset();
+
+  // Per term of the expression, in order.
+  std::span<const TermValue> found() const { return found_; }
+  // The document could not be read to its end: malformed, too deep, or
+  // longer than max_bytes (truncated()).
+  bool stopped() const { return state_ == State::kStopped; }
+  bool truncated() const { return truncated_; }
+  // A whole top-level value was read.
+  bool complete() const { return state_ == State::kDone; }
+
+ private:
+  enum class State : std::uint8_t {
+    kValue,        // a value is next
+    kFirstMember,  // after '{': a member name or '}'
+    kMember,       // after ',' in an object: a member name
+    kName,         // in a member name
+    kNameEscape,
+    kColon,
+    kAfterValue,   // ',' or the container's end
+    kString,       // in a string value
+    kStringEscape,
+    kNumber,
+    kLiteral,      // true, false, null
+    kDone,
+    kStopped,
+  };
+  using Mask = std::uint8_t;  // a bit per term (kMaxTerms = 8)
+  struct Frame {
+    bool object = false;
+    Mask mask = 0;  // the terms whose paths go through this object's members
+  };
+
+  // Processes one byte; false when it must be seen again in the new state.
+  bool step(char c);
+  void open(bool object);
+  bool close(char c);
+  void name_done();
+  void scalar_done(bool number_ok, double value);
+  void number_done();
+  void literal_done();
+  void stop() { state_ = State::kStopped; }
+  void set_terms(Mask mask, TermState state, double value);
+
+  const UsageExpression& expression_;
+  std::size_t max_bytes_;
+  std::size_t seen_ = 0;
+  State state_ = State::kValue;
+  std::vector<Frame> stack_;  // reserved: at most kMaxDepth
+  std::string token_;         // a member name, number or literal being read
+  bool name_matchable_ = true;
+  Mask value_mask_ = 0;  // the terms whose path ends at the value being read
+  Mask child_mask_ = 0;  // the terms whose path goes on inside it
+  std::vector<TermValue> found_;
+  bool truncated_ = false;
+};
+
+}  // namespace sluice::usage

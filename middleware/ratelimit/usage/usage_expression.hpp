@@ -1,0 +1,34 @@
+// What a response body's usage is (cost_from_response.body): one JSON path
+// (`usage.total_tokens`), or a sum of them, each maybe weighted
+// (`usage.input_tokens + 4 * usage.output_tokens`). A path names object
+// members from the document's root, separated by dots. Pure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::usage {
+
+struct UsageTerm {
+  double weight = 1;
+  std::vector<std::string> path;  // object member names from the root
+};
+
+struct UsageExpression {
+  std::vector<UsageTerm> terms;
+  // The longest path: deeper members are never looked at.
+  std::size_t max_path_length() const;
+};
+
+// The paths' members are 1 to kMaxMemberBytes bytes, at most kMaxPathLength
+// deep, at most kMaxTerms terms; a weight is a finite number above 0.
+inline constexpr std::size_t kMaxMemberBytes = 64;
+inline constexpr std::size_t kMaxPathLength = 8;
+inline constexpr std::size_t kMaxTerms = 8;
+
+// Parses `text`, or says why it cannot (`error`).
+std::optional<UsageExpression> parse_usage_expression(std::string_view text, std::string& error);
+
+}  // namespace sluice::usage
