@@ -1,7 +1,6 @@
 #include "gateway/router.hpp"
 
 #include <algorithm>
-#include <regex>
 #include <utility>
 
 #include <re2/re2.h>
@@ -36,12 +35,8 @@ bool path_matches(const RouteMatch& match, std::string_view path) {
     case RouteMatch::PathKind::kExact:
       return path == match.path;
     case RouteMatch::PathKind::kRegex:
-      if (!match.regex) return false;
-      try {
-        return std::regex_match(path.begin(), path.end(), *match.regex);
-      } catch (const std::regex_error&) {
-        return false;  // too complex for this input: treat as no match
-      }
+      return match.regex &&
+             RE2::FullMatch(re2::StringPiece(path.data(), path.size()), *match.regex);
   }
   return false;
 }

@@ -1,6 +1,6 @@
 #include "gateway/config/checks.hpp"
 
-#include <regex>
+#include <re2/re2.h>
 
 namespace sluice {
 namespace {
@@ -32,11 +32,7 @@ bool paths_cover(const RouteMatch& outer, const RouteMatch& inner) {
     case PathKind::kRegex:
       if (inner.path_kind == PathKind::kRegex) return inner.path == outer.path;
       if (inner.path_kind == PathKind::kExact && outer.regex) {
-        try {
-          return std::regex_match(inner.path, *outer.regex);
-        } catch (const std::regex_error&) {
-          return false;
-        }
+        return RE2::FullMatch(inner.path, *outer.regex);
       }
       return false;
   }

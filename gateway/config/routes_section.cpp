@@ -3,7 +3,6 @@
 // and their cost, and what it does when Redis fails.
 // The names of upstreams and limits are resolved by the second pass.
 #include <algorithm>
-#include <regex>
 #include <unordered_map>
 
 #include "common/ascii.hpp"
@@ -18,62 +17,15 @@ namespace {
 
 constexpr std::string_view kPathKeys = "path_prefix, path_exact or path_regex";
 
-// Request paths reach path_regex unchecked (up to max_header_bytes), so the
-// regex must not recurse once per input character as libstdc++'s default
-// (backtracking) executor does: a 16 KB path can overflow a thread's stack.
-// The polynomial mode uses the breadth-first executor (no back-references).
-#if defined(__GLIBCXX__)
-constexpr auto kRegexFlags =
-    std::regex::ECMAScript | std::regex::optimize | std::regex_constants::__polynomial;
-#else
-constexpr auto kRegexFlags = std::regex::ECMAScript | std::regex::optimize;
-#endif
-
-std::string describe_regex_error(std::regex_constants::error_type code) {
-  namespace rc = std::regex_constants;
-  switch (code) {
-    case rc::error_collate:
-      return "invalid collating element";
-    case rc::error_ctype:
-      return "invalid character class";
-    case rc::error_escape:
-      return "invalid escape";
-    case rc::error_backref:
-      return "invalid back reference";
-    case rc::error_brack:
-      return "mismatched [ and ]";
-    case rc::error_paren:
-      return "mismatched ( and )";
-    case rc::error_brace:
-      return "mismatched { and }";
-    case rc::error_badbrace:
-      return "invalid range in { }";
-    case rc::error_range:
-      return "invalid character range";
-    case rc::error_badrepeat:
-      return "nothing to repeat before *, +, ? or {";
-    case rc::error_complexity:  // libstdc++ polynomial mode: a back-reference
-      return "back-references are not supported";
-    case rc::error_stack:
-    case rc::error_space:
-      return "too complex";
-    default:
-      return "syntax error";
-  }
-}
-
 void read_path(YamlReader& r, const Field& path, std::string_view key, RouteMatch& match) {
   const auto s = r.string(path);
   if (!s) return;
   match.path = *s;
   if (key == "path_regex") {
     match.path_kind = RouteMatch::PathKind::kRegex;
-    try {
-      match.regex = std::make_shared<const std::regex>(*s, kRegexFlags);
-    } catch (const std::regex_error& e) {
-      r.error(path, "invalid regular expression: " + describe_regex_error(e.code()) + " in " +
-                        shown(*s));
-    }
+    // RE2: linear in the path's length whatever the expression (request
+    // paths reach it unchecked, up to max_header_bytes).
+    match.regex = compile_regex(r, path, *s);
     return;
   }
   match.path_kind =

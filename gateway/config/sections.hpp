@@ -100,6 +100,10 @@ void read_route_split(YamlReader& r, const Mapping& m, RouteConfig& route,
                       ReadNotes::Route& notes);
 std::optional<HashOn> read_request_key(YamlReader& r, const Field& v, bool allow_path);
 void read_route_timeouts(YamlReader& r, const Mapping& m, RouteConfig& route);
+// An RE2 expression from `text` (matched against whole values), or null
+// with an error at `f`.
+std::shared_ptr<const re2::RE2> compile_regex(YamlReader& r, const Field& f,
+                                              const std::string& text);
 // routes[].retry, after the route's match (its methods) is read.
 void read_route_retry(YamlReader& r, const Mapping& m, RouteConfig& route);
 void read_route_mirror(YamlReader& r, const Mapping& m, RouteConfig& route,

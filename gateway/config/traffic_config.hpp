@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -46,7 +45,7 @@ struct RouteMatch {
   enum class PathKind { kPrefix, kExact, kRegex };
   PathKind path_kind = PathKind::kPrefix;
   std::string path = "/";
-  std::shared_ptr<const std::regex> regex;  // set when path_kind == kRegex
+  std::shared_ptr<const re2::RE2> regex;  // set when path_kind == kRegex (RE2, whole path)
   std::vector<std::string> methods;         // empty = any method
   std::string host;  // empty = any host (compared without port, case-insensitive)
   RequestMatchers request;  // every one must match

@@ -74,14 +74,8 @@ void read_value_match(YamlReader& r, const Field& f, const MappingKeys& keys, bo
       match.kind = ValueMatch::Kind::kPrefix;
     } else {
       match.kind = ValueMatch::Kind::kRegex;
-      RE2::Options options;
-      options.set_log_errors(false);
-      auto regex = std::make_shared<const RE2>(*value, options);
-      if (!regex->ok()) {
-        r.error(*test, "invalid regular expression: " + regex->error() + " in " + shown(*value));
-        valid = false;
-      }
-      match.regex = std::move(regex);
+      match.regex = compile_regex(r, *test, *value);
+      valid = valid && match.regex;
     }
   }
   if (const Field* v = m->get("invert")) {
@@ -100,6 +94,17 @@ void read_value_matches(YamlReader& r, const Field& f, const MappingKeys& keys, 
 }
 
 }  // namespace
+
+std::shared_ptr<const RE2> compile_regex(YamlReader& r, const Field& f, const std::string& text) {
+  RE2::Options options;
+  options.set_log_errors(false);
+  auto regex = std::make_shared<const RE2>(text, options);
+  if (!regex->ok()) {
+    r.error(f, "invalid regular expression: " + regex->error() + " in " + shown(text));
+    return nullptr;
+  }
+  return regex;
+}
 
 void read_request_matchers(YamlReader& r, const Mapping& m, RequestMatchers& out) {
   if (const Field* v = m.get("headers")) read_value_matches(r, *v, kHeaderMatchKeys, true, out.headers);

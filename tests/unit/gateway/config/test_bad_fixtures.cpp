@@ -272,9 +272,9 @@ const std::vector<BadFixture> kBadFixtures = {
      {"6: routes[0].match.path_prefix: must start with \"/\", got \"api/\"",
       "9: routes[1].match.path_exact: must start with \"/\", got \"health\""}},
     {"bad_regex.yaml",
-     {"7: routes[0].match.path_regex: invalid regular expression: mismatched ( and ) in "
+     {"7: routes[0].match.path_regex: invalid regular expression: missing ): /users/([0-9]+ in "
       "\"/users/([0-9]+\"",
-      "11: routes[1].match.path_regex: invalid regular expression: mismatched [ and ] in "
+      "11: routes[1].match.path_regex: invalid regular expression: missing ]: [0-9 in "
       "\"/items/[0-9\""}},
     {"bad_method.yaml",
      {"8: routes[0].match.methods[1]: invalid method \"PO ST\"",

@@ -1,6 +1,7 @@
 // Configuration checks beyond single values: the method fall-through warning,
 // plan names, merge keys, secrets in messages, --print-endpoints' JSON, and the
 // list of accepted keys against docs/configuration.md.
+#include <re2/re2.h>
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -63,7 +64,7 @@ RouteMatch exact(std::string path) {
 RouteMatch regex(std::string pattern) {
   RouteMatch m = prefix(pattern);
   m.path_kind = RouteMatch::PathKind::kRegex;
-  m.regex = std::make_shared<const std::regex>(pattern);
+  m.regex = std::make_shared<const re2::RE2>(pattern);
   return m;
 }
 
