@@ -113,6 +113,7 @@ void Worker::return_relay_buffer(std::unique_ptr<char[]> buffer) {
 
 void Worker::begin_drain() {
   draining_ = true;
+  mirrors_.cut_all();
   // on_drain may end a session and so change the set: iterate over a copy.
   std::vector<ClientSession*> sessions(sessions_.begin(), sessions_.end());
   for (auto* s : sessions) {
@@ -125,6 +126,7 @@ void Worker::close_all() {
   for (auto* s : sessions) {
     if (sessions_.count(s)) s->force_close();
   }
+  mirrors_.cut_all();
   pools_.clear();
 }
 

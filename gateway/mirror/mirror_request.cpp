@@ -44,6 +44,7 @@ void copy_head(const UpstreamHead& from, std::string& storage, UpstreamHead& to)
 
 class MirrorRequest final : public ExchangeHost,
                             public ClientLeg,
+                            public MirrorCopyHandle,
                             public std::enable_shared_from_this<MirrorRequest> {
  public:
   MirrorRequest(Worker& worker, std::shared_ptr<const Config> config, const RouteConfig& route,
@@ -73,6 +74,7 @@ class MirrorRequest final : public ExchangeHost,
     request.deadline = route_.timeouts.total;
     request.response_timeout = route_.timeouts.idle;
     request.counts_for_servers = false;
+    worker_.mirrors().add(this);
     auto self = shared_from_this();
     exchange_.start(request, std::shared_ptr<UpstreamExchange>(self, &exchange_));
   }
@@ -90,7 +92,8 @@ class MirrorRequest final : public ExchangeHost,
     });
   }
   bool draining() const override { return false; }
-  bool client_closed() const override { return false; }
+  // A cut copy is as a request whose client left: whatever it waits for ends it.
+  bool client_closed() const override { return cut_; }
   void exchange_ended(const ExchangeResult& result) override {
     ended_ = true;
     timer_.cancel();
@@ -130,7 +133,17 @@ class MirrorRequest final : public ExchangeHost,
   }
   bool keeps_client() const override { return false; }
 
-  ~MirrorRequest() override { worker_.mirrors().release(route_.name); }
+  void cut() override {
+    if (ended_ || cut_) return;
+    cut_ = true;
+    exchange_.cancel_wait();
+    exchange_.close_upstream_socket();
+  }
+
+  ~MirrorRequest() override {
+    worker_.mirrors().remove(this);
+    worker_.mirrors().release(route_.name);
+  }
 
  private:
   // A chunked body, even an empty one, ends with a read (its last chunk).
@@ -161,6 +174,7 @@ class MirrorRequest final : public ExchangeHost,
   bool chunked_ = false;
   bool ended_body_ = false;
   bool ended_ = false;
+  bool cut_ = false;
   std::uint64_t timer_generation_ = 0;
 };
 

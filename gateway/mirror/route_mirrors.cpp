@@ -1,5 +1,7 @@
 #include "gateway/mirror/route_mirrors.hpp"
 
+#include <vector>
+
 namespace sluice {
 
 RouteMirrors::Take RouteMirrors::take(const std::string& route_name, const MirrorPolicy& policy) {
@@ -15,6 +17,14 @@ RouteMirrors::Take RouteMirrors::take(const std::string& route_name, const Mirro
 void RouteMirrors::release(const std::string& route_name) {
   const auto it = routes_.find(route_name);
   if (it != routes_.end() && it->second.in_flight > 0) --it->second.in_flight;
+}
+
+void RouteMirrors::cut_all() {
+  // A cut copy may end (and leave the set) at once: cut a copy of the set.
+  const std::vector<MirrorCopyHandle*> copies(copies_.begin(), copies_.end());
+  for (auto* copy : copies) {
+    if (copies_.count(copy)) copy->cut();
+  }
 }
 
 std::size_t RouteMirrors::in_flight(const std::string& route_name) const {

@@ -7,10 +7,20 @@
 #include <cstddef>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "gateway/config/traffic_config.hpp"
 
 namespace sluice {
+
+// A copy under way, as the worker sees it: it can be cut (a drain, a shutdown).
+class MirrorCopyHandle {
+ public:
+  virtual void cut() = 0;
+
+ protected:
+  ~MirrorCopyHandle() = default;
+};
 
 class RouteMirrors {
  public:
@@ -26,6 +36,12 @@ class RouteMirrors {
   void release(const std::string& route_name);
   std::size_t in_flight(const std::string& route_name) const;
 
+  // The copies under way, cut at once when the worker drains or closes
+  // everything: a copy is disposable, and no shutdown waits for one.
+  void add(MirrorCopyHandle* copy) { copies_.insert(copy); }
+  void remove(MirrorCopyHandle* copy) { copies_.erase(copy); }
+  void cut_all();
+
  private:
   struct State {
     double credit = 0;
@@ -33,6 +49,7 @@ class RouteMirrors {
   };
   // By route name: a reload keeps a route's count (its requests in flight go on).
   std::unordered_map<std::string, State> routes_;
+  std::unordered_set<MirrorCopyHandle*> copies_;
 };
 
 }  // namespace sluice

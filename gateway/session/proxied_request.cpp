@@ -141,8 +141,11 @@ void ProxiedRequest::send_mirror_copy() {
   const RouteConfig& route = *info_.route;
   const std::optional<std::string_view> body =
       mirror_->body_empty ? std::optional<std::string_view>("") : exchange_.kept_body();
-  // A body not read whole (the request failed), or longer than the bound.
-  if (!body || body->size() > route.mirror->max_body_bytes) return drop_mirror("skipped");
+  // A body not read whole (the request failed), or longer than the bound; or
+  // the worker drains (no copy then keeps it from stopping).
+  if (!body || body->size() > route.mirror->max_body_bytes || worker_.draining()) {
+    return drop_mirror("skipped");
+  }
   const bool chunked = mirror_->chunked;
   mirror_.reset();  // the copy holds the route's slot from here
   send_mirror(worker_, config_, route, {&upstream_head_, *body, chunked});
