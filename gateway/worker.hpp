@@ -120,7 +120,7 @@ class Worker {
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   RouteSplits splits_;
-  RouteMirrors mirrors_;
+  RouteMirrors mirrors_;  // mirror copies destroyed with pending handlers leave it
   bool draining_ = false;
   // One thread runs it. The reactor keeps its per-socket locks: the listener
   // registers accepted sockets with it from the main thread, and a socket's

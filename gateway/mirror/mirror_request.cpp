@@ -62,6 +62,12 @@ class MirrorRequest final : public ExchangeHost,
   }
 
   void start() {
+    if (worker_.draining()) {
+      // The drain began after the copy was made: it is not sent.
+      worker_.metrics().add("sluice_mirror_requests_total",
+                            scratch_labels({{"route", route_.name}, {"outcome", "skipped"}}));
+      return;
+    }
     ExchangeRequest request;
     request.upstream = &upstream_;
     request.head = &head_;

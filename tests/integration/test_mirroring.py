@@ -30,12 +30,12 @@ class MirroringTest(ProcessTestCase):
         self.addCleanup(server.stop)
         return server
 
-    def start(self, mirror_address, threads=1, server=None, **mirror):
+    def start(self, mirror_address, threads=1, **mirror):
         config = gateway_config(
             {"primary": [self.primary.address], "shadow": [mirror_address]},
             [{"name": "app", "match": {"path_prefix": "/"}, "upstream": "primary",
               "mirror": {"upstream": "shadow", **mirror}}],
-            server={"threads": threads, "http2": {"enabled": True}, **(server or {})},
+            server={"threads": threads, "http2": {"enabled": True}},
             log={"level": "warn", "access_log": False})
         return self.start_sluice(config)
 

@@ -97,6 +97,9 @@ void JsonUsageScanner::name_done() {
       (path.size() == depth ? value_mask_ : child_mask_) |= static_cast<Mask>(1u << i);
     }
   }
+  // A member seen again replaces the first: what its value holds counts, as
+  // if the first were not there.
+  set_terms(child_mask_, TermState::kNotSeen, 0);
   token_.clear();
   state_ = State::kColon;
 }

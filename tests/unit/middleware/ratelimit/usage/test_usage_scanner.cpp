@@ -94,6 +94,8 @@ TEST_CASE("usage scanner: only the path from the root counts", "[usage]") {
   // Twice: the last one wins.
   CHECK(json_total(e, R"({"usage":{"total_tokens":1,"total_tokens":7}})") == 7.0);
   CHECK(json_total(e, R"({"usage":{"total_tokens":1},"usage":{"total_tokens":8}})") == 8.0);
+  CHECK(json_total(e, R"({"usage":{"total_tokens":5},"usage":null})") == std::nullopt);
+  CHECK(json_total(e, R"({"usage":{"total_tokens":5},"usage":{"other":1}})") == std::nullopt);
 }
 
 TEST_CASE("usage scanner: a value that is no usage is invalid", "[usage]") {
@@ -141,7 +143,7 @@ TEST_CASE("usage scanner: an OpenAI stream with include_usage", "[usage]") {
   stream += R"(data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"
             "\n\n";
   stream += "data: [DONE]\n\n";
-  for (std::size_t cut = 0; cut <= stream.size(); cut += 7) {
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
     SseUsageScanner scanner(e, 1 << 16);
     scanner.feed(std::string_view(stream).substr(0, cut));
     scanner.feed(std::string_view(stream).substr(cut));
@@ -170,7 +172,14 @@ TEST_CASE("usage scanner: an Anthropic event stream, CRLF lines", "[usage]") {
       R"(data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}})"
       "\r\n\r\n"
       "event: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n";
-  CHECK(sse_total(e, stream) == 40.0);
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+    SseUsageScanner scanner(e, 1 << 16);
+    scanner.feed(std::string_view(stream).substr(0, cut));
+    scanner.feed(std::string_view(stream).substr(cut));
+    scanner.finish();
+    INFO("cut at " << cut);
+    CHECK(usage_total(e, scanner.found()) == 40.0);
+  }
   // The last message_delta's count is the one that counts.
   const std::string two_deltas =
       stream.substr(0, stream.find("event: message_stop")) +
