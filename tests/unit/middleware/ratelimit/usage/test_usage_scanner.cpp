@@ -51,6 +51,20 @@ std::optional<double> sse_total(const UsageExpression& e, const std::string& str
   return usage_total(e, scanner.found());
 }
 
+// A stream fed in two pieces, cut at every byte: the same usage and events.
+void check_every_sse_split(const UsageExpression& e, const std::string& stream, double expected,
+                           std::size_t events) {
+  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
+    SseUsageScanner scanner(e, 1 << 16);
+    scanner.feed(std::string_view(stream).substr(0, cut));
+    scanner.feed(std::string_view(stream).substr(cut));
+    scanner.finish();
+    INFO("cut at " << cut);
+    CHECK(usage_total(e, scanner.found()) == expected);
+    CHECK(scanner.events() == events);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("usage expression: paths, sums and weights", "[usage]") {
@@ -143,15 +157,7 @@ TEST_CASE("usage scanner: an OpenAI stream with include_usage", "[usage]") {
   stream += R"(data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"
             "\n\n";
   stream += "data: [DONE]\n\n";
-  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
-    SseUsageScanner scanner(e, 1 << 16);
-    scanner.feed(std::string_view(stream).substr(0, cut));
-    scanner.feed(std::string_view(stream).substr(cut));
-    scanner.finish();
-    INFO("cut at " << cut);
-    CHECK(usage_total(e, scanner.found()) == 8.0);
-    CHECK(scanner.events() == 7);
-  }
+  check_every_sse_split(e, stream, 8.0, 7);
   // Without include_usage: every chunk's usage is null, none valid.
   std::string without;
   for (int i = 0; i < 3; ++i) without += R"(data: {"choices":[],"usage":null})" "\n\n";
@@ -172,14 +178,7 @@ TEST_CASE("usage scanner: an Anthropic event stream, CRLF lines", "[usage]") {
       R"(data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}})"
       "\r\n\r\n"
       "event: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n";
-  for (std::size_t cut = 0; cut <= stream.size(); ++cut) {
-    SseUsageScanner scanner(e, 1 << 16);
-    scanner.feed(std::string_view(stream).substr(0, cut));
-    scanner.feed(std::string_view(stream).substr(cut));
-    scanner.finish();
-    INFO("cut at " << cut);
-    CHECK(usage_total(e, scanner.found()) == 40.0);
-  }
+  check_every_sse_split(e, stream, 40.0, 5);
   // The last message_delta's count is the one that counts.
   const std::string two_deltas =
       stream.substr(0, stream.find("event: message_stop")) +
