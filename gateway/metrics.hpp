@@ -76,6 +76,8 @@ void register_metric_families(std::span<const MetricFamily> families);
 
 // Every declared family: the gateway's own, then the registered ones in order.
 std::vector<MetricFamily> metric_families();
+// The gateway's own families (metric_families.cpp).
+std::span<const MetricFamily> gateway_metric_families();
 
 // `labels` below is a rendered label set without braces, e.g.
 // route="orders",code="200" (see label()). Empty means no labels.
