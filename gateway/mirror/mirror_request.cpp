@@ -64,8 +64,7 @@ class MirrorRequest final : public ExchangeHost,
   void start() {
     if (worker_.draining()) {
       // The drain began after the copy was made: it is not sent.
-      worker_.metrics().add("sluice_mirror_requests_total",
-                            scratch_labels({{"route", route_.name}, {"outcome", "skipped"}}));
+      count_mirror(worker_, route_.name, "skipped");
       return;
     }
     ExchangeRequest request;
@@ -104,9 +103,7 @@ class MirrorRequest final : public ExchangeHost,
     ended_ = true;
     timer_.cancel();
     const bool answered = result.status != 0;
-    worker_.metrics().add("sluice_mirror_requests_total",
-                          scratch_labels({{"route", route_.name},
-                                          {"outcome", answered ? "answered" : "failed"}}));
+    count_mirror(worker_, route_.name, answered ? "answered" : "failed");
     // The exchange's own state goes after this call has returned.
     asio::post(worker_.io(), [self = shared_from_this()] { self->exchange_.reset(); });
   }
@@ -186,6 +183,11 @@ class MirrorRequest final : public ExchangeHost,
 
 }  // namespace
 
+void count_mirror(Worker& worker, std::string_view route, std::string_view outcome) {
+  worker.metrics().add("sluice_mirror_requests_total",
+                       scratch_labels({{"route", route}, {"outcome", outcome}}));
+}
+
 void send_mirror(Worker& worker, std::shared_ptr<const Config> config, const RouteConfig& route,
                  const MirrorCopy& copy) {
   std::shared_ptr<MirrorRequest> mirror;
@@ -195,8 +197,7 @@ void send_mirror(Worker& worker, std::shared_ptr<const Config> config, const Rou
     // Not made: the slot it was to hold goes back; the real request goes on.
     spdlog::warn("mirror of route {}: {}", route.name, e.what());
     worker.mirrors().release(route.name);
-    worker.metrics().add("sluice_mirror_requests_total",
-                         scratch_labels({{"route", route.name}, {"outcome", "failed"}}));
+    count_mirror(worker, route.name, "failed");
     return;
   }
   // Started after the real request's end has run its course.

@@ -25,6 +25,10 @@ struct MirrorCopy {
   bool chunked = false;                // the body goes chunked (as the real one did)
 };
 
+// Counts one request of `route` in sluice_mirror_requests_total: answered,
+// failed or skipped.
+void count_mirror(Worker& worker, std::string_view route, std::string_view outcome);
+
 // Sends the copy to `route`'s mirror upstream (of `config`); the route's
 // count of mirrors in flight on the worker was taken (RouteMirrors::take)
 // and is released when the mirror ends (or could not be made). Never throws.

@@ -118,16 +118,14 @@ void ProxiedRequest::take_mirror(ExchangeRequest& request) {
       !info_.body.done && (route.mirror->max_body_bytes == 0 ||
                            (length && *length > route.mirror->max_body_bytes));
   if (too_long) {
-    worker_.metrics().add("sluice_mirror_requests_total",
-                          scratch_labels({{"route", route.name}, {"outcome", "skipped"}}));
+    count_mirror(worker_, route.name, "skipped");
     return;
   }
   switch (worker_.mirrors().take(route.name, *route.mirror)) {
     case RouteMirrors::Take::kNo:
       return;
     case RouteMirrors::Take::kSkipped:
-      worker_.metrics().add("sluice_mirror_requests_total",
-                            scratch_labels({{"route", route.name}, {"outcome", "skipped"}}));
+      count_mirror(worker_, route.name, "skipped");
       return;
     case RouteMirrors::Take::kMirror:
       break;
@@ -153,8 +151,7 @@ void ProxiedRequest::send_mirror_copy() {
 
 void ProxiedRequest::drop_mirror(std::string_view outcome) {
   worker_.mirrors().release(mirror_->route);
-  worker_.metrics().add("sluice_mirror_requests_total",
-                        scratch_labels({{"route", mirror_->route}, {"outcome", outcome}}));
+  count_mirror(worker_, mirror_->route, outcome);
   mirror_.reset();
 }
 
