@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/body_observer.hpp"
 #include "common/header_list.hpp"
 #include "common/inline_function.hpp"
 #include "gateway/client_ip.hpp"
@@ -117,6 +118,10 @@ struct RequestContext {
   // client left) has it called when the session lets the request go.
   std::vector<EndHook> on_end;
   DecisionRecord decision;
+  // Reads the response body as it passes to the client (a step that settles
+  // the cost from it); null: none. Kept until the next request begins, so an
+  // end hook may read what it found.
+  std::unique_ptr<BodyObserver> response_observer;
   VerifiedCaller caller;
   // The connection's verified client certificate; null: none. Valid while
   // the request is.

@@ -19,6 +19,7 @@ SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata libnghttp2-dev libre2-dev
+  zlib1g-dev
   redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that

@@ -140,6 +140,22 @@ bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name) {
                      [name](std::string_view o) { return !o.empty() && ascii::iequals(name, o); });
 }
 
+void append_decodable_codings(std::string& out, std::string_view value) {
+  const std::size_t start = out.size();
+  while (!value.empty()) {
+    const auto comma = value.find(',');
+    const std::string_view item = ascii::trim(value.substr(0, comma));
+    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+    const std::string_view coding = ascii::trim(item.substr(0, item.find(';')));
+    if (ascii::iequals(coding, "gzip") || ascii::iequals(coding, "x-gzip") ||
+        ascii::iequals(coding, "deflate") || ascii::iequals(coding, "identity")) {
+      if (out.size() > start) out += ", ";
+      out += item;
+    }
+  }
+  if (out.size() == start) out += "identity";
+}
+
 void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
                           const HttpFields& fields, const ForwardedInfo& info, bool chunked,
                           std::optional<std::uint64_t> content_length) {
@@ -170,9 +186,18 @@ void prepare_request_head(UpstreamHead& head, std::string_view method, std::stri
       // A route's cost header, or a client's copy of its usage header.
     } else if (info.rules && info.rules->drops(name_string)) {
       // Set below or removed by the route's rules.
+    } else if (info.decodable_codings_only && name == http::field::accept_encoding) {
+      append_list(head.accept_encoding, f.value());  // filtered below
     } else {
       head.fields.emplace_back(name_string, f.value());
     }
+  }
+  if (info.decodable_codings_only) {
+    // Never empty: "identity" when the client named no coding Sluice decodes.
+    const std::string asked = std::move(head.accept_encoding);
+    head.accept_encoding.clear();
+    append_decodable_codings(head.accept_encoding, asked);
+    head.fields.emplace_back("Accept-Encoding", head.accept_encoding);
   }
   head.host_at = head.fields.size();
   append_list(head.forwarded_for, info.client_ip);

@@ -66,7 +66,16 @@ struct ForwardedInfo {
   std::span<const std::pair<std::string, std::string>> identity = {};
   // A traceparent Sluice started (empty: the request's own goes as it came).
   std::string_view traceparent = {};
+  // The response body is read on its way (cost_from_response.body): the
+  // client's Accept-Encoding keeps only the codings Sluice decodes.
+  bool decodable_codings_only = false;
 };
+
+// An Accept-Encoding list (`value`, lines joined by commas) with only the
+// codings a response body can be read in: gzip, x-gzip, deflate and identity
+// (their q-values kept; br, zstd, compress and "*" left out), appended to
+// `out`; "identity" when none is left.
+void append_decodable_codings(std::string& out, std::string_view value);
 
 // The request head for the upstream (request_head.hpp), prepared into `head`:
 // the fields (hop-by-hop already stripped) except Expect and

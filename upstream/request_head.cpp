@@ -47,6 +47,7 @@ void UpstreamHead::clear() {
   target_text.clear();
   forwarded_for.clear();
   via.clear();
+  accept_encoding.clear();
 }
 
 void write_http1_head(std::string& out, const UpstreamHead& head, std::string_view upstream_host) {

@@ -41,6 +41,7 @@ struct UpstreamHead {
   std::string target_text;
   std::string forwarded_for;
   std::string via;
+  std::string accept_encoding;
   std::vector<std::string> rule_values;
 
   // Ready for the next request's head (the strings keep their capacity).

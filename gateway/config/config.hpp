@@ -19,6 +19,7 @@
 #include "gateway/config/edge_config.hpp"
 #include "gateway/config/time_zone.hpp"
 #include "gateway/config/traffic_config.hpp"
+#include "gateway/config/usage_expression.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
@@ -301,13 +302,23 @@ enum class FailureMode { kOpen, kClosed, kLocal };
 // cost_header) is debited at admission, and the difference to the real cost,
 // read from a response header or trailer, settled when the response ends.
 struct CostFromResponse {
-  std::string header;  // empty: the cost is the estimate
+  // Reads more of a JSON body (or of an event's data) than any usage needs.
+  static constexpr std::size_t kDefaultMaxInspectBytes = 1024 * 1024;
+
+  std::string header;  // empty: none
+  // The usage read from a JSON or text/event-stream response body as it
+  // passes (middleware/ratelimit/usage/); none: the body is not read.
+  std::optional<usage::UsageExpression> body;
+  std::string body_text;  // `body` as written
+  // How far into a JSON body, or into one event's data, a usage is looked for.
+  std::size_t max_inspect_bytes = kDefaultMaxInspectBytes;
   // Statuses whose response costs what the header says (inclusive ranges);
   // others cost 0 (the estimate is refunded). Empty: every status.
   std::vector<std::pair<unsigned, unsigned>> statuses;
   // How far below empty a settlement may push a limit.
   double max_debt = 0;
-  bool enabled() const { return !header.empty(); }
+  // A header, a body, or both (the header's valid value wins).
+  bool enabled() const { return !header.empty() || body.has_value(); }
   bool counts(unsigned status) const;
 };
 

@@ -103,7 +103,8 @@ constexpr std::string_view kRetryBackoff[] = {"base_ms", "max_ms"};
 constexpr std::string_view kValueMatch[] = {"name",    "exact",  "prefix", "regex",
                                             "present", "absent", "invert"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
-constexpr std::string_view kCostFromResponse[] = {"header", "statuses", "max_debt"};
+constexpr std::string_view kCostFromResponse[] = {"header", "body", "max_inspect_bytes", "statuses",
+                                                   "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
 constexpr std::string_view kIpAccess[] = {"allow", "deny", "allow_file", "deny_file"};
 constexpr std::string_view kCors[] = {"allow_origins",  "allow_methods",     "allow_headers",

@@ -15,6 +15,7 @@ namespace {
 constexpr std::int64_t kMaxCost = 1'000'000'000;
 constexpr std::size_t kMaxRejectBodyBytes = 64 * 1024;
 constexpr std::size_t kMaxContentTypeBytes = 256;
+constexpr std::int64_t kMaxInspectBytes = std::int64_t{1} << 30;
 
 // Headers the proxy frames or rewrites itself: a cost header is removed
 // before the request goes upstream, so it cannot be one of these.
@@ -119,13 +120,34 @@ std::optional<std::pair<unsigned, unsigned>> read_status_range(YamlReader& r, co
 void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& out) {
   const auto m = r.mapping(f, kCostFromResponseKeys.keys);
   if (!m) return;
-  if (const Field* header = r.required(*m, "header")) {
+  const Field* header = m->get("header");
+  const Field* body = m->get("body");
+  if (!header && !body) r.error(f, "needs a header, a body, or both");
+  if (header) {
     if (auto name = r.nonempty_string(*header)) {
       if (!is_token(*name)) {
         r.error(*header, "invalid header name " + shown(*name));
       } else {
         out.header = *name;
       }
+    }
+  }
+  if (body) {
+    if (auto text = r.nonempty_string(*body)) {
+      std::string why;
+      if (auto expression = usage::parse_usage_expression(*text, why)) {
+        out.body = std::move(*expression);
+        out.body_text = *text;
+      } else {
+        r.error(*body, why);
+      }
+    }
+  }
+  if (const Field* max = m->get("max_inspect_bytes")) {
+    if (!body) {
+      r.error(*max, "only valid with body");
+    } else if (auto n = r.integer(*max, 1024, kMaxInspectBytes)) {
+      out.max_inspect_bytes = static_cast<std::size_t>(*n);
     }
   }
   if (const Field* statuses = m->get("statuses")) {

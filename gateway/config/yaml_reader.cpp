@@ -282,7 +282,9 @@ std::optional<std::int64_t> YamlReader::integer(const Field& f, std::int64_t min
     error(f, "expected an integer" + got(f, s));
     return std::nullopt;
   }
-  const std::string too_small = min == 1 ? "must be greater than 0" : "must not be negative";
+  const std::string too_small = min == 1   ? "must be greater than 0"
+                                : min == 0 ? "must not be negative"
+                                           : "must be at least " + std::to_string(min);
   if (r.ec == std::errc::result_out_of_range && s.front() == '-') {
     error(f, too_small + got_number(f, s));
     return std::nullopt;

@@ -21,6 +21,7 @@ RequestContext& Pipeline::begin(const HttpFields& head) {
   ctx_.identity_headers.clear();
   ctx_.caller.clear();
   ctx_.decision = {};
+  ctx_.response_observer.reset();
   return ctx_;
 }
 

@@ -104,6 +104,7 @@ void ProxiedRequest::start_upstream() {
   ExchangeRequest request = exchange_request(*config_, upstream, info_, *head_);
   request.head = &upstream_head_;
   request.relay = relay_buffer();
+  request.observer = pipeline_.context().response_observer.get();
   if (info_.route->mirror) take_mirror(request);
   in_exchange_ = true;
   exchange_.start(request, std::shared_ptr<UpstreamExchange>(leg_.keep_alive(), &exchange_));

@@ -118,6 +118,7 @@ void prepare_forwarded_head(UpstreamHead& head, const ClientRequest& req, const 
   forwarded.traceparent = info.traceparent;
   forwarded.identity = ctx.identity_headers;
   forwarded.drop_also = route.identity_headers;
+  forwarded.decodable_codings_only = route.cost_from_response.body.has_value();
   if (!route.request_headers.empty()) {
     forwarded.rules = &route.request_headers;
     forwarded.vars = vars;

@@ -12,6 +12,7 @@
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/fallback_store.hpp"
 #include "middleware/ratelimit/settlement/settlement.hpp"
+#include "middleware/ratelimit/usage/usage_inspector.hpp"
 
 namespace sluice {
 namespace {
@@ -62,14 +63,32 @@ void RateLimitMiddleware::settle_at_end(RequestContext& ctx,
                                         const RateDecision& decision, double cost) {
   auto debited = Spares<std::vector<LimitDescriptor>>::take();
   append_debited(debited, descriptors, decision);
-  ctx.on_end.emplace_back([settler = settler_, config = ctx.config, route = ctx.route,
+  const CostFromResponse& settle = ctx.route->cost_from_response;
+  usage::UsageInspector* inspector = nullptr;
+  if (settle.body) {
+    // The exchange shows it the response body; the context keeps it until
+    // the next request begins, after this hook has run.
+    auto made = std::make_unique<usage::UsageInspector>(*settle.body, settle.max_inspect_bytes);
+    inspector = made.get();
+    ctx.response_observer = std::move(made);
+  }
+  // `ctx` outlives the hook (the pipeline runs it before its next request).
+  ctx.on_end.emplace_back([settler = settler_, ctx = &ctx, route = ctx.route,
                            debited = std::move(debited), cost,
-                           record = &ctx.decision](const ExchangeEnd& end) mutable {
+                           inspector](const ExchangeEnd& end) mutable {
     const CostFromResponse& settle = route->cost_from_response;
-    const double real = settled_cost(settle, end, cost);
-    record->settled_cost = real;
+    std::optional<double> body_usage;
+    if (inspector && end.status != 0 && settle.counts(end.status)) {
+      const bool header_valid = end.usage && parse_usage(*end.usage);
+      if (!header_valid) {
+        body_usage = inspector->usage();
+        settler->count_body_usage(route->name, usage::body_usage_name(inspector->outcome()));
+      }
+    }
+    const double real = settled_cost(settle, end, cost, body_usage);
+    ctx->decision.settled_cost = real;
     // A debit counts in the quota periods of now, not of the admission.
-    if (real > cost) debited = with_quota_periods_now(std::move(debited), *config);
+    if (real > cost) debited = with_quota_periods_now(std::move(debited), *ctx->config);
     settler->settle(route->name, debited, cost, real, settle.max_debt);
     keep_spare(std::move(debited));
   });

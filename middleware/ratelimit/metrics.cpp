@@ -58,6 +58,9 @@ constexpr MetricFamily kFamilies[] = {
      "answered in time, so Redis may have applied it)."},
     {"sluice_ratelimit_settled_units_total", "counter",
      "Units given back (refund) or taken (debit) by settlements, per limit, by route."},
+    {"sluice_ratelimit_body_usage_total", "counter",
+     "Responses whose body was read for its usage (cost_from_response.body), by route and result "
+     "(found; missing, invalid, truncated or unreadable: settled at the estimate)."},
     {"sluice_audit_appended_total", "counter",
      "Denials appended to the audit stream (audit.redis_stream)."},
     {"sluice_audit_dropped_total", "counter",
@@ -159,6 +162,11 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
     for (const auto direction : {"refund", "debit"}) {
       metrics.declare("sluice_ratelimit_settled_units_total",
                       scratch_labels({{"route", route.name}, {"direction", direction}}));
+    }
+    if (!route.cost_from_response.body) continue;
+    for (const auto result : {"found", "missing", "invalid", "truncated", "unreadable"}) {
+      metrics.declare("sluice_ratelimit_body_usage_total",
+                      scratch_labels({{"route", route.name}, {"result", result}}));
     }
   }
   for (const auto& route : config.routes) {

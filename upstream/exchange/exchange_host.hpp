@@ -12,6 +12,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include "common/body_observer.hpp"
 #include "upstream/exchange/tunnel.hpp"
 #include "upstream/request_head.hpp"
 #include "upstream/retry/retry_policy.hpp"
@@ -85,6 +86,9 @@ struct ExchangeRequest {
   // A response header (or trailer) whose value the host wants at the end
   // (usage()); empty: none.
   std::string_view usage_header;
+  // Reads the response body as it is relayed (cost_from_response.body);
+  // null: none. Outlives the exchange.
+  BodyObserver* observer = nullptr;
   // How long the whole exchange may take (a gRPC call's grpc-timeout); every
   // upstream wait ends by then. Zero: no bound beyond the upstream's timeouts.
   std::chrono::milliseconds deadline{};

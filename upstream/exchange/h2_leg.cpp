@@ -234,7 +234,7 @@ void H2Leg::relay_head() {
   // An HTTP/1.1 client learns that no body follows from the length (a
   // gRPC Trailers-Only reply says none).
   if (!start.has_body && !bodiless) start.content_length = 0;
-  x_.client_->start_response(start);
+  x_.start_response(start);
   if (!start.has_body) {
     // Nothing follows the head (whatever the server sent with it is dropped).
     response_ = ResponseRelay::kSending;

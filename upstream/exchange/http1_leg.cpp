@@ -199,7 +199,7 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   start.fields = &res.base();
   start.content_length = to_std(res_parser_->content_length());
   start.has_body = !res_parser_->is_done();
-  x_.client_->start_response(start);
+  x_.start_response(start);
   // Body bytes already read with the head: send head and body in one write.
   if (!res_parser_->is_done() && x_.upstream_->buffer.size() > 0) return read_upstream_body();
   x_.send_response(nullptr, 0, res_parser_->is_done());

@@ -164,8 +164,24 @@ void UpstreamExchange::note_usage_trailers(const HttpFields& head, const HttpFie
   usage_ = std::string(in_head ? head_value : trailer_value);
 }
 
+void UpstreamExchange::start_response(const ResponseStart& start) {
+  if (BodyObserver* observer = request_.observer; observer && start.fields) {
+    const auto value = [&](http::field name) {
+      const auto it = start.fields->find(name);
+      return it == start.fields->end() ? std::string_view() : std::string_view(it->value());
+    };
+    observer->response_head(start.status, value(http::field::content_type),
+                            value(http::field::content_encoding));
+  }
+  client_->start_response(start);
+}
+
 void UpstreamExchange::send_response(const char* data, std::size_t n, bool last) {
   progress_ = Progress::kResponseStarted;
+  if (BodyObserver* observer = request_.observer) {
+    if (n > 0) observer->response_body({data, n});
+    if (last) observer->response_end();
+  }
   client_->send_response(data, n, last);
 }
 

@@ -206,6 +206,8 @@ class UpstreamExchange {
   bool begin_request();
   // Reads the next piece of the request body into the relay buffer.
   void read_client_body();
+  // Hands the client leg the response head (and the request's observer).
+  void start_response(const ResponseStart& start);
   // Hands the client leg a piece of the response (the head alone: n == 0).
   void send_response(const char* data, std::size_t n, bool last);
   // An attempt's outcome: among the facts, and, for the server it was at,

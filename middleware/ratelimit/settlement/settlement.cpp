@@ -39,11 +39,14 @@ std::optional<double> parse_usage(std::string_view text) {
   return static_cast<double>(value);
 }
 
-double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate) {
+double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate,
+                    std::optional<double> body_usage) {
   if (end.status == 0) return estimate;  // no response: nothing is known
   if (!settle.counts(end.status)) return 0;
-  if (!end.usage) return estimate;
-  return parse_usage(*end.usage).value_or(estimate);
+  if (end.usage) {
+    if (auto header = parse_usage(*end.usage)) return *header;
+  }
+  return body_usage.value_or(estimate);
 }
 
 void append_debited(std::vector<LimitDescriptor>& out,
@@ -62,7 +65,8 @@ Settler::Settler(const Executor& executor, std::shared_ptr<RateLimiter> limiter,
     : executor_(executor),
       limiter_(std::move(limiter)),
       settlements_(metrics, "sluice_ratelimit_settlements_total", "route", "result"),
-      settled_units_(metrics, "sluice_ratelimit_settled_units_total", "route", "direction") {}
+      settled_units_(metrics, "sluice_ratelimit_settled_units_total", "route", "direction"),
+      body_usage_(metrics, "sluice_ratelimit_body_usage_total", "route", "result") {}
 
 void Settler::settle(const std::string& route, std::span<const LimitDescriptor> debited,
                      double estimate, double real, double max_debt) {

@@ -44,9 +44,11 @@ class MetricsShard;
 std::optional<double> parse_usage(std::string_view text);
 
 // What the request really cost: 0 for a status the route does not count;
-// the usage the response carried when it is valid; else (none, invalid, no
-// response at all) the estimate.
-double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate);
+// the usage the response's header carried when it is valid; else the usage
+// its body carried (`body_usage`, cost_from_response.body); else (none,
+// invalid, no response at all) the estimate.
+double settled_cost(const CostFromResponse& settle, const ExchangeEnd& end, double estimate,
+                    std::optional<double> body_usage = std::nullopt);
 
 // Appends to `out` the limits of `descriptors` whose cost a request debited
 // when `decision` admitted it: every limit that counts cost, enforced, or in
@@ -72,6 +74,12 @@ class Settler : public std::enable_shared_from_this<Settler> {
   // again go now, once (the limiter's drain then waits for them); none waits
   // after this.
   void drain();
+
+  // A response of `route` whose body was read for its usage came to
+  // `outcome` (sluice_ratelimit_body_usage_total).
+  void count_body_usage(const std::string& route, std::string_view outcome) {
+    body_usage_.add(route, outcome);
+  }
 
   // The parts waiting to be sent again.
   std::size_t queued() const { return parked_parts_; }
@@ -118,6 +126,7 @@ class Settler : public std::enable_shared_from_this<Settler> {
   std::shared_ptr<RateLimiter> limiter_;
   SeriesCache settlements_;    // sluice_ratelimit_settlements_total by route, result
   SeriesCache settled_units_;  // sluice_ratelimit_settled_units_total by route, direction
+  SeriesCache body_usage_;     // sluice_ratelimit_body_usage_total by route, result
   std::vector<Part> pending_;  // this turn's parts
   bool flush_posted_ = false;
   std::unordered_map<std::uint64_t, Parked> parked_;  // by the order they were parked in

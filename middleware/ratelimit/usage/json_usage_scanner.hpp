@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "middleware/ratelimit/usage/usage_expression.hpp"
+#include "gateway/config/usage_expression.hpp"
 
 namespace sluice::usage {
 

@@ -376,3 +376,40 @@ TEST_CASE("WebSocket upgrade: asked, granted, forwarded, answered", "[proxy_head
         "Upgrade: websocket\r\n"
         "\r\n");
 }
+
+TEST_CASE("a route that reads response bodies asks only for codings it decodes",
+          "[proxy_headers]") {
+  const auto decodable = [](std::string_view value) {
+    std::string out;
+    append_decodable_codings(out, value);
+    return out;
+  };
+  CHECK(decodable("gzip, deflate, br") == "gzip, deflate");
+  CHECK(decodable("br;q=1.0, gzip;q=0.5, *;q=0.1") == "gzip;q=0.5");
+  CHECK(decodable("br, zstd") == "identity");
+  CHECK(decodable("") == "identity");
+  CHECK(decodable(" X-GZIP , identity;q=0 ") == "X-GZIP, identity;q=0");
+
+  sluice::HttpFields f;
+  f.set("Host", "api");
+  f.insert("Accept-Encoding", "br, gzip");
+  f.insert("Accept-Encoding", "zstd");
+  ForwardedInfo info{"10.0.0.1", "http", "api", "rid"};
+  info.decodable_codings_only = true;
+  std::string out;
+  serialize_request_head(out, "POST", "/v1/chat/completions", f, info, false, 2);
+  CHECK(out.find("Accept-Encoding: gzip\r\n") != std::string::npos);
+  CHECK(out.find("br") == std::string::npos);
+  // Without the flag, as the client sent it.
+  info.decodable_codings_only = false;
+  out.clear();
+  serialize_request_head(out, "POST", "/v1/chat/completions", f, info, false, 2);
+  CHECK(out.find("Accept-Encoding: br, gzip\r\n") != std::string::npos);
+  // No Accept-Encoding at all: identity, so that nothing comes encoded.
+  sluice::HttpFields bare;
+  bare.set("Host", "api");
+  info.decodable_codings_only = true;
+  out.clear();
+  serialize_request_head(out, "GET", "/", bare, info, false, std::nullopt);
+  CHECK(out.find("Accept-Encoding: identity\r\n") != std::string::npos);
+}

@@ -431,6 +431,14 @@ const std::vector<BadFixture> kBadFixtures = {
     {"header_rule_usage_header.yaml",
      {"18: routes[0].request_headers.set.x-usage-tokens: \"x-usage-tokens\" is the route's "
       "cost_from_response header, which is never forwarded"}},
+    {"route_body_usage.yaml",
+     {"10: routes[0].cost_from_response: needs a header, a body, or both",
+      "15: routes[1].cost_from_response.body: a path is member names (letters, digits, _ and -, "
+      "at most 64 bytes each) joined by dots",
+      "20: routes[2].cost_from_response.body: a weight is a number above 0, written before its "
+      "path: 4 * usage.output_tokens",
+      "20: routes[2].cost_from_response.max_inspect_bytes: must be at least 1024, got 100",
+      "25: routes[3].cost_from_response.max_inspect_bytes: only valid with body"}},
     {"header_rule_duplicate.yaml",
      {"11: routes[0].request_headers.remove[0]: header \"x-tenant\" is named twice (first at "
       "line 10)",

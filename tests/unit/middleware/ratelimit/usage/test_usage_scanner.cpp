@@ -8,7 +8,7 @@
 
 #include "middleware/ratelimit/usage/json_usage_scanner.hpp"
 #include "middleware/ratelimit/usage/sse_usage_scanner.hpp"
-#include "middleware/ratelimit/usage/usage_expression.hpp"
+#include "gateway/config/usage_expression.hpp"
 
 namespace sluice::usage {
 namespace {

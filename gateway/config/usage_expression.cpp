@@ -1,4 +1,4 @@
-#include "middleware/ratelimit/usage/usage_expression.hpp"
+#include "gateway/config/usage_expression.hpp"
 
 #include <algorithm>
 #include <charconv>
