@@ -117,6 +117,33 @@ std::optional<std::pair<unsigned, unsigned>> read_status_range(YamlReader& r, co
   return std::pair{*lo, *hi};
 }
 
+// One usage expression, or a list of alternatives (the first found wins).
+void read_body_usage(YamlReader& r, const Field& f, CostFromResponse& out) {
+  std::vector<Field> items;
+  if (f.node.IsSequence()) {
+    auto list = r.list(f);
+    if (!list) return;
+    if (list->empty()) r.error(f, "must list at least one usage expression");
+    items = std::move(*list);
+  } else {
+    items.push_back(f);
+  }
+  usage::UsageExpression all;
+  for (const Field& item : items) {
+    const auto text = r.nonempty_string(item);
+    if (!text) return;
+    std::string why;
+    auto expression = usage::parse_usage_expression(*text, why);
+    if (!expression) return r.error(item, why);
+    if (!usage::add_alternative(all, std::move(*expression))) {
+      return r.error(f, "at most " + std::to_string(usage::kMaxTerms) +
+                            " paths in all the alternatives together");
+    }
+    out.body_text += (out.body_text.empty() ? "" : " | ") + *text;
+  }
+  if (!all.terms.empty()) out.body = std::move(all);
+}
+
 void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& out) {
   const auto m = r.mapping(f, kCostFromResponseKeys.keys);
   if (!m) return;
@@ -132,17 +159,7 @@ void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& ou
       }
     }
   }
-  if (body) {
-    if (auto text = r.nonempty_string(*body)) {
-      std::string why;
-      if (auto expression = usage::parse_usage_expression(*text, why)) {
-        out.body = std::move(*expression);
-        out.body_text = *text;
-      } else {
-        r.error(*body, why);
-      }
-    }
-  }
+  if (body) read_body_usage(r, *body, out);
   if (const Field* max = m->get("max_inspect_bytes")) {
     if (!body) {
       r.error(*max, "only valid with body");

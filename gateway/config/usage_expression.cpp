@@ -78,4 +78,12 @@ std::optional<UsageExpression> parse_usage_expression(std::string_view text, std
   return expression;
 }
 
+bool add_alternative(UsageExpression& into, UsageExpression next) {
+  if (into.terms.size() + next.terms.size() > kMaxTerms) return false;
+  if (into.ends.empty() && !into.terms.empty()) into.ends.push_back(into.terms.size());
+  for (auto& term : next.terms) into.terms.push_back(std::move(term));
+  into.ends.push_back(into.terms.size());
+  return true;
+}
+
 }  // namespace sluice::usage

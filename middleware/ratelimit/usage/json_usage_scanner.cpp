@@ -17,13 +17,21 @@ bool number_char(char c) {
 std::optional<double> usage_total(const UsageExpression& expression,
                                   std::span<const TermValue> found) {
   if (found.size() != expression.terms.size() || found.empty()) return std::nullopt;
-  double total = 0;
-  for (std::size_t i = 0; i < found.size(); ++i) {
-    if (found[i].state != TermState::kValid) return std::nullopt;
-    total += expression.terms[i].weight * found[i].value;
+  std::size_t begin = 0;
+  const std::size_t one[] = {found.size()};
+  const std::span<const std::size_t> ends =
+      expression.ends.empty() ? std::span<const std::size_t>(one) : expression.ends;
+  for (const std::size_t end : ends) {
+    double total = 0;
+    bool whole = true;
+    for (std::size_t i = begin; i < end && whole; ++i) {
+      whole = found[i].state == TermState::kValid;
+      total += expression.terms[i].weight * found[i].value;
+    }
+    begin = end;
+    if (whole && std::isfinite(total)) return total;
   }
-  if (!std::isfinite(total)) return std::nullopt;
-  return total;
+  return std::nullopt;
 }
 
 JsonUsageScanner::JsonUsageScanner(const UsageExpression& expression, std::size_t max_bytes)

@@ -33,8 +33,9 @@ struct TermValue {
   double value = 0;
 };
 
-// The expression's value: the weighted sum of its terms, when every term was
-// found valid; none otherwise (the settlement then falls back to the estimate).
+// The expression's value: the weighted sum of the terms of its first
+// alternative whose terms were all found valid; none when no alternative's
+// were (the settlement then falls back to the estimate).
 std::optional<double> usage_total(const UsageExpression& expression,
                                   std::span<const TermValue> found);
 

@@ -180,3 +180,25 @@ TEST_CASE("the inflater decodes gzip and zlib and refuses the rest", "[usage]") 
 }
 
 }  // namespace sluice::usage
+
+namespace sluice::usage {
+
+TEST_CASE("alternatives: the first whose paths are all found is the usage", "[usage]") {
+  auto e = inspector_expr("usage.total_tokens");
+  REQUIRE(add_alternative(e, inspector_expr("response.usage.total_tokens")));
+  REQUIRE(e.ends == std::vector<std::size_t>{1, 2});
+  CHECK(inspect(e, "application/json", "", kOpenAiJson).usage == 42);
+  const std::string completed =
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":"
+      "{\"usage\":{\"input_tokens\":5,\"output_tokens\":6,\"total_tokens\":11}}}\n\n";
+  CHECK(inspect(e, "text/event-stream", "", completed).usage == 11);
+  // Both present: the first alternative wins.
+  CHECK(inspect(e, "application/json", "",
+                R"({"response":{"usage":{"total_tokens":7}},"usage":{"total_tokens":9}})")
+            .usage == 9);
+  // Too many paths together.
+  auto big = inspector_expr("a.b + a.c + a.d + a.e + a.f");
+  CHECK_FALSE(add_alternative(big, inspector_expr("x.a + x.b + x.c + x.d")));
+}
+
+}  // namespace sluice::usage
