@@ -118,6 +118,12 @@ struct RequestContext {
   // client left) has it called when the session lets the request go.
   std::vector<EndHook> on_end;
   DecisionRecord decision;
+  // On a route that reads members of its request body (RouteConfig::
+  // reads_request_body), the body's first bytes, read before the steps ran
+  // (up to routes[].max_inspect_bytes); empty otherwise. Its whole length
+  // when known: declared (Content-Length) or read to its end.
+  std::string_view request_body;
+  std::optional<std::uint64_t> request_body_length;
   // Reads the response body as it passes to the client (a step that settles
   // the cost from it); null: none. Kept until the next request begins, so an
   // end hook may read what it found.

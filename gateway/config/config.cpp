@@ -37,6 +37,24 @@ std::optional<CalendarPeriod> calendar_period_named(std::string_view name) {
   return std::nullopt;
 }
 
+const LimitConfig::ModelParams* LimitConfig::for_model(std::string_view model) const {
+  const ModelParams* best = nullptr;
+  std::size_t best_prefix = 0;
+  for (const auto& entry : models) {
+    const std::string_view pattern = entry.pattern;
+    if (!pattern.ends_with('*')) {
+      if (pattern == model) return &entry;  // an exact name wins
+      continue;
+    }
+    const std::string_view prefix = pattern.substr(0, pattern.size() - 1);
+    if (model.starts_with(prefix) && (!best || prefix.size() > best_prefix)) {
+      best = &entry;
+      best_prefix = prefix.size();
+    }
+  }
+  return best;
+}
+
 const BucketParams& LimitConfig::for_plan(std::string_view plan) const {
   const auto it = plans.find(std::string(plan));
   return it == plans.end() ? bucket : it->second;

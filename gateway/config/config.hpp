@@ -244,10 +244,11 @@ struct ApiKeysConfig {
 
 // One source of a rate-limit key value.
 struct KeySource {
-  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert, kOrg };
+  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert, kOrg, kBody };
   Kind kind = Kind::kIp;
-  // The header or query parameter name, a claim path (kJwt), or a client
-  // certificate field (kCert: subject, san_uri, san_dns, fingerprint).
+  // The header or query parameter name, a claim path (kJwt), a client
+  // certificate field (kCert: subject, san_uri, san_dns, fingerprint), or a
+  // member path of the JSON request body (kBody: "model", "metadata.user").
   std::string name;
 };
 
@@ -290,8 +291,19 @@ struct LimitConfig {
   TimeZone timezone;
   // concurrency: a slot not renewed for this long (its instance died) is free.
   Millis lease{30000};
+  // Sizes per model (limits.NAME.models): the value of the limit's first
+  // body: key part picks an entry, by its exact name or, failing that, by
+  // the longest "prefix*" pattern that matches ("*" alone: any model).
+  struct ModelParams {
+    std::string pattern;  // "gpt-4o", "small-*"
+    BucketParams bucket;  // the limit's, with the entry's own values
+    std::map<std::string, BucketParams> plans;  // the entry's plan overrides
+  };
+  std::vector<ModelParams> models;
   // The parameters for a plan (the override if any, else the default).
   const BucketParams& for_plan(std::string_view plan) const;
+  // The entry of `models` for a model name; null when none matches.
+  const ModelParams* for_model(std::string_view model) const;
 };
 
 // What a limited route does while Redis cannot decide: let requests through,
@@ -353,6 +365,28 @@ struct RouteConfig {
   // max_cost are clamped to it (0 = the smallest capacity of the route's enforced limits).
   std::string cost_header;
   double max_cost = 0;
+  // The estimate read from the JSON request body (cost: {from_body: ...});
+  // none: `cost`, or cost_header's value.
+  struct BodyCost {
+    // Tried in order: the first that holds a number (>= 0) is the estimate,
+    // else `cost` (the mapping's default) is.
+    std::vector<std::string> paths;
+    // Adds the body's length / bytes_per_token (the prompt's tokens, roughly).
+    bool add_prompt_estimate = false;
+    double bytes_per_token = 4;
+  };
+  std::optional<BodyCost> cost_from_body;
+  // How much of the request body is read before the decision on a route
+  // that reads members of it (body_fields).
+  static constexpr std::size_t kDefaultMaxInspectBytes = 1024 * 1024;
+  std::size_t max_inspect_bytes = kDefaultMaxInspectBytes;
+  // The request body's member paths the route's limits (body: key parts)
+  // and cost (from_body) read, set by the second pass; the body is read
+  // ahead only when this is not empty or the cost adds a prompt estimate.
+  std::vector<std::string> body_fields;
+  bool reads_request_body() const {
+    return !body_fields.empty() || (cost_from_body && cost_from_body->add_prompt_estimate);
+  }
   CostFromResponse cost_from_response;
   // A client that leaves while the upstream works on its request (an
   // HTTP/1.1 connection closed or half-closed, an HTTP/2 stream reset)

@@ -65,8 +65,9 @@ constexpr std::string_view kLimit[] = {"key",       "capacity",     "refill_per_
                                        "plans",     "lease_tokens", "algorithm",
                                        "window_ms", "shadow",       "ipv6_prefix",
                                        "period",    "timezone",     "lease_ms",
-                                       "client_headers"};
+                                       "client_headers", "models"};
 constexpr std::string_view kPlan[] = {"capacity", "refill_per_second", "window_ms"};
+constexpr std::string_view kModel[] = {"capacity", "refill_per_second", "window_ms", "plans"};
 constexpr std::string_view kRoute[] = {"name",
                                        "match",
                                        "upstream",
@@ -80,6 +81,7 @@ constexpr std::string_view kRoute[] = {"name",
                                        "cost_header",
                                        "max_cost",
                                        "cost_from_response",
+                                       "max_inspect_bytes",
                                        "reject",
                                        "request_headers",
                                        "response_headers",
@@ -103,6 +105,8 @@ constexpr std::string_view kRetryBackoff[] = {"base_ms", "max_ms"};
 constexpr std::string_view kValueMatch[] = {"name",    "exact",  "prefix", "regex",
                                             "present", "absent", "invert"};
 constexpr std::string_view kReject[] = {"status", "body", "content_type"};
+constexpr std::string_view kRouteCost[] = {"from_body", "default", "add_prompt_estimate",
+                                           "bytes_per_token"};
 constexpr std::string_view kCostFromResponse[] = {"header", "body", "max_inspect_bytes", "statuses",
                                                    "max_debt"};
 constexpr std::string_view kHeaderRules[] = {"set", "remove"};
@@ -142,6 +146,8 @@ constexpr MappingKeys kApiKeysKeys{"api_keys", kApiKeys};
 constexpr MappingKeys kConsumerKeys{"api_keys.consumers[]", kConsumer};
 constexpr MappingKeys kLimitKeys{"limits.NAME", kLimit};
 constexpr MappingKeys kPlanKeys{"limits.NAME.plans.PLAN", kPlan};
+constexpr MappingKeys kModelKeys{"limits.NAME.models.MODEL", kModel};
+constexpr MappingKeys kModelPlanKeys{"limits.NAME.models.MODEL.plans.PLAN", kPlan};
 constexpr MappingKeys kRouteKeys{"routes[]", kRoute};
 constexpr MappingKeys kMatchKeys{"routes[].match", kMatch};
 constexpr MappingKeys kHeaderMatchKeys{"routes[].match.headers[]", kValueMatch};
@@ -154,6 +160,7 @@ constexpr MappingKeys kRetryBackoffKeys{"routes[].retry.backoff", kRetryBackoff}
 constexpr MappingKeys kRetryBudgetKeys{"upstreams.NAME.retry_budget", kRetryBudget};
 constexpr MappingKeys kRejectKeys{"routes[].reject", kReject};
 constexpr MappingKeys kCostFromResponseKeys{"routes[].cost_from_response", kCostFromResponse};
+constexpr MappingKeys kRouteCostKeys{"routes[].cost", kRouteCost};
 constexpr MappingKeys kRequestHeadersKeys{"routes[].request_headers", kHeaderRules};
 constexpr MappingKeys kResponseHeadersKeys{"routes[].response_headers", kHeaderRules};
 constexpr MappingKeys kExemptionsKeys{"exemptions", kExemptions};
@@ -171,9 +178,9 @@ std::vector<std::string> config_key_paths() {
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
-      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
+      &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kModelKeys, &kModelPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
       &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys, &kMirrorKeys,
-      &kRejectKeys, &kCostFromResponseKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
+      &kRejectKeys, &kCostFromResponseKeys, &kRouteCostKeys, &kRequestHeadersKeys, &kResponseHeadersKeys, &kExemptionsKeys,
       &kIpAccessKeys, &kRouteIpAccessKeys, &kCorsKeys, &kAuthKeys, &kJwtKeys,
       &kJwtProviderKeys};
   std::vector<std::string> out;

@@ -7,6 +7,7 @@
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
 #include "gateway/config/values.hpp"
+#include "gateway/config/usage_expression.hpp"
 #include "gateway/tls/client_certificate.hpp"
 
 namespace sluice::config {
@@ -60,9 +61,18 @@ std::optional<KeySource> read_key_source(YamlReader& r, const Field& f, ReadNote
     }
     return KeySource{Kind::kJwt, std::string(path)};
   }
+  if (t.starts_with("body:")) {
+    std::vector<std::string> path;
+    std::string why;
+    if (!usage::parse_member_path(t.substr(5), path, why)) {
+      r.error(f, why + " in " + shown(t));
+      return std::nullopt;
+    }
+    return KeySource{Kind::kBody, std::string(t.substr(5))};
+  }
   r.error(f, "unknown key source " + shown(t) +
                  " (expected api_key, ip, path, route, global, org, header:NAME, query:NAME, "
-                 "jwt:CLAIM or cert:FIELD)");
+                 "jwt:CLAIM, cert:FIELD or body:PATH)");
   return std::nullopt;
 }
 
@@ -159,6 +169,17 @@ bool check_log_capacity(YamlReader& r, const Field* v, const LimitConfig& l, dou
   return false;
 }
 
+// The sizes of one override (a plan's, a model's): capacity, refill or
+// window, each inherited from `params` when not given.
+bool read_sizes(YamlReader& r, const Mapping& m, const LimitConfig& l, BucketParams& params) {
+  bool ok = refuse_other_algorithm(r, m, l.algorithm);
+  ok = read_bucket_number(r, m.get("capacity"), params.capacity) && ok;
+  ok = check_log_capacity(r, m.get("capacity"), l, params.capacity) && ok;
+  ok = read_bucket_number(r, m.get("refill_per_second"), params.refill_per_second) && ok;
+  ok = read_window(r, m.get("window_ms"), params.window_seconds) && ok;
+  return ok;
+}
+
 // A plan overrides capacity, refill (or window) or both; the rest is
 // inherited. A quota's plan overrides its capacity only.
 bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes) {
@@ -174,12 +195,52 @@ bool read_plans(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
       ok = false;
       continue;
     }
-    ok = refuse_other_algorithm(r, *pm, l.algorithm) && ok;
-    ok = read_bucket_number(r, pm->get("capacity"), params.capacity) && ok;
-    ok = check_log_capacity(r, pm->get("capacity"), l, params.capacity) && ok;
-    ok = read_bucket_number(r, pm->get("refill_per_second"), params.refill_per_second) && ok;
-    ok = read_window(r, pm->get("window_ms"), params.window_seconds) && ok;
+    ok = read_sizes(r, *pm, l, params) && ok;
     l.plans[plan] = params;
+  }
+  return ok;
+}
+
+// models: sizes per model, as a plan's are (inheriting the limit's own),
+// each with plan overrides of its own (inheriting the model's).
+bool read_models(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes) {
+  const auto models = r.named_mapping(f);
+  if (!models) return false;
+  const bool keyed = std::any_of(l.key.begin(), l.key.end(), [](const KeySource& k) {
+    return k.kind == KeySource::Kind::kBody;
+  });
+  if (!keyed) {
+    r.error(f, "needs a body: part in the limit's key, whose value picks the entry (key: "
+               "[api_key, body:model])");
+    return false;
+  }
+  bool ok = true;
+  for (const auto& [pattern, value] : models->entries) {
+    const auto star = pattern.find('*');
+    if (pattern.empty() || (star != std::string::npos && star + 1 != pattern.size())) {
+      r.error(value, "a model name, or a prefix ending in * (\"small-*\"), got " + shown(pattern));
+      ok = false;
+      continue;
+    }
+    LimitConfig::ModelParams entry{pattern, l.bucket, {}};
+    const auto mm = r.mapping(value, kModelKeys.keys);
+    if (!mm) {
+      ok = false;
+      continue;
+    }
+    ok = read_sizes(r, *mm, l, entry.bucket) && ok;
+    if (const Field* p = mm->get("plans")) {
+      const auto plans = r.named_mapping(*p);
+      if (!plans) ok = false;
+      for (const auto& [plan, pv] : plans ? plans->entries : decltype(plans->entries){}) {
+        notes.plan_overrides.push_back({plan, pv});
+        BucketParams params = entry.bucket;
+        const auto pm = r.mapping(pv, kModelPlanKeys.keys);
+        ok = pm && read_sizes(r, *pm, l, params) && ok;
+        entry.plans[plan] = params;
+      }
+    }
+    l.models.push_back(std::move(entry));
   }
   return ok;
 }
@@ -280,6 +341,7 @@ bool read_limit(YamlReader& r, const Field& f, LimitConfig& l, ReadNotes& notes)
     ok = shown_headers.has_value() && ok;
   }
   if (auto* v = m->get("plans")) ok = read_plans(r, *v, l, notes) && ok;
+  if (auto* v = m->get("models")) ok = read_models(r, *v, l, notes) && ok;
   if (auto* v = m->get("lease_tokens")) {
     ok = read_bucket_number(r, v, l.lease_tokens) && ok;
     if (l.algorithm != LimitAlgorithm::kTokenBucket) {

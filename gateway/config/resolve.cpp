@@ -207,6 +207,20 @@ void check_cost(YamlReader& r, const ReadNotes& notes, const ReadValue& cost, do
                    over(params) + " of limit " + shown(l.name) + " plan " + shown(plan));
       }
     }
+    for (const auto& model : l.models) {
+      if (value > model.bucket.capacity) {
+        r.error_at(cost.mark, cost.field,
+                   over(model.bucket) + " of limit " + shown(l.name) + " model " +
+                       shown(model.pattern));
+      }
+      for (const auto& [plan, params] : model.plans) {
+        if (value > params.capacity) {
+          r.error_at(cost.mark, cost.field,
+                     over(params) + " of limit " + shown(l.name) + " model " +
+                         shown(model.pattern) + " plan " + shown(plan));
+        }
+      }
+    }
   }
 }
 
@@ -311,6 +325,31 @@ void warn_method_bypasses(YamlReader& r, const ReadNotes& notes, const Config& c
   }
 }
 
+// The request body's members the route reads: its limits' body: key parts,
+// then its cost's from_body paths, each once.
+void resolve_body_fields(YamlReader& r, const ReadNotes::Route& notes, const Config& c,
+                         RouteConfig& route) {
+  const auto add = [&](const std::string& path) {
+    if (std::find(route.body_fields.begin(), route.body_fields.end(), path) ==
+        route.body_fields.end()) {
+      route.body_fields.push_back(path);
+    }
+  };
+  for (const std::size_t i : route.limit_indexes) {
+    for (const KeySource& source : c.limits[i].key) {
+      if (source.kind == KeySource::Kind::kBody) add(source.name);
+    }
+  }
+  if (route.cost_from_body) {
+    for (const auto& path : route.cost_from_body->paths) add(path);
+  }
+  if (notes.max_inspect_bytes && !route.reads_request_body()) {
+    r.error(*notes.max_inspect_bytes,
+            "only valid on a route that reads its request body (a limit keyed on body:PATH, or "
+            "a cost with from_body or add_prompt_estimate)");
+  }
+}
+
 }  // namespace
 
 bool listeners_overlap(const HostPort& a, const HostPort& b) {
@@ -337,6 +376,7 @@ void resolve(YamlReader& r, const ReadNotes& notes, Config& c) {
       check_cost(r, notes, *route_notes.max_cost, route.max_cost, "max_cost", c, route);
     }
     check_concurrency_delay(r, route_notes, c, route);
+    resolve_body_fields(r, route_notes, c, route);
   }
   // Warnings are given only with a valid configuration.
   if (r.has_errors()) return;

@@ -8,6 +8,7 @@
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
+#include "gateway/config/usage_expression.hpp"
 
 namespace sluice::config {
 namespace {
@@ -181,6 +182,48 @@ void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& ou
 }
 
 }  // namespace
+
+std::optional<Field> read_body_cost(YamlReader& r, const Field& f, RouteConfig& route) {
+  const auto m = r.mapping(f, kRouteCostKeys.keys);
+  if (!m) return std::nullopt;
+  RouteConfig::BodyCost body;
+  if (const Field* from = m->get("from_body")) {
+    std::vector<Field> items;
+    if (from->node.IsSequence()) {
+      if (auto list = r.list(*from)) items = std::move(*list);
+      if (items.empty()) r.error(*from, "must list at least one member path");
+    } else {
+      items.push_back(*from);
+    }
+    for (const Field& item : items) {
+      const auto text = r.nonempty_string(item);
+      if (!text) continue;
+      std::vector<std::string> path;
+      std::string why;
+      if (!usage::parse_member_path(*text, path, why)) {
+        r.error(item, why);
+      } else {
+        body.paths.push_back(*text);
+      }
+    }
+  }
+  if (const Field* v = m->get("add_prompt_estimate")) {
+    if (auto b = r.boolean(*v)) body.add_prompt_estimate = *b;
+  }
+  if (const Field* v = m->get("bytes_per_token")) {
+    if (auto n = r.positive_number(*v)) body.bytes_per_token = *n;
+  }
+  if (!m->get("from_body") && !body.add_prompt_estimate) {
+    r.error(f, "needs from_body or add_prompt_estimate: true (else write the cost as a number)");
+  }
+  route.cost_from_body = std::move(body);
+  const Field* fallback = m->get("default");
+  if (!fallback) return std::nullopt;  // the route's cost stays 1
+  const auto n = r.positive_number(*fallback);
+  if (!n) return std::nullopt;
+  route.cost = *n;
+  return *fallback;
+}
 
 void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
                                 ReadNotes::Route& notes) {

@@ -185,10 +185,22 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   }
   const Field* cost = m->get("cost");
   bool cost_valid = false;
-  if (cost) {
+  std::optional<Field> body_cost_default;
+  if (cost && cost->node.IsMap()) {
+    // The estimate from the request body; its default is the route's cost.
+    body_cost_default = read_body_cost(r, *cost, route);
+    cost = body_cost_default ? &*body_cost_default : nullptr;
+    cost_valid = cost != nullptr;
+  } else if (cost) {
     const auto n = r.positive_number(*cost);
     if (n) route.cost = *n;
     cost_valid = n.has_value();
+  }
+  if (auto* v = m->get("max_inspect_bytes")) {
+    if (auto n = r.integer(*v, 1024, std::int64_t{64} << 20)) {
+      route.max_inspect_bytes = static_cast<std::size_t>(*n);
+      notes.max_inspect_bytes = *v;
+    }
   }
   if (auto* v = m->get("limits")) {
     notes.limits = *v;

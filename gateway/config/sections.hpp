@@ -65,6 +65,7 @@ struct ReadNotes {
     std::optional<ReadValue> max_cost;     // when valid and not 0
     std::vector<ReadValue> split_names;    // each upstreams[].name that is a string
     std::optional<ReadValue> mirror_upstream;  // mirror.upstream, when a string
+    std::optional<Field> max_inspect_bytes;    // when valid
   };
   std::vector<Route> routes;  // per Config::routes entry
 
@@ -117,6 +118,9 @@ void read_exemptions(YamlReader& r, const Field& f, Config& c, ReadNotes& notes)
 // The top-level plans list (plans_section.cpp).
 void read_plans(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 // A route's cost_header, max_cost and reject (route_cost_reject.cpp).
+// routes[].cost as a mapping (the estimate from the request body): the
+// field of its default, when valid (checked against the limits later).
+std::optional<Field> read_body_cost(YamlReader& r, const Field& f, RouteConfig& route);
 void read_route_cost_and_reject(YamlReader& r, const Mapping& m, RouteConfig& route,
                                 ReadNotes::Route& notes);
 // A route's request_headers and response_headers (route_headers.cpp); after

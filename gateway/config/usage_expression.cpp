@@ -18,8 +18,9 @@ bool member_char(char c) {
          c == '-';
 }
 
-// "usage.total_tokens" -> {"usage", "total_tokens"}.
-bool parse_path(std::string_view text, std::vector<std::string>& path, std::string& error) {
+}  // namespace
+
+bool parse_member_path(std::string_view text, std::vector<std::string>& path, std::string& error) {
   path.clear();
   while (true) {
     const std::size_t dot = text.find('.');
@@ -40,8 +41,6 @@ bool parse_path(std::string_view text, std::vector<std::string>& path, std::stri
   }
   return true;
 }
-
-}  // namespace
 
 std::size_t UsageExpression::max_path_length() const {
   std::size_t n = 0;
@@ -66,7 +65,7 @@ std::optional<UsageExpression> parse_usage_expression(std::string_view text, std
       }
       term_text = trim(term_text.substr(star + 1));
     }
-    if (!parse_path(term_text, term.path, error)) return std::nullopt;
+    if (!parse_member_path(term_text, term.path, error)) return std::nullopt;
     expression.terms.push_back(std::move(term));
     if (plus == std::string_view::npos) break;
     text.remove_prefix(plus + 1);

@@ -33,6 +33,11 @@ inline constexpr std::size_t kMaxMemberBytes = 64;
 inline constexpr std::size_t kMaxPathLength = 8;
 inline constexpr std::size_t kMaxTerms = 8;
 
+// "usage.total_tokens" -> {"usage", "total_tokens"}: member names (letters,
+// digits, _ and -, 1 to kMaxMemberBytes bytes each) joined by single dots,
+// at most kMaxPathLength deep; false (and why) for anything else.
+bool parse_member_path(std::string_view text, std::vector<std::string>& path, std::string& error);
+
 // Parses `text`, or says why it cannot (`error`).
 std::optional<UsageExpression> parse_usage_expression(std::string_view text, std::string& error);
 // Appends `next` to `into` as its next alternative; false when the two have

@@ -240,6 +240,13 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
   exchange().cancel_wait();
   body_.clear();  // nobody will read it (the connection's window had it back)
   request_.client_gone();
+  if (!in_exchange && pending_read_) {
+    // A read ahead of the decision (a route that reads the body) fails.
+    pending_read_.reset();
+    asio::post(session_.executor(), handler([](Http2Stream& self) {
+                 self.exchange().on_body_read(asio::error::operation_aborted, 0);
+               }));
+  }
   if (in_exchange && response_done_ && error_code == NGHTTP2_NO_ERROR) {
     // The response went whole: the exchange finishes on its own, once a body
     // read still in flight (the request was cut) has ended.

@@ -22,6 +22,8 @@ RequestContext& Pipeline::begin(const HttpFields& head) {
   ctx_.caller.clear();
   ctx_.decision = {};
   ctx_.response_observer.reset();
+  ctx_.request_body = {};
+  ctx_.request_body_length.reset();
   return ctx_;
 }
 

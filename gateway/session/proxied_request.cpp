@@ -44,6 +44,20 @@ const std::string& ProxiedRequest::request_id() {
 
 void ProxiedRequest::run() {
   begin_pipeline(pipeline_, *head_, info_, config_, started_).client_cert = client_cert_;
+  const RouteConfig& route = *info_.route;
+  if (route.reads_request_body() && !info_.body.done && !info_.websocket) {
+    // The steps read members of the body: its first bytes come first.
+    return exchange_.read_ahead(relay_buffer(), route.max_inspect_bytes);
+  }
+  run_pipeline();
+}
+
+void ProxiedRequest::read_ahead_done(boost::beast::error_code ec) {
+  if (ec) return on_request_body_failed(ec);
+  RequestContext& ctx = pipeline_.context();
+  ctx.request_body = exchange_.read_ahead_bytes();
+  ctx.request_body_length = leg_.body_done() ? std::optional<std::uint64_t>(ctx.request_body.size())
+                                             : leg_.declared_length();
   run_pipeline();
 }
 

@@ -161,6 +161,7 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   void awaiting_response(bool waiting) override { leg_.awaiting_response(waiting); }
   void response_started() override { count_facts(); }
   void exchange_ended(const ExchangeResult& result) override;
+  void read_ahead_done(boost::beast::error_code ec) override;
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
   void tunnel_ended(bool graceful) override;

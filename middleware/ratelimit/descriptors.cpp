@@ -52,6 +52,8 @@ char kind_tag(KeySource::Kind kind) {
       return 'c';
     case KeySource::Kind::kOrg:
       return 'o';
+    case KeySource::Kind::kBody:
+      return 'b';
   }
   return '?';
 }
@@ -87,6 +89,8 @@ std::string_view key_source_name(KeySource::Kind kind) {
       return "cert";
     case KeySource::Kind::kOrg:
       return "org";
+    case KeySource::Kind::kBody:
+      return "body";
   }
   return "unknown";
 }
@@ -231,6 +235,25 @@ void limit_key_value(LimitKeyValue& result, const LimitConfig& limit, const Requ
         append_named(source, value ? std::optional<std::string_view>(*value) : std::nullopt);
         break;
       }
+      case KeySource::Kind::kBody: {
+        // A body without the member (not JSON, cut at max_inspect_bytes, or
+        // lacking it) shares one value, "missing", rather than the client
+        // IP: padding a body cannot buy a bucket per address.
+        const auto value = lookup_body_field(request, source.name);
+        out += kind_tag(source.kind);
+        append_field(out, source.name);
+        if (!value || value->empty()) {
+          out += '-';  // no length prefix: never equal to a value's field
+          if (!result.fell_back) {
+            result.fell_back = true;
+            result.missing_kind = source.kind;
+            result.missing_name = source.name;
+          }
+        } else {
+          append_field(out, *value);
+        }
+        break;
+      }
     }
   }
 }
@@ -264,6 +287,17 @@ void set_client_headers(LimitDescriptor& descriptor, ClientHeaders shown) {
 }
 
 // A quota's periods around the store's time now (redis_clock.hpp).
+// The limit's sizes for the request's model: the entry its first body: key
+// part's value picks; null when none does (the body lacks it, no entry matches).
+const LimitConfig::ModelParams* model_entry(const LimitConfig& limit, const RequestView& request) {
+  for (const KeySource& source : limit.key) {
+    if (source.kind != KeySource::Kind::kBody) continue;
+    const auto value = lookup_body_field(request, source.name);
+    return value && !value->empty() ? limit.for_model(*value) : nullptr;
+  }
+  return nullptr;
+}
+
 QuotaPeriods quota_periods_now(const LimitConfig& limit) {
   return current_periods(limit, redis::server_now_us());
 }
@@ -302,9 +336,15 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
     const bool per_org = std::any_of(limit->key.begin(), limit->key.end(), [](const KeySource& k) {
       return k.kind == KeySource::Kind::kOrg;
     });
-    const BucketParams params = per_org ? limit->bucket
-                                : plan  ? limit->for_plan(result.plan)
-                                        : identity_params(*limit, identity);
+    BucketParams params = per_org ? limit->bucket
+                          : plan  ? limit->for_plan(result.plan)
+                                  : identity_params(*limit, identity);
+    if (!limit->models.empty() && !per_org) {
+      if (const auto* model = model_entry(*limit, request)) {
+        const auto it = model->plans.find(result.plan);
+        params = it == model->plans.end() ? model->bucket : it->second;
+      }
+    }
     LimitDescriptor& descriptor = result.descriptors.emplace_back(
         LimitDescriptor{limit->name, bucket_key_hash(value.hash_input, key_secret), params.capacity,
                         params.refill_per_second});

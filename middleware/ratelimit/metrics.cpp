@@ -227,7 +227,8 @@ void seed_rate_limit_metrics(const Config& config, MetricsShard& metrics) {
         const auto kind = source.kind;
         if (kind != KeySource::Kind::kApiKey && kind != KeySource::Kind::kHeader &&
             kind != KeySource::Kind::kQuery && kind != KeySource::Kind::kJwt &&
-            kind != KeySource::Kind::kCert && kind != KeySource::Kind::kOrg) {
+            kind != KeySource::Kind::kCert && kind != KeySource::Kind::kOrg &&
+            kind != KeySource::Kind::kBody) {
           continue;
         }
         keys_on_identity = true;

@@ -137,8 +137,19 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
                  scratch_labels({{"route", route.name}, {"reason", exemption_reason(exemption)}}));
     return MiddlewareResult::next();
   }
+  // The members of the request body the route reads (read ahead of the steps).
+  usage::BodyFields body_fields;
+  RequestView with_body;
+  const RequestView* keyed = &view;
+  if (route.reads_request_body()) {
+    usage::read_body_fields(ctx.request_body, route.body_fields, body_fields);
+    with_body = view;
+    with_body.body_fields = &body_fields;
+    with_body.body_length = ctx.request_body_length;
+    keyed = &with_body;
+  }
   std::shared_ptr<Descriptors> held = take_descriptors();
-  auto keys = build_route_descriptors(*ctx.config, route, view, identity, std::move(*held));
+  auto keys = build_route_descriptors(*ctx.config, route, *keyed, identity, std::move(*held));
   if (!keys.refusal) keys.refusal = check_cost_header(route, view);
   if (keys.refusal) {
     // An identity the limiter cannot key unambiguously: refused before any
@@ -158,7 +169,7 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
     }
   }
 
-  const double cost = request_cost(route, view, keys.descriptors);
+  const double cost = request_cost(route, *keyed, keys.descriptors);
   *held = std::move(keys.descriptors);
   // A decision the limiter has at once (a lease, a remembered denial) is
   // concluded here; the others complete later, through the completion.

@@ -1,6 +1,7 @@
 #include "middleware/ratelimit/request_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "common/ascii.hpp"
@@ -41,8 +42,28 @@ double request_cost(const RouteConfig& route, std::optional<std::string_view> he
   return std::min(*value, max_request_cost(route, limits));
 }
 
+double body_estimate(const RouteConfig& route, const RequestView& request,
+                     std::span<const LimitDescriptor> limits) {
+  const RouteConfig::BodyCost& body = *route.cost_from_body;
+  double estimate = route.cost;
+  if (request.body_fields) {
+    for (const auto& path : body.paths) {
+      const auto value = usage::body_number(*request.body_fields, path);
+      if (value && *value >= 1) {
+        estimate = std::ceil(*value);
+        break;
+      }
+    }
+  }
+  if (body.add_prompt_estimate && request.body_length) {
+    estimate += std::ceil(static_cast<double>(*request.body_length) / body.bytes_per_token);
+  }
+  return std::min(estimate, max_request_cost(route, limits));
+}
+
 double request_cost(const RouteConfig& route, const RequestView& request,
                     std::span<const LimitDescriptor> limits) {
+  if (route.cost_from_body) return body_estimate(route, request, limits);
   if (route.cost_header.empty()) return route.cost;
   return request_cost(route, lookup_header(request, route.cost_header), limits);
 }

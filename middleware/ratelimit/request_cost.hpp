@@ -32,7 +32,15 @@ double max_request_cost(const RouteConfig& route, std::span<const LimitDescripto
 double request_cost(const RouteConfig& route, std::optional<std::string_view> header_value,
                     std::span<const LimitDescriptor> limits);
 
-// The same with the value read from `request` (the first line of the header).
+// A route's estimate from the request body (cost: {from_body: ...}): the
+// first of its paths that holds a number of at least 1 (rounded up), else
+// its default (`cost`); plus, with add_prompt_estimate, the body's length /
+// bytes_per_token rounded up; at most max_request_cost.
+double body_estimate(const RouteConfig& route, const RequestView& request,
+                     std::span<const LimitDescriptor> limits);
+
+// The same with the value read from `request` (the first line of the
+// header), or the body's estimate on a route with cost.from_body.
 double request_cost(const RouteConfig& route, const RequestView& request,
                     std::span<const LimitDescriptor> limits);
 

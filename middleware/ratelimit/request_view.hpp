@@ -13,6 +13,7 @@
 
 #include "gateway/client_ip.hpp"
 #include "gateway/tls/client_certificate.hpp"
+#include "middleware/ratelimit/usage/request_fields.hpp"
 
 namespace sluice {
 
@@ -34,6 +35,11 @@ struct RequestView {
   std::string_view route;  // the matched route's name
   // A verified token's claims by path (jwt: key parts); null: none verified.
   const std::vector<std::pair<std::string, std::string>>* claims = nullptr;
+  // The values of the JSON request body's members the route reads (body:
+  // key parts), by path; null: none read.
+  const usage::BodyFields* body_fields = nullptr;
+  // The request body's whole length, when known (a prompt estimate).
+  std::optional<std::uint64_t> body_length;
   // The connection's verified client certificate (cert: key parts); null: none.
   const ClientCertificate* cert = nullptr;
 };
@@ -46,6 +52,15 @@ inline std::optional<std::string_view> lookup_claim(const RequestView& request,
     if (p == path) return std::string_view(v);
   }
   return std::nullopt;
+}
+
+// The value of body member `path`; nullopt when the body lacks it (or is not JSON).
+inline std::optional<std::string_view> lookup_body_field(const RequestView& request,
+                                                         std::string_view path) {
+  if (!request.body_fields) return std::nullopt;
+  const usage::BodyField* field = usage::body_field(*request.body_fields, path);
+  if (!field) return std::nullopt;
+  return std::string_view(field->value);
 }
 
 // The first line of header `name`; nullopt when absent or the view has no headers.

@@ -61,6 +61,10 @@ class ExchangeHost : public TunnelHost {
   // after (a body cut short) is taken at the end.
   virtual void response_started() {}
 
+  // A read_ahead ended: the body's first bytes are kept, or reading them
+  // failed (`ec`: the client left, sent a broken body, or took too long).
+  virtual void read_ahead_done(boost::beast::error_code ec) { (void)ec; }
+
   // How it ended, with the upstream connection pooled or dropped already.
   virtual void exchange_ended(const ExchangeResult& result) = 0;
   // The upstream accepted the WebSocket upgrade: the 101 is about to go and

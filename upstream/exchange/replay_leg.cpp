@@ -23,6 +23,7 @@ void ReplayLeg::arm(ClientLeg& client, std::size_t max_bytes) {
   overflowed_ = false;
   reads_ = 0;
   end_owed_ = false;
+  continued_ = false;
 }
 
 void ReplayLeg::disarm() {
@@ -33,6 +34,7 @@ void ReplayLeg::disarm() {
   }
   replay_at_ = 0;
   end_owed_ = false;
+  continued_ = false;
 }
 
 void ReplayLeg::keep(const char* data, std::size_t n) {

@@ -27,6 +27,11 @@ class ReplayLeg final : public ClientLeg {
   void arm(ClientLeg& client, std::size_t max_bytes);
   // The request is over: what was kept goes (a large buffer is freed).
   void disarm();
+  // Keeps up to `max_bytes` from now on (what is kept already stays).
+  void extend(std::size_t max_bytes) { max_bytes_ = max_bytes; }
+  // The client was told to go on sending its body (a read ahead did): the
+  // exchange does not tell it again.
+  void continue_sent() { continued_ = true; }
   // A read from the client completed with `n` bytes at `data`: kept, while
   // within the bound.
   void keep(const char* data, std::size_t n);
@@ -47,7 +52,7 @@ class ReplayLeg final : public ClientLeg {
   bool body_at_hand() const override {
     return replaying() || end_owed_ || client_->body_at_hand();
   }
-  bool expects_continue() const override { return client_->expects_continue(); }
+  bool expects_continue() const override { return !continued_ && client_->expects_continue(); }
   void send_continue() override { client_->send_continue(); }
   void read_body(std::span<char> into) override;
   void cancel_read() override {
@@ -80,6 +85,7 @@ class ReplayLeg final : public ClientLeg {
   std::size_t reads_ = 0;  // reads from the client, kept ones (empty ones too)
   bool end_owed_ = false;
   bool replay_posted_ = false;  // a replayed read's completion is on its way
+  bool continued_ = false;
 };
 
 }  // namespace sluice

@@ -55,11 +55,41 @@ void UpstreamExchange::start(const ExchangeRequest& request,
       retry_keeps_body_ = true;
     }
   }
-  if (keep > 0 || retry_keeps_body_) {
+  if (read_ahead_) {
+    // The body read ahead goes first. Beyond it, the body is kept only as a
+    // retry or a mirror needs it (a longer read frees what was kept).
+    read_ahead_ = false;
+    replay_.extend(std::max(keep, replay_.kept().size()));
+    replay_.rewind();
+    client_ = &replay_;
+  } else if (keep > 0 || retry_keeps_body_) {
     replay_.arm(real_client_, keep);
     client_ = &replay_;
   }
   try_next_server();
+}
+
+void UpstreamExchange::read_ahead(std::span<char> relay, std::size_t max_bytes) {
+  request_.relay = relay;
+  read_ahead_max_ = max_bytes;
+  replay_.arm(real_client_, max_bytes);
+  client_ = &replay_;
+  reading_ahead_ = true;
+  if (!real_client_.body_done() && real_client_.expects_continue()) {
+    replay_.continue_sent();
+    return real_client_.send_continue();  // -> on_continue_sent
+  }
+  read_ahead_step({});
+}
+
+void UpstreamExchange::read_ahead_step(beast::error_code ec) {
+  const std::size_t kept = replay_.kept().size();
+  if (ec || real_client_.body_done() || kept >= read_ahead_max_) {
+    reading_ahead_ = false;
+    read_ahead_ = !ec;
+    return host_.read_ahead_done(ec);
+  }
+  real_client_.read_body(request_.relay.first(std::min(request_.relay.size(), read_ahead_max_ - kept)));
 }
 
 // (The retry budget is not touched here: an exchange destroyed with its
@@ -323,6 +353,8 @@ void UpstreamExchange::reset() {
   policy_retries_ = 0;
   if (client_ == &replay_) replay_.disarm();
   client_ = &real_client_;
+  reading_ahead_ = false;
+  read_ahead_ = false;
   attempt_deadline_ = Clock::time_point::max();
   h2_.reset();
   http1_.reset();

@@ -82,11 +82,23 @@ class UpstreamExchange {
   // the attempt under way takes them; after the end, nobody does.
   void on_body_read(boost::beast::error_code ec, std::size_t n) {
     if (!ec && client_ == &replay_) replay_.keep(request_.relay.data(), n);
+    if (reading_ahead_) return read_ahead_step(ec);
     if (leg_) leg_->on_body_read(ec, n);
   }
   void on_continue_sent(boost::beast::error_code ec) {
+    if (reading_ahead_) return read_ahead_step(ec);
     if (leg_) leg_->on_continue_sent(ec);
   }
+
+  // Reads the request body ahead of the exchange, before the request is
+  // decided (a route that reads fields of its body): into `relay`, and kept,
+  // until `max_bytes` are or the body ended (a client waiting for "100
+  // Continue" gets it first); then the host's read_ahead_done. The exchange
+  // started next sends the kept bytes first and reads the rest from the
+  // client after them; the kept bytes stay until the exchange is reset.
+  void read_ahead(std::span<char> relay, std::size_t max_bytes);
+  // What read_ahead kept: the body's first bytes, or all of it.
+  std::string_view read_ahead_bytes() const { return replay_.kept(); }
   void on_response_sent(boost::beast::error_code ec) {
     if (leg_) leg_->on_response_sent(ec);
   }
@@ -231,6 +243,9 @@ class UpstreamExchange {
                                                  : Clock::duration(upstream_cfg_->response_timeout);
   }
 
+  // The next read of a read_ahead, or its end.
+  void read_ahead_step(boost::beast::error_code ec);
+
   // ---- The retry rule, the end ----
   // What the retry rule needs to know of any failed attempt at this request.
   FailedAttempt attempt(FailedAttempt::Stage stage) const;
@@ -272,6 +287,9 @@ class UpstreamExchange {
   // Under a retry policy the legs read the body through replay_, which keeps
   // it for a retry; otherwise from the client leg itself.
   ReplayLeg replay_;
+  bool reading_ahead_ = false;  // read_ahead's reads are under way
+  bool read_ahead_ = false;     // replay_ holds a body read ahead, for start()
+  std::size_t read_ahead_max_ = 0;
   ClientLeg* client_;
   WorkerExecutor executor_;
   UpstreamPools& pools_;

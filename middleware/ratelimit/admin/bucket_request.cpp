@@ -40,7 +40,8 @@ void append_form_encoded(std::string& out, std::string_view bytes) {
 std::string kind_name(const KeySource& source) {
   std::string name(key_source_name(source.kind));
   if (source.kind == KeySource::Kind::kHeader || source.kind == KeySource::Kind::kQuery ||
-      source.kind == KeySource::Kind::kJwt || source.kind == KeySource::Kind::kCert) {
+      source.kind == KeySource::Kind::kJwt || source.kind == KeySource::Kind::kCert ||
+      source.kind == KeySource::Kind::kBody) {
     name += ":" + source.name;
   }
   return name;
@@ -62,6 +63,7 @@ struct SyntheticRequest {
   std::string route;
   IpAddress client_ip{};
   std::vector<std::pair<std::string, std::string>> claims;  // jwt: parts, by claim path
+  usage::BodyFields body_fields;  // body: parts, by path
   ClientCertificate cert;                                    // cert: parts
   std::string org;                                           // org parts
 
@@ -73,6 +75,7 @@ struct SyntheticRequest {
     v.route = route;
     v.client_ip = client_ip;
     v.claims = &claims;
+    v.body_fields = &body_fields;
     v.cert = &cert;
     v.header = [this](std::string_view name) -> std::optional<std::string_view> {
       std::string lower(name);
@@ -131,6 +134,9 @@ std::optional<BucketRequestError> place(SyntheticRequest& request, const Config&
       break;
     case KeySource::Kind::kJwt:
       request.claims.emplace_back(source.name, value);
+      break;
+    case KeySource::Kind::kBody:
+      request.body_fields.push_back({source.name, std::string(value), false});
       break;
     case KeySource::Kind::kOrg:
       request.org = value;

@@ -227,7 +227,7 @@ const std::vector<BadFixture> kBadFixtures = {
       "7: api_keys.consumers[3]: missing required key \"key\""}},
     {"bad_key_source.yaml",
      {"4: limits.per_user.key: unknown key source \"user\" (expected api_key, ip, path, route, "
-      "global, org, header:NAME, query:NAME, jwt:CLAIM or cert:FIELD)",
+      "global, org, header:NAME, query:NAME, jwt:CLAIM, cert:FIELD or body:PATH)",
       "8: limits.per_header.key: invalid header name \"\" in \"header:\"",
       "12: limits.composite.key[1]: missing parameter name in \"query:\"",
       "16: limits.empty.key: must list at least one key source"}},
