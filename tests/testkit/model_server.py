@@ -97,8 +97,11 @@ class ModelServer:
     # ---- One answer -----------------------------------------------------------------
 
     def _answer(self, h: BaseHTTPRequestHandler):
-        length = int(h.headers.get("Content-Length", "0"))
-        body = h.rfile.read(length) if length else b""
+        if "chunked" in h.headers.get("Transfer-Encoding", "").lower():
+            body = self._read_chunked(h)
+        else:
+            length = int(h.headers.get("Content-Length", "0"))
+            body = h.rfile.read(length) if length else b""
         if self.keep_requests:
             with self.lock:
                 self.requests.append((h.path, dict(h.headers.items()), body))
@@ -138,6 +141,18 @@ class ModelServer:
             self._send_whole(h, 200, doc.encode(), gzipped, awkward)
         with self.lock:
             self.reported.append(usage)
+
+    @staticmethod
+    def _read_chunked(h) -> bytes:
+        body = bytearray()
+        while True:
+            size = int(h.rfile.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while h.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(body)
+            body += h.rfile.read(size)
+            h.rfile.readline()
 
     def _send_whole(self, h, status, body: bytes, gzipped: bool, awkward: bool = False):
         if gzipped:
