@@ -15,14 +15,18 @@ allowed-rate chart), so tokens still held in leases then count as not admitted.
 from __future__ import annotations
 
 import concurrent.futures
+import json
+import random
 import socket
 import struct
 import subprocess
 import time
 
-from measure import KEYS_LUA, parse_bench_lines, script_stats, sluice_counters, wrk_command
+from measure import (KEYS_LUA, metric_sum, metrics_text, parse_bench_lines, script_stats,
+                     sluice_counters, wrk_command)
 from stack import Stack
 from testkit.http import request
+from testkit.model_server import ModelServer
 from testkit.processes import faketime_env
 from testkit.resp import BUSY_SCRIPT, Connection
 
@@ -395,6 +399,71 @@ def abort_storm_case(stack: Stack, redis: Connection, echo, redis_port: int, rou
         admitted, rounds * capacity, limited, 0, len(keys))
 
 
+def streamed_usage_case(stack: Stack, redis: Connection, redis_port: int,
+                        completions: int = 2000, workers: int = 24) -> dict:
+    """Three instances on one Redis in front of the test kit's model server:
+    `completions` streamed chat completions (stream_options.include_usage) with
+    random usage (1-400 completion tokens), spread over the three, each admitted at
+    500 and settled from the usage in its stream's last event. Once every
+    settlement is in, the monthly quota's count must be the sum of the usage the
+    model server reported, to the unit."""
+    model = ModelServer(seed=46, keep_requests=False)
+    run = f"{int(time.time() * 1000) % 10**9}"
+    prefix = f"accu{run}:"
+    route = {"cost": 500, "cost_from_response": {"body": "usage.total_tokens",
+                                                 "statuses": ["200-299"]}}
+    gateways = [stack.sluice(f"sluice-accu{run}-{i}", upstream=model.port,
+                             redis_port=redis_port, limit=(1_000_000_000, 1), key="api_key",
+                             key_prefix=prefix, quota_period="month", route=route)
+                for i in range(3)]
+    body = json.dumps({"model": "bench", "stream": True,
+                       "stream_options": {"include_usage": True},
+                       "messages": [{"role": "user", "content": "Hello"}]}).encode()
+    tokens = random.Random(46)
+    plan = [(gateways[i % 3].port, tokens.randint(1, 400)) for i in range(completions)]
+
+    def one(item):
+        port, n = item
+        status, _, payload = request(port, "POST", "/v1/chat/completions", body=body,
+                                     headers={"X-API-Key": "accuracy", "X-Model-Tokens": str(n),
+                                              "X-Model-Events": "4",
+                                              "Content-Type": "application/json"})
+        return status, len(payload)
+
+    try:
+        for gateway in gateways:
+            stack.wait_redis(gateway)
+        started = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            answers = list(pool.map(one, plan))
+        elapsed = time.monotonic() - started
+
+        def settled():
+            return sum(sluice_counters(g.admin_port)["settled"] for g in gateways)
+
+        deadline = time.monotonic() + 15
+        while settled() < completions and time.monotonic() < deadline:
+            time.sleep(0.1)
+        keys = redis("KEYS", BUCKETS.format(prefix))
+        stored = [redis("GET", k) for k in keys]
+        used = sum(struct.unpack("<dd", v)[1] for v in stored if v and len(v) == 16)
+        reported = model.reported_sum()
+        found = sum(metric_sum(metrics_text(g.admin_port), "sluice_ratelimit_body_usage_total",
+                               result="found") for g in gateways)
+    finally:
+        for gateway in gateways:
+            stack.stop(gateway)
+        model.stop()
+    ok = sum(1 for status, _ in answers if status == 200)
+    text = (f"streamed completions, usage read from the stream: quota counted {used:,.0f}, "
+            f"the model server reported {reported:,.0f} over {ok:,} streams "
+            f"({found:,.0f} usages found)")
+    result = exact_case(text, 0, elapsed, [{"requests": completions, "non2xx": completions - ok,
+                                            "errors_socket": 0}], used, reported, 0, 0,
+                        len(keys))
+    return result
+
+
 def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
     """Both cases' results (see accuracy_case), one after the other on one Redis."""
     echo = stack.echo()
@@ -422,6 +491,9 @@ def accuracy(opts, stack: Stack, pin_cpu: str | None, log) -> list[dict]:
                                              pin_cpu)
     # Faults: one instance's clock wrong (two minutes ahead, a day behind), and Redis
     # stalling under load. Each must still admit exactly what Redis counts.
+    log("accuracy: 2,000 streamed completions, usage read from the stream, 3 instances")
+    results.append(streamed_usage_case(stack, redis, redis_port,
+                                       completions=300 if opts.quick else 2000))
     log("accuracy: fault rows: skewed clocks, Redis stalls")
     if faketime_env("+0"):
         results.append(quota_case(stack, redis, up, redis_port, 2000, duration, 64, pin_cpu,

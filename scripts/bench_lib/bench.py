@@ -67,7 +67,7 @@ from balance import balance_report, balance_run  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
-from measure import (measure, median_of, metrics_text, run_wrk, run_wsbench,  # noqa: E402
+from measure import (PATH, measure, median_of, metrics_text, run_wrk, run_wsbench,  # noqa: E402
                      wrk_command, wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
@@ -116,7 +116,7 @@ def warm_up(opts, row, pin_cpu: str | None):
                                     pin_cpu), opts.warmup)
     else:
         run_wrk(wrk_command(row.port, opts.connections, opts.warmup, pin_cpu, args=row.wrk_args,
-                            scheme=row.scheme), opts.warmup)
+                            scheme=row.scheme, path=row.path or PATH), opts.warmup)
 
 
 def describe(row, m: dict) -> str:

@@ -168,7 +168,7 @@ def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
     before_metrics = sluice_counters(row.admin) if row.admin else None
     cpu0, rcpu0 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
     figures = run_wrk(wrk_command(row.port, conns, duration, pin_cpu, args=row.wrk_args,
-                                  scheme=row.scheme), duration)
+                                  scheme=row.scheme, path=row.path or PATH), duration)
     cpu1, rcpu1 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
     n = max(1.0, figures["requests"])
     out = {

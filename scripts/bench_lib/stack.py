@@ -42,6 +42,8 @@ COLD_CACHE = 1_000  # row 23: cache entries per worker, far fewer than the keys 
 WSBENCH_BIN = os.environ.get("SLUICE_WSBENCH_BIN", os.path.join(BUILD_DIR, "sluice-wsbench"))
 WS_SIZES = (16 * 1024, 128)  # message sizes: rows 17 and 18, rows 19 and 20
 WS_PATH = "/ws/bench"
+# Rows 31 and 32: a 64 KiB event stream shaped as a streamed chat completion.
+STREAM_PATH = "/__sse/65536"
 # nginx's TLS 1.3 suites in Sluice's order of preference, so that rows 15 and 16
 # (and --http2's h2 rows) negotiate the same suite.
 NGINX_TLS13_ORDER = ("ssl_prefer_server_ciphers on;\n    ssl_conf_command Ciphersuites "
@@ -177,8 +179,10 @@ class Row:
 
     def __init__(self, num: int, name: str, port: int, gateway: Process,
                  admin: int | None = None, redis: list[Process] = (),
-                 wrk_args: list[str] = (), scheme: str = "http", ws_size: int | None = None):
+                 wrk_args: list[str] = (), scheme: str = "http", ws_size: int | None = None,
+                 path: str | None = None):
         self.num = num
+        self.path = path  # what wrk asks for (None: measure.PATH)
         self.scheme = scheme  # https: TLS terminated by the gateway
         self.ws_size = ws_size
         self.name = name
@@ -441,6 +445,16 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                        sections={"ip_access": {"deny_file": write_bench_deny_list(
                            stack.workdir, 100_000)}})
 
+    # Rows 31 and 32: row 26 with every answer a 64 KiB event stream shaped as a
+    # streamed chat completion (sluice-echo /__sse/65536); 31 settles it from the
+    # X-Usage-Tokens header as row 26 does, 32 reads the usage from the stream itself
+    # (cost_from_response.body): the difference is what reading the body costs.
+    s31 = stack.sluice("sluice-stream-header", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key", settled=True)
+    s32 = stack.sluice("sluice-stream-body", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, key="api_key",
+                       route={"cost": 500, "cost_from_response": {"body": "usage.total_tokens"}})
+
     # --compare: rows 4, 5, 12, 14, 16, 21, 22, 25, 26, 27 and 29 again with another
     # sluice binary, as rows 104, 105, 112, 114, 116, 121, 122, 125, 126, 127 and 129.
     s104 = s105 = s112 = s114 = s116 = s121 = s122 = s125 = s126 = s127 = s129 = None
@@ -502,9 +516,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
     stack.wait_redis(s7, ready=False)
 
-    def sluice_row(num, name, gateway, redis=(), wrk_args=(), scheme="http", ws_size=None):
+    def sluice_row(num, name, gateway, redis=(), wrk_args=(), scheme="http", ws_size=None,
+                   path=None):
         return Row(num, name, gateway.port, gateway, admin=gateway.admin_port, redis=redis,
-                   wrk_args=wrk_args, scheme=scheme, ws_size=ws_size)
+                   wrk_args=wrk_args, scheme=scheme, ws_size=ws_size, path=path)
 
     big, small = WS_SIZES
 
@@ -563,6 +578,12 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    [str(CLUSTER_KEYS), tokens_file]),
         sluice_row(30, "row 4 with a 100,000-entry deny list and CORS on the route (every "
                    "request from an allowed Origin)", s30, wrk_args=["0", "", BENCH_ORIGIN]),
+        sluice_row(31, "row 26 with every answer a 64 KiB event stream (a streamed chat "
+                   "completion), settled from the X-Usage-Tokens header", s31, [redis], keyed,
+                   path=STREAM_PATH),
+        sluice_row(32, "row 31 with the usage read from the stream itself "
+                   "(cost_from_response.body: usage.total_tokens)", s32, [redis], keyed,
+                   path=STREAM_PATH),
         *compare_rows(),
     ]
 

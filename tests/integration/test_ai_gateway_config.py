@@ -1,10 +1,14 @@
 """The AI-gateway example, conf/ai-gateway.yaml, run for real with its
 addresses moved to this test's own processes: an upstream that reports each
 completion's tokens in X-Usage-Tokens (in the head, or a trailer of a
-streamed body). The monthly quota counts the real tokens, not the estimate;
-a failed completion costs nothing; the plans' concurrency caps hold.
+streamed body); the test kit's model server (OpenAI chat completions and
+Responses, Anthropic Messages, JSON and streams); and answers recorded in the
+providers' published shapes, replayed. The monthly quota counts the real
+tokens, not the estimate; a failed completion costs nothing; the plans'
+concurrency caps hold; each model has its own tokens per minute.
 """
 
+import json
 import os
 import struct
 import threading
@@ -14,6 +18,8 @@ import unittest
 from harness import (SOURCE_DIR, Client, ProcessTestCase, PythonUpstream, free_port, metric_sum,
                      redis_call, wait_redis_ready, wait_until)
 from testkit.configs import retarget
+from testkit.http import request
+from testkit.model_server import ModelServer
 
 CONFIG = os.path.join(SOURCE_DIR, "conf", "ai-gateway.yaml")
 
@@ -96,6 +102,75 @@ class AiGatewayConfigTest(ProcessTestCase):
         failed_open = metric_sum(self.gateway, "sluice_ratelimit_fail_open_total")
         self.assertEqual(statuses.count(200), 4 + failed_open, statuses)
         self.assertEqual(statuses.count(429), 4 - failed_open, statuses)
+
+
+class AiGatewayModelServerTest(ProcessTestCase):
+    """The same file in front of the model server and its recorded answers."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.model = ModelServer(seed=46)
+        self.addCleanup(self.model.stop)
+        with open(CONFIG) as f:
+            text = retarget(f.read(), free_port(), free_port(), self.redis.port,
+                            self.model.address, source=CONFIG)
+        self.gateway = self.start_sluice(text)
+        wait_redis_ready(self.gateway)
+
+    def monthly_used(self):
+        keys = redis_call(self.redis.port, "KEYS", "*tokens_monthly:*")
+        return struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1] if keys else 0
+
+    def settled(self):
+        return metric_sum(self.gateway, "sluice_ratelimit_settlements_total")
+
+    def complete(self, path, body, headers=()):
+        before = self.settled()
+        status, h, payload = request(
+            self.gateway.port, "POST", path, body=json.dumps(body).encode(),
+            headers={"X-API-Key": "demo-pro-key", "Content-Type": "application/json",
+                     **dict(headers)})
+        self.assertEqual(status, 200, payload[:200])
+        wait_until(lambda: self.settled() == before + 1, timeout=5, message="settled")
+        return h
+
+    def test_every_api_settles_to_the_reported_usage(self):
+        expected = 0
+        chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 50}
+        for path, body in (
+                ("/v1/chat/completions", chat),
+                ("/v1/chat/completions", {**chat, "stream": True,
+                                          "stream_options": {"include_usage": True}}),
+                ("/v1/responses", {"model": "gpt-4o", "input": "hi"}),
+                ("/v1/responses", {"model": "gpt-4o", "input": "hi", "stream": True}),
+                ("/v1/messages", {**chat, "model": "claude"}),
+                ("/v1/messages", {**chat, "model": "claude", "stream": True})):
+            self.complete(path, body, {"X-Model-Chunking": "awkward"})
+            expected += self.model.reported[-1]
+            self.assertEqual(self.monthly_used(), expected, (path, body))
+
+    def test_recorded_answers_settle_to_their_usage(self):
+        recorded = {"openai_chat.json": 1163, "openai_chat_stream.sse": 11,
+                    "openai_responses_stream.sse": 48, "anthropic_messages.json": 2598,
+                    "anthropic_messages_stream.sse": 40}
+        expected = 0
+        for name, tokens in recorded.items():
+            self.complete("/v1/chat/completions", {"model": "gpt-4o", "max_tokens": 10},
+                          {"X-Model-Replay": name})
+            expected += tokens
+            self.assertEqual(self.monthly_used(), expected, name)
+        self.assertEqual(metric_sum(self.gateway, "sluice_ratelimit_body_usage_total",
+                                    result="found"), len(recorded))
+
+    def test_each_model_has_its_own_minute(self):
+        # The small model's bucket is five times the other's (pro plan): the
+        # policy header names each limit's size.
+        h = self.complete("/v1/chat/completions", {"model": "gpt-4o-mini-2024", "max_tokens": 1})
+        self.assertIn('"tokens_per_minute";q=1000000', h["RateLimit-Policy"])
+        h = self.complete("/v1/chat/completions", {"model": "gpt-4o", "max_tokens": 1})
+        self.assertIn('"tokens_per_minute";q=200000', h["RateLimit-Policy"])
 
 
 if __name__ == "__main__":

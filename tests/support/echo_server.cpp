@@ -15,6 +15,10 @@
 //   /__download/N        N bytes, byte i = i % 251, in 64 KiB pieces
 //                        (Content-Length; chunked with ?chunked=1; no length,
 //                        ended by closing the connection, with ?eof=1)
+//   /__sse/N             a text/event-stream of about N bytes shaped as an
+//                        OpenAI streamed chat completion: content chunks of
+//                        ~200 bytes, then a chunk whose usage.total_tokens is
+//                        the content chunks' count + 10, then "data: [DONE]"
 //   /__slow/MS           waits MS milliseconds, then the echo reply
 //   /__status/NNN        that status (200-999) with a small JSON body (none for 204/304)
 //   /__close             reads the request, closes without any response
@@ -53,6 +57,30 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr std::size_t kPiece = 64 * 1024;
+
+// /__sse/N's body (see the header comment), made once per size.
+std::string completion_stream(std::size_t bytes) {
+  static thread_local std::size_t made_for = 0;
+  static thread_local std::string made;
+  if (made_for == bytes && !made.empty()) return made;
+  static constexpr std::string_view kChunk =
+      "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":"
+      "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+      "\" token token token\"},\"finish_reason\":null}],\"usage\":null}\n\n";
+  std::string out;
+  std::size_t chunks = 0;
+  while (out.size() + kChunk.size() + 200 < bytes) {
+    out += kChunk;
+    ++chunks;
+  }
+  out += "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"choices\":[],"
+         "\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":" +
+         std::to_string(chunks) + ",\"total_tokens\":" + std::to_string(chunks + 10) +
+         "}}\n\ndata: [DONE]\n\n";
+  made_for = bytes;
+  made = out;
+  return out;
+}
 constexpr std::size_t kPatternPeriod = 251;
 
 // Byte i of every download is i % 251; a piece starting at offset o is
@@ -256,6 +284,9 @@ class Session : public std::enable_shared_from_this<Session> {
                            : query_has(target, "eof=1")   ? Framing::kEof
                                                           : Framing::kLength;
       return start_download(*n, framing);
+    }
+    if (auto n = number_after(path, "/__sse/")) {
+      return reply(http::status::ok, "text/event-stream", completion_stream(*n));
     }
     auto ms = number_after(path, "/__slow/");
     if (!ms && stats_.delay_ms > 0 && !path.starts_with("/__")) ms = stats_.delay_ms;
@@ -482,7 +513,7 @@ int run(int argc, char** argv) {
   const auto bound = listener.local_endpoint();
   std::cout << "listening " << bound.address().to_string() << ":" << bound.port() << std::endl;
   if (!quiet) {
-    std::cout << "endpoints: /__stats /__download/N[?chunked=1|?eof=1] /__slow/MS /__status/NNN "
+    std::cout << "endpoints: /__stats /__download/N[?chunked=1|?eof=1] /__sse/N /__slow/MS /__status/NNN "
                  "/__close /__hop, anything else echoes the request as JSON"
               << std::endl;
   }

@@ -26,9 +26,13 @@ headers (the gateway passes them on):
                            chunks; the JSON answer cut inside its numbers
   X-Model-Gzip: 1          gzip the body when the request's Accept-Encoding
                            allows it (a stream flushed per event)
+  X-Model-Events: N        at most N content events in a stream (its usage is
+                           still X-Model-Tokens: a bench's many completions)
   X-Model-Pad: N           pad each streamed event's text to N bytes (a
                            bench's 64 KiB stream: X-Model-Tokens 64, pad 1024)
 
+  X-Model-Replay: FILE     a recorded answer from tests/fixtures/model_responses
+                           sent as it is (.json whole, .sse an event per chunk)
   X-Model-Hostile: KIND    a body built to break a reader, X-Model-Bytes long:
                            long-json (a JSON string of that length before a
                            usage of 7 tokens), deep (objects nested that deep
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import gzip as gzip_module
 import json
+import os
 import random
 import socket
 import threading
@@ -52,6 +57,8 @@ import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+REPLAYS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                       "model_responses")
 LIES = {"-1": "-1", "string": '"12"', "null": "null", "huge": "1e309", "digits": "9" * 400}
 
 
@@ -120,11 +127,14 @@ class ModelServer:
         gzipped = (h.headers.get("X-Model-Gzip") == "1" and
                    "gzip" in h.headers.get("Accept-Encoding", ""))
         pad = int(h.headers.get("X-Model-Pad", "0"))
+        events_cap = int(h.headers.get("X-Model-Events", "0")) or None
         model = str(request.get("model", "test-model"))
         shape = {"/v1/chat/completions": "chat", "/v1/responses": "responses",
                  "/v1/messages": "messages"}.get(h.path.split("?")[0])
         if shape is None:
             return self._send_whole(h, 404, b'{"error":"no such model API"}', False)
+        if h.headers.get("X-Model-Replay"):
+            return self._replay(h, h.headers["X-Model-Replay"])
         if h.headers.get("X-Model-Hostile"):
             return self._send_hostile(h, h.headers["X-Model-Hostile"],
                                       int(h.headers.get("X-Model-Bytes", "1048576")))
@@ -132,7 +142,7 @@ class ModelServer:
         if request.get("stream"):
             include = shape != "chat" or (request.get("stream_options") or {}).get("include_usage")
             events = list(STREAMS[shape](model, prompt_tokens, tokens, mode if include else
-                                         "missing", pad))
+                                         "missing", pad, events_cap))
             self._send_stream(h, events, awkward, gzipped)
             if not include:
                 usage = None
@@ -201,6 +211,28 @@ class ModelServer:
         if packer:
             self._chunk(h, packer.flush())
         self._chunk(h, b"")
+
+    def _replay(self, h, name: str):
+        """Sends a recorded answer (tests/fixtures/model_responses/NAME) as it is."""
+        path = os.path.join(REPLAYS, os.path.basename(name))
+        with open(path, "rb") as f:
+            body = f.read()
+        stream = name.endswith(".sse")
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        if stream:
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            for event in body.split(b"\n\n"):
+                if event:
+                    self._chunk(h, event + b"\n\n")
+            self._chunk(h, b"")
+        else:
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+        with self.lock:
+            self.reported.append(None)
 
     def _send_hostile(self, h, kind: str, n: int):
         usage = b'"usage":{"total_tokens":7,"prompt_tokens":7,"completion_tokens":0}'
@@ -296,9 +328,9 @@ def _text(i, pad):
     return json.dumps(("tok%d " % i).ljust(pad, "x") if pad else "tok%d " % i)
 
 
-def chat_stream(model, prompt, tokens, mode, pad):
+def chat_stream(model, prompt, tokens, mode, pad, cap=None):
     head = f'{{"id":"chatcmpl-1","object":"chat.completion.chunk","model":{json.dumps(model)},'
-    for i in range(tokens):
+    for i in range(min(tokens, cap or tokens)):
         yield _sse(head + f'"choices":[{{"index":0,"delta":{{"content":{_text(i, pad)}}},'
                           '"finish_reason":null}],"usage":null}')
     if mode != "missing":
@@ -308,10 +340,10 @@ def chat_stream(model, prompt, tokens, mode, pad):
     yield _sse("[DONE]")
 
 
-def responses_stream(model, prompt, tokens, mode, pad):
+def responses_stream(model, prompt, tokens, mode, pad, cap=None):
     yield _sse('{"type":"response.created","response":{"id":"resp_1","status":"in_progress",'
                '"usage":null}}', "response.created")
-    for i in range(tokens):
+    for i in range(min(tokens, cap or tokens)):
         yield _sse(f'{{"type":"response.output_text.delta","delta":{_text(i, pad)}}}',
                    "response.output_text.delta")
     usage = _usage_member([("input_tokens", prompt), ("output_tokens", tokens),
@@ -320,13 +352,13 @@ def responses_stream(model, prompt, tokens, mode, pad):
                f'"status":"completed"{usage}}}}}', "response.completed")
 
 
-def messages_stream(model, prompt, tokens, mode, pad):
+def messages_stream(model, prompt, tokens, mode, pad, cap=None):
     start_usage = "" if mode == "missing" else f',"usage":{{"input_tokens":{prompt},"output_tokens":1}}'
     yield _sse(f'{{"type":"message_start","message":{{"id":"msg_1","model":{json.dumps(model)}'
                f'{start_usage}}}}}', "message_start")
     yield _sse('{"type":"content_block_start","index":0,"content_block":{"type":"text",'
                '"text":""}}', "content_block_start")
-    for i in range(tokens):
+    for i in range(min(tokens, cap or tokens)):
         yield _sse(f'{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta",'
                    f'"text":{_text(i, pad)}}}}}', "content_block_delta")
     yield _sse('{"type":"content_block_stop","index":0}', "content_block_stop")
