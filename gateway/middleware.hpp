@@ -120,8 +120,8 @@ struct RequestContext {
   DecisionRecord decision;
   // On a route that reads members of its request body (RouteConfig::
   // reads_request_body), the body's first bytes, read before the steps ran
-  // (up to routes[].max_inspect_bytes); empty otherwise. Its whole length
-  // when known: declared (Content-Length) or read to its end.
+  // (up to routes[].max_inspect_bytes); empty otherwise. Its whole length:
+  // read to its end, or declared (Content-Length); else the bytes read.
   std::string_view request_body;
   std::optional<std::uint64_t> request_body_length;
   // Reads the response body as it passes to the client (a step that settles

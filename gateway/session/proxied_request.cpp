@@ -56,8 +56,10 @@ void ProxiedRequest::read_ahead_done(boost::beast::error_code ec) {
   if (ec) return on_request_body_failed(ec);
   RequestContext& ctx = pipeline_.context();
   ctx.request_body = exchange_.read_ahead_bytes();
-  ctx.request_body_length = leg_.body_done() ? std::optional<std::uint64_t>(ctx.request_body.size())
-                                             : leg_.declared_length();
+  // Its whole length: read to its end, or declared; else what was read so far.
+  ctx.request_body_length = leg_.body_done()
+                                ? ctx.request_body.size()
+                                : leg_.declared_length().value_or(ctx.request_body.size());
   run_pipeline();
 }
 

@@ -1,6 +1,7 @@
 #include "middleware/ratelimit/usage/json_usage_scanner.hpp"
 
 #include <charconv>
+#include <cstring>
 #include <cmath>
 
 namespace sluice::usage {
@@ -46,20 +47,86 @@ void JsonUsageScanner::reset() {
   stack_.clear();
   token_.clear();
   value_mask_ = child_mask_ = 0;
+  skip_depth_ = 0;
   truncated_ = false;
   for (auto& term : found_) term = TermValue{};
 }
 
 void JsonUsageScanner::feed(std::string_view piece) {
-  for (const char c : piece) {
-    if (state_ == State::kStopped || state_ == State::kDone) return;
-    if (++seen_ > max_bytes_) {
-      truncated_ = true;
-      return stop();
-    }
-    while (!step(c)) {
+  if (state_ == State::kStopped || state_ == State::kDone) return;
+  // Bytes past the bound are not looked at.
+  const std::size_t room = max_bytes_ - std::min(seen_, max_bytes_);
+  const bool over = piece.size() > room;
+  if (over) piece = piece.substr(0, room);
+  seen_ += piece.size();
+  const char* p = piece.data();
+  const char* const end = p + piece.size();
+  while (p < end && state_ != State::kStopped && state_ != State::kDone) {
+    if (state_ == State::kString || state_ == State::kSkipString) {
+      p = scan_string(p, end);
+    } else if (state_ == State::kSkip) {
+      p = skip_value(p, end);
+    } else if (step(*p)) {
+      ++p;  // else the byte is seen again in the new state
     }
   }
+  if (over && state_ != State::kDone && state_ != State::kStopped) {
+    truncated_ = true;
+    stop();
+  }
+}
+
+const char* JsonUsageScanner::scan_string(const char* p, const char* end) {
+  const bool skipping = state_ == State::kSkipString;
+  const auto* quote = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
+  const char* until = quote ? quote : end;
+  const auto* escape =
+      static_cast<const char*>(std::memchr(p, '\\', static_cast<std::size_t>(until - p)));
+  if (escape) {
+    state_ = skipping ? State::kSkipStringEscape : State::kStringEscape;
+    return escape + 1;
+  }
+  if (!quote) return end;
+  if (!skipping) {
+    scalar_done(false, 0);  // a string where a path ends is no number ("12")
+  } else {
+    state_ = skip_depth_ == 0 ? State::kAfterValue : State::kSkip;
+  }
+  return quote + 1;
+}
+
+const char* JsonUsageScanner::skip_value(const char* p, const char* end) {
+  for (; p < end; ++p) {
+    switch (*p) {
+      case '"':
+        state_ = State::kSkipString;
+        return p + 1;
+      case '{':
+      case '[':
+        ++skip_depth_;
+        break;
+      case '}':
+      case ']':
+        if (skip_depth_ == 0) {  // a scalar's end: its container closes
+          state_ = State::kAfterValue;
+          return p;
+        }
+        if (--skip_depth_ == 0) {
+          state_ = State::kAfterValue;
+          return p + 1;
+        }
+        break;
+      case ',':
+        if (skip_depth_ == 0) {
+          state_ = State::kAfterValue;
+          return p;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return p;
 }
 
 void JsonUsageScanner::set_terms(Mask mask, TermState state, double value) {
@@ -141,6 +208,12 @@ bool JsonUsageScanner::step(char c) {
   switch (state_) {
     case State::kValue:
       if (whitespace(c)) return true;
+      if (value_mask_ == 0 && child_mask_ == 0 && !stack_.empty()) {
+        // No path goes through this value: skipped, fast.
+        skip_depth_ = 0;
+        state_ = State::kSkip;
+        return false;
+      }
       if (c == '{' || c == '[') {
         open(c == '{');
         return true;
@@ -209,14 +282,14 @@ bool JsonUsageScanner::step(char c) {
       stop();
       return true;
     case State::kString:
-      if (c == '"') {
-        scalar_done(false, 0);  // a string where a path ends is no number ("12")
-      } else if (c == '\\') {
-        state_ = State::kStringEscape;
-      }
-      return true;
+    case State::kSkipString:
+    case State::kSkip:
+      return true;  // (feed's fast paths read these)
     case State::kStringEscape:
       state_ = State::kString;
+      return true;
+    case State::kSkipStringEscape:
+      state_ = State::kSkipString;
       return true;
     case State::kNumber:
       if (number_char(c)) {

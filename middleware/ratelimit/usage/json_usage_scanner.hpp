@@ -3,7 +3,9 @@
 // event's data), never buffered: a bounded state (a stack of at most
 // kMaxDepth containers, a member name of at most kMaxMemberBytes, a number
 // of at most kMaxNumberBytes). Deeper documents, malformed ones and bytes
-// past max_bytes stop the scan; what was found before stays found.
+// past max_bytes stop the scan; what was found before stays found. A member
+// value no path goes through (an id, a message's text, an array) is skipped
+// by its strings and brackets alone, fast and unchecked.
 //
 // A path's value counts when it is a JSON number, finite and not negative,
 // of at most kMaxNumberBytes characters; anything else there (a string, null,
@@ -70,6 +72,9 @@ class JsonUsageScanner {
     kStringEscape,
     kNumber,
     kLiteral,      // true, false, null
+    kSkip,         // in a value no path goes through, skip_depth_ containers deep
+    kSkipString,   // in a string of such a value
+    kSkipStringEscape,
     kDone,
     kStopped,
   };
@@ -81,6 +86,11 @@ class JsonUsageScanner {
 
   // Processes one byte; false when it must be seen again in the new state.
   bool step(char c);
+  // The fast paths: a string's bytes up to its closing quote or a
+  // backslash, and a skipped value's up to its end. Each returns where it
+  // stopped in [p, end).
+  const char* scan_string(const char* p, const char* end);
+  const char* skip_value(const char* p, const char* end);
   void open(bool object);
   bool close(char c);
   void name_done();
@@ -97,6 +107,7 @@ class JsonUsageScanner {
   std::vector<Frame> stack_;  // reserved: at most kMaxDepth
   std::string token_;         // a member name, number or literal being read
   bool name_matchable_ = true;
+  std::size_t skip_depth_ = 0;  // containers open in a skipped value
   Mask value_mask_ = 0;  // the terms whose path ends at the value being read
   Mask child_mask_ = 0;  // the terms whose path goes on inside it
   std::vector<TermValue> found_;

@@ -130,12 +130,17 @@ TEST_CASE("usage scanner: a value that is no usage is invalid", "[usage]") {
 
 TEST_CASE("usage scanner: bounded whatever the document", "[usage]") {
   const auto e = expr("usage.total_tokens");
-  // 100,000 levels deep: the scan stops at kMaxDepth, what was found stays.
+  // 100,000 levels deep in a value no path goes through: skipped by a
+  // counter, nothing kept; what was found stays.
   std::string deep = R"({"usage":{"total_tokens":6},"x":)" + std::string(100000, '[');
   JsonUsageScanner scanner(e, 1 << 20);
   scanner.feed(deep);
-  CHECK(scanner.stopped());
+  CHECK_FALSE(scanner.complete());
   CHECK(usage_total(e, scanner.found()) == 6.0);
+  // A root that nests past kMaxDepth on the way to no path: the same.
+  JsonUsageScanner arrays(e, 1 << 20);
+  arrays.feed(std::string(100000, '[') + R"({"usage":{"total_tokens":6}})");
+  CHECK(usage_total(e, arrays.found()) == std::nullopt);  // inside arrays: never a path
   // The usage past max_bytes is not found.
   const std::string padded = R"({"pad":")" + std::string(5000, 'p') + R"(","usage":{"total_tokens":3}})";
   JsonUsageScanner cut(e, 1000);
@@ -157,7 +162,8 @@ TEST_CASE("usage scanner: an OpenAI stream with include_usage", "[usage]") {
   stream += R"(data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}})"
             "\n\n";
   stream += "data: [DONE]\n\n";
-  check_every_sse_split(e, stream, 8.0, 7);
+  // Only the last event names usage with a value: the one event read.
+  check_every_sse_split(e, stream, 8.0, 1);
   // Without include_usage: every chunk's usage is null, none valid.
   std::string without;
   for (int i = 0; i < 3; ++i) without += R"(data: {"choices":[],"usage":null})" "\n\n";
@@ -212,6 +218,44 @@ TEST_CASE("usage scanner: an event past its bound, and one that never ends", "[u
   endless.finish();
   CHECK(endless.truncated_events() == 1);
   CHECK(usage_total(e, endless.found()) == std::nullopt);
+}
+
+}  // namespace sluice::usage
+
+namespace sluice::usage {
+
+TEST_CASE("usage scanner: events passed over are only those that cannot hold a usage",
+          "[usage]") {
+  const auto e = expr("message.usage.input_tokens + usage.output_tokens");
+  // Anthropic's events with LF line ends, cut at every byte: the events read
+  // are message_start and message_delta (the others name neither member).
+  const std::string stream =
+      "event: message_start\n"
+      R"(data: {"type":"message_start","message":{"id":"m","usage":{"input_tokens":25,"output_tokens":1}}})"
+      "\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n"
+      "event: content_block_delta\n"
+      R"(data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"say \"usage\": 99"}})"
+      "\n\nevent: message_delta\n"
+      R"(data: {"type":"message_delta","usage" : {"output_tokens":15}})"
+      "\n\nevent: message_stop\ndata: {\"type\":\"usage\"}\n\n";
+  check_every_sse_split(e, stream, 40.0, 2);
+  // A usage named on the event's second data line: the whole event is read.
+  const auto t = expr("usage.total_tokens");
+  CHECK(sse_total(t, "data: {\"a\":1,\ndata: \"usage\":{\"total_tokens\":4}}\n\n") == 4.0);
+  // An event the stream's end ends, carried over pieces.
+  SseUsageScanner tail(t, 4096);
+  tail.feed("data: {\"usage\":{\"tot");
+  tail.feed("al_tokens\":7}}");
+  tail.finish();
+  CHECK(usage_total(t, tail.found()) == 7.0);
+  // An unended cold event longer than the bound: skipped to its end, counted.
+  SseUsageScanner big(t, 4096);
+  big.feed("data: {\"pad\":\"" + std::string(10000, 'x'));
+  big.feed(std::string(10000, 'x') + "\"}\n");
+  big.feed("\ndata: {\"usage\":{\"total_tokens\":5}}\n\n");
+  big.finish();
+  CHECK(big.truncated_events() == 1);
+  CHECK(usage_total(t, big.found()) == 5.0);
 }
 
 }  // namespace sluice::usage
