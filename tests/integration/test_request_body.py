@@ -122,13 +122,14 @@ class RequestBodyTest(RateLimitTestCase):
                                  math.ceil(len(body) / 4), body)
         self.assertEqual(self.monthly_used(), expected)
         # A chunked body longer than the bound: its length is unknown, so the
-        # prompt estimate takes the bytes read before the decision.
+        # prompt estimate takes the bytes read before the decision; its
+        # max_tokens comes after the long messages, past the bound: the default.
         body = chat("mistral", 10, pad=2 * BOUND)
         before = self.monthly_used()
         status, _, _ = self.post(iter([body[i:i + 5000] for i in range(0, len(body), 5000)]),
                                  chunked=True)
         self.assertEqual(status, 200)
-        self.assertEqual(self.monthly_used() - before, 10 + BOUND // 4)
+        self.assertEqual(self.monthly_used() - before, DEFAULT + BOUND // 4)
         self.assertEqual(self.last_body(), body)
 
     def test_long_chunked_and_continued_bodies_reach_the_upstream_unchanged(self):
