@@ -142,18 +142,26 @@ bool is_sluice_only(const SluiceOnlyHeaders& only, std::string_view name) {
 
 void append_decodable_codings(std::string& out, std::string_view value) {
   const std::size_t start = out.size();
+  bool decodable = false;  // a coding other than identity was kept
   while (!value.empty()) {
     const auto comma = value.find(',');
     const std::string_view item = ascii::trim(value.substr(0, comma));
     value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
     const std::string_view coding = ascii::trim(item.substr(0, item.find(';')));
-    if (ascii::iequals(coding, "gzip") || ascii::iequals(coding, "x-gzip") ||
-        ascii::iequals(coding, "deflate") || ascii::iequals(coding, "identity")) {
+    const bool compressed = ascii::iequals(coding, "gzip") || ascii::iequals(coding, "x-gzip") ||
+                            ascii::iequals(coding, "deflate");
+    if (compressed || ascii::iequals(coding, "identity")) {
       if (out.size() > start) out += ", ";
       out += item;
+      decodable = decodable || compressed;
     }
   }
-  if (out.size() == start) out += "identity";
+  // Identity alone (even refused, "identity;q=0"): plain identity, which a
+  // server may always send.
+  if (!decodable) {
+    out.resize(start);
+    out += "identity";
+  }
 }
 
 void prepare_request_head(UpstreamHead& head, std::string_view method, std::string_view target,
@@ -186,13 +194,15 @@ void prepare_request_head(UpstreamHead& head, std::string_view method, std::stri
       // A route's cost header, or a client's copy of its usage header.
     } else if (info.rules && info.rules->drops(name_string)) {
       // Set below or removed by the route's rules.
-    } else if (info.decodable_codings_only && name == http::field::accept_encoding) {
+    } else if (info.decodable_codings_only && name == http::field::accept_encoding &&
+               !(info.rules && info.rules->drops("Accept-Encoding"))) {
       append_list(head.accept_encoding, f.value());  // filtered below
     } else {
       head.fields.emplace_back(name_string, f.value());
     }
   }
-  if (info.decodable_codings_only) {
+  // (A route rule that sets or removes Accept-Encoding decides it instead.)
+  if (info.decodable_codings_only && !(info.rules && info.rules->drops("Accept-Encoding"))) {
     // Never empty: "identity" when the client named no coding Sluice decodes.
     const std::string asked = std::move(head.accept_encoding);
     head.accept_encoding.clear();

@@ -74,7 +74,7 @@ struct ForwardedInfo {
 // An Accept-Encoding list (`value`, lines joined by commas) with only the
 // codings a response body can be read in: gzip, x-gzip, deflate and identity
 // (their q-values kept; br, zstd, compress and "*" left out), appended to
-// `out`; "identity" when none is left.
+// `out`; "identity" when no gzip, x-gzip or deflate is left.
 void append_decodable_codings(std::string& out, std::string_view value);
 
 // The request head for the upstream (request_head.hpp), prepared into `head`:

@@ -16,7 +16,7 @@ namespace {
 constexpr std::int64_t kMaxCost = 1'000'000'000;
 constexpr std::size_t kMaxRejectBodyBytes = 64 * 1024;
 constexpr std::size_t kMaxContentTypeBytes = 256;
-constexpr std::int64_t kMaxInspectBytes = std::int64_t{1} << 30;
+constexpr std::int64_t kMaxInspectBytes = std::int64_t{64} << 20;
 
 // Headers the proxy frames or rewrites itself: a cost header is removed
 // before the request goes upstream, so it cannot be one of these.

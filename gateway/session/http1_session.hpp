@@ -76,6 +76,7 @@ class Http1Session final : public ClientSession,
   void watch() override { await_client(); }
   void unwatch() override { stop_watching(); }
   void awaiting_response(bool waiting) override;
+  void body_read_ahead() override { deadline_.clear(); }
   void tunnel_opened() override;
   void tunnel_ended(bool graceful) override;
 

@@ -54,6 +54,7 @@ void ProxiedRequest::run() {
 
 void ProxiedRequest::read_ahead_done(boost::beast::error_code ec) {
   if (ec) return on_request_body_failed(ec);
+  leg_.body_read_ahead();
   RequestContext& ctx = pipeline_.context();
   ctx.request_body = exchange_.read_ahead_bytes();
   // Its whole length: read to its end, or declared; else what was read so far.
@@ -104,6 +105,7 @@ void ProxiedRequest::client_gone() {
 // Every step continued (no reply), or one answered.
 void ProxiedRequest::on_middleware_outcome(std::optional<LocalReply> reply) {
   pipeline_.take_response_headers(response_headers_);
+  pipeline_.context().request_body = {};  // the bytes read ahead go upstream from here
   if (!reply) return start_upstream();
   // A half-read body also ends an HTTP/1.1 connection.
   const bool close = reply->close_connection || !leg_.body_done();

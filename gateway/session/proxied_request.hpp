@@ -78,6 +78,9 @@ class RequestLeg : public ClientLeg {
   // The whole request went upstream and its response head is awaited (true),
   // or it came; see ExchangeHost::awaiting_response.
   virtual void awaiting_response(bool waiting) { (void)waiting; }
+  // The body's first bytes were read ahead of the decision: no read runs
+  // while the steps decide, so neither does the body's deadline.
+  virtual void body_read_ahead() {}
   // A WebSocket tunnel's life (HTTP/1.1 only).
   virtual void tunnel_opened() {}
   virtual void tunnel_ended(bool graceful) { (void)graceful; }

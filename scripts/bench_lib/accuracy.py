@@ -455,9 +455,11 @@ def streamed_usage_case(stack: Stack, redis: Connection, redis_port: int,
             stack.stop(gateway)
         model.stop()
     ok = sum(1 for status, _ in answers if status == 200)
+    others = sorted({status for status, _ in answers if status != 200})
     text = (f"streamed completions, usage read from the stream: quota counted {used:,.0f}, "
             f"the model server reported {reported:,.0f} over {ok:,} streams "
-            f"({found:,.0f} usages found)")
+            f"({found:,.0f} usages found)" +
+            (f"; {completions - ok} answered {others}, not counted" if others else ""))
     result = exact_case(text, 0, elapsed, [{"requests": completions, "non2xx": completions - ok,
                                             "errors_socket": 0}], used, reported, 0, 0,
                         len(keys))

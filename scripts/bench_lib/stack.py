@@ -44,6 +44,9 @@ WS_SIZES = (16 * 1024, 128)  # message sizes: rows 17 and 18, rows 19 and 20
 WS_PATH = "/ws/bench"
 # Rows 31 and 32: a 64 KiB event stream shaped as a streamed chat completion.
 STREAM_PATH = "/__sse/65536"
+# Rows 33 and 34: the same stream as a model server sends it, an event per
+# chunk, one every 100 µs.
+PACED_STREAM_PATH = "/__sse/65536?pace_us=100"
 # nginx's TLS 1.3 suites in Sluice's order of preference, so that rows 15 and 16
 # (and --http2's h2 rows) negotiate the same suite.
 NGINX_TLS13_ORDER = ("ssl_prefer_server_ciphers on;\n    ssl_conf_command Ciphersuites "
@@ -584,6 +587,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
         sluice_row(32, "row 31 with the usage read from the stream itself "
                    "(cost_from_response.body: usage.total_tokens)", s32, [redis], keyed,
                    path=STREAM_PATH),
+        sluice_row(33, "row 31 with the stream sent as a model server sends it (an event "
+                   "per chunk, one every 100 µs)", s31, [redis], keyed, path=PACED_STREAM_PATH),
+        sluice_row(34, "row 33 with the usage read from the stream itself", s32, [redis], keyed,
+                   path=PACED_STREAM_PATH),
         *compare_rows(),
     ]
 

@@ -18,7 +18,10 @@
 //   /__sse/N             a text/event-stream of about N bytes shaped as an
 //                        OpenAI streamed chat completion: content chunks of
 //                        ~200 bytes, then a chunk whose usage.total_tokens is
-//                        the content chunks' count + 10, then "data: [DONE]"
+//                        the content chunks' count + 10, then "data: [DONE]";
+//                        with ?pace_us=U chunked instead, each event its own
+//                        chunk, written U microseconds after the one before
+//                        (a model server streaming)
 //   /__slow/MS           waits MS milliseconds, then the echo reply
 //   /__status/NNN        that status (200-999) with a small JSON body (none for 204/304)
 //   /__close             reads the request, closes without any response
@@ -220,6 +223,27 @@ std::optional<std::uint64_t> number_after(std::string_view path, std::string_vie
   return n;
 }
 
+// The number after `prefix` ("pace_us=") in the target's query; none when absent.
+std::optional<std::uint64_t> query_number(std::string_view target, std::string_view prefix) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    if (item.starts_with(prefix)) {
+      std::uint64_t n = 0;
+      const auto digits = item.substr(prefix.size());
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+      if (ec == std::errc{} && end == digits.data() + digits.size()) return n;
+      return std::nullopt;
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
 bool query_has(std::string_view target, std::string_view item) {
   auto q = target.find('?');
   if (q == std::string_view::npos) return false;
@@ -286,6 +310,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return start_download(*n, framing);
     }
     if (auto n = number_after(path, "/__sse/")) {
+      if (auto pace = query_number(target, "pace_us=")) return start_stream(*n, *pace);
       return reply(http::status::ok, "text/event-stream", completion_stream(*n));
     }
     auto ms = number_after(path, "/__slow/");
@@ -402,6 +427,50 @@ class Session : public std::enable_shared_from_this<Session> {
                              });
   }
 
+  // /__sse/N?pace_us=U: the completion stream, an event per chunk, paced.
+  void start_stream(std::uint64_t size, std::uint64_t pace_us) {
+    const auto& req = parser_->get();
+    stream_ = completion_stream(static_cast<std::size_t>(size));
+    stream_at_ = 0;
+    pace_us_ = pace_us;
+    dres_.emplace(http::status::ok, req.version());
+    dres_->set(http::field::server, "sluice-echo");
+    dres_->set(http::field::content_type, "text/event-stream");
+    dres_->chunked(true);
+    dres_->keep_alive(req.keep_alive());
+    dres_->body().data = nullptr;
+    dres_->body().more = true;
+    dsr_.emplace(*dres_);
+    http::async_write_header(socket_, *dsr_,
+                             [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                               if (ec) return self->close();
+                               self->write_event();
+                             });
+  }
+
+  void write_event() {
+    const std::size_t blank = stream_.find("\n\n", stream_at_);
+    const std::size_t end = blank == std::string::npos ? stream_.size() : blank + 2;
+    auto& body = dres_->body();
+    body.data = end > stream_at_ ? stream_.data() + stream_at_ : nullptr;
+    body.size = end - stream_at_;
+    stream_at_ = end;
+    body.more = stream_at_ < stream_.size();
+    http::async_write(socket_, *dsr_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec == http::error::need_buffer) {
+                          self->timer_.expires_after(std::chrono::microseconds(self->pace_us_));
+                          self->timer_.async_wait([self](beast::error_code wait_ec) {
+                            if (wait_ec) return self->close();
+                            self->write_event();
+                          });
+                          return;
+                        }
+                        if (ec) return self->close();
+                        self->next_or_close();
+                      });
+  }
+
   void write_piece() {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(download_left_, kPiece));
     auto& body = dres_->body();
@@ -448,6 +517,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::response_serializer<http::buffer_body>> dsr_;
   std::uint64_t download_left_ = 0;
   std::uint64_t download_offset_ = 0;
+  std::string stream_;  // /__sse/N?pace_us=U: the events, and how far they went
+  std::size_t stream_at_ = 0;
+  std::uint64_t pace_us_ = 0;
   bool close_after_response_ = false;
 };
 

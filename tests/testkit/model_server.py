@@ -87,7 +87,10 @@ class ModelServer:
                 except (ConnectionError, BrokenPipeError):
                     self.close_connection = True  # the client (the gateway) left
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # (5 by default: a burst of connections is refused)
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.address = f"127.0.0.1:{self.port}"

@@ -95,7 +95,7 @@ class UpstreamExchange {
   // until `max_bytes` are or the body ended (a client waiting for "100
   // Continue" gets it first); then the host's read_ahead_done. The exchange
   // started next sends the kept bytes first and reads the rest from the
-  // client after them; the kept bytes stay until the exchange is reset.
+  // client after them (the kept bytes may go once they went upstream).
   void read_ahead(std::span<char> relay, std::size_t max_bytes);
   // What read_ahead kept: the body's first bytes, or all of it.
   std::string_view read_ahead_bytes() const { return replay_.kept(); }

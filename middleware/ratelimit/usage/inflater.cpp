@@ -9,6 +9,8 @@ namespace sluice::usage {
 struct Inflater::Stream {
   z_stream z{};
   bool open = false;
+  bool raw = false;  // deflate without its zlib header, as some servers send it
+  bool between = false;  // a member ended; another may follow, or nothing
   char out[kOutputBytes];
 };
 
@@ -38,13 +40,38 @@ std::string_view Inflater::decode(std::string_view& in) {
   z.avail_in = static_cast<uInt>(in.size());
   z.next_out = reinterpret_cast<Bytef*>(stream_->out);
   z.avail_out = static_cast<uInt>(kOutputBytes);
-  const int rc = inflate(&z, Z_NO_FLUSH);
+  int rc = inflate(&z, Z_NO_FLUSH);
+  if (rc == Z_DATA_ERROR && z.total_out == 0 && z.total_in <= 2 && !stream_->raw) {
+    // No gzip or zlib header: a raw deflate stream, read again from its start
+    // (the header is checked on the first two bytes, all in this piece).
+    inflateEnd(&z);
+    z = z_stream{};
+    stream_->raw = true;
+    stream_->open = inflateInit2(&z, -15) == Z_OK;
+    if (!stream_->open) {
+      failed_ = true;
+      return {};
+    }
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    z.next_out = reinterpret_cast<Bytef*>(stream_->out);
+    z.avail_out = static_cast<uInt>(kOutputBytes);
+    rc = inflate(&z, Z_NO_FLUSH);
+  }
   in.remove_prefix(in.size() - z.avail_in);
   const std::size_t n = kOutputBytes - z.avail_out;
   if (rc == Z_STREAM_END) {
-    ended_ = true;
+    // Another gzip member may follow: concatenated members are one body.
+    if (stream_->raw || inflateReset(&z) != Z_OK) {
+      ended_ = true;
+    } else {
+      stream_->between = true;
+    }
   } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-    failed_ = true;  // Z_DATA_ERROR, Z_NEED_DICT, Z_MEM_ERROR
+    // Bytes after a member that start no other: ignored, as gzip does.
+    (stream_->between && n == 0 ? ended_ : failed_) = true;
+  } else if (n > 0) {
+    stream_->between = false;
   }
   return {stream_->out, n};
 }

@@ -1,7 +1,9 @@
-// A gzip or deflate (zlib) body decoded as it passes, with zlib: a bounded
-// state (zlib's, and an output buffer of kOutputBytes) whatever the body's
-// length or its ratio. A response's Content-Encoding of gzip, x-gzip or
-// deflate is read this way; br and zstd have no decoder here.
+// A gzip or deflate body decoded as it passes, with zlib: a bounded state
+// (zlib's, and an output buffer of kOutputBytes) whatever the body's length
+// or its ratio. A response's Content-Encoding of gzip, x-gzip or deflate is
+// read this way: gzip members one after the other, deflate with its zlib
+// header or without (raw, as some servers send it); br and zstd have no
+// decoder here.
 #pragma once
 
 #include <cstddef>

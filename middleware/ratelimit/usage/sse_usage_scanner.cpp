@@ -101,7 +101,8 @@ std::size_t SseUsageScanner::next_hot(std::string_view piece, std::size_t from) 
       // A member named so: its value follows the colon; null holds nothing.
       std::size_t i = at + name.size();
       while (i < piece.size() && (piece[i] == ' ' || piece[i] == '\t')) ++i;
-      if (i < piece.size() && piece[i] != ':') continue;  // a string value, not a name
+      // (A line break: the colon may be on the event's next data line.)
+      if (i < piece.size() && piece[i] != ':' && piece[i] != '\n') continue;  // a string value
       ++i;
       while (i < piece.size() && (piece[i] == ' ' || piece[i] == '\t')) ++i;
       if (i < piece.size() && piece[i] == 'n') continue;

@@ -389,6 +389,7 @@ TEST_CASE("a route that reads response bodies asks only for codings it decodes",
   CHECK(decodable("br, zstd") == "identity");
   CHECK(decodable("") == "identity");
   CHECK(decodable(" X-GZIP , identity;q=0 ") == "X-GZIP, identity;q=0");
+  CHECK(decodable("br, identity;q=0") == "identity");
 
   sluice::HttpFields f;
   f.set("Host", "api");

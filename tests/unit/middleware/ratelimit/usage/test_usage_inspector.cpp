@@ -202,3 +202,22 @@ TEST_CASE("alternatives: the first whose paths are all found is the usage", "[us
 }
 
 }  // namespace sluice::usage
+
+namespace sluice::usage {
+
+TEST_CASE("gzip members one after the other, raw deflate, trailing bytes", "[usage]") {
+  const auto e = inspector_expr("usage.total_tokens");
+  // Two gzip members: the body is their concatenation.
+  const std::string half = kOpenAiJson.substr(0, 40);
+  const std::string two = compressed(half, 31) + compressed(kOpenAiJson.substr(40), 31);
+  for (std::size_t cut = 0; cut <= two.size(); cut += 7) {
+    INFO("cut at " << cut);
+    REQUIRE(inspect(e, "application/json", "gzip", two, cut).usage == 42);
+  }
+  // Deflate without its zlib header (windowBits -15).
+  CHECK(inspect(e, "application/json", "deflate", compressed(kOpenAiJson, -15)).usage == 42);
+  // Junk after the last member is ignored, as gzip does.
+  CHECK(inspect(e, "application/json", "gzip", compressed(kOpenAiJson, 31) + "\n\n").usage == 42);
+}
+
+}  // namespace sluice::usage
