@@ -19,7 +19,7 @@
 #include "gateway/config/edge_config.hpp"
 #include "gateway/config/time_zone.hpp"
 #include "gateway/config/traffic_config.hpp"
-#include "gateway/config/usage_expression.hpp"
+#include "gateway/config/cost_config.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
 
@@ -310,29 +310,6 @@ struct LimitConfig {
 // answer 503, or enforce each limit's share locally (LocalConfig::fleet_size).
 enum class FailureMode { kOpen, kClosed, kLocal };
 
-// A route's cost settled from the response: the estimate (cost or
-// cost_header) is debited at admission, and the difference to the real cost,
-// read from a response header or trailer, settled when the response ends.
-struct CostFromResponse {
-  // Reads more of a JSON body (or of an event's data) than any usage needs.
-  static constexpr std::size_t kDefaultMaxInspectBytes = 1024 * 1024;
-
-  std::string header;  // empty: none
-  // The usage read from a JSON or text/event-stream response body as it
-  // passes (middleware/ratelimit/usage/); none: the body is not read.
-  std::optional<usage::UsageExpression> body;
-  std::string body_text;  // `body` as written
-  // How far into a JSON body, or into one event's data, a usage is looked for.
-  std::size_t max_inspect_bytes = kDefaultMaxInspectBytes;
-  // Statuses whose response costs what the header says (inclusive ranges);
-  // others cost 0 (the estimate is refunded). Empty: every status.
-  std::vector<std::pair<unsigned, unsigned>> statuses;
-  // How far below empty a settlement may push a limit.
-  double max_debt = 0;
-  // A header, a body, or both (the header's valid value wins).
-  bool enabled() const { return !header.empty() || body.has_value(); }
-  bool counts(unsigned status) const;
-};
 
 // What a route answers a request its limits deny; an empty body means the
 // default problem+json document.
@@ -365,28 +342,10 @@ struct RouteConfig {
   // max_cost are clamped to it (0 = the smallest capacity of the route's enforced limits).
   std::string cost_header;
   double max_cost = 0;
-  // The estimate read from the JSON request body (cost: {from_body: ...});
-  // none: `cost`, or cost_header's value.
-  struct BodyCost {
-    // Tried in order: the first that holds a number (>= 0) is the estimate,
-    // else `cost` (the mapping's default) is.
-    std::vector<std::string> paths;
-    // Adds the body's length / bytes_per_token (the prompt's tokens, roughly).
-    bool add_prompt_estimate = false;
-    double bytes_per_token = 4;
-  };
-  std::optional<BodyCost> cost_from_body;
-  // How much of the request body is read before the decision on a route
-  // that reads members of it (body_fields).
-  static constexpr std::size_t kDefaultMaxInspectBytes = 1024 * 1024;
-  std::size_t max_inspect_bytes = kDefaultMaxInspectBytes;
-  // The request body's member paths the route's limits (body: key parts)
-  // and cost (from_body) read, set by the second pass; the body is read
-  // ahead only when this is not empty or the cost adds a prompt estimate.
-  std::vector<std::string> body_fields;
-  bool reads_request_body() const {
-    return !body_fields.empty() || (cost_from_body && cost_from_body->add_prompt_estimate);
-  }
+  // The JSON request body read before the decision (a cost from it, body:
+  // key parts) and how much of it.
+  RequestBodyConfig body;
+  bool reads_request_body() const { return body.read_ahead(); }
   CostFromResponse cost_from_response;
   // A client that leaves while the upstream works on its request (an
   // HTTP/1.1 connection closed or half-closed, an HTTP/2 stream reset)

@@ -330,9 +330,9 @@ void warn_method_bypasses(YamlReader& r, const ReadNotes& notes, const Config& c
 void resolve_body_fields(YamlReader& r, const ReadNotes::Route& notes, const Config& c,
                          RouteConfig& route) {
   const auto add = [&](const std::string& path) {
-    if (std::find(route.body_fields.begin(), route.body_fields.end(), path) ==
-        route.body_fields.end()) {
-      route.body_fields.push_back(path);
+    if (std::find(route.body.fields.begin(), route.body.fields.end(), path) ==
+        route.body.fields.end()) {
+      route.body.fields.push_back(path);
     }
   };
   for (const std::size_t i : route.limit_indexes) {
@@ -340,8 +340,8 @@ void resolve_body_fields(YamlReader& r, const ReadNotes::Route& notes, const Con
       if (source.kind == KeySource::Kind::kBody) add(source.name);
     }
   }
-  if (route.cost_from_body) {
-    for (const auto& path : route.cost_from_body->paths) add(path);
+  if (route.body.cost) {
+    for (const auto& path : route.body.cost->paths) add(path);
   }
   if (notes.max_inspect_bytes && !route.reads_request_body()) {
     r.error(*notes.max_inspect_bytes,

@@ -186,7 +186,7 @@ void read_cost_from_response(YamlReader& r, const Field& f, CostFromResponse& ou
 std::optional<Field> read_body_cost(YamlReader& r, const Field& f, RouteConfig& route) {
   const auto m = r.mapping(f, kRouteCostKeys.keys);
   if (!m) return std::nullopt;
-  RouteConfig::BodyCost body;
+  RequestBodyCost body;
   if (const Field* from = m->get("from_body")) {
     std::vector<Field> items;
     if (from->node.IsSequence()) {
@@ -216,7 +216,7 @@ std::optional<Field> read_body_cost(YamlReader& r, const Field& f, RouteConfig& 
   if (!m->get("from_body") && !body.add_prompt_estimate) {
     r.error(f, "needs from_body or add_prompt_estimate: true (else write the cost as a number)");
   }
-  route.cost_from_body = std::move(body);
+  route.body.cost = std::move(body);
   const Field* fallback = m->get("default");
   if (!fallback) return std::nullopt;  // the route's cost stays 1
   const auto n = r.positive_number(*fallback);

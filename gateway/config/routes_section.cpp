@@ -198,7 +198,7 @@ void read_route(YamlReader& r, const Field& f, RouteConfig& route, ReadNotes::Ro
   }
   if (auto* v = m->get("max_inspect_bytes")) {
     if (auto n = r.integer(*v, 1024, std::int64_t{64} << 20)) {
-      route.max_inspect_bytes = static_cast<std::size_t>(*n);
+      route.body.max_inspect_bytes = static_cast<std::size_t>(*n);
       notes.max_inspect_bytes = *v;
     }
   }

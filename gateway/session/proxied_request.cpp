@@ -47,7 +47,7 @@ void ProxiedRequest::run() {
   const RouteConfig& route = *info_.route;
   if (route.reads_request_body() && !info_.body.done && !info_.websocket) {
     // The steps read members of the body: its first bytes come first.
-    return exchange_.read_ahead(relay_buffer(), route.max_inspect_bytes);
+    return exchange_.read_ahead(relay_buffer(), route.body.max_inspect_bytes);
   }
   run_pipeline();
 }

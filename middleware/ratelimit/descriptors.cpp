@@ -287,17 +287,6 @@ void set_client_headers(LimitDescriptor& descriptor, ClientHeaders shown) {
 }
 
 // A quota's periods around the store's time now (redis_clock.hpp).
-// The limit's sizes for the request's model: the entry its first body: key
-// part's value picks; null when none does (the body lacks it, no entry matches).
-const LimitConfig::ModelParams* model_entry(const LimitConfig& limit, const RequestView& request) {
-  for (const KeySource& source : limit.key) {
-    if (source.kind != KeySource::Kind::kBody) continue;
-    const auto value = lookup_body_field(request, source.name);
-    return value && !value->empty() ? limit.for_model(*value) : nullptr;
-  }
-  return nullptr;
-}
-
 QuotaPeriods quota_periods_now(const LimitConfig& limit) {
   return current_periods(limit, redis::server_now_us());
 }

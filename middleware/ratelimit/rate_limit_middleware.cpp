@@ -142,7 +142,7 @@ MiddlewareResult RateLimitMiddleware::admit(RequestContext& ctx, const RequestVi
   RequestView with_body;
   const RequestView* keyed = &view;
   if (route.reads_request_body()) {
-    usage::read_body_fields(ctx.request_body, route.body_fields, body_fields);
+    usage::read_body_fields(ctx.request_body, route.body.fields, body_fields);
     with_body = view;
     with_body.body_fields = &body_fields;
     with_body.body_length = ctx.request_body_length;

@@ -44,7 +44,7 @@ double request_cost(const RouteConfig& route, std::optional<std::string_view> he
 
 double body_estimate(const RouteConfig& route, const RequestView& request,
                      std::span<const LimitDescriptor> limits) {
-  const RouteConfig::BodyCost& body = *route.cost_from_body;
+  const RequestBodyCost& body = *route.body.cost;
   double estimate = route.cost;
   if (request.body_fields) {
     for (const auto& path : body.paths) {
@@ -63,7 +63,7 @@ double body_estimate(const RouteConfig& route, const RequestView& request,
 
 double request_cost(const RouteConfig& route, const RequestView& request,
                     std::span<const LimitDescriptor> limits) {
-  if (route.cost_from_body) return body_estimate(route, request, limits);
+  if (route.body.cost) return body_estimate(route, request, limits);
   if (route.cost_header.empty()) return route.cost;
   return request_cost(route, lookup_header(request, route.cost_header), limits);
 }

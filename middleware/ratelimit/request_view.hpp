@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/client_ip.hpp"
+#include "gateway/config/config.hpp"
 #include "gateway/tls/client_certificate.hpp"
 #include "middleware/ratelimit/usage/request_fields.hpp"
 
@@ -61,6 +62,19 @@ inline std::optional<std::string_view> lookup_body_field(const RequestView& requ
   const usage::BodyField* field = usage::body_field(*request.body_fields, path);
   if (!field) return std::nullopt;
   return std::string_view(field->value);
+}
+
+// The limit's sizes for the request's model (limits.NAME.models): the entry
+// the value of its first body: key part picks; null when none does (the body
+// lacks it, or no entry matches).
+inline const LimitConfig::ModelParams* model_entry(const LimitConfig& limit,
+                                                   const RequestView& request) {
+  for (const KeySource& source : limit.key) {
+    if (source.kind != KeySource::Kind::kBody) continue;
+    const auto value = lookup_body_field(request, source.name);
+    return value && !value->empty() ? limit.for_model(*value) : nullptr;
+  }
+  return nullptr;
 }
 
 // The first line of header `name`; nullopt when absent or the view has no headers.

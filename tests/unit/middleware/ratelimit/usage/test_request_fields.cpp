@@ -87,7 +87,7 @@ TEST_CASE("a limit's models: an exact name, else the longest prefix", "[usage][b
 TEST_CASE("a route's estimate from the body", "[usage][body]") {
   RouteConfig route;
   route.cost = 500;
-  route.cost_from_body = RouteConfig::BodyCost{{"max_completion_tokens", "max_tokens"}, true, 4};
+  route.body.cost = RequestBodyCost{{"max_completion_tokens", "max_tokens"}, true, 4};
   LimitDescriptor limit;
   limit.capacity = 100000;
   limit.algorithm = LimitAlgorithm::kTokenBucket;
