@@ -18,6 +18,7 @@ from harness import (gateway_config, metric_sum, redis_call, rss_kib, wait_redis
                      wait_until)
 from test_ratelimit import RateLimitTestCase
 from testkit.h2client import H2Client
+from testkit.h2server import H2Upstream
 from testkit.http import request
 from testkit.model_server import USAGE_PATHS, ModelServer
 
@@ -163,6 +164,37 @@ class BodyUsageTest(BodyUsageCase):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         wait_until(lambda: self.settled() == before + 1, timeout=10, message="settled")
         self.assertEqual(self.quota_used(), ESTIMATE)
+
+
+class H2UpstreamBodyUsageTest(RateLimitTestCase):
+    """An HTTP/2 (h2c) upstream's JSON answer is read the same way: the test
+    kit's H2Upstream answers {"headers": ..., "body_bytes": N}, N the request
+    body's length, which the route takes as the usage."""
+
+    def test_an_h2c_answer_settles_to_its_body(self):
+        upstream = H2Upstream()
+        self.addCleanup(upstream.stop)
+        limits = {"monthly": {"key": "global", "algorithm": "quota", "capacity": 100000000,
+                              "period": "month"}}
+        routes = [{"name": "h2", "match": {"path_prefix": "/"}, "upstream": "llm",
+                   "limits": ["monthly"], "cost": ESTIMATE,
+                   "cost_from_response": {"body": "body_bytes"}}]
+        gw = self.start_sluice(gateway_config(
+            {"llm": {"servers": [f"127.0.0.1:{upstream.port}"], "protocol": "h2c"}}, routes,
+            server={"threads": 1}, limits=limits,
+            redis={"url": f"redis://127.0.0.1:{self.redis.port}/0", "timeout_ms": 1000}))
+        wait_redis_ready(gw)
+        expected = 0
+        for size in (1, 1234, 70000):
+            before = metric_sum(gw, "sluice_ratelimit_settlements_total")
+            status, _, _ = request(gw.port, "POST", "/v1/x", body=b"x" * size)
+            self.assertEqual(status, 200)
+            wait_until(lambda: metric_sum(gw, "sluice_ratelimit_settlements_total") == before + 1,
+                       timeout=5, message="settled")
+            expected += size
+            keys = redis_call(self.redis.port, "KEYS", "*monthly:*")
+            used = struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
+            self.assertEqual(used, expected, size)
 
 
 class HostileBodyTest(BodyUsageCase):
