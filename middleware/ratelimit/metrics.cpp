@@ -21,7 +21,8 @@ constexpr MetricFamily kFamilies[] = {
      "Requests decided by the instance's local share of each limit because Redis could not "
      "decide."},
     {"sluice_ratelimit_missing_key_total", "counter",
-     "Requests whose key source was missing and fell back to the client IP (a body: part: to one shared value)."},
+     "Requests whose key source was missing and fell back to the client IP (a body: part: to "
+     "one shared value)."},
     {"sluice_ratelimit_rejected_total", "counter",
      "Requests refused with 400 because a rate-limit key source was repeated or malformed."},
     {"sluice_ratelimit_exempt_total", "counter",
