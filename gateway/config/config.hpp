@@ -244,7 +244,9 @@ struct ApiKeysConfig {
 
 // One source of a rate-limit key value.
 struct KeySource {
-  enum class Kind { kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert, kOrg, kBody };
+  enum class Kind {
+    kApiKey, kIp, kPath, kRoute, kGlobal, kHeader, kQuery, kJwt, kCert, kOrg, kBody
+  };
   Kind kind = Kind::kIp;
   // The header or query parameter name, a claim path (kJwt), a client
   // certificate field (kCert: subject, san_uri, san_dns, fingerprint), or a
