@@ -344,9 +344,7 @@ struct RouteConfig {
   // max_cost are clamped to it (0 = the smallest capacity of the route's enforced limits).
   std::string cost_header;
   double max_cost = 0;
-  // The JSON request body read before the decision (a cost from it, body:
-  // key parts) and how much of it.
-  RequestBodyConfig body;
+  RequestBodyConfig body;  // the JSON request body read before the decision
   bool reads_request_body() const { return body.read_ahead(); }
   CostFromResponse cost_from_response;
   // A client that leaves while the upstream works on its request (an
