@@ -8,6 +8,7 @@ is not JSON, or whose model lies past the bound, shares the "missing" bucket;
 a client that leaves while its body is read ahead leaves nothing behind.
 """
 
+import hashlib
 import json
 import math
 import socket
@@ -15,7 +16,8 @@ import struct
 import time
 import unittest
 
-from harness import gateway_config, metric_sum, redis_call, wait_redis_ready, wait_until
+from harness import (gateway_config, metric_sum, redis_call, rss_kib, wait_redis_ready,
+                     wait_until)
 from test_ratelimit import RateLimitTestCase
 from testkit.h2client import H2Client
 from testkit.http import request
@@ -190,6 +192,40 @@ class RequestBodyTest(RateLimitTestCase):
         self.assertEqual(len(self.model.requests), 1)
         wait_until(lambda: metric_sum(self.gw, "sluice_http_requests_total", code="499") >= 2,
                    timeout=5, message="both abandoned requests recorded")
+
+
+class GigabyteRequestBodyTest(RateLimitTestCase):
+    """A 1 GiB request body on a route keyed on body:model: read ahead up to
+    the bound, decided, then streamed to the upstream whole (sluice-echo
+    hashes what it gets), the gateway's memory unmoved."""
+
+    def test_a_gigabyte_body_is_decided_on_its_head_and_streamed(self):
+        limits = {"per_model": {"key": ["ip", "body:model"], "capacity": 10,
+                                "refill_per_second": 1}}
+        routes = [{"name": "chat", "match": {"path_prefix": "/"}, "upstream": "echo",
+                   "limits": ["per_model"], "max_inspect_bytes": BOUND}]
+        gw = self.start_gateway(routes, limits, server={"max_body_bytes": 2 << 30})
+        head = b'{"model":"gpt-4o","messages":[{"content":"'
+        block = b"x" * (1 << 20)
+        total = len(head) + 1024 * len(block) + 4
+        digest = hashlib.sha256()
+        rss_before = rss_kib(gw.pid)
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=60) as s:
+            s.sendall(b"POST /v1/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Connection: close\r\nContent-Length: %d\r\n\r\n" % total)
+            for piece in [head] + [block] * 1024 + [b'"}]}']:
+                s.sendall(piece)
+                digest.update(piece)
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        status_line, _, body = reply.partition(b"\r\n\r\n")
+        self.assertTrue(status_line.startswith(b"HTTP/1.1 200"), reply[:300])
+        doc = json.loads(body)
+        self.assertEqual(doc["body_length"], total)
+        self.assertEqual(doc["body_sha256"], digest.hexdigest())
+        self.assertLess(rss_kib(gw.pid) - rss_before, 32 * 1024)
+        self.assertEqual(metric_sum(gw, "sluice_ratelimit_missing_key_total"), 0)
 
 
 if __name__ == "__main__":
