@@ -21,7 +21,8 @@ constexpr std::string_view kServer[] = {"listen",
                                         "trusted_proxies",
                                         "tls",
                                         "http2"};
-constexpr std::string_view kHttp2[] = {"enabled", "max_concurrent_streams"};
+constexpr std::string_view kHttp2[] = {"enabled", "max_concurrent_streams",
+                                       "max_read_ahead_bytes"};
 constexpr std::string_view kTls[] = {"listen",          "cert_file",
                                      "key_file",        "min_version",
                                      "certificates",    "session_timeout_ms",

@@ -77,6 +77,11 @@ void read_server(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
           s.http2.max_concurrent_streams = static_cast<std::uint32_t>(*count);
         }
       }
+      if (auto* n = h->get("max_read_ahead_bytes")) {
+        if (auto bytes = r.integer(*n, 0, std::int64_t{1} << 30)) {
+          s.http2.max_read_ahead_bytes = static_cast<std::size_t>(*bytes);
+        }
+      }
     }
   }
   // After http2: the TLS contexts' ALPN offers h2 when it is on.

@@ -65,6 +65,7 @@ Http2Session::~Http2Session() {
 
 void Http2Session::start(std::string_view received) {
   const auto& server = worker_.config()->server;
+  read_ahead_budget_ = server.http2.max_read_ahead_bytes;
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, server.http2.max_concurrent_streams},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(server.max_header_bytes)},

@@ -58,6 +58,16 @@ class Http2Session final : public ClientSession,
   // bounded by its streams' windows (64 KiB each, given back as their bodies
   // are read).
   static constexpr std::int32_t kConnectionWindow = 1024 * 1024;
+  // What a stream that holds `own` bytes read ahead of its decision (a
+  // route that reads members of the body) may read ahead still: the
+  // connection's streams share server.http2.max_read_ahead_bytes, and a
+  // stream reading alone reads up to its route's bound whatever that is.
+  std::size_t read_ahead_room(std::size_t own) const {
+    if (own == read_ahead_in_use_) return static_cast<std::size_t>(-1);  // alone
+    return read_ahead_in_use_ < read_ahead_budget_ ? read_ahead_budget_ - read_ahead_in_use_ : 0;
+  }
+  void read_ahead_add(std::size_t n) { read_ahead_in_use_ += n; }
+  void read_ahead_remove(std::size_t n) { read_ahead_in_use_ -= n; }
 
   // `stream` is the connection as the HTTP/1.1 session that found HTTP/2 on
   // it (by ALPN or the preface) holds it; `stream_owner` keeps it alive.
@@ -153,6 +163,8 @@ class Http2Session final : public ClientSession,
   Timer write_timer_;
   std::optional<Clock::time_point> idle_since_;
   std::uint64_t refused_streams_ = 0;
+  std::size_t read_ahead_in_use_ = 0;  // bytes its streams hold, read ahead
+  std::size_t read_ahead_budget_ = 0;  // server.http2.max_read_ahead_bytes at its start
   bool reading_ = false;
   bool flush_posted_ = false;
   bool draining_ = false;

@@ -34,7 +34,8 @@ Http2Stream::Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> ow
   request_.set_peer(session.peer(), session.peer_text(), session.client_cert());
 }
 
-Http2Stream::~Http2Stream() = default;
+// (owner_ keeps the session alive through this.)
+Http2Stream::~Http2Stream() { session_.read_ahead_remove(read_ahead_); }
 
 // ---- The request head -------------------------------------------------------
 

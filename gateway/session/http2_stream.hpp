@@ -77,6 +77,11 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
   std::optional<std::uint64_t> declared_length() const override;
   void flush() override;
   void exchange_ending() override;
+  std::size_t read_ahead_room() const override { return session_.read_ahead_room(read_ahead_); }
+  void read_ahead_used(std::size_t n) override {
+    read_ahead_ += n;
+    session_.read_ahead_add(n);
+  }
   void exchange_finished() override;
   void awaiting_response(bool waiting) override { awaiting_response_ = waiting; }
   void on_internal_error(std::string_view what) noexcept override;
@@ -115,6 +120,7 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
 
   Http2Session& session_;
   std::shared_ptr<Http2Session> owner_;  // the session lives while a handler holds this
+  std::size_t read_ahead_ = 0;  // body bytes read ahead, in the session's budget until the end
   std::int32_t id_;
 
   Http2RequestHead head_;  // the request as HEADERS carried it, in HTTP/1.1 terms

@@ -81,6 +81,11 @@ class RequestLeg : public ClientLeg {
   // The body's first bytes were read ahead of the decision: no read runs
   // while the steps decide, so neither does the body's deadline.
   virtual void body_read_ahead() {}
+  // What this request may still read ahead of its decision, and what it
+  // read: one connection's requests share a budget (HTTP/2), given back
+  // when each ends.
+  virtual std::size_t read_ahead_room() const { return static_cast<std::size_t>(-1); }
+  virtual void read_ahead_used(std::size_t n) { (void)n; }
   // A WebSocket tunnel's life (HTTP/1.1 only).
   virtual void tunnel_opened() {}
   virtual void tunnel_ended(bool graceful) { (void)graceful; }
@@ -165,6 +170,8 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   void response_started() override { count_facts(); }
   void exchange_ended(const ExchangeResult& result) override;
   void read_ahead_done(boost::beast::error_code ec) override;
+  std::size_t read_ahead_room() const override { return leg_.read_ahead_room(); }
+  void read_ahead_used(std::size_t n) override { leg_.read_ahead_used(n); }
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
   void tunnel_ended(bool graceful) override;

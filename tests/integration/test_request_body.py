@@ -194,6 +194,41 @@ class RequestBodyTest(RateLimitTestCase):
                    timeout=5, message="both abandoned requests recorded")
 
 
+class Http2ReadAheadBudgetTest(RateLimitTestCase):
+    """One HTTP/2 connection's streams share a budget for the bodies they hold
+    read ahead (server.http2.max_read_ahead_bytes, 2 MiB here): with eight
+    streams of 900 KiB bodies held upstream at once, the first two are decided
+    on their model, those past the budget on what they had read (the shared
+    missing bucket), and every body still goes whole."""
+
+    def test_bodies_past_the_connections_budget_are_decided_on_what_was_read(self):
+        limits = {"per_model": {"key": ["ip", "body:model"], "capacity": 1000,
+                                "refill_per_second": 1}}
+        routes = [{"name": "chat", "match": {"path_prefix": "/"}, "upstream": "echo",
+                   "limits": ["per_model"], "max_inspect_bytes": 1 << 20}]
+        gw = self.start_gateway(routes, limits, server={
+            "http2": {"enabled": True, "max_read_ahead_bytes": 2 << 20}})
+        c = H2Client(gw.port, timeout=30)
+        self.addCleanup(c.close)
+        # The model after 900 KiB of messages: found only by a whole read ahead.
+        body = (b'{"messages":[{"content":"' + b"x" * (900 << 10) + b'"}],"model":"m"}')
+        sids = []
+        # Held 10 s upstream: all eight are in flight at once (sending one takes
+        # this client about half a second).
+        for _ in range(8):
+            sid = c.send("POST", "/__slow/10000", headers=[("content-type", "application/json")],
+                         body=None, end=False)
+            c.send_body(sid, body, end=True)
+            sids.append(sid)
+        replies = c.run_until_done(sids, 60)
+        for sid in sids:
+            self.assertEqual(replies[sid].status, 200)
+            self.assertEqual(json.loads(bytes(replies[sid].body))["body_length"], len(body))
+        missing = metric_sum(gw, "sluice_ratelimit_missing_key_total", source="body")
+        # 2 MiB hold two of them whole; the other six were decided on less.
+        self.assertEqual(missing, 6)
+
+
 class GigabyteRequestBodyTest(RateLimitTestCase):
     """A 1 GiB request body on a route keyed on body:model: read ahead up to
     the bound, decided, then streamed to the upstream whole (sluice-echo

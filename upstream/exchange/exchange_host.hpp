@@ -64,6 +64,10 @@ class ExchangeHost : public TunnelHost {
   // A read_ahead ended: the body's first bytes are kept, or reading them
   // failed (`ec`: the client left, sent a broken body, or took too long).
   virtual void read_ahead_done(boost::beast::error_code ec) { (void)ec; }
+  // How much more of the body may be read ahead (a connection's budget its
+  // requests share), and what a read ahead took.
+  virtual std::size_t read_ahead_room() const { return static_cast<std::size_t>(-1); }
+  virtual void read_ahead_used(std::size_t n) { (void)n; }
 
   // How it ended, with the upstream connection pooled or dropped already.
   virtual void exchange_ended(const ExchangeResult& result) = 0;

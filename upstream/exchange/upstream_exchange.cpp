@@ -84,7 +84,8 @@ void UpstreamExchange::read_ahead(std::span<char> relay, std::size_t max_bytes) 
 
 void UpstreamExchange::read_ahead_step(beast::error_code ec) {
   const std::size_t kept = replay_.kept().size();
-  if (ec || real_client_.body_done() || kept >= read_ahead_max_) {
+  // (Past its connection's budget a request is decided on what it read.)
+  if (ec || real_client_.body_done() || kept >= read_ahead_max_ || host_.read_ahead_room() == 0) {
     reading_ahead_ = false;
     read_ahead_ = !ec;
     return host_.read_ahead_done(ec);

@@ -82,7 +82,10 @@ class UpstreamExchange {
   // the attempt under way takes them; after the end, nobody does.
   void on_body_read(boost::beast::error_code ec, std::size_t n) {
     if (!ec && client_ == &replay_) replay_.keep(request_.relay.data(), n);
-    if (reading_ahead_) return read_ahead_step(ec);
+    if (reading_ahead_) {
+      if (!ec) host_.read_ahead_used(n);
+      return read_ahead_step(ec);
+    }
     if (leg_) leg_->on_body_read(ec, n);
   }
   void on_continue_sent(boost::beast::error_code ec) {
