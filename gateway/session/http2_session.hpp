@@ -58,13 +58,19 @@ class Http2Session final : public ClientSession,
   // bounded by its streams' windows (64 KiB each, given back as their bodies
   // are read).
   static constexpr std::int32_t kConnectionWindow = 1024 * 1024;
+  // What any stream may read ahead, whatever the others hold.
+  static constexpr std::size_t kReadAheadFloor = 64 * 1024;
   // What a stream that holds `own` bytes read ahead of its decision (a
   // route that reads members of the body) may read ahead still: the
   // connection's streams share server.http2.max_read_ahead_bytes, and a
   // stream reading alone reads up to its route's bound whatever that is.
   std::size_t read_ahead_room(std::size_t own) const {
     if (own == read_ahead_in_use_) return static_cast<std::size_t>(-1);  // alone
-    return read_ahead_in_use_ < read_ahead_budget_ ? read_ahead_budget_ - read_ahead_in_use_ : 0;
+    const std::size_t shared =
+        read_ahead_in_use_ < read_ahead_budget_ ? read_ahead_budget_ - read_ahead_in_use_ : 0;
+    // Every stream may read its first bytes, where a model is usually named.
+    const std::size_t floor = own < kReadAheadFloor ? kReadAheadFloor - own : 0;
+    return std::max(shared, floor);
   }
   void read_ahead_add(std::size_t n) { read_ahead_in_use_ += n; }
   void read_ahead_remove(std::size_t n) { read_ahead_in_use_ -= n; }

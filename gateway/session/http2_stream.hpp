@@ -82,6 +82,10 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
     read_ahead_ += n;
     session_.read_ahead_add(n);
   }
+  void read_ahead_released() override {
+    session_.read_ahead_remove(read_ahead_);
+    read_ahead_ = 0;
+  }
   void exchange_finished() override;
   void awaiting_response(bool waiting) override { awaiting_response_ = waiting; }
   void on_internal_error(std::string_view what) noexcept override;

@@ -86,6 +86,8 @@ class RequestLeg : public ClientLeg {
   // when each ends.
   virtual std::size_t read_ahead_room() const { return static_cast<std::size_t>(-1); }
   virtual void read_ahead_used(std::size_t n) { (void)n; }
+  // What it read ahead went upstream (or will not): no longer held for it.
+  virtual void read_ahead_released() {}
   // A WebSocket tunnel's life (HTTP/1.1 only).
   virtual void tunnel_opened() {}
   virtual void tunnel_ended(bool graceful) { (void)graceful; }
@@ -172,6 +174,7 @@ class ProxiedRequest final : public MiddlewareLater, public ExchangeHost {
   void read_ahead_done(boost::beast::error_code ec) override;
   std::size_t read_ahead_room() const override { return leg_.read_ahead_room(); }
   void read_ahead_used(std::size_t n) override { leg_.read_ahead_used(n); }
+  void read_ahead_released() override { leg_.read_ahead_released(); }
   void tunnel_opened() override;
   void tunnel_relayed(TunnelDirection direction, std::size_t n) override;
   void tunnel_ended(bool graceful) override;

@@ -310,7 +310,10 @@ class Session : public std::enable_shared_from_this<Session> {
       return start_download(*n, framing);
     }
     if (auto n = number_after(path, "/__sse/")) {
-      if (auto pace = query_number(target, "pace_us=")) return start_stream(*n, *pace);
+      const bool paced_ok = req.method() != http::verb::head && req.version() >= 11;
+      if (auto pace = query_number(target, "pace_us="); pace && paced_ok) {
+        return start_stream(*n, *pace);
+      }
       return reply(http::status::ok, "text/event-stream", completion_stream(*n));
     }
     auto ms = number_after(path, "/__slow/");

@@ -68,6 +68,8 @@ class ExchangeHost : public TunnelHost {
   // requests share), and what a read ahead took.
   virtual std::size_t read_ahead_room() const { return static_cast<std::size_t>(-1); }
   virtual void read_ahead_used(std::size_t n) { (void)n; }
+  // What was read ahead went upstream, or the request ended: no longer held.
+  virtual void read_ahead_released() {}
 
   // How it ended, with the upstream connection pooled or dropped already.
   virtual void exchange_ended(const ExchangeResult& result) = 0;

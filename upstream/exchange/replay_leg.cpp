@@ -24,6 +24,7 @@ void ReplayLeg::arm(ClientLeg& client, std::size_t max_bytes) {
   reads_ = 0;
   end_owed_ = false;
   continued_ = false;
+  once_ = read_ahead_held_ = false;
 }
 
 void ReplayLeg::disarm() {
@@ -35,6 +36,7 @@ void ReplayLeg::disarm() {
   replay_at_ = 0;
   end_owed_ = false;
   continued_ = false;
+  once_ = read_ahead_held_ = false;
 }
 
 void ReplayLeg::keep(const char* data, std::size_t n) {
@@ -57,7 +59,17 @@ void ReplayLeg::read_body(std::span<char> into) {
   replay_at_ += n;
   // The last replayed read ends the body when the client's had ended (a
   // body that goes on is read from the client after it).
-  if (!replaying()) end_owed_ = false;
+  if (!replaying()) {
+    end_owed_ = false;
+    if (once_) {
+      // Replayed whole and wanted for nothing else: freed now.
+      overflowed_ = true;
+      std::string().swap(kept_);
+      replay_at_ = 0;
+    }
+    if (read_ahead_held_) x_.read_ahead_replayed();
+    once_ = read_ahead_held_ = false;
+  }
   replay_posted_ = true;
   boost::asio::post(x_.executor_, x_.handler([n](UpstreamExchange& x) {
                       x.replay_.replay_posted_ = false;

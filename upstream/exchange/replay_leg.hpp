@@ -32,6 +32,13 @@ class ReplayLeg final : public ClientLeg {
   // The client was told to go on sending its body (a read ahead did): the
   // exchange does not tell it again.
   void continue_sent() { continued_ = true; }
+  // What was kept is a body read ahead: the exchange hears when its replay
+  // is done (read_ahead_replayed), and with `free_after` (kept for nothing
+  // else) it is freed then, and no more is kept.
+  void replaying_read_ahead(bool free_after) {
+    read_ahead_held_ = true;
+    once_ = free_after;
+  }
   // A read from the client completed with `n` bytes at `data`: kept, while
   // within the bound.
   void keep(const char* data, std::size_t n);
@@ -86,6 +93,8 @@ class ReplayLeg final : public ClientLeg {
   bool end_owed_ = false;
   bool replay_posted_ = false;  // a replayed read's completion is on its way
   bool continued_ = false;
+  bool once_ = false;
+  bool read_ahead_held_ = false;
 };
 
 }  // namespace sluice

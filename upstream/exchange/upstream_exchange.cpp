@@ -60,6 +60,8 @@ void UpstreamExchange::start(const ExchangeRequest& request,
     // retry or a mirror needs it (a longer read frees what was kept).
     read_ahead_ = false;
     replay_.extend(std::max(keep, replay_.kept().size()));
+    // Freed once replayed when kept for nothing else (a retry, a mirror).
+    replay_.replaying_read_ahead(keep == 0 && !retry_keeps_body_);
     replay_.rewind();
     client_ = &replay_;
   } else if (keep > 0 || retry_keeps_body_) {
@@ -90,7 +92,9 @@ void UpstreamExchange::read_ahead_step(beast::error_code ec) {
     read_ahead_ = !ec;
     return host_.read_ahead_done(ec);
   }
-  real_client_.read_body(request_.relay.first(std::min(request_.relay.size(), read_ahead_max_ - kept)));
+  const std::size_t room = host_.read_ahead_room();
+  real_client_.read_body(
+      request_.relay.first(std::min({request_.relay.size(), read_ahead_max_ - kept, room})));
 }
 
 // (The retry budget is not touched here: an exchange destroyed with its
@@ -354,6 +358,7 @@ void UpstreamExchange::reset() {
   policy_retries_ = 0;
   if (client_ == &replay_) replay_.disarm();
   client_ = &real_client_;
+  host_.read_ahead_released();  // (what the request still held of its connection's budget)
   reading_ahead_ = false;
   read_ahead_ = false;
   attempt_deadline_ = Clock::time_point::max();

@@ -248,6 +248,9 @@ class UpstreamExchange {
 
   // The next read of a read_ahead, or its end.
   void read_ahead_step(boost::beast::error_code ec);
+  // The body read ahead went upstream whole: its bytes are no longer held
+  // for the connection's budget.
+  void read_ahead_replayed() { host_.read_ahead_released(); }
 
   // ---- The retry rule, the end ----
   // What the retry rule needs to know of any failed attempt at this request.

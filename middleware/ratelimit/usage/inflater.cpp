@@ -11,6 +11,7 @@ struct Inflater::Stream {
   bool open = false;
   bool raw = false;  // deflate without its zlib header, as some servers send it
   bool between = false;  // a member ended; another may follow, or nothing
+  bool fed = false;      // bytes came before this piece
   char out[kOutputBytes];
 };
 
@@ -41,9 +42,10 @@ std::string_view Inflater::decode(std::string_view& in) {
   z.next_out = reinterpret_cast<Bytef*>(stream_->out);
   z.avail_out = static_cast<uInt>(kOutputBytes);
   int rc = inflate(&z, Z_NO_FLUSH);
-  if (rc == Z_DATA_ERROR && z.total_out == 0 && z.total_in <= 2 && !stream_->raw) {
+  if (rc == Z_DATA_ERROR && !stream_->fed && !stream_->raw && !stream_->between) {
     // No gzip or zlib header: a raw deflate stream, read again from its start
-    // (the header is checked on the first two bytes, all in this piece).
+    // (this piece is the body's first; a header cut after one byte is not
+    // told apart, and fails).
     inflateEnd(&z);
     z = z_stream{};
     stream_->raw = true;
@@ -58,6 +60,7 @@ std::string_view Inflater::decode(std::string_view& in) {
     z.avail_out = static_cast<uInt>(kOutputBytes);
     rc = inflate(&z, Z_NO_FLUSH);
   }
+  if (in.size() != z.avail_in) stream_->fed = true;
   in.remove_prefix(in.size() - z.avail_in);
   const std::size_t n = kOutputBytes - z.avail_out;
   if (rc == Z_STREAM_END) {
