@@ -68,7 +68,11 @@ class MirroringTest(ProcessTestCase):
         with Client(gw.port) as client:
             for i in range(100):
                 self.assertEqual(client.request("GET", f"/s/{i}")[0], 200)
-        wait_until(lambda: self.outcome(gw, "answered") == 25, timeout=5, message="25 copies")
+        outcomes = ("answered", "failed", "skipped")
+        wait_until(lambda: sum(self.outcome(gw, o) for o in outcomes) == 25, timeout=10,
+                   message="25 copies")
+        self.assertEqual(self.outcome(gw, "answered"), 25,
+                         {o: self.outcome(gw, o) for o in outcomes})
         self.assertEqual(shadow.count(), 25)
         self.assertEqual(self.primary.counts()["requests"], 100)
 

@@ -80,7 +80,10 @@ class ScriptedUpstream:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = answer
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # (5 by default: a burst of connections is refused)
+
+        self.server = Server(("127.0.0.1", free_port()), Handler)
         self.server.daemon_threads = True
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
