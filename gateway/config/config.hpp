@@ -111,9 +111,7 @@ struct ServerConfig {
   struct Http2 {
     bool enabled = false;
     std::uint32_t max_concurrent_streams = 100;  // per connection
-    // Request bodies a connection's streams may hold read ahead of their
-    // decisions, all together (a stream reading alone: its route's bound).
-    std::size_t max_read_ahead_bytes = 16 * 1024 * 1024;
+    std::size_t max_read_ahead_bytes = 16 * 1024 * 1024;  // per connection (http2_session.hpp)
   } http2;
 };
 

@@ -47,11 +47,16 @@ def model_server():
     return PythonUpstream(do_get)
 
 
-class AiGatewayConfigTest(ProcessTestCase):
+class AiGatewayCase(ProcessTestCase):
+    """conf/ai-gateway.yaml in front of make_model()'s server, on its own Redis."""
+
+    def make_model(self):
+        raise NotImplementedError
+
     def setUp(self):
         super().setUp()
         self.redis = self.start_redis()
-        self.model = model_server()
+        self.model = self.make_model()
         self.addCleanup(self.model.stop)
         with open(CONFIG) as f:
             text = retarget(f.read(), free_port(), free_port(), self.redis.port,
@@ -64,6 +69,11 @@ class AiGatewayConfigTest(ProcessTestCase):
         if not keys:
             return 0
         return struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1]
+
+
+class AiGatewayConfigTest(AiGatewayCase):
+    def make_model(self):
+        return model_server()
 
     def settled(self):
         return sum(metric_sum(self.gateway, "sluice_ratelimit_settlements_total", result=r)
@@ -104,23 +114,11 @@ class AiGatewayConfigTest(ProcessTestCase):
         self.assertEqual(statuses.count(429), 4 - failed_open, statuses)
 
 
-class AiGatewayModelServerTest(ProcessTestCase):
+class AiGatewayModelServerTest(AiGatewayCase):
     """The same file in front of the model server and its recorded answers."""
 
-    def setUp(self):
-        super().setUp()
-        self.redis = self.start_redis()
-        self.model = ModelServer(seed=46)
-        self.addCleanup(self.model.stop)
-        with open(CONFIG) as f:
-            text = retarget(f.read(), free_port(), free_port(), self.redis.port,
-                            self.model.address, source=CONFIG)
-        self.gateway = self.start_sluice(text)
-        wait_redis_ready(self.gateway)
-
-    def monthly_used(self):
-        keys = redis_call(self.redis.port, "KEYS", "*tokens_monthly:*")
-        return struct.unpack("<dd", redis_call(self.redis.port, "GET", keys[0]))[1] if keys else 0
+    def make_model(self):
+        return ModelServer(seed=46)
 
     def settled(self):
         return metric_sum(self.gateway, "sluice_ratelimit_settlements_total")
