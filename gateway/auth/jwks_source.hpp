@@ -15,19 +15,15 @@
 #include <string>
 
 #include "gateway/auth/jwk_set.hpp"
+#include "upstream/http/http_call.hpp"
 #include "upstream/upstream_tls.hpp"
 
 namespace sluice {
 
-struct JwksUrl {
-  std::string text;  // as configured
-  bool tls = true;
-  std::string host;
-  std::uint16_t port = 443;
-  std::string target = "/";  // path and query
-};
+using JwksUrl = HttpUrl;
 
-// "https://host[:port]/path[?query]" (or http://); nullopt with `error` set.
+// "https://host[:port]/path[?query]", or http:// for a key server on this
+// host only; nullopt with `error` set.
 std::optional<JwksUrl> parse_jwks_url(std::string_view text, std::string& error);
 
 struct JwksSettings {

@@ -18,6 +18,8 @@
 
 namespace sluice {
 
+class HttpCall;
+
 class JwksFetcher : public std::enable_shared_from_this<JwksFetcher> {
  public:
   JwksFetcher(boost::asio::io_context::executor_type executor, MetricsShard& metrics);
@@ -39,7 +41,7 @@ class JwksFetcher : public std::enable_shared_from_this<JwksFetcher> {
   MetricsShard& metrics_;
   boost::asio::steady_timer timer_;
   std::vector<Watched> watched_;
-  std::vector<std::weak_ptr<void>> in_flight_;  // the fetches under way (Fetch is private)
+  std::vector<std::weak_ptr<HttpCall>> in_flight_;  // the fetches under way
   bool closed_ = false;
 };
 
