@@ -19,6 +19,7 @@
 #include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "telemetry/tracing_services.hpp"
 #include "middleware/ratelimit/audit/top_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_import.hpp"
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   auto buckets = std::make_shared<sluice::BucketWorkers>();
   auto consumers = std::make_shared<sluice::ConsumerWorkers>();
   auto top = std::make_shared<sluice::TopWorkers>();
-  options.services = sluice::make_middleware_services({buckets, consumers, top});
+  options.services = sluice::with_tracing(sluice::make_middleware_services({buckets, consumers, top}));
   options.log_level_from_command_line = log_level.has_value();
   sluice::Application app(*config_path, result.config, std::move(options));
   sluice::add_bucket_endpoints(app.admin_routes(), buckets);

@@ -60,6 +60,15 @@ struct DecisionRecord {
   std::optional<double> remaining;     // that limit's remaining units
   std::optional<double> cost;          // the units the request was charged at admission
   std::optional<double> settled_cost;  // its real cost, settled from the response
+  // For the request's trace (traced: its spans are recorded): when the
+  // limiter was asked and answered (unset: it was not), who answered
+  // ("redis", "lease", "deny_cache", "fallback" or "none": Redis failed and
+  // the route failed open or closed), and the limits decided, joined by ",".
+  bool traced = false;
+  std::chrono::steady_clock::time_point asked{};
+  std::chrono::steady_clock::time_point answered{};
+  std::string_view answered_by;
+  std::string limits;
 };
 
 // What a verified credential (a JSON Web Token) says of the caller: set by
@@ -134,6 +143,27 @@ struct RequestContext {
   const ClientCertificate* client_cert = nullptr;
 };
 
+// One attempt at an upstream server, for a recorded trace.
+struct AttemptTrace {
+  std::string server;         // "host:port"
+  std::string_view protocol;  // "http1", "h2c" or "h2"
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point ended;
+  std::string_view outcome;  // as sluice_upstream_requests_total counts it
+  unsigned status = 0;       // the server's status, 0: none
+};
+
+// What a recorded trace needs of a finished exchange besides the summary.
+struct TraceFacts {
+  std::string_view span_id;         // Sluice's span for the request
+  std::string_view parent_span_id;  // the client's span; empty: the trace started here
+  std::string_view scheme;          // "http" or "https"
+  std::string_view upstream;        // the upstream's name; empty: none was asked
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point ended;
+  std::vector<AttemptTrace> attempts;
+};
+
 // What is known of a finished exchange (for the access log and the like).
 struct ExchangeSummary {
   std::string_view route;  // empty when no route matched
@@ -150,6 +180,7 @@ struct ExchangeSummary {
   double duration_seconds = 0;
   bool local = false;  // answered by Sluice itself
   const DecisionRecord* decision = nullptr;  // null: no request head was read
+  const TraceFacts* trace = nullptr;         // null: the request's trace is not recorded
 };
 
 // What a middleware decided about a request.

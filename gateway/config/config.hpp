@@ -19,6 +19,7 @@
 #include "gateway/config/edge_config.hpp"
 #include "gateway/config/time_zone.hpp"
 #include "gateway/config/traffic_config.hpp"
+#include "gateway/config/observability_config.hpp"
 #include "gateway/config/cost_config.hpp"
 #include "upstream/header_rules.hpp"
 #include "upstream/upstream_config.hpp"
@@ -126,23 +127,6 @@ struct AdminConfig {
   // endpoints, besides loopback addresses, "localhost" and the address the
   // connection arrived on (a defence against DNS rebinding).
   std::vector<std::string> hosts;
-};
-
-struct LogConfig {
-  std::string level = "info";  // trace | debug | info | warn | error
-  bool access_log = true;
-  // Access-log lines are gathered (up to 64 KiB) and written at most this
-  // long after the first of them; 0 (the default) writes each line at once.
-  std::chrono::milliseconds access_log_flush{0};
-  // The sampled flag of the traceparent Sluice starts for a request without one.
-  bool trace_sampled = false;
-};
-
-// The denial stream: every denial appended to a Redis Stream (off when
-// redis_stream is empty), capped at max_len entries.
-struct AuditConfig {
-  std::string redis_stream;
-  std::size_t max_len = 100000;
 };
 
 struct CircuitBreakerConfig {
@@ -378,6 +362,7 @@ struct Config {
   AdminConfig admin;
   LogConfig log;
   AuditConfig audit;
+  TracingConfig tracing;
   RedisConfig redis;
   LocalConfig local;
   ExemptionsConfig exemptions;

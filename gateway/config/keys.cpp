@@ -6,7 +6,10 @@ namespace {
 
 constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
                                       "api_keys", "limits", "routes", "exemptions", "plans",
-                                      "audit",    "ip_access", "auth"};
+                                      "audit",    "ip_access", "auth",   "tracing"};
+constexpr std::string_view kTracing[] = {
+    "endpoint", "sampling_ratio",  "parent_based",      "service_name", "resource_attributes",
+    "headers",  "max_queue_spans", "max_batch_spans", "flush_interval_ms", "timeout_ms", "tls"};
 constexpr std::string_view kServer[] = {"listen",
                                         "threads",
                                         "max_header_bytes",
@@ -135,6 +138,8 @@ constexpr MappingKeys kTlsCertificateKeys{"server.tls.certificates[]", kTlsCerti
 constexpr MappingKeys kAdminKeys{"admin", kAdmin};
 constexpr MappingKeys kLogKeys{"log", kLog};
 constexpr MappingKeys kAuditKeys{"audit", kAudit};
+constexpr MappingKeys kTracingKeys{"tracing", kTracing};
+constexpr MappingKeys kTracingTlsKeys{"tracing.tls", kUpstreamTls};
 constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
 constexpr MappingKeys kLocalKeys{"local", kLocal};
@@ -178,6 +183,7 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
+      &kTracingKeys, &kTracingTlsKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kModelKeys, &kModelPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
       &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys, &kMirrorKeys,

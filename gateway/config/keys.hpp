@@ -25,6 +25,8 @@ extern const MappingKeys kTlsCertificateKeys;
 extern const MappingKeys kAdminKeys;
 extern const MappingKeys kLogKeys;
 extern const MappingKeys kAuditKeys;
+extern const MappingKeys kTracingKeys;
+extern const MappingKeys kTracingTlsKeys;
 extern const MappingKeys kRedisKeys;
 extern const MappingKeys kLocalKeys;
 extern const MappingKeys kCircuitBreakerKeys;

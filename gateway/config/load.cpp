@@ -26,6 +26,7 @@ void read_config(YamlReader& r, const Field& root, Config& c) {
   if (auto* s = m->get("admin")) read_admin(r, *s, c, notes);
   if (auto* s = m->get("log")) read_log(r, *s, c);
   if (auto* s = m->get("audit")) read_audit(r, *s, c, notes);
+  if (auto* s = m->get("tracing")) read_tracing(r, *s, c);
   if (auto* s = m->get("redis")) read_redis(r, *s, c);
   if (auto* s = m->get("local")) read_local(r, *s, c);
   if (auto* s = r.required(*m, "upstreams")) read_upstreams(r, *s, c, notes);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gateway/config/config.hpp"
+#include "gateway/config/keys.hpp"
 #include "gateway/config/yaml_reader.hpp"
 
 namespace sluice::config {
@@ -90,6 +91,13 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes);
 void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
 void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
+void read_tracing(YamlReader& r, const Field& f, Config& c);
+// A TLS client's section (upstreams.NAME.tls, tracing.tls): its files loaded
+// and the context built, or null with the errors reported (`path` names the
+// section in them).
+std::shared_ptr<const UpstreamTls> read_client_tls(YamlReader& r, const Field& f,
+                                                   const MappingKeys& keys, std::string_view path,
+                                                   UpstreamTlsConfig& tls);
 void read_redis(YamlReader& r, const Field& f, Config& c);
 void read_local(YamlReader& r, const Field& f, Config& c);
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);

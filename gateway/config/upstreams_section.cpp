@@ -15,40 +15,11 @@ constexpr std::size_t kMaxHashServers = 1000;
 // upstreams.NAME.tls: the files are loaded and the context built here, so
 // that --check, a start and a reload refuse the same bad files.
 void read_upstream_tls(YamlReader& r, const Field& f, UpstreamConfig& u) {
-  const auto m = r.mapping(f, kUpstreamTlsKeys.keys);
-  if (!m) return;
   UpstreamTlsConfig tls;
-  bool valid = true;
-  const std::pair<std::string_view, std::string*> files[] = {
-      {"ca_file", &tls.ca_file},
-      {"server_name", &tls.server_name},
-      {"certificate_file", &tls.certificate_file},
-      {"key_file", &tls.key_file}};
-  for (const auto& [key, target] : files) {
-    const Field* v = m->get(key);
-    if (!v) continue;
-    if (auto s = r.nonempty_string(*v)) {
-      *target = *s;
-    } else {
-      valid = false;
-    }
+  if (auto built = read_client_tls(r, f, kUpstreamTlsKeys, "upstreams." + u.name + ".tls", tls)) {
+    u.tls = std::move(built);
+    u.tls_config = std::move(tls);
   }
-  // A client certificate needs its key and the other way round.
-  const Field* cert = m->get("certificate_file");
-  const Field* key = m->get("key_file");
-  if (cert && !key) r.error(*cert, "requires upstreams." + u.name + ".tls.key_file");
-  if (key && !cert) r.error(*key, "requires upstreams." + u.name + ".tls.certificate_file");
-  valid = valid && (cert != nullptr) == (key != nullptr);
-  if (auto* v = m->get("min_version")) {
-    const auto version = read_tls_version(r, *v);
-    if (version) tls.min_version = *version;
-    valid = valid && version.has_value();
-  }
-  if (!valid) return;
-  std::string error;
-  u.tls = UpstreamTls::build(tls, error);
-  if (!u.tls) return r.error(f, error);
-  u.tls_config = std::move(tls);
 }
 
 // upstreams.NAME.protocol: http1 (the default), h2c, or h2 (TLS: the tls
@@ -238,6 +209,45 @@ void read_upstream(YamlReader& r, const Field& f, UpstreamConfig& u) {
 }
 
 }  // namespace
+
+std::shared_ptr<const UpstreamTls> read_client_tls(YamlReader& r, const Field& f,
+                                                   const MappingKeys& keys, std::string_view path,
+                                                   UpstreamTlsConfig& tls) {
+  const auto m = r.mapping(f, keys.keys);
+  if (!m) return nullptr;
+  bool valid = true;
+  const std::pair<std::string_view, std::string*> files[] = {
+      {"ca_file", &tls.ca_file},
+      {"server_name", &tls.server_name},
+      {"certificate_file", &tls.certificate_file},
+      {"key_file", &tls.key_file}};
+  for (const auto& [key, target] : files) {
+    const Field* v = m->get(key);
+    if (!v) continue;
+    if (auto s = r.nonempty_string(*v)) {
+      *target = *s;
+    } else {
+      valid = false;
+    }
+  }
+  // A client certificate needs its key and the other way round.
+  const Field* cert = m->get("certificate_file");
+  const Field* key = m->get("key_file");
+  if (cert && !key) r.error(*cert, "requires " + std::string(path) + ".key_file");
+  if (key && !cert) r.error(*key, "requires " + std::string(path) + ".certificate_file");
+  valid = valid && (cert != nullptr) == (key != nullptr);
+  if (auto* v = m->get("min_version")) {
+    const auto version = read_tls_version(r, *v);
+    if (version) tls.min_version = *version;
+    valid = valid && version.has_value();
+  }
+  if (!valid) return nullptr;
+  std::string error;
+  auto built = UpstreamTls::build(tls, error);
+  if (!built) r.error(f, error);
+  return built;
+}
+
 
 void read_upstreams(YamlReader& r, const Field& f, Config& c, ReadNotes& notes) {
   const auto m = r.named_mapping(f);

@@ -11,13 +11,47 @@ namespace {
 constexpr std::string_view kUpstreamOutcomes[] = {"ok",    "connect_error",  "timeout",
                                                   "reset", "protocol_error", "connection_limit"};
 
+std::string_view protocol_name(UpstreamProtocol protocol) {
+  switch (protocol) {
+    case UpstreamProtocol::kHttp1: return "http1";
+    case UpstreamProtocol::kH2c: return "h2c";
+    case UpstreamProtocol::kH2: return "h2";
+  }
+  return "http1";
+}
+
+// The facts a recorded trace's spans are made of.
+void trace_facts(const ExchangeRecord& record, std::chrono::steady_clock::time_point ended,
+                 TraceFacts& facts) {
+  facts.span_id = record.span_id;
+  facts.parent_span_id = record.parent_span_id;
+  facts.scheme = record.scheme;
+  facts.started = record.started;
+  facts.ended = ended;
+  const UpstreamExchange* exchange = record.exchange;
+  const UpstreamConfig* upstream = exchange ? exchange->facts().upstream : nullptr;
+  if (!upstream) return;
+  facts.upstream = upstream->name;
+  const auto attempts = exchange->attempt_records();
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    const AttemptRecord& a = attempts[i];
+    AttemptTrace& t = facts.attempts.emplace_back();
+    t.server = upstream->servers[a.server].to_string();
+    t.protocol = protocol_name(upstream->protocol);
+    t.started = a.started;
+    t.ended = i + 1 < attempts.size() ? attempts[i + 1].started : ended;
+    t.outcome = a.ended ? outcome_label(a.outcome) : std::string_view{};
+    t.status = a.ended ? a.status : 0;
+  }
+}
+
 }  // namespace
 
 void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Config>& config,
                   RequestSeries& series,
                   std::span<const std::shared_ptr<ExchangeObserver>> observers) {
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - record.started).count();
+  const auto ended = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(ended - record.started).count();
   series.count_request(config, record.route, record.status, seconds);
   if (observers.empty()) return;
   ExchangeSummary summary;
@@ -40,6 +74,11 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   summary.duration_seconds = seconds;
   summary.local = record.local_status == record.status && !record.upstream_status;
   summary.decision = record.decision;
+  TraceFacts trace;
+  if (record.recorded) {
+    trace_facts(record, ended, trace);
+    summary.trace = &trace;
+  }
   for (const auto& observer : observers) observer->on_exchange(*config, summary);
 }
 

@@ -29,6 +29,12 @@ struct ExchangeRecord {
   IpAddress client_ip;                 // the resolved client IP, or the peer without a head
   std::string_view request_id;
   std::string_view trace_id;           // with a head only
+  // Set when the trace is recorded (tracing on, sampled): Sluice's span and
+  // its parent's (empty: none), with a head only.
+  bool recorded = false;
+  std::string_view span_id;
+  std::string_view parent_span_id;
+  std::string_view scheme;
   unsigned status = 0;               // what the client got (499: nothing, it went away)
   unsigned upstream_status = 0;      // the upstream's status, 0 when it gave none
   unsigned local_status = 0;         // the status of Sluice's own reply, 0 when none

@@ -320,6 +320,10 @@ void ProxiedRequest::record(unsigned status, bool ended) {
   if (head_) {
     record.decision = &pipeline_.context().decision;
     record.trace_id = info_.trace_id;
+    record.recorded = info_.recorded;
+    record.span_id = info_.span_id;
+    record.parent_span_id = info_.parent_span_id;
+    record.scheme = info_.forwarded_proto;
   }
   log_exchange(record, config_, worker_.series(), worker_.chain().observers);
 }

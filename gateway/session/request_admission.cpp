@@ -115,13 +115,29 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
 
 // A valid traceparent stays (its tracestate too); anything else is dropped
 // (with its tracestate) and a new one started, which the upstream request
-// carries (ForwardedInfo::traceparent). `trace_id` gets the trace's id.
-void keep_or_start_trace(HttpFields& head, bool sampled, RequestInfo& info) {
+// carries (ForwardedInfo::traceparent). `trace_id` gets the trace's id. With
+// tracing on, a recorded request's traceparent goes upstream with Sluice's
+// span as the parent (tracestate kept).
+void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& info) {
+  const TracingConfig& tracing = config.tracing;
+  info.recorded = false;
   const std::size_t lines = head.count("traceparent");
   if (lines == 1) {
-    if (auto id = traceparent_trace_id(head["traceparent"])) {
+    const std::string_view value = head["traceparent"];
+    if (auto id = traceparent_trace_id(value)) {
       info.trace_id.assign(*id);
       info.traceparent.clear();
+      if (!tracing.enabled()) return;
+      const char low = value[54];  // the flags' last hex digit: its low bit is "sampled"
+      const bool parent_sampled = ((low <= '9' ? low - '0' : low - 'a' + 10) & 1) != 0;
+      info.recorded = tracing.parent_based ? parent_sampled
+                                           : ratio_sampled(info.trace_id, tracing.sampling_ratio);
+      if (!info.recorded) return;
+      info.parent_span_id.assign(value.substr(36, 16));
+      new_span_id(info.span_id);
+      info.traceparent.assign("00-");
+      info.traceparent.append(info.trace_id).append("-").append(info.span_id).append("-01");
+      head.erase("traceparent");
       return;
     }
   }
@@ -131,8 +147,18 @@ void keep_or_start_trace(HttpFields& head, bool sampled, RequestInfo& info) {
   } else if (head.count("tracestate") > 0) {
     head.erase("tracestate");
   }
-  new_traceparent(info.traceparent, sampled);
+  if (!tracing.enabled()) {
+    new_traceparent(info.traceparent, config.log.trace_sampled);
+    info.trace_id.assign(info.traceparent, 3, 32);
+    return;
+  }
+  new_traceparent(info.traceparent, false);
   info.trace_id.assign(info.traceparent, 3, 32);
+  info.recorded = ratio_sampled(info.trace_id, tracing.sampling_ratio);
+  if (!info.recorded) return;
+  info.parent_span_id.clear();
+  info.span_id.assign(info.traceparent, 36, 16);
+  info.traceparent.replace(53, 2, "01");
 }
 
 }  // namespace
@@ -144,7 +170,7 @@ std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, cons
   info.original_target.clear();
   info.keep_alive = false;
   info.websocket = false;
-  keep_or_start_trace(req.base(), config.log.trace_sampled, info);
+  keep_or_start_trace(req.base(), config, info);
   if (const auto refusal = check_framing_and_host(req); refusal.status) {
     return refuse(refusal.status, refusal.message, info);
   }

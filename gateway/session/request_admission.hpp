@@ -40,8 +40,15 @@ struct RequestInfo {
   // The W3C trace id of the request's traceparent (kept or new: trace_context.hpp).
   std::string trace_id;
   // The traceparent Sluice started for the request (sent upstream in place of
-  // a missing or refused one); empty when the request's own is kept.
+  // a missing or refused one, or naming Sluice's span as the parent); empty
+  // when the request's own is kept.
   std::string traceparent;
+  // With tracing on and the trace sampled (recorded): the id of Sluice's span
+  // for the request, and its parent's from the request's traceparent (empty:
+  // the trace starts here).
+  bool recorded = false;
+  std::string span_id;
+  std::string parent_span_id;
   IpAddress client_ip;          // the peer or the right-most untrusted X-Forwarded-For entry
   // "https" on a TLS connection, or from a trusted proxy that says so
   std::string_view forwarded_proto = "http";

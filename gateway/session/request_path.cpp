@@ -58,6 +58,7 @@ RequestContext& begin_pipeline(Pipeline& pipeline, const ClientRequest& req,
   ctx.client_ip = info.client_ip;
   ctx.request_id = info.request_id;
   ctx.started = started;
+  ctx.decision.traced = info.recorded;
   return ctx;
 }
 

@@ -1,5 +1,8 @@
 #include "gateway/session/trace_context.hpp"
 
+#include <cmath>
+#include <cstdint>
+
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -51,6 +54,25 @@ void new_traceparent(std::string& out, bool sampled) {
   while (all_zero(std::string_view(id).substr(0, 16)));
   out.append(id, 0, 16);
   out += sampled ? "-01" : "-00";
+}
+
+void new_span_id(std::string& out) {
+  thread_local std::string id;
+  do generate_request_id(id);
+  while (all_zero(std::string_view(id).substr(0, 16)));
+  out.assign(id, 0, 16);
+}
+
+bool ratio_sampled(std::string_view trace_id, double ratio) {
+  if (ratio >= 1) return true;
+  if (ratio <= 0 || trace_id.size() < 16) return false;
+  std::uint64_t low = 0;
+  for (const char c : trace_id.substr(trace_id.size() - 16)) {
+    low = low << 4 | static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  // 2^64 × ratio, computed in long double so that ratios near 1 keep their bits.
+  const long double bound = std::ldexp(static_cast<long double>(ratio), 64);
+  return static_cast<long double>(low) < bound;
 }
 
 }  // namespace sluice

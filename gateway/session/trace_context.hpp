@@ -1,9 +1,10 @@
 // W3C Trace Context for a proxied request: a valid incoming traceparent (and
 // its tracestate) is forwarded as it came; a missing, malformed, too long,
 // all-zero, version-ff or repeated one is replaced by a new traceparent (and
-// any tracestate dropped: it belongs to the trace that was refused). Sluice
-// exports no spans: it propagates the context and logs its trace id. Pure
-// parsing; new ids come from a per-thread generator seeded by the OS.
+// any tracestate dropped: it belongs to the trace that was refused). With
+// tracing on, a sampled request's traceparent names Sluice's own span as the
+// parent upstream. Pure parsing; new ids come from a per-thread generator
+// seeded by the OS.
 #pragma once
 
 #include <optional>
@@ -23,5 +24,12 @@ std::optional<std::string_view> traceparent_trace_id(std::string_view value);
 // capacity reused), flags 01 when `sampled`, else 00.
 void new_traceparent(std::string& out, bool sampled);
 std::string new_traceparent(bool sampled);
+
+// A new span id (16 lower-case hex digits, not all zero) into `out`.
+void new_span_id(std::string& out);
+
+// OpenTelemetry's TraceIdRatioBased sampler: the trace id's last 16 hex
+// digits, read as a number, are below ratio × 2^64 (every id at 1, none at 0).
+bool ratio_sampled(std::string_view trace_id, double ratio);
 
 }  // namespace sluice

@@ -70,6 +70,25 @@ bool identifies(const ApiKeysConfig& api_keys) {
   return !api_keys.consumers.empty() || api_keys.store == ApiKeysConfig::Store::kRedis;
 }
 
+// What the request's trace tells of the decision (DecisionRecord::traced).
+void trace_decision(DecisionRecord& record, const std::vector<LimitDescriptor>& descriptors,
+                    const RateDecision& decision, std::error_code ec, Clock::time_point asked,
+                    Clock::time_point answered) {
+  record.asked = asked;
+  record.answered = answered;
+  switch (decision.local) {
+    case LocalDecision::kNone: record.answered_by = ec ? "none" : "redis"; break;
+    case LocalDecision::kDenyCache: record.answered_by = "deny_cache"; break;
+    case LocalDecision::kLease: record.answered_by = "lease"; break;
+    case LocalDecision::kFallback: record.answered_by = "fallback"; break;
+  }
+  record.limits.clear();
+  for (const auto& descriptor : descriptors) {
+    if (!record.limits.empty()) record.limits += ',';
+    record.limits += descriptor.limit;
+  }
+}
+
 }  // namespace
 
 long unavailable_retry_after(const RateDecision& decision) {
@@ -247,7 +266,11 @@ MiddlewareResult RateLimitMiddleware::conclude(RequestContext& ctx, PendingDecis
   const RouteConfig& route = *ctx.route;
   const std::vector<LimitDescriptor>& descriptors = *pending.descriptors;
   const double cost = pending.cost;
-  check_duration_.observe(std::chrono::duration<double>(Clock::now() - pending.started).count());
+  const auto answered = Clock::now();
+  check_duration_.observe(std::chrono::duration<double>(answered - pending.started).count());
+  if (ctx.decision.traced) {
+    trace_decision(ctx.decision, descriptors, decision, ec, pending.started, answered);
+  }
   // A local route without a fallback store (tests only) fails closed.
   const FailureMode mode = route.on_redis_failure == FailureMode::kLocal && !fallback_
                                ? FailureMode::kClosed
@@ -262,6 +285,7 @@ MiddlewareResult RateLimitMiddleware::conclude(RequestContext& ctx, PendingDecis
   if (ec) {
     // Redis cannot decide: this instance's share decides, answered as Redis' would be.
     decision = fallback_->decide(descriptors, cost);
+    ctx.decision.answered_by = "fallback";
   } else if (fallback_ && decision.local == LocalDecision::kNone) {
     fallback_->on_store_decided(descriptors);  // Redis decides these buckets again
   }

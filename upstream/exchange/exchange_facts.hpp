@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -12,6 +13,17 @@
 #include "upstream/upstream_error.hpp"
 
 namespace sluice {
+
+// One attempt at a server: which, when it started, and how it ended (its
+// outcome and the server's status; unset while under way). A request's trace
+// reads them.
+struct AttemptRecord {
+  std::size_t server = 0;  // an index into the upstream's servers
+  std::chrono::steady_clock::time_point started;
+  bool ended = false;
+  UpstreamOutcome outcome = UpstreamOutcome::kOk;
+  unsigned status = 0;
+};
 
 struct ExchangeFacts {
   const UpstreamConfig* upstream = nullptr;  // null: no exchange started

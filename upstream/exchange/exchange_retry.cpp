@@ -119,9 +119,9 @@ void UpstreamExchange::leave_retry_budget() {
 
 std::string UpstreamExchange::servers_tried() const {
   std::string out;
-  for (const std::size_t server : attempt_servers_) {
+  for (const AttemptRecord& attempt : attempts_) {
     if (!out.empty()) out += ',';
-    out += upstream_cfg_->servers[server].to_string();
+    out += upstream_cfg_->servers[attempt.server].to_string();
   }
   return out;
 }

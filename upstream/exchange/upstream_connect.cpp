@@ -37,7 +37,7 @@ void UpstreamExchange::try_next_server() {
 void UpstreamExchange::start_attempt(std::size_t server) {
   server_index_ = server;
   if (std::find(tried_.begin(), tried_.end(), server) == tried_.end()) tried_.push_back(server);
-  attempt_servers_.push_back(server);
+  attempts_.push_back({.server = server, .started = Clock::now()});
   attempt_deadline_ = Clock::time_point::max();  // set once the request went (request_sent)
   // Counted where it is read: least_request's picks (no cost otherwise).
   if (upstream_cfg_->balance == BalancePolicy::kLeastRequest) {

@@ -40,7 +40,7 @@ void UpstreamExchange::start(const ExchangeRequest& request,
   deadline_at_ =
       request.deadline.count() > 0 ? Clock::now() + request.deadline : Clock::time_point::max();
   tried_.clear();
-  attempt_servers_.clear();
+  attempts_.clear();
   policy_retries_ = 0;
   client_ = &real_client_;
   // A WebSocket handshake is never retried (and its tunnel outlives the exchange).
@@ -133,6 +133,12 @@ void UpstreamExchange::read_client_body() {
 
 void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
   facts_.attempt(outcome);
+  if (!attempts_.empty() && !attempts_.back().ended) {
+    AttemptRecord& attempt = attempts_.back();
+    attempt.ended = true;
+    attempt.outcome = outcome;
+    attempt.status = outcome == UpstreamOutcome::kOk ? upstream_status_ : 0;
+  }
   if (!to_server || !upstream_cfg_->outlier_detection || outcome == UpstreamOutcome::kUnhealthy ||
       outcome == UpstreamOutcome::kConnectionLimit) {
     return;  // no server's doing
@@ -235,7 +241,7 @@ void UpstreamExchange::retry(Retry how) {
   // The same server once more: on a new connection (one the server had
   // closed under a pooled request), or on another stream (a refused one).
   ++facts_.retries;
-  attempt_servers_.push_back(server_index_);
+  attempts_.push_back({.server = server_index_, .started = Clock::now()});
   if (how == Retry::kAnotherStream) {
     ++h2_refused_;  // where a stream can be taken (H2Leg::start)
   } else {
@@ -354,7 +360,7 @@ void UpstreamExchange::reset() {
     backoff_timer_->cancel();
   }
   tried_.clear();
-  attempt_servers_.clear();
+  attempts_.clear();
   policy_retries_ = 0;
   if (client_ == &replay_) replay_.disarm();
   client_ = &real_client_;

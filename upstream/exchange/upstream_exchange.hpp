@@ -130,7 +130,8 @@ class UpstreamExchange {
   std::string_view upstream_server() const { return upstream_server_; }
   // The attempts made at servers (0: none was), and the servers they went
   // to, in order, as "host:port" joined with ",".
-  std::size_t attempts() const { return attempt_servers_.size(); }
+  std::size_t attempts() const { return attempts_.size(); }
+  std::span<const AttemptRecord> attempt_records() const { return attempts_; }
   std::string servers_tried() const;
   // The whole request body, when it was read to its end and kept
   // (ExchangeRequest::keep_body); none otherwise.
@@ -304,7 +305,7 @@ class UpstreamExchange {
   ExchangeFacts facts_;
   const UpstreamConfig* upstream_cfg_ = nullptr;
   std::vector<std::size_t> tried_;
-  std::vector<std::size_t> attempt_servers_;  // every attempt's server, in order
+  std::vector<AttemptRecord> attempts_;  // every attempt, in order
   std::size_t server_index_ = 0;
   InFlight in_flight_;  // the attempt under way, counted at its server
   Clock::time_point deadline_at_ = Clock::time_point::max();  // the request's deadline
