@@ -24,7 +24,7 @@ void read_ratio(YamlReader& r, const Field& f, TracingConfig& t) {
   const auto res = std::from_chars(text->data(), text->data() + text->size(), v);
   if (text->empty() || res.ec != std::errc() || res.ptr != text->data() + text->size() ||
       !std::isfinite(v) || v < 0 || v > 1) {
-    return r.error(f, "expected a number from 0 to 1" + YamlReader::got(f, *text));
+    return r.error(f, "expected a number from 0 to 1" + YamlReader::got_number(f, *text));
   }
   t.sampling_ratio = v;
 }

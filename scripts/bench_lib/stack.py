@@ -380,6 +380,18 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     s27 = stack.sluice("sluice-access-log", upstream=up, redis_port=redis.port, limit=None,
                        access_log=True, access_log_flush_ms=1000)
     s5 = stack.sluice("sluice-allow", upstream=up, redis_port=redis.port, limit=ALLOW_ALL)
+    # Rows 35 and 36: row 5 with tracing on, 1 % and all of the requests recorded, their
+    # spans sent to a collector of their own (a sluice-echo: it reads each export and
+    # answers 200, so every span counts as exported and none waits).
+    collector = stack.echo("collector")
+
+    def traced(ratio):
+        return {"tracing": {"endpoint": f"http://127.0.0.1:{collector.port}/v1/traces",
+                            "sampling_ratio": ratio, "max_queue_spans": 65536}}
+    s35 = stack.sluice("sluice-traced-1pct", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, sections=traced(0.01))
+    s36 = stack.sluice("sluice-traced-all", upstream=up, redis_port=redis.port,
+                       limit=ALLOW_ALL, sections=traced(1))
     s6 = stack.sluice("sluice-deny", upstream=up, redis_port=redis.port, limit=DENY_MOST,
                       local={"deny_cache": False})
     s7 = stack.sluice("sluice-failopen", upstream=up, redis_port=doomed.port, limit=ALLOW_ALL)
@@ -513,7 +525,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                 sluice_row(129, f"row 29 with {binary}", s129, [redis],
                            [str(CLUSTER_KEYS), tokens_file])]
 
-    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26, s29):
+    for gateway in (s5, s6, s7, s9, s10, s11, s12, s13, s14, s21, s22, s23, s24, s25, s26, s29,
+                    s35, s36):
         stack.wait_redis(gateway)
     import_consumers(s22, STORE_CONSUMERS)
     stack.stop(doomed)  # row 7: Redis stopped after Sluice had connected
@@ -591,6 +604,10 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    "per chunk, one every 100 µs)", s31, [redis], keyed, path=PACED_STREAM_PATH),
         sluice_row(34, "row 33 with the usage read from the stream itself", s32, [redis], keyed,
                    path=PACED_STREAM_PATH),
+        sluice_row(35, "row 5 with tracing on, 1 % of the requests recorded (OTLP spans to a "
+                   "collector)", s35, [redis]),
+        sluice_row(36, "row 5 with tracing on, every request recorded (three spans each)", s36,
+                   [redis]),
         *compare_rows(),
     ]
 

@@ -12,8 +12,8 @@ import json
 import signal
 import unittest
 
-from harness import (echo_header, gateway_config, limit, metric_sum, route, wait_redis_ready,
-                     wait_until)
+from harness import (echo_header, gateway_config, limit, make_ca, make_server_cert, metric_sum,
+                     route, wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase
 from testkit.h2client import H2Client
 from testkit.http import request
@@ -139,6 +139,33 @@ class SpanTest(TracingCase):
         server, upstream = sorted(self.wait_spans("7" * 32, 2), key=lambda s: s["kind"])
         self.assertEqual(server["attributes"]["network.protocol.version"], "2")
         self.assertEqual(upstream["attributes"]["sluice.upstream.protocol"], "http1")
+
+
+class CollectorTlsTest(TracingCase):
+    def test_spans_go_over_tls_with_the_configured_headers(self):
+        ca = make_ca(self.workdir, "ca")
+        self.receiver.stop()
+        self.receiver = OtlpReceiver(tls=make_server_cert(self.workdir, "ca", "collector"))
+        self.addCleanup(self.receiver.stop)
+        gw = self.start_traced(tls={"ca_file": ca},
+                               headers={"Authorization": "Bearer collector-token"})
+        request(gw.port, "GET", "/open/x", headers={"traceparent": traceparent("9" * 32)})
+        self.wait_spans("9" * 32, 2)
+        self.assertEqual(self.receiver.headers[0]["Authorization"], "Bearer collector-token")
+        self.assertTrue(self.receiver.headers[0]["User-Agent"].startswith("sluice/"))
+
+    def test_a_collector_whose_certificate_is_not_trusted_gets_nothing(self):
+        make_ca(self.workdir, "other")
+        ca = make_ca(self.workdir, "ca")
+        self.receiver.stop()
+        self.receiver = OtlpReceiver(tls=make_server_cert(self.workdir, "other", "collector"))
+        self.addCleanup(self.receiver.stop)
+        gw = self.start_traced(tls={"ca_file": ca}, timeout_ms=1000)
+        request(gw.port, "GET", "/open/x", headers={"traceparent": traceparent("9" * 32)})
+        wait_until(lambda: metric_sum(gw, "sluice_tracing_spans_total", result="failed") >= 2,
+                   timeout=20)
+        self.assertEqual(self.receiver.spans, [])
+        self.assertIn("TLS", gw.output_tail())
 
 
 class SamplingTest(TracingCase):

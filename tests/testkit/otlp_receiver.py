@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,7 +114,8 @@ def decode_export(body: bytes) -> list[dict]:
 
 
 class OtlpReceiver:
-    def __init__(self):
+    def __init__(self, tls: tuple[str, str] | None = None):
+        """tls: (certificate file, key file) to serve HTTPS."""
         self.lock = threading.Lock()
         self.spans: list[dict] = []
         self.errors: list[str] = []
@@ -137,8 +139,13 @@ class OtlpReceiver:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1/traces"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/v1/traces"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def behave(self, mode: str, *args, **kwargs):

@@ -351,6 +351,14 @@ const std::vector<BadFixture> kBadFixtures = {
       "15: routes[0].limits: on_limit: delay cannot wait for concurrency limit \"in_flight\" "
       "(its slots come back when exchanges end)"}},
     // The denial stream: a key name without whitespace, a positive cap.
+    {"tracing.yaml",
+     {"4: tracing.endpoint: the scheme must be https or http: \"grpc://collector:4317\"",
+      "5: tracing.sampling_ratio: expected a number from 0 to 1, got 1.5",
+      "6: tracing.parent_based: expected true or false, got \"maybe\"",
+      "8: tracing.headers.bad name: not an HTTP header name: \"bad name\"",
+      "9: tracing.max_queue_spans: must be greater than 0, got 0",
+      "11: tracing.tls.certificate_file: requires tracing.tls.key_file",
+      "12: tracing.exporter: unknown key \"exporter\""}},
     {"audit_fields.yaml",
      {"4: audit.redis_stream: must not contain whitespace, got \"sluice denials\"",
       "5: audit.max_len: must be greater than 0, got 0",
