@@ -1,7 +1,10 @@
 #include "telemetry/otlp_json.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "gateway/session/trace_context.hpp"
 #include "middleware/access_log_line.hpp"
@@ -56,9 +59,11 @@ class SpanWriter {
     out_ += "\"}}"sv;
   }
   void real(std::string_view key, double value) {
+    if (!std::isfinite(value)) return;  // JSON has no NaN or infinity
     open(key);
     out_ += R"({"doubleValue":)"sv;
-    out_ += std::to_string(value);
+    char digits[32];  // the shortest form of a double takes at most 24
+    out_.append(digits, fmt::format_to_n(digits, sizeof digits, "{}", value).out);
     out_ += "}}"sv;
   }
   void flag(std::string_view key, bool value) {
@@ -109,6 +114,15 @@ class SpanWriter {
   std::size_t count_ = 0;
 };
 
+// What a client sent is cut to a bound before it goes into a span, so that
+// a span stays small whatever the request (the queue counts spans).
+constexpr std::size_t kMaxPathBytes = 1024;
+constexpr std::size_t kMaxMethodBytes = 32;
+
+std::string_view bounded(std::string_view text, std::size_t most) {
+  return text.substr(0, std::min(text.size(), most));
+}
+
 std::string_view protocol_version(std::string_view protocol) {
   if (protocol.starts_with("HTTP/")) return protocol.substr(5);
   return protocol;
@@ -116,14 +130,15 @@ std::string_view protocol_version(std::string_view protocol) {
 
 void server_span(SpanWriter& w, const ExchangeSummary& s, const SpanClock& clock) {
   const TraceFacts& t = *s.trace;
-  std::string name(s.method);
+  const std::string_view method = bounded(s.method, kMaxMethodBytes);
+  std::string name(method);
   if (!s.route.empty()) name.append(" ").append(s.route);
   w.begin(t.span_id, t.parent_span_id, name, kServer, clock.unix_ns(t.started),
           clock.unix_ns(t.ended));
-  w.text("http.request.method", s.method);
+  w.text("http.request.method", method);
   if (!s.route.empty()) w.text("http.route", s.route);
-  w.text("url.path", s.target.substr(0, s.target.find('?')));
-  w.text("url.scheme", t.scheme);
+  w.text("url.path", bounded(s.target.substr(0, s.target.find('?')), kMaxPathBytes));
+  if (!t.scheme.empty()) w.text("url.scheme", t.scheme);
   w.text("network.protocol.name", "http");
   w.text("network.protocol.version", protocol_version(s.protocol));
   w.text("client.address", s.client_ip.to_string());
@@ -168,7 +183,7 @@ void attempt_span(SpanWriter& w, const ExchangeSummary& s, std::size_t i,
   if (colon != std::string::npos) {
     w.number("server.port", std::atoi(a.server.c_str() + colon + 1));
   }
-  w.text("http.request.method", s.method);
+  w.text("http.request.method", bounded(s.method, kMaxMethodBytes));
   w.text("network.protocol.name", "http");
   w.text("network.protocol.version", a.protocol == "http1" ? "1.1" : "2");
   w.text("sluice.upstream", t.upstream);
@@ -177,7 +192,8 @@ void attempt_span(SpanWriter& w, const ExchangeSummary& s, std::size_t i,
   if (a.status) w.number("http.response.status_code", a.status);
   const std::string_view outcome = a.outcome.empty() ? "unfinished"sv : a.outcome;
   w.text("sluice.upstream.outcome", outcome);
-  const bool error = outcome != "ok" || a.status >= 400;
+  // Unfinished: the exchange ended first (the client left), no fault of the server.
+  const bool error = (outcome != "ok" && outcome != "unfinished") || a.status >= 400;
   if (error) {
     w.text("error.type", outcome != "ok" ? std::string(outcome) : std::to_string(a.status));
   }

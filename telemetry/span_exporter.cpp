@@ -43,8 +43,19 @@ SpanExporter::SpanExporter(std::string instance)
       work_(io_.get_executor()),
       timer_(io_),
       backoff_(io_),
-      thread_([this] { io_.run(); }) {
-  boost::asio::post(io_, [this] { arm_timer(); });
+      thread_([this] { run(); }) {}
+
+// The loop survives what a handler throws (a failed allocation for a batch):
+// the exporter goes on; the requests never see it.
+void SpanExporter::run() {
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("tracing: the exporter caught: {}", e.what());
+    }
+  }
 }
 
 SpanExporter::~SpanExporter() { shutdown(std::chrono::milliseconds(0)); }
@@ -52,6 +63,8 @@ SpanExporter::~SpanExporter() { shutdown(std::chrono::milliseconds(0)); }
 void SpanExporter::configure(std::shared_ptr<const Config> config) {
   std::lock_guard lock(mutex_);
   config_ = std::move(config);
+  // The flush interval in force from now (the timer waits anew).
+  boost::asio::post(io_, [this] { arm_timer(); });
 }
 
 void SpanExporter::submit(std::string spans, std::size_t count) {
@@ -81,20 +94,30 @@ void SpanExporter::shutdown(std::chrono::milliseconds within) {
   {
     std::unique_lock lock(mutex_);
     stopping_ = true;
-    boost::asio::post(io_, [this] { flush(); });
+    // A batch waiting to be tried again goes no more (counted failed); what
+    // is queued goes now, without retries.
+    boost::asio::post(io_, [this] {
+      backoff_.cancel();
+      flush();
+    });
     idle_.wait_for(lock, within, [this] { return queue_.empty() && !busy_; });
     counts_.dropped += queued_spans_;
     queued_spans_ = 0;
     queue_.clear();
   }
+  // The export still under way ends (counted failed); then nothing is left
+  // for the thread to run.
   boost::asio::post(io_, [this] {
     timer_.cancel();
-    backoff_.cancel();
-    if (call_) call_->cancel();
+    stop_waiting();
   });
   work_.reset();
-  io_.stop();
   thread_.join();
+}
+
+void SpanExporter::stop_waiting() {
+  backoff_.cancel();
+  if (auto call = std::exchange(call_, nullptr)) call->cancel();
 }
 
 void SpanExporter::arm_timer() {
@@ -104,7 +127,7 @@ void SpanExporter::arm_timer() {
     if (stopping_) return;
     if (config_) interval = config_->tracing.flush_interval;
   }
-  timer_.expires_after(interval);
+  timer_.expires_after(interval);  // (a wait under way ends, cancelled)
   timer_.async_wait([this](boost::system::error_code ec) {
     if (ec) return;
     flush();
@@ -142,7 +165,8 @@ void SpanExporter::flush() {
     queued_spans_ -= batch.spans;
     busy_ = true;
   }
-  batch.body = otlp_export_request(resource(config->tracing), version(), pieces);
+  batch.body = std::make_shared<const std::string>(
+      otlp_export_request(resource(config->tracing), version(), pieces));
   send(std::move(batch));
 }
 
@@ -172,6 +196,13 @@ void SpanExporter::send(Batch batch) {
     std::lock_guard lock(mutex_);
     config = config_;
     stopping = stopping_;
+    if (!config || !config->tracing.enabled()) {
+      // Tracing was turned off while the batch waited: dropped, not sent.
+      counts_.dropped += batch.spans;
+      busy_ = false;
+      if (queue_.empty()) idle_.notify_all();
+      return;
+    }
   }
   const TracingConfig& t = config->tracing;
   ++batch.tries;
@@ -182,20 +213,22 @@ void SpanExporter::send(Batch batch) {
   spec.user_agent = "sluice/" + std::string(version());
   spec.headers = t.headers;
   spec.headers.emplace_back("Content-Type", "application/json");
-  spec.body = batch.body;
+  spec.shared_body = batch.body;
   spec.timeout = stopping ? std::min(t.timeout, std::chrono::milliseconds(2000)) : t.timeout;
-  spec.max_body = 64u << 10;  // a partial-success answer; anything longer is not read
+  spec.max_body = 1u << 20;  // a partial-success answer is small
   auto shared = std::make_shared<Batch>(std::move(batch));
-  call_ = start_http_call(io_.get_executor(), std::move(spec),
-                          [this, shared](HttpCallResult result) {
-                            answered(std::move(*shared), result.error.empty() ? result.status : 0,
-                                     result.error, result.retry_after);
-                          });
+  auto call = start_http_call(io_.get_executor(), std::move(spec),
+                              [this, shared](HttpCallResult result) {
+                                call_ = nullptr;
+                                answered(std::move(*shared),
+                                         result.error.empty() ? result.status : 0, result.error,
+                                         result.retry_after);
+                              });
+  if (shared->body) call_ = std::move(call);  // still under way (not answered at once)
 }
 
 void SpanExporter::answered(Batch batch, unsigned status, const std::string& error,
                             const std::optional<std::string>& retry_after) {
-  call_ = nullptr;
   const bool ok = status >= 200 && status < 300;
   bool stopping = false;
   {

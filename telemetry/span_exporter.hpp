@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,13 +57,15 @@ class SpanExporter {
 
  private:
   struct Batch {
-    std::string body;
+    std::shared_ptr<const std::string> body;  // kept for another try
     std::size_t spans = 0;
     int tries = 0;
   };
+  void run();
   void arm_timer();
   void flush();           // on the exporter's thread
   void send(Batch batch);  // the same
+  void stop_waiting();     // the same: the backoff and the export under way end now
   void answered(Batch batch, unsigned status, const std::string& error,
                 const std::optional<std::string>& retry_after);
   std::vector<std::pair<std::string, std::string>> resource(const TracingConfig& t) const;
@@ -80,7 +83,7 @@ class SpanExporter {
     std::string spans;
     std::size_t count = 0;
   };
-  std::vector<Piece> queue_;
+  std::deque<Piece> queue_;
   std::size_t queued_spans_ = 0;
   bool flush_posted_ = false;
   bool stopping_ = false;

@@ -24,6 +24,7 @@ bool CostFromResponse::counts(unsigned status) const {
 }
 
 std::string_view calendar_period_name(CalendarPeriod period) {
+  if (period == CalendarPeriod::kSecond) return "second";
   for (const auto& [name, p] : kCalendarPeriods) {
     if (p == period) return name;
   }

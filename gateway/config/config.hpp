@@ -254,7 +254,8 @@ inline constexpr double kMinBucketNumber = 0.000001;
 inline constexpr double kMaxSlidingLogCapacity = 10000;
 
 // A quota's calendar period, and its name in the configuration.
-enum class CalendarPeriod { kMinute, kHour, kDay, kWeek, kMonth, kYear };
+// kSecond: Envoy rate-limit service rules only (rls:), never a limit's period.
+enum class CalendarPeriod { kMinute, kHour, kDay, kWeek, kMonth, kYear, kSecond };
 std::string_view calendar_period_name(CalendarPeriod period);
 std::optional<CalendarPeriod> calendar_period_named(std::string_view name);
 

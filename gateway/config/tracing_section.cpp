@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/ascii.hpp"
 #include "gateway/config/keys.hpp"
 #include "gateway/config/sections.hpp"
 #include "gateway/config/text.hpp"
@@ -15,6 +16,19 @@ constexpr std::int64_t kMaxBatchSpans = 10'000;
 constexpr std::int64_t kMaxFlushMs = 60'000;
 constexpr std::int64_t kMaxTimeoutMs = 60'000;
 constexpr std::size_t kMaxPairs = 64;
+
+// Headers the export writes itself, or that would change its framing.
+constexpr std::string_view kOwnHeaders[] = {
+    "host",    "content-length", "transfer-encoding", "connection", "content-type",
+    "te",      "upgrade",        "keep-alive",        "expect",     "proxy-connection",
+    "trailer", "user-agent"};
+
+bool own_header(std::string_view name) {
+  for (const auto own : kOwnHeaders) {
+    if (ascii::iequals(name, own)) return true;
+  }
+  return false;
+}
 
 // sampling_ratio: a number from 0 to 1.
 void read_ratio(YamlReader& r, const Field& f, TracingConfig& t) {
@@ -41,6 +55,8 @@ void read_pairs(YamlReader& r, const Field& f, bool header_names,
     if (!value) continue;
     if (header_names && !is_token(entry.key)) {
       r.error(entry.value, "not an HTTP header name: " + shown(entry.key));
+    } else if (header_names && own_header(entry.key)) {
+      r.error(entry.value, "Sluice sets " + entry.key + " itself");
     } else if (header_names && value->find_first_of("\r\n") != std::string::npos) {
       r.error(entry.value, "a header value must not contain a line break");
     } else if (entry.key.empty()) {

@@ -25,7 +25,7 @@ void trace_facts(const ExchangeRecord& record, std::chrono::steady_clock::time_p
                  TraceFacts& facts) {
   facts.span_id = record.span_id;
   facts.parent_span_id = record.parent_span_id;
-  facts.scheme = record.scheme;
+  facts.scheme = record.route ? record.scheme : std::string_view{};  // unset before routing
   facts.started = record.started;
   facts.ended = ended;
   const UpstreamExchange* exchange = record.exchange;
@@ -39,7 +39,10 @@ void trace_facts(const ExchangeRecord& record, std::chrono::steady_clock::time_p
     t.server = upstream->servers[a.server].to_string();
     t.protocol = protocol_name(upstream->protocol);
     t.started = a.started;
-    t.ended = i + 1 < attempts.size() ? attempts[i + 1].started : ended;
+    // A failed attempt ends when its failure was noted; one answered lasts
+    // while its response is relayed (to the next attempt, or the end).
+    const bool failed = a.ended && a.outcome != UpstreamOutcome::kOk;
+    t.ended = failed ? a.ended_at : i + 1 < attempts.size() ? attempts[i + 1].started : ended;
     t.outcome = a.ended ? outcome_label(a.outcome) : std::string_view{};
     t.status = a.ended ? a.status : 0;
   }

@@ -135,8 +135,12 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
       if (!info.recorded) return;
       info.parent_span_id.assign(value.substr(36, 16));
       new_span_id(info.span_id);
+      // Sluice's span as the parent; the flags kept, with "sampled" set.
+      static constexpr char kHex[] = "0123456789abcdef";
       info.traceparent.assign("00-");
-      info.traceparent.append(info.trace_id).append("-").append(info.span_id).append("-01");
+      info.traceparent.append(info.trace_id).append("-").append(info.span_id).append("-");
+      info.traceparent += value[53];
+      info.traceparent += kHex[((low <= '9' ? low - '0' : low - 'a' + 10) | 1) & 0xf];
       head.erase("traceparent");
       return;
     }

@@ -20,6 +20,7 @@ namespace sluice {
 struct AttemptRecord {
   std::size_t server = 0;  // an index into the upstream's servers
   std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point ended_at;  // when its outcome was noted
   bool ended = false;
   UpstreamOutcome outcome = UpstreamOutcome::kOk;
   unsigned status = 0;

@@ -136,6 +136,7 @@ void UpstreamExchange::note_attempt(UpstreamOutcome outcome, bool to_server) {
   if (!attempts_.empty() && !attempts_.back().ended) {
     AttemptRecord& attempt = attempts_.back();
     attempt.ended = true;
+    attempt.ended_at = Clock::now();
     attempt.outcome = outcome;
     attempt.status = outcome == UpstreamOutcome::kOk ? upstream_status_ : 0;
   }
@@ -241,7 +242,15 @@ void UpstreamExchange::retry(Retry how) {
   // The same server once more: on a new connection (one the server had
   // closed under a pooled request), or on another stream (a refused one).
   ++facts_.retries;
-  attempts_.push_back({.server = server_index_, .started = Clock::now()});
+  // The attempt given up (a pooled connection the server had closed, a
+  // refused stream) ended as a reset.
+  const auto now = Clock::now();
+  if (!attempts_.empty() && !attempts_.back().ended) {
+    attempts_.back().ended = true;
+    attempts_.back().ended_at = now;
+    attempts_.back().outcome = UpstreamOutcome::kReset;
+  }
+  attempts_.push_back({.server = server_index_, .started = now});
   if (how == Retry::kAnotherStream) {
     ++h2_refused_;  // where a stream can be taken (H2Leg::start)
   } else {

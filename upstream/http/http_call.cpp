@@ -88,12 +88,12 @@ class Call final : public HttpCall, public std::enable_shared_from_this<Call> {
     request_ = spec_.method + " " + url.target + " HTTP/1.1\r\nHost: " + host +
                "\r\nUser-Agent: " + spec_.user_agent + "\r\n";
     for (const auto& [name, value] : spec_.headers) request_ += name + ": " + value + "\r\n";
-    if (!spec_.body.empty() || spec_.method != "GET") {
-      request_ += "Content-Length: " + std::to_string(spec_.body.size()) + "\r\n";
+    const std::string& body = spec_.shared_body ? *spec_.shared_body : spec_.body;
+    if (!body.empty() || spec_.method != "GET") {
+      request_ += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     }
     request_ += "Connection: close\r\n\r\n";
-    const std::array<asio::const_buffer, 2> buffers{asio::buffer(request_),
-                                                    asio::buffer(spec_.body)};
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(request_), asio::buffer(body)};
     asio::async_write(stream_, buffers, [self = shared_from_this()](error_code ec, std::size_t) {
       if (ec) return self->fail("send: " + ec.message());
       self->read();

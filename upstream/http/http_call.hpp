@@ -39,7 +39,10 @@ struct HttpCallSpec {
   std::string user_agent = "sluice";
   // Sent besides Host, User-Agent, Connection and Content-Length.
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;  // sent with its Content-Length when not empty, or not a GET
+  // Sent with its Content-Length when not empty, or not a GET; `shared_body`,
+  // when set, in its place (a body the caller keeps for another try).
+  std::string body;
+  std::shared_ptr<const std::string> shared_body;
   std::chrono::milliseconds timeout{5000};
   std::size_t max_body = 1u << 20;
 };

@@ -87,6 +87,8 @@ Span calendar_period(CalendarPeriod period, const TimeZone& zone, SysUs t) {
 
 Span period_at(CalendarPeriod period, const TimeZone& zone, SysUs t) {
   switch (period) {
+    case CalendarPeriod::kSecond:
+      return clock_period<std::chrono::seconds>(zone, t);
     case CalendarPeriod::kMinute:
       return clock_period<std::chrono::minutes>(zone, t);
     case CalendarPeriod::kHour:
@@ -109,7 +111,7 @@ QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::
 }
 
 QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t store_now_us) {
-  const std::int64_t now_us = store_now_us - kQuotaLookbackUs;
+  const std::int64_t now_us = store_now_us - quota_lookback_us(limit.period);
   struct Remembered {
     const LimitConfig* limit = nullptr;
     CalendarPeriod period{};

@@ -1,4 +1,4 @@
-// A quota's calendar: the periods (a minute, hour, day, ISO week from
+// A quota's calendar: the periods (a second, minute, hour, day, ISO week from
 // Monday, month or year) of a time zone around an instant. The gateway
 // computes them around its estimate of Redis' time (a second before it, so
 // that the two periods also hold Redis' time when the estimate is a little
@@ -24,11 +24,16 @@ namespace sluice {
 // the epoch), and the end of the one after it.
 QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::int64_t now_us);
 
-// How far before the estimate of the store's time current_periods() looks.
+// How far before the estimate of the store's time current_periods() looks:
+// a second, or a quarter of one for periods of a second (whose two periods
+// then hold the store's time while the estimate is within 0.75 s of it).
 inline constexpr std::int64_t kQuotaLookbackUs = 1'000'000;
+constexpr std::int64_t quota_lookback_us(CalendarPeriod period) {
+  return period == CalendarPeriod::kSecond ? kQuotaLookbackUs / 4 : kQuotaLookbackUs;
+}
 
 // calendar_periods() of a configured quota at `store_now_us` -
-// kQuotaLookbackUs, remembered by each thread until the period ends (a zone's
+// quota_lookback_us(), remembered by each thread until the period ends (a zone's
 // rules cost a search each).
 QuotaPeriods current_periods(const LimitConfig& limit, std::int64_t store_now_us);
 
