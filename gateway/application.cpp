@@ -94,6 +94,17 @@ bool Application::Impl::start() {
   set_admin_access();
   const std::size_t max_connections = listener_.limit_connections(config_->server.max_connections);
   tls_listener_.set_connection_cap(max_connections);
+  for (const ServiceListener& spec : options_.listeners) {
+    const auto where = spec.where(*config_);
+    if (!where) continue;
+    auto listener = std::make_unique<Listener>(main_io_, workers_, main_metrics_, spec.name,
+                                               spec.serve);
+    if (!listener->bind(*where, spec.key.c_str())) return false;
+    listener->set_tls(spec.tls ? spec.tls(*config_) : nullptr);
+    listener->set_connection_cap(max_connections);
+    main_metrics_.add("sluice_accept_errors_total", label("listener", spec.name), 0);
+    service_listeners_.push_back({&spec, std::move(listener), where->to_string()});
+  }
   main_metrics_.set("sluice_connections_max", "", static_cast<double>(max_connections));
   main_metrics_.add("sluice_connections_rejected_total", "", 0);
   main_metrics_.add("sluice_accept_errors_total", label("listener", "server"), 0);
@@ -107,6 +118,11 @@ bool Application::Impl::start() {
   follow_health_checks();
   listener_.start();
   if (tls_listener_.is_bound()) tls_listener_.start();
+  for (auto& [spec, listener, address] : service_listeners_) {
+    listener->start();
+    spdlog::info("{} listening on {}{}", spec->key, to_string(listener->local_endpoint()),
+                 listener->tls() ? " (TLS)" : "");
+  }
   admin_server_.start();
   memory_trim_.start();
   wait_signal();
@@ -179,6 +195,13 @@ void Application::Impl::reload() {
     spdlog::warn("reload: listen addresses changed; the new addresses take effect on restart");
   }
   reload_tls(next);
+  for (auto& [spec, listener, address] : service_listeners_) {
+    const auto where = spec->where(next);
+    if (!where || where->to_string() != address) {
+      spdlog::warn("reload: {} changed; takes effect on restart", spec->key);
+    }
+    if (spec->tls && listener->tls()) listener->set_tls(spec->tls(next));
+  }
   if (next.server.threads != config_->server.threads) {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
@@ -210,6 +233,7 @@ void Application::Impl::begin_shutdown() {
   notifier_.notify("STOPPING=1\nSTATUS=draining");
   listener_.close();
   tls_listener_.close();
+  for (auto& bound : service_listeners_) bound.listener->close();
   memory_trim_.stop();
   health_checks_.stop();
   for (auto& w : workers_) {

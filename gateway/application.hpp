@@ -6,19 +6,36 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gateway/admin/admin_routes.hpp"
 #include "gateway/config/config.hpp"
+#include "gateway/listener.hpp"
 
 namespace sluice {
 
 class WorkerServicesFactory;
 
+// A listener besides the data plane's and the admin's, whose connections the
+// workers serve with a service the gateway knows nothing of (the Envoy
+// rate-limit service). Bound at start when `where` gives an address; closed
+// when the drain begins; a reload keeps its address and sets its TLS anew.
+struct ServiceListener {
+  std::string name;  // labels sluice_accept_errors_total{listener}
+  std::string key;   // the configuration key, in messages ("rls.listen")
+  std::function<std::optional<HostPort>(const Config&)> where;
+  std::function<std::shared_ptr<const ServerTls>(const Config&)> tls;  // null: plain
+  Listener::Serve serve;
+};
+
 struct ApplicationOptions {
   // Builds each worker's services; without it, workers run an empty chain.
   std::shared_ptr<WorkerServicesFactory> services;
+  std::vector<ServiceListener> listeners;
   // Set when --log-level was given: reloads then keep the level.
   bool log_level_from_command_line = false;
 };

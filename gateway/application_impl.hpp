@@ -73,6 +73,13 @@ class Application::Impl {
   // server.tls.listen, when TLS is served beside a plain server.listen.
   Listener tls_listener_{main_io_, workers_, main_metrics_, "tls"};
   std::string tls_place_;  // tls_place() of the configuration started with
+  // ApplicationOptions::listeners that had an address, in that order.
+  struct BoundService {
+    const ServiceListener* spec;
+    std::unique_ptr<Listener> listener;
+    std::string address;  // as bound at start
+  };
+  std::vector<BoundService> service_listeners_;
   AdminServer admin_server_{main_io_, admin_routes_, main_metrics_};
   boost::asio::signal_set signals_{main_io_, SIGINT, SIGTERM, SIGHUP};
   boost::asio::steady_timer drain_timer_{main_io_};

@@ -74,8 +74,12 @@ std::size_t raise_descriptor_limit() {
 }  // namespace
 
 Listener::Listener(asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers,
-                   MetricsShard& metrics, std::string_view name)
-    : workers_(workers), metrics_(metrics), acceptor_(io), backoff_(io, name) {}
+                   MetricsShard& metrics, std::string_view name, Serve serve)
+    : workers_(workers),
+      metrics_(metrics),
+      serve_(std::move(serve)),
+      acceptor_(io),
+      backoff_(io, name) {}
 
 bool Listener::bind(const HostPort& where, const char* key) {
   return bind_acceptor(acceptor_, where, key);
@@ -168,8 +172,8 @@ void Listener::hand_over(int accepted) {
     return;  // closed by OwnedFd
   }
   fd.release();  // the socket's now
-  asio::post(worker.io(), [&worker, socket = std::move(socket), tls = tls_]() mutable {
-    start_client_session(worker, std::move(socket), std::move(tls));
+  asio::post(worker.io(), [this, &worker, socket = std::move(socket), tls = tls_]() mutable {
+    serve_(worker, std::move(socket), std::move(tls));
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,10 +26,14 @@ class Worker;
 
 class Listener {
  public:
+  // What serves an accepted connection, on its worker's thread (the socket
+  // belongs to the worker's io_context): a client session by default.
+  using Serve = std::function<void(Worker&, WorkerSocket, std::shared_ptr<const ServerTls>)>;
+
   // `workers` and `metrics` (the main thread's shard) outlive the listener.
   // `name` labels sluice_accept_errors_total{listener}.
   Listener(boost::asio::io_context& io, const std::vector<std::unique_ptr<Worker>>& workers,
-           MetricsShard& metrics, std::string_view name);
+           MetricsShard& metrics, std::string_view name, Serve serve = start_client_session);
 
   // `key` names the configuration key in messages.
   bool bind(const HostPort& where, const char* key);
@@ -63,6 +68,7 @@ class Listener {
 
   const std::vector<std::unique_ptr<Worker>>& workers_;
   MetricsShard& metrics_;
+  Serve serve_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::ip::tcp protocol_ = boost::asio::ip::tcp::v4();  // the listening socket's
   AcceptBackoff backoff_;
