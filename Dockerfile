@@ -7,6 +7,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
       build-essential cmake ninja-build pkg-config libboost1.81-dev libhiredis-dev \
       nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libssl-dev \
       libhowardhinnant-date-dev libnghttp2-dev libre2-dev zlib1g-dev \
+      libprotobuf-dev protobuf-compiler \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -17,7 +18,7 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLUICE_BUILD_TESTS
 
 FROM debian:12-slim
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libhiredis0.14 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 libdate-tz3 libnghttp2-14 libre2-9 zlib1g tzdata \
+      libhiredis0.14 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 libdate-tz3 libnghttp2-14 libre2-9 zlib1g libprotobuf32 tzdata \
       ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home sluice

@@ -19,6 +19,7 @@
 #include "gateway/endpoints.hpp"
 #include "gateway/version.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "services/rls/rls_service.hpp"
 #include "telemetry/tracing_services.hpp"
 #include "middleware/ratelimit/audit/top_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer_endpoint.hpp"
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
   auto top = std::make_shared<sluice::TopWorkers>();
   options.services = sluice::with_tracing(sluice::make_middleware_services({buckets, consumers, top}));
   options.log_level_from_command_line = log_level.has_value();
+  options.listeners.push_back(sluice::rls_listener(buckets));
   sluice::Application app(*config_path, result.config, std::move(options));
   sluice::add_bucket_endpoints(app.admin_routes(), buckets);
   sluice::add_consumer_endpoints(app.admin_routes(), consumers);

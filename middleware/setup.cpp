@@ -28,8 +28,10 @@
 namespace sluice {
 namespace {
 
-// A configuration whose routes use no limit needs no Redis connection up front.
+// A configuration whose routes use no limit, and that serves no Envoy
+// rate-limit service, needs no Redis connection up front.
 bool has_limits(const Config& config) {
+  if (config.rls) return true;
   for (const auto& route : config.routes) {
     if (route_limits(route)) return true;
   }

@@ -19,7 +19,7 @@ SLUICE_RUN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libhiredis-dev nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev libssl-dev libhowardhinnant-date-dev tzdata libnghttp2-dev libre2-dev
-  zlib1g-dev
+  zlib1g-dev libprotobuf-dev protobuf-compiler
   redis-server redis-sentinel redis-tools python3
 )
 # What the tests add (scripts/test): Catch2 for the unit tests, tools that
@@ -28,9 +28,12 @@ SLUICE_RUN_PACKAGES=(
 # manifests, nghttp2-client (nghttp, h2load), python3-h2 to write raw HTTP/2
 # frames, python3-grpcio as a gRPC client and server, faketime to run a
 # gateway whose clock is wrong, chromium, the browser of the CORS test, and
-# python3-jwt and python3-cryptography to sign the JWT tests' tokens and keys).
+# python3-jwt and python3-cryptography to sign the JWT tests' tokens and keys,
+# python3-grpc-tools and python3-protobuf for a rate-limit service client
+# generated from the same .proto files, playing Envoy).
 SLUICE_TEST_PACKAGES=(catch2 openssl curl procps hey gnuplot-nox python3-yaml nghttp2-client
-  python3-h2 python3-grpcio faketime chromium python3-jwt python3-cryptography)
+  python3-h2 python3-grpcio faketime chromium python3-jwt python3-cryptography
+  python3-grpc-tools python3-protobuf)
 # node checks the k6 scenarios' syntax; Debian's nodejs only where there is no node at all.
 command -v node >/dev/null 2>&1 || SLUICE_TEST_PACKAGES+=(nodejs)
 SLUICE_PACKAGES=("${SLUICE_RUN_PACKAGES[@]}" "${SLUICE_TEST_PACKAGES[@]}")

@@ -29,6 +29,7 @@ namespace sluice {
 using Millis = std::chrono::milliseconds;
 
 class ServerTls;  // the TLS contexts built from TlsConfig (gateway/tls/server_tls.hpp)
+struct RlsConfig;  // rls: the Envoy rate-limit service (gateway/config/rls_config.hpp)
 
 // One certificate chain and its private key, as PEM files.
 struct TlsCertificate {
@@ -364,6 +365,7 @@ struct Config {
   LogConfig log;
   AuditConfig audit;
   TracingConfig tracing;
+  std::shared_ptr<const RlsConfig> rls;  // null: no rls section
   RedisConfig redis;
   LocalConfig local;
   ExemptionsConfig exemptions;

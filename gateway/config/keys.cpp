@@ -6,7 +6,18 @@ namespace {
 
 constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",      "local", "upstreams",
                                       "api_keys", "limits", "routes", "exemptions", "plans",
-                                      "audit",    "ip_access", "auth",   "tracing"};
+                                      "audit",    "ip_access", "auth",   "tracing", "rls"};
+constexpr std::string_view kRls[] = {"listen",           "tls",          "config_files",
+                                     "domains",          "on_redis_failure",
+                                     "response_headers", "max_descriptors"};
+constexpr std::string_view kRlsTls[] = {"cert_file", "key_file"};
+constexpr std::string_view kRlsDomain[] = {"domain", "descriptors"};
+constexpr std::string_view kRlsDescriptor[] = {
+    "key",         "value",           "rate_limit",      "shadow_mode", "quota_mode",
+    "descriptors", "detailed_metric", "value_to_metric", "share_threshold"};
+constexpr std::string_view kRlsRateLimit[] = {"unit",      "requests_per_unit", "unlimited",
+                                              "name",      "replaces",          "limit"};
+constexpr std::string_view kRlsReplaces[] = {"name"};
 constexpr std::string_view kTracing[] = {
     "endpoint", "sampling_ratio",  "parent_based",      "service_name", "resource_attributes",
     "headers",  "max_queue_spans", "max_batch_spans", "flush_interval_ms", "timeout_ms", "tls"};
@@ -140,6 +151,14 @@ constexpr MappingKeys kLogKeys{"log", kLog};
 constexpr MappingKeys kAuditKeys{"audit", kAudit};
 constexpr MappingKeys kTracingKeys{"tracing", kTracing};
 constexpr MappingKeys kTracingTlsKeys{"tracing.tls", kUpstreamTls};
+constexpr MappingKeys kRlsKeys{"rls", kRls};
+constexpr MappingKeys kRlsTlsKeys{"rls.tls", kRlsTls};
+constexpr MappingKeys kRlsDomainKeys{"rls.domains[]", kRlsDomain};
+constexpr MappingKeys kRlsDescriptorKeys{"rls.domains[].descriptors[]", kRlsDescriptor};
+constexpr MappingKeys kRlsRateLimitKeys{"rls.domains[].descriptors[].rate_limit",
+                                        kRlsRateLimit};
+constexpr MappingKeys kRlsReplacesKeys{"rls.domains[].descriptors[].rate_limit.replaces[]",
+                                       kRlsReplaces};
 constexpr MappingKeys kRedisKeys{"redis", kRedis};
 constexpr MappingKeys kCircuitBreakerKeys{"redis.circuit_breaker", kCircuitBreaker};
 constexpr MappingKeys kLocalKeys{"local", kLocal};
@@ -183,7 +202,8 @@ std::vector<std::string> config_key_paths() {
   using namespace config;
   const MappingKeys* const all[] = {
       &kRootKeys, &kServerKeys, &kTlsKeys, &kTlsCertificateKeys, &kAdminKeys, &kLogKeys, &kAuditKeys,
-      &kTracingKeys, &kTracingTlsKeys,
+      &kTracingKeys, &kTracingTlsKeys, &kRlsKeys, &kRlsTlsKeys, &kRlsDomainKeys,
+      &kRlsDescriptorKeys, &kRlsRateLimitKeys, &kRlsReplacesKeys,
       &kRedisKeys, &kLocalKeys, &kCircuitBreakerKeys, &kUpstreamKeys, &kUpstreamServerKeys, &kHealthCheckKeys, &kOutlierKeys, &kUpstreamTlsKeys,
       &kApiKeysKeys, &kConsumerKeys, &kLimitKeys, &kPlanKeys, &kModelKeys, &kModelPlanKeys, &kRouteKeys, &kMatchKeys, &kHeaderMatchKeys, &kQueryMatchKeys, &kCookieMatchKeys,
       &kRouteUpstreamKeys, &kRetryKeys, &kRetryBackoffKeys, &kRetryBudgetKeys, &kMirrorKeys,

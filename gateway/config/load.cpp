@@ -36,6 +36,7 @@ void read_config(YamlReader& r, const Field& root, Config& c) {
     notes.limits_read = true;  // no limits at all: every reference is unknown
   }
   if (auto* s = m->get("plans")) read_plans(r, *s, c, notes);
+  if (auto* s = m->get("rls")) read_rls(r, *s, c);
   if (auto* s = m->get("api_keys")) read_api_keys(r, *s, c, notes);
   notes.plans_mark = r.here();
   if (auto* s = m->get("exemptions")) read_exemptions(r, *s, c, notes);

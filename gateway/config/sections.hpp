@@ -92,6 +92,8 @@ void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
 void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_tracing(YamlReader& r, const Field& f, Config& c);
+// After the limits: a rule may name one.
+void read_rls(YamlReader& r, const Field& f, Config& c);
 // A TLS client's section (upstreams.NAME.tls, tracing.tls): its files loaded
 // and the context built, or null with the errors reported (`path` names the
 // section in them).

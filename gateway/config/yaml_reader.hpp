@@ -71,6 +71,7 @@ class YamlReader {
   // Reports as if at `mark`: after the errors reported before it was taken.
   void error_at(Mark mark, const Field& f, std::string_view message);
   Mark here() const { return in_order_; }
+  const EnvLookup& env() const { return env_; }
   bool has_errors() const { return !errors_.empty(); }
   // Every error, in file order.
   std::vector<std::string> take_errors();

@@ -293,6 +293,25 @@ QuotaPeriods quota_periods_now(const LimitConfig& limit) {
 
 }  // namespace
 
+LimitDescriptor limit_descriptor(const LimitConfig& limit, const BucketParams& params,
+                                 KeyHash hash) {
+  LimitDescriptor descriptor{limit.name, hash, params.capacity, params.refill_per_second};
+  descriptor.lease_tokens = limit.lease_tokens;
+  descriptor.algorithm = limit.algorithm;
+  descriptor.window_seconds = params.window_seconds;  // 0 but for a window
+  if (descriptor.algorithm == LimitAlgorithm::kQuota) {
+    descriptor.periods = quota_periods_now(limit);
+  } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
+    descriptor.slot = next_slot_number();
+    descriptor.lease_ms = static_cast<double>(limit.lease.count());
+  } else if (descriptor.algorithm == LimitAlgorithm::kSlidingLog) {
+    descriptor.slot = next_slot_number();  // names the units this request logs
+  }
+  descriptor.shadow = limit.shadow;
+  set_client_headers(descriptor, limit.client_headers);
+  return descriptor;
+}
+
 RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& limits,
                                       const RequestView& request, const ApiKeysConfig& api_keys,
                                       const Identity& identity, std::string_view key_secret,
@@ -334,22 +353,8 @@ RateLimitKeys build_limit_descriptors(const std::vector<const LimitConfig*>& lim
         params = it == model->plans.end() ? model->bucket : it->second;
       }
     }
-    LimitDescriptor& descriptor = result.descriptors.emplace_back(
-        LimitDescriptor{limit->name, bucket_key_hash(value.hash_input, key_secret), params.capacity,
-                        params.refill_per_second});
-    descriptor.lease_tokens = limit->lease_tokens;
-    descriptor.algorithm = limit->algorithm;
-    descriptor.window_seconds = params.window_seconds;  // 0 but for a window
-    if (descriptor.algorithm == LimitAlgorithm::kQuota) {
-      descriptor.periods = quota_periods_now(*limit);
-    } else if (descriptor.algorithm == LimitAlgorithm::kConcurrency) {
-      descriptor.slot = next_slot_number();
-      descriptor.lease_ms = static_cast<double>(limit->lease.count());
-    } else if (descriptor.algorithm == LimitAlgorithm::kSlidingLog) {
-      descriptor.slot = next_slot_number();  // names the units this request logs
-    }
-    descriptor.shadow = limit->shadow;
-    set_client_headers(descriptor, limit->client_headers);
+    result.descriptors.push_back(
+        limit_descriptor(*limit, params, bucket_key_hash(value.hash_input, key_secret)));
     result.values.push_back(
         LimitKeyValue{{}, value.fell_back, value.missing_kind, value.missing_name});
   }

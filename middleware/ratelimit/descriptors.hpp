@@ -88,6 +88,13 @@ KeyHash key_hash(std::string_view hash_input, std::string_view secret = {});
 // (a kept-alive client sends the same value request after request).
 KeyHash bucket_key_hash(std::string_view hash_input, std::string_view secret = {});
 
+// The bucket of `limit` sized by `params` (its own, a plan's or a model's)
+// for the key hash `hash`: its algorithm, a quota's periods around the
+// store's time now, a concurrency limit's or a sliding log's slot, shadow and
+// client headers as the limit says.
+LimitDescriptor limit_descriptor(const LimitConfig& limit, const BucketParams& params,
+                                 KeyHash hash);
+
 // A bucket's name: limit name + ":" + the key hash as 32 lower-case hex digits.
 std::string bucket_name(const LimitDescriptor& descriptor);
 // The same name appended to `out`, and its length (to reserve for it).

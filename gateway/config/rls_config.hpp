@@ -1,0 +1,66 @@
+// rls: Sluice's limiter served to Envoy as a rate-limit service (RLS v3):
+// where it listens, and the domains' descriptor trees in the shape of
+// envoyproxy/ratelimit's configuration (inline, or its files unchanged).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/config/config.hpp"
+
+namespace sluice {
+
+// One node of a domain's descriptor tree: an entry key, and a value (exact,
+// with '*' wildcards, or none: any value), its limit when a descriptor ends
+// here, and the nodes below it.
+struct RlsRule {
+  std::string key;
+  std::string value;      // empty: any value
+  bool wildcard = false;  // value holds a '*'
+  // Its limit: a quota per unit (rate_limit: unit, requests_per_unit), or a
+  // limit of the limits section (rate_limit: {limit: NAME}); none without.
+  std::shared_ptr<const LimitConfig> limit;
+  bool unlimited = false;
+  std::string name;  // rate_limit.name: what another rule's replaces names
+  std::vector<std::string> replaces;
+  std::uint32_t requests_per_unit = 0;
+  int unit = 0;  // RateLimitResponse.RateLimit.Unit's number (SECOND = 1 ...)
+  bool shadow = false;
+  bool detailed_metric = false;
+  bool value_to_metric = false;
+  bool share_threshold = false;
+  std::string stat_key;  // "domain.key_value.key": the rule's place, for metrics
+  std::vector<RlsRule> children;
+};
+
+struct RlsDomain {
+  std::string domain;
+  std::string source;  // the file it came from, or "rls.domains[N]"
+  std::vector<RlsRule> descriptors;
+};
+
+struct RlsConfig {
+  std::optional<HostPort> listen;  // none: no rate-limit service
+  std::shared_ptr<const ServerTls> tls;  // rls.tls: gRPC over TLS (ALPN h2); null: h2c
+  std::vector<std::string> config_files;
+  std::vector<RlsDomain> domains;
+  // What a call gets when Redis cannot decide: the gRPC error UNAVAILABLE
+  // (Envoy's failure_mode_deny decides), OK, or OVER_LIMIT.
+  enum class OnFailure { kError, kOpen, kClosed };
+  OnFailure on_redis_failure = OnFailure::kError;
+  bool response_headers = false;  // X-RateLimit-* in response_headers_to_add
+  std::size_t max_descriptors = 64;
+  std::size_t max_message_bytes = 1u << 20;
+
+  const RlsDomain* find(std::string_view domain) const {
+    for (const auto& d : domains) {
+      if (d.domain == domain) return &d;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace sluice

@@ -1,0 +1,327 @@
+#include "services/rls/rls_connection.hpp"
+
+#include <nghttp2/nghttp2.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gateway/session/grpc_reply.hpp"
+#include "gateway/tls/server_tls.hpp"
+#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
+#include "services/rls/rls_call.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+using error_code = boost::system::error_code;
+
+constexpr std::string_view kMethodPath =
+    "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+constexpr std::uint32_t kMaxStreams = 128;
+constexpr std::size_t kMaxBuffered = 4u << 20;  // per connection, messages being read
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+using namespace grpc_code;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(WorkerSocket socket, std::shared_ptr<const ServerTls> tls,
+             std::weak_ptr<BucketWorker> worker)
+      : stream_(std::move(socket)),
+        tls_(std::move(tls)),
+        worker_(std::move(worker)),
+        handshake_timer_(stream_.socket().get_executor()) {}
+
+  ~Connection() {
+    if (session_) nghttp2_session_del(session_);
+  }
+
+  void start() {
+    if (!tls_) return serve();
+    stream_.use_tls(tls_->context().native_handle(), tls_);
+    handshake_timer_.expires_after(kHandshakeTimeout);
+    handshake_timer_.async_wait([weak = weak_from_this()](error_code ec) {
+      if (auto self = weak.lock(); self && !ec) self->close();
+    });
+    stream_.tls().async_handshake([self = shared_from_this()](error_code ec) {
+      self->handshake_timer_.cancel();
+      if (ec) return self->close();
+      self->serve();
+    });
+  }
+
+ private:
+  struct Call {
+    bool path_ok = false;
+    bool grpc = false;
+    bool compressed = false;  // grpc-encoding other than identity
+    bool too_big = false;
+    bool answered = false;
+    std::optional<std::chrono::milliseconds> timeout;
+    std::string body;  // the gRPC frame(s) as read
+    std::unique_ptr<asio::steady_timer> deadline;
+    std::string out;  // the response frame
+    std::size_t sent = 0;
+  };
+
+  void serve() {
+    nghttp2_session_callbacks* callbacks = nullptr;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, &Connection::on_begin);
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, &Connection::on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, &Connection::on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &Connection::on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, &Connection::on_close);
+    nghttp2_session_server_new(&session_, callbacks, this);
+    nghttp2_session_callbacks_del(callbacks);
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxStreams},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384}};
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+    read();
+    flush();
+  }
+
+  void read() {
+    stream_.async_read_some(asio::buffer(in_),
+                            [self = shared_from_this()](error_code ec, std::size_t n) {
+                              if (self->closed_) return;
+                              if (ec) return self->close();
+                              const auto used = nghttp2_session_mem_recv(
+                                  self->session_, reinterpret_cast<const std::uint8_t*>(
+                                                      self->in_.data()), n);
+                              if (used < 0) return self->close();
+                              self->flush();
+                              if (!self->closed_) self->read();
+                            });
+  }
+
+  void flush() {
+    if (writing_ || closed_) return;
+    out_.clear();
+    for (;;) {
+      const std::uint8_t* data = nullptr;
+      const auto n = nghttp2_session_mem_send(session_, &data);
+      if (n < 0) return close();
+      if (n == 0) break;
+      out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+      if (out_.size() >= 65536) break;
+    }
+    if (out_.empty()) {
+      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) close();
+      return;
+    }
+    writing_ = true;
+    asio::async_write(stream_, asio::buffer(out_),
+                      [self = shared_from_this()](error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        if (ec) return self->close();
+                        self->flush();
+                      });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [id, call] : calls_) {
+      if (call.deadline) call.deadline->cancel();
+    }
+    error_code ignored;
+    stream_.socket().close(ignored);
+  }
+
+  // ---- nghttp2's callbacks ---------------------------------------------------------
+
+  static Connection& self(void* user) { return *static_cast<Connection*>(user); }
+
+  static int on_begin(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      self(user).calls_[frame->hd.stream_id];
+    }
+    return 0;
+  }
+
+  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const std::uint8_t* n,
+                       std::size_t nlen, const std::uint8_t* v, std::size_t vlen, std::uint8_t,
+                       void* user) {
+    auto it = self(user).calls_.find(frame->hd.stream_id);
+    if (it == self(user).calls_.end()) return 0;
+    Call& call = it->second;
+    const std::string_view name(reinterpret_cast<const char*>(n), nlen);
+    const std::string_view value(reinterpret_cast<const char*>(v), vlen);
+    if (name == ":path") {
+      call.path_ok = value == kMethodPath;
+    } else if (name == "content-type") {
+      call.grpc = is_grpc_content_type(value);
+    } else if (name == "grpc-timeout") {
+      call.timeout = parse_grpc_timeout(value);
+    } else if (name == "grpc-encoding") {
+      call.compressed = value != "identity";
+    }
+    return 0;
+  }
+
+  static int on_data(nghttp2_session*, std::uint8_t, std::int32_t id, const std::uint8_t* data,
+                     std::size_t len, void* user) {
+    Connection& c = self(user);
+    auto it = c.calls_.find(id);
+    if (it == c.calls_.end() || it->second.too_big) return 0;
+    Call& call = it->second;
+    const std::size_t limit = c.max_message() + 5;
+    if (call.body.size() + len > limit || c.buffered_ + len > kMaxBuffered) {
+      call.too_big = true;
+      c.buffered_ -= call.body.size();
+      std::string().swap(call.body);
+      return 0;
+    }
+    call.body.append(reinterpret_cast<const char*>(data), len);
+    c.buffered_ += len;
+    return 0;
+  }
+
+  static int on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+    const bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (ended && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+      self(user).dispatch(frame->hd.stream_id);
+    }
+    return 0;
+  }
+
+  static int on_close(nghttp2_session*, std::int32_t id, std::uint32_t, void* user) {
+    Connection& c = self(user);
+    auto it = c.calls_.find(id);
+    if (it == c.calls_.end()) return 0;
+    if (it->second.deadline) it->second.deadline->cancel();
+    c.buffered_ -= it->second.body.size();
+    c.calls_.erase(it);
+    return 0;
+  }
+
+  static ssize_t read_out(nghttp2_session* session, std::int32_t id, std::uint8_t* buf,
+                          std::size_t length, std::uint32_t* flags, nghttp2_data_source*,
+                          void* user) {
+    auto it = self(user).calls_.find(id);
+    if (it == self(user).calls_.end()) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    Call& call = it->second;
+    const std::size_t n = std::min(length, call.out.size() - call.sent);
+    std::memcpy(buf, call.out.data() + call.sent, n);
+    call.sent += n;
+    if (call.sent == call.out.size()) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      const nghttp2_nv trailer[] = {nv("grpc-status", "0")};
+      nghttp2_submit_trailer(session, id, trailer, std::size(trailer));
+    }
+    return static_cast<ssize_t>(n);
+  }
+
+  // ---- Calls -----------------------------------------------------------------------
+
+  static nghttp2_nv nv(std::string_view name, std::string_view value) {
+    return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+            reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(),
+            value.size(), NGHTTP2_NV_FLAG_NO_COPY_NAME};
+  }
+
+  std::size_t max_message() const {
+    auto worker = worker_.lock();
+    const auto& rls = worker ? (*worker->config)->rls : nullptr;
+    return rls ? rls->max_message_bytes : (1u << 20);
+  }
+
+  void dispatch(std::int32_t id) {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    Call& call = it->second;
+    if (!call.path_ok) return fail(id, kUnimplemented, "only ShouldRateLimit is served here");
+    if (!call.grpc) return fail(id, kInvalidArgument, "not a gRPC call (content-type)");
+    if (call.too_big) return fail(id, kResourceExhausted, "the message is too large");
+    if (call.body.size() < 5) return fail(id, kInvalidArgument, "no message");
+    const auto* b = reinterpret_cast<const unsigned char*>(call.body.data());
+    const std::size_t length = (std::size_t{b[1]} << 24) | (std::size_t{b[2]} << 16) |
+                               (std::size_t{b[3]} << 8) | b[4];
+    if (b[0] != 0) return fail(id, kUnimplemented, "compressed messages are not supported");
+    if (length != call.body.size() - 5) return fail(id, kInvalidArgument, "not one message");
+    auto worker = worker_.lock();
+    if (!worker) return fail(id, kUnavailable, "the worker is stopping");
+    if (call.timeout) {
+      call.deadline = std::make_unique<asio::steady_timer>(stream_.socket().get_executor());
+      call.deadline->expires_after(*call.timeout);
+      call.deadline->async_wait([weak = weak_from_this(), id](error_code ec) {
+        if (auto self = weak.lock(); self && !ec) {
+          self->fail(id, kDeadlineExceeded, "the deadline passed before the decision");
+        }
+      });
+    }
+    const std::string_view message = std::string_view(call.body).substr(5);
+    decide_rls_call(*worker, message, [weak = weak_from_this(), id](RlsReply reply) {
+      auto self = weak.lock();
+      if (!self || self->closed_) return;
+      if (reply.grpc_status != 0) return self->fail(id, reply.grpc_status, reply.grpc_message);
+      self->answer(id, std::move(reply.message));
+    });
+  }
+
+  Call* unanswered(std::int32_t id) {
+    auto it = calls_.find(id);
+    if (it == calls_.end() || it->second.answered) return nullptr;
+    it->second.answered = true;
+    if (it->second.deadline) it->second.deadline->cancel();
+    buffered_ -= it->second.body.size();
+    std::string().swap(it->second.body);
+    return &it->second;
+  }
+
+  void answer(std::int32_t id, std::string message) {
+    Call* call = unanswered(id);
+    if (!call || closed_) return;
+    call->out.resize(5);
+    const auto n = static_cast<std::uint32_t>(message.size());
+    call->out[0] = 0;
+    for (int i = 0; i < 4; ++i) call->out[1 + i] = static_cast<char>((n >> (24 - 8 * i)) & 0xff);
+    call->out += message;
+    const nghttp2_nv head[] = {nv(":status", "200"), nv("content-type", "application/grpc")};
+    nghttp2_data_provider provider{};
+    provider.read_callback = &Connection::read_out;
+    nghttp2_submit_response(session_, id, head, std::size(head), &provider);
+    flush();
+  }
+
+  void fail(std::int32_t id, unsigned status, std::string_view message) {
+    if (!unanswered(id) || closed_) return;
+    const std::string code = std::to_string(status);
+    const std::string text = grpc_percent_encode(message);
+    const nghttp2_nv head[] = {nv(":status", "200"), nv("content-type", "application/grpc"),
+                               nv("grpc-status", code), nv("grpc-message", text)};
+    nghttp2_submit_response(session_, id, head, std::size(head), nullptr);
+    flush();
+  }
+
+  ByteStream stream_;
+  std::shared_ptr<const ServerTls> tls_;
+  std::weak_ptr<BucketWorker> worker_;
+  asio::steady_timer handshake_timer_;
+  nghttp2_session* session_ = nullptr;
+  std::map<std::int32_t, Call> calls_;
+  std::size_t buffered_ = 0;
+  std::array<char, 16384> in_{};
+  std::string out_;
+  bool writing_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+void serve_rls_connection(WorkerSocket socket, std::shared_ptr<const ServerTls> tls,
+                          std::weak_ptr<BucketWorker> worker) {
+  std::make_shared<Connection>(std::move(socket), std::move(tls), std::move(worker))->start();
+}
+
+}  // namespace sluice
