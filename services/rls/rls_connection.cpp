@@ -62,7 +62,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Call {
     bool path_ok = false;
     bool grpc = false;
-    bool compressed = false;  // grpc-encoding other than identity
     bool too_big = false;
     bool answered = false;
     std::optional<std::chrono::milliseconds> timeout;
@@ -163,8 +162,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
       call.grpc = is_grpc_content_type(value);
     } else if (name == "grpc-timeout") {
       call.timeout = parse_grpc_timeout(value);
-    } else if (name == "grpc-encoding") {
-      call.compressed = value != "identity";
     }
     return 0;
   }

@@ -351,6 +351,17 @@ const std::vector<BadFixture> kBadFixtures = {
       "15: routes[0].limits: on_limit: delay cannot wait for concurrency limit \"in_flight\" "
       "(its slots come back when exchanges end)"}},
     // The denial stream: a key name without whitespace, a positive cap.
+    {"rls.yaml",
+     {"7: rls.on_redis_failure: must be error, open or closed, got \"maybe\"",
+      "12: rls.domains[0].descriptors[0].rate_limit.unit: unknown unit \"fortnight\" (expected "
+      "second, minute, hour, day, week, month or year)",
+      "13: rls.domains[0].descriptors[1]: descriptor \"ip\" given twice at this level",
+      "16: rls.domains[0].descriptors[2].rate_limit.limit: a concurrency limit needs its slot "
+      "given back, which no Envoy call does",
+      "18: rls.domains[0].descriptors[3].rate_limit: an unlimited rate_limit has no unit, "
+      "requests_per_unit or limit",
+      "20: rls.domains[0].descriptors[4].quota_mode: quota_mode is not supported",
+      "21: rls.domains[1].domain: domain \"edge\" given twice"}},
     {"tracing.yaml",
      {"4: tracing.endpoint: the scheme must be https or http: \"grpc://collector:4317\"",
       "5: tracing.sampling_ratio: expected a number from 0 to 1, got 1.5",
