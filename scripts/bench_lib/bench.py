@@ -72,6 +72,7 @@ from measure import (PATH, measure, median_of, metrics_text, run_wrk, run_wsbenc
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
 from grpc_bench import grpc_report, grpc_run  # noqa: E402
+from rls_bench import rls_report, rls_run  # noqa: E402
 from http2 import http2_report, http2_run  # noqa: E402
 from outage import MODES as OUTAGE_MODES, run_outages  # noqa: E402
 from local_report import lease_chart, outage_report  # noqa: E402
@@ -269,7 +270,7 @@ def suffix(opts) -> str:
             f"-failover-{opts.failover}" if opts.failover else
             "-outage" if opts.outage else "-delay" if opts.delay else
             "-profile" if opts.profile else "-scaling" if opts.scaling else
-            "-http2" if opts.http2 else "-grpc" if opts.grpc else
+            "-http2" if opts.http2 else "-grpc" if opts.grpc else "-rls" if opts.rls else
             "-allocations" if opts.allocations else "-balance" if opts.balance else "")
 
 
@@ -330,6 +331,9 @@ def main(argv=None) -> int:
                     help="gRPC unary calls with h2load: a gRPC server directly, through "
                          "nginx's grpc_pass and through Sluice (h2c upstream), instead of the "
                          "speed table")
+    ap.add_argument("--rls", action="store_true",
+                    help="Envoy rate-limit service calls (ShouldRateLimit) with h2load, beside "
+                         "the data plane's limited h2c request, instead of the speed table")
     ap.add_argument("--allocations", type=int, nargs="?", const=2000, metavar="REQUESTS",
                     help="heap allocations and instructions per request of the Sluice rows "
                          "(4, 5, 11, 12, 14, 24-27; --rows picks some), counted under "
@@ -368,7 +372,7 @@ def main(argv=None) -> int:
             print(f"bench: {tool} not found (scripts/bench installs it)", file=sys.stderr)
             return 2
     speed_table = not (opts.accuracy or opts.failover or opts.outage or opts.delay
-                       or opts.profile or opts.scaling or opts.http2 or opts.grpc
+                       or opts.profile or opts.scaling or opts.http2 or opts.grpc or opts.rls
                        or opts.allocations or opts.balance)
     if opts.sittings < 1 or (opts.sittings > 1 and not speed_table):
         print("bench: --sittings goes with the speed table (and --budget) only", file=sys.stderr)
@@ -376,7 +380,7 @@ def main(argv=None) -> int:
     if opts.allocations and not shutil.which("valgrind"):
         print("bench: valgrind not found (Debian's valgrind)", file=sys.stderr)
         return 2
-    if (opts.http2 or opts.grpc) and not shutil.which("h2load"):
+    if (opts.http2 or opts.grpc or opts.rls) and not shutil.which("h2load"):
         print("bench: h2load not found (Debian's nghttp2-client)", file=sys.stderr)
         return 2
     for binary in (SLUICE_BIN, ECHO_BIN, *([WSBENCH_BIN] if speed_table else [])):
@@ -411,6 +415,9 @@ def main(argv=None) -> int:
         elif opts.grpc:
             text = grpc_report(grpc_run(stack, pin_cpu, opts, log), info, started, opts,
                                pin_cpu, "scripts/bench --grpc")
+        elif opts.rls:
+            text = rls_report(rls_run(stack, pin_cpu, opts, log), info, started, opts,
+                              pin_cpu, "scripts/bench --rls")
         elif opts.scaling:
             text = scaling_report(scaling_run(stack, pin_cpu, opts, log), info, started, opts,
                                   pin_cpu, "scripts/bench --scaling")

@@ -41,7 +41,7 @@ headers (the gateway passes them on):
                            no-newline (an event stream without any newline)
 
 `reported` lists the usage each answer reported (its total tokens, None for
-none or a lie) in the order the answers ended; `requests` lists each
+none or a lie), noted as each answer starts; `requests` lists each
 request's (path, headers, body) as it came.
 """
 
@@ -142,18 +142,19 @@ class ModelServer:
             return self._send_hostile(h, h.headers["X-Model-Hostile"],
                                       int(h.headers.get("X-Model-Bytes", "1048576")))
         usage = None if mode != "ok" and mode != "duplicate" else prompt_tokens + tokens
+        # Noted before the answer goes: a client that has read the answer finds it here.
         if request.get("stream"):
             include = shape != "chat" or (request.get("stream_options") or {}).get("include_usage")
             events = list(STREAMS[shape](model, prompt_tokens, tokens, mode if include else
                                          "missing", pad, events_cap))
+            with self.lock:
+                self.reported.append(usage if include else None)
             self._send_stream(h, events, awkward, gzipped)
-            if not include:
-                usage = None
         else:
             doc = WHOLE[shape](model, prompt_tokens, tokens, mode)
+            with self.lock:
+                self.reported.append(usage)
             self._send_whole(h, 200, doc.encode(), gzipped, awkward)
-        with self.lock:
-            self.reported.append(usage)
 
     @staticmethod
     def _read_chunked(h) -> bytes:
