@@ -106,7 +106,7 @@ class MiddlewareServices final : public WorkerServices {
     }
     if (process.buckets) {
       buckets_ = std::make_shared<BucketWorker>(
-          BucketWorker{&worker.config, local_, &metrics_, consumers_->resolver()});
+          BucketWorker{&worker.config, local_, &metrics_, consumers_->resolver(), audit_});
       process.buckets->add(worker.executor, buckets_);
     }
   }

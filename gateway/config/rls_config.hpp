@@ -55,6 +55,22 @@ struct RlsConfig {
   std::size_t max_descriptors = 64;
   std::size_t max_message_bytes = 1u << 20;
 
+  // Whether a rule with a limit has this stat_key (the limit its buckets
+  // are named by, as the most-limited view is asked for it).
+  bool has_limited_rule(std::string_view stat_key) const {
+    for (const auto& d : domains) {
+      if (has_limited_rule(d.descriptors, stat_key)) return true;
+    }
+    return false;
+  }
+  static bool has_limited_rule(const std::vector<RlsRule>& rules, std::string_view stat_key) {
+    for (const auto& rule : rules) {
+      if (rule.limit && rule.stat_key == stat_key) return true;
+      if (has_limited_rule(rule.children, stat_key)) return true;
+    }
+    return false;
+  }
+
   const RlsDomain* find(std::string_view domain) const {
     for (const auto& d : domains) {
       if (d.domain == domain) return &d;

@@ -12,6 +12,8 @@
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/algorithms/quota_calendar.hpp"
+#include "middleware/ratelimit/audit/decision_fields.hpp"
+#include "middleware/ratelimit/audit/denial_audit.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
 #include "services/rls/rls_matcher.hpp"
@@ -45,6 +47,7 @@ struct Planned {
 struct Call {
   std::shared_ptr<const Config> config;
   MetricsShard* metrics = nullptr;
+  std::shared_ptr<DenialAudit> audit;
   std::string domain_label;
   std::vector<Planned> planned;
   std::vector<std::vector<LimitDescriptor>> groups;
@@ -119,6 +122,15 @@ void count(Call& call, const Planned& p, std::string_view result) {
                                     {"result", result}}));
 }
 
+// The call's first denial, for the denial stream and the most-limited view:
+// its route "rls:DOMAIN", the rule, and the bucket's fingerprint as the caller.
+void note_denial(Call& call, const Planned& p, const Response::DescriptorStatus& status) {
+  const LimitDescriptor& bucket = call.groups[p.group][p.slot];
+  const auto& reset = status.duration_until_reset();
+  call.audit->denied(Denial{"rls:" + call.domain_label, bucket.limit, denied_caller({}, bucket),
+                            {}, reset.seconds() * 1000 + (reset.nanos() + 999999) / 1000000});
+}
+
 void respond(Call& call) {
   const RlsConfig& rls = *call.config->rls;
   Response response;
@@ -162,6 +174,7 @@ void respond(Call& call) {
     }
     if (short_of_hits && !shadow) {
       status.set_code(Response::OVER_LIMIT);
+      if (!over && !failed && call.audit) note_denial(call, p, status);
       over = true;
     }
     count(call, p, short_of_hits ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
@@ -225,6 +238,7 @@ void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone
   auto call = std::make_shared<Call>();
   call->config = *worker.config;
   call->metrics = worker.metrics;
+  call->audit = worker.audit;
   call->done = std::move(done);
   const RlsConfig* rls = call->config->rls.get();
   if (!rls) return call->done(refused(kUnavailable, "the rate-limit service is not configured"));

@@ -8,14 +8,15 @@ format loads unchanged and keeps its meaning, and bad calls get their
 documented gRPC status while the service goes on.
 """
 
+import json
 import os
 import signal
 import struct
 import threading
 import unittest
 
-from harness import (gateway_config, make_ca, make_server_cert, metric_sum, wait_redis_ready,
-                     wait_until)
+from harness import (gateway_config, make_ca, make_server_cert, metric_sum, redis_call,
+                     request, wait_redis_ready, wait_until)
 from test_ratelimit import RateLimitTestCase
 from testkit.h2client import H2Client
 from testkit.ports import free_port
@@ -264,6 +265,27 @@ class BadCallTest(RlsCase):
                             body=b"\x00\x00\x00\x00\x09abc")
         self.assertEqual(dict(answer.headers).get("grpc-status"), "3")
         self.assertEqual(c.call("edge", [[remote_address("1.2.3.4")]]).overall_code, c.OK)
+
+
+class AuditTest(RlsCase):
+    def test_denials_reach_the_stream_and_the_most_limited_view(self):
+        gw = self.start_rls(audit={"redis_stream": "sluice:denials"})
+        c = self.client(gw)
+        for _ in range(4):
+            c.call("edge", [[header_value_match("bots")]])
+        wait_until(lambda: metric_sum(gw, "sluice_audit_appended_total") >= 2, 10,
+                   message="two denials appended")
+        entries = redis_call(self.redis.port, "XRANGE", "sluice:denials", "-", "+")
+        fields = entries[0][1]
+        doc = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
+        self.assertEqual((doc["route"], doc["limit"]), ("rls:edge", "edge.header_match_bots"))
+        self.assertRegex(doc["consumer"], r"^[0-9a-f]{32}$")  # the bucket's fingerprint
+
+        def top():
+            status, _, body = request(gw.admin_port, "GET",
+                                      "/ratelimit/top?limit=edge.header_match_bots&window_s=60")
+            return status == 200 and [k["denials"] for k in json.loads(body)["keys"]] == [2]
+        wait_until(top, 10, message="the denials in the most-limited view")
 
 
 class FailureTest(RlsCase):

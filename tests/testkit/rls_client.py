@@ -26,7 +26,8 @@ PROTOS = ["envoy/type/v3/ratelimit_unit.proto", "envoy/config/core/v3/base.proto
 def generate_stubs(out_dir: str):
     """The Python modules of the .proto files, in `out_dir` (put on sys.path)."""
     os.makedirs(out_dir, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    subprocess.run([python, "-m", "grpc_tools.protoc", "-I", PROTO_DIR,
                     "-I", "/usr/include", f"--python_out={out_dir}",
                     f"--grpc_python_out={out_dir}", *PROTOS], check=True, cwd=PROTO_DIR,
                    capture_output=True, timeout=60)

@@ -25,6 +25,7 @@ namespace sluice {
 class ConsumerResolver;
 class LocalLayer;
 class MetricsShard;
+class DenialAudit;
 
 // What the bucket API uses of one worker; read and called on that worker's
 // executor only. Every part outlives it while the worker's loop runs.
@@ -35,6 +36,9 @@ struct BucketWorker {
   // The worker's way to the consumer store: a store consumer's API key names
   // its consumer's bucket, as a request carrying it would.
   std::shared_ptr<ConsumerResolver> consumers;
+  // The worker's denial stream and most-limited view (the Envoy rate-limit
+  // service notes its denials there too).
+  std::shared_ptr<DenialAudit> audit;
 };
 
 // The workers of the process, for the bucket API.

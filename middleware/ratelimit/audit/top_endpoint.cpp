@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/query_params.hpp"
+#include "gateway/config/rls_config.hpp"
 #include "gateway/metrics.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
 
@@ -49,7 +50,8 @@ std::variant<TopQuery, TopQueryError> parse_top_query(std::string_view query,
   auto limit = query_param(query, "limit");
   if (!limit || limit->empty()) return TopQueryError{"the parameter limit is required"};
   const bool known = std::any_of(config.limits.begin(), config.limits.end(),
-                                 [&](const LimitConfig& l) { return l.name == *limit; });
+                                 [&](const LimitConfig& l) { return l.name == *limit; }) ||
+                     (config.rls && config.rls->has_limited_rule(*limit));
   if (!known) return TopQueryError{"no limit of that name is configured"};
   out.limit = std::move(*limit);
   if (auto text = query_param(query, "window_s")) {
