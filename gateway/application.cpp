@@ -195,13 +195,7 @@ void Application::Impl::reload() {
     spdlog::warn("reload: listen addresses changed; the new addresses take effect on restart");
   }
   reload_tls(next);
-  for (auto& [spec, listener, address] : service_listeners_) {
-    const auto where = spec->where(next);
-    if (!where || where->to_string() != address) {
-      spdlog::warn("reload: {} changed; takes effect on restart", spec->key);
-    }
-    if (spec->tls && listener->tls()) listener->set_tls(spec->tls(next));
-  }
+  reload_service_listeners(next);
   if (next.server.threads != config_->server.threads) {
     spdlog::warn("reload: server.threads changed; takes effect on restart");
   }
@@ -226,6 +220,31 @@ void Application::Impl::reload() {
   notifier_.notify(kReadyServing);
 }
 
+// A service listener keeps its address, and whether it speaks TLS, until a
+// restart; its certificates follow the reload.
+void Application::Impl::reload_service_listeners(const Config& next) {
+  for (const ServiceListener& spec : options_.listeners) {
+    const auto bound = std::find_if(service_listeners_.begin(), service_listeners_.end(),
+                                    [&](const BoundService& b) { return b.spec == &spec; });
+    const auto where = spec.where(next);
+    if (bound == service_listeners_.end()) {
+      if (where) spdlog::warn("reload: {} added; takes effect on restart", spec.key);
+      continue;
+    }
+    if (!where || where->to_string() != bound->address) {
+      spdlog::warn("reload: {} changed or removed; takes effect on restart", spec.key);
+    }
+    auto tls = spec.tls ? spec.tls(next) : nullptr;
+    Listener& listener = *bound->listener;
+    if (!tls != !listener.tls()) {
+      spdlog::warn("reload: TLS on {} added or removed; takes effect on restart", spec.key);
+    } else if (tls) {
+      tls->keep_ticket_keys(*listener.tls());
+      listener.set_tls(std::move(tls));
+    }
+  }
+}
+
 void Application::Impl::begin_shutdown() {
   if (stopping_) return;
   stopping_ = true;
@@ -233,7 +252,10 @@ void Application::Impl::begin_shutdown() {
   notifier_.notify("STOPPING=1\nSTATUS=draining");
   listener_.close();
   tls_listener_.close();
-  for (auto& bound : service_listeners_) bound.listener->close();
+  for (auto& bound : service_listeners_) {
+    bound.listener->close();
+    if (bound.spec->drain) bound.spec->drain();
+  }
   memory_trim_.stop();
   health_checks_.stop();
   for (auto& w : workers_) {

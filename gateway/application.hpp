@@ -30,6 +30,9 @@ struct ServiceListener {
   std::function<std::optional<HostPort>(const Config&)> where;
   std::function<std::shared_ptr<const ServerTls>(const Config&)> tls;  // null: plain
   Listener::Serve serve;
+  // At the drain's start (main thread): the service ends its connections
+  // gracefully; null: they end with the workers.
+  std::function<void()> drain;
 };
 
 struct ApplicationOptions {

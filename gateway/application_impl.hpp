@@ -47,6 +47,7 @@ class Application::Impl {
   void set_admin_access();
   bool bind_listeners();
   void reload_tls(const Config& next);
+  void reload_service_listeners(const Config& next);
   void start_workers();
   void follow_health_checks();
   void wait_signal();

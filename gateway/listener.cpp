@@ -172,9 +172,8 @@ void Listener::hand_over(int accepted) {
     return;  // closed by OwnedFd
   }
   fd.release();  // the socket's now
-  asio::post(worker.io(), [this, &worker, socket = std::move(socket), tls = tls_]() mutable {
-    serve_(worker, std::move(socket), std::move(tls));
-  });
+  asio::post(worker.io(), [serve = serve_, &worker, socket = std::move(socket),
+                           tls = tls_]() mutable { serve(worker, std::move(socket), std::move(tls)); });
 }
 
 // Logged at most every kLogEvery: the descriptors behind the cap are kept.

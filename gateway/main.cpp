@@ -165,7 +165,8 @@ int main(int argc, char** argv) {
   auto buckets = std::make_shared<sluice::BucketWorkers>();
   auto consumers = std::make_shared<sluice::ConsumerWorkers>();
   auto top = std::make_shared<sluice::TopWorkers>();
-  options.services = sluice::with_tracing(sluice::make_middleware_services({buckets, consumers, top}));
+  options.services =
+      sluice::with_tracing(sluice::make_middleware_services({buckets, consumers, top}));
   options.log_level_from_command_line = log_level.has_value();
   options.listeners.push_back(sluice::rls_listener(buckets));
   sluice::Application app(*config_path, result.config, std::move(options));

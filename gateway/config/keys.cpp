@@ -9,12 +9,13 @@ constexpr std::string_view kRoot[] = {"server",   "admin",  "log",    "redis",  
                                       "audit",    "ip_access", "auth",   "tracing", "rls"};
 constexpr std::string_view kRls[] = {"listen",           "tls",          "config_files",
                                      "domains",          "on_redis_failure",
-                                     "response_headers", "max_descriptors"};
+                                     "response_headers", "max_descriptors",
+                                     "max_connections"};
 constexpr std::string_view kRlsTls[] = {"cert_file", "key_file"};
 constexpr std::string_view kRlsDomain[] = {"domain", "descriptors"};
 constexpr std::string_view kRlsDescriptor[] = {
     "key",         "value",           "rate_limit",      "shadow_mode", "quota_mode",
-    "descriptors", "detailed_metric", "value_to_metric", "share_threshold"};
+    "descriptors", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
 constexpr std::string_view kRlsRateLimit[] = {"unit",      "requests_per_unit", "unlimited",
                                               "name",      "replaces",          "limit"};
 constexpr std::string_view kRlsReplaces[] = {"name"};

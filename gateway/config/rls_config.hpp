@@ -53,6 +53,7 @@ struct RlsConfig {
   OnFailure on_redis_failure = OnFailure::kError;
   bool response_headers = false;  // X-RateLimit-* in response_headers_to_add
   std::size_t max_descriptors = 64;
+  std::size_t max_connections = 1024;  // in the process; more are closed at once
   std::size_t max_message_bytes = 1u << 20;
 
   // Whether a rule with a limit has this stat_key (the limit its buckets

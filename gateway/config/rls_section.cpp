@@ -21,6 +21,7 @@ namespace {
 
 constexpr std::size_t kMaxDepth = 16;
 constexpr std::int64_t kMaxDescriptors = 1024;
+constexpr std::int64_t kMaxConnections = 100000;
 constexpr std::size_t kMaxFileBytes = 16u << 20;
 
 // RateLimitResponse.RateLimit.Unit, and the quota period each unit counts in.
@@ -60,18 +61,26 @@ void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& ru
   const Field* unit = m->get("unit");
   const Field* per_unit = m->get("requests_per_unit");
   const Field* named = m->get("limit");
+  for (const auto& replaced : rule.replaces) {
+    if (!rule.name.empty() && replaced == rule.name) {
+      r.error(f, "a rate_limit cannot replace itself (" + shown(replaced) + ")");
+    }
+  }
   if (rule.unlimited) {
-    if (unit || per_unit || named) r.error(f, "an unlimited rate_limit has no unit, requests_per_unit or limit");
+    if (unit || named) r.error(f, "an unlimited rate_limit has no unit or limit");
     return;
   }
   if (named) {
-    if (unit || per_unit) r.error(*named, "a rate_limit is a limit, or a unit and requests_per_unit, not both");
+    if (unit || per_unit) {
+      r.error(*named, "a rate_limit is a limit, or a unit and requests_per_unit, not both");
+    }
     const auto name = r.nonempty_string(*named);
     if (!name) return;
     const LimitConfig* limit = c.find_limit(*name);
     if (!limit) return r.error(*named, "unknown limit " + shown(*name));
     if (limit->algorithm == LimitAlgorithm::kConcurrency) {
-      return r.error(*named, "a concurrency limit needs its slot given back, which no Envoy call does");
+      return r.error(*named,
+                     "a concurrency limit needs its slot given back, which no Envoy call does");
     }
     auto copy = std::make_shared<LimitConfig>(*limit);
     copy->name = rule.stat_key;
@@ -79,9 +88,10 @@ void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& ru
     return;
   }
   if (!unit) return r.error(f, "needs unit (or unlimited: true, or limit: NAME)");
-  if (!per_unit) return r.error(f, "needs requests_per_unit");
   const auto text = r.nonempty_string(*unit);
-  const auto n = r.integer(*per_unit, 0, 4294967295LL);
+  // Absent, as in envoyproxy/ratelimit: 0 (every call over the limit).
+  const auto n =
+      per_unit ? r.integer(*per_unit, 0, 4294967295LL) : std::optional<std::int64_t>(0);
   if (!text || !n) return;
   const auto found = std::find_if(std::begin(kUnits), std::end(kUnits),
                                   [&](const Unit& u) { return ascii::iequals(u.name, *text); });
@@ -123,6 +133,8 @@ void read_rule(YamlReader& r, const Field& f, const Config& c, const std::string
       if (auto b = r.boolean(*v)) *target = *b;
     }
   }
+  // metadata: accepted (envoyproxy/ratelimit returns it as dynamic metadata;
+  // Sluice does not), its content not read.
   if (auto* v = m->get("quota_mode")) {
     if (auto b = r.boolean(*v); b && *b) r.error(*v, "quota_mode is not supported");
   }
@@ -235,8 +247,15 @@ void read_rls(YamlReader& r, const Field& f, Config& c) {
   if (auto* v = m->get("response_headers")) {
     if (auto b = r.boolean(*v)) rls.response_headers = *b;
   }
+  if (auto* v = m->get("max_connections")) {
+    if (auto n = r.integer(*v, 1, kMaxConnections)) {
+      rls.max_connections = static_cast<std::size_t>(*n);
+    }
+  }
   if (auto* v = m->get("max_descriptors")) {
-    if (auto n = r.integer(*v, 1, kMaxDescriptors)) rls.max_descriptors = static_cast<std::size_t>(*n);
+    if (auto n = r.integer(*v, 1, kMaxDescriptors)) {
+      rls.max_descriptors = static_cast<std::size_t>(*n);
+    }
   }
   if (auto* v = m->get("domains")) {
     if (auto items = r.list(*v)) {

@@ -106,7 +106,7 @@ void read_tracing(YamlReader& r, const Field& f, Config& c) {
   }
   const Field* tls = m->get("tls");
   if (tls) {
-    if (auto built = read_client_tls(r, *tls, kTracingTlsKeys, "tracing.tls", t.tls_config)) t.tls = built;
+    t.tls = read_client_tls(r, *tls, kTracingTlsKeys, "tracing.tls", t.tls_config);
   }
   if (t.endpoint.tls && !t.tls && !tls) {
     std::string error;

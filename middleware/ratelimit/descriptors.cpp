@@ -1,7 +1,6 @@
 #include "middleware/ratelimit/descriptors.hpp"
 
 #include <algorithm>
-#include <array>
 #include <string>
 
 #include "common/ascii.hpp"

@@ -28,6 +28,7 @@ using Response = pb::RateLimitResponse;
 using grpc_code::kInvalidArgument;
 using grpc_code::kUnavailable;
 constexpr std::size_t kMaxDetailedSeries = 1000;  // per worker, then "other"
+constexpr std::size_t kMaxDetailedLabel = 256;     // bytes; a longer one is "other"
 
 RlsReply refused(unsigned status, std::string message) {
   return {status, std::move(message), {}};
@@ -108,6 +109,7 @@ double until_reset(const LimitDescriptor& d, const LimitState& state) {
 std::string_view rule_label(const RlsMatch& match) {
   if (!match.rule) return "";
   if (match.metric_key == match.rule->stat_key) return match.metric_key;
+  if (match.metric_key.size() > kMaxDetailedLabel) return "other";
   thread_local std::unordered_set<std::string> seen;
   if (seen.count(match.metric_key) || seen.size() < kMaxDetailedSeries) {
     return *seen.insert(match.metric_key).first;
@@ -160,7 +162,8 @@ void respond(Call& call) {
     current.set_requests_per_unit(clamp_u32(p.limit->bucket.capacity));
     current.set_unit(static_cast<Response::RateLimit::Unit>(
         unit_of(*p.limit, p.override_limit ? nullptr : rule)));
-    const bool shadow = rule && rule->shadow && !p.override_limit;
+    // Shadow: the rule's shadow_mode, or a shadow limit it names.
+    const bool shadow = call.groups[p.group][p.slot].shadow;
     bool short_of_hits = false;
     if (failed) {
       short_of_hits = rls.on_redis_failure == RlsConfig::OnFailure::kClosed;
@@ -168,17 +171,24 @@ void respond(Call& call) {
       const RateDecision& decision = call.decisions[p.group];
       const LimitState& state = decision.limits[p.slot];
       short_of_hits = !state.sufficient;
-      status.set_limit_remaining(clamp_u32(state.remaining));
+      // Over its limit: nothing left for the caller, whatever the bucket holds.
+      status.set_limit_remaining(short_of_hits && !shadow ? 0 : clamp_u32(state.remaining));
       set_duration(*status.mutable_duration_until_reset(),
                    until_reset(call.groups[p.group][p.slot], state));
     }
-    if (short_of_hits && !shadow) {
+    const bool denies = short_of_hits && !shadow;
+    if (denies) {
       status.set_code(Response::OVER_LIMIT);
       if (!over && !failed && call.audit) note_denial(call, p, status);
-      over = true;
     }
     count(call, p, short_of_hits ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
-    if (!tightest || status.limit_remaining() < tightest->limit_remaining()) tightest = &status;
+    // The headers' descriptor: the first that denies, else the enforced one
+    // with the least remaining.
+    if (!shadow && !over) {
+      const bool less = !tightest || status.limit_remaining() < tightest->limit_remaining();
+      if (denies || less) tightest = &status;
+    }
+    over = over || denies;
   }
   response.set_overall_code(over ? Response::OVER_LIMIT : Response::OK);
   if (rls.response_headers && tightest && !failed) {
@@ -278,11 +288,14 @@ void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone
       p.override_limit =
           override_quota(descriptor.limit().requests_per_unit(), descriptor.limit().unit());
     }
+    if (!domain) p.override_limit = nullptr;  // an unknown domain limits nothing
     if (p.override_limit && p.match.bucket_input.empty()) {
       p.match.bucket_input = override_bucket(request.domain(), entries);
     }
+    // An override is a bare limit, replacing nothing; an unlimited rule's
+    // replaces count (as envoyproxy/ratelimit collects them).
     const RlsRule* rule = p.match.rule;
-    if (rule && !rule->unlimited) {
+    if (rule && !p.override_limit) {
       for (const auto& name : rule->replaces) replaced_names.push_back(name);
     }
   }

@@ -3,6 +3,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -29,33 +30,53 @@ constexpr std::string_view kMethodPath =
 constexpr std::uint32_t kMaxStreams = 128;
 constexpr std::size_t kMaxBuffered = 4u << 20;  // per connection, messages being read
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+constexpr auto kMaxDeadline = std::chrono::milliseconds(60000);  // a longer grpc-timeout: this
+constexpr std::uint32_t kInternal = 13;
+
+std::atomic<std::size_t> open_connections{0};  // in the process
+
+class Connection;
+// This worker's connections, for the drain.
+thread_local std::vector<std::weak_ptr<Connection>> worker_connections;
 using namespace grpc_code;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(WorkerSocket socket, std::shared_ptr<const ServerTls> tls,
-             std::weak_ptr<BucketWorker> worker)
+             std::weak_ptr<BucketWorker> worker, std::chrono::milliseconds idle)
       : stream_(std::move(socket)),
         tls_(std::move(tls)),
         worker_(std::move(worker)),
-        handshake_timer_(stream_.socket().get_executor()) {}
+        idle_(idle),
+        timer_(stream_.socket().get_executor()) {
+    ++open_connections;
+  }
 
   ~Connection() {
+    --open_connections;
     if (session_) nghttp2_session_del(session_);
   }
 
   void start() {
+    std::erase_if(worker_connections, [](const auto& weak) { return weak.expired(); });
+    worker_connections.push_back(weak_from_this());
     if (!tls_) return serve();
     stream_.use_tls(tls_->context().native_handle(), tls_);
-    handshake_timer_.expires_after(kHandshakeTimeout);
-    handshake_timer_.async_wait([weak = weak_from_this()](error_code ec) {
-      if (auto self = weak.lock(); self && !ec) self->close();
-    });
+    arm_timer(kHandshakeTimeout);
     stream_.tls().async_handshake([self = shared_from_this()](error_code ec) {
-      self->handshake_timer_.cancel();
-      if (ec) return self->close();
+      if (ec || self->closed_) return self->close();
       self->serve();
     });
+  }
+
+  // GOAWAY: no new call; the calls under way finish, then the connection closes.
+  void drain() {
+    if (!session_ || closed_) return close();
+    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                          nullptr, 0);
+    draining_ = true;
+    flush();
   }
 
  private:
@@ -85,8 +106,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kMaxStreams},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384}};
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+    arm_timer(idle_);
     read();
     flush();
+  }
+
+  // The handshake's bound, then the idle one: when it passes with no call
+  // under way, GOAWAY and the close (a call under way re-arms it as it ends).
+  void arm_timer(std::chrono::milliseconds after) {
+    timer_.expires_after(after);
+    timer_.async_wait([weak = weak_from_this()](error_code ec) {
+      auto self = weak.lock();
+      if (!self || ec || self->closed_) return;
+      if (!self->session_) return self->close();  // the handshake took too long
+      const auto quiet = std::chrono::steady_clock::now() - self->last_call_;
+      if (!self->calls_.empty() || quiet < self->idle_) {
+        return self->arm_timer(self->idle_ - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  std::min<std::chrono::steady_clock::duration>(
+                                                      quiet, self->idle_)) +
+                               std::chrono::milliseconds(1));
+      }
+      self->drain();
+    });
   }
 
   void read() {
@@ -94,9 +135,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             [self = shared_from_this()](error_code ec, std::size_t n) {
                               if (self->closed_) return;
                               if (ec) return self->close();
+                              // Answers submitted meanwhile are sent after (flush below).
+                              self->receiving_ = true;
                               const auto used = nghttp2_session_mem_recv(
                                   self->session_, reinterpret_cast<const std::uint8_t*>(
                                                       self->in_.data()), n);
+                              self->receiving_ = false;
                               if (used < 0) return self->close();
                               self->flush();
                               if (!self->closed_) self->read();
@@ -104,7 +148,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void flush() {
-    if (writing_ || closed_) return;
+    if (writing_ || closed_ || receiving_) return;
     out_.clear();
     for (;;) {
       const std::uint8_t* data = nullptr;
@@ -115,7 +159,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (out_.size() >= 65536) break;
     }
     if (out_.empty()) {
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) close();
+      const bool done = draining_ && calls_.empty();
+      if (done || (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))) {
+        close();
+      }
       return;
     }
     writing_ = true;
@@ -130,6 +177,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    timer_.cancel();
     for (auto& [id, call] : calls_) {
       if (call.deadline) call.deadline->cancel();
     }
@@ -174,9 +222,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Call& call = it->second;
     const std::size_t limit = c.max_message() + 5;
     if (call.body.size() + len > limit || c.buffered_ + len > kMaxBuffered) {
+      // Answered now (the rest of the stream is read and dropped: a gRPC
+      // client stops sending once it has the answer).
       call.too_big = true;
       c.buffered_ -= call.body.size();
       std::string().swap(call.body);
+      c.fail(id, kResourceExhausted, "the message is too large");
       return 0;
     }
     call.body.append(reinterpret_cast<const char*>(data), len);
@@ -187,7 +238,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static int on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
     const bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     if (ended && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
-      self(user).dispatch(frame->hd.stream_id);
+      // Nothing thrown may cross nghttp2's C frames (a failed allocation).
+      try {
+        self(user).dispatch(frame->hd.stream_id);
+      } catch (const std::exception&) {
+        self(user).fail(frame->hd.stream_id, kInternal, "internal error");
+      }
     }
     return 0;
   }
@@ -239,7 +295,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Call& call = it->second;
     if (!call.path_ok) return fail(id, kUnimplemented, "only ShouldRateLimit is served here");
     if (!call.grpc) return fail(id, kInvalidArgument, "not a gRPC call (content-type)");
-    if (call.too_big) return fail(id, kResourceExhausted, "the message is too large");
+    if (call.too_big) return;  // answered as it came
     if (call.body.size() < 5) return fail(id, kInvalidArgument, "no message");
     const auto* b = reinterpret_cast<const unsigned char*>(call.body.data());
     const std::size_t length = (std::size_t{b[1]} << 24) | (std::size_t{b[2]} << 16) |
@@ -248,9 +304,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (length != call.body.size() - 5) return fail(id, kInvalidArgument, "not one message");
     auto worker = worker_.lock();
     if (!worker) return fail(id, kUnavailable, "the worker is stopping");
+    last_call_ = std::chrono::steady_clock::now();
     if (call.timeout) {
       call.deadline = std::make_unique<asio::steady_timer>(stream_.socket().get_executor());
-      call.deadline->expires_after(*call.timeout);
+      call.deadline->expires_after(std::min(*call.timeout, kMaxDeadline));
       call.deadline->async_wait([weak = weak_from_this(), id](error_code ec) {
         if (auto self = weak.lock(); self && !ec) {
           self->fail(id, kDeadlineExceeded, "the deadline passed before the decision");
@@ -304,7 +361,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ByteStream stream_;
   std::shared_ptr<const ServerTls> tls_;
   std::weak_ptr<BucketWorker> worker_;
-  asio::steady_timer handshake_timer_;
+  std::chrono::milliseconds idle_;
+  asio::steady_timer timer_;
   nghttp2_session* session_ = nullptr;
   std::map<std::int32_t, Call> calls_;
   std::size_t buffered_ = 0;
@@ -312,13 +370,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;
   bool writing_ = false;
   bool closed_ = false;
+  bool draining_ = false;
+  bool receiving_ = false;  // within nghttp2_session_mem_recv (its callbacks)
+  std::chrono::steady_clock::time_point last_call_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace
 
 void serve_rls_connection(WorkerSocket socket, std::shared_ptr<const ServerTls> tls,
-                          std::weak_ptr<BucketWorker> worker) {
-  std::make_shared<Connection>(std::move(socket), std::move(tls), std::move(worker))->start();
+                          std::weak_ptr<BucketWorker> weak) {
+  auto worker = weak.lock();
+  const auto config = worker ? *worker->config : nullptr;
+  if (!config || !config->rls || open_connections >= config->rls->max_connections) {
+    error_code ignored;
+    socket.close(ignored);  // over rls.max_connections (or stopping): refused
+    return;
+  }
+  std::make_shared<Connection>(std::move(socket), std::move(tls), std::move(weak),
+                               config->server.idle_timeout)
+      ->start();
+}
+
+void drain_rls_connections() {
+  for (auto& weak : worker_connections) {
+    if (auto connection = weak.lock()) connection->drain();
+  }
 }
 
 }  // namespace sluice

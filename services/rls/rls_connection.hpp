@@ -9,7 +9,11 @@
 //                        connection's 4 MiB of buffered messages taken
 //   DEADLINE_EXCEEDED    the call's grpc-timeout passed before the decision
 //   UNAVAILABLE          the worker is stopping, or Redis failed (on_redis_failure: error)
-// At most 128 calls at once per connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+// At most 128 calls at once per connection (SETTINGS_MAX_CONCURRENT_STREAMS);
+// at most rls.max_connections connections in the process (more are closed
+// at once); a connection without a call for server.idle_timeout_ms, or one
+// that sends nothing that long, gets GOAWAY and is closed; a drain sends
+// GOAWAY, lets the calls under way finish, then closes.
 #pragma once
 
 #include <memory>
@@ -23,5 +27,8 @@ struct BucketWorker;
 // Serves `socket` (of the worker's io_context) on the worker's thread.
 void serve_rls_connection(WorkerSocket socket, std::shared_ptr<const ServerTls> tls,
                           std::weak_ptr<BucketWorker> worker);
+
+// The drain, on a worker's thread: GOAWAY on each of its connections.
+void drain_rls_connections();
 
 }  // namespace sluice

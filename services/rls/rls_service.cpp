@@ -1,5 +1,7 @@
 #include "services/rls/rls_service.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include "gateway/config/rls_config.hpp"
 #include "gateway/worker.hpp"
 #include "middleware/ratelimit/admin/bucket_endpoint.hpp"
@@ -39,6 +41,12 @@ ServiceListener rls_listener(std::shared_ptr<BucketWorkers> workers) {
       if (executor == mine) found = weak;
     });
     serve_rls_connection(std::move(socket), std::move(tls), std::move(found));
+  };
+  spec.drain = [workers] {
+    workers->each([](const boost::asio::any_io_executor& executor,
+                     const std::weak_ptr<BucketWorker>&) {
+      boost::asio::post(executor, [] { drain_rls_connections(); });
+    });
   };
   return spec;
 }

@@ -11,6 +11,7 @@ documented gRPC status while the service goes on.
 import json
 import os
 import signal
+import socket
 import struct
 import threading
 import unittest
@@ -25,7 +26,7 @@ from testkit.rls_client import (RlsClient, generate_stubs, generic_key, header_v
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "rls",
                        "envoyproxy-example.yaml")
-SECOND, MINUTE, HOUR = 1, 2, 3
+MINUTE, HOUR = 2, 3
 
 EDGE = {"domain": "edge", "descriptors": [
     {"key": "remote_address", "rate_limit": {"unit": "minute", "requests_per_unit": 5}},
@@ -189,9 +190,13 @@ class EnvoyproxyFormatTest(RlsCase):
     def test_a_limit_the_descriptor_carries_is_honoured(self):
         gw = self.start_rls()
         c = self.client(gw)
-        got = [c.call("edge", [[generic_key("free")]], override=[(2, SECOND)]).overall_code
+        got = [c.call("edge", [[generic_key("free")]], override=[(2, HOUR)]).overall_code
                for _ in range(3)]
         self.assertEqual(got, [c.OK, c.OK, c.OVER_LIMIT])
+        # Not for a domain Sluice does not know: nothing is limited there.
+        got = [c.call("nowhere", [[generic_key("free")]], override=[(1, HOUR)]).overall_code
+               for _ in range(3)]
+        self.assertEqual(got, [c.OK] * 3)
 
 
 class BadCallTest(RlsCase):
@@ -265,6 +270,22 @@ class BadCallTest(RlsCase):
                             body=b"\x00\x00\x00\x00\x09abc")
         self.assertEqual(dict(answer.headers).get("grpc-status"), "3")
         self.assertEqual(c.call("edge", [[remote_address("1.2.3.4")]]).overall_code, c.OK)
+
+
+class ConnectionTest(RlsCase):
+    def test_idle_connections_get_goaway_and_the_count_is_bounded(self):
+        gw = self.start_rls(rls={"max_connections": 2}, server={"idle_timeout_ms": 500})
+        first, second = H2Client(gw.rls_port), H2Client(gw.rls_port)
+        self.addCleanup(first.close)
+        self.addCleanup(second.close)
+        # A third connection is closed as it is accepted.
+        third = socket.create_connection(("127.0.0.1", gw.rls_port), timeout=5)
+        self.addCleanup(third.close)
+        self.assertEqual(third.recv(100), b"")
+        # Idle: GOAWAY, then the close; a call is answered on a new connection.
+        self.assertIsNotNone(first.wait_goaway(timeout=10))
+        c = self.client(gw)
+        self.assertEqual(c.call("edge", [[remote_address("4.4.4.4")]]).overall_code, c.OK)
 
 
 class AuditTest(RlsCase):

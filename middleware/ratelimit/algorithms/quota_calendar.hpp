@@ -25,11 +25,12 @@ namespace sluice {
 QuotaPeriods calendar_periods(CalendarPeriod period, const TimeZone& zone, std::int64_t now_us);
 
 // How far before the estimate of the store's time current_periods() looks:
-// a second, or a quarter of one for periods of a second (whose two periods
-// then hold the store's time while the estimate is within 0.75 s of it).
+// a second, or half of one for periods of a second (whose two periods then
+// hold the store's time while the estimate is within 0.5 s of it, ahead or
+// behind; further off, the call is refused as one Redis cannot decide).
 inline constexpr std::int64_t kQuotaLookbackUs = 1'000'000;
 constexpr std::int64_t quota_lookback_us(CalendarPeriod period) {
-  return period == CalendarPeriod::kSecond ? kQuotaLookbackUs / 4 : kQuotaLookbackUs;
+  return period == CalendarPeriod::kSecond ? kQuotaLookbackUs / 2 : kQuotaLookbackUs;
 }
 
 // calendar_periods() of a configured quota at `store_now_us` -

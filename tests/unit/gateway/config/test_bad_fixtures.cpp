@@ -358,8 +358,8 @@ const std::vector<BadFixture> kBadFixtures = {
       "13: rls.domains[0].descriptors[1]: descriptor \"ip\" given twice at this level",
       "16: rls.domains[0].descriptors[2].rate_limit.limit: a concurrency limit needs its slot "
       "given back, which no Envoy call does",
-      "18: rls.domains[0].descriptors[3].rate_limit: an unlimited rate_limit has no unit, "
-      "requests_per_unit or limit",
+      "18: rls.domains[0].descriptors[3].rate_limit: an unlimited rate_limit has no unit or "
+      "limit",
       "20: rls.domains[0].descriptors[4].quota_mode: quota_mode is not supported",
       "21: rls.domains[1].domain: domain \"edge\" given twice"}},
     {"tracing.yaml",
