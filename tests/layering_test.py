@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The include rule between the product folders, checked on every `#include "…"` line.
 
-    gateway/main.cpp  the composition root: the only gateway file that includes middleware/
+    gateway/main.cpp  the composition root: the only gateway file that includes middleware/,
+                      services/ or telemetry/
+    services/         services over the limiter besides the proxy (the Envoy rate-limit
+                      service): above middleware/, may include it, gateway/ and below
+    telemetry/        spans and their exporter: above middleware/, as services/
     middleware/       includes gateway's interface headers only, upstream/ and common/
     gateway/          includes no middleware/ (it knows no concrete middleware and no Redis);
                       outside gateway/session/ it includes only the session's doors from there
@@ -52,7 +56,10 @@ SESSION_DOORS = [
 # For a source file, the first rule whose prefix matches its path says which
 # of our include prefixes it may use.
 RULES = [
-    ("gateway/main.cpp", ["gateway/", "middleware/", "upstream/", "common/"]),
+    ("gateway/main.cpp", ["gateway/", "middleware/", "services/", "telemetry/", "upstream/",
+                          "common/"]),
+    ("services/", ["services/", "middleware/", "gateway/", "upstream/", "common/"]),
+    ("telemetry/", ["telemetry/", "middleware/", "gateway/", "upstream/", "common/"]),
     ("gateway/", ["gateway/", "upstream/", "common/"]),
     ("middleware/", ["middleware/", "upstream/", "common/"] + GATEWAY_INTERFACE),
     ("upstream/", ["upstream/", "common/"]),
@@ -65,16 +72,20 @@ EXCEPTIONS: dict = {
 }
 
 # Include prefixes that are ours; anything else ("hiredis/…", system headers) is not checked.
-OURS = ("gateway/", "middleware/", "upstream/", "common/")
+OURS = ("gateway/", "middleware/", "services/", "telemetry/", "upstream/", "common/")
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".h", ".ipp"}
 
 # Libraries per folder, and which of our libraries each may link.
 LIBRARY_OF = {"gateway": "sluice_gateway", "middleware": "sluice_middleware",
-              "upstream": "sluice_upstream"}
+              "upstream": "sluice_upstream", "services": "sluice_services",
+              "telemetry": "sluice_telemetry"}
 LINKS = {
     "sluice_upstream": set(),
     "sluice_gateway": {"sluice_upstream"},
     "sluice_middleware": {"sluice_gateway", "sluice_upstream"},
+    # The RLS messages, compiled from services/rls/proto in the same folder.
+    "sluice_services": {"sluice_middleware", "sluice_rls_proto"},
+    "sluice_telemetry": {"sluice_middleware"},
 }
 
 # ---------------------------------------------------------------------------------------
@@ -108,7 +119,7 @@ def allowed(path: str, include: str) -> bool:
 
 def includes(root: pathlib.Path):
     """(path relative to root, included name) for every quoted include of our folders."""
-    for folder in ("gateway", "middleware", "upstream", "common"):
+    for folder in ("gateway", "middleware", "services", "telemetry", "upstream", "common"):
         for file in sorted((root / folder).rglob("*")):
             if file.suffix not in SOURCE_SUFFIXES or not file.is_file():
                 continue
@@ -198,6 +209,9 @@ class LayeringTest(unittest.TestCase):
         self.assertFalse(allowed("upstream/h2/h2_connection.hpp",
                                  "upstream/exchange/upstream_exchange.hpp"))
         self.assertTrue(allowed("upstream/h2/h2_connection.hpp", "upstream/upstream_error.hpp"))
+        self.assertFalse(allowed("middleware/setup.cpp", "telemetry/span_exporter.hpp"))
+        self.assertFalse(allowed("gateway/worker.cpp", "services/rls/rls_service.hpp"))
+        self.assertTrue(allowed("services/rls/rls_call.cpp", "middleware/ratelimit/descriptors.hpp"))
 
     def test_a_stale_allow_list_entry_is_an_error(self):
         now = [("middleware/a.cpp", "gateway/middleware.hpp")]

@@ -278,6 +278,9 @@ class ConnectionTest(RlsCase):
         first, second = H2Client(gw.rls_port), H2Client(gw.rls_port)
         self.addCleanup(first.close)
         self.addCleanup(second.close)
+        for held in (first, second):  # each answered once: both are served now
+            answer = held.request("POST", "/other", headers=[("content-type", "application/grpc")])
+            self.assertEqual(dict(answer.headers).get("grpc-status"), "12")
         # A third connection is closed as it is accepted.
         third = socket.create_connection(("127.0.0.1", gw.rls_port), timeout=5)
         self.addCleanup(third.close)
