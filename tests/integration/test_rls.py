@@ -119,6 +119,9 @@ class DecisionTest(RlsCase):
         # 2^32 - 1 hits: over any limit, nothing debited.
         r = c.call("edge", [[remote_address("10.1.1.2")]], hits=2**32 - 1)
         self.assertEqual(r.overall_code, c.OVER_LIMIT)
+        # A descriptor's own hits_addend is 64 bits: 2^32 is over the limit too.
+        r = c.call("edge", [[remote_address("10.1.1.2")]], descriptor_hits=[2**32])
+        self.assertEqual(r.overall_code, c.OVER_LIMIT)
         r = c.call("edge", [[remote_address("10.1.1.2")]], descriptor_hits=[0])
         self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (c.OK, 5))
 
