@@ -13,6 +13,22 @@
 
 namespace sluice {
 
+// The units of a rate_limit: RateLimitResponse.RateLimit.Unit's numbers (also
+// RateLimitUnit's, but for week), their names in a rule, and the quota period
+// each counts in.
+struct RlsUnit {
+  std::string_view name;
+  int number;
+  CalendarPeriod period;
+};
+inline constexpr RlsUnit kRlsUnits[] = {{"second", 1, CalendarPeriod::kSecond},
+                                        {"minute", 2, CalendarPeriod::kMinute},
+                                        {"hour", 3, CalendarPeriod::kHour},
+                                        {"day", 4, CalendarPeriod::kDay},
+                                        {"week", 7, CalendarPeriod::kWeek},
+                                        {"month", 5, CalendarPeriod::kMonth},
+                                        {"year", 6, CalendarPeriod::kYear}};
+
 // One node of a domain's descriptor tree: an entry key, and a value (exact,
 // with '*' wildcards, or none: any value), its limit when a descriptor ends
 // here, and the nodes below it.

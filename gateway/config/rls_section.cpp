@@ -24,20 +24,6 @@ constexpr std::int64_t kMaxDescriptors = 1024;
 constexpr std::int64_t kMaxConnections = 100000;
 constexpr std::size_t kMaxFileBytes = 16u << 20;
 
-// RateLimitResponse.RateLimit.Unit, and the quota period each unit counts in.
-struct Unit {
-  std::string_view name;
-  int number;
-  CalendarPeriod period;
-};
-constexpr Unit kUnits[] = {{"second", 1, CalendarPeriod::kSecond},
-                           {"minute", 2, CalendarPeriod::kMinute},
-                           {"hour", 3, CalendarPeriod::kHour},
-                           {"day", 4, CalendarPeriod::kDay},
-                           {"week", 7, CalendarPeriod::kWeek},
-                           {"month", 5, CalendarPeriod::kMonth},
-                           {"year", 6, CalendarPeriod::kYear}};
-
 void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& rule) {
   const auto m = r.mapping(f, kRlsRateLimitKeys.keys);
   if (!m) return;
@@ -93,9 +79,9 @@ void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& ru
   const auto n =
       per_unit ? r.integer(*per_unit, 0, 4294967295LL) : std::optional<std::int64_t>(0);
   if (!text || !n) return;
-  const auto found = std::find_if(std::begin(kUnits), std::end(kUnits),
-                                  [&](const Unit& u) { return ascii::iequals(u.name, *text); });
-  if (found == std::end(kUnits)) {
+  const auto found = std::find_if(std::begin(kRlsUnits), std::end(kRlsUnits),
+                                  [&](const RlsUnit& u) { return ascii::iequals(u.name, *text); });
+  if (found == std::end(kRlsUnits)) {
     return r.error(*unit, "unknown unit " + shown(*text) +
                               " (expected second, minute, hour, day, week, month or year)");
   }
@@ -207,14 +193,10 @@ void read_domain_file(YamlReader& r, const Field& f, const Config& c, RlsConfig&
 void read_rls_tls(YamlReader& r, const Field& f, RlsConfig& rls) {
   const auto m = r.mapping(f, kRlsTlsKeys.keys);
   if (!m) return;
-  const Field* cert = r.required(*m, "cert_file");
-  const Field* key = r.required(*m, "key_file");
-  if (!cert || !key) return;
-  auto cert_file = r.nonempty_string(*cert);
-  auto key_file = r.nonempty_string(*key);
-  if (!cert_file || !key_file) return;
+  auto pair = read_certificate_pair(r, *m);
+  if (!pair) return;
   TlsConfig tls;
-  tls.certificates.push_back({std::move(*cert_file), std::move(*key_file)});
+  tls.certificates.push_back(std::move(*pair));
   tls.http2 = true;  // gRPC: ALPN h2
   std::string error;
   rls.tls = ServerTls::build(tls, error);

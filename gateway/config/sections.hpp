@@ -92,6 +92,9 @@ void read_admin(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_log(YamlReader& r, const Field& f, Config& c);
 void read_audit(YamlReader& r, const Field& f, Config& c, ReadNotes& notes);
 void read_tracing(YamlReader& r, const Field& f, Config& c);
+// cert_file and key_file of a TLS server section (server.tls, its
+// certificates[], rls.tls), both required.
+std::optional<TlsCertificate> read_certificate_pair(YamlReader& r, const Mapping& m);
 // After the limits: a rule may name one.
 void read_rls(YamlReader& r, const Field& f, Config& c);
 // A TLS client's section (upstreams.NAME.tls, tracing.tls): its files loaded

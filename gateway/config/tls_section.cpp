@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kMaxTicketKeys = 1000;
 
-std::optional<TlsCertificate> read_pair(YamlReader& r, const Mapping& m) {
+}  // namespace
+
+std::optional<TlsCertificate> read_certificate_pair(YamlReader& r, const Mapping& m) {
   const Field* cert = r.required(m, "cert_file");
   const Field* key = r.required(m, "key_file");
   if (!cert || !key) return std::nullopt;
@@ -22,8 +24,6 @@ std::optional<TlsCertificate> read_pair(YamlReader& r, const Mapping& m) {
   if (!cert_file || !key_file) return std::nullopt;
   return TlsCertificate{std::move(*cert_file), std::move(*key_file)};
 }
-
-}  // namespace
 
 // client_auth and what a verified client certificate is used for.
 void read_client_auth(YamlReader& r, const Mapping& m, TlsConfig& tls) {
@@ -133,14 +133,14 @@ void read_tls(YamlReader& r, const Field& f, ServerConfig& s, ReadNotes& notes) 
     }
     (tls13 ? tls.ciphersuites : tls.ciphers) = std::move(*text);
   }
-  auto first = read_pair(r, *m);
+  auto first = read_certificate_pair(r, *m);
   valid = valid && first.has_value();
   if (first) tls.certificates.push_back(std::move(*first));
   if (auto* v = m->get("certificates")) {
     if (auto items = r.list(*v)) {
       for (const auto& item : *items) {
         auto pair_map = r.mapping(item, kTlsCertificateKeys.keys);
-        auto pair = pair_map ? read_pair(r, *pair_map) : std::nullopt;
+        auto pair = pair_map ? read_certificate_pair(r, *pair_map) : std::nullopt;
         valid = valid && pair.has_value();
         if (pair) tls.certificates.push_back(std::move(*pair));
       }

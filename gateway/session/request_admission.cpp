@@ -129,7 +129,8 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
       info.traceparent.clear();
       if (!tracing.enabled()) return;
       const char low = value[54];  // the flags' last hex digit: its low bit is "sampled"
-      const bool parent_sampled = ((low <= '9' ? low - '0' : low - 'a' + 10) & 1) != 0;
+      const int low_bits = low <= '9' ? low - '0' : low - 'a' + 10;
+      const bool parent_sampled = (low_bits & 1) != 0;
       info.recorded = tracing.parent_based ? parent_sampled
                                            : ratio_sampled(info.trace_id, tracing.sampling_ratio);
       if (!info.recorded) return;
@@ -140,7 +141,7 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
       info.traceparent.assign("00-");
       info.traceparent.append(info.trace_id).append("-").append(info.span_id).append("-");
       info.traceparent += value[53];
-      info.traceparent += kHex[((low <= '9' ? low - '0' : low - 'a' + 10) | 1) & 0xf];
+      info.traceparent += kHex[low_bits | 1];
       head.erase("traceparent");
       return;
     }

@@ -63,14 +63,8 @@ struct Call {
 int unit_of(const LimitConfig& limit, const RlsRule* rule) {
   if (rule && rule->unit) return rule->unit;
   if (limit.algorithm == LimitAlgorithm::kQuota) {
-    switch (limit.period) {
-      case CalendarPeriod::kSecond: return Response::RateLimit::SECOND;
-      case CalendarPeriod::kMinute: return Response::RateLimit::MINUTE;
-      case CalendarPeriod::kHour: return Response::RateLimit::HOUR;
-      case CalendarPeriod::kDay: return Response::RateLimit::DAY;
-      case CalendarPeriod::kWeek: return Response::RateLimit::WEEK;
-      case CalendarPeriod::kMonth: return Response::RateLimit::MONTH;
-      case CalendarPeriod::kYear: return Response::RateLimit::YEAR;
+    for (const RlsUnit& unit : kRlsUnits) {
+      if (unit.period == limit.period) return unit.number;
     }
   }
   const double w = limit.bucket.window_seconds;
@@ -211,35 +205,17 @@ void respond(Call& call) {
   call.done(std::move(reply));
 }
 
-// A quota of `n` per `unit` (RateLimitUnit numbering), the size Envoy asks for.
+// A quota of `n` per `unit` (RateLimitUnit numbering: no week), the size Envoy asks for.
 std::shared_ptr<LimitConfig> override_quota(std::uint32_t n, int unit) {
-  static constexpr CalendarPeriod kPeriods[] = {
-      CalendarPeriod::kSecond, CalendarPeriod::kSecond, CalendarPeriod::kMinute,
-      CalendarPeriod::kHour,   CalendarPeriod::kDay,    CalendarPeriod::kMonth,
-      CalendarPeriod::kYear};
-  if (unit < 1 || unit > 6) return nullptr;
+  const auto* found = std::find_if(std::begin(kRlsUnits), std::end(kRlsUnits),
+                                   [unit](const RlsUnit& u) { return u.number == unit; });
+  if (found == std::end(kRlsUnits) || found->period == CalendarPeriod::kWeek) return nullptr;
   auto limit = std::make_shared<LimitConfig>();
   limit->name = "override";
   limit->algorithm = LimitAlgorithm::kQuota;
-  limit->period = kPeriods[unit];
+  limit->period = found->period;
   limit->bucket.capacity = n;
   return limit;
-}
-
-// The bucket of a limit override no rule matched: the domain and the entries.
-std::string override_bucket(std::string_view domain, const std::vector<RlsEntry>& entries) {
-  std::string out = "override:";
-  const auto field = [&out](std::string_view bytes) {
-    out += std::to_string(bytes.size());
-    out += ':';
-    out += bytes;
-  };
-  field(domain);
-  for (const auto& [key, value] : entries) {
-    field(key);
-    field(value);
-  }
-  return out;
 }
 
 }  // namespace
@@ -290,7 +266,7 @@ void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone
     }
     if (!domain) p.override_limit = nullptr;  // an unknown domain limits nothing
     if (p.override_limit && p.match.bucket_input.empty()) {
-      p.match.bucket_input = override_bucket(request.domain(), entries);
+      p.match.bucket_input = rls_override_bucket(request.domain(), entries);
     }
     // An override is a bare limit, replacing nothing; an unlimited rule's
     // replaces count (as envoyproxy/ratelimit collects them).

@@ -88,4 +88,14 @@ RlsMatch match_rls_descriptor(const RlsDomain& domain, std::span<const RlsEntry>
   return match;
 }
 
+std::string rls_override_bucket(std::string_view domain, std::span<const RlsEntry> entries) {
+  std::string out = "override:";
+  append_field(out, domain);
+  for (const auto& [key, value] : entries) {
+    append_field(out, key);
+    append_field(out, value);
+  }
+  return out;
+}
+
 }  // namespace sluice

@@ -33,4 +33,8 @@ bool rls_wildcard_match(std::string_view pattern, std::string_view value);
 
 RlsMatch match_rls_descriptor(const RlsDomain& domain, std::span<const RlsEntry> entries);
 
+// The bucket of a limit override no rule matched: the domain and the entries
+// as given, length-prefixed as above (raw request data too).
+std::string rls_override_bucket(std::string_view domain, std::span<const RlsEntry> entries);
+
 }  // namespace sluice
