@@ -15,7 +15,8 @@ constexpr std::string_view kRlsTls[] = {"cert_file", "key_file"};
 constexpr std::string_view kRlsDomain[] = {"domain", "descriptors"};
 constexpr std::string_view kRlsDescriptor[] = {
     "key",         "value",           "rate_limit",      "shadow_mode", "quota_mode",
-    "descriptors", "detailed_metric", "value_to_metric", "share_threshold", "metadata"};
+    "descriptors", "detailed_metric", "value_to_metric", "share_threshold", "metadata",
+    "api_key"};
 constexpr std::string_view kRlsRateLimit[] = {"unit",      "requests_per_unit", "unlimited",
                                               "name",      "replaces",          "limit"};
 constexpr std::string_view kRlsReplaces[] = {"name"};

@@ -38,7 +38,10 @@ struct RlsRule {
   bool wildcard = false;  // value holds a '*'
   // Its limit: a quota per unit (rate_limit: unit, requests_per_unit), or a
   // limit of the limits section (rate_limit: {limit: NAME}); none without.
+  // A concurrency limit's rule ends a descriptor whose last entry is the
+  // request's id (the slot it takes), given back by a release call.
   std::shared_ptr<const LimitConfig> limit;
+  std::string limit_name;  // limit: NAME (a store consumer's overrides are by it)
   bool unlimited = false;
   std::string name;  // rate_limit.name: what another rule's replaces names
   std::vector<std::string> replaces;
@@ -48,9 +51,17 @@ struct RlsRule {
   bool detailed_metric = false;
   bool value_to_metric = false;
   bool share_threshold = false;
+  // Sluice's own: this entry's value is an API key, resolved to its
+  // consumer (api_keys.consumers, the consumer store) as a request's would
+  // be: buckets below are the consumer's, sized by its plan.
+  bool api_key = false;
   std::string stat_key;  // "domain.key_value.key": the rule's place, for metrics
   std::vector<RlsRule> children;
 };
+
+// The entry a release call adds after a concurrency rule's descriptor (Envoy's
+// generic_key action in an apply_on_stream_done rate limit).
+inline constexpr std::string_view kRlsReleaseEntry = "release";
 
 struct RlsDomain {
   std::string domain;

@@ -3,7 +3,8 @@
 // value, rate_limit {unit, requests_per_unit, unlimited, name, replaces},
 // shadow_mode, detailed_metric, value_to_metric, share_threshold and nested
 // descriptors), inline or in files of its own format, loaded unchanged; a
-// rate_limit may also name a limit of the limits section (limit: NAME).
+// rate_limit may also name a limit of the limits section (limit: NAME), and
+// an entry may be an API key (api_key: true), resolved to its consumer.
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -64,10 +65,7 @@ void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& ru
     if (!name) return;
     const LimitConfig* limit = c.find_limit(*name);
     if (!limit) return r.error(*named, "unknown limit " + shown(*name));
-    if (limit->algorithm == LimitAlgorithm::kConcurrency) {
-      return r.error(*named,
-                     "a concurrency limit needs its slot given back, which no Envoy call does");
-    }
+    rule.limit_name = *name;
     auto copy = std::make_shared<LimitConfig>(*limit);
     copy->name = rule.stat_key;
     rule.limit = std::move(copy);
@@ -95,11 +93,29 @@ void read_rate_limit(YamlReader& r, const Field& f, const Config& c, RlsRule& ru
   rule.limit = std::move(limit);
 }
 
-void read_rules(YamlReader& r, const Field& f, const Config& c, const std::string& parent,
-                std::size_t depth, std::vector<RlsRule>& out);
+// Where a rule sits: its parent's stat_key, its depth, and whether an entry
+// above it is an API key.
+struct RulePlace {
+  std::string parent;
+  std::size_t depth = 1;
+  bool under_api_key = false;
+};
 
-void read_rule(YamlReader& r, const Field& f, const Config& c, const std::string& parent,
-               std::size_t depth, RlsRule& rule) {
+void read_rules(YamlReader& r, const Field& f, const Config& c, const RulePlace& place,
+                std::vector<RlsRule>& out);
+
+// What an API key's entry or a concurrency rule's (a request's id) cannot be:
+// matched by value, nor written into a metric label.
+void check_secret_entry(YamlReader& r, const Field& f, const RlsRule& rule, const char* what) {
+  if (!rule.value.empty()) r.error(f, std::string(what) + " matches any value: give it no value");
+  if (rule.detailed_metric || rule.value_to_metric) {
+    r.error(f, std::string(what) + " never goes into a metric label: no detailed_metric or "
+                                   "value_to_metric");
+  }
+}
+
+void read_rule(YamlReader& r, const Field& f, const Config& c, const RulePlace& place,
+               RlsRule& rule) {
   const auto m = r.mapping(f, kRlsDescriptorKeys.keys);
   if (!m) return;
   if (auto* v = r.required(*m, "key")) {
@@ -109,11 +125,12 @@ void read_rule(YamlReader& r, const Field& f, const Config& c, const std::string
     if (auto s = r.string(*v)) rule.value = *s;
   }
   rule.wildcard = rule.value.find('*') != std::string::npos;
-  rule.stat_key = parent + "." + rule.key + (rule.value.empty() ? "" : "_" + rule.value);
+  rule.stat_key = place.parent + "." + rule.key + (rule.value.empty() ? "" : "_" + rule.value);
   const std::pair<std::string_view, bool*> flags[] = {{"shadow_mode", &rule.shadow},
                                                       {"detailed_metric", &rule.detailed_metric},
                                                       {"value_to_metric", &rule.value_to_metric},
-                                                      {"share_threshold", &rule.share_threshold}};
+                                                      {"share_threshold", &rule.share_threshold},
+                                                      {"api_key", &rule.api_key}};
   for (const auto& [key, target] : flags) {
     if (auto* v = m->get(key)) {
       if (auto b = r.boolean(*v)) *target = *b;
@@ -127,20 +144,34 @@ void read_rule(YamlReader& r, const Field& f, const Config& c, const std::string
   if (rule.share_threshold && !rule.wildcard) {
     r.error(*m->get("share_threshold"), "share_threshold needs a value with a '*'");
   }
+  if (rule.api_key) {
+    check_secret_entry(r, f, rule, "an api_key entry");
+    if (place.under_api_key) r.error(f, "an api_key entry below another api_key entry");
+  }
   if (auto* v = m->get("rate_limit")) read_rate_limit(r, *v, c, rule);
+  const bool concurrency = rule.limit && rule.limit->algorithm == LimitAlgorithm::kConcurrency;
+  if (concurrency) {
+    check_secret_entry(r, f, rule, "a concurrency limit's entry (the request's id)");
+    if (rule.api_key) r.error(f, "a concurrency limit's entry is the request's id, not an API key");
+  }
   if (auto* v = m->get("descriptors")) {
-    if (depth >= kMaxDepth) return r.error(*v, "descriptors nested deeper than 16 levels");
-    read_rules(r, *v, c, rule.stat_key, depth + 1, rule.children);
+    if (concurrency) {
+      return r.error(*v, "a concurrency limit's rule ends its descriptor (a release call adds " +
+                             std::string(kRlsReleaseEntry) + " after it)");
+    }
+    if (place.depth >= kMaxDepth) return r.error(*v, "descriptors nested deeper than 16 levels");
+    read_rules(r, *v, c, {rule.stat_key, place.depth + 1, place.under_api_key || rule.api_key},
+               rule.children);
   }
 }
 
-void read_rules(YamlReader& r, const Field& f, const Config& c, const std::string& parent,
-                std::size_t depth, std::vector<RlsRule>& out) {
+void read_rules(YamlReader& r, const Field& f, const Config& c, const RulePlace& place,
+                std::vector<RlsRule>& out) {
   const auto items = r.list(f);
   if (!items) return;
   for (const auto& item : *items) {
     RlsRule rule;
-    read_rule(r, item, c, parent, depth, rule);
+    read_rule(r, item, c, place, rule);
     const bool twice = std::any_of(out.begin(), out.end(), [&](const RlsRule& other) {
       return other.key == rule.key && other.value == rule.value;
     });
@@ -164,7 +195,7 @@ void read_domain(YamlReader& r, const Field& f, const Config& c, std::string sou
   if (name) {
     if (auto s = r.nonempty_string(*name)) domain.domain = *s;
   }
-  if (auto* v = m->get("descriptors")) read_rules(r, *v, c, domain.domain, 1, domain.descriptors);
+  if (auto* v = m->get("descriptors")) read_rules(r, *v, c, {domain.domain}, domain.descriptors);
   if (domain.domain.empty()) return;
   const bool twice = std::any_of(out.begin(), out.end(), [&](const RlsDomain& d) {
     return d.domain == domain.domain;

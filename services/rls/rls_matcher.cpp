@@ -29,6 +29,50 @@ const RlsRule* find_node(const std::vector<RlsRule>& level, const RlsEntry& entr
   return nullptr;
 }
 
+bool is_concurrency(const RlsRule& rule) {
+  return rule.limit && rule.limit->algorithm == LimitAlgorithm::kConcurrency;
+}
+
+RlsMatch match_entries(const RlsDomain& domain, std::span<const RlsEntry> entries) {
+  RlsMatch match;
+  if (entries.empty()) return match;
+  const std::vector<RlsRule>* level = &domain.descriptors;
+  const RlsRule* node = nullptr;
+  bool detailed = false;
+  std::string detailed_key = domain.domain;
+  append_field(match.bucket_input, "rls");
+  append_field(match.bucket_input, domain.domain);
+  std::size_t last_start = 0;  // where the last entry's fields begin in bucket_input
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const RlsEntry& entry = entries[i];
+    bool by_value = false;
+    node = find_node(*level, entry, by_value);
+    if (!node) return RlsMatch{};
+    if (node->api_key && match.api_key_entry == std::string_view::npos) match.api_key_entry = i;
+    last_start = match.bucket_input.size();
+    detailed = detailed || node->detailed_metric || node->value_to_metric;
+    detailed_key += '.';
+    detailed_key += entry.first;
+    if (by_value || node->value_to_metric || node->detailed_metric) {
+      detailed_key += '_';
+      detailed_key += node->share_threshold ? std::string_view(node->value) : entry.second;
+    }
+    append_field(match.bucket_input, entry.first);
+    append_field(match.bucket_input, node->share_threshold ? std::string_view(node->value)
+                                                           : entry.second);
+    level = &node->children;
+  }
+  if (!node->limit && !node->unlimited) return RlsMatch{};
+  if (is_concurrency(*node)) {
+    // The bucket is the entries above the request's id.
+    match.bucket_input.resize(last_start);
+    match.slot_name = entries.back().second;
+  }
+  match.rule = node;
+  match.metric_key = detailed ? detailed_key : node->stat_key;
+  return match;
+}
+
 }  // namespace
 
 bool rls_wildcard_match(std::string_view pattern, std::string_view value) {
@@ -58,34 +102,14 @@ bool rls_wildcard_match(std::string_view pattern, std::string_view value) {
 }
 
 RlsMatch match_rls_descriptor(const RlsDomain& domain, std::span<const RlsEntry> entries) {
-  RlsMatch match;
-  if (entries.empty()) return match;
-  const std::vector<RlsRule>* level = &domain.descriptors;
-  const RlsRule* node = nullptr;
-  bool detailed = false;
-  std::string detailed_key = domain.domain;
-  append_field(match.bucket_input, "rls");
-  append_field(match.bucket_input, domain.domain);
-  for (const RlsEntry& entry : entries) {
-    bool by_value = false;
-    node = find_node(*level, entry, by_value);
-    if (!node) return RlsMatch{};
-    detailed = detailed || node->detailed_metric || node->value_to_metric;
-    detailed_key += '.';
-    detailed_key += entry.first;
-    if (by_value || node->value_to_metric || node->detailed_metric) {
-      detailed_key += '_';
-      detailed_key += node->share_threshold ? std::string_view(node->value) : entry.second;
-    }
-    append_field(match.bucket_input, entry.first);
-    append_field(match.bucket_input, node->share_threshold ? std::string_view(node->value)
-                                                           : entry.second);
-    level = &node->children;
+  RlsMatch match = match_entries(domain, entries);
+  if (match.rule || entries.size() < 2 || entries.back().first != kRlsReleaseEntry) return match;
+  match = match_entries(domain, entries.first(entries.size() - 1));
+  if (match.rule && is_concurrency(*match.rule)) {
+    match.release = true;
+    return match;
   }
-  if (!node->limit && !node->unlimited) return RlsMatch{};
-  match.rule = node;
-  match.metric_key = detailed ? detailed_key : node->stat_key;
-  return match;
+  return RlsMatch{};
 }
 
 std::string rls_override_bucket(std::string_view domain, std::span<const RlsEntry> entries) {

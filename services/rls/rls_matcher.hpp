@@ -3,7 +3,8 @@
 // taking the node of its key and exact value, else the first node whose
 // value pattern ('*' for any run of bytes) holds it, else the node of its key
 // with no value; the descriptor's last entry must end at a node with a
-// rate_limit. Pure.
+// rate_limit. A concurrency limit's rule takes the request's id as its last
+// entry, and a release call adds the release entry after it. Pure.
 #pragma once
 
 #include <span>
@@ -26,6 +27,13 @@ struct RlsMatch {
   // Its label in the metrics: the rule's stat_key, or with detailed_metric
   // (or value_to_metric on a node) the values the request gave.
   std::string metric_key;
+  // The entry an api_key node matched (its value is an API key); npos: none.
+  std::size_t api_key_entry = std::string_view::npos;
+  // A concurrency limit's rule: the request's id (the last entry's value,
+  // left out of bucket_input), and whether the descriptor is its release
+  // (the same entries and then the release entry).
+  std::string_view slot_name;
+  bool release = false;
 };
 
 // `pattern` with '*' standing for any run of bytes holds `value`.

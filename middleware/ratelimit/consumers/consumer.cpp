@@ -267,9 +267,11 @@ nlohmann::ordered_json consumer_json(const StoredConsumer& consumer) {
   return out;
 }
 
-BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& consumer) {
+BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& consumer,
+                             std::string_view name) {
   BucketParams params = limit.for_plan(consumer.plan);
-  const auto it = consumer.limits.find(limit.name);
+  const auto it = name.empty() ? consumer.limits.find(limit.name)
+                               : consumer.limits.find(std::string(name));
   if (it == consumer.limits.end()) return params;
   // Only the fields of the limit's algorithm: a record written while the
   // limit had another one keeps an override this one does not have.

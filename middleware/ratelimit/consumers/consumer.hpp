@@ -93,7 +93,9 @@ std::optional<StoredConsumer> parse_consumer_document(std::string_view id, std::
 nlohmann::ordered_json consumer_json(const StoredConsumer& consumer);
 
 // The parameters of `limit` for a request of this consumer: the plan's, then
-// the consumer's override of that limit on top.
-BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& consumer);
+// the consumer's override of that limit on top (its overrides are by limit
+// name: `name`, or the limit's own when empty).
+BucketParams consumer_params(const LimitConfig& limit, const StoredConsumer& consumer,
+                             std::string_view name = {});
 
 }  // namespace sluice

@@ -88,3 +88,53 @@ TEST_CASE("rls: wildcards", "[rls]") {
 }
 
 }  // namespace sluice
+
+namespace sluice {
+
+TEST_CASE("rls: an api_key entry and a concurrency rule's request id", "[rls]") {
+  RlsDomain d;
+  d.domain = "d";
+  RlsRule key = node("api_key", "", false);
+  key.api_key = true;
+  RlsRule slots = node("request_id");
+  auto concurrency = std::make_shared<LimitConfig>();
+  concurrency->algorithm = LimitAlgorithm::kConcurrency;
+  slots.limit = concurrency;
+  key.children.push_back(slots);
+  key.children.push_back(node("path"));
+  d.descriptors.push_back(key);
+
+  // The API key's entry is found, at its place.
+  const std::vector<RlsEntry> by_path = {{"api_key", "k1"}, {"path", "/a"}};
+  const RlsMatch path = match_rls_descriptor(d, by_path);
+  CHECK(path.rule == &d.descriptors[0].children[1]);
+  CHECK(path.api_key_entry == 0);
+  CHECK(path.slot_name.empty());
+  CHECK_FALSE(path.release);
+
+  // A concurrency rule: the bucket leaves the request's id out; its release
+  // (the release entry after it) names the same bucket and slot.
+  const std::vector<RlsEntry> r1 = {{"api_key", "k1"}, {"request_id", "r1"}};
+  const std::vector<RlsEntry> r2 = {{"api_key", "k1"}, {"request_id", "r2"}};
+  const std::vector<RlsEntry> r1_release = {
+      {"api_key", "k1"}, {"request_id", "r1"}, {"release", "1"}};
+  const RlsMatch take1 = match_rls_descriptor(d, r1);
+  const RlsMatch take2 = match_rls_descriptor(d, r2);
+  const RlsMatch give1 = match_rls_descriptor(d, r1_release);
+  CHECK(take1.rule == &d.descriptors[0].children[0]);
+  CHECK(take1.slot_name == "r1");
+  CHECK_FALSE(take1.release);
+  CHECK(take1.bucket_input == take2.bucket_input);
+  CHECK(give1.rule == take1.rule);
+  CHECK(give1.release);
+  CHECK(give1.slot_name == "r1");
+  CHECK(give1.bucket_input == take1.bucket_input);
+  // Another caller's slots are another bucket.
+  const std::vector<RlsEntry> other = {{"api_key", "k2"}, {"request_id", "r1"}};
+  CHECK(match_rls_descriptor(d, other).bucket_input != take1.bucket_input);
+  // A release entry after a rule that is not a concurrency limit matches nothing.
+  const std::vector<RlsEntry> not_slots = {{"api_key", "k1"}, {"path", "/a"}, {"release", "1"}};
+  CHECK(match_rls_descriptor(d, not_slots).rule == nullptr);
+}
+
+}  // namespace sluice

@@ -356,12 +356,18 @@ const std::vector<BadFixture> kBadFixtures = {
       "12: rls.domains[0].descriptors[0].rate_limit.unit: unknown unit \"fortnight\" (expected "
       "second, minute, hour, day, week, month or year)",
       "13: rls.domains[0].descriptors[1]: descriptor \"ip\" given twice at this level",
-      "16: rls.domains[0].descriptors[2].rate_limit.limit: a concurrency limit needs its slot "
-      "given back, which no Envoy call does",
-      "18: rls.domains[0].descriptors[3].rate_limit: an unlimited rate_limit has no unit or "
+      "15: rls.domains[0].descriptors[2]: a concurrency limit's entry (the request's id) "
+      "matches any value: give it no value",
+      "19: rls.domains[0].descriptors[3].rate_limit: an unlimited rate_limit has no unit or "
       "limit",
-      "20: rls.domains[0].descriptors[4].quota_mode: quota_mode is not supported",
-      "21: rls.domains[1].domain: domain \"edge\" given twice"}},
+      "21: rls.domains[0].descriptors[4].quota_mode: quota_mode is not supported",
+      "24: rls.domains[0].descriptors[5].descriptors: a concurrency limit's rule ends its "
+      "descriptor (a release call adds release after it)",
+      "25: rls.domains[0].descriptors[6]: an api_key entry never goes into a metric label: no "
+      "detailed_metric or value_to_metric",
+      "29: rls.domains[0].descriptors[6].descriptors[0]: an api_key entry below another api_key "
+      "entry",
+      "31: rls.domains[1].domain: domain \"edge\" given twice"}},
     {"tracing.yaml",
      {"4: tracing.endpoint: the scheme must be https or http: \"grpc://collector:4317\"",
       "5: tracing.sampling_ratio: expected a number from 0 to 1, got 1.5",
