@@ -42,6 +42,7 @@ struct RlsRule {
   // request's id (the slot it takes), given back by a release call.
   std::shared_ptr<const LimitConfig> limit;
   std::string limit_name;  // limit: NAME (a store consumer's overrides are by it)
+  bool concurrency() const { return limit && limit->algorithm == LimitAlgorithm::kConcurrency; }
   bool unlimited = false;
   std::string name;  // rate_limit.name: what another rule's replaces names
   std::vector<std::string> replaces;

@@ -149,7 +149,7 @@ void read_rule(YamlReader& r, const Field& f, const Config& c, const RulePlace& 
     if (place.under_api_key) r.error(f, "an api_key entry below another api_key entry");
   }
   if (auto* v = m->get("rate_limit")) read_rate_limit(r, *v, c, rule);
-  const bool concurrency = rule.limit && rule.limit->algorithm == LimitAlgorithm::kConcurrency;
+  const bool concurrency = rule.concurrency();
   if (concurrency) {
     check_secret_entry(r, f, rule, "a concurrency limit's entry (the request's id)");
     if (rule.api_key) r.error(f, "a concurrency limit's entry is the request's id, not an API key");
@@ -169,6 +169,7 @@ void read_rules(YamlReader& r, const Field& f, const Config& c, const RulePlace&
                 std::vector<RlsRule>& out) {
   const auto items = r.list(f);
   if (!items) return;
+  std::vector<const Field*> fields;  // each rule's item, in out's order
   for (const auto& item : *items) {
     RlsRule rule;
     read_rule(r, item, c, place, rule);
@@ -181,6 +182,18 @@ void read_rules(YamlReader& r, const Field& f, const Config& c, const RulePlace&
       continue;
     }
     out.push_back(std::move(rule));
+    fields.push_back(&item);
+  }
+  // An api_key node takes every value of its key: another node of that key
+  // at its level would match keys by value (and could name them in metrics).
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].api_key) continue;
+    const auto same = std::count_if(out.begin(), out.end(),
+                                    [&](const RlsRule& other) { return other.key == out[i].key; });
+    if (same > 1) {
+      r.error(*fields[i], "an api_key entry " + shown(out[i].key) +
+                              " cannot share its key with another descriptor at its level");
+    }
   }
 }
 

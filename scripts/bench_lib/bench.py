@@ -314,7 +314,8 @@ def main(argv=None) -> int:
                          "speed table")
     ap.add_argument("--profile", action="store_true",
                     help="where the CPU of the limited path goes (perf on rows 4 and 5's "
-                         "gateways and on Redis) instead of the speed table")
+                         "gateways and on Redis) instead of the speed table; with --http2, "
+                         "the same two gateways serving h2c (h2load)")
     ap.add_argument("--compare", metavar="SLUICE_BINARY",
                     help="also measure rows 4, 5, 14 and 16 (and 12, 21-22, 25-26, 27, 29 when one "
                          "of them is asked for) with this other sluice binary (rows 104, 105, "
@@ -409,6 +410,10 @@ def main(argv=None) -> int:
         elif opts.outage:
             text = outage_report(run_outages(opts, stack, log), info, started,
                                  f"scripts/bench --outage {opts.outage}")
+        elif opts.profile:
+            command = "scripts/bench --profile" + (" --http2" if opts.http2 else "")
+            text = profile_report(profile_run(stack, pin_cpu, opts.duration, log, opts.http2),
+                                  info, started, command, http2=opts.http2)
         elif opts.http2:
             text = http2_report(http2_run(stack, pin_cpu, opts, log), info, started, opts,
                                 pin_cpu, "scripts/bench --http2")
@@ -425,9 +430,6 @@ def main(argv=None) -> int:
             text = allocations_report(allocations_run(stack, opts.allocations, opts.rows, log),
                                       info, started,
                                       f"scripts/bench --allocations {opts.allocations}")
-        elif opts.profile:
-            text = profile_report(profile_run(stack, pin_cpu, opts.duration, log), info,
-                                  started, "scripts/bench --profile")
         elif opts.delay:
             text = delay_report(delay_run(stack, log), info, started, "scripts/bench --delay")
         elif opts.balance:

@@ -125,11 +125,22 @@ def short(symbol: str, width: int = 90) -> str:
     return symbol if len(symbol) <= width else symbol[:width - 1] + "…"
 
 
+def load_with(http2: bool):
+    """(port, seconds, cpu_pin) -> figures with "requests": wrk over HTTP/1.1, or
+    h2load over h2c (32 connections, 10 streams each) with --http2."""
+    if not http2:
+        return lambda port, seconds, pin: run_wrk(wrk_command(port, 32, seconds, pin), seconds)
+    from http2 import PATH, h2load_command, run_h2load
+    return lambda port, seconds, pin: run_h2load(
+        h2load_command(f"http://127.0.0.1:{port}{PATH}", 32, seconds, pin), seconds)
+
+
 def profile_gateway(stack_processes, gateway, redis, cpu_pin: str, duration: float,
-                    workdir: str, log) -> dict:
-    """wrk against `gateway` with perf on it (and on redis when given)."""
-    warm = wrk_command(gateway.port, 32, 1, cpu_pin)
-    run_wrk(warm, 1)
+                    workdir: str, log, http2: bool = False) -> dict:
+    """wrk (h2load with http2) against `gateway` with perf on it (and on redis
+    when given)."""
+    load = load_with(http2)
+    load(gateway.port, 1, cpu_pin)
     data = os.path.join(workdir, f"perf-{gateway.name}.data")
     rdata = os.path.join(workdir, f"perf-{gateway.name}-redis.data")
     before = {p: procfs.cpu_seconds(p.pids()) for p in stack_processes}
@@ -139,7 +150,7 @@ def profile_gateway(stack_processes, gateway, redis, cpu_pin: str, duration: flo
     stats = {p.name: perf_syscalls(p.pids(), duration)
              for p in (gateway, *([redis] if redis is not None else []))}
     time.sleep(0.2)
-    figures = run_wrk(wrk_command(gateway.port, 32, duration, cpu_pin), duration)
+    figures = load(gateway.port, duration, cpu_pin)
     syscalls = {name: syscall_count(stat, duration) for name, stat in stats.items()}
     for r in recorders:
         _, err = r.communicate(timeout=duration + 60)
@@ -148,7 +159,7 @@ def profile_gateway(stack_processes, gateway, redis, cpu_pin: str, duration: flo
     after = {p: procfs.cpu_seconds(p.pids()) for p in stack_processes}
     requests = figures["requests"]
     if requests <= 0:
-        raise RuntimeError(f"wrk completed no request against {gateway.name}")
+        raise RuntimeError(f"the load completed no request against {gateway.name}")
     cpu = {p.name: (after[p] - before[p]) * 1e6 / requests for p in stack_processes}
     log(f"{gateway.name}: {figures['requests'] / duration:,.0f} req/s, "
         f"{cpu[gateway.name]:.1f} CPU µs/req")
@@ -161,29 +172,32 @@ def profile_gateway(stack_processes, gateway, redis, cpu_pin: str, duration: flo
     return result
 
 
-def profile_run(stack: Stack, pin_cpu: str, duration: float, log) -> list[dict]:
+def profile_run(stack: Stack, pin_cpu: str, duration: float, log,
+                http2: bool = False) -> list[dict]:
+    """With http2: both gateways serve h2c clients (h2load) instead of HTTP/1.1 (wrk)."""
     if not have_perf():
         raise RuntimeError("perf not found (apt-get install linux-perf)")
     echo = stack.echo()
     redis = stack.redis("redis")
     plain = stack.sluice("sluice-nolimit", upstream=echo.port, redis_port=redis.port,
-                         limit=None)
+                         limit=None, http2=http2)
     limited = stack.sluice("sluice-allow", upstream=echo.port, redis_port=redis.port,
-                           limit=ALLOW_ALL)
+                           limit=ALLOW_ALL, http2=http2)
     stack.wait_redis(limited)
     processes = [echo, redis, plain, limited]
-    return [profile_gateway(processes, plain, None, pin_cpu, duration, stack.workdir, log),
-            profile_gateway(processes, limited, redis, pin_cpu, duration, stack.workdir, log)]
+    return [profile_gateway(processes, gw, r, pin_cpu, duration, stack.workdir, log, http2)
+            for gw, r in ((plain, None), (limited, redis))]
 
 
 def profile_report(results: list[dict], info: dict, started, command: str,
-                   top: int = 30) -> str:
+                   top: int = 30, http2: bool = False) -> str:
     plain, limited = results
     out = [f"# Sluice profile — {started:%Y-%m-%d %H:%M} (`{command}`)", "",
            f"- Machine: {info['nproc']} CPUs, {info['cpu']}, Linux {info['kernel']}; load "
            f"average at start {' '.join(info['load'])}",
            f"- Software: {info['sluice']}; {info['redis']}; {info['wrk']}",
-           "- Load: `wrk -t1 -c32` pinned to CPU 0, every server on the other CPUs; `perf record "
+           f"- Load: `{'h2load -t1 -c32 -m10 (h2c)' if http2 else 'wrk -t1 -c32'}` pinned to "
+           "CPU 0, every server on the other CPUs; `perf record "
            "-F 499` on the gateway (and on redis-server for the limited one) and `perf stat` "
            "of their system calls meanwhile (perf costs CPU too: the µs here run higher than "
            "in the speed table).",

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/consumers/consumer.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
 #include "middleware/ratelimit/local/local_layer.hpp"
@@ -34,6 +35,9 @@ std::shared_ptr<LimitConfig> override_quota(std::uint32_t n, int unit) {
   return limit;
 }
 
+// A rule that never denies: its shadow_mode, or a shadow limit it names.
+bool shadow_rule(const RlsRule& rule) { return rule.shadow || (rule.limit && rule.limit->shadow); }
+
 // A slot's number for the request id a concurrency rule's descriptor ends
 // with: the same for its release, below 2^53 (a double holds it exactly),
 // and apart from every bucket's hash (its own input).
@@ -46,7 +50,9 @@ double rls_slot(const RlsMatch& match, std::string_view secret) {
   const KeyHash hash = key_hash(input, secret);
   std::uint64_t n = 0;
   for (int i = 0; i < 7; ++i) n = (n << 8) | hash[static_cast<std::size_t>(i)];
-  return static_cast<double>((n & ((std::uint64_t{1} << 53) - 1)) | 1);
+  // Any residue mod 16 (the script prunes ended slots on every 16th number).
+  n &= (std::uint64_t{1} << 53) - 1;
+  return static_cast<double>(n == 0 ? 1 : n);
 }
 
 // The size of a rule's limit for the descriptor: its plan's and a store
@@ -86,9 +92,21 @@ void decide_planned(const std::shared_ptr<Call>& call) {
       p.match = match_rls_descriptor(*call->domain, entries);
       p.caller = caller;
     }
+    const RlsRule* rule = p.match.rule;
+    if (p.match.release) {
+      // Given back whatever became of its consumer since, unless the key
+      // could not be resolved (its bucket is then not known).
+      p.release_failed = p.caller != kNoCaller && call->callers[p.caller].store_failed;
+      continue;  // a release neither replaces nor is replaced
+    }
+    if (p.caller != kNoCaller) {
+      const auto verdict = call->callers[p.caller].verdict;
+      p.refused = verdict == RlsCaller::Verdict::kUnknownKey ||
+                  verdict == RlsCaller::Verdict::kDisabled;
+      if (p.refused && !shadow_rule(*rule)) call->refused = true;
+    }
     // An override is a bare limit, replacing nothing; an unlimited rule's
     // replaces count (as envoyproxy/ratelimit collects them).
-    const RlsRule* rule = p.match.rule;
     if (rule && !p.override_limit) {
       for (const auto& name : rule->replaces) replaced_names.push_back(name);
     }
@@ -96,13 +114,13 @@ void decide_planned(const std::shared_ptr<Call>& call) {
   const std::string& secret = call->config->redis.key_secret;
   for (Planned& p : call->planned) {
     const RlsRule* rule = p.match.rule;
-    // A refused or exempt caller takes nothing; a release gives its slot
-    // back whatever became of its consumer since.
-    if (p.caller != kNoCaller && call->callers[p.caller].verdict != RlsCaller::Verdict::kLimited &&
-        !p.match.release) {
-      continue;
-    }
-    if (p.override_limit) {
+    if (p.match.release) {
+      if (!p.release_failed) p.limit = rule->limit.get();
+    } else if (call->refused || p.refused ||
+               (p.caller != kNoCaller &&
+                call->callers[p.caller].verdict != RlsCaller::Verdict::kLimited)) {
+      continue;  // a refused call decides nothing; an exempt caller takes nothing
+    } else if (p.override_limit) {
       p.limit = p.override_limit.get();
     } else if (rule && !rule->unlimited && rule->limit) {
       p.replaced = !rule->name.empty() && std::find(replaced_names.begin(), replaced_names.end(),
@@ -115,7 +133,6 @@ void decide_planned(const std::shared_ptr<Call>& call) {
     if (rule && rule->shadow && !p.override_limit) d.shadow = true;
     if (d.algorithm == LimitAlgorithm::kConcurrency) d.slot = rls_slot(p.match, secret);
     if (p.match.release) {
-      p.release = call->releases.size();
       call->releases.push_back(BucketRefund{std::move(d), 1});
       continue;
     }
@@ -133,7 +150,9 @@ void decide_planned(const std::shared_ptr<Call>& call) {
   call->decisions.resize(call->groups.size());
   call->pending = call->groups.size() + (call->releases.empty() ? 0 : 1);
   if (call->pending == 0) return respond(*call);
-  LocalLayer& layer = *call->worker.layer;
+  const std::shared_ptr<LocalLayer> held = call->layer.lock();
+  if (!held) return call->done(refused(kUnavailable, "the worker is stopping"));
+  LocalLayer& layer = *held;
   for (std::size_t g = 0; g < call->groups.size(); ++g) {
     layer.decide(call->groups[g], call->group_hits[g],
                  [call, g](std::error_code ec, RateDecision&& decision) {
@@ -156,7 +175,9 @@ void decide_planned(const std::shared_ptr<Call>& call) {
 void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone done) {
   auto call = std::make_shared<Call>();
   call->config = *worker.config;
-  call->worker = worker;
+  call->layer = worker.layer;
+  call->metrics = worker.metrics;
+  call->audit = worker.audit;
   call->done = std::move(done);
   const RlsConfig* rls = call->config->rls.get();
   if (!rls) return call->done(refused(kUnavailable, "the rate-limit service is not configured"));
@@ -193,7 +214,9 @@ void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone
     p.hits = descriptor.has_hits_addend() ? static_cast<double>(descriptor.hits_addend().value())
                                           : request_hits;
     if (domain) p.match = match_rls_descriptor(*domain, entries);
-    if (descriptor.has_limit() && domain) {  // an unknown domain limits nothing
+    // Envoy's override: in a configured domain (an unknown one limits
+    // nothing), never on a concurrency rule (its slot is its limit).
+    if (descriptor.has_limit() && domain && !(p.match.rule && p.match.rule->concurrency())) {
       p.override_limit =
           override_quota(descriptor.limit().requests_per_unit(), descriptor.limit().unit());
     }
@@ -206,7 +229,7 @@ void decide_rls_call(const BucketWorker& worker, std::string_view bytes, RlsDone
     }
   }
   if (keys.empty()) return decide_planned(call);
-  resolve_rls_callers(call->worker, call->config, std::move(keys),
+  resolve_rls_callers(worker, call->config, std::move(keys),
                       [call](std::vector<RlsCaller> callers) {
                         call->callers = std::move(callers);
                         decide_planned(call);

@@ -13,6 +13,11 @@
 //     that size per unit, as envoyproxy/ratelimit honours it.
 //   - Redis failing: rls.on_redis_failure (an UNAVAILABLE error, OK, or
 //     OVER_LIMIT).
+//   - An entry an api_key rule matched: the key's consumer (rls_callers.hpp)
+//     names the buckets and sizes limit: rules by plan; a refused key makes
+//     the call OVER_LIMIT with nothing decided.
+//   - A concurrency rule: the last entry (the request's id) names a slot;
+//     the same descriptor with a release entry after it gives it back.
 // Bad calls get INVALID_ARGUMENT: not a RateLimitRequest, an empty domain,
 // no descriptors, more than rls.max_descriptors, a descriptor without entries.
 #pragma once

@@ -12,11 +12,16 @@
 
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "gateway/config/rls_config.hpp"
-#include "middleware/ratelimit/admin/bucket_endpoint.hpp"
 #include "middleware/ratelimit/rate_limiter.hpp"
 #include "services/rls/rls_call.hpp"
 #include "services/rls/rls_callers.hpp"
 #include "services/rls/rls_matcher.hpp"
+
+namespace sluice {
+class DenialAudit;
+class LocalLayer;
+class MetricsShard;
+}  // namespace sluice
 
 namespace sluice::rls {
 
@@ -37,13 +42,20 @@ struct Planned {
   std::size_t caller = kNoCaller;  // its API key's caller (Call::callers)
   std::size_t group = 0;  // which decision call
   std::size_t slot = 0;   // its place in that call's descriptors
-  std::size_t release = 0;  // a release: its place in Call::releases
+  // Its caller was refused (an unknown key with unknown_key: reject, a
+  // disabled consumer): over its limit (a shadow rule: OK), nothing decided.
+  bool refused = false;
+  bool release_failed = false;  // a release not sent: its caller was not resolved
 };
 
 // One call, shared by the steps that complete it on the worker.
 struct Call {
   std::shared_ptr<const Config> config;
-  BucketWorker worker;
+  // The worker's limiter (gone when the worker stopped first), metrics and
+  // denial stream.
+  std::weak_ptr<LocalLayer> layer;
+  MetricsShard* metrics = nullptr;
+  std::shared_ptr<DenialAudit> audit;
   pb::RateLimitRequest request;  // what the matches and callers view
   const RlsDomain* domain = nullptr;
   std::string domain_label;
@@ -54,11 +66,13 @@ struct Call {
   std::vector<RateDecision> decisions;
   std::vector<BucketRefund> releases;
   std::error_code error;
-  bool release_failed = false;
+  bool release_failed = false;  // the store did not take the releases
+  // An enforced descriptor's caller was refused: the call is over its limit
+  // and no bucket of it is decided (releases still go).
+  bool refused = false;
   std::size_t pending = 0;
   RlsDone done;
 };
-
 
 // Answers the call from its decisions (or the store's failure), counts it,
 // and notes its first denial.

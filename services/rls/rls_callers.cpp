@@ -77,6 +77,7 @@ void resolve_rls_callers(const BucketWorker& worker, std::shared_ptr<const Confi
     ++pending->waiting;
     worker.consumers->lookup(*identity.presented, [pending, i](Resolution found) {
       // An error is what it is on the data plane: the key is unknown.
+      pending->callers[i].store_failed = found.error;
       apply_store_consumer(pending->callers[i].identity, std::move(found.consumer));
       if (--pending->waiting == 0) pending->finish();
     });

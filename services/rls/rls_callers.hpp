@@ -37,6 +37,7 @@ struct RlsCaller {
   // bucket value, the key with no consumers at all, empty for a missing key.
   std::string bucket_value;
   std::string label;  // the consumer (or the key's fingerprint) in denials
+  bool store_failed = false;  // the store was asked and did not answer
 };
 
 using RlsCallersDone = std::function<void(std::vector<RlsCaller>)>;

@@ -29,10 +29,6 @@ const RlsRule* find_node(const std::vector<RlsRule>& level, const RlsEntry& entr
   return nullptr;
 }
 
-bool is_concurrency(const RlsRule& rule) {
-  return rule.limit && rule.limit->algorithm == LimitAlgorithm::kConcurrency;
-}
-
 RlsMatch match_entries(const RlsDomain& domain, std::span<const RlsEntry> entries) {
   RlsMatch match;
   if (entries.empty()) return match;
@@ -63,7 +59,7 @@ RlsMatch match_entries(const RlsDomain& domain, std::span<const RlsEntry> entrie
     level = &node->children;
   }
   if (!node->limit && !node->unlimited) return RlsMatch{};
-  if (is_concurrency(*node)) {
+  if (node->concurrency()) {
     // The bucket is the entries above the request's id.
     match.bucket_input.resize(last_start);
     match.slot_name = entries.back().second;
@@ -105,7 +101,7 @@ RlsMatch match_rls_descriptor(const RlsDomain& domain, std::span<const RlsEntry>
   RlsMatch match = match_entries(domain, entries);
   if (match.rule || entries.size() < 2 || entries.back().first != kRlsReleaseEntry) return match;
   match = match_entries(domain, entries.first(entries.size() - 1));
-  if (match.rule && is_concurrency(*match.rule)) {
+  if (match.rule && match.rule->concurrency()) {
     match.release = true;
     return match;
   }

@@ -6,6 +6,7 @@
 #include "middleware/ratelimit/audit/decision_fields.hpp"
 #include "middleware/ratelimit/audit/denial_audit.hpp"
 #include "middleware/ratelimit/descriptors.hpp"
+#include "middleware/ratelimit/local/local_layer.hpp"
 #include "services/rls/rls_call_state.hpp"
 #include "upstream/redis/redis_clock.hpp"
 
@@ -71,7 +72,7 @@ std::string_view rule_label(const RlsMatch& match) {
 }
 
 void count(Call& call, const Planned& p, std::string_view result) {
-  call.worker.metrics->add("sluice_rls_descriptors_total",
+  call.metrics->add("sluice_rls_descriptors_total",
                     scratch_labels({{"domain", call.domain_label},
                                     {"rule", rule_label(p.match)},
                                     {"result", result}}));
@@ -83,7 +84,7 @@ void note_denial(Call& call, const Planned& p, const Response::DescriptorStatus&
   const LimitDescriptor& bucket = call.groups[p.group][p.slot];
   const auto& reset = status.duration_until_reset();
   const std::string_view label = p.caller == kNoCaller ? "" : call.callers[p.caller].label;
-  call.worker.audit->denied(Denial{"rls:" + call.domain_label, bucket.limit,
+  call.audit->denied(Denial{"rls:" + call.domain_label, bucket.limit,
                                    denied_caller(label, bucket),
                             {}, reset.seconds() * 1000 + (reset.nanos() + 999999) / 1000000});
 }
@@ -93,10 +94,11 @@ void note_denial(Call& call, const Planned& p, const Response::DescriptorStatus&
 void respond(Call& call) {
   const RlsConfig& rls = *call.config->rls;
   Response response;
-  bool over = false;
+  bool over = false;    // the call is over its limit (a denial or a refused caller)
+  bool denied = false;  // a bucket denied it: the first one is noted, its headers sent
   const bool failed = static_cast<bool>(call.error);
   if (failed && rls.on_redis_failure == RlsConfig::OnFailure::kError) {
-    call.worker.metrics->add("sluice_rls_calls_total",
+    call.metrics->add("sluice_rls_calls_total",
                       scratch_labels({{"domain", call.domain_label}, {"code", "error"}}));
     return call.done(refused(kUnavailable, "the limiter's store did not answer"));
   }
@@ -106,14 +108,16 @@ void respond(Call& call) {
     status.set_code(Response::OK);
     const RlsRule* rule = p.match.rule;
     if (p.match.release) {
-      count(call, p, call.release_failed ? "release_failed" : "released");
+      const bool lost = p.release_failed || call.release_failed || !p.limit;
+      count(call, p, lost ? "release_failed" : "released");
       continue;
     }
     const auto verdict = p.caller == kNoCaller ? RlsCaller::Verdict::kLimited
                                                : call.callers[p.caller].verdict;
-    if (verdict == RlsCaller::Verdict::kUnknownKey || verdict == RlsCaller::Verdict::kDisabled) {
-      status.set_code(Response::OVER_LIMIT);
-      over = true;
+    if (p.refused) {
+      const bool shadow = rule->shadow || (rule->limit && rule->limit->shadow);
+      if (!shadow) status.set_code(Response::OVER_LIMIT);
+      over = over || !shadow;
       count(call, p, verdict == RlsCaller::Verdict::kDisabled ? "disabled" : "unknown_key");
       continue;
     }
@@ -123,7 +127,10 @@ void respond(Call& call) {
       count(call, p, verdict == RlsCaller::Verdict::kExempt ? "exempt" : "unlimited");
       continue;
     }
-
+    if (call.refused && !p.replaced && (p.override_limit || (rule && rule->limit))) {
+      count(call, p, "skipped");  // another descriptor's caller was refused
+      continue;
+    }
     if (!p.limit) {
       count(call, p, p.replaced ? "replaced" : "no_rule");
       continue;
@@ -150,15 +157,16 @@ void respond(Call& call) {
     const bool denies = short_of_hits && !shadow;
     if (denies) {
       status.set_code(Response::OVER_LIMIT);
-      if (!over && !failed && call.worker.audit) note_denial(call, p, status);
+      if (!denied && !failed && call.audit) note_denial(call, p, status);
     }
     count(call, p, short_of_hits ? (shadow ? "shadow_over_limit" : "over_limit") : "ok");
     // The headers' descriptor: the first that denies, else the enforced one
     // with the least remaining.
-    if (!shadow && !over) {
+    if (!shadow && !denied) {
       const bool less = !tightest || status.limit_remaining() < tightest->limit_remaining();
       if (denies || less) tightest = &status;
     }
+    denied = denied || denies;
     over = over || denies;
   }
   response.set_overall_code(over ? Response::OVER_LIMIT : Response::OK);
@@ -174,7 +182,7 @@ void respond(Call& call) {
     add("x-ratelimit-remaining", std::to_string(tightest->limit_remaining()));
     add("x-ratelimit-reset", std::to_string(reset));
   }
-  call.worker.metrics->add("sluice_rls_calls_total",
+  call.metrics->add("sluice_rls_calls_total",
                     scratch_labels({{"domain", call.domain_label},
                                     {"code", over ? "over_limit" : "ok"}}));
   RlsReply reply;

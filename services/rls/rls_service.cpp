@@ -16,7 +16,8 @@ constexpr MetricFamily kRlsFamilies[] = {
      "over_limit, or error: Redis failed and rls.on_redis_failure is error)."},
     {"sluice_rls_descriptors_total", "counter",
      "Descriptors of ShouldRateLimit calls, by domain, rule (its place in the tree) and result "
-     "(ok, over_limit, shadow_over_limit, unlimited, replaced, no_rule)."},
+     "(ok, over_limit, shadow_over_limit, unlimited, replaced, no_rule, exempt, unknown_key, "
+     "disabled, skipped, released, release_failed)."},
 };
 
 }  // namespace

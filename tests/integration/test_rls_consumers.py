@@ -30,6 +30,9 @@ UNLIMITED = 2 ** 32 - 1
 KEYS = {"domain": "keys", "descriptors": [
     {"key": "api_key", "api_key": True, "rate_limit": {"limit": "per_consumer"},
      "descriptors": [{"key": "path", "rate_limit": {"unit": "hour", "requests_per_unit": 3}}]},
+    {"key": "trial_key", "api_key": True, "shadow_mode": True,
+     "rate_limit": {"limit": "per_consumer"}},
+    {"key": "remote_address", "rate_limit": {"unit": "hour", "requests_per_unit": 5}},
 ]}
 
 SLOTS = {"domain": "slots", "descriptors": [
@@ -77,7 +80,7 @@ class RlsConsumersCase(RlsCase):
         return gw
 
     def codes(self, c, entries, n):
-        return [c.call("keys" if entries[0][0] == "api_key" else "slots",
+        return [c.call("slots" if entries[-1][0] == "request_id" else "keys",
                        [entries]).overall_code for _ in range(n)]
 
     def put(self, gw, cid, doc):
@@ -130,16 +133,25 @@ class RlsPlansTest(RlsConsumersCase):
         self.assertEqual(self.codes(c, [key("acme-k2")], 2), [c.OK, c.OVER_LIMIT])
         # The store consumer's own override of the limit the rule names.
         self.assertEqual(self.codes(c, [key("tiny-k1")], 2), [c.OK, c.OVER_LIMIT])
-        # unknown_key: reject: over the limit, no bucket touched.
-        r = c.call("keys", [[key("nobody")]])
-        self.assertEqual((r.overall_code, r.statuses[0].HasField("current_limit")),
-                         (c.OVER_LIMIT, False))
+        # unknown_key: reject: over the limit, and no bucket of the call touched.
+        r = c.call("keys", [[key("nobody")], [("remote_address", "10.0.0.1")]])
+        self.assertEqual((r.overall_code, [s.code for s in r.statuses]),
+                         (c.OVER_LIMIT, [c.OVER_LIMIT, c.OK]))
+        self.assertFalse(r.statuses[0].HasField("current_limit"))
+        r = c.call("keys", [[("remote_address", "10.0.0.1")]])
+        self.assertEqual(r.statuses[0].limit_remaining, 4)
+        # Under a shadow_mode rule a refused key is counted, answered OK, and
+        # the call's other descriptors are decided.
+        r = c.call("keys", [[("trial_key", "nobody")], [("remote_address", "10.0.0.1")]])
+        self.assertEqual((r.overall_code, r.statuses[1].limit_remaining), (c.OK, 3))
+        self.assertEqual(metric_sum(gw, "sluice_rls_descriptors_total", domain="keys",
+                                    result="skipped"), 1)
         self.put(gw, "acme", {"keys": ["acme-k1", "acme-k2"], "plan": "pro", "disabled": True})
         wait_until(lambda: c.call("keys", [[key("acme-k1")]]).overall_code == c.OVER_LIMIT
                    and metric_sum(gw, "sluice_rls_descriptors_total", domain="keys",
                                   result="disabled") >= 1)
         self.assertEqual(metric_sum(gw, "sluice_rls_descriptors_total", domain="keys",
-                                    result="unknown_key"), 1)
+                                    result="unknown_key"), 2)
         self.assert_no_raw_key(gw, "acme-k1", "acme-k2", "tiny-k1", "nobody")
 
 
@@ -171,6 +183,18 @@ class RlsConcurrencyTest(RlsConsumersCase):
                           .overall_code for i in range(3)], [ca.OK, ca.OK, ca.OVER_LIMIT])
         self.assertEqual(metric_sum(b, "sluice_rls_descriptors_total", domain="slots",
                                     result="released"), 4)
+
+    def test_an_envoy_override_does_not_turn_slots_into_a_quota(self):
+        gw = self.start_service({})
+        c = self.client(gw)
+        minute = 2
+        codes = [c.call("slots", [[("tenant", "t1"), ("request_id", rid)]],
+                        override=[(100, minute)]).overall_code for rid in ("a", "b", "c")]
+        self.assertEqual(codes, [c.OK, c.OK, c.OVER_LIMIT])
+        c.call("slots", [release([("tenant", "t1"), ("request_id", "a")])],
+               override=[(100, minute)])
+        self.assertEqual(c.call("slots", [[("tenant", "t1"), ("request_id", "c")]]).overall_code,
+                         c.OK)
 
     def test_a_slot_never_given_back_returns_when_its_lease_ends(self):
         gw = self.start_service({}, lease_ms=1000)

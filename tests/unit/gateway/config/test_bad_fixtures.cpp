@@ -365,9 +365,11 @@ const std::vector<BadFixture> kBadFixtures = {
       "descriptor (a release call adds release after it)",
       "25: rls.domains[0].descriptors[6]: an api_key entry never goes into a metric label: no "
       "detailed_metric or value_to_metric",
+      "25: rls.domains[0].descriptors[6]: an api_key entry \"api\" cannot share its key with "
+      "another descriptor at its level",
       "29: rls.domains[0].descriptors[6].descriptors[0]: an api_key entry below another api_key "
       "entry",
-      "31: rls.domains[1].domain: domain \"edge\" given twice"}},
+      "33: rls.domains[1].domain: domain \"edge\" given twice"}},
     {"tracing.yaml",
      {"4: tracing.endpoint: the scheme must be https or http: \"grpc://collector:4317\"",
       "5: tracing.sampling_ratio: expected a number from 0 to 1, got 1.5",
