@@ -3,7 +3,8 @@
 // that is cleared keeps its strings: one reused for every request of a
 // connection fills the same strings again, and allocates nothing once they
 // have grown to the longest name and value seen in their place (bounded by
-// the config: limit names, consumer ids, numbers). Header-only.
+// the config: limit names, consumer ids, numbers). A list that goes leaves
+// its strings to the thread's next list. Header-only.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "common/spares.hpp"
+
 namespace sluice {
+
+using HeaderSlots = std::vector<std::pair<std::string, std::string>>;
+// A list's slots are kept whole when it goes (HeaderList::~HeaderList).
+template <>
+inline constexpr bool kSparesKeepElements<HeaderSlots> = true;
+// At most 32 lists' slots per thread, each of at most 64 fields.
+using HeaderSpares = Spares<HeaderSlots, 32>;
 
 class HeaderList {
  public:
@@ -22,6 +32,15 @@ class HeaderList {
   using const_iterator = std::vector<value_type>::const_iterator;
 
   HeaderList() = default;
+  // Its slots, strings and all, go to the thread's spares (when their
+  // strings are short), for the next list of the thread: a list made for
+  // each request (an HTTP/2 stream's) fills strings already grown.
+  ~HeaderList() {
+    for (const auto& [name, value] : slots_) {
+      if (name.capacity() > kMaxKeptString || value.capacity() > kMaxKeptString) return;
+    }
+    HeaderSpares::give(std::move(slots_));
+  }
   HeaderList(std::initializer_list<value_type> fields) : slots_(fields), size_(slots_.size()) {}
   // A copy holds the fields only, not the spare strings.
   HeaderList(const HeaderList& other) : slots_(other.begin(), other.end()), size_(other.size_) {}
@@ -45,6 +64,7 @@ class HeaderList {
   // Appends a field whose value the caller writes into the returned string
   // (empty, with whatever capacity its slot kept; valid until the next add).
   std::string& add(std::string_view name) {
+    if (slots_.capacity() == 0) slots_ = HeaderSpares::take();
     if (size_ == slots_.size()) slots_.emplace_back();
     auto& [slot_name, slot_value] = slots_[size_++];
     // A list reused for the same fields finds their names in place.
@@ -84,7 +104,8 @@ class HeaderList {
   }
 
  private:
-  std::vector<value_type> slots_;  // the fields first, then spare strings
+  static constexpr std::size_t kMaxKeptString = 256;
+  HeaderSlots slots_;  // the fields first, then spare strings
   std::size_t size_ = 0;
 };
 

@@ -27,6 +27,11 @@
 
 namespace sluice {
 
+// Whether containers of type C are kept with their elements in place (the
+// next user overwrites them: strings keep their capacity), not cleared.
+template <class C>
+inline constexpr bool kSparesKeepElements = false;
+
 template <class C, std::size_t Keep = 64,
           std::size_t MaxBytes = std::is_same_v<C, std::string> ? 1024 : 4096>
 class Spares {
@@ -47,8 +52,10 @@ class Spares {
     if (c.capacity() <= kInline || c.capacity() > MaxBytes / sizeof(typename C::value_type)) {
       return;  // the caller frees it
     }
-    release_elements(c);
-    c.clear();  // first: clearing may give back to this same type (a reply's elements)
+    if constexpr (!kSparesKeepElements<C>) {
+      release_elements(c);
+      c.clear();  // first: clearing may give back to this same type (a reply's elements)
+    }
     Store& s = store;
     if (s.closed || s.count == Keep) return;
     [[maybe_unused]] Cleanup* const registered = &cleanup;  // once per thread

@@ -15,6 +15,7 @@
 #include "common/decimal.hpp"
 #include "common/hex.hpp"
 #include "upstream/field_scan.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 
 namespace sluice {
 namespace {
@@ -306,23 +307,25 @@ void serialize_response_head(std::string& out, unsigned status, std::string_view
   out.append("\r\n"sv);
 }
 
-void response_fields(std::vector<std::pair<std::string, std::string>>& out,
-                     const HttpFields& fields, const ResponseHeadOptions& options) {
+void response_fields(H2HeaderBlock& out, const HttpFields& fields,
+                     const ResponseHeadOptions& options) {
   out.clear();
-  const auto add = [&out](std::string_view name, std::string_view value) {
-    std::string lower(name);
-    ascii::to_lower_in_place(lower);
-    out.emplace_back(std::move(lower), std::string(value));
-  };
+  const auto add = [&out](std::string_view name, std::string_view value) { out.add(name, value); };
   each_response_field(fields, options, add);
   if (options.rules) {
+    std::string value;
     for (const auto& set : options.rules->sets()) {
-      std::string value;
+      value.clear();
       set.value.append_to(value, options.vars);
       add(set.name, value);
     }
   }
-  if (options.content_length) add("content-length", std::to_string(*options.content_length));
+  if (options.content_length) {
+    char digits[20];  // the most digits of a 64-bit number
+    const std::size_t n = decimal_digits(*options.content_length);
+    put_decimal_before(digits + n, *options.content_length);
+    add("content-length", std::string_view(digits, n));
+  }
 }
 
 bool is_acceptable_request_id(std::string_view id) {

@@ -19,6 +19,8 @@
 
 namespace sluice {
 
+class H2HeaderBlock;  // upstream/h2/h2_header_block.hpp
+
 namespace http_fields = boost::beast::http;
 
 // Whether a field name (any case) describes one connection and never crosses
@@ -125,11 +127,12 @@ struct ResponseHeadOptions {
 void serialize_response_head(std::string& out, unsigned status, std::string_view reason,
                              const HttpFields& fields, const ResponseHeadOptions& options);
 
-// The same fields as (lower-case name, value) pairs for an HTTP/2 client:
-// the rules' values rendered, Content-Length when options.content_length is
-// set, no other framing and no Connection.
-void response_fields(std::vector<std::pair<std::string, std::string>>& out,
-                     const HttpFields& fields, const ResponseHeadOptions& options);
+// The same fields as an HTTP/2 client's header block (lower-case names, no
+// string per field): the rules' values rendered, Content-Length when
+// options.content_length is set, no other framing and no Connection. `out`
+// is cleared first.
+void response_fields(H2HeaderBlock& out, const HttpFields& fields,
+                     const ResponseHeadOptions& options);
 
 // A parser's content length as the serializers above take it.
 inline std::optional<std::uint64_t> to_std(const boost::optional<std::uint64_t>& v) {

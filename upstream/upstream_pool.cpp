@@ -232,7 +232,7 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   conn->ack_pending = true;
   if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
   state.idle.push_back(std::move(conn));
-  while (state.idle.size() > upstream.max_idle_connections) state.idle.pop_front();
+  state.keep_idle = upstream.max_idle_connections;
   if (!sweep_armed_) arm_sweep();
   if (!ack_armed_) arm_ack();
 }
@@ -280,8 +280,13 @@ void UpstreamPools::arm_sweep() {
     if (ec) return;
     sweep_armed_ = false;
     bool any_left = false;
+    const auto surplus_due = Clock::now() - kSurplusGrace;
     for_each_server([&](ServerState& server) {
       std::erase_if(server.idle, [](const auto& conn) { return !quiet(*conn); });
+      while (server.idle.size() > server.keep_idle &&
+             server.idle.front()->idle_since <= surplus_due) {
+        server.idle.pop_front();
+      }
       any_left = any_left || !server.idle.empty();
     });
     if (any_left) arm_sweep();

@@ -130,6 +130,9 @@ class UpstreamPools {
   // pooled if it is open with nothing buffered; while it is pooled, anything
   // that arrives on it (bytes nobody asked for, or the server's close) closes
   // it, at the latest on the next sweep (every kSweepEvery) or when taken.
+  // Beyond max_idle_connections a pooled connection stays kSurplusGrace at
+  // most (a burst's connections serve the next burst instead of being closed
+  // and opened again), then a sweep closes it.
   void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
 
   // The session a new TLS connection to the server resumes (null: none),
@@ -176,7 +179,8 @@ class UpstreamPools {
 
  private:
   struct ServerState {
-    std::deque<std::unique_ptr<UpstreamConnection>> idle;
+    std::deque<std::unique_ptr<UpstreamConnection>> idle;  // oldest first
+    std::size_t keep_idle = 0;  // max_idle_connections when one was last given back
     std::vector<std::shared_ptr<H2Connection>> h2;  // HTTP/2 connections, shared by streams
     Clock::time_point cooldown_until{};
     std::shared_ptr<ServerSlots> slots = std::make_shared<ServerSlots>();
@@ -236,6 +240,9 @@ class UpstreamPools {
   void arm_budget_retry();
 
   static constexpr auto kSweepEvery = std::chrono::seconds(1);
+  // How long idle connections beyond max_idle_connections (a burst's) stay
+  // for the next burst before a sweep closes them, oldest first.
+  static constexpr auto kSurplusGrace = std::chrono::seconds(1);
   static constexpr auto kAckAfter = std::chrono::milliseconds(2);
   static constexpr auto kLogEvery = std::chrono::seconds(5);
   static constexpr auto kBudgetRetryEvery = std::chrono::milliseconds(20);

@@ -31,6 +31,8 @@
 
 namespace sluice {
 
+class H2HeaderBlock;
+
 class Http2Session;
 
 class Http2Stream final : public RequestLeg, public std::enable_shared_from_this<Http2Stream> {
@@ -116,9 +118,9 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
 
   // Hands buffered body bytes to a pending read.
   void fill_read();
-  // Submits the response head; `body`: a DATA source follows.
-  void submit_head(unsigned status, const std::vector<std::pair<std::string, std::string>>& fields,
-                   bool body);
+  // Submits the response head (the thread's block, built just before);
+  // `body`: a DATA source follows.
+  void submit_head(unsigned status, H2HeaderBlock& block, bool body);
   void reset(std::uint32_t code);
   UpstreamExchange& exchange() { return request_.exchange(); }
 
@@ -139,7 +141,6 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
 
   // The response.
   Deadline<WorkerExecutor, Side> deadline_;
-  std::vector<std::pair<std::string, std::string>> fields_;  // reused
   std::vector<std::pair<std::string, std::string>> response_trailers_;
   const char* piece_ = nullptr;  // the piece nghttp2 is framing
   std::size_t piece_left_ = 0;

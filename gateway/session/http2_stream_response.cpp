@@ -13,6 +13,8 @@
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/http2_stream.hpp"
 #include "gateway/session/local_reply.hpp"
+#include "common/decimal.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/h2/h2_nv.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -61,26 +63,24 @@ void Http2Stream::set_response_trailers(const HttpFields& trailers) {
 void Http2Stream::start_response(const ResponseStart& start) {
   ResponseHeadOptions options = request_.response_head_options();
   options.content_length = start.content_length;
-  response_fields(fields_, *start.fields, options);
-  submit_head(start.status, fields_, start.has_body);
+  H2HeaderBlock& block = thread_header_block();
+  response_fields(block, *start.fields, options);
+  submit_head(start.status, block, start.has_body);
 }
 
-void Http2Stream::submit_head(unsigned status,
-                              const std::vector<std::pair<std::string, std::string>>& fields,
-                              bool body) {
-  const std::string status_text = std::to_string(status);
-  static const std::string kStatus = ":status";
-  std::vector<nghttp2_nv> nva;
-  nva.reserve(fields.size() + 1);
-  nva.push_back(h2_nv(kStatus, status_text));
-  for (const auto& [name, value] : fields) nva.push_back(h2_nv(name, value));
+// nghttp2 copies the block as it takes it: the thread's block is free again.
+void Http2Stream::submit_head(unsigned status, H2HeaderBlock& block, bool body) {
+  char digits[3];
+  const std::string_view status_text(digits, 3);
+  put_decimal_before(digits + 3, status % 1000);
+  const std::span<const nghttp2_nv> nva = block.nva(status_text);
   nghttp2_data_provider provider{};
   provider.read_callback = read_stream_data;
   head_submitted_ = true;
   if (!body) response_done_ = true;
   if (closed_) return;
-  const int rv =
-      nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(), body ? &provider : nullptr);
+  const int rv = nghttp2_submit_response(session_.nghttp2(), id_, nva.data(), nva.size(),
+                                         body ? &provider : nullptr);
   if (rv != 0) spdlog::debug("HTTP/2 stream {}: response not submitted: {}", id_, nghttp2_strerror(rv));
   session_.request_flush();
 }
@@ -168,9 +168,10 @@ void Http2Stream::send_local(LocalReply reply, bool) {
     request_.record(closed_ ? 499 : upstream ? upstream : 502);
     return;
   }
-  fields_.clear();
-  const auto add = [this](std::string_view name, std::string_view value) {
-    fields_.emplace_back(lower(name), std::string(value));
+  H2HeaderBlock& block = thread_header_block();
+  block.clear();
+  const auto add = [&block](std::string_view name, std::string_view value) {
+    block.add(name, value);
   };
   add("x-request-id", request_id);
   for (auto& [name, value] : request_.response_headers()) add(name, value);
@@ -179,7 +180,7 @@ void Http2Stream::send_local(LocalReply reply, bool) {
     add("content-type", "application/grpc");
     add("grpc-status", std::to_string(grpc_status_for(reply.status)));
     add("grpc-message", grpc_percent_encode(reason_for(reply.status)));
-    submit_head(200, fields_, false);
+    submit_head(200, block, false);
   } else {
     with_trace_id(reply, request_.info().trace_id);
     add("server", "sluice");
@@ -195,7 +196,7 @@ void Http2Stream::send_local(LocalReply reply, bool) {
       piece_pending_ = true;
       set_deadline(Side::kClient, request_.config().server.send_timeout);
     }
-    submit_head(reply.status, fields_, body);
+    submit_head(reply.status, block, body);
   }
   request_.record(reply.status);
   session_.request_flush();

@@ -4,8 +4,8 @@ pool each).
 
 Setups, h2c (prior knowledge, cleartext) and h2 (TLS 1.3, ALPN): nginx as a
 plain reverse proxy, Sluice without limits; Sluice with a Redis limit allowing
-all (h2c); with --compare, Sluice without limits again with that binary (a
-before/after in one sitting). Load: `h2load -t1 -c C -m M -D S` pinned to CPU 0,
+all (h2c); with --compare, Sluice without limits (h2c, h2) and with the limit
+(h2c) again with that binary (a before/after in one sitting). Load: `h2load -t1 -c C -m M -D S` pinned to CPU 0,
 the servers to the others (as the speed table); REPS repetitions round robin,
 medians of requests per second, mean latency and the gateway's CPU per request
 (utime + stime from /proc, divided by the requests h2load completed).
@@ -88,6 +88,12 @@ def http2_run(stack: Stack, pin_cpu: str | None, opts, log) -> dict:
             setups.append((f"Sluice, no limits, {proto}, --compare binary",
                            Row(104, "compare", other.port, other, admin=other.admin_port),
                            "https" if extra else "http"))
+        other = stack.sluice("sluice-compare-limit", binary=opts.compare, upstream=echo.port,
+                             redis_port=redis.port, limit=ALLOW_ALL, http2=True)
+        stack.wait_redis(other)
+        setups.append(("Sluice + Redis limit (allows all), h2c, --compare binary",
+                       Row(105, "compare limit", other.port, other, admin=other.admin_port,
+                           redis=[redis]), "http"))
     return {"order": [name for name, _, _ in setups],
             "medians": measure(setups, PATH, opts, pin_cpu, log)["medians"]}
 
@@ -142,4 +148,15 @@ def http2_report(result: dict, info: dict, started, opts, pin_cpu: str | None,
         redis = f"{m['redis_cpu_us']:.1f}" if "redis_cpu_us" in m else "—"
         out.append(f"| {name} | {m['rps']:,.0f} | {m['mean_ms']:.2f} | {m['cpu_us']:.1f} | "
                    f"{redis} | {m['failed']:.0f} | {m['rps'] / base[proto]:.2f} |")
+    pairs = [("", "Sluice + Redis limit (allows all), h2c", "Sluice, no limits, h2c")]
+    if opts.compare:
+        pairs.append((" (--compare binary)",
+                      "Sluice + Redis limit (allows all), h2c, --compare binary",
+                      "Sluice, no limits, h2c, --compare binary"))
+    out.append("")
+    for label, limited, plain in pairs:
+        if limited in med and plain in med:
+            own = med[limited]["cpu_us"] - med[plain]["cpu_us"]
+            out.append(f"- The limiter's own gateway CPU over h2c{label}: **{own:+.1f} µs per "
+                       "request** (the limited row less the unlimited one; budget +4).")
     return "\n".join(out)

@@ -17,8 +17,8 @@ import time
 import unittest
 
 from harness import (SANITIZED, Client, ProcessTestCase, RawConnection, closed_port, echo_header,
-                     echo_header_names, gateway_config, pattern_sha256, raw_exchange, request,
-                     rss_kib, wait_until)
+                     echo_header_names, gateway_config, metric_sum, pattern_sha256, raw_exchange,
+                     request, rss_kib, wait_until)
 
 MIB = 1024 * 1024
 
@@ -743,6 +743,36 @@ class LocalReplyTest(GatewayTestCase):
         self.assertEqual((status, hashlib.sha256(body).hexdigest()), (200, pattern_sha256(1000000)))
         self.assertEqual(request(self.gateway.admin_port, "GET", "/healthz")[0], 200)
         self.assertTrue(self.gateway.alive())
+
+
+class UpstreamPoolTest(GatewayTestCase):
+    def burst(self, n):
+        """n requests at once, each held 300 ms by the upstream: n connections."""
+        statuses = []
+        threads = [threading.Thread(target=lambda: statuses.append(
+            request(self.gateway.port, "GET", "/__slow/300")[0])) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(statuses, [200] * n)
+
+    def test_a_bursts_connections_serve_the_next_burst_then_the_pool_shrinks(self):
+        self.start_gateway(upstreams={"echo": {"servers": [self.echo.address],
+                                               "max_idle_connections": 2}},
+                           server={"threads": 1})
+        gw = self.gateway
+        self.burst(8)
+        opened = metric_sum(gw, "sluice_upstream_connections_total")
+        self.assertEqual(opened, 8)
+        # Beyond max_idle_connections, a burst's connections stay a moment:
+        # the next burst takes them instead of opening new ones.
+        self.burst(8)
+        self.assertEqual(metric_sum(gw, "sluice_upstream_connections_total"), opened)
+        # Then the pool comes back to its size.
+        wait_until(lambda: metric_sum(gw, "sluice_upstream_connections_open") <= 2, 10,
+                   message="the surplus idle connections closed")
+        self.assertEqual(self.echo.counts()["bad_requests"], 0)
 
 
 class ClientTimeoutTest(GatewayTestCase):

@@ -3,6 +3,7 @@
 #include <boost/beast/http/fields.hpp>
 
 #include "gateway/session/local_reply.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace http = boost::beast::http;
@@ -232,17 +233,52 @@ TEST_CASE("an HTTP/2 client's response fields are the HTTP/1.1 head's, lower-cas
   options.rules = &rules;
   options.vars = {"10.0.0.1", "rid", "api", "https"};
   options.content_length = 12;
-  std::vector<std::pair<std::string, std::string>> out;
+  sluice::H2HeaderBlock out;
   response_fields(out, f, options);
-  const std::vector<std::pair<std::string, std::string>> expected = {
+  const std::vector<std::pair<std::string_view, std::string_view>> expected = {
       {"x-ratelimit-limit", "50"},
       {"x-request-id", "rid"},
       {"x-served-by", "sluice api"},
       {"content-length", "12"}};
-  CHECK(out == expected);
+  REQUIRE(out.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(out.field(i) == expected[i]);
+  // The request id changes with every response: never indexed; the rest may be.
+  CHECK(out.never_indexed(1));
+  CHECK_FALSE(out.never_indexed(0));
+  // nghttp2's list: the status first, then the fields as they are.
+  const auto nva = out.nva("200");
+  REQUIRE(nva.size() == 5);
+  CHECK(std::string_view(reinterpret_cast<const char*>(nva[0].name), nva[0].namelen) ==
+        ":status");
+  CHECK(std::string_view(reinterpret_cast<const char*>(nva[0].value), nva[0].valuelen) == "200");
+  CHECK(std::string_view(reinterpret_cast<const char*>(nva[4].value), nva[4].valuelen) == "12");
+  CHECK(nva[2].flags == NGHTTP2_NV_FLAG_NO_INDEX);
   options.content_length.reset();
   response_fields(out, sluice::HttpFields{}, options);
   CHECK(out.size() == 3);  // reused: cleared first, no length without one
+}
+
+TEST_CASE("an HTTP/2 header block: names lower-cased, changing values never indexed",
+          "[proxy_headers]") {
+  sluice::H2HeaderBlock block;
+  block.add("X-RateLimit-Remaining", "41");
+  block.add("RateLimit", "\"per_key\";r=41;t=3");
+  block.add("X-RateLimit-Limit", "50");
+  // Many fields: the buffer grows, and every field still reads as added.
+  for (int i = 0; i < 200; ++i) block.add("X-Filler-" + std::to_string(i), std::string(40, 'v'));
+  CHECK(block.field(0) == std::pair<std::string_view, std::string_view>{"x-ratelimit-remaining",
+                                                                         "41"});
+  CHECK(block.never_indexed(0));
+  CHECK(block.never_indexed(1));
+  CHECK_FALSE(block.never_indexed(2));
+  CHECK(block.field(202).first == "x-filler-199");
+  const auto nva = block.nva();
+  REQUIRE(nva.size() == 203);
+  CHECK(std::string_view(reinterpret_cast<const char*>(nva[202].name), nva[202].namelen) ==
+        "x-filler-199");
+  block.clear();
+  CHECK(block.size() == 0);
+  CHECK(block.nva("404").size() == 1);
 }
 
 namespace {

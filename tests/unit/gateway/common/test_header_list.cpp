@@ -58,3 +58,30 @@ TEST_CASE("header list: copies, moves, swaps and compares the fields only", "[he
   CHECK(assigned.size() == 21);
   CHECK(assigned.back() == HeaderList::value_type{"D", "4"});
 }
+
+TEST_CASE("header list: a list that goes leaves its grown strings to the next", "[header_list]") {
+  if (!HeaderSpares::kKeeps) return;  // nothing is kept under AddressSanitizer
+  const std::string long_value(100, 'v');
+  const char* kept_value = nullptr;
+  {
+    HeaderList first;
+    first.emplace_back("X-RateLimit-Remaining", long_value);
+    kept_value = first[0].second.data();
+  }
+  HeaderList next;
+  std::string& value = next.add("X-RateLimit-Remaining");
+  CHECK(value.empty());
+  CHECK(value.capacity() >= long_value.size());
+  CHECK(value.data() == kept_value);  // the same string, not a new one
+  value = "7";
+  CHECK(next == HeaderList{{"X-RateLimit-Remaining", "7"}});
+  // A list holding a string too long to keep leaves nothing.
+  const std::size_t before = HeaderSpares::kept();
+  {
+    HeaderList big;
+    big.emplace_back("X-Big", std::string(4096, 'b'));
+  }
+  CHECK(HeaderSpares::kept() <= before);
+  HeaderList after;
+  CHECK(after.add("X-Big").capacity() < 4096);
+}
