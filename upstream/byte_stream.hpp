@@ -54,6 +54,21 @@ class ByteStream {
     return ec.category() == boost::asio::error::get_ssl_category();
   }
 
+  // Writes what the kernel takes of `bytes` now, without waiting and without
+  // a completion to run later: plain TCP only (0 over TLS, whose records
+  // OpenSSL writes). `ec` is would_block when the socket's buffer is full.
+  std::size_t write_now(boost::asio::const_buffer bytes, boost::system::error_code& ec) {
+    if (tls_) return 0;
+    auto& socket = tcp_.socket();
+    if (!socket.non_blocking()) socket.non_blocking(true, ec);
+    if (ec) return 0;
+    return socket.write_some(bytes, ec);
+  }
+  // Whether write_now() stopped only because the socket's buffer was full.
+  static bool would_block(const boost::system::error_code& ec) {
+    return !ec || ec == boost::asio::error::would_block || ec == boost::asio::error::try_again;
+  }
+
   executor_type get_executor() { return tcp_.get_executor(); }
   socket_type& socket() { return tcp_.socket(); }
   // The TCP stream under it (to connect it).

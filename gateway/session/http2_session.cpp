@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 
+#include "common/soon.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/session/http2_stream.hpp"
 #include "gateway/session/linger.hpp"
@@ -147,23 +148,40 @@ void Http2Session::write_final_goaway() {
 void Http2Session::flush() {
   // Inside nghttp2's callbacks nothing is sent: receive()'s caller flushes.
   if (!pump_.can_send() || closed_ || !final_goaway_.empty()) return;
-  if (const int rv = pump_.gather(session_); rv < 0) {
-    spdlog::warn("client {}: HTTP/2 send failed: {}", peer_text_, nghttp2_strerror(rv));
-    return close();
-  }
-  if (pump_.pending().empty()) {
-    // Nothing more to say and nothing more to hear (GOAWAY both ways, or a
-    // drain with every stream done): the connection is over.
-    if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
-      return graceful_close();
+  for (;;) {
+    if (const int rv = pump_.gather(session_); rv < 0) {
+      spdlog::warn("client {}: HTTP/2 send failed: {}", peer_text_, nghttp2_strerror(rv));
+      return close();
     }
-    if (draining_ && streams_.empty()) return graceful_close();
-    return;
+    const std::string& out = pump_.pending();
+    if (out.empty()) {
+      // Nothing more to say and nothing more to hear (GOAWAY both ways, or a
+      // drain with every stream done): the connection is over.
+      if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
+        return graceful_close();
+      }
+      if (draining_ && streams_.empty()) return graceful_close();
+      return;
+    }
+    // What the socket takes at once is written now (no completion to wait
+    // for, no pass of the event loop); the rest goes asynchronously.
+    beast::error_code ec;
+    const std::size_t n = stream_.write_now(asio::buffer(out), ec);
+    if (!ByteStream::would_block(ec)) {
+      pump_.write_done();
+      return close();
+    }
+    if (n < out.size()) {
+      arm_write_timer(pump_.start_write());
+      asio::async_write(stream_, asio::buffer(out.data() + n, out.size() - n),
+                        handler([](Http2Session& self, beast::error_code ec, std::size_t) {
+                          self.on_written(ec);
+                        }));
+      return;
+    }
+    pump_.write_done();
+    read();  // a full queue may have paused reading
   }
-  arm_write_timer(pump_.start_write());
-  asio::async_write(
-      stream_, asio::buffer(pump_.pending()),
-      handler([](Http2Session& self, beast::error_code ec, std::size_t) { self.on_written(ec); }));
 }
 
 // A client that takes no byte for send_timeout is closed: its connection
@@ -180,7 +198,7 @@ void Http2Session::arm_write_timer(std::uint64_t generation) {
 void Http2Session::request_flush() {
   if (flush_posted_ || closed_) return;
   flush_posted_ = true;
-  asio::post(stream_.get_executor(), handler([](Http2Session& self) {
+  post_soon(stream_.get_executor(), handler([](Http2Session& self) {
                self.flush_posted_ = false;
                self.flush();
                self.read();

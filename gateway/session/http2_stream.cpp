@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/ascii.hpp"
+#include "common/soon.hpp"
 #include "gateway/session/client_read_error.hpp"
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/local_reply.hpp"
@@ -139,7 +140,7 @@ void Http2Stream::on_deadline(Side side) {
   // The client sent no body byte, or took no response byte, in time.
   if (pending_read_) {
     pending_read_.reset();
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
+    post_soon(session_.executor(), handler([](Http2Stream& self) {
                  self.exchange().on_body_read(beast::error::timeout, 0);
                }));
     return;
@@ -148,7 +149,7 @@ void Http2Stream::on_deadline(Side side) {
     piece_pending_ = false;
     reset(NGHTTP2_CANCEL);
     if (request_.in_exchange()) {
-      asio::post(session_.executor(), handler([](Http2Stream& self) {
+      post_soon(session_.executor(), handler([](Http2Stream& self) {
                    self.exchange().on_response_sent(beast::error::timeout);
                  }));
     }
@@ -175,7 +176,7 @@ void Http2Stream::on_end_stream() {
 
 void Http2Stream::read_body(std::span<char> into) {
   if (closed_) {
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
+    post_soon(session_.executor(), handler([](Http2Stream& self) {
                  self.exchange().on_body_read(asio::error::operation_aborted, 0);
                }));
     return;
@@ -188,7 +189,7 @@ void Http2Stream::read_body(std::span<char> into) {
 void Http2Stream::cancel_read() {
   if (!pending_read_) return;
   pending_read_.reset();
-  asio::post(session_.executor(), handler([](Http2Stream& self) {
+  post_soon(session_.executor(), handler([](Http2Stream& self) {
                self.exchange().on_body_read(asio::error::operation_aborted, 0);
              }));
 }
@@ -197,7 +198,7 @@ void Http2Stream::fill_read() {
   if (!pending_read_) return;
   if (body_too_large_) {
     pending_read_.reset();
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
+    post_soon(session_.executor(), handler([](Http2Stream& self) {
                  self.exchange().on_body_read(http::error::body_limit, 0);
                }));
     return;
@@ -212,7 +213,7 @@ void Http2Stream::fill_read() {
   if (body_.empty() && end_stream_) body_complete_ = true;
   // The stream's window credited back now that the upstream takes them.
   if (n > 0 && !closed_) nghttp2_session_consume_stream(session_.nghttp2(), id_, n);
-  asio::post(session_.executor(), handler([n](Http2Stream& self) {
+  post_soon(session_.executor(), handler([n](Http2Stream& self) {
                self.exchange().on_body_read({}, n);
                self.session_.request_flush();
              }));
@@ -244,7 +245,7 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
   if (!in_exchange && pending_read_) {
     // A read ahead of the decision (a route that reads the body) fails.
     pending_read_.reset();
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
+    post_soon(session_.executor(), handler([](Http2Stream& self) {
                  self.exchange().on_body_read(asio::error::operation_aborted, 0);
                }));
   }
@@ -260,13 +261,13 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
     exchange().close_upstream_socket();
     if (pending_read_) {
       pending_read_.reset();
-      asio::post(session_.executor(), handler([](Http2Stream& self) {
+      post_soon(session_.executor(), handler([](Http2Stream& self) {
                    self.exchange().on_body_read(asio::error::operation_aborted, 0);
                  }));
     }
     if (piece_pending_) {
       piece_pending_ = false;
-      asio::post(session_.executor(), handler([](Http2Stream& self) {
+      post_soon(session_.executor(), handler([](Http2Stream& self) {
                    self.exchange().on_response_sent(asio::error::operation_aborted);
                  }));
     }

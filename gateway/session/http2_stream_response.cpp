@@ -9,11 +9,12 @@
 #include <boost/asio/post.hpp>
 
 #include "common/ascii.hpp"
+#include "common/decimal.hpp"
+#include "common/soon.hpp"
 #include "gateway/session/grpc_reply.hpp"
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/http2_stream.hpp"
 #include "gateway/session/local_reply.hpp"
-#include "common/decimal.hpp"
 #include "upstream/h2/h2_header_block.hpp"
 #include "upstream/h2/h2_nv.hpp"
 #include "upstream/proxy_headers.hpp"
@@ -99,7 +100,7 @@ void Http2Stream::send_continue() {
     session_.request_flush();
   }
   const bool gone = closed_;
-  asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+  post_soon(session_.executor(), handler([gone](Http2Stream& self) {
                self.exchange().on_continue_sent(gone ? asio::error::operation_aborted
                                                     : beast::error_code{});
              }));
@@ -109,7 +110,7 @@ void Http2Stream::send_response(const char* data, std::size_t n, bool last) {
   if (response_done_ || (n == 0 && !last) || closed_) {
     // Nothing to frame: the head alone goes (or went), with its HEADERS.
     const bool gone = closed_ && !response_done_;
-    asio::post(session_.executor(), handler([gone](Http2Stream& self) {
+    post_soon(session_.executor(), handler([gone](Http2Stream& self) {
                  self.exchange().on_response_sent(gone ? asio::error::operation_aborted
                                                       : beast::error_code{});
                }));
@@ -148,7 +149,7 @@ long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint
   }
   if (request_.in_exchange()) {
     // Framed: the relay buffer may take the next piece.
-    asio::post(session_.executor(), handler([](Http2Stream& self) {
+    post_soon(session_.executor(), handler([](Http2Stream& self) {
                  self.exchange().on_response_sent({});
                }));
   }

@@ -67,8 +67,8 @@ from balance import balance_report, balance_run  # noqa: E402
 from delay import delay_report, delay_run  # noqa: E402
 from failover import MODES, failover_run  # noqa: E402
 from failover_report import report as failover_report  # noqa: E402
-from measure import (PATH, measure, median_of, metrics_text, run_wrk, run_wsbench,  # noqa: E402
-                     wrk_command, wsbench_command)
+from measure import (PATH, h2load_row, measure, median_of, metrics_text,  # noqa: E402
+                     run_wrk, run_wsbench, wrk_command, wsbench_command)
 from cpu_profile import profile_report, profile_run  # noqa: E402
 from scaling import scaling_report, scaling_run  # noqa: E402
 from grpc_bench import grpc_report, grpc_run  # noqa: E402
@@ -115,6 +115,8 @@ def warm_up(opts, row, pin_cpu: str | None):
     if row.ws_size is not None:
         run_wsbench(wsbench_command(row.port, opts.ws_connections, row.ws_size, opts.warmup,
                                     pin_cpu), opts.warmup)
+    elif row.h2:
+        h2load_row(row, opts.connections, opts.warmup, pin_cpu)
     else:
         run_wrk(wrk_command(row.port, opts.connections, opts.warmup, pin_cpu, args=row.wrk_args,
                             scheme=row.scheme, path=row.path or PATH), opts.warmup)
@@ -125,6 +127,8 @@ def describe(row, m: dict) -> str:
     if row.ws_size is not None:
         return (f"{m['msgs_per_s']:,.0f} msg/s, {m['mib_per_s']:,.0f} MiB/s, "
                 f"p50 {m['p50'] * 1000:.0f} µs, CPU {m['cpu_us']:.1f} µs/msg")
+    if row.h2:
+        return f"{m['rps']:,.0f} req/s, mean {m['p50']:.2f} ms, CPU {m['cpu_us']:.1f} µs/req"
     return f"{m['rps']:,.0f} req/s, p99 {m['p99']:.2f} ms, CPU {m['cpu_us']:.1f} µs/req"
 
 

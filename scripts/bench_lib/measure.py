@@ -156,11 +156,38 @@ def measure_ws(row: Row, conns: int, duration: float, pin_cpu: str | None) -> di
     return out
 
 
+def h2load_row(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
+    """h2load against an HTTP/2 row (h2_rows.py): requests, failures, rate, mean ms."""
+    from http2 import h2load_command, run_h2load
+    url = f"{row.scheme}://127.0.0.1:{row.port}{row.path}"
+    return run_h2load(h2load_command(url, conns, duration, pin_cpu, row.wrk_args), duration)
+
+
+def measure_h2(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
+    """h2load against an HTTP/2 row: the same figures as wrk's rows but for the
+    latency, of which h2load gives the mean only (p50 holds it; p99 and p99.9 none)."""
+    gw_pids = row.gateway.pids()
+    redis_pids = [pid for server in row.redis for pid in server.pids()]
+    cpu0, rcpu0 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
+    figures = h2load_row(row, conns, duration, pin_cpu)
+    cpu1, rcpu1 = procfs.cpu_seconds(gw_pids), procfs.cpu_seconds(redis_pids)
+    n = max(1.0, figures["requests"])
+    out = {"rps": figures["rps"], "requests": figures["requests"], "p50": figures["mean_ms"],
+           "p99": float("nan"), "p999": float("nan"), "non2xx": figures["failed"],
+           "errors": 0.0, "cpu_us": (cpu1 - cpu0) * 1e6 / n,
+           "rss_mib": procfs.peak_rss_kib(gw_pids) / 1024}
+    if row.redis:
+        out["redis_cpu_us"] = (rcpu1 - rcpu0) * 1e6 / n
+    return out
+
+
 def measure(row: Row, conns: int, duration: float, pin_cpu: str | None) -> dict:
     """wrk against the row; the gateway's and its Redis servers' CPU and counters.
-    A WebSocket row: measure_ws()."""
+    A WebSocket row: measure_ws(); an HTTP/2 row: measure_h2()."""
     if row.ws_size is not None:
         return measure_ws(row, conns, duration, pin_cpu)
+    if row.h2:
+        return measure_h2(row, conns, duration, pin_cpu)
     gw_pids = row.gateway.pids()
     redis_pids = [pid for server in row.redis for pid in server.pids()]
     for server in row.redis:

@@ -178,13 +178,16 @@ def running(process: Process) -> bool:
 class Row:
     """One line of the speed table: a server on `port` and what was measured on it.
     ws_size: a WebSocket row (measured with sluice-wsbench's client, messages of that
-    many bytes echoed, instead of wrk)."""
+    many bytes echoed, instead of wrk); h2: an HTTP/2 row (h2load, h2_rows.py)."""
 
     def __init__(self, num: int, name: str, port: int, gateway: Process,
                  admin: int | None = None, redis: list[Process] = (),
                  wrk_args: list[str] = (), scheme: str = "http", ws_size: int | None = None,
-                 path: str | None = None):
+                 path: str | None = None, h2: bool = False):
         self.num = num
+        # h2load instead of wrk (HTTP/2 clients: h2c, or h2 with scheme https); wrk_args
+        # are then more h2load arguments (a gRPC call's body and headers).
+        self.h2 = h2
         self.path = path  # what wrk asks for (None: measure.PATH)
         self.scheme = scheme  # https: TLS terminated by the gateway
         self.ws_size = ws_size
@@ -343,6 +346,8 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
     12's, measured at another time. Rows 17-20 echo WebSocket messages:
     sluice-wsbench's echo server directly (17, 19) and through a Sluice without limits
     whose one upstream it is (18, 20), 16 KiB messages (17, 18) and 128 bytes (19, 20)."""
+    from h2_rows import start_h2_rows  # it builds on this module
+
     echo = stack.echo()
     up = echo.port
     redis = stack.redis("redis")
@@ -608,6 +613,7 @@ def start_rows(stack: Stack, script_file: str, sha: str, compare: str | None = N
                    "collector)", s35, [redis]),
         sluice_row(36, "row 5 with tracing on, every request recorded (three spans each)", s36,
                    [redis]),
+        *start_h2_rows(stack, up, redis, cert, key),
         *compare_rows(),
     ]
 

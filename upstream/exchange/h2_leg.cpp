@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include "common/soon.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
 #include "upstream/h2/h2_connection.hpp"
 #include "upstream/request_head.hpp"
@@ -94,7 +95,7 @@ void H2Leg::open_stream() {
 void H2Leg::post_progress() {
   if (progress_posted_) return;
   progress_posted_ = true;
-  asio::post(x_.executor_, handler([generation = generation_](H2Leg& self) {
+  post_soon(x_.executor_, handler([generation = generation_](H2Leg& self) {
                self.progress_posted_ = false;
                if (self.x_.leg_ == &self && generation == self.generation_) {
                  self.progress();

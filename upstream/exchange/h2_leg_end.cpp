@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "common/soon.hpp"
 #include "upstream/exchange/h2_leg.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
 #include "upstream/h2/h2_connection.hpp"
@@ -195,7 +196,7 @@ void H2Leg::close() {
                         response_ == ResponseRelay::kSending;
   release();
   if (!leg_busy) {
-    asio::post(x_.executor_, handler([generation = generation_](H2Leg& self) {
+    post_soon(x_.executor_, handler([generation = generation_](H2Leg& self) {
                  if (self.x_.leg_ == &self && generation == self.generation_) self.x_.abort();
                }));
   }

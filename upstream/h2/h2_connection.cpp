@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 
 #include "common/guarded.hpp"
+#include "common/soon.hpp"
 
 namespace sluice {
 namespace {
@@ -204,7 +205,7 @@ void H2Connection::probe() {
 void H2Connection::request_flush() {
   if (flush_posted_ || state_ == State::kClosed || state_ == State::kConnecting) return;
   flush_posted_ = true;
-  asio::post(conn_->stream.get_executor(), handler([](H2Connection& self) {
+  post_soon(conn_->stream.get_executor(), handler([](H2Connection& self) {
                self.flush_posted_ = false;
                self.flush();
              }));
@@ -212,12 +213,26 @@ void H2Connection::request_flush() {
 
 void H2Connection::flush() {
   if (!pump_.can_send() || state_ == State::kClosed || state_ == State::kConnecting) return;
-  if (const int rv = pump_.gather(session_); rv < 0) return broke(nghttp2_strerror(rv));
-  if (pump_.pending().empty()) {
-    if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
-      close();  // GOAWAY both ways and no stream left
+  std::size_t written = 0;
+  for (;;) {
+    if (const int rv = pump_.gather(session_); rv < 0) return broke(nghttp2_strerror(rv));
+    const std::string& out = pump_.pending();
+    if (out.empty()) {
+      if (nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0) {
+        close();  // GOAWAY both ways and no stream left
+      }
+      return;
     }
-    return;
+    // What the socket takes at once is written now (no completion to wait
+    // for); the rest goes asynchronously.
+    error_code ec;
+    written = conn_->stream.write_now(asio::buffer(out), ec);
+    if (!ByteStream::would_block(ec)) {
+      pump_.write_done();
+      return broke(ec.message());
+    }
+    if (written < out.size()) break;
+    pump_.write_done();
   }
   // A server that takes no byte for write_timeout is not waited for forever.
   const auto generation = pump_.start_write();
@@ -226,7 +241,8 @@ void H2Connection::flush() {
     if (ec || !self.pump_.stalled(generation)) return;
     self.broke("writes stalled: the server takes no data");
   }));
-  asio::async_write(conn_->stream, asio::buffer(pump_.pending()),
+  const std::string& out = pump_.pending();
+  asio::async_write(conn_->stream, asio::buffer(out.data() + written, out.size() - written),
                     handler([](H2Connection& self, error_code ec, std::size_t) {
                       self.pump_.write_done();
                       self.write_timer_.cancel();
@@ -321,7 +337,7 @@ void H2Connection::update_idle() {
     self.flush();
   };
   if (options_.idle_timeout.count() == 0) {
-    asio::post(conn_->stream.get_executor(), handler([generation, close_idle](H2Connection& self) {
+    post_soon(conn_->stream.get_executor(), handler([generation, close_idle](H2Connection& self) {
                  if (generation == self.idle_generation_ && self.state_ == State::kReady) {
                    close_idle(self);
                  }
