@@ -18,10 +18,10 @@
 
 namespace sluice {
 
+// A list's slots, kept whole when it goes (HeaderList::~HeaderList; see
+// kSparesKeepElements).
 using HeaderSlots = std::vector<std::pair<std::string, std::string>>;
-// A list's slots are kept whole when it goes (HeaderList::~HeaderList).
-template <>
-inline constexpr bool kSparesKeepElements<HeaderSlots> = true;
+static_assert(kSparesKeepElements<HeaderSlots>);
 // At most 32 lists' slots per thread, each of at most 64 fields.
 using HeaderSpares = Spares<HeaderSlots, 32>;
 

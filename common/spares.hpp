@@ -10,7 +10,9 @@
 // Per thread, so never shared: taking and giving need no lock, and a
 // container given back on another thread joins that thread's spares. What is
 // kept is bounded (Keep times MaxBytes per type and thread: 64 KiB of
-// strings, 256 KiB of each kind of list) and freed when the thread ends; a
+// strings, 256 KiB of each kind of list, and for lists kept whole their
+// elements too: a header list's strings, at most 256 bytes each) and freed
+// when the thread ends; a
 // container given back after that (a static destroyed at exit) is freed at
 // once. Strings are kept only up to 1 KiB, so that a large one (a long
 // batch's numbers) is not handed out for a short key and held while its call
@@ -25,12 +27,24 @@
 #include <utility>
 #include <vector>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLUICE_HAS_ASAN_FEATURE 1
+#endif
+#endif
+#ifndef SLUICE_HAS_ASAN_FEATURE
+#define SLUICE_HAS_ASAN_FEATURE 0
+#endif
+
 namespace sluice {
 
 // Whether containers of type C are kept with their elements in place (the
-// next user overwrites them: strings keep their capacity), not cleared.
+// next user overwrites them: strings keep their capacity), not cleared: lists
+// of string pairs (HeaderList's slots, common/header_list.hpp) are.
 template <class C>
 inline constexpr bool kSparesKeepElements = false;
+template <>
+inline constexpr bool kSparesKeepElements<std::vector<std::pair<std::string, std::string>>> = true;
 
 template <class C, std::size_t Keep = 64,
           std::size_t MaxBytes = std::is_same_v<C, std::string> ? 1024 : 4096>
@@ -66,7 +80,7 @@ class Spares {
   // How many this thread keeps (for tests).
   static std::size_t kept() noexcept { return store.count; }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || SLUICE_HAS_ASAN_FEATURE
   static constexpr bool kKeeps = false;
 #else
   static constexpr bool kKeeps = true;

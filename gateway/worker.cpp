@@ -22,6 +22,11 @@ Worker::Worker(std::size_t index, std::shared_ptr<const Config> config)
     metrics_.add("sluice_upstream_connections_total",
                  scratch_labels({{"upstream", upstream.name}}));
   });
+  // A burst's idle connections closed: their memory (the connection, its
+  // socket's state, its parser) is freed in bulk, for the heap trim.
+  pools_.on_surplus_closed([this](std::size_t closed) {
+    freed_bytes_.fetch_add(closed * kClosedConnectionBytes, std::memory_order_relaxed);
+  });
   // Counters that alerts watch have a series from the start.
   for (const char* family : {"sluice_internal_errors_total", "sluice_connections_shed_total",
                              "sluice_upstream_retries_total"}) {

@@ -90,6 +90,8 @@ class Worker {
   // length of an exchange, so that an idle connection holds none; a few are
   // kept for reuse.
   static constexpr std::size_t kRelayBufferSize = 64 * 1024;
+  // What a closed idle upstream connection freed, as the heap trim counts it.
+  static constexpr std::size_t kClosedConnectionBytes = 8 * 1024;
   std::unique_ptr<char[]> take_relay_buffer();
   void return_relay_buffer(std::unique_ptr<char[]> buffer);
   // Bytes freed in bulk since the last call (any thread): relay buffers not

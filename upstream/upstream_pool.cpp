@@ -224,15 +224,28 @@ void UpstreamPools::give_back(const UpstreamConfig& upstream,
   auto it = std::find_if(upstream.servers.begin(), upstream.servers.end(), [&](const HostPort& s) {
     return s.host == conn->address.host && s.port == conn->address.port;
   });
-  if (it == upstream.servers.end() || upstream.max_idle_connections == 0) return;
-  if (!conn->stream.socket().is_open() || conn->buffer.size() != 0) return;
+  if (it == upstream.servers.end()) return;
   auto& state = server_state(upstream, *it);
+  state.keep_idle = upstream.max_idle_connections;
+  if (upstream.max_idle_connections == 0) {
+    state.idle.clear();  // a reload turned pooling off: none stays
+    return;
+  }
+  if (!conn->stream.socket().is_open() || conn->buffer.size() != 0) return;
+  // Beyond the pool's size only while the process's upstream descriptors are
+  // far from used up: other workers may need them more than the next burst.
+  if (state.idle.size() >= upstream.max_idle_connections) {
+    const auto& budget = connection_budget();
+    if (budget.in_use() > budget.limit() / 4 * 3) return;
+  }
   conn->stream.tcp().expires_never();
   conn->idle_since = Clock::now();
   conn->ack_pending = true;
   if (!state.slots->waiters.empty()) wake_waiter(executor_, state.slots);  // an idle one to take
+  // One beyond the pool's size is a burst's: it keeps no read buffer while it
+  // waits (a burst of thousands would hold their buffers for the grace).
+  if (state.idle.size() >= upstream.max_idle_connections) conn->buffer.shrink_to_fit();
   state.idle.push_back(std::move(conn));
-  state.keep_idle = upstream.max_idle_connections;
   if (!sweep_armed_) arm_sweep();
   if (!ack_armed_) arm_ack();
 }
@@ -281,14 +294,17 @@ void UpstreamPools::arm_sweep() {
     sweep_armed_ = false;
     bool any_left = false;
     const auto surplus_due = Clock::now() - kSurplusGrace;
+    std::size_t surplus = 0;
     for_each_server([&](ServerState& server) {
       std::erase_if(server.idle, [](const auto& conn) { return !quiet(*conn); });
       while (server.idle.size() > server.keep_idle &&
              server.idle.front()->idle_since <= surplus_due) {
         server.idle.pop_front();
+        ++surplus;
       }
       any_left = any_left || !server.idle.empty();
     });
+    if (surplus > 0 && surplus_closed_) surplus_closed_(surplus);
     if (any_left) arm_sweep();
   });
 }

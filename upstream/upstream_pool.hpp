@@ -176,6 +176,11 @@ class UpstreamPools {
   void count_connection(const UpstreamConfig& upstream) {
     if (connection_counter_) connection_counter_(upstream);
   }
+  // Who is told how many surplus idle connections a sweep closed (the worker
+  // counts their memory as freed in bulk, for the heap trim).
+  void on_surplus_closed(std::function<void(std::size_t)> told) {
+    surplus_closed_ = std::move(told);
+  }
 
  private:
   struct ServerState {
@@ -239,6 +244,7 @@ class UpstreamPools {
   bool close_oldest_idle();
   void arm_budget_retry();
 
+  std::function<void(std::size_t)> surplus_closed_;
   static constexpr auto kSweepEvery = std::chrono::seconds(1);
   // How long idle connections beyond max_idle_connections (a burst's) stay
   // for the next burst before a sweep closes them, oldest first.

@@ -16,6 +16,7 @@ import unittest
 
 from harness import (SANITIZED, ProcessTestCase, RawConnection, echo_header, gateway_config,
                      request, rss_kib, wait_until)
+from testkit.h2client import H2Client
 from testkit.procfs import cpu_seconds
 
 MIB = 1024 * 1024
@@ -301,6 +302,20 @@ class LyingUpstreamTest(HardeningTestCase):
         self.assertEqual(status, 502)
         if not SANITIZED:
             self.assertLess(rss_kib(self.gateway.pid) - before, 32 * 1024)
+        self.assert_serving()
+
+    def test_a_status_below_100_is_a_502_to_either_protocol(self):
+        def respond(conn, i, head):
+            if b"/odd" in head:
+                conn.sendall(b"HTTP/1.1 042 Odd\r\nContent-Length: 2\r\n\r\nok")
+                return False
+            conn.sendall(ok_response())
+        self.start_gateway(self.start_upstream(respond).address,
+                           server={"http2": {"enabled": True}})
+        self.assertEqual(request(self.gateway.port, "GET", "/odd")[0], 502)
+        c = H2Client(self.gateway.port)
+        self.addCleanup(c.close)
+        self.assertEqual(c.request("GET", "/odd").status, 502)
         self.assert_serving()
 
     def test_unknown_response_transfer_coding_is_a_502(self):

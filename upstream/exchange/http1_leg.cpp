@@ -174,6 +174,8 @@ void Http1Leg::on_response_head(beast::error_code ec) {
   // interim responses (100, 102, 103) are dropped.
   if (res.result_int() == 101) return start_tunnel();
   if (res.result_int() / 100 == 1) return read_response_head();
+  // A status below 100 is no HTTP status: a malformed head, as a parse error is.
+  if (res.result_int() < 100) return x_.io_failed(boost::beast::http::error::bad_status);
 
   if (!relayable_transfer_coding(res.base())) {
     spdlog::warn("upstream {} server {}: unsupported response Transfer-Encoding",
