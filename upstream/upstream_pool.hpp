@@ -130,9 +130,10 @@ class UpstreamPools {
   // pooled if it is open with nothing buffered; while it is pooled, anything
   // that arrives on it (bytes nobody asked for, or the server's close) closes
   // it, at the latest on the next sweep (every kSweepEvery) or when taken.
-  // Beyond max_idle_connections a pooled connection stays kSurplusGrace at
-  // most (a burst's connections serve the next burst instead of being closed
-  // and opened again), then a sweep closes it.
+  // Beyond max_idle_connections a pooled connection stays until the first
+  // sweep kSurplusGrace after it went idle (a burst's connections serve the
+  // next burst instead of being closed and opened again), then is closed;
+  // none is kept so while the process's upstream descriptors run short.
   void give_back(const UpstreamConfig& upstream, std::unique_ptr<UpstreamConnection> conn);
 
   // The session a new TLS connection to the server resumes (null: none),

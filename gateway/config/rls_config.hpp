@@ -43,6 +43,8 @@ struct RlsRule {
   std::shared_ptr<const LimitConfig> limit;
   std::string limit_name;  // limit: NAME (a store consumer's overrides are by it)
   bool concurrency() const { return limit && limit->algorithm == LimitAlgorithm::kConcurrency; }
+  // Never denies: its shadow_mode, or a shadow limit it names.
+  bool shadowed() const { return shadow || (limit && limit->shadow); }
   bool unlimited = false;
   std::string name;  // rate_limit.name: what another rule's replaces names
   std::vector<std::string> replaces;

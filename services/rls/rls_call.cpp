@@ -35,9 +35,6 @@ std::shared_ptr<LimitConfig> override_quota(std::uint32_t n, int unit) {
   return limit;
 }
 
-// A rule that never denies: its shadow_mode, or a shadow limit it names.
-bool shadow_rule(const RlsRule& rule) { return rule.shadow || (rule.limit && rule.limit->shadow); }
-
 // A slot's number for the request id a concurrency rule's descriptor ends
 // with: the same for its release, below 2^53 (a double holds it exactly),
 // and apart from every bucket's hash (its own input).
@@ -103,7 +100,7 @@ void decide_planned(const std::shared_ptr<Call>& call) {
       const auto verdict = call->callers[p.caller].verdict;
       p.refused = verdict == RlsCaller::Verdict::kUnknownKey ||
                   verdict == RlsCaller::Verdict::kDisabled;
-      if (p.refused && !shadow_rule(*rule)) call->refused = true;
+      if (p.refused && !rule->shadowed()) call->refused = true;
     }
     // An override is a bare limit, replacing nothing; an unlimited rule's
     // replaces count (as envoyproxy/ratelimit collects them).

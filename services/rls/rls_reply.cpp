@@ -83,9 +83,11 @@ void count(Call& call, const Planned& p, std::string_view result) {
 void note_denial(Call& call, const Planned& p, const Response::DescriptorStatus& status) {
   const LimitDescriptor& bucket = call.groups[p.group][p.slot];
   const auto& reset = status.duration_until_reset();
-  const std::string_view label = p.caller == kNoCaller ? "" : call.callers[p.caller].label;
-  call.audit->denied(Denial{"rls:" + call.domain_label, bucket.limit,
-                                   denied_caller(label, bucket),
+  // Views the caller's own label (a conditional of "" and a std::string would
+  // view a temporary copy).
+  const std::string_view label =
+      p.caller == kNoCaller ? std::string_view{} : std::string_view{call.callers[p.caller].label};
+  call.audit->denied(Denial{"rls:" + call.domain_label, bucket.limit, denied_caller(label, bucket),
                             {}, reset.seconds() * 1000 + (reset.nanos() + 999999) / 1000000});
 }
 
@@ -115,9 +117,8 @@ void respond(Call& call) {
     const auto verdict = p.caller == kNoCaller ? RlsCaller::Verdict::kLimited
                                                : call.callers[p.caller].verdict;
     if (p.refused) {
-      const bool shadow = rule->shadow || (rule->limit && rule->limit->shadow);
-      if (!shadow) status.set_code(Response::OVER_LIMIT);
-      over = over || !shadow;
+      if (!rule->shadowed()) status.set_code(Response::OVER_LIMIT);
+      over = over || !rule->shadowed();
       count(call, p, verdict == RlsCaller::Verdict::kDisabled ? "disabled" : "unknown_key");
       continue;
     }
