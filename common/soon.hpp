@@ -1,23 +1,36 @@
 // Work to run soon on a worker, after the handler running now: what
 // post_soon() queues from the worker's own thread waits in its io_context's
-// SoonQueue, and one posted handler runs the queue, including what the tasks
-// it runs queue in turn. Asio's scheduler asks epoll for events (a system
-// call) once per pass over its handlers, so a chain of posted handlers, each
+// SoonQueue, and one pass runs the queue, including what the tasks it runs
+// queue in turn. Asio's scheduler asks epoll for events (a system call)
+// once per pass over its handlers, so a chain of posted handlers, each
 // posting the next (an HTTP/2 stream's steps: the request to the upstream
 // connection, its flush, the response back to the client stream, its flush),
 // cost one such call per link, about ten per gRPC call; queued here, a chain
-// runs in one pass. A pass runs at most kMaxPerPass tasks, then yields to the
-// events that came meanwhile, so nothing waits behind an endless chain. From
-// another thread, post_soon() is asio::post(). Header-only.
+// runs in one pass.
+//
+// The pass runs when the outermost guarded handler running now returns
+// (guarded.hpp's scope: a read's completion, a timer's...), before the
+// thread goes back to epoll; queued from anywhere else on the thread, in a
+// handler posted for it. A pass runs at most kMaxPerPass tasks, then yields
+// to the events that came meanwhile (the rest in a posted handler), so
+// nothing waits behind an endless chain. From another thread, post_soon() is
+// asio::post().
+//
+// post_last() queues in a second lane, run once the first is empty (or its
+// pass's share ran): a connection's flush, so that what a pass's tasks give
+// one connection to send (an upstream request's HEADERS, its DATA and the
+// END_STREAM that follows) goes in one write, not one per task. Header-only.
 #pragma once
 
 #include <cstddef>
 #include <deque>
+#include <type_traits>
 #include <utility>
 
-#include <boost/asio/execution_context.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "common/guarded.hpp"
 #include "common/inline_function.hpp"
 
 namespace sluice {
@@ -28,63 +41,115 @@ class SoonQueue : public boost::asio::execution_context::service {
   static inline boost::asio::execution_context::id id;
   static constexpr std::size_t kMaxPerPass = 256;
 
-  explicit SoonQueue(boost::asio::execution_context& context) : service(context) {}
+  // `context` is an io_context (post_soon() asks for its executors).
+  explicit SoonQueue(boost::asio::execution_context& context)
+      : service(context), io_(static_cast<boost::asio::io_context&>(context)) {}
 
   // Queues `fn` to run after the handler running now (in order with the rest).
-  template <class Executor, class Fn>
-  void add(const Executor& ex, Fn&& fn) {
+  template <class Fn>
+  void add(Fn&& fn) {
     tasks_.emplace_back(std::forward<Fn>(fn));
-    if (!drain_posted_) post_drain(ex);
+    schedule();
   }
 
-  std::size_t queued() const { return tasks_.size(); }
+  // Queues `fn` to run after the tasks queued now and those they queue.
+  template <class Fn>
+  void add_last(Fn&& fn) {
+    last_.emplace_back(std::forward<Fn>(fn));
+    schedule();
+  }
+
+  std::size_t queued() const { return tasks_.size() + last_.size(); }
 
  private:
   using Task = InlineFunction<void(), 64>;
 
-  template <class Executor>
-  void post_drain(const Executor& ex) {
-    drain_posted_ = true;
-    boost::asio::post(ex, [this, ex] { drain(ex); });
+  // A pass is due: at the outermost guarded handler's return when one runs
+  // (and no other queue took that turn), else in a posted handler. Nothing
+  // to do while a pass is due or running: it takes what is queued.
+  void schedule() {
+    if (scheduled_) return;
+    scheduled_ = true;
+    if (guarded_detail::depth > 0 && guarded_detail::at_return == nullptr) {
+      guarded_detail::at_return = [](void* queue) { static_cast<SoonQueue*>(queue)->pass(); };
+      guarded_detail::at_return_arg = this;
+      return;
+    }
+    post_pass();
   }
 
-  // Runs the tasks queued, and those they queue, up to kMaxPerPass; what is
-  // left (also after a task threw) goes in the next pass.
-  template <class Executor>
-  void drain(const Executor& ex) {
-    struct Next {
+  void post_pass() {
+    boost::asio::post(io_.get_executor(), [this] { pass(); });
+  }
+
+  // Runs the tasks queued, and those they queue, up to kMaxPerPass, then
+  // the last lane's, then again while the last lane's queued more (within
+  // the share); what is left (also after a task threw) goes in a posted pass.
+  void pass() {
+    struct Rest {
       SoonQueue& queue;
-      const Executor& ex;
-      ~Next() {
-        if (queue.tasks_.empty()) {
-          queue.drain_posted_ = false;
+      ~Rest() {
+        if (queue.tasks_.empty() && queue.last_.empty()) {
+          queue.scheduled_ = false;
         } else {
-          queue.post_drain(ex);
+          queue.post_pass();
         }
       }
-    } next{*this, ex};
-    for (std::size_t n = 0; n < kMaxPerPass && !tasks_.empty(); ++n) {
-      Task task = std::move(tasks_.front());
-      tasks_.pop_front();
-      task();
+    } rest{*this};
+    std::size_t n = 0;
+    do {
+      for (; n < kMaxPerPass && !tasks_.empty(); ++n) run_front(tasks_);
+      // Those queued while these run wait for the next round.
+      for (std::size_t last = last_.size(); last > 0; --last) run_front(last_);
+    } while (n < kMaxPerPass && !tasks_.empty());
+  }
+
+  static void run_front(std::deque<Task>& lane) {
+    Task task = std::move(lane.front());
+    lane.pop_front();
+    task();
+  }
+
+  void shutdown() override {
+    std::deque<Task>().swap(tasks_);
+    std::deque<Task>().swap(last_);
+    if (guarded_detail::at_return_arg == this) {
+      guarded_detail::at_return = nullptr;
+      guarded_detail::at_return_arg = nullptr;
     }
   }
 
-  void shutdown() override { std::deque<Task>().swap(tasks_); }
-
+  boost::asio::io_context& io_;
   std::deque<Task> tasks_;
-  bool drain_posted_ = false;
+  std::deque<Task> last_;
+  bool scheduled_ = false;  // a pass is due (or running)
 };
+
+namespace soon_detail {
+template <class Executor>
+SoonQueue* own_queue(const Executor& ex) {
+  static_assert(std::is_same_v<decltype(ex.context()), boost::asio::io_context&>,
+                "post_soon() takes an io_context's executor");
+  if (!ex.running_in_this_thread()) return nullptr;
+  return &boost::asio::use_service<SoonQueue>(ex.context());
+}
+}  // namespace soon_detail
 
 // Runs `fn` on `ex` soon: queued in its SoonQueue from the executor's own
 // thread, else posted.
 template <class Executor, class Fn>
 void post_soon(const Executor& ex, Fn&& fn) {
-  if (!ex.running_in_this_thread()) {
-    boost::asio::post(ex, std::forward<Fn>(fn));
-    return;
-  }
-  boost::asio::use_service<SoonQueue>(ex.context()).add(ex, std::forward<Fn>(fn));
+  if (SoonQueue* queue = soon_detail::own_queue(ex)) return queue->add(std::forward<Fn>(fn));
+  boost::asio::post(ex, std::forward<Fn>(fn));
+}
+
+// Runs `fn` on `ex` once the tasks post_soon() queued (and those they queue)
+// ran: a flush that gathers what they gave the connection to send. From
+// another thread, asio::post().
+template <class Executor, class Fn>
+void post_last(const Executor& ex, Fn&& fn) {
+  if (SoonQueue* queue = soon_detail::own_queue(ex)) return queue->add_last(std::forward<Fn>(fn));
+  boost::asio::post(ex, std::forward<Fn>(fn));
 }
 
 }  // namespace sluice

@@ -198,7 +198,7 @@ void Http2Session::arm_write_timer(std::uint64_t generation) {
 void Http2Session::request_flush() {
   if (flush_posted_ || closed_) return;
   flush_posted_ = true;
-  post_soon(stream_.get_executor(), handler([](Http2Session& self) {
+  post_last(stream_.get_executor(), handler([](Http2Session& self) {
                self.flush_posted_ = false;
                self.flush();
                self.read();

@@ -205,7 +205,7 @@ void H2Connection::probe() {
 void H2Connection::request_flush() {
   if (flush_posted_ || state_ == State::kClosed || state_ == State::kConnecting) return;
   flush_posted_ = true;
-  post_soon(conn_->stream.get_executor(), handler([](H2Connection& self) {
+  post_last(conn_->stream.get_executor(), handler([](H2Connection& self) {
                self.flush_posted_ = false;
                self.flush();
              }));
