@@ -214,6 +214,12 @@ void Http2Stream::fill_read() {
   // The stream's window credited back now that the upstream takes them.
   if (n > 0 && !closed_) nghttp2_session_consume_stream(session_.nghttp2(), id_, n);
   post_soon(session_.executor(), handler([n](Http2Stream& self) {
+               // END_STREAM read with the DATA (nghttp2 tells of it after the
+               // DATA's bytes): this read is the last, and the upstream gets
+               // the END_STREAM with them.
+               if (self.body_.empty() && self.end_stream_ && !self.closed_) {
+                 self.body_complete_ = true;
+               }
                self.exchange().on_body_read({}, n);
                self.session_.request_flush();
              }));

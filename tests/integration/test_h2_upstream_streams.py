@@ -10,7 +10,7 @@ import threading
 import unittest
 
 from harness import ProcessTestCase, metric_sum, request, route, wait_until
-from testkit.h2client import H2Client
+from testkit.h2client import H2Client, H2Response
 from testkit.h2server import H2Upstream
 
 CLIENTS = 20
@@ -106,6 +106,35 @@ class H2UpstreamStreamsTest(ProcessTestCase):
             self.assertEqual([json.loads(bytes(replies[i].body))["body_bytes"] for i in ids],
                              [0] * CLIENTS)
         self.assertEqual(upstream.refused, 0)
+
+    def test_a_whole_request_goes_to_the_server_in_one_write(self):
+        """A request whose head and body came whole (an HTTP/2 client's HEADERS
+        and DATA with END_STREAM in one write; an HTTP/1.1 client's head and
+        body in one) reaches the server the same way: its HEADERS and one DATA
+        frame with the body and END_STREAM, in one read of the server's; no
+        empty DATA frame after the body to end the stream."""
+        upstream = self.upstream()
+        gw = self.gateway(upstream)
+        c = H2Client(gw.port, timeout=20)
+        self.addCleanup(c.close)
+        for i in range(3):
+            sid = c.conn.get_next_available_stream_id()
+            c.conn.send_headers(sid, [(":method", "POST"), (":path", f"/whole{i}"),
+                                      (":scheme", "http"), (":authority", "127.0.0.1")])
+            c.conn.send_data(sid, b"x" * 100, end_stream=True)
+            c.responses[sid] = H2Response()
+            c.flush()  # HEADERS and DATA in one write
+            reply = c.run_until_done([sid], timeout=20)[sid]
+            self.assertEqual(reply.status, 200)
+            seen = json.loads(bytes(reply.body))
+            self.assertEqual(seen["data_frames"], [100])
+            self.assertEqual(seen["ended_by"], "data")
+            self.assertEqual(seen["reads"], 1)
+        status, _, body = request(gw.port, "POST", "/whole-http1", body=b"y" * 50, timeout=20)
+        self.assertEqual(status, 200)
+        seen = json.loads(body)
+        self.assertEqual((seen["data_frames"], seen["ended_by"], seen["reads"]),
+                         ([50], "data", 1))
 
     def test_streams_refused_by_the_server_are_sent_again(self):
         """Streams the server refused though it had room for them

@@ -1,7 +1,11 @@
 """A plain HTTP/2 (h2c, prior knowledge) upstream for tests, on python3-h2, in
 threads of the test's process: each request is answered, once its stream has
 ended, with 200, a JSON body of what arrived ({"headers": [[name, value]...],
-"trailers": [...], "body_bytes": n}) and the trailer "x-upstream-trailer: done".
+"trailers": [...], "body_bytes": n, "data_frames": [length...], "ended_by":
+"headers" | "data" | "empty data" | "trailers", "reads": n}) and the trailer
+"x-upstream-trailer: done". "ended_by" says which frame carried END_STREAM
+("empty data": a DATA frame of no bytes after the body); "reads" counts the
+socket reads that brought the stream's frames.
 
     server = H2Upstream()      # listening on server.port
     ...
@@ -112,6 +116,7 @@ class H2Upstream:
         unsent: dict[int, int] = {}  # body_bytes: what each stream still has to send
         held: dict[int, tuple[float, dict]] = {}  # hold: when each stream is answered
         going_away = False  # goaway_next: its GOAWAY went, nothing more is answered
+        reads = 0  # socket reads that brought data
         with sock:
             while not self.stopped.is_set():
                 sock.settimeout(0.02 if held else 0.5)
@@ -126,6 +131,7 @@ class H2Upstream:
                     self.held -= len(held)
                     return
                 events = conn.receive_data(data) if data else []
+                reads += 1 if data else 0
                 if data is None and not held:
                     continue
                 if self.mute:
@@ -158,16 +164,28 @@ class H2Upstream:
                             continue
                         open_streams.add(event.stream_id)
                         self.most_open = max(self.most_open, len(open_streams))
+                    stream = streams.get(getattr(event, "stream_id", None))
+                    if stream is not None and stream["read_at"] != reads:
+                        stream["read_at"] = reads
+                        stream["reads"] += 1
                     if isinstance(event, h2.events.RequestReceived):
                         self.requests += 1
                         streams[event.stream_id] = {"headers": [list(h) for h in event.headers],
-                                                    "trailers": [], "body_bytes": 0}
+                                                    "trailers": [], "body_bytes": 0,
+                                                    "data_frames": [], "reads": 1,
+                                                    "read_at": reads,
+                                                    "ended_by": "headers"}
                     elif isinstance(event, h2.events.DataReceived):
                         streams[event.stream_id]["body_bytes"] += len(event.data)
+                        streams[event.stream_id]["data_frames"].append(len(event.data))
+                        if event.stream_ended is not None:
+                            streams[event.stream_id]["ended_by"] = \
+                                "data" if event.data else "empty data"
                         conn.acknowledge_received_data(event.flow_controlled_length,
                                                        event.stream_id)
                     elif isinstance(event, h2.events.TrailersReceived):
                         streams[event.stream_id]["trailers"] = [list(h) for h in event.headers]
+                        streams[event.stream_id]["ended_by"] = "trailers"
                     elif isinstance(event, h2.events.StreamReset):
                         open_streams.discard(event.stream_id)
                         unsent.pop(event.stream_id, None)
@@ -195,7 +213,9 @@ class H2Upstream:
                         unsent[event.stream_id] = self.body_bytes
                     elif isinstance(event, h2.events.StreamEnded):
                         open_streams.discard(event.stream_id)
-                        body = json.dumps(streams.pop(event.stream_id)).encode()
+                        seen = streams.pop(event.stream_id)
+                        seen.pop("read_at")
+                        body = json.dumps(seen).encode()
                         conn.send_headers(event.stream_id, [
                             (":status", "200"), ("content-type", "application/json")])
                         conn.send_data(event.stream_id, body)
@@ -204,6 +224,7 @@ class H2Upstream:
                 now = time.monotonic()
                 for stream_id in [i for i, (due, _) in held.items() if due <= now]:
                     _, seen = held.pop(stream_id)
+                    seen.pop("read_at")
                     self.held -= 1
                     open_streams.discard(stream_id)
                     conn.send_headers(stream_id, [(":status", "200"),
