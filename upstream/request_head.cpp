@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 
 #include "common/ascii.hpp"
 #include "common/decimal.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -88,7 +90,7 @@ void write_http1_head(std::string& out, const UpstreamHead& head, std::string_vi
   assert(p == out.data() + out.size());
 }
 
-void write_h2_head(H2Fields& out, const UpstreamHead& head, std::string_view scheme,
+void write_h2_head(H2HeaderBlock& out, const UpstreamHead& head, std::string_view scheme,
                    std::string_view upstream_host) {
   std::string_view authority = head.has_host ? std::string_view{} : upstream_host;
   bool grpc = false;
@@ -97,11 +99,13 @@ void write_h2_head(H2Fields& out, const UpstreamHead& head, std::string_view sch
     if (ascii::iequals(name, "content-type")) grpc = is_grpc(ascii::trim(value));
   }
   out.clear();
-  out.reserve(head.fields.size() + 6);
-  out.emplace_back(":method", std::string(head.method));
-  out.emplace_back(":scheme", std::string(scheme));
-  out.emplace_back(":authority", std::string(authority));
-  out.emplace_back(":path", std::string(head.target));
+  std::size_t bytes = head.method.size() + scheme.size() + authority.size() + head.target.size();
+  for (const auto& [name, value] : head.fields) bytes += name.size() + value.size();
+  out.reserve(bytes + 64, head.fields.size() + 7);
+  out.add(":method", head.method);
+  out.add(":scheme", scheme);
+  out.add(":authority", authority);
+  out.add(":path", head.target);
   bool te_trailers = false;
   for (const auto& [name, raw] : head.fields) {
     // Host goes as :authority.
@@ -111,14 +115,14 @@ void write_h2_head(H2Fields& out, const UpstreamHead& head, std::string_view sch
       if (!ascii::iequals(value, "trailers") || te_trailers) continue;
       te_trailers = true;
     }
-    std::string lower(name);
-    ascii::to_lower_in_place(lower);
-    out.emplace_back(std::move(lower), std::string(value));
+    out.add(name, value);  // the name lower-cased
   }
   if (!head.chunked && head.content_length) {
-    out.emplace_back("content-length", std::to_string(*head.content_length));
+    char digits[20];
+    const auto end = std::to_chars(digits, digits + sizeof digits, *head.content_length).ptr;
+    out.add("content-length", std::string_view(digits, end - digits));
   }
-  if (grpc && !te_trailers) out.emplace_back("te", "trailers");
+  if (grpc && !te_trailers) out.add("te", "trailers");
 }
 
 }  // namespace sluice

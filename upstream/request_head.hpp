@@ -20,8 +20,7 @@
 
 namespace sluice {
 
-// HTTP/2 header fields: lower-case names, pseudo-headers first.
-using H2Fields = std::vector<std::pair<std::string, std::string>>;
+class H2HeaderBlock;  // upstream/h2/h2_header_block.hpp
 
 struct UpstreamHead {
   using Field = std::pair<std::string_view, std::string_view>;
@@ -62,7 +61,8 @@ void write_http1_head(std::string& out, const UpstreamHead& head, std::string_vi
 // Proxy-Connection, Transfer-Encoding, Upgrade, Host; TE unless "trailers"),
 // and Content-Length when known. A gRPC request (content-type
 // application/grpc...) carries "te: trailers", which gRPC servers ask for.
-void write_h2_head(H2Fields& out, const UpstreamHead& head, std::string_view scheme,
+// `out` is cleared first (its buffers kept).
+void write_h2_head(H2HeaderBlock& out, const UpstreamHead& head, std::string_view scheme,
                    std::string_view upstream_host);
 
 }  // namespace sluice

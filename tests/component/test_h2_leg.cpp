@@ -167,7 +167,7 @@ struct Direct {
   }
   ~Direct() { conn->close(); }
   std::shared_ptr<H2Stream> open() {
-    const H2Fields head = {
+    const H2HeaderBlock head = {
         {":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/x"}};
     return conn->open_stream(head, false, [this] { ++wakes; });
   }

@@ -134,7 +134,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // with a body to come (send_body, once it is no longer queued) or not; null
   // when the connection takes no more streams (going away, closed, out of
   // stream ids).
-  std::shared_ptr<H2Stream> open_stream(const H2Fields& head, bool has_body,
+  std::shared_ptr<H2Stream> open_stream(const H2HeaderBlock& head, bool has_body,
                                         std::function<void()> wake);
   // The next piece of `s`'s request body, lent until s.piece_pending goes
   // false; with the last, the request's trailers (may be null).
@@ -198,7 +198,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void wake(H2Stream& s);
   H2Stream* stream(std::int32_t id);
   H2Room room() const;
-  bool submit(const std::shared_ptr<H2Stream>& s, const H2Fields& head, bool has_body);
+  bool submit(const std::shared_ptr<H2Stream>& s, const H2HeaderBlock& head, bool has_body);
   void place_queued();
   void unqueue(H2Stream& s);
   void end_queued(const H2ConnectFailure* failure);
@@ -221,7 +221,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // Streams opened before the server's SETTINGS, waiting for them.
   struct Queued {
     std::shared_ptr<H2Stream> stream;
-    H2Fields head;
+    H2HeaderBlock head;
     bool has_body = false;
   };
   std::deque<Queued> queued_;

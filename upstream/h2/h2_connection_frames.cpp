@@ -106,10 +106,9 @@ H2Connection::~H2Connection() {
 // ---- Streams ----------------------------------------------------------------------
 
 // The stream's HEADERS go (nghttp2 holds them while the connection is made).
-bool H2Connection::submit(const std::shared_ptr<H2Stream>& s, const H2Fields& head, bool has_body) {
-  std::vector<nghttp2_nv> nva;
-  nva.reserve(head.size());
-  for (const auto& [name, value] : head) nva.push_back(h2_nv(name, value));
+bool H2Connection::submit(const std::shared_ptr<H2Stream>& s, const H2HeaderBlock& head,
+                          bool has_body) {
+  const auto nva = head.nva();
   nghttp2_data_provider provider{};
   provider.read_callback = H2UpstreamCallbacks::read_body;
   const std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(),
@@ -142,9 +141,8 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
   if (s->piece_last) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (s->request_trailers) {
-      const H2Fields trailers = h2_trailer_fields(*s->request_trailers);
-      std::vector<nghttp2_nv> nva;
-      for (const auto& [name, value] : trailers) nva.push_back(h2_nv(name, value));
+      const H2HeaderBlock trailers = h2_trailer_fields(*s->request_trailers);
+      const auto nva = trailers.nva();
       if (!nva.empty() && nghttp2_submit_trailer(session_, id, nva.data(), nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
       }

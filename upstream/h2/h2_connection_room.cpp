@@ -22,7 +22,7 @@ bool H2Connection::has_room() const {
   return usable() && h2_takes_stream(room());
 }
 
-std::shared_ptr<H2Stream> H2Connection::open_stream(const H2Fields& head, bool has_body,
+std::shared_ptr<H2Stream> H2Connection::open_stream(const H2HeaderBlock& head, bool has_body,
                                                     std::function<void()> wake) {
   if (!usable()) return nullptr;
   auto s = std::make_shared<H2Stream>();

@@ -6,13 +6,15 @@
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
-H2Fields h2_trailer_fields(const HttpFields& trailers) {
-  H2Fields out;
+H2HeaderBlock h2_trailer_fields(const HttpFields& trailers) {
+  H2HeaderBlock out;
   for (const auto& f : trailers) {
-    std::string name(f.name_string());
-    ascii::to_lower_in_place(name);
-    if (is_connection_specific(name) || name == "te" || name == "host") continue;
-    out.emplace_back(std::move(name), std::string(f.value()));
+    const std::string_view name = f.name_string();
+    if (is_connection_specific(name) || ascii::iequals(name, "te") ||
+        ascii::iequals(name, "host")) {
+      continue;
+    }
+    out.add(name, f.value());  // the name lower-cased
   }
   return out;
 }

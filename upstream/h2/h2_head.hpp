@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/http_fields.hpp"
 #include "upstream/request_head.hpp"
 
@@ -17,7 +17,7 @@ namespace sluice {
 
 // A request's trailers as HTTP/2 fields: names in lower case, without the
 // connection-specific ones, TE and Host.
-H2Fields h2_trailer_fields(const HttpFields& trailers);
+H2HeaderBlock h2_trailer_fields(const HttpFields& trailers);
 
 // A response's :status value as a status code (100-999), or nothing.
 std::optional<unsigned> h2_status(std::string_view value);

@@ -7,40 +7,72 @@
 namespace sluice {
 namespace {
 
-std::uint8_t* bytes_at(std::string& bytes, std::uint32_t at) {
-  return reinterpret_cast<std::uint8_t*>(bytes.data() + at);
+// nghttp2 takes non-const pointers, and copies the bytes.
+std::uint8_t* bytes_at(const std::string& bytes, std::uint32_t at) {
+  return reinterpret_cast<std::uint8_t*>(const_cast<char*>(bytes.data() + at));
 }
 
 }  // namespace
 
-bool h2_changes_per_response(std::string_view name) {
-  static constexpr std::string_view kChanging[] = {
-      "x-request-id", "x-ratelimit-remaining", "x-ratelimit-reset", "ratelimit", "retry-after"};
-  return std::find(std::begin(kChanging), std::end(kChanging), name) != std::end(kChanging);
+// Called for every field of every block: most names are told apart by
+// their first letter and length before any comparison.
+bool h2_changes_per_message(std::string_view name) {
+  if (name.size() < 2 || name[0] == ':') return false;
+  if (name.ends_with("id")) {
+    // x-request-id, uber-trace-id, x-amzn-trace-id, x-b3-traceid...
+    return name.ends_with("-request-id") || name.ends_with("-requestid") ||
+           name.ends_with("-trace-id") || name.ends_with("-correlation-id") ||
+           name.ends_with("-span-id") || name.starts_with("x-b3-");
+  }
+  switch (name[0]) {
+    case 'b':
+      return name == "b3";
+    case 'r':
+      return name == "ratelimit" || name == "retry-after";
+    case 't':
+      return name == "traceparent" || name == "tracestate";
+    case 'x':
+      return name.starts_with("x-b3-") || name == "x-ratelimit-remaining" ||
+             name == "x-ratelimit-reset" || name == "x-cloud-trace-context";
+    default:
+      return false;
+  }
+}
+
+H2HeaderBlock::H2HeaderBlock(std::initializer_list<Field> fields) {
+  for (const auto& [name, value] : fields) add(name, value);
 }
 
 void H2HeaderBlock::add(std::string_view name, std::string_view value) {
-  Field f;
+  Slot f;
   f.name = static_cast<std::uint32_t>(bytes_.size());
   f.name_size = static_cast<std::uint32_t>(name.size());
   bytes_.append(name);
-  std::transform(bytes_.begin() + f.name, bytes_.end(), bytes_.begin() + f.name, ascii::to_lower);
+  for (auto it = bytes_.begin() + f.name; it != bytes_.end(); ++it) *it = ascii::to_lower(*it);
   f.value = static_cast<std::uint32_t>(bytes_.size());
   f.value_size = static_cast<std::uint32_t>(value.size());
   bytes_.append(value);
-  if (h2_changes_per_response(std::string_view(bytes_).substr(f.name, f.name_size))) {
+  if (h2_changes_per_message(std::string_view(bytes_).substr(f.name, f.name_size))) {
     f.flags = NGHTTP2_NV_FLAG_NO_INDEX;
   }
   fields_.push_back(f);
 }
 
-std::pair<std::string_view, std::string_view> H2HeaderBlock::field(std::size_t i) const {
-  const Field& f = fields_[i];
+H2HeaderBlock::Field H2HeaderBlock::field(std::size_t i) const {
+  const Slot& f = fields_[i];
   const std::string_view bytes(bytes_);
   return {bytes.substr(f.name, f.name_size), bytes.substr(f.value, f.value_size)};
 }
 
-std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) {
+bool H2HeaderBlock::operator==(const H2HeaderBlock& other) const {
+  if (size() != other.size()) return false;
+  for (std::size_t i = 0; i < size(); ++i) {
+    if (field(i) != other.field(i)) return false;
+  }
+  return true;
+}
+
+std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) const {
   static constexpr char kStatus[] = ":status";
   nva_.clear();
   if (!status.empty()) {
@@ -50,7 +82,7 @@ std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) {
                     reinterpret_cast<std::uint8_t*>(status_), sizeof kStatus - 1, n,
                     NGHTTP2_NV_FLAG_NONE});
   }
-  for (const Field& f : fields_) {
+  for (const Slot& f : fields_) {
     nva_.push_back({bytes_at(bytes_, f.name), bytes_at(bytes_, f.value), f.name_size,
                     f.value_size, f.flags});
   }

@@ -1,12 +1,20 @@
 // A header block for libnghttp2 built without a string per field: every name
 // (lower-cased) and value goes into one buffer, reused from block to block,
-// and nghttp2 copies the bytes when the block is submitted. Fields whose
-// values change with every response (a request id, what a rate limit has
-// left) are sent "never indexed" (HPACK): indexing them would add an entry
-// to the connection's table, and evict another, on every response.
+// and nghttp2 copies the bytes when the block is submitted. Both HTTP/2
+// sides use it: a response head to a client, a request head (and its
+// trailers) to an upstream.
+//
+// Fields whose values change with every message (a request or trace id,
+// what a rate limit has left) are sent "never indexed" (HPACK): indexing
+// them would add an entry to the connection's table and evict another on
+// every message, and nghttp2, which finds entries by name, would compare
+// the value with each of that name's dozens of entries before adding one.
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
+#include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,23 +27,69 @@ namespace sluice {
 
 class H2HeaderBlock {
  public:
+  using Field = std::pair<std::string_view, std::string_view>;
+
+  H2HeaderBlock() = default;
+  H2HeaderBlock(std::initializer_list<Field> fields);
+
   void clear() {
     bytes_.clear();
     fields_.clear();
   }
+  // Room for `fields` fields of `bytes` bytes in all, so that a block built
+  // once (a request head) grows its buffers once.
+  void reserve(std::size_t bytes, std::size_t fields) {
+    bytes_.reserve(bytes);
+    fields_.reserve(fields);
+  }
   // Appends a field, its name lower-cased.
   void add(std::string_view name, std::string_view value);
   std::size_t size() const { return fields_.size(); }
+  bool empty() const { return fields_.empty(); }
   // A field as added (the name lower-cased).
-  std::pair<std::string_view, std::string_view> field(std::size_t i) const;
+  Field field(std::size_t i) const;
+  Field operator[](std::size_t i) const { return field(i); }
   // Whether field i is sent never indexed.
   bool never_indexed(std::size_t i) const { return fields_[i].flags & NGHTTP2_NV_FLAG_NO_INDEX; }
+  // The same fields in the same order.
+  bool operator==(const H2HeaderBlock& other) const;
+
+  // The fields in order, as (name, value).
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Field;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Field;
+
+    Iterator() = default;
+    Iterator(const H2HeaderBlock* block, std::size_t i) : block_(block), i_(i) {}
+    Field operator*() const { return block_->field(i_); }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++i_;
+      return before;
+    }
+    bool operator==(const Iterator& other) const { return i_ == other.i_; }
+
+   private:
+    const H2HeaderBlock* block_ = nullptr;
+    std::size_t i_ = 0;
+  };
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, fields_.size()}; }
+
   // The block for nghttp2, `status` first when given (a response's
-  // ":status"); valid until the next add or clear.
-  std::span<const nghttp2_nv> nva(std::string_view status = {});
+  // ":status"); valid until the next nva(), add or clear.
+  std::span<const nghttp2_nv> nva(std::string_view status = {}) const;
 
  private:
-  struct Field {
+  struct Slot {
     std::uint32_t name = 0;  // offsets and lengths in bytes_
     std::uint32_t name_size = 0;
     std::uint32_t value = 0;
@@ -43,16 +97,20 @@ class H2HeaderBlock {
     std::uint8_t flags = NGHTTP2_NV_FLAG_NONE;
   };
   std::string bytes_;
-  std::vector<Field> fields_;
-  std::vector<nghttp2_nv> nva_;
-  char status_[3] = {};
+  std::vector<Slot> fields_;
+  mutable std::vector<nghttp2_nv> nva_;
+  mutable char status_[3] = {};
 };
 
 // This thread's block, for a head built and submitted in one go.
 H2HeaderBlock& thread_header_block();
 
 // Whether a field of this (lower-case) name carries a value that changes
-// with every response, sent never indexed.
-bool h2_changes_per_response(std::string_view lower_name);
+// with every message, sent never indexed: x-request-id, the trace context
+// (traceparent, tracestate, b3 and its x-b3- fields, uber-trace-id,
+// x-amzn-trace-id, x-cloud-trace-context), Sluice's rate-limit fields, and
+// any name ending in -request-id, -requestid, -trace-id, -correlation-id or
+// -span-id (an id a server echoes, say).
+bool h2_changes_per_message(std::string_view lower_name);
 
 }  // namespace sluice

@@ -183,11 +183,11 @@ void HealthChecker::Impl::run_h2_check() {
   options.idle_timeout = std::chrono::milliseconds{0};
   options.log_failures = false;
   h2 = std::make_shared<H2Connection>(std::move(conn), std::move(options));
-  const H2Fields head = {{":method", "GET"},
-                         {":scheme", tls ? "https" : "http"},
-                         {":authority", server.to_string()},
-                         {":path", check.path},
-                         {"user-agent", "sluice-health-check"}};
+  const H2HeaderBlock head = {{":method", "GET"},
+                              {":scheme", tls ? "https" : "http"},
+                              {":authority", server.to_string()},
+                              {":path", check.path},
+                              {"user-agent", "sluice-health-check"}};
   h2->connect();
   h2_stream = h2->open_stream(head, false, [weak = weak_from_this(), attempt = attempt] {
     auto self = weak.lock();

@@ -281,6 +281,40 @@ TEST_CASE("an HTTP/2 header block: names lower-cased, changing values never inde
   CHECK(block.nva("404").size() == 1);
 }
 
+TEST_CASE("an HTTP/2 header block: request and trace ids are never indexed, by name",
+          "[proxy_headers]") {
+  using sluice::h2_changes_per_message;
+  for (const char* name : {"x-request-id", "traceparent", "tracestate", "b3", "x-b3-traceid",
+                           "x-b3-spanid", "x-b3-sampled", "uber-trace-id", "x-amzn-trace-id",
+                           "x-cloud-trace-context", "x-correlation-id", "x-seen-x-request-id",
+                           "x-amz-requestid", "x-span-id", "x-ratelimit-remaining",
+                           "x-ratelimit-reset", "ratelimit", "retry-after"}) {
+    INFO(name);
+    CHECK(h2_changes_per_message(name));
+  }
+  for (const char* name : {":path", ":authority", "content-type", "te", "user-agent", "id", "b",
+                           "x-forwarded-for", "x-ratelimit-limit", "ratelimit-policy",
+                           "x-request", "grpc-status", "x-tenant-id", "accept", ""}) {
+    INFO(name);
+    CHECK_FALSE(h2_changes_per_message(name));
+  }
+  // A request head for an upstream: the same rule, field by field.
+  const sluice::H2HeaderBlock head = {{":method", "POST"},
+                                      {":path", "/pkg.Svc/Call"},
+                                      {"X-Request-Id", "0af7651916cd43dd"},
+                                      {"content-type", "application/grpc"}};
+  CHECK_FALSE(head.never_indexed(1));
+  CHECK(head.never_indexed(2));
+  CHECK(head[2] == sluice::H2HeaderBlock::Field{"x-request-id", "0af7651916cd43dd"});
+  CHECK(head.nva()[2].flags == NGHTTP2_NV_FLAG_NO_INDEX);
+  CHECK(head.nva()[3].flags == NGHTTP2_NV_FLAG_NONE);
+  // Copies compare equal field by field.
+  sluice::H2HeaderBlock copy = head;
+  CHECK(copy == head);
+  copy.add("te", "trailers");
+  CHECK_FALSE(copy == head);
+}
+
 namespace {
 
 HeaderTemplate header_template(std::string_view text) {

@@ -7,6 +7,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/proxy_headers.hpp"
 #include "upstream/request_head.hpp"
 
@@ -15,9 +16,9 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string field(const H2Fields& fields, std::string_view name) {
+std::string field(const H2HeaderBlock& fields, std::string_view name) {
   for (const auto& [n, v] : fields) {
-    if (n == name) return v;
+    if (n == name) return std::string(v);
   }
   return "<absent>";
 }
@@ -43,13 +44,13 @@ TEST_CASE("A head becomes HTTP/2 fields, pseudo-headers first", "[request_head]"
                        {"Content-Type", "application/json"},
                        {"X-Forwarded-For", "10.0.0.1"}});
   head.content_length = 5;
-  H2Fields fields;
+  H2HeaderBlock fields;
   write_h2_head(fields, head, "http", "upstream:80");
   REQUIRE(fields.size() == 7);
-  CHECK(fields[0] == std::pair<std::string, std::string>{":method", "POST"});
-  CHECK(fields[1] == std::pair<std::string, std::string>{":scheme", "http"});
-  CHECK(fields[2] == std::pair<std::string, std::string>{":authority", "api.example"});
-  CHECK(fields[3] == std::pair<std::string, std::string>{":path", "/pkg.Svc/Get?x=1"});
+  CHECK(fields[0] == H2HeaderBlock::Field{":method", "POST"});
+  CHECK(fields[1] == H2HeaderBlock::Field{":scheme", "http"});
+  CHECK(fields[2] == H2HeaderBlock::Field{":authority", "api.example"});
+  CHECK(fields[3] == H2HeaderBlock::Field{":path", "/pkg.Svc/Get?x=1"});
   CHECK(field(fields, "content-type") == "application/json");
   CHECK(field(fields, "x-forwarded-for") == "10.0.0.1");
   CHECK(field(fields, "content-length") == "5");
@@ -66,7 +67,7 @@ TEST_CASE("Connection-specific fields are not sent over HTTP/2", "[request_head]
                        {"TE", "gzip"},
                        {"X-Kept", "yes"}});
   head.chunked = true;
-  H2Fields fields;
+  H2HeaderBlock fields;
   write_h2_head(fields, head, "https", "");
   CHECK(fields.size() == 5);
   CHECK(field(fields, ":scheme") == "https");
@@ -77,7 +78,7 @@ TEST_CASE("Connection-specific fields are not sent over HTTP/2", "[request_head]
 }
 
 TEST_CASE("A gRPC request carries te: trailers to an HTTP/2 upstream, once", "[request_head]") {
-  H2Fields fields;
+  H2HeaderBlock fields;
   write_h2_head(fields,
                 head_of("POST", "/a/B", {{"Host", "h"}, {"Content-Type", "application/grpc+proto"}}),
                 "http", "");
@@ -100,7 +101,7 @@ TEST_CASE("A request without Host names the upstream server, in either protocol"
   write_http1_head(text, head, "10.0.0.2:8080");
   CHECK(text ==
         "GET /old HTTP/1.1\r\nAccept: */*\r\nHost: 10.0.0.2:8080\r\nX-Request-Id: r1\r\n\r\n");
-  H2Fields fields;
+  H2HeaderBlock fields;
   write_h2_head(fields, head, "http", "10.0.0.2:8080");
   CHECK(field(fields, ":authority") == "10.0.0.2:8080");
 }
@@ -146,9 +147,9 @@ TEST_CASE("One prepared head: the same fields in HTTP/1.1 text and in HTTP/2 fie
   serialize_request_head(once, "POST", "/orders", f, info, false, 11);
   CHECK(once == text);
 
-  H2Fields fields;
+  H2HeaderBlock fields;
   write_h2_head(fields, head, "https", "unused:1");
-  CHECK(fields == H2Fields{{":method", "POST"},
+  CHECK(fields == H2HeaderBlock{{":method", "POST"},
                            {":scheme", "https"},
                            {":authority", "api.example"},
                            {":path", "/orders"},

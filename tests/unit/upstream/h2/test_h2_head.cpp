@@ -32,7 +32,7 @@ TEST_CASE("A request's trailers go in lower case, without connection fields", "[
   trailers.insert("Connection", "close");
   trailers.insert("TE", "trailers");
   trailers.insert("Host", "example.com");
-  const H2Fields out = h2_trailer_fields(trailers);
+  const H2HeaderBlock out = h2_trailer_fields(trailers);
   REQUIRE(out.size() == 1);
   CHECK(out[0].first == "x-checksum");
   CHECK(out[0].second == "abc");
