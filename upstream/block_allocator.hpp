@@ -3,9 +3,10 @@
 // head's fields, a Redis script call's record), which would otherwise cost a
 // malloc and a free each time.
 //
-// Freed blocks of up to 512 bytes are kept in per-thread lists (64 per size
-// class of 64 bytes, 144 KiB at most per thread) for the next allocation of
-// their class; larger ones go to the heap. A block freed on another thread
+// Freed blocks of up to 512 bytes are kept in per-thread lists (64 KiB per
+// size class of 64 bytes: 1,024 blocks of 64 bytes down to 128 of 512; 512
+// KiB at most per thread) for the next allocation of their class; larger
+// ones go to the heap. A block freed on another thread
 // goes to that thread's lists. The allocator has no state, so containers that
 // use it may be copied, moved and swapped freely. Under AddressSanitizer
 // nothing is kept, so a block used after it is freed is still caught.
