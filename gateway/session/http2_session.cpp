@@ -314,21 +314,33 @@ void Http2Session::close() {
 
 // No stream open: the connection is idle (for the worker's shedding, and for
 // idle_timeout).
+//
+// The timer is lazy: a stream that opens leaves it armed (no cancel, no
+// aborted wait to run, for a client with one call at a time); when it fires
+// on a busy connection it waits again once the connection is idle, and on
+// one idle for less than idle_timeout it waits for the rest.
 void Http2Session::update_idle() {
   const bool idle = streams_.empty() && !closed_;
   if (idle == idle_since_.has_value()) return;
   if (!idle) {
     idle_since_.reset();
     worker_.idle_changed(-1);
-    idle_timer_.cancel();
     return;
   }
   idle_since_ = Clock::now();
   worker_.idle_changed(1);
-  idle_timer_.expires_after(worker_.config()->server.idle_timeout);
+  if (!idle_timer_armed_) arm_idle_timer(worker_.config()->server.idle_timeout);
+}
+
+void Http2Session::arm_idle_timer(Clock::duration wait) {
+  idle_timer_armed_ = true;
+  idle_timer_.expires_after(wait);
   idle_timer_.async_wait(handler([](Http2Session& self, beast::error_code ec) {
+    self.idle_timer_armed_ = false;
     if (ec || self.closed_ || !self.idle_since_) return;
-    if (Clock::now() - *self.idle_since_ < self.worker_.config()->server.idle_timeout) return;
+    const auto timeout = self.worker_.config()->server.idle_timeout;
+    const auto idle_for = Clock::now() - *self.idle_since_;
+    if (idle_for < timeout) return self.arm_idle_timer(timeout - idle_for);
     // Idle too long: GOAWAY, then the close.
     self.draining_ = true;
     nghttp2_submit_goaway(self.session_, NGHTTP2_FLAG_NONE,

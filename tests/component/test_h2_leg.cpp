@@ -155,13 +155,15 @@ struct Direct {
   std::shared_ptr<H2Connection> conn;
   int wakes = 0;
 
-  explicit Direct(std::uint16_t port) {
+  explicit Direct(std::uint16_t port,
+                  std::chrono::milliseconds idle_timeout = std::chrono::seconds(60)) {
     auto c = std::make_unique<UpstreamConnection>(loop.io.get_executor());
     c->address = {"127.0.0.1", port};
     c->server = c->address.to_string();
     H2Connection::Options options;
     options.upstream = "u";
     options.log_failures = false;
+    options.idle_timeout = idle_timeout;
     conn = std::make_shared<H2Connection>(std::move(c), std::move(options));
     conn->connect();
   }
@@ -271,4 +273,25 @@ TEST_CASE("h2 stream: a connection never made is kConnectFailed, with why", "[ex
   CHECK(s->connect_failure.outcome == UpstreamOutcome::kConnectError);
   CHECK(s->connect_failure.reason.starts_with("connect failed: "));
   CHECK(d.wakes >= 1);
+}
+
+TEST_CASE("h2 connection: idle_timeout counts from the last stream's end", "[exchange][h2]") {
+  H2Server server({});
+  Direct d(server.port(), 300ms);
+  auto first = d.open();
+  REQUIRE(d.loop.run_until([&] { return first->closed(); }));
+  // Idle from here: a stream before the timeout passes makes it busy again,
+  // and the timer's first firing (300 ms after the first stream ended) finds
+  // it idle for less than the timeout: it waits for the rest.
+  d.loop.io.run_for(150ms);
+  const auto second_start = std::chrono::steady_clock::now();
+  auto second = d.open();
+  REQUIRE(second);
+  REQUIRE(d.loop.run_until([&] { return second->closed(); }));
+  const auto idle_from = std::chrono::steady_clock::now();
+  REQUIRE(d.loop.run_until([&] { return !d.conn->usable(); }, 5000ms));
+  const auto closed_after = std::chrono::steady_clock::now() - idle_from;
+  CHECK(closed_after >= 250ms);  // not the first stream's timeout
+  CHECK(std::chrono::steady_clock::now() - second_start >= 300ms);
+  CHECK(second->state == H2Stream::State::kClosed);
 }

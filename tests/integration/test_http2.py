@@ -195,6 +195,25 @@ class Http2Test(ProcessTestCase):
         raw.close()
         wait_until(lambda: self.goaways(gw, "header_timeout") >= 1, 5, message="counted")
 
+    def test_idle_timeout_counts_from_the_last_stream(self):
+        """A connection idle for idle_timeout gets a GOAWAY; one whose client
+        sends a request now and then is kept, however long, and the timeout
+        counts from its last stream's end."""
+        gw = self.gateway(server={"idle_timeout_ms": 400})
+        c = H2Client(gw.port, timeout=10)
+        self.addCleanup(c.close)
+        started = time.monotonic()
+        while True:  # 2.5 timeouts, never idle for one
+            self.assertEqual(c.request("GET", "/busy").status, 200)
+            last = time.monotonic()
+            if last - started >= 1.0:
+                break
+            time.sleep(0.15)
+        self.assertIsNone(c.goaway)
+        goaway = c.wait_goaway(timeout=5)
+        self.assertIsNotNone(goaway)
+        self.assertGreaterEqual(time.monotonic() - last, 0.35)
+
     def test_a_stream_reset_while_waiting_for_an_upstream_connection_is_logged(self):
         config_upstream = {"servers": [self.echo.address], "max_connections": 1,
                            "connect_timeout_ms": 5000}

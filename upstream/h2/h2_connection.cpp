@@ -331,24 +331,39 @@ void H2Connection::update_idle() {
     return;
   }
   const auto generation = ++idle_generation_;
-  const auto close_idle = [](H2Connection& self) {
-    self.state_ = State::kGoingAway;
-    nghttp2_session_terminate_session(self.session_, NGHTTP2_NO_ERROR);
-    self.flush();
-  };
+  idle_since_ = std::chrono::steady_clock::now();
   if (options_.idle_timeout.count() == 0) {
-    post_soon(conn_->stream.get_executor(), handler([generation, close_idle](H2Connection& self) {
+    post_soon(conn_->stream.get_executor(), handler([generation](H2Connection& self) {
                  if (generation == self.idle_generation_ && self.state_ == State::kReady) {
-                   close_idle(self);
+                   self.close_idle();
                  }
                }));
     return;
   }
-  timer_.expires_after(options_.idle_timeout);
-  timer_.async_wait(handler([generation, close_idle](H2Connection& self, error_code ec) {
-    if (ec || generation != self.idle_generation_ || self.state_ != State::kReady) return;
-    close_idle(self);
+  if (!idle_armed_) arm_idle(options_.idle_timeout);
+}
+
+// The idle timer is lazy: a stream that opens leaves it armed; fired on a
+// busy connection it waits again once the connection is idle, on one idle
+// for less than idle_timeout for the rest.
+void H2Connection::arm_idle(std::chrono::steady_clock::duration wait) {
+  idle_armed_ = true;
+  timer_.expires_after(wait);
+  timer_.async_wait(handler([](H2Connection& self, error_code ec) {
+    self.idle_armed_ = false;
+    if (ec || !self.streams_.empty() || self.state_ != State::kReady) return;
+    const auto idle_for = std::chrono::steady_clock::now() - self.idle_since_;
+    if (idle_for < self.options_.idle_timeout) {
+      return self.arm_idle(self.options_.idle_timeout - idle_for);
+    }
+    self.close_idle();
   }));
+}
+
+void H2Connection::close_idle() {
+  state_ = State::kGoingAway;
+  nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+  flush();
 }
 
 // A closed connection no longer counts against max_connections, even while

@@ -195,6 +195,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void shut(const H2ConnectFailure* failure);
   bool tls_alert_ = false;  // it broke with a TLS alert
   void update_idle();
+  void arm_idle(std::chrono::steady_clock::duration wait);
+  void close_idle();
   void wake(H2Stream& s);
   H2Stream* stream(std::int32_t id);
   H2Room room() const;
@@ -229,7 +231,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   std::function<void(bool all)> on_room_;
   Nghttp2Pump pump_;  // one read and one write at a time
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
-  boost::asio::steady_timer timer_;  // the connect deadline, then the idle close
+  boost::asio::steady_timer timer_;  // the connect deadline, then the idle close (lazily)
   boost::asio::steady_timer ping_timer_;
   boost::asio::steady_timer write_timer_;
   bool ping_pending_ = false;
@@ -237,6 +239,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   bool flush_posted_ = false;
   bool tls_session_taken_ = false;
   std::uint64_t idle_generation_ = 0;
+  std::chrono::steady_clock::time_point idle_since_;  // the last stream ended
+  bool idle_armed_ = false;                           // timer_ waits for idle_timeout
 };
 
 }  // namespace sluice
