@@ -27,11 +27,10 @@
 #include "common/deadline.hpp"
 #include "gateway/session/http2_request_head.hpp"
 #include "gateway/session/proxied_request.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 #include "upstream/http_fields.hpp"
 
 namespace sluice {
-
-class H2HeaderBlock;
 
 class Http2Session;
 
@@ -141,7 +140,7 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
 
   // The response.
   Deadline<WorkerExecutor, Side> deadline_;
-  std::vector<std::pair<std::string, std::string>> response_trailers_;
+  H2HeaderBlock response_trailers_;
   const char* piece_ = nullptr;  // the piece nghttp2 is framing
   std::size_t piece_left_ = 0;
   bool piece_pending_ = false;  // send_response waits for nghttp2

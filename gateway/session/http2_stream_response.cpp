@@ -40,24 +40,26 @@ ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::
                       });
 }
 
-std::string lower(std::string_view name) {
-  std::string s(name);
-  ascii::to_lower_in_place(s);
-  return s;
-}
-
 }  // namespace
 
 // ---- The response (the exchange's sink) -----------------------------------------
 
 void Http2Stream::set_response_trailers(const HttpFields& trailers) {
   response_trailers_.clear();
+  std::size_t bytes = 0;
+  std::size_t count = 0;
   for (const auto& f : trailers) {
-    std::string name = lower(f.name_string());
-    if (name.empty() || name.front() == ':' || is_connection_specific(name) || name == "te") {
+    bytes += f.name_string().size() + f.value().size();
+    ++count;
+  }
+  response_trailers_.reserve(bytes, count);
+  for (const auto& f : trailers) {
+    const std::string_view name = f.name_string();
+    if (name.empty() || name.front() == ':' || is_connection_specific(name) ||
+        ascii::iequals(name, "te")) {
       continue;
     }
-    response_trailers_.emplace_back(std::move(name), std::string(f.value()));
+    response_trailers_.add(name, f.value());  // the name lower-cased
   }
 }
 
@@ -139,9 +141,7 @@ long Http2Stream::read_response(std::uint8_t* buf, std::size_t length, std::uint
     response_done_ = true;
     if (!response_trailers_.empty()) {
       // The trailers end the stream (a gRPC call's grpc-status).
-      std::vector<nghttp2_nv> nva;
-      nva.reserve(response_trailers_.size());
-      for (const auto& [name, value] : response_trailers_) nva.push_back(h2_nv(name, value));
+      const auto nva = response_trailers_.nva();
       if (nghttp2_submit_trailer(session_.nghttp2(), id_, nva.data(), nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
       }

@@ -75,6 +75,7 @@ bool H2HeaderBlock::operator==(const H2HeaderBlock& other) const {
 std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) const {
   static constexpr char kStatus[] = ":status";
   nva_.clear();
+  nva_.reserve(fields_.size() + 1);  // grown once
   if (!status.empty()) {
     const std::size_t n = std::min(status.size(), sizeof status_);
     std::copy_n(status.data(), n, status_);
