@@ -148,9 +148,15 @@ void H2Connection::release(H2Stream& s) {
   request_flush();
 }
 
+// The callbacks of one frame (its HEADERS' fields, one by one) ask for the
+// same stream in a row: the last one found is remembered.
 H2Stream* H2Connection::stream(std::int32_t id) {
+  if (id == last_id_ && last_stream_ != nullptr) return last_stream_;
   auto it = streams_.find(id);
-  return it == streams_.end() ? nullptr : it->second.get();
+  if (it == streams_.end()) return nullptr;
+  last_id_ = id;
+  last_stream_ = it->second.get();
+  return last_stream_;
 }
 
 void H2Connection::wake(H2Stream& s) {
@@ -300,6 +306,7 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
   release_slot();
   auto streams = std::move(streams_);
   streams_.clear();
+  last_stream_ = nullptr;
   if (failure && !queued_.empty()) {
     queued_.front().stream->reports_failure = true;
   } else if (!streams.empty()) {

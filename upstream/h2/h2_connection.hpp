@@ -220,6 +220,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   State state_ = State::kConnecting;
   bool retired_ = false;  // retire(): going away as soon as it is ready
   std::map<std::int32_t, std::shared_ptr<H2Stream>> streams_;
+  std::int32_t last_id_ = 0;  // stream(): the last stream found
+  H2Stream* last_stream_ = nullptr;
   // Streams opened before the server's SETTINGS, waiting for them.
   struct Queued {
     std::shared_ptr<H2Stream> stream;

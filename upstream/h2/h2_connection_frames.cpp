@@ -235,6 +235,7 @@ int H2Connection::on_stream_close(std::int32_t id, std::uint32_t error_code) {
   if (it == streams_.end()) return 0;
   auto s = std::move(it->second);
   streams_.erase(it);
+  if (last_stream_ == s.get()) last_stream_ = nullptr;
   s->state = H2Stream::State::kClosed;
   s->error_code = error_code;
   wake(*s);
