@@ -13,9 +13,6 @@
 // - call_guarded(owner, failed, fn) runs fn() for a C library's callback,
 //   which no exception may cross: one thrown is handed to
 //   owner.on_internal_error(what), and `failed` is returned instead.
-// - A guarded handler is a scope: what was left to be done when the
-//   outermost one of a thread returns (at_return, soon.hpp's queue) is done
-//   then, before the thread goes back to its event loop.
 // - run_guarded(io, on_escape) runs an io_context until it has no work, and
 //   resumes it after an exception that escaped a handler, so that one
 //   handler's failure does not stop the others.
@@ -35,27 +32,6 @@ namespace guarded_detail {
 // Set when an unwinding handler already reported the exception to its owner,
 // so that run_guarded does not count the same exception twice.
 inline thread_local bool reported = false;
-
-// Guarded handlers running on this thread (one inside another's call), and
-// what to call, once, when the outermost returns.
-inline thread_local int depth = 0;
-inline thread_local void (*at_return)(void*) = nullptr;
-inline thread_local void* at_return_arg = nullptr;
-
-struct Scope {
-  Scope() { ++depth; }
-  // The outermost scope runs at_return (inside the scope still, so that the
-  // handlers it runs do not run it again), and what that left in turn.
-  ~Scope() noexcept(false) {
-    struct Leave {
-      ~Leave() { --depth; }
-    } leave;
-    while (depth == 1 && at_return != nullptr) {
-      const auto fn = std::exchange(at_return, nullptr);
-      fn(std::exchange(at_return_arg, nullptr));
-    }
-  }
-};
 }  // namespace guarded_detail
 
 template <class Owner, class Fn>
@@ -79,7 +55,6 @@ class GuardedHandler {
   template <class... Args>
   void operator()(Args&&... args) {
     auto owner = std::move(owner_);  // run at most once; disarms the destructor
-    guarded_detail::Scope scope;
     try {
       fn_(*owner, std::forward<Args>(args)...);
     } catch (const std::exception& e) {

@@ -1,20 +1,20 @@
 // Work to run soon on a worker, after the handler running now: what
 // post_soon() queues from the worker's own thread waits in its io_context's
-// SoonQueue, and one pass runs the queue, including what the tasks it runs
-// queue in turn. Asio's scheduler asks epoll for events (a system call)
-// once per pass over its handlers, so a chain of posted handlers, each
-// posting the next (an HTTP/2 stream's steps: the request to the upstream
-// connection, its flush, the response back to the client stream, its flush),
-// cost one such call per link, about ten per gRPC call; queued here, a chain
-// runs in one pass.
+// SoonQueue, and one posted handler runs the queue (a pass), including what
+// the tasks it runs queue in turn. Asio's scheduler asks epoll for events (a
+// system call) once per pass over its handlers, so a chain of posted
+// handlers, each posting the next (an HTTP/2 stream's steps: the request to
+// the upstream connection, its flush, the response back to the client
+// stream, its flush), cost one such call per link, about ten per gRPC call;
+// queued here, a chain runs in one pass.
 //
-// The pass runs when the outermost guarded handler running now returns
-// (guarded.hpp's scope: a read's completion, a timer's...), before the
-// thread goes back to epoll; queued from anywhere else on the thread, in a
-// handler posted for it. A pass runs at most kMaxPerPass tasks, then yields
-// to the events that came meanwhile (the rest in a posted handler), so
-// nothing waits behind an endless chain. From another thread, post_soon() is
-// asio::post().
+// The pass is posted, not run as the handler that queued its first task
+// returns: it runs after the other completions of the same turn (every
+// upstream response that came in one wait for events), so that what they
+// all give one client connection goes in one write. A pass runs at most
+// kMaxPerPass tasks, then yields to the events that came meanwhile (the
+// rest in the next pass), so nothing waits behind an endless chain. From
+// another thread, post_soon() is asio::post().
 //
 // post_last() queues in a second lane, run once the first is empty (or its
 // pass's share ran): a connection's flush, so that what a pass's tasks give
@@ -30,7 +30,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "common/guarded.hpp"
 #include "common/inline_function.hpp"
 
 namespace sluice {
@@ -64,17 +63,11 @@ class SoonQueue : public boost::asio::execution_context::service {
  private:
   using Task = InlineFunction<void(), 64>;
 
-  // A pass is due: at the outermost guarded handler's return when one runs
-  // (and no other queue took that turn), else in a posted handler. Nothing
-  // to do while a pass is due or running: it takes what is queued.
+  // A pass is due. Nothing to do while one is posted or running: it takes
+  // what is queued.
   void schedule() {
     if (scheduled_) return;
     scheduled_ = true;
-    if (guarded_detail::depth > 0 && guarded_detail::at_return == nullptr) {
-      guarded_detail::at_return = [](void* queue) { static_cast<SoonQueue*>(queue)->pass(); };
-      guarded_detail::at_return_arg = this;
-      return;
-    }
     post_pass();
   }
 
@@ -113,16 +106,12 @@ class SoonQueue : public boost::asio::execution_context::service {
   void shutdown() override {
     std::deque<Task>().swap(tasks_);
     std::deque<Task>().swap(last_);
-    if (guarded_detail::at_return_arg == this) {
-      guarded_detail::at_return = nullptr;
-      guarded_detail::at_return_arg = nullptr;
-    }
   }
 
   boost::asio::io_context& io_;
   std::deque<Task> tasks_;
   std::deque<Task> last_;
-  bool scheduled_ = false;  // a pass is due (or running)
+  bool scheduled_ = false;  // a pass is posted (or running)
 };
 
 namespace soon_detail {

@@ -1,76 +1,63 @@
 // common/soon.hpp: what a worker queues to run after the handler running now.
 #include <catch2/catch.hpp>
 
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "common/guarded.hpp"
 #include "common/soon.hpp"
 
 namespace {
 
 namespace asio = boost::asio;
 
-struct Owner : std::enable_shared_from_this<Owner> {
-  std::vector<std::string> done;
-  void on_internal_error(std::string_view what) { done.push_back("error: " + std::string(what)); }
-};
-
 }  // namespace
 
-TEST_CASE("soon: a guarded handler's queued tasks run as it returns, flushes last",
+TEST_CASE("soon: queued tasks run in one posted pass after the turn's handlers, flushes last",
           "[soon]") {
-  asio::io_context io;
-  auto owner = std::make_shared<Owner>();
-  const auto ex = io.get_executor();
-  asio::post(io, sluice::guarded(owner, [ex](Owner& o) {
-               sluice::post_last(ex, [&o] { o.done.push_back("flush"); });
-               sluice::post_soon(ex, [&o, ex] {
-                 o.done.push_back("a");
-                 // Queued by a task: still before the flush.
-                 sluice::post_soon(ex, [&o] { o.done.push_back("c"); });
-               });
-               sluice::post_soon(ex, [&o] { o.done.push_back("b"); });
-               o.done.push_back("handler");
-             }));
-  // One handler run: the tasks ran inside it, nothing was posted for them.
-  CHECK(io.run_one() == 1);
-  CHECK(owner->done == std::vector<std::string>{"handler", "a", "b", "c", "flush"});
-  CHECK(io.poll() == 0);
-}
-
-TEST_CASE("soon: queued outside a guarded handler, the tasks run in a posted pass", "[soon]") {
   asio::io_context io;
   std::vector<std::string> done;
   const auto ex = io.get_executor();
   asio::post(io, [&done, ex] {
     sluice::post_last(ex, [&done] { done.push_back("flush"); });
-    sluice::post_soon(ex, [&done] { done.push_back("a"); });
+    sluice::post_soon(ex, [&done, ex] {
+      done.push_back("a");
+      // Queued by a task: still before the flush.
+      sluice::post_soon(ex, [&done] { done.push_back("c"); });
+    });
+    sluice::post_soon(ex, [&done] { done.push_back("b"); });
     done.push_back("handler");
   });
+  // Another completion of the same turn runs before the pass (its steps,
+  // queued too, share the pass and the flush).
+  asio::post(io, [&done, ex] {
+    done.push_back("second handler");
+    sluice::post_soon(ex, [&done] { done.push_back("d"); });
+  });
   CHECK(io.run_one() == 1);
-  CHECK(done == std::vector<std::string>{"handler"});
+  CHECK(io.run_one() == 1);
+  CHECK(done == std::vector<std::string>{"handler", "second handler"});
   CHECK(io.run_one() == 1);  // the pass
-  CHECK(done == std::vector<std::string>{"handler", "a", "flush"});
+  CHECK(done ==
+        std::vector<std::string>{"handler", "second handler", "a", "b", "d", "c", "flush"});
+  CHECK(io.poll() == 0);
 }
 
 TEST_CASE("soon: a pass runs at most kMaxPerPass tasks, then yields to the event loop",
           "[soon]") {
   asio::io_context io;
-  auto owner = std::make_shared<Owner>();
   const auto ex = io.get_executor();
   const std::size_t total = sluice::SoonQueue::kMaxPerPass + 10;
   std::size_t ran = 0;
   int flushes = 0;
-  asio::post(io, sluice::guarded(owner, [&, ex](Owner&) {
-               for (std::size_t i = 0; i < total; ++i) sluice::post_soon(ex, [&ran] { ++ran; });
-               sluice::post_last(ex, [&flushes] { ++flushes; });
-             }));
+  asio::post(io, [&, ex] {
+    for (std::size_t i = 0; i < total; ++i) sluice::post_soon(ex, [&ran] { ++ran; });
+    sluice::post_last(ex, [&flushes] { ++flushes; });
+  });
   CHECK(io.run_one() == 1);
+  CHECK(io.run_one() == 1);  // the first pass
   CHECK(ran == sluice::SoonQueue::kMaxPerPass);
   CHECK(flushes == 1);  // the last lane is not held up by a long first one
   io.run();
