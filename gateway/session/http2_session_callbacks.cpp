@@ -4,6 +4,7 @@
 
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/http2_stream.hpp"
+#include "upstream/h2/nghttp2_memory.hpp"
 
 namespace sluice {
 namespace {
@@ -90,7 +91,7 @@ Http2Session::Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<v
   nghttp2_option_new(&option);
   // Request bodies are credited back as the upstream takes them.
   nghttp2_option_set_no_auto_window_update(option, 1);
-  nghttp2_session_server_new2(&session_, callbacks, this, option);
+  nghttp2_session_server_new3(&session_, callbacks, this, option, nghttp2_block_memory());
   nghttp2_option_del(option);
   nghttp2_session_callbacks_del(callbacks);
   worker_.add_session(this);

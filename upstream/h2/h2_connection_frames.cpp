@@ -5,14 +5,13 @@
 // trailers). Everything here runs inside nghttp2's calls made by the
 // connection's reads and writes (h2_connection.cpp).
 #include <cstring>
-#include <vector>
 
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
 
 #include "common/http_limits.hpp"
 #include "upstream/h2/h2_connection.hpp"
-#include "upstream/h2/h2_nv.hpp"
+#include "upstream/h2/nghttp2_memory.hpp"
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
@@ -87,7 +86,7 @@ H2Connection::H2Connection(std::unique_ptr<UpstreamConnection> conn, Options opt
   nghttp2_option* option = nullptr;
   nghttp2_option_new(&option);
   nghttp2_option_set_no_auto_window_update(option, 1);  // given back as clients take DATA
-  nghttp2_session_client_new2(&session_, callbacks, this, option);
+  nghttp2_session_client_new3(&session_, callbacks, this, option, nghttp2_block_memory());
   nghttp2_option_del(option);
   nghttp2_session_callbacks_del(callbacks);
   const nghttp2_settings_entry settings[] = {
