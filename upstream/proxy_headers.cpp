@@ -101,12 +101,8 @@ bool is_connection_specific(std::string_view name) {
   // name of another length or first letter is none of them (most names, told
   // apart before the hash lookup).
   if (name.size() < 7 || name.size() > 17) return false;
-  switch (name[0] | 0x20) {
-    case 'c': case 'k': case 'p': case 't': case 'u':
-      break;
-    default:
-      return false;
-  }
+  const char first = static_cast<char>(name[0] | 0x20);
+  if (first != 'c' && first != 'k' && first != 'p' && first != 't' && first != 'u') return false;
   const http::field code = http::string_to_field(name);  // any case
   return std::find(kConnectionSpecific.begin(), kConnectionSpecific.end(), code) !=
          kConnectionSpecific.end();

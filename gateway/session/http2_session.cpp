@@ -329,13 +329,19 @@ void Http2Session::update_idle() {
   }
   idle_since_ = Clock::now();
   worker_.idle_changed(1);
-  if (!idle_timer_armed_) arm_idle_timer(worker_.config()->server.idle_timeout);
+  const auto timeout = worker_.config()->server.idle_timeout;
+  // Armed already, it waits on (unless a reload made the timeout shorter).
+  if (!idle_timer_armed_ || *idle_since_ + timeout < idle_timer_.expiry()) {
+    arm_idle_timer(timeout);
+  }
 }
 
 void Http2Session::arm_idle_timer(Clock::duration wait) {
   idle_timer_armed_ = true;
-  idle_timer_.expires_after(wait);
-  idle_timer_.async_wait(handler([](Http2Session& self, beast::error_code ec) {
+  const auto generation = ++idle_generation_;
+  idle_timer_.expires_after(wait);  // a wait pending is superseded (generation)
+  idle_timer_.async_wait(handler([generation](Http2Session& self, beast::error_code ec) {
+    if (generation != self.idle_generation_) return;
     self.idle_timer_armed_ = false;
     if (ec || self.closed_ || !self.idle_since_) return;
     const auto timeout = self.worker_.config()->server.idle_timeout;

@@ -175,6 +175,7 @@ class Http2Session final : public ClientSession,
   bool reading_ = false;
   bool flush_posted_ = false;
   bool idle_timer_armed_ = false;
+  std::uint64_t idle_generation_ = 0;  // the idle timer's current wait
   bool draining_ = false;
   bool lingering_ = false;  // after the last frame, until the close
   bool closed_ = false;

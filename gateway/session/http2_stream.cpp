@@ -217,7 +217,8 @@ void Http2Stream::fill_read() {
                // END_STREAM read with the DATA (nghttp2 tells of it after the
                // DATA's bytes): this read is the last, and the upstream gets
                // the END_STREAM with them.
-               if (self.body_.empty() && self.end_stream_ && !self.closed_) {
+               if (self.body_.empty() && self.end_stream_ && !self.closed_ &&
+                   !self.body_too_large_) {
                  self.body_complete_ = true;
                }
                self.exchange().on_body_read({}, n);

@@ -21,7 +21,7 @@ import hyperframe.frame as frames
 from harness import (SANITIZED, ProcessTestCase, PythonUpstream, closed_port, gateway_config,
                      limit, make_ca, make_server_cert, metric_sum, pattern_sha256, request,
                      route, rss_kib, wait_until)
-from testkit.h2client import H2Client, RawH2
+from testkit.h2client import H2Client, H2Response, RawH2
 
 CURL = shutil.which("curl")
 H2LOAD = shutil.which("h2load")
@@ -213,6 +213,25 @@ class Http2Test(ProcessTestCase):
         goaway = c.wait_goaway(timeout=5)
         self.assertIsNotNone(goaway)
         self.assertGreaterEqual(time.monotonic() - last, 0.35)
+
+    def test_a_body_over_max_body_bytes_is_never_forwarded_cut_short(self):
+        """A body without a length that passes server.max_body_bytes in the
+        same read as its END_STREAM (the part under the limit already handed
+        to the upstream) is refused: the upstream never gets it ended short."""
+        gw = self.gateway(server={"max_body_bytes": 100})
+        c = H2Client(gw.port, timeout=10)
+        self.addCleanup(c.close)
+        for i in range(5):
+            sid = c.conn.get_next_available_stream_id()
+            c.conn.send_headers(sid, [(":method", "POST"), (":path", f"/over{i}"),
+                                      (":scheme", "http"), (":authority", "127.0.0.1")])
+            c.responses[sid] = H2Response()
+            c.flush()  # the head first: the exchange may start reading the body
+            c.conn.send_data(sid, b"a" * 80)
+            c.conn.send_data(sid, b"b" * 80, end_stream=True)
+            c.flush()  # both pieces and the end in one write
+            reply = c.run_until_done([sid], timeout=10)[sid]
+            self.assertNotEqual(reply.status, 200, "the upstream answered a body cut short")
 
     def test_a_stream_reset_while_waiting_for_an_upstream_connection_is_logged(self):
         config_upstream = {"servers": [self.echo.address], "max_connections": 1,

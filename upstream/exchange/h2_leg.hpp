@@ -83,7 +83,7 @@ class H2Leg final : public UpstreamLeg {
   UpstreamExchange& x_;
   std::shared_ptr<H2Connection> conn_;  // shared with other exchanges
   std::shared_ptr<H2Stream> stream_;
-  H2HeaderBlock head_;            // the request head in HTTP/2 terms
+  H2HeaderBlock head_;        // the request head in HTTP/2 terms
   std::string out_;           // response DATA lent to the client leg
   std::size_t out_owed_ = 0;  // of it, not yet given back to the flow-control window
   BodyRelay body_ = BodyRelay::kDone;

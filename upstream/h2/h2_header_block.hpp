@@ -31,6 +31,17 @@ class H2HeaderBlock {
 
   H2HeaderBlock() = default;
   H2HeaderBlock(std::initializer_list<Field> fields);
+  // A copy has the fields; nghttp2's list (pointers into the original) is
+  // made again by its own nva().
+  H2HeaderBlock(const H2HeaderBlock& other) : bytes_(other.bytes_), fields_(other.fields_) {}
+  H2HeaderBlock& operator=(const H2HeaderBlock& other) {
+    bytes_ = other.bytes_;
+    fields_ = other.fields_;
+    nva_.clear();
+    return *this;
+  }
+  H2HeaderBlock(H2HeaderBlock&&) noexcept = default;
+  H2HeaderBlock& operator=(H2HeaderBlock&&) noexcept = default;
 
   void clear() {
     bytes_.clear();
@@ -85,7 +96,8 @@ class H2HeaderBlock {
   Iterator end() const { return {this, fields_.size()}; }
 
   // The block for nghttp2, `status` first when given (a response's
-  // ":status"); valid until the next nva(), add or clear.
+  // ":status"); valid until the next nva() (const as it is: it rebuilds the
+  // list the block keeps), add or clear.
   std::span<const nghttp2_nv> nva(std::string_view status = {}) const;
 
  private:
