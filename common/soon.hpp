@@ -11,7 +11,11 @@
 // The pass is posted, not run as the handler that queued its first task
 // returns: it runs after the other completions of the same turn (every
 // upstream response that came in one wait for events), so that what they
-// all give one client connection goes in one write. A pass runs at most
+// all give one client connection goes in one write. An HTTP/2 connection's
+// read is a batch of its own (every frame that came at once): it runs the
+// pass as it ends (run_soon_now()), so that what its frames started (a
+// gRPC call's stream to its upstream, a response back to its client) goes
+// out without a further pass of the event loop. A pass runs at most
 // kMaxPerPass tasks, then yields to the events that came meanwhile (the
 // rest in the next pass), so nothing waits behind an endless chain. From
 // another thread, post_soon() is asio::post().
@@ -60,6 +64,13 @@ class SoonQueue : public boost::asio::execution_context::service {
 
   std::size_t queued() const { return tasks_.size() + last_.size(); }
 
+  // Runs the pass now, from the handler running (not from inside a pass); a
+  // pass still posted then finds nothing left.
+  void run_now() {
+    if (running_ || (tasks_.empty() && last_.empty())) return;
+    pass();
+  }
+
  private:
   using Task = InlineFunction<void(), 64>;
 
@@ -79,9 +90,11 @@ class SoonQueue : public boost::asio::execution_context::service {
   // the last lane's, then again while the last lane's queued more (within
   // the share); what is left (also after a task threw) goes in a posted pass.
   void pass() {
+    running_ = true;
     struct Rest {
       SoonQueue& queue;
       ~Rest() {
+        queue.running_ = false;
         if (queue.tasks_.empty() && queue.last_.empty()) {
           queue.scheduled_ = false;
         } else {
@@ -112,6 +125,7 @@ class SoonQueue : public boost::asio::execution_context::service {
   std::deque<Task> tasks_;
   std::deque<Task> last_;
   bool scheduled_ = false;  // a pass is posted (or running)
+  bool running_ = false;    // a pass is running
 };
 
 namespace soon_detail {
@@ -130,6 +144,13 @@ template <class Executor, class Fn>
 void post_soon(const Executor& ex, Fn&& fn) {
   if (SoonQueue* queue = soon_detail::own_queue(ex)) return queue->add(std::forward<Fn>(fn));
   boost::asio::post(ex, std::forward<Fn>(fn));
+}
+
+// Runs what the worker of `ex` queued (post_soon, post_last) now, when
+// called on that worker's thread (see SoonQueue::run_now).
+template <class Executor>
+void run_soon_now(const Executor& ex) {
+  if (SoonQueue* queue = soon_detail::own_queue(ex)) queue->run_now();
 }
 
 // Runs `fn` on `ex` once the tasks post_soon() queued (and those they queue)

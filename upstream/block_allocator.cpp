@@ -1,5 +1,6 @@
 #include "upstream/block_allocator.hpp"
 
+#include <array>
 #include <cstdint>
 #include <new>
 #include <utility>
@@ -18,6 +19,15 @@ constexpr std::size_t kClasses = 8;
 // Bytes kept per class and thread: 1,024 blocks of 64 bytes down to 128 of
 // 512, enough for the heads of a few hundred requests in flight on a worker.
 constexpr std::size_t kBytesPerClass = 64 * 1024;
+
+// The blocks kept of each class (no division on the path that frees).
+constexpr auto kKeptPerClass = [] {
+  std::array<std::uint32_t, kClasses> kept{};
+  for (std::size_t c = 0; c < kClasses; ++c) {
+    kept[c] = static_cast<std::uint32_t>(kBytesPerClass / ((c + 1) * kGrain));
+  }
+  return kept;
+}();
 
 struct FreeBlock {
   FreeBlock* next;
@@ -65,8 +75,7 @@ void* allocate(std::size_t bytes) {
 
 void deallocate(void* block, std::size_t bytes) noexcept {
   const std::size_t c = size_class(bytes);
-  if (kKeep && c < kClasses && !lists.closed &&
-      lists.count[c] < kBytesPerClass / ((c + 1) * kGrain)) {
+  if (kKeep && c < kClasses && !lists.closed && lists.count[c] < kKeptPerClass[c]) {
     [[maybe_unused]] ListsCleanup* const registered = &cleanup;  // once per thread
     lists.head[c] = ::new (block) FreeBlock{lists.head[c]};
     ++lists.count[c];

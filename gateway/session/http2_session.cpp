@@ -104,6 +104,8 @@ void Http2Session::on_read(beast::error_code ec, std::size_t n) {
   if (!receive(pump_.read_buffer().first(n))) return;
   flush();
   read();
+  // What the frames of this read started goes now (soon.hpp).
+  run_soon_now(stream_.get_executor());
 }
 
 bool Http2Session::receive(std::span<const std::uint8_t> bytes) {

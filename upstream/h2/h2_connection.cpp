@@ -118,51 +118,6 @@ void H2Connection::connect_failed(std::string_view what, const std::string& reas
   shut(&failure);
 }
 
-// ---- Streams ----------------------------------------------------------------------
-void H2Connection::send_body(H2Stream& s, const char* data, std::size_t n, bool last,
-                             const HttpFields* trailers) {
-  s.piece = data;
-  s.piece_left = n;
-  s.piece_last = last;
-  s.piece_pending = true;
-  s.request_trailers = last ? trailers : nullptr;
-  if (s.closed()) return;
-  nghttp2_session_resume_data(session_, s.id);
-  request_flush();
-}
-
-void H2Connection::consume(H2Stream& s, std::size_t n) {
-  if (n == 0 || state_ == State::kClosed || s.closed()) return;
-  nghttp2_session_consume_stream(session_, s.id, n);
-  request_flush();
-}
-
-void H2Connection::release(H2Stream& s) {
-  s.wake = nullptr;
-  s.piece_pending = false;
-  s.piece = nullptr;
-  if (s.state == H2Stream::State::kQueued) return unqueue(s);
-  if (state_ == State::kClosed || s.id == 0) return;
-  s.data.clear();  // the connection's window had it back on arrival
-  if (!s.closed()) nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
-  request_flush();
-}
-
-// The callbacks of one frame (its HEADERS' fields, one by one) ask for the
-// same stream in a row: the last one found is remembered.
-H2Stream* H2Connection::stream(std::int32_t id) {
-  if (id == last_id_ && last_stream_ != nullptr) return last_stream_;
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return nullptr;
-  last_id_ = id;
-  last_stream_ = it->second.get();
-  return last_stream_;
-}
-
-void H2Connection::wake(H2Stream& s) {
-  if (s.wake) s.wake();
-}
-
 // ---- Reading and writing ----------------------------------------------------------
 
 void H2Connection::read() {
@@ -190,6 +145,7 @@ void H2Connection::on_read(error_code ec, std::size_t n) {
   }
   flush();
   read();
+  run_soon_now(conn_->stream.get_executor());  // what its frames started goes now
 }
 
 void H2Connection::probe() {

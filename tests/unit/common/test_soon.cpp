@@ -74,3 +74,25 @@ TEST_CASE("soon: from another thread, post_soon is a post", "[soon]") {
   CHECK(io.run_one() == 1);
   CHECK(ran);
 }
+
+TEST_CASE("soon: run_soon_now runs the queue inside the handler; the posted pass finds nothing",
+          "[soon]") {
+  asio::io_context io;
+  std::vector<std::string> done;
+  const auto ex = io.get_executor();
+  asio::post(io, [&done, ex] {
+    sluice::post_last(ex, [&done] { done.push_back("flush"); });
+    sluice::post_soon(ex, [&done, ex] {
+      done.push_back("a");
+      sluice::run_soon_now(ex);  // inside a pass: nothing more
+    });
+    sluice::run_soon_now(ex);  // an HTTP/2 read ends: what its frames started goes now
+    done.push_back("handler");
+    sluice::post_soon(ex, [&done] { done.push_back("b"); });
+  });
+  CHECK(io.run_one() == 1);
+  CHECK(done == std::vector<std::string>{"a", "flush", "handler"});
+  io.run();  // the pass posted with "a", then the one for "b"
+  CHECK(done == std::vector<std::string>{"a", "flush", "handler", "b"});
+  sluice::run_soon_now(ex);  // not on the worker's thread: nothing
+}
