@@ -26,6 +26,7 @@ void MemoryTrim::check() {
   std::size_t now = 0;
   std::size_t peak = 0;
   for (const auto& w : workers_) {
+    w->age_relay_buffers();
     now += w->session_count();
     peak += w->take_peak_session_count();
     freed_bytes_ += w->take_freed_bytes();

@@ -2,7 +2,8 @@
 // per-connection memory, so after a large wave of connections has closed (or
 // the workers freed many relay buffers, or emptied a large table: the denial
 // cache after a flood of distinct callers) malloc_trim runs. Checks on the main thread
-// every kCheckEvery; reads only what the workers publish for any thread.
+// every kCheckEvery; reads only what the workers publish for any thread, and
+// has each worker free the relay buffers it kept unused since the last check.
 #pragma once
 
 #include <chrono>

@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <vector>
 
+#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/guarded.hpp"
 
 namespace sluice {
-
-namespace {
-constexpr std::size_t kSpareRelayBuffers = 32;
-}  // namespace
 
 Worker::Worker(std::size_t index, std::shared_ptr<const Config> config)
     : index_(index),
@@ -99,21 +96,16 @@ void Worker::shed_idle(std::size_t n) {
   if (n > 0) metrics_.add("sluice_connections_shed_total", "", static_cast<double>(n));
 }
 
-std::unique_ptr<char[]> Worker::take_relay_buffer() {
-  // Not zeroed: every byte is written before it is read.
-  if (spare_relay_buffers_.empty()) return std::make_unique_for_overwrite<char[]>(kRelayBufferSize);
-  auto buffer = std::move(spare_relay_buffers_.back());
-  spare_relay_buffers_.pop_back();
-  return buffer;
-}
+std::unique_ptr<char[]> Worker::take_relay_buffer() { return relay_buffers_.take(); }
 
 void Worker::return_relay_buffer(std::unique_ptr<char[]> buffer) {
-  if (!buffer) return;
-  if (spare_relay_buffers_.size() < kSpareRelayBuffers) {
-    spare_relay_buffers_.push_back(std::move(buffer));
-  } else {
-    freed_bytes_.fetch_add(kRelayBufferSize, std::memory_order_relaxed);
-  }
+  relay_buffers_.give_back(std::move(buffer));
+}
+
+void Worker::age_relay_buffers() {
+  boost::asio::post(io_, [this] {
+    freed_bytes_.fetch_add(relay_buffers_.age(), std::memory_order_relaxed);
+  });
 }
 
 void Worker::begin_drain() {

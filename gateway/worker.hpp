@@ -19,6 +19,7 @@
 #include "gateway/config/config.hpp"
 #include "gateway/mirror/route_mirrors.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/relay_buffers.hpp"
 #include "gateway/middleware.hpp"
 #include "gateway/request_series.hpp"
 #include "gateway/route_split.hpp"
@@ -87,13 +88,15 @@ class Worker {
   void shed_idle(std::size_t n);
 
   // Relay buffers (kRelayBufferSize bytes) are lent to sessions for the
-  // length of an exchange, so that an idle connection holds none; a few are
-  // kept for reuse.
-  static constexpr std::size_t kRelayBufferSize = 64 * 1024;
+  // length of an exchange, so that an idle connection holds none (RelayBuffers).
+  static constexpr std::size_t kRelayBufferSize = RelayBuffers::kBytes;
   // What a closed idle upstream connection freed, as the heap trim counts it.
   static constexpr std::size_t kClosedConnectionBytes = 8 * 1024;
   std::unique_ptr<char[]> take_relay_buffer();
   void return_relay_buffer(std::unique_ptr<char[]> buffer);
+  // Any thread: has this worker free the relay buffers it kept unused since
+  // the last call (RelayBuffers::age), counted in take_freed_bytes().
+  void age_relay_buffers();
   // Bytes freed in bulk since the last call (any thread): relay buffers not
   // kept, and what the services report (WorkerContext::freed_bytes).
   std::size_t take_freed_bytes() { return freed_bytes_.exchange(0, std::memory_order_relaxed); }
@@ -118,7 +121,7 @@ class Worker {
   std::int64_t tunnels_ = 0;  // this worker's WebSocket tunnels (its thread only)
   std::atomic<std::size_t> peak_session_count_{0};
   std::atomic<std::size_t> freed_bytes_{0};
-  std::vector<std::unique_ptr<char[]>> spare_relay_buffers_;
+  RelayBuffers relay_buffers_;
   MetricsShard metrics_;
   RequestSeries series_{metrics_};
   RouteSplits splits_;
