@@ -22,8 +22,9 @@ namespace sluice {
 // kSparesKeepElements).
 using HeaderSlots = std::vector<std::pair<std::string, std::string>>;
 static_assert(kSparesKeepElements<HeaderSlots>);
-// At most 32 lists' slots per thread, each of at most 64 fields.
-using HeaderSpares = Spares<HeaderSlots, 32>;
+// At most 512 lists' slots per thread (one per request in flight: an HTTP/2
+// stream's list is made for it), each of at most 16 fields.
+using HeaderSpares = Spares<HeaderSlots, 512>;
 
 class HeaderList {
  public:
@@ -36,6 +37,7 @@ class HeaderList {
   // strings are short), for the next list of the thread: a list made for
   // each request (an HTTP/2 stream's) fills strings already grown.
   ~HeaderList() {
+    if (slots_.capacity() > kMaxKeptSlots) return;
     for (const auto& [name, value] : slots_) {
       if (name.capacity() > kMaxKeptString || value.capacity() > kMaxKeptString) return;
     }
@@ -105,6 +107,7 @@ class HeaderList {
 
  private:
   static constexpr std::size_t kMaxKeptString = 256;
+  static constexpr std::size_t kMaxKeptSlots = 16;
   HeaderSlots slots_;  // the fields first, then spare strings
   std::size_t size_ = 0;
 };

@@ -1,23 +1,30 @@
 // Emptied containers kept per thread for reuse, with their capacity: for the
 // strings and vectors a request's Redis call is built from and its reply is
 // read into, which would otherwise be allocated and freed once per call (the
-// key, the arguments, the reply's strings). A container given back is
-// cleared and kept if this thread keeps fewer than Keep of its type and its
-// memory is at most MaxBytes; take() hands out the last one kept (or a new,
-// empty one). A vector of strings gives its strings back one by one
-// before it is kept itself.
+// key, the arguments, the reply's strings, a batch's lists). A container
+// given back is cleared and kept if this thread keeps fewer than Keep of its
+// type, its memory is at most MaxBytes and all kept of its type stay within
+// TotalBytes; take() hands out the last one kept (or a new, empty one). Keep
+// is as many as the requests in flight on a worker hold at once (hundreds:
+// an HTTP/2 connection carries many), so that their number moving up and
+// down does not free and allocate them again. A
+// vector of strings gives its strings back one by one before it is kept
+// itself.
 //
 // Per thread, so never shared: taking and giving need no lock, and a
 // container given back on another thread joins that thread's spares. What is
-// kept is bounded (Keep times MaxBytes per type and thread: 64 KiB of
-// strings, 256 KiB of each kind of list, and for lists kept whole their
-// elements too: a header list's strings, at most 256 bytes each) and freed
-// when the thread ends; a
+// kept is bounded (TotalBytes per type and thread: 256 KiB of strings and of
+// each kind of list, and for lists kept whole their elements too: a header
+// list's strings, at most 256 bytes each) and freed when the thread ends; a
 // container given back after that (a static destroyed at exit) is freed at
 // once. Strings are kept only up to 1 KiB, so that a large one (a long
 // batch's numbers) is not handed out for a short key and held while its call
-// waits. Under AddressSanitizer nothing is kept, so that a string or list
-// used after its owner gave it back is still caught.
+// waits. A list may hold up to 64 KiB: the lists of a batch of decisions are
+// as long as the requests of one loop turn (hundreds under load), and a list
+// that large, freed and allocated again each time, costs the heap more than
+// its size (glibc merges its small free blocks on each). Under
+// AddressSanitizer nothing is kept, so that a string or list used after its
+// owner gave it back is still caught.
 #pragma once
 
 #include <cstddef>
@@ -46,8 +53,9 @@ inline constexpr bool kSparesKeepElements = false;
 template <>
 inline constexpr bool kSparesKeepElements<std::vector<std::pair<std::string, std::string>>> = true;
 
-template <class C, std::size_t Keep = 64,
-          std::size_t MaxBytes = std::is_same_v<C, std::string> ? 1024 : 4096>
+template <class C, std::size_t Keep = 512,
+          std::size_t MaxBytes = std::is_same_v<C, std::string> ? 1024 : 64 * 1024,
+          std::size_t TotalBytes = 256 * 1024>
 class Spares {
  public:
   // An empty container, with the capacity of the last one given back.
@@ -55,6 +63,7 @@ class Spares {
     Store& s = store;
     if (s.count == 0) return C{};
     C* kept = s.slot(--s.count);
+    s.bytes -= bytes_of(*kept);
     C out(std::move(*kept));
     kept->~C();
     return out;
@@ -63,7 +72,7 @@ class Spares {
   // Clears `c` and keeps it (or frees it, when full or too large).
   static void give(C&& c) noexcept {
     if (!kKeeps) return;
-    if (c.capacity() <= kInline || c.capacity() > MaxBytes / sizeof(typename C::value_type)) {
+    if (c.capacity() <= kInline || bytes_of(c) > MaxBytes) {
       return;  // the caller frees it
     }
     if constexpr (!kSparesKeepElements<C>) {
@@ -71,10 +80,12 @@ class Spares {
       c.clear();  // first: clearing may give back to this same type (a reply's elements)
     }
     Store& s = store;
-    if (s.closed || s.count == Keep) return;
+    const std::size_t bytes = bytes_of(c);
+    if (s.closed || s.count == Keep || s.bytes + bytes > TotalBytes) return;
     [[maybe_unused]] Cleanup* const registered = &cleanup;  // once per thread
-    ::new (s.bytes + s.count * sizeof(C)) C(std::move(c));
+    ::new (s.room + s.count * sizeof(C)) C(std::move(c));
     ++s.count;
+    s.bytes += bytes;
   }
 
   // How many this thread keeps (for tests).
@@ -100,12 +111,17 @@ class Spares {
   // Trivially destructible, so that it outlives everything else on the
   // thread; Cleanup frees what it holds and closes it.
   struct Store {
-    alignas(C) unsigned char bytes[Keep * sizeof(C)];
+    alignas(C) unsigned char room[Keep * sizeof(C)];
     std::size_t count;
+    std::size_t bytes;  // the heap memory of those kept
     bool closed;
     // A kept container (one was placed there).
-    C* slot(std::size_t i) { return std::launder(reinterpret_cast<C*>(bytes + i * sizeof(C))); }
+    C* slot(std::size_t i) { return std::launder(reinterpret_cast<C*>(room + i * sizeof(C))); }
   };
+
+  static std::size_t bytes_of(const C& c) noexcept {
+    return c.capacity() * sizeof(typename C::value_type);
+  }
   struct Cleanup {
     ~Cleanup() {
       store.closed = true;

@@ -37,7 +37,7 @@ TEST_CASE("spares: what holds no heap memory, or too much, is not kept", "[commo
   keep_spare(Tags{});
   CHECK(Spares<std::string>::kept() == before);
   CHECK(Spares<Tags>::kept() == 0);
-  Tags huge(100'000);  // over the 4 KiB a kept list may hold
+  Tags huge(100'000);  // over the 64 KiB a kept list may hold
   keep_spare(std::move(huge));
   CHECK(Spares<Tags>::kept() == 0);
   keep_spare(std::string(2000, 'x'));  // over the 1 KiB a kept string may hold
@@ -46,11 +46,29 @@ TEST_CASE("spares: what holds no heap memory, or too much, is not kept", "[commo
 
 TEST_CASE("spares: a thread keeps at most its bound, and its own", "[common][spares]") {
   if (!Spares<Tags>::kKeeps) return;
-  for (int i = 0; i < 100; ++i) keep_spare(Tags(4));
-  CHECK(Spares<Tags>::kept() == 64);
+  for (int i = 0; i < 600; ++i) keep_spare(Tags(4));
+  CHECK(Spares<Tags>::kept() == 512);
   std::size_t other = 1;
   std::thread([&] { other = Spares<Tags>::kept(); }).join();
   CHECK(other == 0);
+  while (Spares<Tags>::kept() > 0) (void)Spares<Tags>::take();
+}
+
+TEST_CASE("spares: long lists are kept up to the bytes bound of their type", "[common][spares]") {
+  if (!Spares<Tags>::kKeeps) return;
+  // A batch's list: 15,000 elements of 4 bytes, 60 KiB, is kept...
+  Tags batch(15'000);
+  const Tag* where = batch.data();
+  keep_spare(std::move(batch));
+  CHECK(Spares<Tags>::kept() == 1);
+  CHECK(Spares<Tags>::take().data() == where);
+  // ...but no more of them than 256 KiB holds.
+  for (int i = 0; i < 10; ++i) keep_spare(Tags(15'000));
+  CHECK(Spares<Tags>::kept() == 4);
+  while (Spares<Tags>::kept() > 0) (void)Spares<Tags>::take();
+  // What was taken is no longer counted: as many fit again.
+  for (int i = 0; i < 10; ++i) keep_spare(Tags(15'000));
+  CHECK(Spares<Tags>::kept() == 4);
   while (Spares<Tags>::kept() > 0) (void)Spares<Tags>::take();
 }
 
