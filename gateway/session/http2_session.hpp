@@ -39,6 +39,7 @@
 #include "gateway/client_ip.hpp"
 #include "gateway/worker.hpp"
 #include "upstream/byte_stream.hpp"
+#include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
 
 struct nghttp2_session;
@@ -97,6 +98,8 @@ class Http2Session final : public ClientSession,
   Worker& worker() { return worker_; }
   WorkerExecutor executor() { return stream_.get_executor(); }
   nghttp2_session* nghttp2() { return session_; }
+  // Whether the next response head seeds the HPACK table (H2NameSeeds).
+  bool seed_names() { return name_seeds_.next(); }
   const IpAddress& peer() const { return peer_; }
   const std::string& peer_text() const { return peer_text_; }
   // The connection's verified client certificate (its front door keeps it).
@@ -163,6 +166,7 @@ class Http2Session final : public ClientSession,
   nghttp2_session* session_ = nullptr;
   std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
   Nghttp2Pump pump_;          // one read and one write at a time
+  H2NameSeeds name_seeds_;
   std::string final_goaway_;  // written last, when nghttp2 gave up
   std::int32_t max_client_stream_ = 0;
   std::deque<std::int32_t> reset_streams_;

@@ -76,7 +76,7 @@ void Http2Stream::submit_head(unsigned status, H2HeaderBlock& block, bool body) 
   char digits[3] = {'0', '0', '0'};  // an upstream's status is 100-999 (Http1Leg, H2Leg)
   const std::string_view status_text(digits, 3);
   put_decimal_before(digits + 3, status % 1000);
-  const std::span<const nghttp2_nv> nva = block.nva(status_text);
+  const std::span<const nghttp2_nv> nva = block.nva(status_text, session_.seed_names());
   nghttp2_data_provider provider{};
   provider.read_callback = read_stream_data;
   head_submitted_ = true;

@@ -36,6 +36,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "upstream/h2/h2_head.hpp"
+#include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/h2_room.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
 #include "upstream/http_fields.hpp"
@@ -232,6 +233,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   bool settings_known_ = false;  // the server's SETTINGS arrived
   std::function<void(bool all)> on_room_;
   Nghttp2Pump pump_;  // one read and one write at a time
+  H2NameSeeds name_seeds_;  // for request heads
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   boost::asio::steady_timer timer_;  // the connect deadline, then the idle close (lazily)
   boost::asio::steady_timer ping_timer_;

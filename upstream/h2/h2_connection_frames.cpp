@@ -107,7 +107,7 @@ H2Connection::~H2Connection() {
 // The stream's HEADERS go (nghttp2 holds them while the connection is made).
 bool H2Connection::submit(const std::shared_ptr<H2Stream>& s, const H2HeaderBlock& head,
                           bool has_body) {
-  const auto nva = head.nva();
+  const auto nva = head.nva({}, name_seeds_.next());
   nghttp2_data_provider provider{};
   provider.read_callback = H2UpstreamCallbacks::read_body;
   const std::int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(),

@@ -72,7 +72,7 @@ bool H2HeaderBlock::operator==(const H2HeaderBlock& other) const {
   return true;
 }
 
-std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) const {
+std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status, bool seed) const {
   static constexpr char kStatus[] = ":status";
   nva_.clear();
   nva_.reserve(fields_.size() + 1);  // grown once
@@ -85,7 +85,7 @@ std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status) const {
   }
   for (const Slot& f : fields_) {
     nva_.push_back({bytes_at(bytes_, f.name), bytes_at(bytes_, f.value), f.name_size,
-                    f.value_size, f.flags});
+                    f.value_size, seed ? std::uint8_t{NGHTTP2_NV_FLAG_NONE} : f.flags});
   }
   return nva_;
 }

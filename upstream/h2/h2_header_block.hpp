@@ -9,6 +9,11 @@
 // them would add an entry to the connection's table and evict another on
 // every message, and nghttp2, which finds entries by name, would compare
 // the value with each of that name's dozens of entries before adding one.
+// Their names are still worth indexing: a connection's first block, and
+// every H2NameSeeds::kEvery-th, sends them indexed (nva(status, true)), so
+// that the table holds each name once and the blocks in between send it as
+// an index, the value alone literal (nghttp2 looks a never-indexed field's
+// name up in the table).
 #pragma once
 
 #include <cstdint>
@@ -97,8 +102,9 @@ class H2HeaderBlock {
 
   // The block for nghttp2, `status` first when given (a response's
   // ":status"); valid until the next nva() (const as it is: it rebuilds the
-  // list the block keeps), add or clear.
-  std::span<const nghttp2_nv> nva(std::string_view status = {}) const;
+  // list the block keeps), add or clear. With `seed`, every field may be
+  // indexed, the changing ones too (H2NameSeeds).
+  std::span<const nghttp2_nv> nva(std::string_view status = {}, bool seed = false) const;
 
  private:
   struct Slot {
