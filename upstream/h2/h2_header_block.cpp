@@ -47,14 +47,12 @@ void H2HeaderBlock::add(std::string_view name, std::string_view value) {
   Slot f;
   f.name = static_cast<std::uint32_t>(bytes_.size());
   f.name_size = static_cast<std::uint32_t>(name.size());
-  bytes_.append(name);
-  for (auto it = bytes_.begin() + f.name; it != bytes_.end(); ++it) *it = ascii::to_lower(*it);
-  f.value = static_cast<std::uint32_t>(bytes_.size());
+  f.value = f.name + f.name_size;
   f.value_size = static_cast<std::uint32_t>(value.size());
-  bytes_.append(value);
-  if (h2_changes_per_message(std::string_view(bytes_).substr(f.name, f.name_size))) {
-    f.flags = NGHTTP2_NV_FLAG_NO_INDEX;
-  }
+  bytes_.append(name).append(value);
+  char* const lower = bytes_.data() + f.name;
+  ascii::to_lower_in_place(lower, name.size());
+  if (h2_changes_per_message({lower, name.size()})) f.flags = NGHTTP2_NV_FLAG_NO_INDEX;
   fields_.push_back(f);
 }
 

@@ -29,6 +29,28 @@ TEST_CASE("ascii: classes and case folding touch ASCII only", "[common]") {
   CHECK_FALSE(ascii::all_digits("12a"));
 }
 
+TEST_CASE("ascii: folding eight bytes at a time changes what one at a time does, and no more",
+          "[common]") {
+  // Every byte value, at every place of every length up to three words and a
+  // bit, beside bytes either side that must stay as they were.
+  for (std::size_t n = 0; n <= 27; ++n) {
+    for (std::size_t at = 0; at < std::max<std::size_t>(n, 1); ++at) {
+      for (int b = 0; b < 256; ++b) {
+        std::string text(n + 2, '\xff');
+        for (std::size_t i = 0; i < n; ++i) text[1 + i] = static_cast<char>("Ab@[`{Zz"[i % 8]);
+        if (n > 0) text[1 + at] = static_cast<char>(b);
+        std::string expected = text;
+        for (std::size_t i = 1; i <= n; ++i) expected[i] = ascii::to_lower(expected[i]);
+        ascii::to_lower_in_place(text.data() + 1, n);
+        if (text != expected) {
+          FAIL("length " << n << ", byte " << b << " at " << at);
+        }
+      }
+    }
+  }
+  SUCCEED();
+}
+
 TEST_CASE("ascii: iequals and trim", "[common]") {
   CHECK(ascii::iequals("Authorization", "aUTHORIZATION"));
   CHECK_FALSE(ascii::iequals("chunked", "chunked "));
