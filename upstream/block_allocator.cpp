@@ -14,20 +14,33 @@ constexpr bool kKeep = false;
 constexpr bool kKeep = true;
 #endif
 
-constexpr std::size_t kGrain = 64;       // size classes: 64, 128, ..., 512 bytes
-constexpr std::size_t kClasses = 8;
+// Size classes: 64, 128, ..., 512 bytes (small), then 1,024, 1,536, ...,
+// 4,096 (large: an HTTP/2 stream's state, nghttp2's larger records).
+constexpr std::size_t kGrain = 64;
+constexpr std::size_t kSmallClasses = 8;
+constexpr std::size_t kLargeGrain = 512;
+constexpr std::size_t kClasses = kSmallClasses + 7;
+constexpr std::size_t kLargest = 4096;
 // Bytes kept per class and thread: 1,024 blocks of 64 bytes down to 128 of
-// 512, enough for the heads of a few hundred requests in flight on a worker.
-constexpr std::size_t kBytesPerClass = 64 * 1024;
+// 512, enough for the heads of a few hundred requests in flight on a worker;
+// 256 KiB of each large class (73 blocks of 3.5 KiB).
+constexpr std::size_t kBytesPerSmallClass = 64 * 1024;
+constexpr std::size_t kBytesPerLargeClass = 256 * 1024;
+
+constexpr std::size_t class_bytes(std::size_t c) {
+  return c < kSmallClasses ? (c + 1) * kGrain : (c - kSmallClasses + 2) * kLargeGrain;
+}
 
 // The blocks kept of each class (no division on the path that frees).
 constexpr auto kKeptPerClass = [] {
   std::array<std::uint32_t, kClasses> kept{};
   for (std::size_t c = 0; c < kClasses; ++c) {
-    kept[c] = static_cast<std::uint32_t>(kBytesPerClass / ((c + 1) * kGrain));
+    const std::size_t bytes = c < kSmallClasses ? kBytesPerSmallClass : kBytesPerLargeClass;
+    kept[c] = static_cast<std::uint32_t>(bytes / class_bytes(c));
   }
   return kept;
 }();
+static_assert(class_bytes(kClasses - 1) == kLargest);
 
 struct FreeBlock {
   FreeBlock* next;
@@ -57,8 +70,12 @@ struct ListsCleanup {
 
 thread_local ListsCleanup cleanup;
 
-// The size class of a block of `bytes` (> 0), kClasses or more when too large.
-std::size_t size_class(std::size_t bytes) { return (bytes - 1) / kGrain; }
+// The size class of a block of `bytes` (> 0), kClasses when too large.
+std::size_t size_class(std::size_t bytes) {
+  if (bytes <= kSmallClasses * kGrain) return (bytes - 1) / kGrain;
+  if (bytes <= kLargest) return kSmallClasses - 1 + (bytes - 1) / kLargeGrain;
+  return kClasses;
+}
 
 }  // namespace
 
@@ -70,7 +87,7 @@ void* allocate(std::size_t bytes) {
     --lists.count[c];
     return block;
   }
-  return ::operator new((c + 1) * kGrain);  // the whole class: any of its blocks fits
+  return ::operator new(class_bytes(c));  // the whole class: any of its blocks fits
 }
 
 void deallocate(void* block, std::size_t bytes) noexcept {

@@ -3,10 +3,13 @@
 // head's fields, a Redis script call's record), which would otherwise cost a
 // malloc and a free each time.
 //
-// Freed blocks of up to 512 bytes are kept in per-thread lists (64 KiB per
-// size class of 64 bytes: 1,024 blocks of 64 bytes down to 128 of 512; 512
-// KiB at most per thread) for the next allocation of their class; larger
-// ones go to the heap. A block freed on another thread
+// Freed blocks of up to 4 KiB are kept in per-thread lists for the next
+// allocation of their class: up to 512 bytes in classes of 64 bytes (64 KiB
+// each: 1,024 blocks of 64 bytes down to 128 of 512), then in classes of 512
+// bytes (256 KiB each: an HTTP/2 stream's state is one block of 3.5 KiB); 2.25
+// MiB at most per thread. Larger ones go to the heap (and a large block
+// freed and allocated again by glibc would make it merge its lists of small
+// free blocks each time). A block freed on another thread
 // goes to that thread's lists. The allocator has no state, so containers that
 // use it may be copied, moved and swapped freely. Under AddressSanitizer
 // nothing is kept, so a block used after it is freed is still caught.

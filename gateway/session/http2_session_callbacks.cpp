@@ -4,6 +4,7 @@
 
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/http2_stream.hpp"
+#include "upstream/block_allocator.hpp"
 #include "upstream/h2/nghttp2_memory.hpp"
 
 namespace sluice {
@@ -126,7 +127,10 @@ int Http2Session::on_begin_headers(std::int32_t stream_id) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_REFUSED_STREAM);
     return 0;
   }
-  auto s = std::make_shared<Http2Stream>(*this, shared_from_this(), stream_id);
+  // From the thread's block cache: a stream's state is a few KiB, made and
+  // freed once per request.
+  auto s = std::allocate_shared<Http2Stream>(BlockAllocator<Http2Stream>{}, *this,
+                                             shared_from_this(), stream_id);
   nghttp2_session_set_stream_user_data(session_, stream_id, s.get());
   s->start_head_timer();
   streams_.emplace(stream_id, std::move(s));

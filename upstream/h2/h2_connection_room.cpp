@@ -6,6 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "upstream/block_allocator.hpp"
 #include "upstream/h2/h2_connection.hpp"
 
 namespace sluice {
@@ -25,7 +26,7 @@ bool H2Connection::has_room() const {
 std::shared_ptr<H2Stream> H2Connection::open_stream(const H2HeaderBlock& head, bool has_body,
                                                     std::function<void()> wake) {
   if (!usable()) return nullptr;
-  auto s = std::make_shared<H2Stream>();
+  auto s = std::allocate_shared<H2Stream>(BlockAllocator<H2Stream>{});
   s->wake = std::move(wake);
   if (!settings_known_ && h2_sendable(room()) == 0) {
     // It waits for the server's SETTINGS (place_queued), kQueued.
