@@ -22,8 +22,10 @@ namespace sluice {
 // kSparesKeepElements).
 using HeaderSlots = std::vector<std::pair<std::string, std::string>>;
 static_assert(kSparesKeepElements<HeaderSlots>);
-// At most 512 lists' slots per thread (one per request in flight: an HTTP/2
-// stream's list is made for it), each of at most 16 fields.
+// Up to 512 lists' slots per thread (one per request in flight: an HTTP/2
+// stream's list is made for it), each of at most 16 fields, within the 256
+// KiB of slots the spares keep of a type (256 lists of 16): their strings,
+// up to 256 bytes each, come on top of that.
 using HeaderSpares = Spares<HeaderSlots, 512>;
 
 class HeaderList {
@@ -33,9 +35,10 @@ class HeaderList {
   using const_iterator = std::vector<value_type>::const_iterator;
 
   HeaderList() = default;
-  // Its slots, strings and all, go to the thread's spares (when their
-  // strings are short), for the next list of the thread: a list made for
-  // each request (an HTTP/2 stream's) fills strings already grown.
+  // Its slots, strings and all, go to the thread's spares (when they are at
+  // most 16 and their strings short), for the next list of the thread: a
+  // list made for each request (an HTTP/2 stream's) fills strings already
+  // grown.
   ~HeaderList() {
     if (slots_.capacity() > kMaxKeptSlots) return;
     for (const auto& [name, value] : slots_) {

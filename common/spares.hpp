@@ -14,8 +14,9 @@
 // Per thread, so never shared: taking and giving need no lock, and a
 // container given back on another thread joins that thread's spares. What is
 // kept is bounded (TotalBytes per type and thread: 256 KiB of strings and of
-// each kind of list, and for lists kept whole their elements too: a header
-// list's strings, at most 256 bytes each) and freed when the thread ends; a
+// each kind of list, counted by their own capacity; for lists kept whole,
+// their elements come on top: a header list's strings, at most 256 bytes
+// each) and freed when the thread ends; a
 // container given back after that (a static destroyed at exit) is freed at
 // once. Strings are kept only up to 1 KiB, so that a large one (a long
 // batch's numbers) is not handed out for a short key and held while its call

@@ -21,12 +21,14 @@ namespace sluice {
 class RelayBuffers {
  public:
   static constexpr std::size_t kBytes = 64 * 1024;
-  // Kept however long they sit unused.
+  // Up to this many are kept however long they sit unused.
   static constexpr std::size_t kAlwaysKept = 32;
 
   // A kept buffer, or a new one. Not zeroed: every byte is written before it is read.
   std::unique_ptr<char[]> take();
-  void give_back(std::unique_ptr<char[]> buffer);
+  // A buffer take() lent. Never allocates (an exchange's destructor gives
+  // its buffer back): the list has room for every buffer lent.
+  void give_back(std::unique_ptr<char[]> buffer) noexcept;
   // Frees the buffers kept beyond kAlwaysKept that no take() needed since the
   // last call; the bytes freed.
   std::size_t age();
@@ -34,6 +36,7 @@ class RelayBuffers {
 
  private:
   std::vector<std::unique_ptr<char[]>> kept_;
+  std::size_t lent_ = 0;
   // The fewest kept at any moment since the last age(): that many sat unused throughout.
   std::size_t fewest_kept_ = 0;
 };

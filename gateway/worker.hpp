@@ -97,8 +97,8 @@ class Worker {
   // Any thread: has this worker free the relay buffers it kept unused since
   // the last call (RelayBuffers::age), counted in take_freed_bytes().
   void age_relay_buffers();
-  // Bytes freed in bulk since the last call (any thread): relay buffers not
-  // kept, and what the services report (WorkerContext::freed_bytes).
+  // Bytes freed in bulk since the last call (any thread): relay buffers aged
+  // out, and what the services report (WorkerContext::freed_bytes).
   std::size_t take_freed_bytes() { return freed_bytes_.exchange(0, std::memory_order_relaxed); }
   // Stops keep-alive: idle connections close now, busy ones after their exchange.
   void begin_drain();

@@ -8,11 +8,7 @@
 namespace sluice::block_cache {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kKeep = false;
-#else
-constexpr bool kKeep = true;
-#endif
+constexpr bool kKeep = kKeeps;
 
 // Size classes: 64, 128, ..., 512 bytes (small), then 1,024, 1,536, ...,
 // 4,096 (large: an HTTP/2 stream's state, nghttp2's larger records).
@@ -20,7 +16,6 @@ constexpr std::size_t kGrain = 64;
 constexpr std::size_t kSmallClasses = 8;
 constexpr std::size_t kLargeGrain = 512;
 constexpr std::size_t kClasses = kSmallClasses + 7;
-constexpr std::size_t kLargest = 4096;
 // Bytes kept per class and thread: 1,024 blocks of 64 bytes down to 128 of
 // 512, enough for the heads of a few hundred requests in flight on a worker;
 // 256 KiB of each large class (73 blocks of 3.5 KiB).

@@ -20,6 +20,14 @@
 namespace sluice {
 
 namespace block_cache {
+// Whether freed blocks are kept (not under AddressSanitizer).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kKeeps = false;
+#else
+inline constexpr bool kKeeps = true;
+#endif
+// The largest block kept; larger ones go to the heap.
+inline constexpr std::size_t kLargest = 4096;
 void* allocate(std::size_t bytes);
 void deallocate(void* block, std::size_t bytes) noexcept;
 }  // namespace block_cache

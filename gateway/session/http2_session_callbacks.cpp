@@ -129,6 +129,8 @@ int Http2Session::on_begin_headers(std::int32_t stream_id) {
   }
   // From the thread's block cache: a stream's state is a few KiB, made and
   // freed once per request.
+  static_assert(sizeof(Http2Stream) + 64 <= block_cache::kLargest,
+                "an HTTP/2 stream (and its shared_ptr's count) fits the largest cached block");
   auto s = std::allocate_shared<Http2Stream>(BlockAllocator<Http2Stream>{}, *this,
                                              shared_from_this(), stream_id);
   nghttp2_session_set_stream_user_data(session_, stream_id, s.get());

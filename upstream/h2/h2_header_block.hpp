@@ -11,9 +11,9 @@
 // the value with each of that name's dozens of entries before adding one.
 // Their names are still worth indexing: a connection's first block, and
 // every H2NameSeeds::kEvery-th, sends them indexed (nva(status, true)), so
-// that the table holds each name once and the blocks in between send it as
-// an index, the value alone literal (nghttp2 looks a never-indexed field's
-// name up in the table).
+// that the table holds each such name (with one of its values) and the
+// blocks in between send it as an index, the value alone literal (nghttp2
+// looks a never-indexed field's name up in the table).
 #pragma once
 
 #include <cstdint>
@@ -102,8 +102,8 @@ class H2HeaderBlock {
 
   // The block for nghttp2, `status` first when given (a response's
   // ":status"); valid until the next nva() (const as it is: it rebuilds the
-  // list the block keeps), add or clear. With `seed`, every field may be
-  // indexed, the changing ones too (H2NameSeeds).
+  // list the block keeps), add or clear. With `seed`, the fields never
+  // indexed for their changing values are indexed (H2NameSeeds).
   std::span<const nghttp2_nv> nva(std::string_view status = {}, bool seed = false) const;
 
  private:
@@ -113,6 +113,9 @@ class H2HeaderBlock {
     std::uint32_t value = 0;
     std::uint32_t value_size = 0;
     std::uint8_t flags = NGHTTP2_NV_FLAG_NONE;
+    // Never indexed for its changing value alone (h2_changes_per_message),
+    // so indexed when the block seeds; any other never-indexed field stays so.
+    bool seedable = false;
   };
   std::string bytes_;
   std::vector<Slot> fields_;

@@ -8,15 +8,7 @@
 
 #include "upstream/block_allocator.hpp"
 
-namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kKeeps = false;  // under AddressSanitizer every block goes to the heap
-#else
-constexpr bool kKeeps = true;
-#endif
-
-}  // namespace
+using sluice::block_cache::kKeeps;
 
 TEST_CASE("block cache: a freed block serves the next allocation of its class",
           "[block_cache]") {
@@ -25,9 +17,11 @@ TEST_CASE("block cache: a freed block serves the next allocation of its class",
   using sluice::block_cache::deallocate;
   // Sizes in one class share blocks: 100 and 120 bytes (128), 3,100 and 3,500 (3,584).
   for (const auto& [first, second] : {std::pair<std::size_t, std::size_t>{100, 120},
-                                      {600, 1000},
+                                      {449, 512},
+                                      {513, 1024},
+                                      {1025, 1536},
                                       {3100, 3500},
-                                      {4000, 4096}}) {
+                                      {3585, 4096}}) {
     INFO(first << " then " << second);
     void* block = allocate(first);
     deallocate(block, first);
@@ -35,12 +29,20 @@ TEST_CASE("block cache: a freed block serves the next allocation of its class",
     CHECK(again == block);
     deallocate(again, second);
   }
-  // A block of another class is not handed out for it.
-  void* small = allocate(64);
-  deallocate(small, 64);
-  void* large = allocate(2048);
-  CHECK(large != small);
-  deallocate(large, 2048);
+  // Across a class boundary a freed block is not handed out: 512 and 513
+  // bytes, 1,024 and 1,025, 4,096 and 4,097 (the heap's).
+  for (const auto& [first, second] : {std::pair<std::size_t, std::size_t>{512, 513},
+                                      {1024, 1025},
+                                      {4096, 4097}}) {
+    INFO(first << " then " << second);
+    void* block = allocate(first);
+    deallocate(block, first);
+    void* other = allocate(second);
+    CHECK(other != block);
+    deallocate(other, second);
+    CHECK(allocate(first) == block);  // still kept for its own class
+    deallocate(block, first);
+  }
 }
 
 TEST_CASE("block cache: a shared object made with the allocator comes from the cache",
