@@ -52,10 +52,7 @@ void H2HeaderBlock::add(std::string_view name, std::string_view value) {
   bytes_.append(name).append(value);
   char* const lower = bytes_.data() + f.name;
   ascii::to_lower_in_place(lower, name.size());
-  if (h2_changes_per_message({lower, name.size()})) {
-    f.flags = NGHTTP2_NV_FLAG_NO_INDEX;
-    f.seedable = true;
-  }
+  f.changes = h2_changes_per_message({lower, name.size()});
   fields_.push_back(f);
 }
 
@@ -87,7 +84,8 @@ std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status, bool see
   for (const Slot& f : fields_) {
     nva_.push_back({bytes_at(bytes_, f.name), bytes_at(bytes_, f.value), f.name_size,
                     f.value_size,
-                    seed && f.seedable ? std::uint8_t{NGHTTP2_NV_FLAG_NONE} : f.flags});
+                    f.changes && !seed ? std::uint8_t{NGHTTP2_NV_FLAG_NO_INDEX}
+                                       : std::uint8_t{NGHTTP2_NV_FLAG_NONE}});
   }
   return nva_;
 }

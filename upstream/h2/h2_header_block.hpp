@@ -66,7 +66,7 @@ class H2HeaderBlock {
   Field field(std::size_t i) const;
   Field operator[](std::size_t i) const { return field(i); }
   // Whether field i is sent never indexed.
-  bool never_indexed(std::size_t i) const { return fields_[i].flags & NGHTTP2_NV_FLAG_NO_INDEX; }
+  bool never_indexed(std::size_t i) const { return fields_[i].changes; }
   // The same fields in the same order.
   bool operator==(const H2HeaderBlock& other) const;
 
@@ -112,10 +112,9 @@ class H2HeaderBlock {
     std::uint32_t name_size = 0;
     std::uint32_t value = 0;
     std::uint32_t value_size = 0;
-    std::uint8_t flags = NGHTTP2_NV_FLAG_NONE;
-    // Never indexed for its changing value alone (h2_changes_per_message),
-    // so indexed when the block seeds; any other never-indexed field stays so.
-    bool seedable = false;
+    // Its value changes with every message (h2_changes_per_message): sent
+    // never indexed, but indexed when the block seeds (H2NameSeeds).
+    bool changes = false;
   };
   std::string bytes_;
   std::vector<Slot> fields_;
