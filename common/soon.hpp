@@ -13,9 +13,11 @@
 // upstream response that came in one wait for events), so that what they
 // all give one client connection goes in one write. An HTTP/2 connection's
 // read is a batch of its own (every frame that came at once): it runs the
-// pass as it ends (run_soon_now()), so that what its frames started (a
-// gRPC call's stream to its upstream, a response back to its client) goes
-// out without a further pass of the event loop. A pass runs at most
+// pass as it ends (a SoonBatch), so that what its frames started (a gRPC
+// call's stream to its upstream, a response back to its client) goes out
+// without a further pass of the event loop, and posts none while it reads: a
+// posted pass that finds nothing left still costs the event loop a poll of
+// its own (a system call per read). A pass runs at most
 // kMaxPerPass tasks, then yields to the events that came meanwhile (the
 // rest in the next pass), so nothing waits behind an endless chain. From
 // another thread, post_soon() is asio::post().
@@ -68,7 +70,14 @@ class SoonQueue : public boost::asio::execution_context::service {
   // pass still posted then finds nothing left.
   void run_now() {
     if (running_ || (tasks_.empty() && last_.empty())) return;
-    pass();
+    pass(false);
+  }
+
+  // While held (a SoonBatch is open), what is queued posts no pass: the
+  // batch runs it, or posts the pass as the last hold ends.
+  void hold() { ++holds_; }
+  void release() {
+    if (--holds_ == 0 && !running_ && queued() != 0) schedule();
   }
 
  private:
@@ -77,31 +86,34 @@ class SoonQueue : public boost::asio::execution_context::service {
   // A pass is due. Nothing to do while one is posted or running: it takes
   // what is queued.
   void schedule() {
-    if (scheduled_) return;
+    if (scheduled_ || holds_ != 0) return;
     scheduled_ = true;
     post_pass();
   }
 
   void post_pass() {
-    boost::asio::post(io_.get_executor(), [this] { pass(); });
+    boost::asio::post(io_.get_executor(), [this] { pass(true); });
   }
 
   // Runs the tasks queued, and those they queue, up to kMaxPerPass, then
   // the last lane's, then again while the last lane's queued more (within
-  // the share); what is left (also after a task threw) goes in a posted pass.
-  void pass() {
+  // the share); what is left (also after a task threw) goes in a posted pass
+  // (`posted`: this pass is one, run from the event loop).
+  void pass(bool posted) {
     running_ = true;
     struct Rest {
       SoonQueue& queue;
+      bool posted;
       ~Rest() {
         queue.running_ = false;
         if (queue.tasks_.empty() && queue.last_.empty()) {
           queue.scheduled_ = false;
-        } else {
+        } else if (posted || !queue.scheduled_) {  // else a posted pass takes the rest
+          queue.scheduled_ = true;
           queue.post_pass();
         }
       }
-    } rest{*this};
+    } rest{*this, posted};
     std::size_t n = 0;
     do {
       for (; n < kMaxPerPass && !tasks_.empty(); ++n) run_front(tasks_);
@@ -126,6 +138,7 @@ class SoonQueue : public boost::asio::execution_context::service {
   std::deque<Task> last_;
   bool scheduled_ = false;  // a pass is posted (or running)
   bool running_ = false;    // a pass is running
+  int holds_ = 0;           // SoonBatches open
 };
 
 namespace soon_detail {
@@ -146,12 +159,30 @@ void post_soon(const Executor& ex, Fn&& fn) {
   boost::asio::post(ex, std::forward<Fn>(fn));
 }
 
-// Runs what the worker of `ex` queued (post_soon, post_last) now, when
-// called on that worker's thread (see SoonQueue::run_now).
-template <class Executor>
-void run_soon_now(const Executor& ex) {
-  if (SoonQueue* queue = soon_detail::own_queue(ex)) queue->run_now();
-}
+// A connection's read, a batch of its own: from the handler's start what is
+// queued posts no pass; run() at its end runs the queue (see
+// SoonQueue::run_now). Left without run() (an error ended the read), or with
+// more than a pass's share queued, the pass is posted as the batch ends.
+// Does nothing off the worker's thread.
+class SoonBatch {
+ public:
+  template <class Executor>
+  explicit SoonBatch(const Executor& ex) : queue_(soon_detail::own_queue(ex)) {
+    if (queue_ != nullptr) queue_->hold();
+  }
+  SoonBatch(const SoonBatch&) = delete;
+  SoonBatch& operator=(const SoonBatch&) = delete;
+  ~SoonBatch() {
+    if (queue_ != nullptr) queue_->release();
+  }
+
+  void run() {
+    if (queue_ != nullptr) queue_->run_now();
+  }
+
+ private:
+  SoonQueue* queue_;
+};
 
 // Runs `fn` on `ex` once the tasks post_soon() queued (and those they queue)
 // ran: a flush that gathers what they gave the connection to send. From

@@ -97,6 +97,7 @@ void Http2Session::read() {
 }
 
 void Http2Session::on_read(beast::error_code ec, std::size_t n) {
+  SoonBatch batch(stream_.get_executor());  // what the frames of this read start
   reading_ = false;
   if (closed_) return;
   if (lingering_) return ec ? close() : linger();
@@ -104,8 +105,7 @@ void Http2Session::on_read(beast::error_code ec, std::size_t n) {
   if (!receive(pump_.read_buffer().first(n))) return;
   flush();
   read();
-  // What the frames of this read started goes now (soon.hpp).
-  run_soon_now(stream_.get_executor());
+  batch.run();  // it goes now (soon.hpp)
 }
 
 bool Http2Session::receive(std::span<const std::uint8_t> bytes) {

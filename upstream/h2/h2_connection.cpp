@@ -130,6 +130,7 @@ void H2Connection::read() {
 }
 
 void H2Connection::on_read(error_code ec, std::size_t n) {
+  SoonBatch batch(conn_->stream.get_executor());  // what the frames of this read start
   reading_ = false;
   if (state_ == State::kClosed) return;
   if (ec) {
@@ -145,7 +146,7 @@ void H2Connection::on_read(error_code ec, std::size_t n) {
   }
   flush();
   read();
-  run_soon_now(conn_->stream.get_executor());  // what its frames started goes now
+  batch.run();  // it goes now (soon.hpp)
 }
 
 void H2Connection::probe() {

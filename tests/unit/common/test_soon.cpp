@@ -75,24 +75,65 @@ TEST_CASE("soon: from another thread, post_soon is a post", "[soon]") {
   CHECK(ran);
 }
 
-TEST_CASE("soon: run_soon_now runs the queue inside the handler; the posted pass finds nothing",
-          "[soon]") {
+TEST_CASE("soon: a batch runs the queue inside the handler and posts no pass", "[soon]") {
   asio::io_context io;
   std::vector<std::string> done;
   const auto ex = io.get_executor();
   asio::post(io, [&done, ex] {
+    sluice::SoonBatch batch(ex);  // an HTTP/2 read
     sluice::post_last(ex, [&done] { done.push_back("flush"); });
     sluice::post_soon(ex, [&done, ex] {
       done.push_back("a");
-      sluice::run_soon_now(ex);  // inside a pass: nothing more
+      sluice::SoonBatch inner(ex);
+      inner.run();  // inside a pass: nothing more
     });
-    sluice::run_soon_now(ex);  // an HTTP/2 read ends: what its frames started goes now
+    batch.run();  // the read ends: what its frames started goes now
     done.push_back("handler");
-    sluice::post_soon(ex, [&done] { done.push_back("b"); });
   });
   CHECK(io.run_one() == 1);
   CHECK(done == std::vector<std::string>{"a", "flush", "handler"});
-  io.run();  // the pass posted with "a", then the one for "b"
-  CHECK(done == std::vector<std::string>{"a", "flush", "handler", "b"});
-  sluice::run_soon_now(ex);  // not on the worker's thread: nothing
+  CHECK(io.poll() == 0);  // no pass was posted: the event loop polls once less
+  sluice::SoonBatch off_thread(ex);  // not on the worker's thread: nothing
+  off_thread.run();
+  CHECK(io.poll() == 0);
+}
+
+TEST_CASE("soon: what a batch queues and does not run is posted as the batch ends", "[soon]") {
+  asio::io_context io;
+  std::vector<std::string> done;
+  const auto ex = io.get_executor();
+  asio::post(io, [&done, ex] {
+    {
+      sluice::SoonBatch batch(ex);
+      sluice::post_soon(ex, [&done] { done.push_back("a"); });
+      batch.run();
+      sluice::post_soon(ex, [&done] { done.push_back("b"); });  // after run()
+      CHECK(done == std::vector<std::string>{"a"});
+    }
+    {
+      sluice::SoonBatch batch(ex);  // left early (an error): never run()
+      sluice::post_soon(ex, [&done] { done.push_back("c"); });
+    }
+    done.push_back("handler");
+  });
+  CHECK(io.run_one() == 1);
+  CHECK(done == std::vector<std::string>{"a", "handler"});
+  CHECK(io.run() == 1);  // one pass for both
+  CHECK(done == std::vector<std::string>{"a", "handler", "b", "c"});
+}
+
+TEST_CASE("soon: a batch with more than a pass's share queued posts the rest", "[soon]") {
+  asio::io_context io;
+  const auto ex = io.get_executor();
+  const std::size_t total = sluice::SoonQueue::kMaxPerPass + 10;
+  std::size_t ran = 0;
+  asio::post(io, [&, ex] {
+    sluice::SoonBatch batch(ex);
+    for (std::size_t i = 0; i < total; ++i) sluice::post_soon(ex, [&ran] { ++ran; });
+    batch.run();
+    CHECK(ran == sluice::SoonQueue::kMaxPerPass);
+  });
+  CHECK(io.run_one() == 1);
+  CHECK(io.run() == 1);  // one posted pass for the rest
+  CHECK(ran == total);
 }
