@@ -107,7 +107,7 @@ class SoonQueue : public boost::asio::execution_context::service {
       ~Rest() {
         queue.running_ = false;
         if (queue.tasks_.empty() && queue.last_.empty()) {
-          queue.scheduled_ = false;
+          if (posted) queue.scheduled_ = false;  // else one is still posted: it finds nothing
         } else if (posted || !queue.scheduled_) {  // else a posted pass takes the rest
           queue.scheduled_ = true;
           queue.post_pass();
@@ -161,9 +161,10 @@ void post_soon(const Executor& ex, Fn&& fn) {
 
 // A connection's read, a batch of its own: from the handler's start what is
 // queued posts no pass; run() at its end runs the queue (see
-// SoonQueue::run_now). Left without run() (an error ended the read), or with
-// more than a pass's share queued, the pass is posted as the batch ends.
-// Does nothing off the worker's thread.
+// SoonQueue::run_now). Left without run() (an error ended the read), the
+// pass is posted as the batch ends; with more than a pass's share queued,
+// the rest goes in a pass posted as run() returns. Does nothing off the
+// worker's thread.
 class SoonBatch {
  public:
   template <class Executor>

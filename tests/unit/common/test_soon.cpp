@@ -137,3 +137,23 @@ TEST_CASE("soon: a batch with more than a pass's share queued posts the rest", "
   CHECK(io.run() == 1);  // one posted pass for the rest
   CHECK(ran == total);
 }
+
+TEST_CASE("soon: a batch that ran a posted pass's tasks leaves that pass to take later ones",
+          "[soon]") {
+  asio::io_context io;
+  std::vector<std::string> done;
+  const auto ex = io.get_executor();
+  asio::post(io, [&done, ex] {  // an ordinary completion: its task posts a pass
+    sluice::post_soon(ex, [&done] { done.push_back("a"); });
+  });
+  asio::post(io, [&done, ex] {  // an HTTP/2 read of the same turn runs it
+    sluice::SoonBatch batch(ex);
+    batch.run();
+    done.push_back("read");
+  });
+  asio::post(io, [&done, ex] {  // a later completion: the pass still posted takes its task
+    sluice::post_soon(ex, [&done] { done.push_back("b"); });
+  });
+  CHECK(io.run() == 4);  // three handlers and one pass, not a second pass
+  CHECK(done == std::vector<std::string>{"a", "read", "b"});
+}
