@@ -8,10 +8,12 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <boost/asio/ssl/error.hpp>
 
+#include "upstream/drained_read.hpp"
 #include "upstream/stream_types.hpp"
 #include "upstream/tls_socket.hpp"
 
@@ -82,10 +84,16 @@ class ByteStream {
     tcp_.socket().shutdown(socket_type::shutdown_send, ignored);
   }
 
+  // Over plain TCP into one buffer, a drained read (drained_read.hpp): once
+  // the kernel said nothing is left, the next read waits for epoll instead
+  // of trying the socket.
   template <class Buffers, class Handler>
   void async_read_some(const Buffers& buffers, Handler&& handler) {
     if (tls_) {
       tls_->async_read_some(buffers, std::forward<Handler>(handler));
+    } else if constexpr (std::is_convertible_v<const Buffers&, boost::asio::mutable_buffer>) {
+      drained_.async_read(tcp_.socket(), boost::asio::mutable_buffer(buffers),
+                          std::forward<Handler>(handler));
     } else {
       tcp_.async_read_some(buffers, std::forward<Handler>(handler));
     }
@@ -102,6 +110,7 @@ class ByteStream {
 
  private:
   WorkerStream tcp_;
+  DrainedReader drained_;
   std::shared_ptr<const void> tls_owner_;  // declared before tls_session_: outlives it
   std::optional<TlsSocket> tls_session_;
   std::optional<Tls> tls_;
