@@ -6,6 +6,7 @@
 
 #include "common/ascii.hpp"
 #include "common/decimal.hpp"
+#include "common/spares.hpp"
 #include "upstream/h2/h2_header_block.hpp"
 #include "upstream/proxy_headers.hpp"
 
@@ -36,6 +37,16 @@ void append_http1_field(std::string& out, std::string_view name, std::string_vie
   const std::size_t at = out.size();
   out.resize(at + name.size() + value.size() + 4);
   put_field(out.data() + at, name, value);
+}
+
+UpstreamHead::~UpstreamHead() {
+  Spares<std::vector<Field>>::give(std::move(fields));
+  Spares<std::string>::give(std::move(target_text));
+}
+
+void UpstreamHead::take_spares() {
+  if (fields.capacity() == 0) fields = Spares<std::vector<Field>>::take();
+  if (target_text.capacity() <= std::string().capacity()) target_text = Spares<std::string>::take();
 }
 
 void UpstreamHead::clear() {

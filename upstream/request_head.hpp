@@ -7,7 +7,10 @@
 // Prepared once per request by whoever holds the client's request: the
 // fields are views into that request's head and into the strings this
 // object keeps (forwarded lists, rendered rule values), so it lives as long
-// as the request, and its capacity is reused by the next one. Pure code.
+// as the request, and its capacity is reused by the next one. An HTTP/2
+// stream's request has no next one: its field list and target go back to
+// the thread's spares (common/spares.hpp) when it ends, for the next
+// stream's head. Pure code.
 #pragma once
 
 #include <cstddef>
@@ -43,8 +46,16 @@ struct UpstreamHead {
   std::string accept_encoding;
   std::vector<std::string> rule_values;
 
+  UpstreamHead() = default;
+  UpstreamHead(UpstreamHead&&) = default;
+  UpstreamHead& operator=(UpstreamHead&&) = default;
+  ~UpstreamHead();  // the field list and target go back to the spares
+
   // Ready for the next request's head (the strings keep their capacity).
   void clear();
+  // Before the first head: a field list and a target string from the
+  // thread's spares, with the capacity an earlier head left them.
+  void take_spares();
 };
 
 // One HTTP/1.1 header line, "Name: value\r\n", appended to `out` (request

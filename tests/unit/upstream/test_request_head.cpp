@@ -7,6 +7,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include "common/spares.hpp"
 #include "upstream/h2/h2_header_block.hpp"
 #include "upstream/proxy_headers.hpp"
 #include "upstream/request_head.hpp"
@@ -197,4 +198,25 @@ TEST_CASE("HTTP/1.1 text: a chunked body, Host after every field, a head shorter
   third.host_at = 5;
   write_http1_head(text, third, "up:81");
   CHECK(text == "GET / HTTP/1.1\r\n\r\n");
+}
+
+TEST_CASE("An ended head's field list and target go to the next head, with their capacity",
+          "[request_head]") {
+  using FieldSpares = Spares<std::vector<UpstreamHead::Field>>;
+  if (!FieldSpares::kKeeps) return;  // nothing is kept under AddressSanitizer
+  const std::string target = "/a.service.With/ALongMethodName?and=a-query";
+  std::size_t fields_capacity = 0;
+  {
+    UpstreamHead stream_head;  // an HTTP/2 stream's: one request only
+    stream_head.take_spares();
+    for (int i = 0; i < 20; ++i) stream_head.fields.emplace_back("x-field", "value");
+    stream_head.target_text.assign(target);
+    fields_capacity = stream_head.fields.capacity();
+  }
+  UpstreamHead next;
+  next.take_spares();
+  CHECK(next.fields.empty());
+  CHECK(next.fields.capacity() == fields_capacity);  // no allocation for its fields
+  CHECK(next.target_text.empty());
+  CHECK(next.target_text.capacity() >= target.size());
 }
