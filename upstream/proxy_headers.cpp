@@ -175,7 +175,7 @@ void prepare_request_head(UpstreamHead& head, std::string_view method, std::stri
                           const HttpFields& fields, const ForwardedInfo& info, bool chunked,
                           std::optional<std::uint64_t> content_length) {
   head.clear();
-  head.take_spares();
+  head.take_spares(target.size());
   head.method = method;
   head.target_text.assign(target);
   head.target = head.target_text;

@@ -44,9 +44,9 @@ UpstreamHead::~UpstreamHead() {
   Spares<std::string>::give(std::move(target_text));
 }
 
-void UpstreamHead::take_spares() {
+void UpstreamHead::take_spares(std::size_t target_size) {
   if (fields.capacity() == 0) fields = Spares<std::vector<Field>>::take();
-  if (target_text.capacity() <= std::string().capacity()) target_text = Spares<std::string>::take();
+  if (target_size > target_text.capacity()) target_text = Spares<std::string>::take();
 }
 
 void UpstreamHead::clear() {

@@ -47,15 +47,18 @@ struct UpstreamHead {
   std::vector<std::string> rule_values;
 
   UpstreamHead() = default;
+  // Only a head whose views point outside it may be moved: a prepared
+  // head's short strings live inside the object.
   UpstreamHead(UpstreamHead&&) = default;
   UpstreamHead& operator=(UpstreamHead&&) = default;
   ~UpstreamHead();  // the field list and target go back to the spares
 
   // Ready for the next request's head (the strings keep their capacity).
   void clear();
-  // Before the first head: a field list and a target string from the
-  // thread's spares, with the capacity an earlier head left them.
-  void take_spares();
+  // Before each head: a field list from the thread's spares while this one
+  // has none, and a target string while this one is too short for
+  // `target_size` bytes, with the capacity an earlier head left them.
+  void take_spares(std::size_t target_size);
 };
 
 // One HTTP/1.1 header line, "Name: value\r\n", appended to `out` (request

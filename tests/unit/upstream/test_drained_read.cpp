@@ -57,6 +57,22 @@ struct Connection {
     });
   }
 
+  // Runs what is ready now, without waiting.
+  void poll() {
+    io.restart();
+    io.poll();
+  }
+
+  // What a read that waits for nothing but the end ended with.
+  error_code end_of_reads() {
+    Read read;
+    start(read, 64);
+    finish(read);
+    REQUIRE(read.done);
+    CHECK(read.buffer.empty());
+    return read.ec;
+  }
+
   // Runs the event loop until `read` completes (at most 5 s: a missed
   // wake-up fails the test rather than hanging it).
   void finish(Read& read) {
@@ -92,15 +108,13 @@ TEST_CASE("drained read: bytes that come after a short read are read, in every o
         break;
       case 1:  // the read waits first
         c.start(read, 64);
-        c.io.restart();
-        c.io.poll();
+        c.poll();
         CHECK_FALSE(read.done);
         c.write(message);
         break;
       default:  // the event loop sees the bytes while no read waits
         c.write(message);
-        c.io.restart();
-        c.io.poll();
+        c.poll();
         c.start(read, 64);
         break;
     }
@@ -129,8 +143,7 @@ TEST_CASE("drained read: a read that fills its buffer leaves the rest to the nex
   // Nothing more now: the next read waits, then takes what comes.
   Connection::Read read;
   c.start(read, 100);
-  c.io.restart();
-  c.io.poll();
+  c.poll();
   CHECK_FALSE(read.done);
   c.write("end");
   c.finish(read);
@@ -144,32 +157,21 @@ TEST_CASE("drained read: the end of the stream, a cancel and a close end a read"
     c.write("last");
     CHECK(c.read_some(64) == "last");
     c.writer.close();
-    Connection::Read read;
-    c.start(read, 64);
-    c.finish(read);
-    REQUIRE(read.done);
-    CHECK(read.ec == asio::error::eof);
-    CHECK(read.buffer.empty());
+    CHECK(c.end_of_reads() == asio::error::eof);
   }
   SECTION("the last bytes and the close come together: the end is read at once") {
     Connection c;
     c.write("last");
     c.writer.shutdown(tcp::socket::shutdown_send);
-    c.io.restart();
-    c.io.poll();  // the event loop sees both at once
+    c.poll();  // the event loop sees both at once
     CHECK(c.read_some(64) == "last");
-    Connection::Read read;
-    c.start(read, 64);
-    c.finish(read);
-    REQUIRE(read.done);
-    CHECK(read.ec == asio::error::eof);
+    CHECK(c.end_of_reads() == asio::error::eof);
   }
   SECTION("cancelled while it waits") {
     Connection c;
     Connection::Read read;
     c.start(read, 64);
-    c.io.restart();
-    c.io.poll();
+    c.poll();
     REQUIRE_FALSE(read.done);
     c.reader.cancel();
     c.finish(read);

@@ -208,13 +208,13 @@ TEST_CASE("An ended head's field list and target go to the next head, with their
   std::size_t fields_capacity = 0;
   {
     UpstreamHead stream_head;  // an HTTP/2 stream's: one request only
-    stream_head.take_spares();
+    stream_head.take_spares(target.size());
     for (int i = 0; i < 20; ++i) stream_head.fields.emplace_back("x-field", "value");
     stream_head.target_text.assign(target);
     fields_capacity = stream_head.fields.capacity();
   }
   UpstreamHead next;
-  next.take_spares();
+  next.take_spares(target.size());
   CHECK(next.fields.empty());
   CHECK(next.fields.capacity() == fields_capacity);  // no allocation for its fields
   CHECK(next.target_text.empty());
