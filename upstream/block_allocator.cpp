@@ -8,8 +8,6 @@
 namespace sluice::block_cache {
 namespace {
 
-constexpr bool kKeep = kKeeps;
-
 // Size classes: 64, 128, ..., 512 bytes (small), then 1,024, 1,536, ...,
 // 4,096 (large: an HTTP/2 stream's state, nghttp2's larger records).
 constexpr std::size_t kGrain = 64;
@@ -76,7 +74,7 @@ std::size_t size_class(std::size_t bytes) {
 
 void* allocate(std::size_t bytes) {
   const std::size_t c = size_class(bytes);
-  if (!kKeep || c >= kClasses) return ::operator new(bytes);
+  if (!kKeeps || c >= kClasses) return ::operator new(bytes);
   if (FreeBlock* block = lists.head[c]) {
     lists.head[c] = block->next;
     --lists.count[c];
@@ -87,7 +85,7 @@ void* allocate(std::size_t bytes) {
 
 void deallocate(void* block, std::size_t bytes) noexcept {
   const std::size_t c = size_class(bytes);
-  if (kKeep && c < kClasses && !lists.closed && lists.count[c] < kKeptPerClass[c]) {
+  if (kKeeps && c < kClasses && !lists.closed && lists.count[c] < kKeptPerClass[c]) {
     [[maybe_unused]] ListsCleanup* const registered = &cleanup;  // once per thread
     lists.head[c] = ::new (block) FreeBlock{lists.head[c]};
     ++lists.count[c];
