@@ -308,6 +308,7 @@ void Http2Session::close() {
   auto streams = std::move(streams_);
   streams_.clear();
   for (auto& [id, s] : streams) s->on_closed(NGHTTP2_CANCEL);
+  deadlines_.stop_if_idle();  // unless a stream's exchange goes on without its client
   if (idle_since_) {
     idle_since_.reset();
     worker_.idle_changed(-1);

@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/deadline_sweep.hpp"
 #include "common/guarded.hpp"
 #include "gateway/client_ip.hpp"
 #include "gateway/worker.hpp"
@@ -97,6 +98,8 @@ class Http2Session final : public ClientSession,
   // For its streams.
   Worker& worker() { return worker_; }
   WorkerExecutor executor() { return stream_.get_executor(); }
+  // The streams' deadlines, on one timer.
+  DeadlineSweep<WorkerExecutor>& deadlines() { return deadlines_; }
   nghttp2_session* nghttp2() { return session_; }
   // Whether the next response head seeds the HPACK table (H2NameSeeds).
   bool seed_names() { return name_seeds_.next(); }
@@ -172,6 +175,7 @@ class Http2Session final : public ClientSession,
   std::deque<std::int32_t> reset_streams_;
   Timer idle_timer_;  // armed lazily: update_idle()
   Timer write_timer_;
+  DeadlineSweep<WorkerExecutor> deadlines_;
   std::optional<Clock::time_point> idle_since_;
   std::uint64_t refused_streams_ = 0;
   std::size_t read_ahead_in_use_ = 0;  // bytes its streams hold, read ahead

@@ -78,7 +78,8 @@ Http2Session::Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<v
       peer_(peer),
       peer_text_(std::move(peer_text)),
       idle_timer_(stream_.get_executor()),
-      write_timer_(stream_.get_executor()) {
+      write_timer_(stream_.get_executor()),
+      deadlines_(stream_.get_executor()) {
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, Http2Callbacks::begin_headers);

@@ -29,7 +29,6 @@ Http2Stream::Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> ow
     : session_(session),
       owner_(std::move(owner)),
       id_(id),
-      deadline_(session.executor()),
       request_(session.worker(), *this, session.executor()) {
   head_.request().version(11);
   request_.set_peer(session.peer(), session.peer_text(), session.client_cert());
@@ -49,7 +48,7 @@ bool Http2Stream::on_header(std::string_view name, std::string_view value) {
 }
 
 void Http2Stream::on_headers_done(bool end_stream) {
-  deadline_.clear();
+  clear_deadline();
   head_.finish();
   end_stream_ = end_stream;
   body_complete_ = end_stream;
@@ -127,7 +126,16 @@ void Http2Stream::on_internal_error(std::string_view what) noexcept {
 }
 
 void Http2Stream::set_deadline(Side side, Clock::duration timeout) {
-  deadline_.expires_after(side, timeout, *this);
+  deadline_side_ = side;
+  session_.deadlines().expires_after(*this, timeout, session_);
+}
+
+void Http2Stream::deadline_passed() noexcept {
+  const auto self = shared_from_this();
+  call_guarded(*this, false, [this] {
+    on_deadline(deadline_side_);
+    return true;
+  });
 }
 
 void Http2Stream::on_deadline(Side side) {
@@ -245,7 +253,7 @@ void Http2Stream::on_closed(std::uint32_t error_code) {
     body_.clear();
     return;
   }
-  deadline_.cancel();
+  clear_deadline();
   exchange().cancel_wait();
   body_.clear();  // nobody will read it (the connection's window had it back)
   request_.client_gone();

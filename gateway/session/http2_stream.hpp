@@ -24,7 +24,7 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/message.hpp>
 
-#include "common/deadline.hpp"
+#include "common/deadline_sweep.hpp"
 #include "gateway/session/http2_request_head.hpp"
 #include "gateway/session/proxied_request.hpp"
 #include "upstream/h2/h2_header_block.hpp"
@@ -34,7 +34,9 @@ namespace sluice {
 
 class Http2Session;
 
-class Http2Stream final : public RequestLeg, public std::enable_shared_from_this<Http2Stream> {
+class Http2Stream final : public RequestLeg,
+                          public SweptDeadline,
+                          public std::enable_shared_from_this<Http2Stream> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -110,6 +112,9 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
   void on_deadline(Side side);
 
  private:
+  // The stream's one deadline passed (its session's sweep).
+  void deadline_passed() noexcept override;
+
   template <class Fn>
   auto handler(Fn fn) {
     return guarded(shared_from_this(), std::move(fn));
@@ -139,7 +144,7 @@ class Http2Stream final : public RequestLeg, public std::enable_shared_from_this
   bool body_too_large_ = false;
 
   // The response.
-  Deadline<WorkerExecutor, Side> deadline_;
+  Side deadline_side_ = Side::kClient;  // whose wait the deadline (SweptDeadline) guards
   H2HeaderBlock response_trailers_;
   const char* piece_ = nullptr;  // the piece nghttp2 is framing
   std::size_t piece_left_ = 0;

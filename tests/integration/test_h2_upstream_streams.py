@@ -7,6 +7,7 @@ under streams it never processed; HTTP/1.1 and HTTP/2 clients.
 
 import json
 import threading
+import time
 import unittest
 
 from harness import ProcessTestCase, metric_sum, request, route, wait_until
@@ -106,6 +107,29 @@ class H2UpstreamStreamsTest(ProcessTestCase):
             self.assertEqual([json.loads(bytes(replies[i].body))["body_bytes"] for i in ids],
                              [0] * CLIENTS)
         self.assertEqual(upstream.refused, 0)
+
+    def test_streams_of_one_connection_each_wait_their_own_response_timeout(self):
+        """A server that holds every answer for 3 s, and response_timeout_ms
+        600: two HTTP/2 client streams sent 0.3 s apart on one connection (and
+        one upstream connection, whose streams share one timer) each get 504
+        once their own 600 ms have passed, the first before the second."""
+        upstream = self.upstream(hold=3.0)
+        gw = self.gateway(upstream, response_timeout_ms=600)
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        started = {"a": time.monotonic()}
+        a = c.send("GET", "/a")
+        c.pump_for(0.3)
+        started["b"] = time.monotonic()
+        b = c.send("GET", "/b")
+        done = c.run_until_done([a, b])
+        self.assertEqual((done[a].status, done[b].status), (504, 504))
+        self.assertGreaterEqual(done[a].ended_at - started["a"], 0.6)
+        self.assertGreaterEqual(done[b].ended_at - started["b"], 0.6)
+        self.assertLess(done[a].ended_at, done[b].ended_at)
+        self.assertEqual(gw.metric("sluice_upstream_requests_total", upstream="one",
+                                   outcome="timeout"), 2)
+        self.assertEqual(upstream.connections, 1)
 
     def test_a_whole_request_goes_to_the_server_in_one_write(self):
         """A request whose head and body came whole (an HTTP/2 client's HEADERS

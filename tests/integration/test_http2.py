@@ -336,6 +336,32 @@ class Http2Test(ProcessTestCase):
         self.assertEqual(r.status, 408)
         self.assert_still_serves(gw)
 
+    def test_streams_of_one_connection_each_time_out_at_their_own_deadline(self):
+        """Two stalled bodies on one connection, 0.3 s apart, each get 408 once
+        body_timeout has passed for that stream (the connection's streams
+        share one timer); a stream that keeps sending in time is not cut."""
+        gw = self.gateway(server={"body_timeout_ms": 600})
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        started = {}
+        started["a"] = time.monotonic()
+        a = c.send("POST", "/a", headers=[("content-length", "10")], body=b"abc", end=False)
+        live = c.send("POST", "/live", headers=[("content-length", "8")], body=b"x", end=False)
+        c.pump_for(0.3)
+        started["b"] = time.monotonic()
+        b = c.send("POST", "/b", headers=[("content-length", "10")], body=b"abc", end=False)
+        for _ in range(6):  # a byte every 0.25 s: within body_timeout, past both deadlines
+            c.pump_for(0.25)
+            c.send_body(live, b"x", end=False)
+        c.send_body(live, b"x", end=True)
+        done = c.run_until_done([a, b, live])
+        self.assertEqual((done[a].status, done[b].status, done[live].status), (408, 408, 200))
+        self.assertEqual(json.loads(done[live].body)["body_length"], 8)
+        self.assertGreaterEqual(done[a].ended_at - started["a"], 0.6)
+        self.assertGreaterEqual(done[b].ended_at - started["b"], 0.6)
+        self.assertLess(done[a].ended_at, done[b].ended_at)
+        self.assert_still_serves(gw)
+
     def test_a_header_list_over_max_header_bytes_gets_431(self):
         gw = self.gateway(server={"max_header_bytes": 4096})
         c = H2Client(gw.port)

@@ -31,6 +31,7 @@ class H2Response:
         self.ended = False
         self.reset_code: int | None = None
         self.informational: list[int] = []  # 1xx statuses, in order
+        self.ended_at: float | None = None  # time.monotonic() when it ended
 
     @property
     def status(self) -> int | None:
@@ -140,11 +141,26 @@ class H2Client:
             self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.StreamEnded) and r:
             r.ended = True
+            r.ended_at = time.monotonic()
         elif isinstance(event, h2.events.StreamReset) and r:
             r.reset_code = event.error_code
             r.ended = True
+            r.ended_at = time.monotonic()
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.goaway = event
+
+    def pump_for(self, seconds: float):
+        """Reads and handles whatever comes for `seconds`, then returns."""
+        end = time.monotonic() + seconds
+        try:
+            while not self.closed and (left := end - time.monotonic()) > 0:
+                self.sock.settimeout(min(left, 0.05))
+                try:
+                    self.pump()
+                except TimeoutError:
+                    pass
+        finally:
+            self.sock.settimeout(self.timeout)
 
     def run_until_done(self, sids, timeout: float | None = None) -> dict[int, H2Response]:
         deadline = time.monotonic() + (timeout or self.timeout)

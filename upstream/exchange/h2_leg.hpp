@@ -9,7 +9,8 @@
 //
 // The connection wakes the leg when the stream changes; the leg posts itself
 // a look at it (progress) on the worker's executor. Its wait for the upstream
-// is a timer of its own, so that the host's one deadline stays the client's.
+// is a deadline of its own (SweptDeadline, on its connection's timer), so that
+// the host's one deadline stays the client's.
 #pragma once
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <string>
 #include <utility>
 
+#include "common/deadline_sweep.hpp"
 #include "upstream/exchange/upstream_leg.hpp"
 #include "upstream/h2/h2_head.hpp"
 
@@ -28,7 +30,7 @@ namespace sluice {
 class H2Connection;
 struct H2Stream;
 
-class H2Leg final : public UpstreamLeg {
+class H2Leg final : public UpstreamLeg, public SweptDeadline {
  public:
   explicit H2Leg(UpstreamExchange& exchange) : x_(exchange) {}
 
@@ -78,7 +80,10 @@ class H2Leg final : public UpstreamLeg {
   // The upstream has response_timeout (to the request's deadline) from now
   // for its next event.
   void touch();
-  void on_timer(std::uint64_t generation);
+  // The wait for the upstream ended: it timed out, unless the client is
+  // the one slow (taking the response), which waits again.
+  void deadline_passed() noexcept override;
+  void on_timer();
 
   UpstreamExchange& x_;
   std::shared_ptr<H2Connection> conn_;  // shared with other exchanges
@@ -90,10 +95,7 @@ class H2Leg final : public UpstreamLeg {
   ResponseRelay response_ = ResponseRelay::kDone;
   // An end that waits for the client leg's operation in flight.
   std::optional<std::pair<LegEnd, UpstreamError>> pending_end_;
-  std::unique_ptr<ExchangeTimer> timer_;  // response_timeout between upstream events
-  Clock::time_point deadline_{};
   std::uint64_t generation_ = 0;  // of stream_: handlers of an earlier stream do nothing
-  bool timer_armed_ = false;
   bool progress_posted_ = false;
   bool opened_ = false;     // this leg opened conn_ (and counts it once ready)
   bool last_sent_ = false;  // the piece being sent ends the response

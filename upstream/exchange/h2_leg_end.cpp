@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "common/guarded.hpp"
 #include "common/soon.hpp"
 #include "upstream/exchange/h2_leg.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
@@ -110,42 +111,34 @@ void H2Leg::end(LegEnd how, UpstreamError error) {
 // ---- The wait for the upstream ------------------------------------------------------
 
 // The upstream has response_timeout (to the request's deadline) from now for
-// its next event. The timer is re-armed lazily (it fires, finds the deadline
-// moved, and waits again).
+// its next event: the leg's deadline on its connection's sweep, moved later
+// at no cost.
 void H2Leg::touch() {
   const auto timeout = x_.upstream_timeout(x_.response_timeout());
-  deadline_ = Clock::now() + timeout;
   // A leg that is not full duplex has one deadline (HTTP/1.1): while it
   // does nothing the wait is the upstream's, not its last read's or write's.
   if (!x_.client_->full_duplex() && body_ != BodyRelay::kReading &&
       response_ != ResponseRelay::kSending) {
     x_.host_.set_deadline(Side::kUpstream, timeout);
   }
-  if (timer_armed_) return;
-  if (!timer_) timer_ = std::make_unique<ExchangeTimer>(x_.executor_);
-  timer_armed_ = true;
-  timer_->expires_at(deadline_);
-  timer_->async_wait(handler([generation = generation_](H2Leg& self, beast::error_code ec) {
-    if (generation != self.generation_) return;  // cancelled with its stream
-    self.timer_armed_ = false;
-    if (!ec) self.on_timer(generation);
-  }));
+  if (conn_) conn_->deadlines().expires_after(*this, timeout, *conn_);
 }
 
-void H2Leg::on_timer(std::uint64_t generation) {
+void H2Leg::deadline_passed() noexcept {
+  const auto keep = x_.self_.lock();  // the leg's exchange, through the call
+  if (!keep) return;
+  call_guarded(x_, false, [this] {
+    on_timer();
+    return true;
+  });
+}
+
+void H2Leg::on_timer() {
   if (x_.leg_ != this || !stream_) return;
   const bool deadline_passed = x_.deadline_at_ <= Clock::now();
-  // A client slow to take the response is its leg's business (send_timeout).
-  const bool client_side = response_ == ResponseRelay::kSending && !deadline_passed;
-  if (Clock::now() < deadline_ || client_side) {
-    if (client_side) deadline_ = Clock::now() + x_.response_timeout();
-    timer_armed_ = true;
-    timer_->expires_at(deadline_);
-    timer_->async_wait(handler([generation](H2Leg& self, beast::error_code ec) {
-      if (generation != self.generation_) return;
-      self.timer_armed_ = false;
-      if (!ec) self.on_timer(generation);
-    }));
+  if (response_ == ResponseRelay::kSending && !deadline_passed) {
+    // A client slow to take the response is its leg's business (send_timeout).
+    conn_->deadlines().expires_after(*this, x_.response_timeout(), *conn_);
     return;
   }
   x_.upstream_timed_out_ = true;
@@ -165,16 +158,12 @@ void H2Leg::on_timer(std::uint64_t generation) {
 
 void H2Leg::on_deadline() {
   if (!stream_) return;
-  deadline_ = Clock::now();
-  on_timer(generation_);
+  on_timer();
 }
 
 // Lets go of the stream (reset if still open) and of the connection.
 void H2Leg::release() {
-  if (timer_armed_) {
-    timer_->cancel();
-    timer_armed_ = false;
-  }
+  clear_deadline();
   // A piece the client leg did not finish taking is still given back to the
   // connection's window (its bytes stay in out_ while the leg may read them).
   if (stream_ && conn_) conn_->consume(*stream_, std::exchange(out_owed_, 0));

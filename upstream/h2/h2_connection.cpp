@@ -279,6 +279,7 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
     }
     wake(*s);
   }
+  deadlines_.stop_if_idle();  // legs still waiting keep it until they let go
 }
 
 // No stream left: the connection closes after idle_timeout (at once when 0),

@@ -35,6 +35,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/deadline_sweep.hpp"
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/h2_room.hpp"
@@ -175,6 +176,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void probe();
   // An exception in one of its handlers: logged, and the connection closed.
   void on_internal_error(std::string_view what) noexcept;
+  // Its streams' waits for the server (their legs'), on one timer.
+  DeadlineSweep<WorkerExecutor>& deadlines() { return deadlines_; }
 
  private:
   friend struct H2UpstreamCallbacks;
@@ -238,6 +241,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   boost::asio::steady_timer timer_;  // the connect deadline, then the idle close (lazily)
   boost::asio::steady_timer ping_timer_;
   boost::asio::steady_timer write_timer_;
+  DeadlineSweep<WorkerExecutor> deadlines_;
   bool ping_pending_ = false;
   bool reading_ = false;
   bool flush_posted_ = false;

@@ -74,7 +74,8 @@ H2Connection::H2Connection(std::unique_ptr<UpstreamConnection> conn, Options opt
       options_(std::move(options)),
       timer_(conn_->stream.get_executor()),
       ping_timer_(conn_->stream.get_executor()),
-      write_timer_(conn_->stream.get_executor()) {
+      write_timer_(conn_->stream.get_executor()),
+      deadlines_(conn_->stream.get_executor()) {
   nghttp2_session_callbacks* callbacks = nullptr;
   nghttp2_session_callbacks_new(&callbacks);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, H2UpstreamCallbacks::header);

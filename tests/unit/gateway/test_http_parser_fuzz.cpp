@@ -20,6 +20,7 @@
 #include <boost/beast/http/parser.hpp>
 
 #include "common/http_limits.hpp"
+#include "upstream/http_fields.hpp"
 
 namespace {
 

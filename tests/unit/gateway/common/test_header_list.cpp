@@ -5,6 +5,7 @@
 #include "common/header_list.hpp"
 
 using sluice::HeaderList;
+using sluice::HeaderSpares;
 
 TEST_CASE("header list: fields in order, cleared and filled again", "[header_list]") {
   HeaderList list;
