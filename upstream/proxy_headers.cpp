@@ -22,7 +22,8 @@ namespace {
 
 namespace http = boost::beast::http;
 
-// The connection-specific fields (is_connection_specific), by Beast's codes.
+// The connection-specific fields by Beast's codes (is_connection_specific names the same
+// five, by their text).
 constexpr std::array<http::field, 5> kConnectionSpecific = {
     http::field::connection,        http::field::keep_alive, http::field::proxy_connection,
     http::field::transfer_encoding, http::field::upgrade,
@@ -97,15 +98,20 @@ std::size_t erase_underscore_fields(HttpFields& fields) {
 }
 
 bool is_connection_specific(std::string_view name) {
-  // Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade: a
-  // name of another length or first letter is none of them (most names, told
-  // apart before the hash lookup).
-  if (name.size() < 7 || name.size() > 17) return false;
-  const char first = static_cast<char>(name[0] | 0x20);
-  if (first != 'c' && first != 'k' && first != 'p' && first != 't' && first != 'u') return false;
-  const http::field code = http::string_to_field(name);  // any case
-  return std::find(kConnectionSpecific.begin(), kConnectionSpecific.end(), code) !=
-         kConnectionSpecific.end();
+  // Told apart by length first: most names (content-type, say) have none of
+  // these lengths and are not compared at all.
+  switch (name.size()) {
+    case 7:
+      return ascii::iequals(name, "upgrade");
+    case 10:
+      return ascii::iequals(name, "connection") || ascii::iequals(name, "keep-alive");
+    case 16:
+      return ascii::iequals(name, "proxy-connection");
+    case 17:
+      return ascii::iequals(name, "transfer-encoding");
+    default:
+      return false;
+  }
 }
 
 void strip_hop_by_hop(HttpFields& fields) {
