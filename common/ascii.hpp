@@ -43,28 +43,31 @@ constexpr bool iequals(std::string_view a, std::string_view b) {
 
 // Eight bytes at a time (a header name is folded for every field of every
 // HTTP/2 block): in each byte under 0x80, 'A'..'Z' gain 0x20; other bytes
-// are left alone.
+// are left alone. A length not a multiple of eight ends with the last eight
+// bytes, which may overlap the word before (folding twice changes nothing);
+// only a text shorter than eight bytes goes a byte at a time.
 inline void to_lower_in_place(char* p, std::size_t n) {
   constexpr std::uint64_t kOnes = 0x0101010101010101u;
   constexpr std::uint64_t kHigh = 0x80 * kOnes;
-  const auto fold = [](std::uint64_t x) {
+  const auto fold = [](char* at) {
+    std::uint64_t x;
+    std::memcpy(&x, at, 8);
     const std::uint64_t low7 = x & ~kHigh;
     const std::uint64_t from_a = low7 + (0x80 - 'A') * kOnes;   // high bit: >= 'A'
     const std::uint64_t past_z = low7 + (0x80 - 'Z' - 1) * kOnes;  // high bit: > 'Z'
     const std::uint64_t upper = (from_a & ~past_z) & ~x & kHigh;
-    return x | (upper >> 2);
+    x |= upper >> 2;
+    std::memcpy(at, &x, 8);
   };
-  for (; n >= 8; p += 8, n -= 8) {
-    std::uint64_t x;
-    std::memcpy(&x, p, 8);
-    x = fold(x);
-    std::memcpy(p, &x, 8);
+  if (n >= 8) {
+    char* const last = p + n - 8;
+    for (; p < last; p += 8) fold(p);
+    fold(last);
+    return;
   }
-  if (n > 0) {
-    std::uint64_t x = 0;
-    std::memcpy(&x, p, n);
-    x = fold(x);
-    std::memcpy(p, &x, n);
+  for (; n > 0; ++p, --n) {
+    const auto c = static_cast<unsigned char>(*p);
+    if (static_cast<unsigned char>(c - 'A') < 26) *p = static_cast<char>(c | 0x20);
   }
 }
 
