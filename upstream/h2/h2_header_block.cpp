@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/ascii.hpp"
+#include "common/spares.hpp"
 
 namespace sluice {
 namespace {
@@ -43,7 +44,29 @@ H2HeaderBlock::H2HeaderBlock(std::initializer_list<Field> fields) {
   for (const auto& [name, value] : fields) add(name, value);
 }
 
+namespace {
+
+// A block's bytes: a request head with its cookies may take a few KiB, so
+// these are kept up to 8 KiB each (and 512 KiB a thread), apart from the
+// strings other code keeps.
+template <class T>
+using BlockSpares = Spares<T, 512, 8 * 1024, 512 * 1024>;
+
+}  // namespace
+
+H2HeaderBlock::~H2HeaderBlock() {
+  BlockSpares<std::string>::give(std::move(bytes_));
+  BlockSpares<std::vector<Slot>>::give(std::move(fields_));
+  BlockSpares<std::vector<nghttp2_nv>>::give(std::move(nva_));
+}
+
+void H2HeaderBlock::take_spares() {
+  if (bytes_.empty()) bytes_ = BlockSpares<std::string>::take();
+  fields_ = BlockSpares<std::vector<Slot>>::take();
+}
+
 void H2HeaderBlock::add(std::string_view name, std::string_view value) {
+  if (fields_.capacity() == 0) take_spares();
   Slot f;
   f.name = static_cast<std::uint32_t>(bytes_.size());
   f.name_size = static_cast<std::uint32_t>(name.size());
@@ -73,6 +96,7 @@ bool H2HeaderBlock::operator==(const H2HeaderBlock& other) const {
 std::span<const nghttp2_nv> H2HeaderBlock::nva(std::string_view status, bool seed) const {
   static constexpr char kStatus[] = ":status";
   nva_.clear();
+  if (nva_.capacity() == 0) nva_ = BlockSpares<std::vector<nghttp2_nv>>::take();
   nva_.reserve(fields_.size() + 1);  // grown once
   if (!status.empty()) {
     const std::size_t n = std::min(status.size(), sizeof status_);

@@ -2,7 +2,9 @@
 // (lower-cased) and value goes into one buffer, reused from block to block,
 // and nghttp2 copies the bytes when the block is submitted. Both HTTP/2
 // sides use it: a response head to a client, a request head (and its
-// trailers) to an upstream.
+// trailers) to an upstream. A block that goes gives its buffers to the
+// thread's spares (common/spares.hpp), and a new block's first field takes
+// them: a request's blocks allocate nothing once the worker has served a few.
 //
 // Fields whose values change with every message (a request or trace id,
 // what a rate limit has left) are sent "never indexed" (HPACK): indexing
@@ -47,6 +49,7 @@ class H2HeaderBlock {
   }
   H2HeaderBlock(H2HeaderBlock&&) noexcept = default;
   H2HeaderBlock& operator=(H2HeaderBlock&&) noexcept = default;
+  ~H2HeaderBlock();
 
   void clear() {
     bytes_.clear();
@@ -55,6 +58,7 @@ class H2HeaderBlock {
   // Room for `fields` fields of `bytes` bytes in all, so that a block built
   // once (a request head) grows its buffers once.
   void reserve(std::size_t bytes, std::size_t fields) {
+    if (fields_.capacity() == 0) take_spares();
     bytes_.reserve(bytes);
     fields_.reserve(fields);
   }
@@ -116,6 +120,9 @@ class H2HeaderBlock {
     // never indexed, but indexed when the block seeds (H2NameSeeds).
     bool changes = false;
   };
+  // The buffers of a block gone, for a new block's first field (or reserve).
+  void take_spares();
+
   std::string bytes_;
   std::vector<Slot> fields_;
   mutable std::vector<nghttp2_nv> nva_;

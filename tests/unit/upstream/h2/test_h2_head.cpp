@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <string>
+
+#include "common/spares.hpp"
 #include "upstream/h2/h2_head.hpp"
+#include "upstream/h2/h2_header_block.hpp"
 
 using namespace sluice;
 
@@ -36,4 +40,26 @@ TEST_CASE("A request's trailers go in lower case, without connection fields", "[
   REQUIRE(out.size() == 1);
   CHECK(out[0].first == "x-checksum");
   CHECK(out[0].second == "abc");
+}
+
+TEST_CASE("A header block that goes leaves its buffers to the next block", "[h2]") {
+  if (!Spares<std::string>::kKeeps) return;  // nothing is kept under AddressSanitizer
+  const std::string value(200, 'v');
+  const char* bytes = nullptr;
+  const nghttp2_nv* list = nullptr;
+  {
+    H2HeaderBlock first;
+    first.add("X-First", value);
+    first.add("x-second", "2");
+    bytes = first.field(0).first.data();
+    list = first.nva().data();
+  }
+  H2HeaderBlock next;
+  next.add("X-Next", "n");
+  CHECK(next.field(0).first.data() == bytes);  // the same buffer, emptied
+  CHECK(next.field(0) == H2HeaderBlock::Field{"x-next", "n"});
+  CHECK(next.size() == 1);
+  const auto nva = next.nva(":status");
+  CHECK(nva.data() == list);
+  CHECK(nva.size() == 2);
 }
