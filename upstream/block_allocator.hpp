@@ -16,6 +16,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <map>
+#include <utility>
 
 namespace sluice {
 
@@ -49,5 +52,10 @@ class BlockAllocator {
     return true;
   }
 };
+
+// An ordered map whose nodes come from the block cache: an HTTP/2
+// connection's streams by id, one node made and freed per stream.
+template <class Key, class Value>
+using BlockMap = std::map<Key, Value, std::less<Key>, BlockAllocator<std::pair<const Key, Value>>>;
 
 }  // namespace sluice

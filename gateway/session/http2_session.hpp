@@ -39,6 +39,7 @@
 #include "common/guarded.hpp"
 #include "gateway/client_ip.hpp"
 #include "gateway/worker.hpp"
+#include "upstream/block_allocator.hpp"
 #include "upstream/byte_stream.hpp"
 #include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
@@ -167,7 +168,7 @@ class Http2Session final : public ClientSession,
   std::string peer_text_;
   const ClientCertificate* client_cert_ = nullptr;
   nghttp2_session* session_ = nullptr;
-  std::map<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
+  BlockMap<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
   Nghttp2Pump pump_;          // one read and one write at a time
   H2NameSeeds name_seeds_;
   std::string final_goaway_;  // written last, when nghttp2 gave up

@@ -36,6 +36,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/deadline_sweep.hpp"
+#include "upstream/block_allocator.hpp"
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/h2_room.hpp"
@@ -223,7 +224,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   nghttp2_session* session_ = nullptr;
   State state_ = State::kConnecting;
   bool retired_ = false;  // retire(): going away as soon as it is ready
-  std::map<std::int32_t, std::shared_ptr<H2Stream>> streams_;
+  BlockMap<std::int32_t, std::shared_ptr<H2Stream>> streams_;
   std::int32_t last_id_ = 0;  // stream(): the last stream found
   H2Stream* last_stream_ = nullptr;
   // Streams opened before the server's SETTINGS, waiting for them.

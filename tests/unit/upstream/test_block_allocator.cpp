@@ -59,3 +59,16 @@ TEST_CASE("block cache: a shared object made with the allocator comes from the c
   auto b = std::allocate_shared<Big>(sluice::BlockAllocator<Big>{});
   CHECK(b.get() == first);
 }
+
+TEST_CASE("block cache: a BlockMap's node freed is the next node made", "[block_cache]") {
+  sluice::BlockMap<int, std::shared_ptr<int>> streams;
+  streams.emplace(1, std::make_shared<int>(10));
+  streams.emplace(3, std::make_shared<int>(30));
+  const auto* first = &*streams.find(1);
+  streams.erase(1);
+  streams.emplace(5, std::make_shared<int>(50));
+  CHECK(*streams.at(3) == 30);
+  CHECK(*streams.at(5) == 50);
+  CHECK(streams.size() == 2);
+  if (kKeeps) CHECK(&*streams.find(5) == first);
+}
