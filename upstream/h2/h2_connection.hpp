@@ -36,6 +36,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/deadline_sweep.hpp"
+#include "common/inline_function.hpp"
 #include "upstream/block_allocator.hpp"
 #include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_name_seeds.hpp"
@@ -56,6 +57,10 @@ struct H2ConnectFailure {
   UpstreamError error = UpstreamError::kConnectFailed;
   std::string reason;  // "connect failed: Connection refused", "TLS handshake failed: ..."
 };
+
+// What a stream's exchange is told by: its captures (a weak owner and a
+// generation) kept in place, not allocated per stream.
+using StreamWake = InlineFunction<void(), 32>;
 
 struct H2Stream {
   // Where the stream is, and how it ended: one state, moved on by the
@@ -105,7 +110,7 @@ struct H2Stream {
 
   std::int32_t id = 0;
   std::size_t header_bytes = 0;
-  std::function<void()> wake;  // something changed (never called from inside the exchange's call)
+  StreamWake wake;  // something changed (never called from inside the exchange's call)
 };
 
 class H2Connection : public std::enable_shared_from_this<H2Connection> {
@@ -138,7 +143,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   // when the connection takes no more streams (going away, closed, out of
   // stream ids).
   std::shared_ptr<H2Stream> open_stream(const H2HeaderBlock& head, bool has_body,
-                                        std::function<void()> wake);
+                                        StreamWake wake);
   // The next piece of `s`'s request body, lent until s.piece_pending goes
   // false; with the last, the request's trailers (may be null).
   void send_body(H2Stream& s, const char* data, std::size_t n, bool last,

@@ -24,7 +24,7 @@ bool H2Connection::has_room() const {
 }
 
 std::shared_ptr<H2Stream> H2Connection::open_stream(const H2HeaderBlock& head, bool has_body,
-                                                    std::function<void()> wake) {
+                                                    StreamWake wake) {
   if (!usable()) return nullptr;
   auto s = std::allocate_shared<H2Stream>(BlockAllocator<H2Stream>{});
   s->wake = std::move(wake);
