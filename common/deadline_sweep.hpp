@@ -100,8 +100,6 @@ class DeadlineSweep {
 
   template <class Owner>
   void arm(Clock::time_point at, Owner& owner) {
-    armed_ = true;
-    expiry_ = at;
     timer_.expires_at(at);  // a pending wait is superseded (generation)
     timer_.async_wait([this, keep = owner.shared_from_this(), generation = ++generation_](
                           const boost::system::error_code& ec) {
@@ -109,6 +107,9 @@ class DeadlineSweep {
       armed_ = false;
       if (!ec) sweep(*keep);
     });
+    // Only once a wait is pending (an allocation that threw leaves it unarmed).
+    armed_ = true;
+    expiry_ = at;
   }
 
   template <class Owner>

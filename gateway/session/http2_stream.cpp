@@ -35,7 +35,13 @@ Http2Stream::Http2Stream(Http2Session& session, std::shared_ptr<Http2Session> ow
 }
 
 // (owner_ keeps the session alive through this.)
-Http2Stream::~Http2Stream() { session_.read_ahead_remove(read_ahead_); }
+Http2Stream::~Http2Stream() {
+  session_.read_ahead_remove(read_ahead_);
+  // The last stream of a closed session (one whose exchange went on without
+  // its client) stops the session's timer.
+  clear_deadline();
+  if (session_.closed()) session_.deadlines().stop_if_idle();
+}
 
 // ---- The request head -------------------------------------------------------
 

@@ -311,5 +311,24 @@ class ClientAbortTest(ProcessTestCase):
         self.assert_aborted(gw, cancelled=cancelled)
 
 
+    def test_ignore_client_abort_lets_an_h2c_upstream_finish_an_http2_stream_reset(self):
+        """Both sides HTTP/2: only the wait for the upstream's answer holds the
+        exchange once its client reset the stream. The answer still comes
+        (its stream upstream is not reset), is logged, and frees the slot."""
+        h2 = H2Upstream(hold=1.5)
+        self.addCleanup(h2.stop)
+        gw = self.gateway(upstream={"servers": [h2.address], "protocol": "h2c"},
+                          server={"http2": {"enabled": True}}, ignore_client_abort=True)
+        c = H2Client(gw.port)
+        self.addCleanup(c.close)
+        held = c.send("GET", "/leaver")
+        wait_until(lambda: h2.held == 1, 5, message="held upstream")
+        c.conn.reset_stream(held, error_code=0x8)  # CANCEL
+        c.flush()
+        self.assertEqual(self.access_line(gw, "/leaver")["status"], 200)
+        self.assertEqual(h2.resets, [])
+        wait_until(lambda: c.request("GET", "/next").status == 200, 5,
+                   message="the slot back once the upstream answered")
+
 if __name__ == "__main__":
     unittest.main()

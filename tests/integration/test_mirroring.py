@@ -9,7 +9,9 @@ records what it got (test_retries.ScriptedUpstream).
 - a slow mirror holds at most max_in_flight copies; the rest are skipped and
   counted, and the clients' answers come from the primary all the same;
 - a body beyond max_body_bytes is not copied;
-- an HTTP/2 client's requests are mirrored as well.
+- an HTTP/2 client's requests are mirrored as well;
+- a mirror upstream over h2c gets its copies answered and counted, though
+  nothing but the copy's own wait holds it once the client's answer went.
 """
 
 import json
@@ -30,9 +32,9 @@ class MirroringTest(ProcessTestCase):
         self.addCleanup(server.stop)
         return server
 
-    def start(self, mirror_address, threads=1, **mirror):
+    def start(self, mirror_address, threads=1, shadow=None, **mirror):
         config = gateway_config(
-            {"primary": [self.primary.address], "shadow": [mirror_address]},
+            {"primary": [self.primary.address], "shadow": shadow or [mirror_address]},
             [{"name": "app", "match": {"path_prefix": "/"}, "upstream": "primary",
               "mirror": {"upstream": "shadow", **mirror}}],
             server={"threads": threads, "http2": {"enabled": True}},
@@ -105,6 +107,17 @@ class MirroringTest(ProcessTestCase):
         wait_until(lambda: self.outcome(gw, "answered") == 1, timeout=5, message="one copy")
         self.assertEqual(self.outcome(gw, "skipped"), 1)
         self.assertEqual([(m, p, len(b)) for m, p, b in shadow.got], [("POST", "/small", 1000)])
+
+    def test_a_mirror_over_h2c_is_answered_and_counted(self):
+        from testkit.h2server import H2Upstream
+        shadow = H2Upstream(hold=0.5)
+        self.addCleanup(shadow.stop)
+        gw = self.start(None, shadow={"servers": [shadow.address], "protocol": "h2c"})
+        self.assertEqual(request(gw.port, "GET", "/copied")[0], 200)
+        wait_until(lambda: self.outcome(gw, "answered") == 1, timeout=5,
+                   message="the copy answered after its hold")
+        self.assertEqual((shadow.requests, shadow.resets), (1, []))
+        self.assertEqual(self.outcome(gw, "failed"), 0)
 
     def test_http2_clients_are_mirrored(self):
         shadow = self.mirror_upstream()

@@ -84,10 +84,16 @@ class H2Leg final : public UpstreamLeg, public SweptDeadline {
   // the one slow (taking the response), which waits again.
   void deadline_passed() noexcept override;
   void on_timer();
+  // Drops keep_, once the handler running now is done.
+  void let_go_of_exchange();
 
   UpstreamExchange& x_;
   std::shared_ptr<H2Connection> conn_;  // shared with other exchanges
   std::shared_ptr<H2Stream> stream_;
+  // The exchange (and its host) while the leg waits on its stream: nothing
+  // else may hold it (a mirror, a request whose client left), the stream's
+  // wake being weak. Taken with the leg's deadline, dropped by release().
+  std::shared_ptr<UpstreamExchange> keep_;
   H2HeaderBlock head_;        // the request head in HTTP/2 terms
   std::string out_;           // response DATA lent to the client leg
   std::size_t out_owed_ = 0;  // of it, not yet given back to the flow-control window

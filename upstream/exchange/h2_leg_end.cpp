@@ -121,7 +121,9 @@ void H2Leg::touch() {
       response_ != ResponseRelay::kSending) {
     x_.host_.set_deadline(Side::kUpstream, timeout);
   }
-  if (conn_) conn_->deadlines().expires_after(*this, timeout, *conn_);
+  if (!conn_) return;
+  if (!keep_) keep_ = x_.self_.lock();
+  conn_->deadlines().expires_after(*this, timeout, *conn_);
 }
 
 void H2Leg::deadline_passed() noexcept {
@@ -134,7 +136,7 @@ void H2Leg::deadline_passed() noexcept {
 }
 
 void H2Leg::on_timer() {
-  if (x_.leg_ != this || !stream_) return;
+  if (x_.leg_ != this || !stream_) return let_go_of_exchange();
   const bool deadline_passed = x_.deadline_at_ <= Clock::now();
   if (response_ == ResponseRelay::kSending && !deadline_passed) {
     // A client slow to take the response is its leg's business (send_timeout).
@@ -164,6 +166,8 @@ void H2Leg::on_deadline() {
 // Lets go of the stream (reset if still open) and of the connection.
 void H2Leg::release() {
   clear_deadline();
+  // A connection closed under the leg stops its timer once no leg waits on it.
+  if (conn_ && conn_->is_closed()) conn_->deadlines().stop_if_idle();
   // A piece the client leg did not finish taking is still given back to the
   // connection's window (its bytes stay in out_ while the leg may read them).
   if (stream_ && conn_) conn_->consume(*stream_, std::exchange(out_owed_, 0));
@@ -172,6 +176,13 @@ void H2Leg::release() {
   stream_.reset();
   conn_.reset();
   ++generation_;
+  let_go_of_exchange();
+}
+
+// After the handler running now (which holds the exchange as the leg's own
+// caller does): the exchange may end with this reference.
+void H2Leg::let_go_of_exchange() {
+  if (keep_) post_soon(x_.executor_, [keep = std::move(keep_)] {});
 }
 
 // ---- The leg's part of the exchange -------------------------------------------------

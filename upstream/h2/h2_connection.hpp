@@ -155,6 +155,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void release(H2Stream& s);
 
   bool ready() const { return state_ == State::kReady; }
+  bool is_closed() const { return state_ == State::kClosed; }
   // Connected (ready, or going away): its streams' requests may go.
   bool connected() const { return state_ == State::kReady || state_ == State::kGoingAway; }
   // Not going away or closed: new streams may be opened on it.
