@@ -27,6 +27,8 @@
 #include <boost/intrusive/list.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "common/guarded.hpp"
+
 namespace sluice {
 
 template <class Executor>
@@ -60,6 +62,24 @@ class SweptDeadline : public SweepHook {
   template <class Executor>
   friend class DeadlineSweep;
   Clock::time_point due_{};
+};
+
+// A deadline of the sweep's owner itself (a connection idle too long): calls
+// Passed on it, any exception handed to its on_internal_error.
+template <class Owner, void (Owner::*Passed)()>
+class OwnerDeadline final : public SweptDeadline {
+ public:
+  explicit OwnerDeadline(Owner& owner) : owner_(owner) {}
+
+ private:
+  void deadline_passed() noexcept override {
+    call_guarded(owner_, false, [this] {
+      (owner_.*Passed)();
+      return true;
+    });
+  }
+
+  Owner& owner_;
 };
 
 template <class Executor>

@@ -299,7 +299,7 @@ void Http2Session::on_internal_error(std::string_view what) noexcept {
 void Http2Session::close() {
   if (closed_) return;
   closed_ = true;
-  idle_timer_.cancel();
+  idle_wait_.clear_deadline();
   write_timer_.cancel();
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -318,45 +318,34 @@ void Http2Session::close() {
 // No stream open: the connection is idle (for the worker's shedding, and for
 // idle_timeout).
 //
-// The timer is lazy: a stream that opens leaves it armed (no cancel, no
-// aborted wait to run, for a client with one call at a time); when it fires
-// on a busy connection it waits again once the connection is idle, and on
-// one idle for less than idle_timeout it waits for the rest.
+// The wait is a deadline on the connection's sweep: a stream that opens
+// clears it, and one that ends sets it again, neither touching a timer.
 void Http2Session::update_idle() {
   const bool idle = streams_.empty() && !closed_;
   if (idle == idle_since_.has_value()) return;
   if (!idle) {
     idle_since_.reset();
     worker_.idle_changed(-1);
+    idle_wait_.clear_deadline();
     return;
   }
   idle_since_ = Clock::now();
   worker_.idle_changed(1);
-  const auto timeout = worker_.config()->server.idle_timeout;
-  // Armed already, it waits on (unless a reload made the timeout shorter).
-  if (!idle_timer_armed_ || *idle_since_ + timeout < idle_timer_.expiry()) {
-    arm_idle_timer(timeout);
-  }
+  deadlines_.expires_after(idle_wait_, worker_.config()->server.idle_timeout, *this);
 }
 
-void Http2Session::arm_idle_timer(Clock::duration wait) {
-  idle_timer_armed_ = true;
-  const auto generation = ++idle_generation_;
-  idle_timer_.expires_after(wait);  // a wait pending is superseded (generation)
-  idle_timer_.async_wait(handler([generation](Http2Session& self, beast::error_code ec) {
-    if (generation != self.idle_generation_) return;
-    self.idle_timer_armed_ = false;
-    if (ec || self.closed_ || !self.idle_since_) return;
-    const auto timeout = self.worker_.config()->server.idle_timeout;
-    const auto idle_for = Clock::now() - *self.idle_since_;
-    if (idle_for < timeout) return self.arm_idle_timer(timeout - idle_for);
-    // Idle too long: GOAWAY, then the close.
-    self.draining_ = true;
-    nghttp2_submit_goaway(self.session_, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(self.session_),
-                          NGHTTP2_NO_ERROR, nullptr, 0);
-    self.flush();
-  }));
+void Http2Session::idle_timed_out() {
+  if (closed_ || !idle_since_) return;
+  // A reload may have made the timeout longer since: the rest is waited for.
+  const auto timeout = worker_.config()->server.idle_timeout;
+  const auto idle_for = Clock::now() - *idle_since_;
+  if (idle_for < timeout) return deadlines_.expires_after(idle_wait_, timeout - idle_for, *this);
+  // Idle too long: GOAWAY, then the close.
+  draining_ = true;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                        nullptr, 0);
+  flush();
 }
 
 }  // namespace sluice

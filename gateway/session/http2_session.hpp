@@ -142,7 +142,8 @@ class Http2Session final : public ClientSession,
   void goaway(std::uint32_t code, std::string_view reason);
   void count_goaway(std::uint32_t code);
   void update_idle();
-  void arm_idle_timer(Clock::duration wait);
+  // No stream for idle_timeout: GOAWAY, then the close.
+  void idle_timed_out();
   void graceful_close();
   void linger();
   void close();
@@ -174,17 +175,16 @@ class Http2Session final : public ClientSession,
   std::string final_goaway_;  // written last, when nghttp2 gave up
   std::int32_t max_client_stream_ = 0;
   std::deque<std::int32_t> reset_streams_;
-  Timer idle_timer_;  // armed lazily: update_idle()
   Timer write_timer_;
   DeadlineSweep<WorkerExecutor> deadlines_;
+  // idle_timeout from the last stream's end, on deadlines_ with the streams'.
+  OwnerDeadline<Http2Session, &Http2Session::idle_timed_out> idle_wait_{*this};
   std::optional<Clock::time_point> idle_since_;
   std::uint64_t refused_streams_ = 0;
   std::size_t read_ahead_in_use_ = 0;  // bytes its streams hold, read ahead
   std::size_t read_ahead_budget_ = 0;  // server.http2.max_read_ahead_bytes at its start
   bool reading_ = false;
   bool flush_posted_ = false;
-  bool idle_timer_armed_ = false;
-  std::uint64_t idle_generation_ = 0;  // the idle timer's current wait
   bool draining_ = false;
   bool lingering_ = false;  // after the last frame, until the close
   bool closed_ = false;

@@ -77,7 +77,6 @@ Http2Session::Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<v
       stream_(stream),
       peer_(peer),
       peer_text_(std::move(peer_text)),
-      idle_timer_(stream_.get_executor()),
       write_timer_(stream_.get_executor()),
       deadlines_(stream_.get_executor()) {
   nghttp2_session_callbacks* callbacks = nullptr;

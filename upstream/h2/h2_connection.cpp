@@ -255,6 +255,7 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   timer_.cancel();
+  idle_wait_.clear_deadline();
   ping_timer_.cancel();
   write_timer_.cancel();
   if (resolver_) resolver_->cancel();
@@ -293,10 +294,10 @@ void H2Connection::update_idle() {
   }
   if (!streams_.empty() || state_ != State::kReady) {
     ++idle_generation_;
+    idle_wait_.clear_deadline();
     return;
   }
   const auto generation = ++idle_generation_;
-  idle_since_ = std::chrono::steady_clock::now();
   if (options_.idle_timeout.count() == 0) {
     post_soon(conn_->stream.get_executor(), handler([generation](H2Connection& self) {
                  if (generation == self.idle_generation_ && self.state_ == State::kReady) {
@@ -305,24 +306,11 @@ void H2Connection::update_idle() {
                }));
     return;
   }
-  if (!idle_armed_) arm_idle(options_.idle_timeout);
+  deadlines_.expires_after(idle_wait_, options_.idle_timeout, *this);
 }
 
-// The idle timer is lazy: a stream that opens leaves it armed; fired on a
-// busy connection it waits again once the connection is idle, on one idle
-// for less than idle_timeout for the rest.
-void H2Connection::arm_idle(std::chrono::steady_clock::duration wait) {
-  idle_armed_ = true;
-  timer_.expires_after(wait);
-  timer_.async_wait(handler([](H2Connection& self, error_code ec) {
-    self.idle_armed_ = false;
-    if (ec || !self.streams_.empty() || self.state_ != State::kReady) return;
-    const auto idle_for = std::chrono::steady_clock::now() - self.idle_since_;
-    if (idle_for < self.options_.idle_timeout) {
-      return self.arm_idle(self.options_.idle_timeout - idle_for);
-    }
-    self.close_idle();
-  }));
+void H2Connection::idle_timed_out() {
+  if (streams_.empty() && state_ == State::kReady) close_idle();
 }
 
 void H2Connection::close_idle() {

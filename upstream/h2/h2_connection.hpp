@@ -206,7 +206,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   void shut(const H2ConnectFailure* failure);
   bool tls_alert_ = false;  // it broke with a TLS alert
   void update_idle();
-  void arm_idle(std::chrono::steady_clock::duration wait);
+  // No stream for idle_timeout: GOAWAY, then the close.
+  void idle_timed_out();
   void close_idle();
   void wake(H2Stream& s);
   H2Stream* stream(std::int32_t id);
@@ -245,17 +246,17 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   Nghttp2Pump pump_;  // one read and one write at a time
   H2NameSeeds name_seeds_;  // for request heads
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
-  boost::asio::steady_timer timer_;  // the connect deadline, then the idle close (lazily)
+  boost::asio::steady_timer timer_;  // the connect deadline
   boost::asio::steady_timer ping_timer_;
   boost::asio::steady_timer write_timer_;
   DeadlineSweep<WorkerExecutor> deadlines_;
+  // idle_timeout from the last stream's end, on deadlines_ with the legs'.
+  OwnerDeadline<H2Connection, &H2Connection::idle_timed_out> idle_wait_{*this};
   bool ping_pending_ = false;
   bool reading_ = false;
   bool flush_posted_ = false;
   bool tls_session_taken_ = false;
-  std::uint64_t idle_generation_ = 0;
-  std::chrono::steady_clock::time_point idle_since_;  // the last stream ended
-  bool idle_armed_ = false;                           // timer_ waits for idle_timeout
+  std::uint64_t idle_generation_ = 0;  // of an idle close posted (idle_timeout 0)
 };
 
 }  // namespace sluice
