@@ -15,6 +15,7 @@
 #include "gateway/session/http2_session.hpp"
 #include "gateway/session/http2_stream.hpp"
 #include "gateway/session/local_reply.hpp"
+#include "upstream/h2/h2_head.hpp"
 #include "upstream/h2/h2_header_block.hpp"
 #include "upstream/h2/h2_nv.hpp"
 #include "upstream/proxy_headers.hpp"
@@ -45,22 +46,7 @@ ssize_t read_stream_data(nghttp2_session* session, std::int32_t stream_id, std::
 // ---- The response (the exchange's sink) -----------------------------------------
 
 void Http2Stream::set_response_trailers(const HttpFields& trailers) {
-  response_trailers_.clear();
-  std::size_t bytes = 0;
-  std::size_t count = 0;
-  for (const auto& f : trailers) {
-    bytes += f.name_string().size() + f.value().size();
-    ++count;
-  }
-  response_trailers_.reserve(bytes, count);
-  for (const auto& f : trailers) {
-    const std::string_view name = f.name_string();
-    if (name.empty() || name.front() == ':' || is_connection_specific(name) ||
-        ascii::iequals(name, "te")) {
-      continue;
-    }
-    response_trailers_.add(name, f.value());  // the name lower-cased
-  }
+  h2_trailer_fields(response_trailers_, trailers);
 }
 
 void Http2Stream::start_response(const ResponseStart& start) {

@@ -141,7 +141,8 @@ long H2Connection::read_body(std::int32_t id, std::uint8_t* buf, std::size_t len
   if (s->piece_last) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (s->request_trailers) {
-      const H2HeaderBlock trailers = h2_trailer_fields(*s->request_trailers);
+      H2HeaderBlock trailers;
+      h2_trailer_fields(trailers, *s->request_trailers);
       const auto nva = trailers.nva();
       if (!nva.empty() && nghttp2_submit_trailer(session_, id, nva.data(), nva.size()) == 0) {
         *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;

@@ -6,17 +6,23 @@
 #include "upstream/proxy_headers.hpp"
 
 namespace sluice {
-H2HeaderBlock h2_trailer_fields(const HttpFields& trailers) {
-  H2HeaderBlock out;
+void h2_trailer_fields(H2HeaderBlock& out, const HttpFields& trailers) {
+  out.clear();
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  for (const auto& f : trailers) {
+    bytes += f.name_string().size() + f.value().size();
+    ++count;
+  }
+  out.reserve(bytes, count);
   for (const auto& f : trailers) {
     const std::string_view name = f.name_string();
-    if (is_connection_specific(name) || ascii::iequals(name, "te") ||
-        ascii::iequals(name, "host")) {
+    if (name.empty() || name.front() == ':' || is_connection_specific(name) ||
+        ascii::iequals(name, "te") || ascii::iequals(name, "host")) {
       continue;
     }
     out.add(name, f.value());  // the name lower-cased
   }
-  return out;
 }
 
 std::optional<unsigned> h2_status(std::string_view value) {

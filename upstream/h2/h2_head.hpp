@@ -15,9 +15,11 @@
 
 namespace sluice {
 
-// A request's trailers as HTTP/2 fields: names in lower case, without the
-// connection-specific ones, TE and Host.
-H2HeaderBlock h2_trailer_fields(const HttpFields& trailers);
+// Trailers as HTTP/2 fields, a request's to an upstream or a response's to a
+// client: `out` cleared and filled, names in lower case, without what HTTP/2
+// trailers must not carry (pseudo-fields, the connection-specific fields, TE
+// and Host).
+void h2_trailer_fields(H2HeaderBlock& out, const HttpFields& trailers);
 
 // A response's :status value as a status code (100-999), or nothing.
 std::optional<unsigned> h2_status(std::string_view value);
