@@ -120,6 +120,7 @@ class DeadlineSweep {
 
   template <class Owner>
   void arm(Clock::time_point at, Owner& owner) {
+    armed_ = false;         // until the new wait is pending
     timer_.expires_at(at);  // a pending wait is superseded (generation)
     timer_.async_wait([this, keep = owner.shared_from_this(), generation = ++generation_](
                           const boost::system::error_code& ec) {
@@ -127,7 +128,8 @@ class DeadlineSweep {
       armed_ = false;
       if (!ec) sweep(*keep);
     });
-    // Only once a wait is pending (an allocation that threw leaves it unarmed).
+    // Only once a wait is pending (an allocation that threw leaves it
+    // unarmed, and the next deadline set arms it).
     armed_ = true;
     expiry_ = at;
   }
