@@ -319,7 +319,8 @@ void Http2Session::close() {
 // idle_timeout).
 //
 // The wait is a deadline on the connection's sweep: a stream that opens
-// clears it, and one that ends sets it again, neither touching a timer.
+// clears it and the last one to end sets it again, touching the timer only
+// when nothing earlier is waited for.
 void Http2Session::update_idle() {
   const bool idle = streams_.empty() && !closed_;
   if (idle == idle_since_.has_value()) return;
