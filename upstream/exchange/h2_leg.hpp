@@ -84,8 +84,12 @@ class H2Leg final : public UpstreamLeg, public SweptDeadline {
   // the one slow (taking the response), which waits again.
   void deadline_passed() noexcept override;
   void on_timer();
-  // Drops keep_, once the handler running now is done.
-  void let_go_of_exchange();
+  // Drops keep_, once the handler running now is done (every exchange's
+  // release comes here: the test is inline).
+  void let_go_of_exchange() {
+    if (keep_) let_go_later();
+  }
+  void let_go_later();
 
   UpstreamExchange& x_;
   std::shared_ptr<H2Connection> conn_;  // shared with other exchanges

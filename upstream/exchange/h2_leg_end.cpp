@@ -181,8 +181,8 @@ void H2Leg::release() {
 
 // After the handler running now (which holds the exchange as the leg's own
 // caller does): the exchange may end with this reference.
-void H2Leg::let_go_of_exchange() {
-  if (keep_) post_soon(x_.executor_, [keep = std::move(keep_)] {});
+void H2Leg::let_go_later() {
+  post_soon(x_.executor_, [keep = std::move(keep_)] {});
 }
 
 // ---- The leg's part of the exchange -------------------------------------------------

@@ -7,14 +7,7 @@
 
 namespace sluice {
 void h2_trailer_fields(H2HeaderBlock& out, const HttpFields& trailers) {
-  out.clear();
-  std::size_t bytes = 0;
-  std::size_t count = 0;
-  for (const auto& f : trailers) {
-    bytes += f.name_string().size() + f.value().size();
-    ++count;
-  }
-  out.reserve(bytes, count);
+  out.clear();  // its buffers kept (or a gone block's, from the spares)
   for (const auto& f : trailers) {
     const std::string_view name = f.name_string();
     if (name.empty() || name.front() == ':' || is_connection_specific(name) ||
