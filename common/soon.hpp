@@ -28,7 +28,9 @@
 // END_STREAM that follows) goes in one write, not one per task. Header-only.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <type_traits>
 #include <utility>
@@ -49,6 +51,11 @@ class SoonQueue : public boost::asio::execution_context::service {
   // `context` is an io_context (post_soon() asks for its executors).
   explicit SoonQueue(boost::asio::execution_context& context)
       : service(context), io_(static_cast<boost::asio::io_context&>(context)) {}
+  // A queue gone makes every thread's remembered queue (own_queue) stale: a
+  // new io_context may take the old one's address.
+  ~SoonQueue() override { generation.fetch_add(1, std::memory_order_release); }
+
+  static inline std::atomic<std::uint64_t> generation{0};
 
   // Queues `fn` to run after the handler running now (in order with the rest).
   template <class Fn>
@@ -147,7 +154,19 @@ SoonQueue* own_queue(const Executor& ex) {
   static_assert(std::is_same_v<decltype(ex.context()), boost::asio::io_context&>,
                 "post_soon() takes an io_context's executor");
   if (!ex.running_in_this_thread()) return nullptr;
-  return &boost::asio::use_service<SoonQueue>(ex.context());
+  // use_service() locks the context's registry and searches it: a thread
+  // remembers the queue of the context it runs (several times a request).
+  struct Remembered {
+    const boost::asio::io_context* context = nullptr;
+    SoonQueue* queue = nullptr;
+    std::uint64_t generation = 0;
+  };
+  thread_local Remembered last;
+  const std::uint64_t generation = SoonQueue::generation.load(std::memory_order_acquire);
+  if (last.context != &ex.context() || last.generation != generation) {
+    last = {&ex.context(), &boost::asio::use_service<SoonQueue>(ex.context()), generation};
+  }
+  return last.queue;
 }
 }  // namespace soon_detail
 

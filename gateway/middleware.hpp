@@ -239,6 +239,9 @@ class Middleware {
 class ExchangeObserver {
  public:
   virtual ~ExchangeObserver() = default;
+  // Whether on_exchange would do anything with an exchange whose trace is
+  // recorded or not: when no observer would, no summary is made.
+  virtual bool wants(const Config& /*config*/, bool /*trace_recorded*/) const { return true; }
   virtual void on_exchange(const Config& config, const ExchangeSummary& summary) = 0;
 };
 

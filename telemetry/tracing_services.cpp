@@ -33,6 +33,10 @@ class TraceObserver final : public ExchangeObserver {
   explicit TraceObserver(std::shared_ptr<SpanExporter> exporter)
       : exporter_(std::move(exporter)) {}
 
+  bool wants(const Config& config, bool trace_recorded) const override {
+    return trace_recorded && config.tracing.enabled();
+  }
+
   void on_exchange(const Config& config, const ExchangeSummary& summary) override {
     if (!summary.trace || !config.tracing.enabled()) return;
     std::string spans;

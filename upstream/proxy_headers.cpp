@@ -350,6 +350,12 @@ bool is_acceptable_request_id(std::string_view id) {
 }
 
 void generate_request_id(std::string& out) {
+  char id[32];
+  generate_request_id(id);
+  out.assign(id, sizeof id);
+}
+
+void generate_request_id(char* out) {
   // One generator per thread, seeded from the OS: SplitMix64, whose draws
   // pass BigCrush, at a few instructions each. An id must be unique, not
   // secret (nothing is keyed, signed or authorized by one): like any
@@ -376,13 +382,11 @@ void generate_request_id(std::string& out) {
     x += 0x3030303030303030ULL + letters * ('a' - '0' - 10);
     std::memcpy(p, &x, 8);  // little-endian: the lowest nibble's byte first
   };
-  char id[32];
   for (int i = 0; i < 2; ++i) {
     const std::uint64_t v = rng();
-    digits(static_cast<std::uint32_t>(v), id + 16 * i);
-    digits(static_cast<std::uint32_t>(v >> 32), id + 16 * i + 8);
+    digits(static_cast<std::uint32_t>(v), out + 16 * i);
+    digits(static_cast<std::uint32_t>(v >> 32), out + 16 * i + 8);
   }
-  out.assign(id, sizeof id);
 }
 
 std::string generate_request_id() {

@@ -1,5 +1,7 @@
 #include "gateway/session/exchange_log.hpp"
 
+#include <algorithm>
+
 #include "gateway/metrics.hpp"
 #include "gateway/session/http2_goaway_reasons.hpp"
 #include "upstream/exchange/upstream_exchange.hpp"
@@ -56,7 +58,10 @@ void log_exchange(const ExchangeRecord& record, const std::shared_ptr<const Conf
   const auto ended = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(ended - record.started).count();
   series.count_request(config, record.route, record.status, seconds);
-  if (observers.empty()) return;
+  const auto wanted = [&](const auto& observer) {
+    return observer->wants(*config, record.recorded);
+  };
+  if (std::none_of(observers.begin(), observers.end(), wanted)) return;
   ExchangeSummary summary;
   summary.route = record.route ? std::string_view{record.route->name} : std::string_view{};
   summary.method = record.method;

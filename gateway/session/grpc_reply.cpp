@@ -10,10 +10,9 @@ namespace sluice {
 
 bool is_grpc_content_type(std::string_view content_type) {
   constexpr std::string_view kGrpc = "application/grpc";
-  if (content_type.size() < kGrpc.size() ||
-      !ascii::iequals(content_type.substr(0, kGrpc.size()), kGrpc)) {
-    return false;
-  }
+  if (content_type.size() < kGrpc.size()) return false;
+  const std::string_view type = content_type.substr(0, kGrpc.size());
+  if (type != kGrpc && !ascii::iequals(type, kGrpc)) return false;
   if (content_type.size() == kGrpc.size()) return true;
   const char next = content_type[kGrpc.size()];
   return next == '+' || next == ';';

@@ -33,9 +33,13 @@ bool Http2RequestHead::add(std::string_view name, std::string_view value, std::s
   if (bytes_ > limit) too_large_ = true;
   if (too_large_) return true;
   if (!name.empty() && name.front() == ':') {
-    if (name == ":method") method_ = value;
-    if (name == ":path") path_ = value;
-    if (name == ":authority") authority_ = value;
+    // nghttp2 passes each pseudo-header once, before the other fields.
+    if (name == ":method") req_.method_string(value);
+    if (name == ":path") req_.target(value);
+    if (name == ":authority" && !value.empty()) {
+      req_.insert(http::field::host, value);
+      authority_ = true;
+    }
     return true;
   }
   if (name == "cookie") {
@@ -44,19 +48,16 @@ bool Http2RequestHead::add(std::string_view name, std::string_view value, std::s
     return true;
   }
   if (name == "content-type" && is_grpc_content_type(value)) grpc_ = true;
-  if (name == "host" && !authority_.empty()) return true;  // :authority wins
+  if (name == "host" && authority_) return true;  // :authority wins
   req_.insert(name, value);
   return true;
 }
 
 void Http2RequestHead::finish() {
   done_ = true;
-  req_.method_string(method_);
-  req_.target(path_);
-  if (!authority_.empty()) req_.set(http::field::host, authority_);
   if (!cookies_.empty()) req_.set(http::field::cookie, cookies_);
-  if (req_.count(http::field::content_length) > 0) {
-    content_length_ = h2_content_length(req_[http::field::content_length]);
+  if (const auto it = req_.find(http::field::content_length); it != req_.end()) {
+    content_length_ = h2_content_length(it->value());
   }
 }
 

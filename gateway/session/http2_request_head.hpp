@@ -46,7 +46,8 @@ class Http2RequestHead {
 
  private:
   ClientRequest req_;
-  std::string method_, path_, authority_, cookies_;
+  std::string cookies_;
+  bool authority_ = false;  // a non-empty :authority came (as Host)
   std::optional<std::uint64_t> content_length_;
   std::size_t bytes_ = 0;
   HttpFields trailers_;

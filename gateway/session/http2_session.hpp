@@ -170,6 +170,8 @@ class Http2Session final : public ClientSession,
   const ClientCertificate* client_cert_ = nullptr;
   nghttp2_session* session_ = nullptr;
   BlockMap<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
+  std::int32_t last_id_ = 0;  // stream(): the last stream found
+  Http2Stream* last_stream_ = nullptr;
   Nghttp2Pump pump_;          // one read and one write at a time
   H2NameSeeds name_seeds_;
   std::string final_goaway_;  // written last, when nghttp2 gave up

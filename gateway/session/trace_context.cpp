@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "upstream/proxy_headers.hpp"
 
@@ -44,23 +45,26 @@ std::string new_traceparent(bool sampled) {
 void new_traceparent(std::string& out, bool sampled) {
   // Random hex digits as the request ids are made (X-Request-Id, 32 of them):
   // one id is the trace id, half of another the parent id.
-  thread_local std::string id;
-  out.assign("00-");
-  do generate_request_id(id);
-  while (all_zero(id));
-  out += id;
-  out += '-';
-  do generate_request_id(id);
-  while (all_zero(std::string_view(id).substr(0, 16)));
-  out.append(id, 0, 16);
-  out += sampled ? "-01" : "-00";
+  char trace_id[32];
+  char parent_id[32];
+  do generate_request_id(trace_id);
+  while (all_zero({trace_id, 32}));
+  do generate_request_id(parent_id);
+  while (all_zero({parent_id, 16}));
+  out.resize(55);  // 00-<trace id>-<parent id>-<flags>
+  char* p = out.data();
+  std::memcpy(p, "00-", 3);
+  std::memcpy(p + 3, trace_id, 32);
+  p[35] = '-';
+  std::memcpy(p + 36, parent_id, 16);
+  std::memcpy(p + 52, sampled ? "-01" : "-00", 3);
 }
 
 void new_span_id(std::string& out) {
-  thread_local std::string id;
+  char id[32];
   do generate_request_id(id);
-  while (all_zero(std::string_view(id).substr(0, 16)));
-  out.assign(id, 0, 16);
+  while (all_zero({id, 16}));
+  out.assign(id, 16);
 }
 
 bool ratio_sampled(std::string_view trace_id, double ratio) {

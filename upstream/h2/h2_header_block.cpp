@@ -1,6 +1,7 @@
 #include "upstream/h2/h2_header_block.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/ascii.hpp"
 #include "common/spares.hpp"
@@ -61,19 +62,26 @@ H2HeaderBlock::~H2HeaderBlock() {
 }
 
 void H2HeaderBlock::take_spares() {
-  if (bytes_.empty()) bytes_ = BlockSpares<std::string>::take();
+  if (bytes_.empty()) {
+    bytes_ = BlockSpares<std::string>::take();
+    bytes_.resize(std::max<std::size_t>(bytes_.capacity(), 256));
+  }
   fields_ = BlockSpares<std::vector<Slot>>::take();
 }
 
 void H2HeaderBlock::add(std::string_view name, std::string_view value) {
   if (fields_.capacity() == 0) take_spares();
+  const std::size_t n = name.size() + value.size();
+  if (bytes_.size() - used_ < n) bytes_.resize(std::max(used_ + n, 2 * bytes_.size()));
   Slot f;
-  f.name = static_cast<std::uint32_t>(bytes_.size());
+  f.name = static_cast<std::uint32_t>(used_);
   f.name_size = static_cast<std::uint32_t>(name.size());
   f.value = f.name + f.name_size;
   f.value_size = static_cast<std::uint32_t>(value.size());
-  bytes_.append(name).append(value);
-  char* const lower = bytes_.data() + f.name;
+  char* const lower = bytes_.data() + used_;
+  if (!name.empty()) std::memcpy(lower, name.data(), name.size());
+  if (!value.empty()) std::memcpy(lower + name.size(), value.data(), value.size());
+  used_ += n;
   ascii::to_lower_in_place(lower, name.size());
   f.changes = h2_changes_per_message({lower, name.size()});
   fields_.push_back(f);

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstddef>
+#include <algorithm>
 #include <initializer_list>
 #include <iterator>
 #include <span>
@@ -40,26 +41,41 @@ class H2HeaderBlock {
   H2HeaderBlock(std::initializer_list<Field> fields);
   // A copy has the fields; nghttp2's list (pointers into the original) is
   // made again by its own nva().
-  H2HeaderBlock(const H2HeaderBlock& other) : bytes_(other.bytes_), fields_(other.fields_) {}
+  H2HeaderBlock(const H2HeaderBlock& other)
+      : bytes_(other.bytes_, 0, other.used_), used_(other.used_), fields_(other.fields_) {}
   H2HeaderBlock& operator=(const H2HeaderBlock& other) {
-    bytes_ = other.bytes_;
+    bytes_.assign(other.bytes_, 0, other.used_);
+    used_ = other.used_;
     fields_ = other.fields_;
     nva_.clear();
     return *this;
   }
-  H2HeaderBlock(H2HeaderBlock&&) noexcept = default;
-  H2HeaderBlock& operator=(H2HeaderBlock&&) noexcept = default;
+  H2HeaderBlock(H2HeaderBlock&& other) noexcept
+      : bytes_(std::move(other.bytes_)),
+        used_(std::exchange(other.used_, 0)),
+        fields_(std::move(other.fields_)),
+        nva_(std::move(other.nva_)) {
+    std::copy_n(other.status_, sizeof status_, status_);
+  }
+  H2HeaderBlock& operator=(H2HeaderBlock&& other) noexcept {
+    bytes_ = std::move(other.bytes_);
+    used_ = std::exchange(other.used_, 0);
+    fields_ = std::move(other.fields_);
+    nva_ = std::move(other.nva_);
+    std::copy_n(other.status_, sizeof status_, status_);
+    return *this;
+  }
   ~H2HeaderBlock();
 
   void clear() {
-    bytes_.clear();
+    used_ = 0;
     fields_.clear();
   }
   // Room for `fields` fields of `bytes` bytes in all, so that a block built
   // once (a request head) grows its buffers once.
   void reserve(std::size_t bytes, std::size_t fields) {
     if (fields_.capacity() == 0) take_spares();
-    bytes_.reserve(bytes);
+    if (bytes_.size() < bytes) bytes_.resize(bytes);
     fields_.reserve(fields);
   }
   // Appends a field, its name lower-cased.
@@ -123,7 +139,10 @@ class H2HeaderBlock {
   // The buffers of a block gone, for a new block's first field (or reserve).
   void take_spares();
 
+  // The fields' bytes are bytes_[0, used_): bytes_ is sized to what it can
+  // hold, so that a field is copied in without std::string's own checks.
   std::string bytes_;
+  std::size_t used_ = 0;
   std::vector<Slot> fields_;
   mutable std::vector<nghttp2_nv> nva_;
   mutable char status_[3] = {};
