@@ -32,6 +32,10 @@ class AccessLog final : public ExchangeObserver, public std::enable_shared_from_
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
+  // Off (and nothing left waiting): no summary needs to be made for it.
+  bool wants(const Config& config, bool /*trace_recorded*/) const override {
+    return config.log.access_log || !pending_.empty();
+  }
   void on_exchange(const Config& config, const ExchangeSummary& summary) override;
   // Writes the lines waiting, if any (a reload calls it too).
   void flush();

@@ -5,6 +5,7 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
+#include "common/spares.hpp"
 #include "common/target_parts.hpp"
 #include "gateway/session/local_reply.hpp"
 #include "gateway/router.hpp"
@@ -167,6 +168,21 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
 }
 
 }  // namespace
+
+RequestInfo::RequestInfo()
+    : request_id(Spares<std::string>::take()),
+      trace_id(Spares<std::string>::take()),
+      traceparent(Spares<std::string>::take()) {
+  target.target = Spares<std::string>::take();
+  target.route_path = Spares<std::string>::take();
+}
+
+RequestInfo::~RequestInfo() {
+  for (std::string* s : {&target.target, &target.route_path, &request_id, &trace_id,
+                         &traceparent}) {
+    Spares<std::string>::give(std::move(*s));
+  }
+}
 
 
 std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, const IpAddress& peer,

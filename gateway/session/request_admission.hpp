@@ -32,8 +32,16 @@ struct BodyFacts {
 };
 
 // What is known of an admitted request. Reused by a connection's requests:
-// its strings keep their capacity.
+// its strings keep their capacity. Those a request always fills (its target,
+// route path, ids and traceparent) take their buffers from the thread's
+// spares when made and give them back when it goes: an HTTP/2 stream has
+// one of its own.
 struct RequestInfo {
+  RequestInfo();
+  ~RequestInfo();
+  RequestInfo(const RequestInfo&) = delete;
+  RequestInfo& operator=(const RequestInfo&) = delete;
+
   NormalizedTarget target;      // forwarded target and route path
   std::string original_target;  // as received, set only when the target was rewritten
   std::string request_id;       // kept from X-Request-Id or generated; also set on refusal

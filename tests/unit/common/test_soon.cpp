@@ -1,6 +1,7 @@
 // common/soon.hpp: what a worker queues to run after the handler running now.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,4 +157,25 @@ TEST_CASE("soon: a batch that ran a posted pass's tasks leaves that pass to take
   });
   CHECK(io.run() == 4);  // three handlers and one pass, not a second pass
   CHECK(done == std::vector<std::string>{"a", "read", "b"});
+}
+
+TEST_CASE("soon: a new io_context where an old one was gets a queue of its own", "[soon]") {
+  // A thread remembers the queue of the context it ran last: one made at the
+  // same address after the old one went must not find the old queue.
+  std::optional<asio::io_context> io;
+  for (int round = 0; round < 3; ++round) {
+    io.emplace();
+    const auto ex = io->get_executor();
+    int ran = 0;
+    sluice::SoonQueue* found = nullptr;
+    asio::post(*io, [&ran, &found, ex] {
+      found = sluice::soon_detail::own_queue(ex);
+      sluice::post_soon(ex, [&ran] { ++ran; });
+      sluice::post_soon(ex, [&ran] { ++ran; });
+    });
+    io->run();
+    CHECK(found == &asio::use_service<sluice::SoonQueue>(*io));
+    CHECK(ran == 2);
+    io.reset();
+  }
 }

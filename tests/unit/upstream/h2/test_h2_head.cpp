@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/spares.hpp"
 #include "upstream/h2/h2_head.hpp"
@@ -63,4 +65,44 @@ TEST_CASE("A header block that goes leaves its buffers to the next block", "[h2]
   const auto nva = next.nva(":status");
   CHECK(nva.data() == list);
   CHECK(nva.size() == 2);
+}
+
+TEST_CASE("A header block keeps its fields as it grows, and when copied or moved", "[h2]") {
+  H2HeaderBlock block;
+  std::vector<std::string> values;
+  for (int i = 0; i < 40; ++i) values.push_back(std::string(static_cast<std::size_t>(i * 7), 'a' + i % 26));
+  for (int i = 0; i < 40; ++i) block.add("X-Field-" + std::to_string(i), values[static_cast<std::size_t>(i)]);
+  REQUIRE(block.size() == 40);
+  for (int i = 0; i < 40; ++i) {
+    const auto [name, value] = block.field(static_cast<std::size_t>(i));
+    CHECK(name == "x-field-" + std::to_string(i));
+    CHECK(value == values[static_cast<std::size_t>(i)]);
+  }
+  const auto nva = block.nva();
+  REQUIRE(nva.size() == 40);
+  CHECK(std::string_view(reinterpret_cast<const char*>(nva[39].value), nva[39].valuelen) ==
+        values[39]);
+
+  H2HeaderBlock copy(block);
+  CHECK(copy == block);
+  copy.add("x-more", "1");
+  CHECK(copy.size() == 41);
+  CHECK(copy.field(40) == H2HeaderBlock::Field{"x-more", "1"});
+
+  H2HeaderBlock moved(std::move(block));
+  CHECK(moved.size() == 40);
+  CHECK(moved.field(39).second == values[39]);
+  // The block moved from is empty and takes fields again.
+  block.clear();
+  block.add("X-Again", "yes");
+  CHECK(block.size() == 1);
+  CHECK(block.field(0) == H2HeaderBlock::Field{"x-again", "yes"});
+
+  H2HeaderBlock assigned;
+  assigned.add("x-old", "gone");
+  assigned = copy;
+  CHECK(assigned == copy);
+  assigned = std::move(moved);
+  CHECK(assigned.size() == 40);
+  CHECK(assigned.field(0) == H2HeaderBlock::Field{"x-field-0", ""});
 }
