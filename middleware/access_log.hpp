@@ -32,7 +32,8 @@ class AccessLog final : public ExchangeObserver, public std::enable_shared_from_
   AccessLog(const AccessLog&) = delete;
   AccessLog& operator=(const AccessLog&) = delete;
 
-  // Off (and nothing left waiting): no summary needs to be made for it.
+  // Off (and nothing left waiting): no summary needs to be made for it. It
+  // agrees with on_exchange, which flushes what waits when the log is off.
   bool wants(const Config& config, bool /*trace_recorded*/) const override {
     return config.log.access_log || !pending_.empty();
   }

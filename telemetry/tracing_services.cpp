@@ -38,7 +38,7 @@ class TraceObserver final : public ExchangeObserver {
   }
 
   void on_exchange(const Config& config, const ExchangeSummary& summary) override {
-    if (!summary.trace || !config.tracing.enabled()) return;
+    if (!wants(config, summary.trace != nullptr)) return;
     std::string spans;
     const std::size_t n = append_exchange_spans(spans, summary, SpanClock::now());
     exporter_->submit(std::move(spans), n);

@@ -355,7 +355,7 @@ void generate_request_id(std::string& out) {
   out.assign(id, sizeof id);
 }
 
-void generate_request_id(char* out) {
+void generate_request_id(char (&out)[32]) {
   // One generator per thread, seeded from the OS: SplitMix64, whose draws
   // pass BigCrush, at a few instructions each. An id must be unique, not
   // secret (nothing is keyed, signed or authorized by one): like any

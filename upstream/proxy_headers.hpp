@@ -147,7 +147,7 @@ bool is_acceptable_request_id(std::string_view id);
 std::string generate_request_id();
 // The same, written into `out` (reusing its capacity).
 void generate_request_id(std::string& out);
-// The same, written to out[0..31].
-void generate_request_id(char* out);
+// The same, written to `out`.
+void generate_request_id(char (&out)[32]);
 
 }  // namespace sluice

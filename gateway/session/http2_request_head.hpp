@@ -29,7 +29,8 @@ class Http2RequestHead {
   // (an HPACK bomb). A head past `limit` is too_large().
   bool add(std::string_view name, std::string_view value, std::size_t limit,
            const RouteConfig* route);
-  // The head is whole: the request line, Host and Cookie are set.
+  // The head is whole: Cookie is set (the request line and Host were set as
+  // their pseudo-headers came) and Content-Length read.
   void finish();
 
   bool done() const { return done_; }

@@ -184,7 +184,6 @@ RequestInfo::~RequestInfo() {
   }
 }
 
-
 std::optional<LocalReply> admit_request(ClientRequest& req, BodyFacts body, const IpAddress& peer,
                                         bool over_tls, const Config& config, RequestInfo& info) {
   info.route = nullptr;

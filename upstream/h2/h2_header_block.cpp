@@ -63,8 +63,9 @@ H2HeaderBlock::~H2HeaderBlock() {
 
 void H2HeaderBlock::take_spares() {
   if (bytes_.empty()) {
+    // Its capacity is kept; only what add() grows into is filled.
     bytes_ = BlockSpares<std::string>::take();
-    bytes_.resize(std::max<std::size_t>(bytes_.capacity(), 256));
+    bytes_.resize(256);
   }
   fields_ = BlockSpares<std::vector<Slot>>::take();
 }

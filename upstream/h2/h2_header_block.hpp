@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <cstddef>
-#include <algorithm>
 #include <initializer_list>
 #include <iterator>
 #include <span>
@@ -55,14 +54,14 @@ class H2HeaderBlock {
         used_(std::exchange(other.used_, 0)),
         fields_(std::move(other.fields_)),
         nva_(std::move(other.nva_)) {
-    std::copy_n(other.status_, sizeof status_, status_);
+    nva_.clear();  // its entries point into `other`
   }
   H2HeaderBlock& operator=(H2HeaderBlock&& other) noexcept {
     bytes_ = std::move(other.bytes_);
     used_ = std::exchange(other.used_, 0);
     fields_ = std::move(other.fields_);
     nva_ = std::move(other.nva_);
-    std::copy_n(other.status_, sizeof status_, status_);
+    nva_.clear();  // its entries point into `other`
     return *this;
   }
   ~H2HeaderBlock();

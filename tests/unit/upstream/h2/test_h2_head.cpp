@@ -70,8 +70,10 @@ TEST_CASE("A header block that goes leaves its buffers to the next block", "[h2]
 TEST_CASE("A header block keeps its fields as it grows, and when copied or moved", "[h2]") {
   H2HeaderBlock block;
   std::vector<std::string> values;
-  for (int i = 0; i < 40; ++i) values.push_back(std::string(static_cast<std::size_t>(i * 7), 'a' + i % 26));
-  for (int i = 0; i < 40; ++i) block.add("X-Field-" + std::to_string(i), values[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < 40; ++i) {
+    values.emplace_back(static_cast<std::size_t>(i * 7), static_cast<char>('a' + i % 26));
+    block.add("X-Field-" + std::to_string(i), values.back());
+  }
   REQUIRE(block.size() == 40);
   for (int i = 0; i < 40; ++i) {
     const auto [name, value] = block.field(static_cast<std::size_t>(i));
