@@ -305,9 +305,7 @@ void Http2Session::close() {
   stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
   stream_.socket().close(ec);
   // Every stream still open ends with the connection.
-  auto streams = std::move(streams_);
-  streams_.clear();
-  last_stream_ = nullptr;
+  auto streams = streams_.take_all();
   for (auto& [id, s] : streams) s->on_closed(NGHTTP2_CANCEL);
   deadlines_.stop_if_idle();  // unless a stream's exchange goes on without its client
   if (idle_since_) {

@@ -43,6 +43,7 @@
 #include "upstream/byte_stream.hpp"
 #include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
+#include "upstream/h2/stream_map.hpp"
 
 struct nghttp2_session;
 
@@ -169,9 +170,7 @@ class Http2Session final : public ClientSession,
   std::string peer_text_;
   const ClientCertificate* client_cert_ = nullptr;
   nghttp2_session* session_ = nullptr;
-  BlockMap<std::int32_t, std::shared_ptr<Http2Stream>> streams_;
-  std::int32_t last_id_ = 0;  // stream(): the last stream found
-  Http2Stream* last_stream_ = nullptr;
+  StreamMap<Http2Stream> streams_;
   Nghttp2Pump pump_;          // one read and one write at a time
   H2NameSeeds name_seeds_;
   std::string final_goaway_;  // written last, when nghttp2 gave up

@@ -100,15 +100,8 @@ Http2Session::Http2Session(Worker& worker, ByteStream& stream, std::shared_ptr<v
 
 // ---- nghttp2's callbacks ------------------------------------------------------
 
-// The callbacks of one frame (a HEADERS' fields, one by one) ask for the
-// same stream in a row: the last one found is remembered.
 Http2Stream* Http2Session::stream(std::int32_t id) {
-  if (id == last_id_ && last_stream_ != nullptr) return last_stream_;
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return nullptr;
-  last_id_ = id;
-  last_stream_ = it->second.get();
-  return last_stream_;
+  return streams_.find(id);
 }
 
 // HEADERS on a stream id that was used before, or lower than one used
@@ -179,11 +172,8 @@ int Http2Session::on_data_chunk(std::int32_t stream_id, const std::uint8_t* data
 }
 
 int Http2Session::on_stream_close(std::int32_t stream_id, std::uint32_t error_code) {
-  auto it = streams_.find(stream_id);
-  if (it == streams_.end()) return 0;
-  auto s = std::move(it->second);
-  streams_.erase(it);
-  if (last_stream_ == s.get()) last_stream_ = nullptr;
+  const auto s = streams_.take(stream_id);
+  if (!s) return 0;
   s->on_closed(error_code);
   update_idle();
   return 0;

@@ -262,9 +262,7 @@ void H2Connection::shut(const H2ConnectFailure* failure) {
   error_code ignored;
   conn_->stream.socket().close(ignored);
   release_slot();
-  auto streams = std::move(streams_);
-  streams_.clear();
-  last_stream_ = nullptr;
+  auto streams = streams_.take_all();
   if (failure && !queued_.empty()) {
     queued_.front().stream->reports_failure = true;
   } else if (!streams.empty()) {

@@ -42,6 +42,7 @@
 #include "upstream/h2/h2_name_seeds.hpp"
 #include "upstream/h2/h2_room.hpp"
 #include "upstream/h2/nghttp2_pump.hpp"
+#include "upstream/h2/stream_map.hpp"
 #include "upstream/http_fields.hpp"
 #include "upstream/upstream_config.hpp"
 #include "upstream/upstream_error.hpp"
@@ -231,9 +232,7 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
   nghttp2_session* session_ = nullptr;
   State state_ = State::kConnecting;
   bool retired_ = false;  // retire(): going away as soon as it is ready
-  BlockMap<std::int32_t, std::shared_ptr<H2Stream>> streams_;
-  std::int32_t last_id_ = 0;  // stream(): the last stream found
-  H2Stream* last_stream_ = nullptr;
+  StreamMap<H2Stream> streams_;
   // Streams opened before the server's SETTINGS, waiting for them.
   struct Queued {
     std::shared_ptr<H2Stream> stream;

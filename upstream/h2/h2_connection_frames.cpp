@@ -232,11 +232,8 @@ int H2Connection::on_data_chunk(std::int32_t id, const std::uint8_t* data, std::
 }
 
 int H2Connection::on_stream_close(std::int32_t id, std::uint32_t error_code) {
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return 0;
-  auto s = std::move(it->second);
-  streams_.erase(it);
-  if (last_stream_ == s.get()) last_stream_ = nullptr;
+  const auto s = streams_.take(id);
+  if (!s) return 0;
   s->state = H2Stream::State::kClosed;
   s->error_code = error_code;
   wake(*s);

@@ -110,15 +110,8 @@ void H2Connection::release(H2Stream& s) {
   request_flush();
 }
 
-// The callbacks of one frame (its HEADERS' fields, one by one) ask for the
-// same stream in a row: the last one found is remembered.
 H2Stream* H2Connection::stream(std::int32_t id) {
-  if (id == last_id_ && last_stream_ != nullptr) return last_stream_;
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return nullptr;
-  last_id_ = id;
-  last_stream_ = it->second.get();
-  return last_stream_;
+  return streams_.find(id);
 }
 
 void H2Connection::wake(H2Stream& s) {
