@@ -32,7 +32,7 @@ struct BodyFacts {
 };
 
 // What is known of an admitted request. Reused by a connection's requests:
-// its strings keep their capacity. Those a request always fills (its target,
+// its strings keep their capacity. Those most requests fill (their target,
 // route path, ids and traceparent) take their buffers from the thread's
 // spares when made and give them back when it goes: an HTTP/2 stream has
 // one of its own.
