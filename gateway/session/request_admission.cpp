@@ -120,6 +120,7 @@ LocalReply refuse(unsigned status, std::string_view message, RequestInfo& info) 
 // tracing on, a recorded request's traceparent goes upstream with Sluice's
 // span as the parent (tracestate kept).
 void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& info) {
+  using namespace traceparent_v00;
   const TracingConfig& tracing = config.tracing;
   info.recorded = false;
   const std::size_t lines = head.count("traceparent");
@@ -129,19 +130,19 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
       info.trace_id.assign(*id);
       info.traceparent.clear();
       if (!tracing.enabled()) return;
-      const char low = value[54];  // the flags' last hex digit: its low bit is "sampled"
+      const char low = value[kFlags + 1];  // the flags' last hex digit: its low bit is "sampled"
       const int low_bits = low <= '9' ? low - '0' : low - 'a' + 10;
       const bool parent_sampled = (low_bits & 1) != 0;
       info.recorded = tracing.parent_based ? parent_sampled
                                            : ratio_sampled(info.trace_id, tracing.sampling_ratio);
       if (!info.recorded) return;
-      info.parent_span_id.assign(value.substr(36, 16));
+      info.parent_span_id.assign(value.substr(kParentId, kParentIdSize));
       new_span_id(info.span_id);
       // Sluice's span as the parent; the flags kept, with "sampled" set.
       static constexpr char kHex[] = "0123456789abcdef";
       info.traceparent.assign("00-");
       info.traceparent.append(info.trace_id).append("-").append(info.span_id).append("-");
-      info.traceparent += value[53];
+      info.traceparent += value[kFlags];
       info.traceparent += kHex[low_bits | 1];
       head.erase("traceparent");
       return;
@@ -155,16 +156,16 @@ void keep_or_start_trace(HttpFields& head, const Config& config, RequestInfo& in
   }
   if (!tracing.enabled()) {
     new_traceparent(info.traceparent, config.log.trace_sampled);
-    info.trace_id.assign(info.traceparent, 3, 32);
+    info.trace_id.assign(info.traceparent, kTraceId, kTraceIdSize);
     return;
   }
   new_traceparent(info.traceparent, false);
-  info.trace_id.assign(info.traceparent, 3, 32);
+  info.trace_id.assign(info.traceparent, kTraceId, kTraceIdSize);
   info.recorded = ratio_sampled(info.trace_id, tracing.sampling_ratio);
   if (!info.recorded) return;
   info.parent_span_id.clear();
-  info.span_id.assign(info.traceparent, 36, 16);
-  info.traceparent.replace(53, 2, "01");
+  info.span_id.assign(info.traceparent, kParentId, kParentIdSize);
+  info.traceparent.replace(kFlags, 2, "01");
 }
 
 }  // namespace

@@ -18,19 +18,33 @@ bool lower_hex(std::string_view s) {
 
 bool all_zero(std::string_view s) { return s.find_first_not_of('0') == std::string_view::npos; }
 
+// Random hex digits as the request ids are made (X-Request-Id, 32 of them):
+// a trace id is one such id, a parent or span id the first half of one.
+void draw_trace_id(char (&id)[32]) {
+  do generate_request_id(id);
+  while (all_zero({id, traceparent_v00::kTraceIdSize}));
+}
+
+void draw_span_id(char (&id)[32]) {
+  do generate_request_id(id);
+  while (all_zero({id, traceparent_v00::kParentIdSize}));
+}
+
 }  // namespace
 
 std::optional<std::string_view> traceparent_trace_id(std::string_view value) {
-  constexpr std::size_t kV00Size = 55;  // 2 + 1 + 32 + 1 + 16 + 1 + 2
-  if (value.size() < kV00Size || value.size() > kMaxTraceparentBytes) return std::nullopt;
+  using namespace traceparent_v00;
+  if (value.size() < kSize || value.size() > kMaxTraceparentBytes) return std::nullopt;
   const std::string_view version = value.substr(0, 2);
   if (!lower_hex(version) || version == "ff") return std::nullopt;
-  if (version == "00" && value.size() != kV00Size) return std::nullopt;
-  if (value.size() > kV00Size && value[kV00Size] != '-') return std::nullopt;
-  if (value[2] != '-' || value[35] != '-' || value[52] != '-') return std::nullopt;
-  const std::string_view trace_id = value.substr(3, 32);
-  const std::string_view parent_id = value.substr(36, 16);
-  const std::string_view flags = value.substr(53, 2);
+  if (version == "00" && value.size() != kSize) return std::nullopt;
+  if (value.size() > kSize && value[kSize] != '-') return std::nullopt;
+  if (value[kTraceId - 1] != '-' || value[kParentId - 1] != '-' || value[kFlags - 1] != '-') {
+    return std::nullopt;
+  }
+  const std::string_view trace_id = value.substr(kTraceId, kTraceIdSize);
+  const std::string_view parent_id = value.substr(kParentId, kParentIdSize);
+  const std::string_view flags = value.substr(kFlags, 2);
   if (!lower_hex(trace_id) || !lower_hex(parent_id) || !lower_hex(flags)) return std::nullopt;
   if (all_zero(trace_id) || all_zero(parent_id)) return std::nullopt;
   return trace_id;
@@ -43,28 +57,24 @@ std::string new_traceparent(bool sampled) {
 }
 
 void new_traceparent(std::string& out, bool sampled) {
-  // Random hex digits as the request ids are made (X-Request-Id, 32 of them):
-  // one id is the trace id, half of another the parent id.
+  using namespace traceparent_v00;
   char trace_id[32];
   char parent_id[32];
-  do generate_request_id(trace_id);
-  while (all_zero({trace_id, 32}));
-  do generate_request_id(parent_id);
-  while (all_zero({parent_id, 16}));
-  out.resize(55);  // 00-<trace id>-<parent id>-<flags>
+  draw_trace_id(trace_id);
+  draw_span_id(parent_id);
+  out.resize(kSize);
   char* p = out.data();
-  std::memcpy(p, "00-", 3);
-  std::memcpy(p + 3, trace_id, 32);
-  p[35] = '-';
-  std::memcpy(p + 36, parent_id, 16);
-  std::memcpy(p + 52, sampled ? "-01" : "-00", 3);
+  std::memcpy(p, "00-", kTraceId);
+  std::memcpy(p + kTraceId, trace_id, kTraceIdSize);
+  p[kParentId - 1] = '-';
+  std::memcpy(p + kParentId, parent_id, kParentIdSize);
+  std::memcpy(p + kFlags - 1, sampled ? "-01" : "-00", 3);
 }
 
 void new_span_id(std::string& out) {
   char id[32];
-  do generate_request_id(id);
-  while (all_zero({id, 16}));
-  out.assign(id, 16);
+  draw_span_id(id);
+  out.assign(id, traceparent_v00::kParentIdSize);
 }
 
 bool ratio_sampled(std::string_view trace_id, double ratio) {

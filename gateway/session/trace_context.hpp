@@ -7,6 +7,7 @@
 // seeded by the OS.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,17 @@
 namespace sluice {
 
 inline constexpr std::size_t kMaxTraceparentBytes = 512;
+
+// Where the parts of a version-00 traceparent are:
+// "00-<trace id>-<parent id>-<flags>", each part after a '-'.
+namespace traceparent_v00 {
+inline constexpr std::size_t kTraceId = 3;  // 32 lower-case hex digits
+inline constexpr std::size_t kTraceIdSize = 32;
+inline constexpr std::size_t kParentId = 36;  // 16 lower-case hex digits
+inline constexpr std::size_t kParentIdSize = 16;
+inline constexpr std::size_t kFlags = 53;  // 2 lower-case hex digits
+inline constexpr std::size_t kSize = 55;
+}  // namespace traceparent_v00
 
 // The trace id (32 lower-case hex digits) of a well-formed traceparent value,
 // else nullopt. Version 00 must be exactly version-traceid-parentid-flags;
